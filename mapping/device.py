@@ -1,0 +1,171 @@
+"""The device protocol: what the runtime asks of a device, and the queue it runs work on.
+
+Owns: ``Device`` (the abstract protocol that ``host``, ``emulated`` and ``cuda`` implement,
+after numba-cuda's ``BaseCUDAMemoryManager``) and ``SyncQueue`` (the synchronous queue,
+``acc.async_sync``).
+
+A device provides memory (``allocate``/``free`` of byte blocks addressed by integers),
+views of that memory shaped like host arrays (``view``), transfers (``upload``,
+``download``, ``device_copy``: contiguous and strided, same shape on both sides), queues
+(``queue(async_value)``) and kernel launches (``launch``). The mapping runtime above it
+never touches device memory any other way.
+
+Queues: every transfer and launch names the queue it runs on. ``SyncQueue`` runs each
+operation at once on the calling thread; asynchronous queues (the async issue) keep the
+same interface — ``submit`` work, ``defer`` a callback until the queue has passed this
+point (deferred frees), ``synchronize`` — so the runtime needs no change when they land.
+
+Every allocation, free, transfer and launch publishes one event on ``events.BUS``.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Callable
+
+import numpy as np
+
+from .events import BUS, EventKind
+
+__all__ = ["Device", "Queue", "SyncQueue"]
+
+
+class Queue(abc.ABC):
+    """An ordered stream of device operations (an OpenACC async queue)."""
+
+    #: the async value (``None`` for the synchronous queue)
+    async_value: int | None = None
+
+    @abc.abstractmethod
+    def submit(self, operation: Callable[[], None]) -> None:
+        """Run ``operation`` after everything submitted before it."""
+
+    @abc.abstractmethod
+    def defer(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the queue has passed this point (e.g. a deferred free)."""
+
+    @abc.abstractmethod
+    def synchronize(self) -> None:
+        """Block until every operation submitted so far has completed."""
+
+    @abc.abstractmethod
+    def is_idle(self) -> bool:
+        """True when every operation submitted so far has completed."""
+
+
+class SyncQueue(Queue):
+    """The synchronous queue: each operation runs at once on the calling thread."""
+
+    async_value = None
+
+    def submit(self, operation):
+        operation()
+
+    def defer(self, callback):
+        callback()
+
+    def synchronize(self):
+        pass
+
+    def is_idle(self):
+        return True
+
+
+class Device(abc.ABC):
+    """One device of one type. Subclasses implement memory, transfers and launches.
+
+    Attributes:
+        type_name: ``"host"``, ``"emulated"`` or ``"cuda"``.
+        number: the device number within its type.
+        shares_host_memory: True when host arrays are device arrays (every data clause is
+            a no-op, OpenACC 3.3 §2.7.4 "shared memory").
+    """
+
+    type_name: str = "abstract"
+    shares_host_memory: bool = False
+
+    def __init__(self, number: int):
+        self.number = number
+        self.identity = (self.type_name, number)
+        self.sync_queue = SyncQueue()
+
+    # -- memory -------------------------------------------------------------------
+    @abc.abstractmethod
+    def allocate(self, nbytes: int) -> int:
+        """Allocate ``nbytes`` of device memory; return its device address.
+
+        Raises:
+            OutOfMemoryError: the device cannot satisfy the request.
+        """
+
+    @abc.abstractmethod
+    def free(self, address: int) -> None:
+        """Free the block that starts at ``address`` (from ``allocate``)."""
+
+    @abc.abstractmethod
+    def allocation_of(self, address: int) -> tuple[int, int] | None:
+        """``(begin, nbytes)`` of the live block that holds ``address``, or None."""
+
+    @abc.abstractmethod
+    def view(self, address: int, like: np.ndarray):
+        """A device array shaped and strided like ``like`` whose first element lies at
+        device ``address``."""
+
+    @abc.abstractmethod
+    def extent_of(self, device_array) -> tuple[int, int, int]:
+        """``(data, low, high)`` device addresses of a device array of this device.
+
+        Raises:
+            InvalidArgumentError: it is not memory of this device.
+        """
+
+    # -- transfers ----------------------------------------------------------------
+    @abc.abstractmethod
+    def _copy(self, destination, source) -> None:
+        """Copy elements between two same-shaped arrays (either side may be strided)."""
+
+    def upload(self, device_array, host_array, queue: Queue, *, name=None) -> None:
+        """Copy ``host_array`` into ``device_array`` on ``queue`` (host→device)."""
+        self._transfer(EventKind.UPLOAD, device_array, host_array, queue, name)
+
+    def download(self, host_array, device_array, queue: Queue, *, name=None) -> None:
+        """Copy ``device_array`` into ``host_array`` on ``queue`` (device→host)."""
+        self._transfer(EventKind.DOWNLOAD, host_array, device_array, queue, name)
+
+    def device_copy(self, destination, source, queue: Queue) -> None:
+        """Copy between two device arrays of this device."""
+        self._transfer(EventKind.DEVICE_COPY, destination, source, queue, None)
+
+    def _transfer(self, kind, destination, source, queue, name) -> None:
+        queue.submit(lambda: self._copy(destination, source))
+        BUS.publish(kind, self.identity, queue=queue.async_value, nbytes=source.nbytes, name=name)
+
+    # -- queues and launches -------------------------------------------------------
+    def queue(self, async_value: int | None) -> Queue:
+        """The queue for an async value (``None``: the synchronous queue)."""
+        return self.sync_queue
+
+    def launch(self, kernel: Callable, args: tuple, queue: Queue, *, name=None):
+        """Run ``kernel(*args)`` on ``queue``; return its result for synchronous queues."""
+        results = []
+        queue.submit(lambda: results.append(kernel(*args)))
+        BUS.publish(EventKind.LAUNCH, self.identity, queue=queue.async_value, name=name)
+        return results[0] if results else None
+
+    def synchronize(self) -> None:
+        """Wait for every queue of this device."""
+        self.sync_queue.synchronize()
+
+    # -- properties and lifetime ---------------------------------------------------
+    @property
+    @abc.abstractmethod
+    def memory_in_use(self) -> int:
+        """Bytes of device memory currently allocated."""
+
+    @abc.abstractmethod
+    def properties(self) -> dict:
+        """``memory``, ``free_memory``, ``shared_memory_support``, ``name``, ``vendor``,
+        ``driver`` (OpenACC 3.3 §3.2.6)."""
+
+    def reset(self) -> None:
+        """Forget every allocation (``acc.shutdown``)."""

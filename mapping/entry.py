@@ -1,0 +1,122 @@
+"""A present-table entry: one mapped host range, its device copy and its two counters.
+
+Owns: ``MappingEntry``, ``EntryKind`` and ``Counter``, and the counter transitions of
+OpenACC 3.3 §2.6.7 and §2.7.2 as small named methods (after LLVM's ``incRefCount`` /
+``decShouldRemove``).
+
+Invariants:
+- ``structured`` and ``dynamic`` are stored separately and never go below 0; the data is
+  present iff ``structured + dynamic > 0``.
+- a ``MAP_DATA`` entry (``acc.map_data``) keeps ``dynamic >= 1`` until ``unmap_data``
+  removes it: no present decrement or finalize takes it to 0 (§3.2.21).
+- ``host_array`` holds a strong reference to the mapped host buffer, so its address
+  cannot be reused while it is mapped (API.md §2).
+- ``device_address`` never changes; the entry owns the device block iff ``owns_memory``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import format_range
+from .ranges import HostRange
+
+__all__ = ["EntryKind", "Counter", "MappingEntry"]
+
+
+class EntryKind(enum.Enum):
+    NORMAL = "normal"  #: created by a data clause or data routine; owns its device block
+    MAP_DATA = "map_data"  #: created by acc.map_data over user-provided device memory
+
+
+class Counter(enum.Enum):
+    STRUCTURED = "structured"  #: data regions and compute regions
+    DYNAMIC = "dynamic"  #: enter/exit data and the data routines
+
+
+@dataclass(eq=False, slots=True)
+class MappingEntry:
+    """One mapping of ``[host_begin, host_end)`` to device memory at ``device_address``."""
+
+    host_begin: int
+    host_end: int
+    host_array: np.ndarray  # strong reference: keeps the host buffer alive
+    device_address: int
+    kind: EntryKind = EntryKind.NORMAL
+    name: str | None = None
+    structured: int = 0
+    dynamic: int = 0
+    #: host bytes of the mapped range as one flat uint8 array (built on first use)
+    _host_bytes: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def nbytes(self) -> int:
+        return self.host_end - self.host_begin
+
+    @property
+    def host_range(self) -> HostRange:
+        return HostRange(self.host_begin, self.host_end)
+
+    @property
+    def owns_memory(self) -> bool:
+        return self.kind is EntryKind.NORMAL
+
+    @property
+    def is_present(self) -> bool:
+        return self.structured + self.dynamic > 0
+
+    @property
+    def counters(self) -> tuple[int, int]:
+        return (self.structured, self.dynamic)
+
+    # -- transitions (OpenACC 3.3 §2.7.2 data clause actions) --------------------------
+    def increment(self, counter: Counter) -> None:
+        """Present increment (or the first count of a new entry)."""
+        if counter is Counter.STRUCTURED:
+            self.structured += 1
+        else:
+            self.dynamic += 1
+
+    def decrement(self, counter: Counter, *, finalize: bool = False) -> None:
+        """Present decrement: −1 only if > 0; ``finalize`` sets the dynamic count to 0.
+
+        A MAP_DATA entry's dynamic count stays at least 1 (OpenACC 3.3 §3.2.21).
+        """
+        if counter is Counter.STRUCTURED:
+            if self.structured > 0:
+                self.structured -= 1
+            return
+        floor = 1 if self.kind is EntryKind.MAP_DATA else 0
+        if finalize:
+            self.dynamic = min(self.dynamic, floor)
+        elif self.dynamic > floor:
+            self.dynamic -= 1
+
+    def restore(self, counters: tuple[int, int]) -> None:
+        """Undo: put back counters saved before a directive that failed part-way."""
+        self.structured, self.dynamic = counters
+
+    # -- addresses -------------------------------------------------------------------
+    def device_address_of(self, host_address: int) -> int:
+        """Device address corresponding to a host address inside the entry."""
+        return self.device_address + (host_address - self.host_begin)
+
+    def host_bytes(self) -> np.ndarray:
+        """The mapped host range as a flat ``uint8`` array (shares memory)."""
+        if self._host_bytes is None:
+            flat = self.host_array.reshape(-1, order="A")
+            self._host_bytes = flat.view(np.uint8)
+        return self._host_bytes
+
+    def describe(self) -> str:
+        label = f"'{self.name}' " if self.name else ""
+        array = self.host_array
+        return (
+            f"{label}(shape {array.shape}, dtype {array.dtype}) mapped at "
+            f"{format_range(self.host_begin, self.nbytes)} "
+            f"[structured={self.structured}, dynamic={self.dynamic}"
+            f"{', map_data' if self.kind is EntryKind.MAP_DATA else ''}]"
+        )

@@ -1,0 +1,152 @@
+"""The runtime's one event stream, and the transfer/allocation statistics built on it.
+
+Owns: ``EventKind``, the ``Event`` record, the process-wide ``BUS`` and ``Stats``.
+
+Every runtime action — allocation, free, upload (host→device), download (device→host),
+kernel launch, wait, entry into and exit from a data lifetime, error — becomes one
+``Event`` published on ``BUS``. Statistics (``acc.stats()``), and later the notify log,
+timing report, traces and profiling callbacks, are subscribers of that stream; nothing
+else observes the runtime.
+
+Invariants:
+- Publishing costs one list lookup when nobody subscribes to that kind: producers on hot
+  paths test ``BUS.wants(kind)`` before they build a record.
+- Subscribers are called synchronously on the thread that performed the action, in
+  subscription order; a subscriber must not call back into the runtime.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from dataclasses import dataclass, field
+
+__all__ = ["EventKind", "Event", "EventBus", "BUS", "Stats", "STATS"]
+
+
+class EventKind(enum.IntEnum):
+    ALLOC = 0  #: device memory allocated
+    FREE = 1  #: device memory freed
+    UPLOAD = 2  #: host→device transfer
+    DOWNLOAD = 3  #: device→host transfer
+    DEVICE_COPY = 4  #: device→device transfer
+    LAUNCH = 5  #: kernel launch
+    WAIT = 6  #: a wait on a queue
+    ENTER_DATA = 7  #: counters of a mapping incremented (a data lifetime begins or is joined)
+    EXIT_DATA = 8  #: counters of a mapping decremented (a data lifetime may end)
+    REGION_ENTER = 9  #: a structured data region or compute region entered
+    REGION_EXIT = 10  #: ... and left
+    ERROR = 11  #: an AccError is about to be raised
+
+
+@dataclass(slots=True)
+class Event:
+    """One runtime action. Fields that do not apply stay ``None``.
+
+    Attributes:
+        kind: what happened.
+        device: ``(device_type, device_num)``.
+        queue: the async value the action ran on (``None`` for synchronous actions).
+        nbytes: bytes allocated, freed or moved.
+        name: the variable (or kernel) name, when known.
+        host_begin: host address of the data, when it is host data.
+        device_begin: device address, when known.
+        counters: ``((structured, dynamic) before, (structured, dynamic) after)`` for
+            ENTER_DATA / EXIT_DATA.
+        info: anything else (the construct name, the error object ...).
+        timestamp: ``time.perf_counter()`` when the action was published.
+    """
+
+    kind: EventKind
+    device: tuple[str, int]
+    queue: int | None = None
+    nbytes: int | None = None
+    name: str | None = None
+    host_begin: int | None = None
+    device_begin: int | None = None
+    counters: tuple | None = None
+    info: object = None
+    timestamp: float = field(default_factory=time.perf_counter)
+
+
+class EventBus:
+    """Subscribers per event kind; ``publish`` calls them in subscription order."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._by_kind: list[tuple] = [() for _ in EventKind]
+
+    def subscribe(self, callback, kinds=tuple(EventKind)) -> None:
+        with self._lock:
+            for kind in kinds:
+                self._by_kind[kind] = self._by_kind[kind] + (callback,)
+
+    def unsubscribe(self, callback, kinds=tuple(EventKind)) -> None:
+        with self._lock:
+            for kind in kinds:
+                subscribers = list(self._by_kind[kind])
+                if callback in subscribers:
+                    subscribers.remove(callback)
+                self._by_kind[kind] = tuple(subscribers)
+
+    def wants(self, kind: EventKind) -> bool:
+        """True when some subscriber listens to ``kind`` (check before building records)."""
+        return bool(self._by_kind[kind])
+
+    def publish(self, kind: EventKind, device: tuple[str, int], **fields) -> None:
+        subscribers = self._by_kind[kind]
+        if not subscribers:
+            return
+        event = Event(kind, device, **fields)
+        for callback in subscribers:
+            callback(event)
+
+
+BUS = EventBus()
+
+
+_COUNTED = {
+    EventKind.ALLOC: ("alloc_count", "alloc_bytes"),
+    EventKind.FREE: ("free_count", "free_bytes"),
+    EventKind.UPLOAD: ("h2d_count", "h2d_bytes"),
+    EventKind.DOWNLOAD: ("d2h_count", "d2h_bytes"),
+    EventKind.DEVICE_COPY: ("d2d_count", "d2d_bytes"),
+    EventKind.LAUNCH: ("launch_count", None),
+}
+
+STAT_KEYS = tuple(key for pair in _COUNTED.values() for key in pair if key)
+
+
+class Stats:
+    """Per-device counts and bytes of transfers, allocations, frees and launches.
+
+    A subscriber of ``BUS``; ``snapshot(device)`` is what ``acc.stats()`` returns (plus the
+    device's memory in use, which the device itself reports).
+    """
+
+    def __init__(self, bus: EventBus):
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, int], dict[str, int]] = {}
+        bus.subscribe(self._record, kinds=tuple(_COUNTED))
+
+    def _record(self, event: Event) -> None:
+        count_key, bytes_key = _COUNTED[event.kind]
+        with self._lock:
+            counts = self._counts.get(event.device)
+            if counts is None:
+                counts = self._counts[event.device] = dict.fromkeys(STAT_KEYS, 0)
+            counts[count_key] += 1
+            if bytes_key:
+                counts[bytes_key] += event.nbytes or 0
+
+    def snapshot(self, device: tuple[str, int]) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts.get(device) or dict.fromkeys(STAT_KEYS, 0))
+
+    def reset(self, device: tuple[str, int]) -> None:
+        with self._lock:
+            self._counts.pop(device, None)
+
+
+STATS = Stats(BUS)

@@ -1,0 +1,595 @@
+"""The runtime verbs of one device with separate memory: plan, validate, then commit.
+
+Owns: ``DeviceRuntime`` — a device, its present table, and the verbs the directives and
+data routines are made of: ``enter`` / ``exit_structured`` (data and compute regions),
+``enter`` / ``exit_dynamic`` (enter/exit data and the routines), ``update``, ``map_data``,
+``unmap_data``, queries, raw memory, ``shutdown``. ``shared.SharedMemoryRuntime`` gives
+the same verbs for devices that share host memory.
+
+Every verb that can fail is all-or-nothing (API.md §4):
+1. *plan* — validate every array and look each one up, with no side effects; a later
+   request of the same directive sees the mappings planned by earlier ones;
+2. *allocate* — device memory for new mappings; out of memory frees what was allocated;
+3. *commit* — insert entries, change counters, transfer; an exception here restores
+   the saved counters, removes new entries and frees their memory before re-raising.
+Exits transfer before they remove anything: a failing copy-out leaves the table intact.
+
+The table lock is held across each verb; counters change at once on the calling thread
+even when the transfers are queued (OpenACC 3.3 §2.6.7), and frees of ended lifetimes are
+deferred on the queue until it has passed their copy-outs (libgomp
+``gomp_remove_var_async``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from .device import Device, Queue
+from .entry import Counter, EntryKind, MappingEntry
+from .errors import (
+    InvalidArgumentError,
+    NotPresentError,
+    OutOfMemoryError,
+    PartlyPresentError,
+    PresentError,
+    describe_array,
+    format_range,
+)
+from .events import BUS, EventKind
+from .ranges import Relation, check_array
+from .requests import MapKind, MapRequest, Mapped, UpdateDirection
+from .table import Lookup, PresentTable
+
+__all__ = ["DeviceRuntime", "MappingRecord", "byte_view"]
+
+
+@dataclass(frozen=True, slots=True)
+class MappingRecord:
+    """One row of ``acc.present_table()``."""
+
+    host_begin: int
+    host_end: int
+    nbytes: int
+    shape: tuple
+    dtype: np.dtype
+    structured: int
+    dynamic: int
+    kind: str
+    name: str | None
+    device_begin: int
+
+    def __str__(self) -> str:
+        label = self.name or "?"
+        return (
+            f"{format_range(self.host_begin, self.nbytes)} -> {self.device_begin:#x}  "
+            f"{label} shape={self.shape} dtype={self.dtype}  "
+            f"structured={self.structured} dynamic={self.dynamic} {self.kind}"
+        )
+
+
+class _Action(enum.Enum):
+    SKIP = "skip"  # nothing to map (zero-size, no_create of absent data)
+    INCREMENT = "increment"  # present: join the existing entry
+    JOIN_NEW = "join_new"  # contained in a mapping created earlier in this directive
+    CREATE = "create"  # absent: allocate, maybe copy in
+
+
+@dataclass(slots=True)
+class _Step:
+    request: MapRequest
+    action: _Action
+    data: int = 0
+    low: int = 0
+    high: int = 0
+    entry: MappingEntry | None = None
+    creator: "_Step | None" = None
+    address: int | None = None  # device address allocated for CREATE
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Shape, dtype and strides of an array not yet created (what ``Device.view`` reads)."""
+
+    shape: tuple
+    dtype: np.dtype
+    strides: tuple
+    size: int
+    nbytes: int
+
+    @classmethod
+    def c_contiguous(cls, shape, dtype) -> "Layout":
+        shape = tuple(int(n) for n in np.atleast_1d(shape)) if np.ndim(shape) else (int(shape),)
+        dtype = np.dtype(dtype)
+        if dtype.hasobject:
+            raise InvalidArgumentError(f"acc.malloc: dtype {dtype} holds Python objects; use a numeric dtype")
+        if any(n < 0 for n in shape):
+            raise InvalidArgumentError(f"acc.malloc: negative dimension in shape {shape}")
+        strides, step = [], dtype.itemsize
+        for extent in reversed(shape):
+            strides.append(step)
+            step *= extent
+        size = int(np.prod(shape, dtype=np.int64))
+        return cls(shape, dtype, tuple(reversed(strides)), size, size * dtype.itemsize)
+
+
+def byte_view(array: np.ndarray) -> np.ndarray:
+    """A contiguous array's bytes as a flat ``uint8`` array (shares memory)."""
+    return array.reshape(-1, order="A").view(np.uint8)
+
+
+class DeviceRuntime:
+    """Verbs over one device that has memory of its own (``emulated``, ``cuda``)."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self.table = PresentTable()
+        #: finds a variable name for an array (set by pyacc to a caller-frame search);
+        #: called only when a mapping is created or an error is raised
+        self.namer = lambda array: None
+
+    def _name(self, request: MapRequest) -> str | None:
+        return request.name or self.namer(request.array)
+
+    # == structured and dynamic entry ==================================================
+    def enter(self, requests: list[MapRequest], counter: Counter, queue: Queue) -> list[Mapped]:
+        """Entry actions of a data region, compute region or enter-data directive.
+
+        Raises:
+            NotPresentError: a ``present`` request is absent.
+            PartlyPresentError: a request overlaps a mapping without lying inside it.
+            OutOfMemoryError: device memory ran out; nothing was mapped.
+        """
+        with self.table.locked():
+            steps = self._plan_entry(requests)
+            self._allocate(steps)
+            return self._commit_entry(steps, counter, queue)
+
+    def _plan_entry(self, requests) -> list[_Step]:
+        steps: list[_Step] = []
+        creating: list[_Step] = []
+        for request in requests:
+            step = self._plan_one(request, creating)
+            if step.action is _Action.CREATE:
+                creating.append(step)
+            steps.append(step)
+        return steps
+
+    def _plan_one(self, request: MapRequest, creating: list[_Step]) -> _Step:
+        array = request.array
+        if array.size == 0:
+            return _Step(request, _Action.SKIP)
+        found = self.table.lookup(array)
+        low, high = found.extent.begin, found.extent.end
+        if found.relation is Relation.CONTAINED:
+            return _Step(request, _Action.INCREMENT, found.data, low, high, entry=found.entry)
+        if found.relation.is_partial:
+            raise partly_present(request.array, self._name(request), found)
+        for creator in creating:  # mappings planned earlier in this directive
+            if creator.low <= low and high <= creator.high:
+                return _Step(request, _Action.JOIN_NEW, found.data, low, high, creator=creator)
+            if creator.low < high and low < creator.high:
+                raise _partly_present_within(request, creator, found)
+        if request.kind is MapKind.PRESENT:
+            raise not_present(array, self._name(request), found, "present clause")
+        if request.kind is MapKind.NO_CREATE:
+            return _Step(request, _Action.SKIP, found.data)
+        return _Step(request, _Action.CREATE, found.data, low, high)
+
+    def _allocate(self, steps: list[_Step]) -> None:
+        done: list[_Step] = []
+        try:
+            for step in steps:
+                if step.action is _Action.CREATE:
+                    step.address = self.device.allocate(step.high - step.low)
+                    done.append(step)
+        except OutOfMemoryError as error:
+            for step in done:
+                self.device.free(step.address)
+                step.address = None
+            request = step.request
+            name = self._name(request)
+            raise OutOfMemoryError(
+                f"cannot map {describe_array(request.array, name, step.low)}: "
+                f"{error.message}; nothing of this directive was mapped",
+                name=name,
+                nbytes=request.array.nbytes,
+            ) from None
+
+    def _commit_entry(self, steps, counter: Counter, queue: Queue) -> list[Mapped]:
+        saved = {id(s.entry): (s.entry, s.entry.counters) for s in steps if s.entry is not None}
+        created: list[MappingEntry] = []
+        try:
+            return [self._commit_step(step, counter, queue, created) for step in steps]
+        except BaseException:
+            for entry, counters in saved.values():
+                entry.restore(counters)
+            for entry in created:
+                self.table.remove(entry)
+            for step in steps:
+                if step.address is not None:
+                    self.device.free(step.address)
+            raise
+
+    def _commit_step(self, step: _Step, counter, queue, created) -> Mapped:
+        request = step.request
+        if step.action is _Action.SKIP:
+            return Mapped(request, None, step.data)
+        if step.action is _Action.CREATE:
+            entry = MappingEntry(step.low, step.high, request.array, step.address, name=self._name(request))
+            self.table.insert(entry)
+            created.append(entry)
+            step.entry = entry
+        else:
+            entry = step.entry if step.action is _Action.INCREMENT else step.creator.entry
+        before = entry.counters
+        entry.increment(counter)
+        if step.action is _Action.CREATE and request.kind.copies_in:
+            self.device.upload(self.device_view(entry, request.array, step.data), request.array, queue, name=request.name)
+        self._publish(EventKind.ENTER_DATA, entry, before, queue, request.name)
+        return Mapped(request, entry, step.data)
+
+    # == exits ==========================================================================
+    def exit_structured(self, mapped: list[Mapped], queue: Queue, *, copy_back: bool = True) -> None:
+        """Exit actions of a data or compute region (OpenACC 3.3 §2.7.4–2.7.10).
+
+        Each mapped item's structured count drops by one. An entry whose lifetime ends
+        here is copied back through the views this region named in ``copy``/``copyout``
+        clauses (unless ``copy_back`` is False: the region failed on the device), then
+        removed and its memory freed once the queue has passed the copies.
+        """
+        with self.table.locked():
+            ended = []
+            for item in mapped:
+                entry = item.entry
+                if entry is None or not entry.is_present:
+                    continue
+                before = entry.counters
+                entry.decrement(Counter.STRUCTURED)
+                self._publish(EventKind.EXIT_DATA, entry, before, queue, item.request.name)
+                if not entry.is_present:
+                    ended.append(entry)
+            copies = [
+                item
+                for item in mapped
+                if copy_back and item.entry in ended and item.request.kind.copies_out
+            ]
+            self._end_lifetimes(ended, copies, queue)
+
+    def exit_dynamic(self, requests: list[MapRequest], queue: Queue, *, finalize: bool = False) -> None:
+        """``exit data`` / ``acc.copyout`` / ``acc.delete`` (OpenACC 3.3 §2.6.6, §3.2.19).
+
+        Absent data is skipped (API.md §8). The dynamic count drops by one, or to 0 with
+        ``finalize``; an entry whose counters both reach 0 is copied back through the
+        named view when the request that ended it is a ``copyout``, then removed.
+
+        Raises:
+            PartlyPresentError: a request overlaps a mapping without lying inside it
+                (checked for every request before anything changes).
+        """
+        with self.table.locked():
+            steps = []
+            for request in requests:
+                if request.array.size == 0:
+                    continue
+                found = self.table.lookup(request.array)
+                if found.relation.is_partial:
+                    raise partly_present(request.array, self._name(request), found)
+                if found.relation is Relation.CONTAINED:
+                    steps.append(Mapped(request, found.entry, found.data))
+            ended, copies = [], []
+            saved = [(item.entry, item.entry.counters) for item in steps]
+            for item in steps:
+                entry = item.entry
+                if not entry.is_present:
+                    continue  # ended by an earlier request of this directive
+                before = entry.counters
+                entry.decrement(Counter.DYNAMIC, finalize=finalize)
+                self._publish(EventKind.EXIT_DATA, entry, before, queue, item.request.name)
+                if not entry.is_present:
+                    ended.append(entry)
+                    if item.request.kind.copies_out:
+                        copies.append(item)
+            try:
+                self._end_lifetimes(ended, copies, queue)
+            except BaseException:
+                for entry, counters in saved:
+                    entry.restore(counters)
+                raise
+
+    def _end_lifetimes(self, ended: list[MappingEntry], copies: list[Mapped], queue: Queue) -> None:
+        """Copy back ``copies``, then remove ``ended`` and free their memory (deferred on
+        ``queue``). Copies happen before any removal, so a failing copy leaves the table
+        as it was."""
+        for item in copies:
+            array = item.request.array
+            self.device.download(array, self.device_view(item.entry, array, item.data), queue, name=item.request.name)
+        for entry in ended:
+            self.table.remove(entry)
+            if entry.owns_memory:
+                queue.defer(lambda address=entry.device_address: self.device.free(address))
+
+    # == update ===========================================================================
+    def update(self, items: list[tuple[UpdateDirection, np.ndarray, str | None]], queue: Queue,
+               *, if_present: bool = False) -> None:
+        """``update self/device`` in the order given (OpenACC 3.3 §2.14.4).
+
+        Any strided view of present data may be updated; only its elements move.
+
+        Raises:
+            NotPresentError: absent data without ``if_present``.
+            PartlyPresentError: data only partly present (even with ``if_present``).
+        """
+        with self.table.locked():
+            moves = []
+            for direction, array, name in items:
+                if array.size == 0:
+                    continue
+                found = self.table.lookup(array)
+                if found.relation.is_partial:
+                    raise partly_present(array, name or self.namer(array), found)
+                if found.relation is Relation.DISJOINT:
+                    if if_present:
+                        continue
+                    raise not_present(array, name or self.namer(array), found, f"update {direction.value}")
+                moves.append((direction, array, name, self.device_view(found.entry, array, found.data)))
+            for direction, array, name, device_array in moves:
+                if direction is UpdateDirection.DEVICE:
+                    self.device.upload(device_array, array, queue, name=name)
+                else:
+                    self.device.download(array, device_array, queue, name=name)
+
+    # == map_data / unmap_data (OpenACC 3.3 §3.2.21–3.2.22) ================================
+    def map_data(self, array: np.ndarray, device_array, name: str | None = None) -> None:
+        """Map host ``array`` onto existing device memory; dynamic count pinned at 1.
+
+        Raises:
+            PresentError: any part of ``array`` is already present, or the device memory
+                already backs another mapping.
+            InvalidArgumentError: ``device_array`` is not allocated memory of this device,
+                is not contiguous, or is smaller than ``array``.
+        """
+        if array.size == 0:
+            return
+        name = name or self.namer(array)
+        with self.table.locked():
+            found = self.table.lookup(array)
+            if found.relation is not Relation.DISJOINT:
+                raise PresentError(
+                    f"acc.map_data: {describe_array(array, name, found.extent.begin)} is already "
+                    f"present: {_describe_entries(found)}. Unmap or delete it first",
+                    name=name,
+                    host_range=found.extent,
+                )
+            address = self._check_map_target(array, device_array, name)
+            entry = MappingEntry(found.extent.begin, found.extent.end, array, address,
+                                 kind=EntryKind.MAP_DATA, name=name, dynamic=1)
+            self.table.insert(entry)
+            self._publish(EventKind.ENTER_DATA, entry, (0, 0), None, name)
+
+    def _check_map_target(self, array, device_array, name) -> int:
+        data, low, high = self.device.extent_of(device_array)
+        if not (device_array.flags.c_contiguous or device_array.flags.f_contiguous):
+            raise InvalidArgumentError(f"acc.map_data: the device array {describe_array(device_array)} is not contiguous")
+        if device_array.nbytes < array.nbytes:
+            raise InvalidArgumentError(
+                f"acc.map_data: the device array has {device_array.nbytes} bytes, fewer than the "
+                f"{array.nbytes} of {describe_array(array, name)}"
+            )
+        block = self.device.allocation_of(low)
+        if block is None or low + array.nbytes > block[0] + block[1]:
+            raise InvalidArgumentError(
+                f"acc.map_data: device range {format_range(low, array.nbytes)} is not inside "
+                "device memory allocated with acc.malloc"
+            )
+        users = self.table.entries_overlapping_device(low, low + array.nbytes)
+        if users:
+            raise PresentError(
+                f"acc.map_data: device range {format_range(low, array.nbytes)} already backs "
+                f"the mapping of {users[0].describe()}"
+            )
+        return data
+
+    def unmap_data(self, array: np.ndarray, name: str | None = None) -> None:
+        """End a ``map_data`` lifetime; the device memory is not freed.
+
+        Raises:
+            PresentError: ``array`` was not mapped by ``map_data`` (absent included), or a
+                structured region still holds it (OpenACC 3.3 §3.2.22).
+        """
+        if array.size == 0:
+            return
+        with self.table.locked():
+            found = self.table.lookup(array)
+            entry = found.entry
+            what = describe_array(array, name or self.namer(array), found.extent.begin)
+            if entry is None or entry.host_begin != found.extent.begin:
+                state = _describe_entries(found) if found.entries else "it is not mapped"
+                raise PresentError(f"acc.unmap_data: {what} was not mapped by acc.map_data: {state}", name=name)
+            if entry.kind is not EntryKind.MAP_DATA:
+                raise PresentError(
+                    f"acc.unmap_data: {what} was not mapped by acc.map_data but by a data "
+                    f"clause or routine: {entry.describe()}; use acc.delete / exit_data", name=name)
+            if entry.structured:
+                raise PresentError(
+                    f"acc.unmap_data: {what} is still held by {entry.structured} structured "
+                    f"region(s): {entry.describe()}; unmap it after the region ends", name=name)
+            before = entry.counters
+            entry.restore((0, 0))
+            self.table.remove(entry)
+            self._publish(EventKind.EXIT_DATA, entry, before, None, name)
+
+    # == queries ==========================================================================
+    def is_present(self, array) -> bool:
+        return array.size == 0 or self.table.containing(array) is not None
+
+    def refcounts(self, array) -> tuple[int, int]:
+        entry = self.table.containing(array)
+        return entry.counters if entry is not None else (0, 0)
+
+    def deviceptr(self, array):
+        """The device array of present host data (a view at the matching offset), or None."""
+        if array.size == 0:
+            return array
+        entry = self.table.containing(array)
+        if entry is None:
+            return None
+        return self.device_view(entry, array, None)
+
+    def device_array(self, mapped: Mapped):
+        """The device array for the outcome of an entry request: its device view, or the
+        host array itself when nothing was mapped (zero-size, ``no_create`` of absent
+        data: OpenACC 3.3 §2.7.10, device code uses the local address)."""
+        if mapped.entry is None:
+            return mapped.request.array
+        return self.device_view(mapped.entry, mapped.request.array, mapped.data)
+
+    def device_view(self, entry: MappingEntry, array: np.ndarray, data: int | None):
+        """Device array of ``array``, a view inside ``entry`` whose first element is at
+        host address ``data`` (computed when None)."""
+        if data is None:
+            data = array.__array_interface__["data"][0]
+        return self.device.view(entry.device_address_of(data), array)
+
+    def hostptr(self, device_array):
+        """The host array whose device copy is ``device_array``, or None."""
+        data, low, high = self.device.extent_of(device_array)
+        if high == low:
+            return None
+        entry = self.table.entry_at_device_address(low, high)
+        if entry is None:
+            return None
+        return np.ndarray(
+            shape=device_array.shape,
+            dtype=device_array.dtype,
+            buffer=entry.host_bytes(),
+            offset=data - entry.device_address,
+            strides=device_array.strides,
+        )
+
+    def records(self) -> list[MappingRecord]:
+        return [
+            MappingRecord(e.host_begin, e.host_end, e.nbytes, e.host_array.shape, e.host_array.dtype,
+                          e.structured, e.dynamic, e.kind.value, e.name, e.device_address)
+            for e in self.table.entries()
+        ]
+
+    # == raw memory (OpenACC 3.3 §3.2.16–3.2.17, §3.2.26–3.2.28) ===========================
+    def malloc(self, shape, dtype):
+        """Raw device memory for a C-contiguous array of ``shape`` and ``dtype``."""
+        layout = Layout.c_contiguous(shape, dtype)
+        if layout.size == 0:
+            return np.empty(layout.shape, layout.dtype)
+        return self.device.view(self.device.allocate(layout.nbytes), layout)
+
+    def free(self, device_array) -> None:
+        """Free memory from ``malloc``; refuses memory that backs a mapping."""
+        data, low, high = self.device.extent_of(device_array)
+        if high == low:
+            return
+        with self.table.locked():
+            users = self.table.entries_overlapping_device(low, high)
+            if users:
+                raise PresentError(
+                    f"acc.free: device memory {format_range(low, high - low)} is still mapped: "
+                    f"{users[0].describe()}; unmap_data / delete it first",
+                    host_range=users[0].host_range,
+                )
+            block = self.device.allocation_of(low)
+            if block is None or block[0] != low:
+                raise InvalidArgumentError(
+                    f"acc.free: {describe_array(device_array)} at {format_range(low, high - low)} "
+                    "is not the start of a block from acc.malloc"
+                )
+            self.device.free(low)
+
+    def memcpy_to_device(self, device_array, array, queue: Queue) -> None:
+        destination, source = self._raw_pair(device_array, array, "acc.memcpy_to_device")
+        self.device.upload(destination, source, queue)
+
+    def memcpy_from_device(self, array, device_array, queue: Queue) -> None:
+        source, destination = self._raw_pair(device_array, array, "acc.memcpy_from_device")
+        self.device.download(destination, source, queue)
+
+    def memcpy_device(self, destination, source, queue: Queue) -> None:
+        self.device.extent_of(destination)
+        self.device.extent_of(source)
+        to_bytes, from_bytes = _raw_bytes(destination, source, "acc.memcpy_device")
+        if to_bytes.size:
+            self.device.device_copy(to_bytes, from_bytes, queue)
+
+    def _raw_pair(self, device_array, array, routine):
+        """Byte views ``(device side, host side)`` of the ``array.nbytes`` bytes to copy."""
+        self.device.extent_of(device_array)
+        check_array(array)
+        device_bytes, host_bytes = _raw_bytes(device_array, array, routine)
+        return device_bytes, host_bytes
+
+    # == lifetime =========================================================================
+    def shutdown(self) -> None:
+        """End every data lifetime and free all device memory (OpenACC 3.3 §3.2.8)."""
+        with self.table.locked():
+            self.device.synchronize()
+            self.table.clear()
+            self.device.reset()
+
+    def _publish(self, kind, entry: MappingEntry, before, queue, name) -> None:
+        if BUS.wants(kind):
+            BUS.publish(kind, self.device.identity, queue=getattr(queue, "async_value", None),
+                        nbytes=entry.nbytes, name=name, host_begin=entry.host_begin,
+                        device_begin=entry.device_address, counters=(before, entry.counters))
+
+
+# == shared helpers ========================================================================
+def _raw_bytes(destination, source, routine):
+    """Byte views of ``destination[:source.nbytes]`` and ``source`` for a raw copy."""
+    for array in (destination, source):
+        if not (array.flags.c_contiguous or array.flags.f_contiguous):
+            raise InvalidArgumentError(f"{routine}: {describe_array(array)} is not contiguous")
+    if destination.nbytes < source.nbytes:
+        raise InvalidArgumentError(
+            f"{routine}: the destination has {destination.nbytes} bytes, fewer than the "
+            f"{source.nbytes} bytes of the source {describe_array(source)}"
+        )
+    return byte_view(destination)[: source.nbytes], byte_view(source)
+
+
+def _describe_entries(found: Lookup) -> str:
+    return "; ".join(entry.describe() for entry in found.entries)
+
+
+def partly_present(array, name, found: Lookup) -> PartlyPresentError:
+    """The error for a range that overlaps mappings without lying inside one."""
+    extent = found.extent
+    return PartlyPresentError(
+        f"{describe_array(array, name)} at {extent} {found.relation.describe()} "
+        f"{_describe_entries(found)}. It is partly present (OpenACC 3.3 §2.7.3): map the "
+        "whole array once and use views of it, or end the other mapping first",
+        name=name,
+        host_range=extent,
+        mapping_range=found.entries[0].host_range,
+    )
+
+
+def _partly_present_within(request: MapRequest, creator: _Step, found: Lookup) -> PartlyPresentError:
+    other = creator.request
+    return PartlyPresentError(
+        f"{describe_array(request.array, request.name)} at {found.extent} overlaps "
+        f"{describe_array(other.array, other.name)} at {format_range(creator.low, creator.high - creator.low)}"
+        f", mapped earlier by the same directive, without lying inside it (OpenACC 3.3 §2.7.3)",
+        name=request.name,
+        host_range=found.extent,
+    )
+
+
+def not_present(array, name, found: Lookup, what: str) -> NotPresentError:
+    """The error for absent data where presence is required."""
+    return NotPresentError(
+        f"{what}: {describe_array(array, name)} at {found.extent} is not present on the "
+        "device. Map it first (acc.copyin / acc.create / an enclosing acc.data region), or "
+        "pass if_present=True to skip absent data",
+        name=name,
+        host_range=found.extent,
+    )

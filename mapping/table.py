@@ -1,0 +1,114 @@
+"""The present table of one device: which host ranges are mapped, and to what.
+
+Owns: ``PresentTable`` and ``Lookup``. One table per device, shared by every host thread.
+
+Invariants:
+- entries never overlap; adjacent entries are never merged (OpenACC 3.3 §2.7.3: a range
+  spanning two mappings is partly present);
+- every entry in the table is present (``structured + dynamic > 0``) once the directive
+  that touched it has finished; an entry whose counters reach 0 is removed by that
+  directive;
+- mutations (``insert``/``remove``) happen with the table lock held, taken through
+  ``with table.locked():`` for the whole of a directive (LLVM's ``ProtectedObj``);
+  lookups may run without it and see a consistent snapshot (copy-on-write, ``_ordered``).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from . import _probe
+from ._ordered import SortedRanges
+from .entry import MappingEntry
+from .ranges import HostRange, Relation
+
+__all__ = ["PresentTable", "Lookup"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """What a lookup found.
+
+    Attributes:
+        relation: how the requested extent relates to ``entries``.
+        entries: the entries it overlaps, in address order (empty when DISJOINT).
+        data: host address of the first element of the requested array.
+        extent: the byte extent of its elements.
+    """
+
+    relation: Relation
+    entries: tuple[MappingEntry, ...]
+    data: int
+    extent: HostRange
+
+    @property
+    def entry(self) -> MappingEntry | None:
+        """The containing entry when CONTAINED, else None."""
+        return self.entries[0] if self.relation is Relation.CONTAINED else None
+
+
+class PresentTable:
+    """Mappings of one device, ordered by host address."""
+
+    def __init__(self):
+        self._ranges = SortedRanges()
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def locked(self):
+        """Hold the table lock for the duration of a directive."""
+        with self._lock:
+            yield self
+
+    def __len__(self) -> int:
+        return len(self._ranges)
+
+    # -- lookups -----------------------------------------------------------------------
+    def lookup(self, array) -> Lookup:
+        """Locate the elements of ``array`` (any strided view) among the mappings."""
+        begins, ends, values = self._ranges.snapshot
+        data, low, high, first, stop, code = _probe.lookup(begins, ends, array)
+        return Lookup(Relation(code), values[first:stop], data, HostRange(low, high))
+
+    def lookup_range(self, host_range: HostRange) -> Lookup:
+        """Locate a byte range among the mappings."""
+        begins, ends, values = self._ranges.snapshot
+        first, stop, code = _probe.lookup_range(begins, ends, host_range.begin, host_range.end)
+        return Lookup(Relation(code), values[first:stop], host_range.begin, host_range)
+
+    def containing(self, array) -> MappingEntry | None:
+        """The entry wholly containing the elements of ``array``, or None (fast path)."""
+        begins, ends, values = self._ranges.snapshot
+        index = _probe.contained_index(begins, ends, array)
+        return values[index] if index >= 0 else None
+
+    def entries(self) -> tuple[MappingEntry, ...]:
+        return self._ranges.values()
+
+    def entry_at_device_address(self, low: int, high: int) -> MappingEntry | None:
+        """The entry whose device copy holds ``[low, high)``, or None (a linear scan:
+        device-to-host lookups are rare, as in libgomp's ``acc_hostptr``)."""
+        for entry in self._ranges.values():
+            begin = entry.device_address
+            if begin <= low and high <= begin + entry.nbytes:
+                return entry
+        return None
+
+    def entries_overlapping_device(self, low: int, high: int) -> list[MappingEntry]:
+        return [
+            entry
+            for entry in self._ranges.values()
+            if entry.device_address < high and low < entry.device_address + entry.nbytes
+        ]
+
+    # -- mutations (table lock held) ---------------------------------------------------
+    def insert(self, entry: MappingEntry) -> None:
+        self._ranges.insert(entry.host_begin, entry.host_end, entry)
+
+    def remove(self, entry: MappingEntry) -> None:
+        self._ranges.remove(entry.host_begin, entry)
+
+    def clear(self) -> None:
+        self._ranges.clear()

@@ -1,0 +1,45 @@
+"""pyacc: OpenACC for Python.
+
+Add OpenACC directives to Python loop code: data regions and runtime routines keep arrays
+resident on a device, decorated loops run on all CPU cores or a GPU (Numba).
+
+Layout (DESIGN.md): this package is the surface — directives, routines, errors, ICVs —
+over two layers it joins: ``mapping`` (present tables, devices, transfers, events) and
+``compiler`` (Python function + clauses → kernel). Public names are defined once, in the
+private modules below, and re-exported here:
+
+- ``_routines``   runtime routines (copyin, update_device, is_present, get_property, ...)
+- ``_directives`` data, enter_data, exit_data, update, host_data
+- ``_clauses``    clause validation, async values (``async_sync``, ``async_noval``)
+- ``_devices``    device types and the per-thread ICVs
+- ``_errors``     error callbacks
+- ``errors``      the public error tree (from ``mapping.errors``)
+- ``openacc``     the C spellings (``acc_copyin``, ``acc_copyin_async`` ...)
+
+Quick start::
+
+    import numpy as np
+    import pyacc as acc
+
+    a = np.ones(1000)
+    with acc.data(copy=[a]) as region:
+        region.device(a)[:] *= 2     # "device code"
+    # a is 2.0 again on the host after the region (copy clause)
+"""
+
+from ._clauses import async_noval, async_sync
+from ._directives import data, enter_data, exit_data, host_data, update
+from ._errors import register_error_callback, unregister_error_callback
+from ._routines import *  # noqa: F401,F403
+from ._routines import __all__ as _routine_names
+from .errors import *  # noqa: F401,F403
+from .errors import __all__ as _error_names
+
+__version__ = "0.1.0"
+
+__all__ = (
+    ["async_noval", "async_sync", "data", "enter_data", "exit_data", "host_data", "update",
+     "register_error_callback", "unregister_error_callback", "__version__"]
+    + list(_routine_names)
+    + list(_error_names)
+)

@@ -1,0 +1,229 @@
+"""The data directives (API.md §4; OpenACC 3.3 §2.6.5, §2.6.6, §2.8, §2.14.4).
+
+Owns: ``data`` (a structured data region, a single-use context manager), ``enter_data``,
+``exit_data``, ``update`` and ``host_data``. Each validates its clauses in one place
+(``_clauses``), builds ``MapRequest`` values, and calls one runtime verb on the calling
+thread's current device; each is all-or-nothing.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from mapping import (
+    Counter,
+    ExecutionError,
+    InvalidArgumentError,
+    MapKind,
+    UpdateDirection,
+    check_array,
+)
+from mapping.runtime import not_present, partly_present
+
+from ._clauses import arrays_of, check_clauses, queue_of, requests_of, wait_for
+from ._devices import ICVS, current_runtime
+from ._errors import report, reported
+
+__all__ = ["data", "enter_data", "exit_data", "update", "host_data"]
+
+_DATA_CLAUSES = ("copy", "copyin", "copyout", "create", "no_create", "present", "deviceptr")
+_CONTROL = ("if_", "async_", "wait")
+_KIND_OF = {kind.value: kind for kind in MapKind}
+
+
+class data:
+    """A structured data region: ``with acc.data(copyin=[a], copy=[b]) as region:``.
+
+    Clauses: ``copy``, ``copyin``, ``copyout``, ``create``, ``no_create``, ``present``,
+    ``deviceptr`` (each one array or a list), ``default`` (``"none"`` or ``"present"``,
+    applied to compute regions called inside), ``if_``, ``async_``, ``wait``.
+
+    The arrays are fixed when the region object is created (OpenACC 3.3 §2.7.1: a
+    subarray is evaluated once), entry actions run at ``__enter__`` (structured counts
+    +1, absent data allocated and copied in), exit actions at ``__exit__``.
+
+    On an exception inside the block the exit actions still run, so every structured
+    count is released, and the exception propagates. Data is copied back as on a normal
+    exit — the device data is valid after a host-side exception — unless the exception is
+    an ``acc.ExecutionError`` (a device failure: its data may be garbage). If an exit
+    action itself fails, that error is raised with the block's exception as its context.
+
+    A region object is single-use (like ``trio.CancelScope``): entering it twice raises
+    ``InvalidArgumentError``. ``async_`` applies to the entry and exit operations only;
+    the block runs synchronously (§2.6.5).
+    """
+
+    def __init__(self, **clauses):
+        check_clauses("acc.data", clauses, _DATA_CLAUSES + ("default",) + _CONTROL,
+                      data_clauses=_DATA_CLAUSES)
+        self._default = _check_default(clauses.get("default"))
+        self._enabled = bool(clauses.get("if_", True))
+        self._async = clauses.get("async_")
+        self._wait = clauses.get("wait")
+        self._requests = []
+        self._deviceptrs = arrays_of(clauses.get("deviceptr"), "deviceptr")
+        if self._enabled:
+            for keyword, value in clauses.items():
+                if keyword in _KIND_OF:
+                    self._requests += requests_of(_KIND_OF[keyword], value)
+        self._state = "new"
+        self._runtime = None
+        self._mapped = []
+
+    def __enter__(self):
+        if self._state != "new":
+            error = InvalidArgumentError(
+                "this acc.data region was already entered; create a new acc.data(...) for "
+                "each with-block"
+            )
+            report(error)
+            raise error
+        self._state = "entered"
+        runtime = self._runtime = current_runtime()
+        try:
+            queue = queue_of(runtime, self._async)
+            if self._enabled:
+                for device_array in self._deviceptrs:
+                    runtime.device.extent_of(device_array)  # must be this device's memory
+                wait_for(runtime, self._wait)
+                self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue)
+        except BaseException as error:
+            self._state = "done"
+            if hasattr(error, "code"):
+                report(error)
+            raise
+        ICVS.default_clause.append(self._default)
+        return self
+
+    def __exit__(self, exc_type, exc, traceback):
+        if self._state != "entered":
+            return False
+        self._state = "done"
+        ICVS.default_clause.pop()
+        runtime = self._runtime
+        copy_back = not isinstance(exc, ExecutionError)
+        try:
+            runtime.exit_structured(self._mapped, queue_of(runtime, self._async), copy_back=copy_back)
+        except Exception as error:
+            if hasattr(error, "code"):
+                report(error)
+            raise
+        return False
+
+    def device(self, a):
+        """The device array of ``a`` on this region's device, like ``acc.deviceptr(a)``."""
+        runtime = self._runtime or current_runtime()
+        check_array(a, contiguous=False)
+        return runtime.deviceptr(a)
+
+
+def _check_default(value):
+    if value not in (None, "none", "present"):
+        raise InvalidArgumentError(f"default={value!r}: the default clause takes 'none' or 'present' (OpenACC 3.3 §2.5.16)")
+    return value
+
+
+@reported
+def enter_data(**clauses) -> None:
+    """``enter data``: ``copyin`` and ``create`` increment dynamic counts (absent data is
+    allocated, and copied in for ``copyin``). Also ``if_``, ``async_``, ``wait``."""
+    check_clauses("acc.enter_data", clauses, ("copyin", "create") + _CONTROL,
+                  data_clauses=("copyin", "create"))
+    if not clauses.get("if_", True):
+        return
+    requests = []
+    for keyword, value in clauses.items():  # in the order the user wrote them
+        if keyword in ("copyin", "create"):
+            requests += requests_of(_KIND_OF[keyword], value)
+    runtime = current_runtime()
+    queue = queue_of(runtime, clauses.get("async_"))
+    wait_for(runtime, clauses.get("wait"))
+    runtime.enter(requests, Counter.DYNAMIC, queue)
+
+
+@reported
+def exit_data(**clauses) -> None:
+    """``exit data``: ``copyout`` and ``delete`` decrement dynamic counts (``finalize``:
+    set them to 0); data whose counts both reach 0 is copied out (``copyout``) and freed.
+    Absent data is skipped. Also ``if_``, ``async_``, ``wait``."""
+    check_clauses("acc.exit_data", clauses, ("copyout", "delete", "finalize") + _CONTROL,
+                  data_clauses=("copyout", "delete"))
+    if not clauses.get("if_", True):
+        return
+    requests = []
+    for keyword, value in clauses.items():
+        if keyword in ("copyout", "delete"):
+            requests += requests_of(_KIND_OF[keyword], value)
+    runtime = current_runtime()
+    queue = queue_of(runtime, clauses.get("async_"))
+    wait_for(runtime, clauses.get("wait"))
+    runtime.exit_dynamic(requests, queue, finalize=bool(clauses.get("finalize", False)))
+
+
+_UPDATE_DIRECTION = {
+    "self": UpdateDirection.SELF,
+    "host": UpdateDirection.SELF,
+    "device": UpdateDirection.DEVICE,
+}
+
+
+@reported
+def update(**clauses) -> None:
+    """``update``: ``self``/``host`` copy device → host, ``device`` host → device, in the
+    order the keywords are written. Any strided view of present data; absent data raises
+    ``NotPresentError`` unless ``if_present``. Also ``if_``, ``async_``, ``wait``."""
+    check_clauses("acc.update", clauses, ("self", "host", "device", "if_present") + _CONTROL,
+                  data_clauses=("self", "host", "device"))
+    if not clauses.get("if_", True):
+        return
+    items = []
+    for keyword, value in clauses.items():
+        if keyword in _UPDATE_DIRECTION:
+            for array in arrays_of(value, keyword):
+                items.append((_UPDATE_DIRECTION[keyword], check_array(array, contiguous=False), None))
+    runtime = current_runtime()
+    queue = queue_of(runtime, clauses.get("async_"))
+    wait_for(runtime, clauses.get("wait"))
+    runtime.update(items, queue, if_present=bool(clauses.get("if_present", False)))
+
+
+@contextmanager
+def host_data(**clauses):
+    """``host_data use_device(...)``: inside the block, work with the device arrays.
+
+    ``with acc.host_data(use_device=[a, b]) as (da, db):`` — one array gives one device
+    array, a list gives a tuple. Absent data raises ``NotPresentError`` unless
+    ``if_present=True``, which passes the host array through; ``if_=False`` passes every
+    host array through (OpenACC 3.3 §2.8). On ``host`` the device arrays are the host arrays.
+    """
+    try:
+        check_clauses("acc.host_data", clauses, ("use_device", "if_present", "if_"),
+                      data_clauses=("use_device",))
+        value = clauses["use_device"]
+        arrays = [check_array(a, contiguous=False) for a in arrays_of(value, "use_device")]
+        device_arrays = _use_device(arrays, bool(clauses.get("if_present", False)),
+                                    bool(clauses.get("if_", True)))
+    except Exception as error:
+        if hasattr(error, "code"):
+            report(error)
+        raise
+    single = not isinstance(value, (list, tuple))
+    yield device_arrays[0] if single else tuple(device_arrays)
+
+
+def _use_device(arrays, if_present: bool, enabled: bool) -> list:
+    if not enabled:
+        return list(arrays)
+    runtime = current_runtime()
+    result = []
+    for array in arrays:
+        device_array = runtime.deviceptr(array)
+        if device_array is None:
+            found = runtime.table.lookup(array)
+            if found.relation.is_partial:
+                raise partly_present(array, runtime.namer(array), found)
+            if not if_present:
+                raise not_present(array, runtime.namer(array), found, "host_data use_device")
+            device_array = array
+        result.append(device_array)
+    return result

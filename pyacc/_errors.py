@@ -1,0 +1,74 @@
+"""Error callbacks (OpenACC 3.3 §5.1.11) and the wrapper that runs them.
+
+Owns: the registered callbacks and ``reported``, the decorator every public routine and
+directive is wrapped in. When an ``AccError`` leaves a public call, the callbacks run in
+registration order with the error, an ERROR event is published, and the error is raised.
+Each error is reported once, however many public calls it passes through.
+
+Unlike C, the error does not halt the program: it is a Python exception the caller may
+catch. A callback may raise to replace the error (its exception propagates, chained).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+from mapping import BUS, AccError, EventKind
+
+__all__ = ["register_error_callback", "unregister_error_callback", "reported", "report"]
+
+_LOCK = threading.Lock()
+_CALLBACKS: tuple = ()
+
+
+def register_error_callback(callback) -> None:
+    """Run ``callback(error)`` before every pyacc runtime error is raised. A callback
+    registered n times runs n times and must be unregistered n times (§5.4)."""
+    global _CALLBACKS
+    if not callable(callback):
+        raise TypeError(f"error callback must be callable, got {callback!r}")
+    with _LOCK:
+        _CALLBACKS = _CALLBACKS + (callback,)
+
+
+def unregister_error_callback(callback) -> None:
+    """Remove one registration of ``callback``.
+
+    Raises:
+        ValueError: it is not registered.
+    """
+    global _CALLBACKS
+    with _LOCK:
+        callbacks = list(_CALLBACKS)
+        callbacks.remove(callback)  # ValueError when absent, like list.remove
+        _CALLBACKS = tuple(callbacks)
+
+
+def report(error: AccError) -> None:
+    """Run the callbacks and publish the error, once per error object."""
+    if getattr(error, "_acc_reported", False):
+        return
+    error._acc_reported = True
+    if BUS.wants(EventKind.ERROR):
+        from ._devices import ICVS
+
+        runtime = ICVS.runtime
+        device = runtime.device.identity if runtime is not None else ("none", -1)
+        BUS.publish(EventKind.ERROR, device, name=getattr(error, "name", None), info=error)
+    for callback in _CALLBACKS:
+        callback(error)
+
+
+def reported(function):
+    """Wrap a public routine so its ``AccError`` goes through ``report`` first."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except AccError as error:
+            report(error)
+            raise
+
+    return wrapper

@@ -1,0 +1,359 @@
+"""The OpenACC runtime routines (API.md §1, §3, §5; OpenACC 3.3 §3.2), Python spelling.
+
+Owns: thin public functions that validate arguments, pick the calling thread's current
+device and queue, and call one runtime verb. No mapping policy lives here.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from mapping import (
+    STATS,
+    Counter,
+    InvalidArgumentError,
+    InvalidAsyncError,
+    MapKind,
+    MapRequest,
+    UpdateDirection,
+    check_array,
+)
+
+from . import _devices
+from ._clauses import async_noval, async_value, queue_of, wait_values
+from ._devices import ICVS, canonical_type, current_runtime
+from ._errors import reported
+
+__all__ = [
+    "copyin", "create", "copyout", "delete", "update_device", "update_self",
+    "is_present", "deviceptr", "hostptr", "malloc", "free", "map_data", "unmap_data",
+    "memcpy_to_device", "memcpy_from_device", "memcpy_device", "refcounts",
+    "present_table", "dump_present_table", "stats", "reset_stats",
+    "get_num_devices", "set_device_type", "get_device_type", "set_device_num",
+    "get_device_num", "init", "shutdown", "get_property",
+    "wait", "wait_all", "wait_async", "async_test", "async_test_all",
+    "get_default_async", "set_default_async",
+]
+
+
+def _queue(runtime, async_):
+    return runtime.device.sync_queue if async_ is None else queue_of(runtime, async_)
+
+
+# == data routines (OpenACC 3.3 §3.2.18–3.2.28) ==========================================
+def _enter_one(kind: MapKind, array, async_):
+    runtime = current_runtime()
+    queue = _queue(runtime, async_)
+    check_array(array)
+    (mapped,) = runtime.enter([MapRequest(kind, array)], Counter.DYNAMIC, queue)
+    return runtime.device_array(mapped)
+
+
+@reported
+def copyin(a, *, async_=None):
+    """Present: dynamic count +1, no transfer. Absent: allocate, copy in, dynamic = 1.
+
+    Returns:
+        The device array of ``a``.
+    """
+    return _enter_one(MapKind.COPYIN, a, async_)
+
+
+@reported
+def create(a, *, async_=None):
+    """As ``copyin``, without the transfer."""
+    return _enter_one(MapKind.CREATE, a, async_)
+
+
+def _exit_one(kind: MapKind, array, finalize, async_) -> None:
+    runtime = current_runtime()
+    queue = _queue(runtime, async_)
+    check_array(array)
+    runtime.exit_dynamic([MapRequest(kind, array)], queue, finalize=finalize)
+
+
+@reported
+def copyout(a, *, finalize=False, async_=None) -> None:
+    """Dynamic count −1 (``finalize``: 0); when both counts reach 0, copy out and free.
+    Absent data, or a dynamic count already 0: nothing (API.md §8)."""
+    _exit_one(MapKind.COPYOUT, a, finalize, async_)
+
+
+@reported
+def delete(a, *, finalize=False, async_=None) -> None:
+    """As ``copyout``, without the transfer."""
+    _exit_one(MapKind.DELETE, a, finalize, async_)
+
+
+def _update_one(direction, array, if_present, async_) -> None:
+    runtime = current_runtime()
+    queue = _queue(runtime, async_)
+    check_array(array, contiguous=False)
+    runtime.update([(direction, array, None)], queue, if_present=if_present)
+
+
+@reported
+def update_device(a, *, if_present=False, async_=None) -> None:
+    """Copy host → device. Any strided view of present data; absent data raises
+    ``NotPresentError`` unless ``if_present``."""
+    _update_one(UpdateDirection.DEVICE, a, if_present, async_)
+
+
+@reported
+def update_self(a, *, if_present=False, async_=None) -> None:
+    """Copy device → host; see ``update_device``."""
+    _update_one(UpdateDirection.SELF, a, if_present, async_)
+
+
+@reported
+def is_present(a) -> bool:
+    """True when every element of ``a`` (any view) is present on the current device."""
+    runtime = ICVS.runtime or current_runtime()
+    if type(a) is not np.ndarray:
+        check_array(a, contiguous=False)
+    return runtime.is_present(a)
+
+
+@reported
+def deviceptr(a):
+    """The device array of present ``a`` (a view at the matching offset), or None.
+
+    On ``host`` it is ``a`` itself; on ``emulated`` a numpy array in device memory.
+    """
+    check_array(a, contiguous=False)
+    return current_runtime().deviceptr(a)
+
+
+@reported
+def hostptr(d):
+    """The host array whose device copy is ``d`` (inverse of ``deviceptr``), or None."""
+    return current_runtime().hostptr(d)
+
+
+@reported
+def malloc(shape, dtype=np.uint8):
+    """Raw device memory for an array of ``shape`` and ``dtype``, not in the present
+    table. A zero-size request returns an empty array."""
+    return current_runtime().malloc(shape, dtype)
+
+
+@reported
+def free(d) -> None:
+    """Free memory from ``malloc``. ``None`` does nothing; memory that backs a mapping
+    raises ``PresentError``."""
+    if d is None:
+        return
+    current_runtime().free(d)
+
+
+@reported
+def map_data(a, d) -> None:
+    """Map host ``a`` onto device array ``d``; its dynamic count is pinned at 1 until
+    ``unmap_data``. Present data raises ``PresentError``."""
+    check_array(a)
+    current_runtime().map_data(a, d)
+
+
+@reported
+def unmap_data(a) -> None:
+    """End a ``map_data`` lifetime without freeing the device memory."""
+    check_array(a)
+    current_runtime().unmap_data(a)
+
+
+@reported
+def memcpy_to_device(d, a, *, async_=None) -> None:
+    """Copy the ``a.nbytes`` bytes of host ``a`` to the start of device array ``d``."""
+    runtime = current_runtime()
+    runtime.memcpy_to_device(d, a, _queue(runtime, async_))
+
+
+@reported
+def memcpy_from_device(a, d, *, async_=None) -> None:
+    """Copy the first ``a.nbytes`` bytes of device array ``d`` into host ``a``."""
+    runtime = current_runtime()
+    runtime.memcpy_from_device(a, d, _queue(runtime, async_))
+
+
+@reported
+def memcpy_device(d_dst, d_src, *, async_=None) -> None:
+    """Copy the bytes of device array ``d_src`` to the start of device array ``d_dst``."""
+    runtime = current_runtime()
+    runtime.memcpy_device(d_dst, d_src, _queue(runtime, async_))
+
+
+# == introspection (pyacc extensions) ======================================================
+@reported
+def refcounts(a) -> tuple[int, int]:
+    """``(structured, dynamic)`` of the mapping holding ``a``; ``(0, 0)`` when absent."""
+    check_array(a, contiguous=False)
+    return current_runtime().refcounts(a)
+
+
+def present_table() -> list:
+    """Every mapping of the current device, in host-address order."""
+    return current_runtime().records()
+
+
+def dump_present_table(file=None) -> None:
+    """Print the present table of the current device (to stderr by default)."""
+    runtime = current_runtime()
+    records = runtime.records()
+    out = file or sys.stderr
+    print(f"present table of {runtime.device.type_name} device {runtime.device.number}: "
+          f"{len(records)} mapping(s), {runtime.device.memory_in_use} bytes of device memory in use",
+          file=out)
+    for record in records:
+        print(f"  {record}", file=out)
+
+
+def stats() -> dict:
+    """Counts and bytes of transfers, allocations, frees and launches on the current
+    device since the last ``reset_stats``, and its ``memory_in_use``."""
+    runtime = current_runtime()
+    result = STATS.snapshot(runtime.device.identity)
+    result["memory_in_use"] = runtime.device.memory_in_use
+    return result
+
+
+def reset_stats() -> None:
+    """Zero the counters of ``stats`` for the current device."""
+    STATS.reset(current_runtime().device.identity)
+
+
+# == devices (OpenACC 3.3 §3.2.1–3.2.8) =====================================================
+@reported
+def get_num_devices(device_type) -> int:
+    """Number of devices of a type (0 when the type is known but unusable here)."""
+    return _devices.num_devices(device_type)
+
+
+@reported
+def set_device_type(device_type) -> None:
+    """Select the device type for the calling thread."""
+    _devices.set_current(canonical_type(device_type))
+
+
+def get_device_type() -> str:
+    """The calling thread's current device type: "host", "emulated" or "cuda"."""
+    return ICVS.device_type
+
+
+@reported
+def set_device_num(n, device_type=None) -> None:
+    """Select device ``n`` (n < 0: the default, 0) of ``device_type`` (default: the current
+    type) for the calling thread; also makes that type current (§3.2.4)."""
+    kind = canonical_type(device_type) if device_type is not None else ICVS.device_type
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+        raise InvalidArgumentError(f"device number must be an int, got {n!r}")
+    _devices.set_current(kind, max(int(n), 0))
+
+
+@reported
+def get_device_num(device_type=None) -> int:
+    """The calling thread's device number for a type; -1 when the type has no device."""
+    kind = canonical_type(device_type) if device_type is not None else ICVS.device_type
+    if _devices.num_devices(kind) == 0:
+        return -1
+    return _devices.device_num_of(kind)
+
+
+@reported
+def init(device_type=None) -> None:
+    """Initialise the device (and make the type current, §3.2.7)."""
+    if device_type is not None:
+        set_device_type(device_type)
+    current_runtime()
+
+
+@reported
+def shutdown(device_type=None) -> None:
+    """End every data lifetime on every device of the type and free its memory (§3.2.8).
+    Queues are drained first."""
+    kind = canonical_type(device_type) if device_type is not None else ICVS.device_type
+    for runtime in _devices.live_runtimes(kind):
+        runtime.shutdown()
+
+
+_PROPERTIES = ("memory", "free_memory", "shared_memory_support", "name", "vendor", "driver")
+
+
+@reported
+def get_property(prop, device_num=None, device_type=None):
+    """A property of a device (§3.2.6): ``memory``, ``free_memory`` (bytes),
+    ``shared_memory_support`` (0/1), ``name``, ``vendor``, ``driver`` (strings)."""
+    if prop not in _PROPERTIES:
+        raise InvalidArgumentError(f"unknown device property {prop!r}; properties are {', '.join(_PROPERTIES)}")
+    kind = canonical_type(device_type) if device_type is not None else ICVS.device_type
+    number = _devices.device_num_of(kind) if device_num is None else device_num
+    return _devices.runtime_of(kind, number).device.properties()[prop]
+
+
+# == async (OpenACC 3.3 §3.2.9–3.2.14) ======================================================
+@reported
+def wait(*queues, async_=None) -> None:
+    """Block until the listed queues (none: all) have finished; with ``async_``, make
+    that queue wait for them instead, without blocking the host (§3.2.10–3.2.11)."""
+    device = current_runtime().device
+    numbers = wait_values(list(queues))
+    async_value(async_)  # validated; a join on a queue is the async issue's
+    if not queues:
+        device.synchronize()
+    for number in numbers:
+        device.queue(number).synchronize()
+
+
+@reported
+def wait_all() -> None:
+    """Block until every queue of the current device has finished."""
+    current_runtime().device.synchronize()
+
+
+@reported
+def wait_async(q, on) -> None:
+    """Queue ``on`` waits for queue ``q`` without blocking the host (§3.2.11)."""
+    device = current_runtime().device
+    waited, waiting = async_value(q), async_value(on)
+    if waited is not None and waited != waiting:
+        # Until queues run asynchronously (the async issue), waiting for ``q`` on the
+        # host is the join: everything already submitted to ``q`` is complete after it.
+        device.queue(waited).synchronize()
+
+
+@reported
+def async_test(q) -> bool:
+    """True when every operation on queue ``q`` has completed (or there were none)."""
+    number = async_value(q)
+    if number is None:
+        return True
+    return current_runtime().device.queue(number).is_idle()
+
+
+@reported
+def async_test_all() -> bool:
+    """True when every queue of the current device is idle."""
+    return current_runtime().device.sync_queue.is_idle()
+
+
+def get_default_async() -> int:
+    """The calling thread's default queue (what ``acc.async_noval`` means)."""
+    return ICVS.default_async
+
+
+@reported
+def set_default_async(q) -> None:
+    """Set the calling thread's default queue; ``acc.async_noval`` restores the initial
+    default (queue 0), like ``acc_async_default``."""
+    if _is_noval(q):
+        ICVS.default_async = 0
+        return
+    number = async_value(q)
+    if number is None:
+        raise InvalidAsyncError(f"{q!r} is synchronous and cannot be the default queue", value=q)
+    ICVS.default_async = number
+
+
+def _is_noval(q) -> bool:
+    return isinstance(q, (int, np.integer)) and not isinstance(q, bool) and q == async_noval

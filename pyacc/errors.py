@@ -1,0 +1,51 @@
+"""The public home of pyacc's exceptions (API.md §7).
+
+::
+
+    AccError (RuntimeError)                  .code: OpenACC acc_error_t name (§5.2.2)
+    ├── NotPresentError (LookupError)        not_present
+    ├── PartlyPresentError                   partly_present
+    ├── PresentError                         present
+    ├── OutOfMemoryError (MemoryError)       out_of_memory
+    ├── InvalidArgumentError (ValueError)    invalid_argument
+    │   └── ClauseError (TypeError)          an unknown or malformed clause
+    ├── InvalidAsyncError (ValueError)       invalid_async
+    ├── InvalidDataSectionError (ValueError) invalid_data_section
+    ├── DeviceUnavailableError               device_unavailable
+    ├── DeviceTypeUnavailableError           device_type_unavailable
+    └── ExecutionError                       execution
+    CompileError (Exception)                 a kernel that cannot be compiled (not an AccError)
+
+The runtime classes are defined in ``mapping.errors``; ``CompileError`` in
+``compiler.errors``. Each carries its facts as attributes (``name``, ``host_range`` ...).
+"""
+
+from mapping.errors import (
+    AccError,
+    ClauseError,
+    DeviceTypeUnavailableError,
+    DeviceUnavailableError,
+    ExecutionError,
+    InvalidArgumentError,
+    InvalidAsyncError,
+    InvalidDataSectionError,
+    NotPresentError,
+    OutOfMemoryError,
+    PartlyPresentError,
+    PresentError,
+)
+
+__all__ = [
+    "AccError",
+    "ClauseError",
+    "DeviceTypeUnavailableError",
+    "DeviceUnavailableError",
+    "ExecutionError",
+    "InvalidArgumentError",
+    "InvalidAsyncError",
+    "InvalidDataSectionError",
+    "NotPresentError",
+    "OutOfMemoryError",
+    "PartlyPresentError",
+    "PresentError",
+]

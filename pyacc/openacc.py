@@ -1,0 +1,113 @@
+"""The C spellings of the OpenACC runtime API (OpenACC 3.3 ch. 3), for ported code.
+
+``from pyacc.openacc import *`` gives ``acc_copyin``, ``acc_copyin_async(a, q)``,
+``acc_copyout_finalize`` and the rest. The plain names are the very same objects as
+``pyacc.copyin`` etc.; the ``_async`` and ``_finalize`` forms are thin functions that
+pass ``async_=`` / ``finalize=``. Device types are strings (``acc_device_host == "host"``).
+The OpenACC 2.0 present-or names (``acc_pcopyin``, ``acc_present_or_create`` ...) are
+aliases of ``acc_copyin`` / ``acc_create``, as every copyin is present-or since 2.5.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from . import _routines as _r
+from ._clauses import async_noval as acc_async_noval
+from ._clauses import async_sync as acc_async_sync
+
+acc_device_none = "none"
+acc_device_default = "default"
+acc_device_host = "host"
+acc_device_multicore = "host"
+acc_device_not_host = "not_host"
+acc_device_nvidia = "cuda"
+acc_device_cuda = "cuda"
+acc_device_emulated = "emulated"
+
+acc_copyin = _r.copyin
+acc_create = _r.create
+acc_present_or_copyin = acc_pcopyin = _r.copyin
+acc_present_or_create = acc_pcreate = _r.create
+acc_copyout = _r.copyout
+acc_delete = _r.delete
+acc_update_device = _r.update_device
+acc_update_self = _r.update_self
+acc_is_present = _r.is_present
+acc_deviceptr = _r.deviceptr
+acc_hostptr = _r.hostptr
+acc_map_data = _r.map_data
+acc_unmap_data = _r.unmap_data
+acc_malloc = _r.malloc
+acc_free = _r.free
+acc_memcpy_to_device = _r.memcpy_to_device
+acc_memcpy_from_device = _r.memcpy_from_device
+acc_memcpy_device = _r.memcpy_device
+acc_wait = _r.wait
+acc_wait_async = _r.wait_async
+acc_wait_all = _r.wait_all
+acc_async_test = _r.async_test
+acc_async_test_all = _r.async_test_all
+acc_get_num_devices = _r.get_num_devices
+acc_set_device_type = _r.set_device_type
+acc_get_device_type = _r.get_device_type
+acc_set_device_num = _r.set_device_num
+acc_get_device_num = _r.get_device_num
+acc_get_property = _r.get_property
+acc_init = _r.init
+acc_shutdown = _r.shutdown
+acc_get_default_async = _r.get_default_async
+acc_set_default_async = _r.set_default_async
+
+
+def _async_form(routine, **fixed):
+    @functools.wraps(routine)
+    def with_queue(a, async_arg):
+        return routine(a, async_=async_arg, **fixed)
+
+    with_queue.__doc__ = f"``{routine.__name__}`` on queue ``async_arg``."
+    return with_queue
+
+
+def _finalize_form(routine):
+    @functools.wraps(routine)
+    def finalized(a, *, async_=None):
+        return routine(a, finalize=True, async_=async_)
+
+    finalized.__doc__ = f"``{routine.__name__}`` with ``finalize=True``."
+    return finalized
+
+
+acc_copyin_async = _async_form(_r.copyin)
+acc_create_async = _async_form(_r.create)
+acc_copyout_async = _async_form(_r.copyout)
+acc_delete_async = _async_form(_r.delete)
+acc_copyout_finalize = _finalize_form(_r.copyout)
+acc_delete_finalize = _finalize_form(_r.delete)
+acc_copyout_finalize_async = _async_form(_r.copyout, finalize=True)
+acc_delete_finalize_async = _async_form(_r.delete, finalize=True)
+acc_update_device_async = _async_form(_r.update_device)
+acc_update_self_async = _async_form(_r.update_self)
+
+
+def acc_memcpy_to_device_async(d, a, async_arg):
+    """``memcpy_to_device`` on queue ``async_arg``."""
+    _r.memcpy_to_device(d, a, async_=async_arg)
+
+
+def acc_memcpy_from_device_async(a, d, async_arg):
+    """``memcpy_from_device`` on queue ``async_arg``."""
+    _r.memcpy_from_device(a, d, async_=async_arg)
+
+
+def acc_memcpy_device_async(d_dst, d_src, async_arg):
+    """``memcpy_device`` on queue ``async_arg``."""
+    _r.memcpy_device(d_dst, d_src, async_=async_arg)
+
+
+def acc_wait_all_async(async_arg):
+    """Queue ``async_arg`` waits for every other queue (``acc_wait_all_async``)."""
+    _r.wait(async_=async_arg)
+
+
+__all__ = [name for name in globals() if name.startswith("acc_")]

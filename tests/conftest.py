@@ -1,0 +1,48 @@
+"""Shared fixtures.
+
+- ``emulated``: the current thread uses the emulated device (separate device memory),
+  with an empty present table and zeroed stats; everything is shut down afterwards.
+- ``host_device``: the same for the shared-memory ``host`` device.
+- ``device``: parametrised over every device type available here (host, emulated, and
+  cuda when a GPU is usable), for end-to-end tests that must hold on all of them.
+"""
+
+import pytest
+
+import pyacc as acc
+
+
+def _fresh(device_type):
+    acc.shutdown(device_type)
+    acc.set_device_type(device_type)
+    acc.set_device_num(0, device_type)
+    acc.set_default_async(acc.async_noval)
+    acc.reset_stats()
+
+
+@pytest.fixture
+def emulated():
+    _fresh("emulated")
+    yield "emulated"
+    acc.shutdown("emulated")
+
+
+@pytest.fixture
+def host_device():
+    _fresh("host")
+    yield "host"
+    acc.shutdown("host")
+
+
+def _available_types():
+    types = ["host", "emulated"]
+    if acc.get_num_devices("cuda") > 0:
+        types.append("cuda")
+    return types
+
+
+@pytest.fixture(params=_available_types())
+def device(request):
+    _fresh(request.param)
+    yield request.param
+    acc.shutdown(request.param)
