@@ -27,6 +27,9 @@ Quick start::
     # a is 2.0 again on the host after the region (copy clause)
 """
 
+from compiler.errors import CompileError
+from compiler.markers import atomic, loop, on_device
+
 from ._clauses import async_noval, async_sync
 from ._directives import data, enter_data, exit_data, host_data, update
 from ._errors import register_error_callback, unregister_error_callback
@@ -38,7 +41,7 @@ from .errors import __all__ as _error_names
 __version__ = "0.1.0"
 
 __all__ = (
-    ["async_noval", "async_sync", "data", "enter_data", "exit_data", "host_data", "update",
+    ["CompileError", "atomic", "loop", "on_device", "async_noval", "async_sync", "data", "enter_data", "exit_data", "host_data", "update",
      "register_error_callback", "unregister_error_callback", "__version__"]
     + list(_routine_names)
     + list(_error_names)

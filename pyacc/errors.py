@@ -20,6 +20,7 @@ The runtime classes are defined in ``mapping.errors``; ``CompileError`` in
 ``compiler.errors``. Each carries its facts as attributes (``name``, ``host_range`` ...).
 """
 
+from compiler.errors import CompileError
 from mapping.errors import (
     AccError,
     ClauseError,
@@ -37,6 +38,7 @@ from mapping.errors import (
 
 __all__ = [
     "AccError",
+    "CompileError",
     "ClauseError",
     "DeviceTypeUnavailableError",
     "DeviceUnavailableError",

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 
+from compiler.markers import on_device
+
 from . import _routines as _r
 from ._clauses import async_noval as acc_async_noval
 from ._clauses import async_sync as acc_async_sync
@@ -57,6 +59,7 @@ acc_get_property = _r.get_property
 acc_init = _r.init
 acc_shutdown = _r.shutdown
 acc_get_default_async = _r.get_default_async
+acc_on_device = on_device
 acc_set_default_async = _r.set_default_async
 
 

@@ -1,0 +1,54 @@
+"""Counter transitions of one entry (OpenACC 3.3 §2.6.7, §2.7.2, §3.2.21)."""
+
+import numpy as np
+import pytest
+
+from mapping import Counter, EntryKind, MappingEntry
+
+
+def _entry(kind=EntryKind.NORMAL, structured=0, dynamic=0):
+    return MappingEntry(0, 8, np.zeros(1), 0, kind=kind, structured=structured, dynamic=dynamic)
+
+
+@pytest.mark.parametrize(
+    "counters, counter, finalize, expected",
+    [
+        ((0, 1), Counter.DYNAMIC, False, (0, 0)),
+        ((0, 3), Counter.DYNAMIC, True, (0, 0)),
+        ((1, 0), Counter.DYNAMIC, False, (1, 0)),  # present decrement never below 0
+        ((1, 0), Counter.DYNAMIC, True, (1, 0)),
+        ((2, 1), Counter.STRUCTURED, False, (1, 1)),
+        ((0, 1), Counter.STRUCTURED, False, (0, 1)),
+    ],
+)
+def test_decrement(counters, counter, finalize, expected):
+    entry = _entry(structured=counters[0], dynamic=counters[1])
+    entry.decrement(counter, finalize=finalize)
+    assert entry.counters == expected
+
+
+def test_map_data_dynamic_count_is_pinned_at_one():
+    entry = _entry(EntryKind.MAP_DATA, dynamic=1)
+    entry.decrement(Counter.DYNAMIC)
+    assert entry.counters == (0, 1)
+    entry.increment(Counter.DYNAMIC)
+    entry.increment(Counter.DYNAMIC)
+    entry.decrement(Counter.DYNAMIC, finalize=True)
+    assert entry.counters == (0, 1)
+    assert entry.is_present and not entry.owns_memory
+
+
+def test_present_iff_a_counter_is_positive():
+    entry = _entry()
+    assert not entry.is_present
+    entry.increment(Counter.STRUCTURED)
+    assert entry.is_present
+    entry.restore((0, 0))
+    assert not entry.is_present
+
+
+def test_host_bytes_of_fortran_ordered_array_share_memory():
+    array = np.asfortranarray(np.arange(6.0).reshape(2, 3))
+    entry = MappingEntry(0, array.nbytes, array, 0)
+    view = entry.host_bytes()
+    assert view.nbytes == array.nbytes and np.shares_memory(view, array)
