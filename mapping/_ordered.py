@@ -3,18 +3,22 @@
 Owns: ``SortedRanges``. It knows nothing of refcounts or devices (as libgomp's
 ``splay-tree.[ch]`` knows nothing of mappings); each range carries an opaque value.
 
-Representation, chosen by measurement (``benchmarks/bench_runtime.py``): two sorted int64
-numpy arrays (``begins``, ``ends``) searched by compiled code (``_probe``) together with
-reading the query array's address, plus a tuple of values in the same order. A pure-Python
-splay tree costs 0.3–0.95 µs per lookup and ``bisect`` on a list ~0.15–0.25 µs, but
-either must first read the array's address from Python (~0.75–1.3 µs), which the compiled
-search gets for free.
+Representation, chosen by measurement (``benchmarks/bench_runtime.py``): one int64 numpy
+array ``bounds`` of shape ``(2, capacity)`` — row 0 the sorted begins, row 1 the ends; the
+``capacity - count`` spare slots hold ``PAD`` (int64 max) in both rows, so searches need
+no count and a compiled call takes just two arguments (Numba's dispatch cost grows with
+each one) — searched by compiled code (``_probe``) that also reads the query array's
+address, plus a list of values in the same order. A pure-Python splay tree costs 0.3–0.95 µs per lookup and
+``bisect`` on a list ~0.15–0.25 µs, but either must first read the array's address from
+Python (~0.75–1.3 µs), which the compiled search gets for free. Inserts and removes shift
+the tail in place (a memmove: ~20 µs at 100,000 ranges); lookups are O(log n).
 
-Copy-on-write: every insert or remove builds new arrays and publishes them as one
-immutable ``snapshot`` tuple, so lock-free readers (``acc.is_present``) always see a
-consistent state. Mutations cost O(n) copies; lookups O(log n).
+Concurrency: writers hold the owner's lock. Lock-free readers use ``version`` as a
+sequence lock: it is odd while a mutation is in progress and changes with every mutation,
+so a reader that sees the same even version before and after its search read a
+consistent state (else it retries under the lock).
 
-Invariant: ranges never overlap and are sorted by begin, so ends are sorted too.
+Invariant: live ranges never overlap and are sorted by begin, so ends are sorted too.
 """
 
 from __future__ import annotations
@@ -23,43 +27,62 @@ import numpy as np
 
 __all__ = ["SortedRanges"]
 
-_EMPTY = np.empty(0, dtype=np.int64)
+_INITIAL_CAPACITY = 64
+#: the value of unused slots: sorts after every address
+PAD = np.iinfo(np.int64).max
 
 
 class SortedRanges:
     """Non-overlapping ``[begin, end)`` ranges with values, in ascending order."""
 
     def __init__(self):
-        #: (begins, ends, values): replaced whole on every mutation
-        self.snapshot: tuple[np.ndarray, np.ndarray, tuple] = (_EMPTY, _EMPTY, ())
+        self.bounds = np.full((2, _INITIAL_CAPACITY), PAD, dtype=np.int64)
+        self.count = 0
+        self.values: list = []
+        self.version = 0  # even: stable; odd: a mutation is in progress
 
     def __len__(self) -> int:
-        return len(self.snapshot[2])
+        return self.count
 
     def insert(self, begin: int, end: int, value) -> None:
         """Add a range. The caller guarantees it overlaps no existing range."""
-        begins, ends, values = self.snapshot
-        slot = int(np.searchsorted(begins, begin))
-        self.snapshot = (
-            np.insert(begins, slot, begin),
-            np.insert(ends, slot, end),
-            values[:slot] + (value,) + values[slot:],
-        )
+        self.version += 1
+        try:
+            count = self.count
+            slot = int(np.searchsorted(self.bounds[0, :count], begin))
+            if count == self.bounds.shape[1]:
+                self._grow()
+            bounds = self.bounds
+            bounds[:, slot + 1 : count + 1] = bounds[:, slot:count]
+            bounds[0, slot] = begin
+            bounds[1, slot] = end
+            self.values.insert(slot, value)
+            self.count = count + 1
+        finally:
+            self.version += 1
 
     def remove(self, begin: int, value) -> None:
         """Remove the range that starts at ``begin`` and holds ``value``."""
-        begins, ends, values = self.snapshot
-        slot = int(np.searchsorted(begins, begin))
-        if slot >= len(values) or values[slot] is not value:
+        count = self.count
+        slot = int(np.searchsorted(self.bounds[0, :count], begin))
+        if slot >= count or self.values[slot] is not value:
             raise KeyError(f"no range at {begin:#x} holding {value!r}")
-        self.snapshot = (
-            np.delete(begins, slot),
-            np.delete(ends, slot),
-            values[:slot] + values[slot + 1 :],
-        )
+        self.version += 1
+        try:
+            bounds = self.bounds
+            bounds[:, slot : count - 1] = bounds[:, slot + 1 : count]
+            bounds[:, count - 1] = PAD
+            del self.values[slot]
+            self.count = count - 1
+        finally:
+            self.version += 1
 
-    def values(self) -> tuple:
-        return self.snapshot[2]
+    def _grow(self) -> None:
+        grown = np.full((2, 2 * self.bounds.shape[1]), PAD, dtype=np.int64)
+        grown[:, : self.count] = self.bounds[:, : self.count]
+        self.bounds = grown
 
     def clear(self) -> None:
-        self.snapshot = (_EMPTY, _EMPTY, ())
+        version = self.version
+        self.__init__()
+        self.version = version + 2  # monotonic, so no reader mistakes the old state for this

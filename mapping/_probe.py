@@ -1,6 +1,6 @@
 """Compiled helpers for the hot path: an array's byte range and the sorted-range search.
 
-Owns: two small Numba functions and their pure-Python fallbacks. Nothing here knows about
+Owns: small Numba functions (extent, lookup, containment) and their pure-Python fallbacks. Nothing here knows about
 entries or counters.
 
 Why compiled (measured, see ``benchmarks/bench_runtime.py`` and environment-notes.md):
@@ -12,8 +12,9 @@ per (dtype, ndim, layout) the first time it sees it (cached on disk, ``cache=Tru
 Arrays Numba cannot type (non-native byte order, exotic dtypes) take the pure-Python
 fallback, which gives the same answers more slowly.
 
-Invariant expected from callers: ``begins``/``ends`` are int64 arrays sorted ascending, of
-non-overlapping half-open ranges, so ``ends`` is sorted too.
+Invariant expected from callers: ``bounds`` is an int64 array of shape ``(2, capacity)``:
+row 0 begins, row 1 ends, of non-overlapping half-open ranges sorted ascending, unused
+slots padded with int64 max in both rows (so both rows are sorted).
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ def _extent(x):
 
 
 @njit(cache=True, nogil=True)
-def _relation_code(begins, ends, low, high):
+def _relation_code(bounds, low, high):
+    begins = bounds[0]
+    ends = bounds[1]
     first = np.searchsorted(ends, low, side="right")
     stop = np.searchsorted(begins, high, side="left")
     if stop <= first or high == low:
@@ -68,19 +71,19 @@ def _relation_code(begins, ends, low, high):
 
 
 @njit(cache=True, nogil=True)
-def _lookup(begins, ends, x):
+def _lookup(bounds, x):
     data, low, high = _extent(x)
-    first, stop, code = _relation_code(begins, ends, low, high)
+    first, stop, code = _relation_code(bounds, low, high)
     return data, low, high, first, stop, code
 
 
 @njit(cache=True, nogil=True)
-def _contained_index(begins, ends, x):
+def _contained_index(bounds, x):
     data, low, high = _extent(x)
     if high == low:
         return -1
-    index = np.searchsorted(ends, low, side="right")
-    if index < begins.shape[0] and begins[index] <= low and high <= ends[index]:
+    index = np.searchsorted(bounds[1], low, side="right")
+    if index < bounds.shape[1] and bounds[0, index] <= low and high <= bounds[1, index]:
         return index
     return -1
 
@@ -103,18 +106,18 @@ def extent(x) -> tuple[int, int, int]:
         return _extent_python(x)
 
 
-def contained_index(begins: np.ndarray, ends: np.ndarray, x) -> int:
+def contained_index(bounds: np.ndarray, x) -> int:
     """Index of the range that wholly contains the elements of ``x``, or -1 (also for an
     empty ``x``)."""
     try:
-        return _contained_index(begins, ends, x)
+        return _contained_index(bounds, x)
     except Exception:
         _, low, high = _extent_python(x)
-        first, _, code = lookup_range(begins, ends, low, high)
+        first, _, code = lookup_range(bounds, low, high)
         return first if code == CONTAINED else -1
 
 
-def lookup(begins: np.ndarray, ends: np.ndarray, x) -> tuple[int, int, int, int, int, int]:
+def lookup(bounds: np.ndarray, x) -> tuple[int, int, int, int, int, int]:
     """Locate the elements of ``x`` among the sorted ranges in one call.
 
     Returns:
@@ -123,13 +126,13 @@ def lookup(begins: np.ndarray, ends: np.ndarray, x) -> tuple[int, int, int, int,
         ``SPANS``) of the extent to those ranges.
     """
     try:
-        return _lookup(begins, ends, x)
+        return _lookup(bounds, x)
     except Exception:
         data, low, high = _extent_python(x)
-        return (data, low, high) + lookup_range(begins, ends, low, high)
+        return (data, low, high) + lookup_range(bounds, low, high)
 
 
-def lookup_range(begins: np.ndarray, ends: np.ndarray, low: int, high: int) -> tuple[int, int, int]:
+def lookup_range(bounds: np.ndarray, low: int, high: int) -> tuple[int, int, int]:
     """``(first, stop, relation)`` of the byte range ``[low, high)``; see :func:`lookup`."""
-    first, stop, code = _relation_code(begins, ends, low, high)
+    first, stop, code = _relation_code(bounds, low, high)
     return int(first), int(stop), int(code)

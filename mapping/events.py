@@ -76,11 +76,15 @@ class EventBus:
     def __init__(self):
         self._lock = threading.Lock()
         self._by_kind: list[tuple] = [() for _ in EventKind]
+        #: ``active[int(kind)]``: someone subscribes to ``kind``. Hot paths read this list
+        #: with plain-int indexes (an IntEnum index costs more than the whole check).
+        self.active: list[bool] = [False for _ in EventKind]
 
     def subscribe(self, callback, kinds=tuple(EventKind)) -> None:
         with self._lock:
             for kind in kinds:
                 self._by_kind[kind] = self._by_kind[kind] + (callback,)
+                self.active[kind] = True
 
     def unsubscribe(self, callback, kinds=tuple(EventKind)) -> None:
         with self._lock:
@@ -89,10 +93,11 @@ class EventBus:
                 if callback in subscribers:
                     subscribers.remove(callback)
                 self._by_kind[kind] = tuple(subscribers)
+                self.active[kind] = bool(subscribers)
 
     def wants(self, kind: EventKind) -> bool:
         """True when some subscriber listens to ``kind`` (check before building records)."""
-        return bool(self._by_kind[kind])
+        return self.active[kind]
 
     def publish(self, kind: EventKind, device: tuple[str, int], **fields) -> None:
         subscribers = self._by_kind[kind]

@@ -9,7 +9,7 @@ data clause needs a contiguous section (OpenACC 3.3 §2.7.1).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,6 +38,10 @@ class Relation(enum.IntEnum):
         return _RELATION_TEXT[self]
 
 
+#: relation by code, indexed without the cost of an Enum call
+RELATIONS = tuple(sorted(Relation, key=int))
+
+
 _RELATION_TEXT = {
     Relation.DISJOINT: "is not mapped",
     Relation.CONTAINED: "lies inside",
@@ -48,8 +52,7 @@ _RELATION_TEXT = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class HostRange:
+class HostRange(NamedTuple):
     """A half-open byte range ``[begin, end)`` of host (or device) memory."""
 
     begin: int

@@ -8,7 +8,7 @@ Clause kinds are enum members, never boolean flags.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -44,26 +44,25 @@ class UpdateDirection(enum.Enum):
     SELF = "self"  #: device → host (``host`` is a synonym)
 
 
-@dataclass(frozen=True, slots=True)
-class MapRequest:
-    """One array named in one clause of one directive."""
+class MapRequest(NamedTuple):
+    """One array named in one clause of one directive (a NamedTuple: cheap to build on
+    the hot path of ``acc.copyin``)."""
 
     kind: MapKind
     array: np.ndarray
     name: str | None = None
 
 
-@dataclass(slots=True)
-class Mapped:
+class Mapped(NamedTuple):
     """The outcome of one entry request; kept by a structured region for its exit.
 
     Attributes:
         request: the clause and array.
         entry: the mapping the request joined or created; None when nothing was mapped
             (zero-size array, ``no_create`` of absent data, a shared-memory device).
-        data: host address of the array's first element.
+        data: host address of the array's first element (None: not read yet).
     """
 
     request: MapRequest
     entry: object | None
-    data: int = 0
+    data: int | None = None

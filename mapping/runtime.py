@@ -70,6 +70,13 @@ class MappingRecord:
         )
 
 
+# Hot-path constants: plain ints and module globals instead of Enum attribute access.
+_ACTIVE = BUS.active
+_ENTER_DATA = int(EventKind.ENTER_DATA)
+_EXIT_DATA = int(EventKind.EXIT_DATA)
+_DYNAMIC = Counter.DYNAMIC
+
+
 class _Action(enum.Enum):
     SKIP = "skip"  # nothing to map (zero-size, no_create of absent data)
     INCREMENT = "increment"  # present: join the existing entry
@@ -143,9 +150,41 @@ class DeviceRuntime:
             OutOfMemoryError: device memory ran out; nothing was mapped.
         """
         with self.table.locked():
+            if len(requests) == 1:  # fast path: one array, already present
+                mapped = self._join_present(requests[0], counter, queue)
+                if mapped is not None:
+                    return [mapped]
             steps = self._plan_entry(requests)
             self._allocate(steps)
             return self._commit_entry(steps, counter, queue)
+
+    def _join_present(self, request: MapRequest, counter: Counter, queue) -> Mapped | None:
+        """Present increment of the entry containing the request, if there is one
+        (a present increment moves no data and cannot fail)."""
+        entry = self._increment_present(request.array, counter, queue, request.name)
+        return None if entry is None else Mapped(request, entry)
+
+    def join_present(self, array, counter: Counter):
+        """The hot path of ``acc.copyin``/``acc.create`` of present data: the present
+        increment and the device array, or None (nothing changed) when ``array`` is not
+        wholly inside a mapping. The caller has checked that ``array`` is contiguous."""
+        with self.table.locked():
+            entry = self._increment_present(array, counter, None, None)
+        if entry is None:
+            return None
+        return self.device_array(Mapped(MapRequest(None, array), entry))
+
+    def _increment_present(self, array, counter: Counter, queue, name) -> MappingEntry | None:
+        entry = self.table.containing(array)
+        if entry is None:
+            return None
+        if _ACTIVE[_ENTER_DATA]:
+            before = entry.counters
+            entry.increment(counter)
+            self._publish(EventKind.ENTER_DATA, entry, before, queue, name)
+        else:
+            entry.increment(counter)
+        return entry
 
     def _plan_entry(self, requests) -> list[_Step]:
         steps: list[_Step] = []
@@ -270,6 +309,8 @@ class DeviceRuntime:
                 (checked for every request before anything changes).
         """
         with self.table.locked():
+            if len(requests) == 1 and self.leave_present(requests[0].array, finalize=finalize, queue=queue):
+                return
             steps = []
             for request in requests:
                 if request.array.size == 0:
@@ -298,6 +339,22 @@ class DeviceRuntime:
                 for entry, counters in saved:
                     entry.restore(counters)
                 raise
+
+    def leave_present(self, array, *, finalize: bool = False, queue=None) -> bool:
+        """Fast path of ``exit_dynamic`` for one array whose data stays present: the
+        dynamic decrement alone. Returns False (changing nothing) in every other case."""
+        with self.table.locked():
+            entry = self.table.containing(array)
+            if entry is None:
+                return False
+            before = entry.counters
+            entry.decrement(_DYNAMIC, finalize=finalize)
+            if not entry.structured and not entry.dynamic:
+                entry.restore(before)
+                return False
+            if _ACTIVE[_EXIT_DATA]:
+                self._publish(EventKind.EXIT_DATA, entry, before, queue, None)
+            return True
 
     def _end_lifetimes(self, ended: list[MappingEntry], copies: list[Mapped], queue: Queue) -> None:
         """Copy back ``copies``, then remove ``ended`` and free their memory (deferred on
@@ -423,7 +480,7 @@ class DeviceRuntime:
 
     # == queries ==========================================================================
     def is_present(self, array) -> bool:
-        return array.size == 0 or self.table.containing(array) is not None
+        return self.table.containing(array) is not None or array.size == 0
 
     def refcounts(self, array) -> tuple[int, int]:
         entry = self.table.containing(array)
@@ -436,15 +493,21 @@ class DeviceRuntime:
         entry = self.table.containing(array)
         if entry is None:
             return None
-        return self.device_view(entry, array, None)
+        return self.device_array(Mapped(MapRequest(None, array), entry))
 
     def device_array(self, mapped: Mapped):
         """The device array for the outcome of an entry request: its device view, or the
         host array itself when nothing was mapped (zero-size, ``no_create`` of absent
         data: OpenACC 3.3 §2.7.10, device code uses the local address)."""
-        if mapped.entry is None:
+        entry = mapped.entry
+        if entry is None:
             return mapped.request.array
-        return self.device_view(mapped.entry, mapped.request.array, mapped.data)
+        array = mapped.request.array
+        if array is entry.host_array:
+            if entry.device_array is None:
+                entry.device_array = self.device.view(entry.device_address, array)
+            return entry.device_array
+        return self.device_view(entry, array, mapped.data)
 
     def device_view(self, entry: MappingEntry, array: np.ndarray, data: int | None):
         """Device array of ``array``, a view inside ``entry`` whose first element is at

@@ -30,6 +30,12 @@ class SharedMemoryRuntime(DeviceRuntime):
     def enter(self, requests: list[MapRequest], counter: Counter, queue: Queue) -> list[Mapped]:
         return [Mapped(request, None) for request in requests]
 
+    def join_present(self, array, counter):
+        return array
+
+    def leave_present(self, array, *, finalize=False, queue=None) -> bool:
+        return True
+
     def exit_structured(self, mapped, queue, *, copy_back=True) -> None:
         pass
 

@@ -10,25 +10,25 @@ Invariants:
   directive;
 - mutations (``insert``/``remove``) happen with the table lock held, taken through
   ``with table.locked():`` for the whole of a directive (LLVM's ``ProtectedObj``);
-  lookups may run without it and see a consistent snapshot (copy-on-write, ``_ordered``).
+  ``lookup`` takes the (re-entrant) lock itself; ``containing`` — the hot path of
+  ``is_present`` — runs lock-free under the container's sequence lock (``_ordered``).
 """
 
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import _probe
+from ._probe import _contained_index
 from ._ordered import SortedRanges
 from .entry import MappingEntry
-from .ranges import HostRange, Relation
+from .ranges import RELATIONS, HostRange, Relation
 
 __all__ = ["PresentTable", "Lookup"]
 
 
-@dataclass(frozen=True, slots=True)
-class Lookup:
+class Lookup(NamedTuple):
     """What a lookup found.
 
     Attributes:
@@ -56,11 +56,11 @@ class PresentTable:
         self._ranges = SortedRanges()
         self._lock = threading.RLock()
 
-    @contextmanager
-    def locked(self):
-        """Hold the table lock for the duration of a directive."""
-        with self._lock:
-            yield self
+    def locked(self) -> threading.RLock:
+        """The table lock, to hold for the duration of a directive:
+        ``with table.locked(): ...`` (re-entrant; a plain lock object because a
+        generator-based context manager costs microseconds on the hot path)."""
+        return self._lock
 
     def __len__(self) -> int:
         return len(self._ranges)
@@ -68,29 +68,48 @@ class PresentTable:
     # -- lookups -----------------------------------------------------------------------
     def lookup(self, array) -> Lookup:
         """Locate the elements of ``array`` (any strided view) among the mappings."""
-        begins, ends, values = self._ranges.snapshot
-        data, low, high, first, stop, code = _probe.lookup(begins, ends, array)
-        return Lookup(Relation(code), values[first:stop], data, HostRange(low, high))
+        ranges = self._ranges
+        with self._lock:
+            data, low, high, first, stop, code = _probe.lookup(ranges.bounds, array)
+            return Lookup(RELATIONS[code], tuple(ranges.values[first:stop]), data, HostRange(low, high))
 
     def lookup_range(self, host_range: HostRange) -> Lookup:
         """Locate a byte range among the mappings."""
-        begins, ends, values = self._ranges.snapshot
-        first, stop, code = _probe.lookup_range(begins, ends, host_range.begin, host_range.end)
-        return Lookup(Relation(code), values[first:stop], host_range.begin, host_range)
+        ranges = self._ranges
+        with self._lock:
+            first, stop, code = _probe.lookup_range(ranges.bounds, host_range.begin, host_range.end)
+            return Lookup(RELATIONS[code], tuple(ranges.values[first:stop]), host_range.begin, host_range)
 
     def containing(self, array) -> MappingEntry | None:
-        """The entry wholly containing the elements of ``array``, or None (fast path)."""
-        begins, ends, values = self._ranges.snapshot
-        index = _probe.contained_index(begins, ends, array)
-        return values[index] if index >= 0 else None
+        """The entry wholly containing the elements of ``array``, or None.
+
+        The hot path of ``acc.is_present``: lock-free, validated by the container's
+        sequence lock; retried under the lock if a mutation ran concurrently.
+        """
+        ranges = self._ranges
+        version = ranges.version
+        try:
+            index = _contained_index(ranges.bounds, array)
+            entry = ranges.values[index] if index >= 0 else None
+        except IndexError:  # a concurrent remove shortened the list
+            entry = None
+        except Exception:  # an array Numba cannot type: the pure-Python search
+            index = _probe.contained_index(ranges.bounds, array)
+            entry = ranges.values[index] if index >= 0 else None
+        if version & 1 or ranges.version != version:
+            with self._lock:
+                index = _probe.contained_index(ranges.bounds, array)
+                entry = ranges.values[index] if index >= 0 else None
+        return entry
 
     def entries(self) -> tuple[MappingEntry, ...]:
-        return self._ranges.values()
+        with self._lock:
+            return tuple(self._ranges.values)
 
     def entry_at_device_address(self, low: int, high: int) -> MappingEntry | None:
         """The entry whose device copy holds ``[low, high)``, or None (a linear scan:
         device-to-host lookups are rare, as in libgomp's ``acc_hostptr``)."""
-        for entry in self._ranges.values():
+        for entry in self.entries():
             begin = entry.device_address
             if begin <= low and high <= begin + entry.nbytes:
                 return entry
@@ -99,16 +118,19 @@ class PresentTable:
     def entries_overlapping_device(self, low: int, high: int) -> list[MappingEntry]:
         return [
             entry
-            for entry in self._ranges.values()
+            for entry in self.entries()
             if entry.device_address < high and low < entry.device_address + entry.nbytes
         ]
 
     # -- mutations (table lock held) ---------------------------------------------------
     def insert(self, entry: MappingEntry) -> None:
-        self._ranges.insert(entry.host_begin, entry.host_end, entry)
+        with self._lock:
+            self._ranges.insert(entry.host_begin, entry.host_end, entry)
 
     def remove(self, entry: MappingEntry) -> None:
-        self._ranges.remove(entry.host_begin, entry)
+        with self._lock:
+            self._ranges.remove(entry.host_begin, entry)
 
     def clear(self) -> None:
-        self._ranges.clear()
+        with self._lock:
+            self._ranges.clear()

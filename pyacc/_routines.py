@@ -12,6 +12,7 @@ import numpy as np
 
 from mapping import (
     STATS,
+    AccError,
     Counter,
     InvalidArgumentError,
     InvalidAsyncError,
@@ -24,7 +25,7 @@ from mapping import (
 from . import _devices
 from ._clauses import async_noval, async_value, queue_of, wait_values
 from ._devices import ICVS, canonical_type, current_runtime
-from ._errors import reported
+from ._errors import report, reported
 
 __all__ = [
     "copyin", "create", "copyout", "delete", "update_device", "update_self",
@@ -38,27 +39,38 @@ __all__ = [
 ]
 
 
+_DYNAMIC = Counter.DYNAMIC  # Enum attribute access is slow on the hot path
+
+
 def _queue(runtime, async_):
     return runtime.device.sync_queue if async_ is None else queue_of(runtime, async_)
 
 
 # == data routines (OpenACC 3.3 §3.2.18–3.2.28) ==========================================
 def _enter_one(kind: MapKind, array, async_):
-    runtime = current_runtime()
-    queue = _queue(runtime, async_)
+    runtime = ICVS.runtime or current_runtime()
+    queue = runtime.device.sync_queue if async_ is None else queue_of(runtime, async_)
     check_array(array)
     (mapped,) = runtime.enter([MapRequest(kind, array)], Counter.DYNAMIC, queue)
     return runtime.device_array(mapped)
 
 
-@reported
 def copyin(a, *, async_=None):
     """Present: dynamic count +1, no transfer. Absent: allocate, copy in, dynamic = 1.
 
     Returns:
         The device array of ``a``.
     """
-    return _enter_one(MapKind.COPYIN, a, async_)
+    try:
+        if async_ is None and type(a) is np.ndarray and (a.flags.c_contiguous or a.flags.f_contiguous):
+            # the hot path: present data gets its increment without building requests
+            device_array = (ICVS.runtime or current_runtime()).join_present(a, _DYNAMIC)
+            if device_array is not None:
+                return device_array
+        return _enter_one(MapKind.COPYIN, a, async_)
+    except AccError as error:
+        report(error)
+        raise
 
 
 @reported
@@ -68,8 +80,8 @@ def create(a, *, async_=None):
 
 
 def _exit_one(kind: MapKind, array, finalize, async_) -> None:
-    runtime = current_runtime()
-    queue = _queue(runtime, async_)
+    runtime = ICVS.runtime or current_runtime()
+    queue = runtime.device.sync_queue if async_ is None else queue_of(runtime, async_)
     check_array(array)
     runtime.exit_dynamic([MapRequest(kind, array)], queue, finalize=finalize)
 
@@ -81,10 +93,17 @@ def copyout(a, *, finalize=False, async_=None) -> None:
     _exit_one(MapKind.COPYOUT, a, finalize, async_)
 
 
-@reported
 def delete(a, *, finalize=False, async_=None) -> None:
     """As ``copyout``, without the transfer."""
-    _exit_one(MapKind.DELETE, a, finalize, async_)
+    try:
+        if async_ is None and type(a) is np.ndarray and (a.flags.c_contiguous or a.flags.f_contiguous):
+            # the hot path: data that stays present only loses a dynamic count
+            if (ICVS.runtime or current_runtime()).leave_present(a, finalize=finalize):
+                return
+        _exit_one(MapKind.DELETE, a, finalize, async_)
+    except AccError as error:
+        report(error)
+        raise
 
 
 def _update_one(direction, array, if_present, async_) -> None:
@@ -107,13 +126,16 @@ def update_self(a, *, if_present=False, async_=None) -> None:
     _update_one(UpdateDirection.SELF, a, if_present, async_)
 
 
-@reported
 def is_present(a) -> bool:
     """True when every element of ``a`` (any view) is present on the current device."""
-    runtime = ICVS.runtime or current_runtime()
-    if type(a) is not np.ndarray:
-        check_array(a, contiguous=False)
-    return runtime.is_present(a)
+    try:  # the hot path: no wrapper frame
+        runtime = ICVS.runtime or current_runtime()
+        if type(a) is not np.ndarray:
+            check_array(a, contiguous=False)
+        return runtime.is_present(a)
+    except AccError as error:
+        report(error)
+        raise
 
 
 @reported

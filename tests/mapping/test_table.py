@@ -78,15 +78,29 @@ def test_entries_are_kept_in_address_order():
         assert table.containing(array).host_array is array
 
 
-def test_remove_keeps_other_entries_and_snapshot_is_immutable(table_with_two):
+def test_remove_keeps_other_entries_and_bumps_the_version(table_with_two):
     buf, table = table_with_two
-    snapshot = table._ranges.snapshot
+    version = table._ranges.version
     first = table.entries()[0]
     table.remove(first)
     assert len(table) == 1
     assert table.containing(buf[4:8]) is None
     assert table.containing(buf[8:12]) is not None
-    assert len(snapshot[2]) == 2  # readers holding the old snapshot still see both
+    assert table._ranges.version > version and table._ranges.version % 2 == 0
+
+
+def test_many_inserts_grow_the_arrays_and_stay_sorted():
+    arrays = [np.zeros(2) for _ in range(300)]
+    table = PresentTable()
+    for array in arrays[::2] + arrays[1::2]:
+        begin = array.__array_interface__["data"][0]
+        table.insert(MappingEntry(begin, begin + array.nbytes, array, 0))
+    for array in arrays[::3]:
+        table.remove(table.containing(array))
+    live = [a for i, a in enumerate(arrays) if i % 3]
+    assert len(table) == len(live)
+    assert all(table.containing(a).host_array is a for a in live)
+    assert all(table.containing(a) is None for a in arrays[::3])
 
 
 def test_lookup_range_of_zero_length_is_disjoint(table_with_two):

@@ -1,0 +1,169 @@
+"""Runtime micro-benchmarks of the mapping layer (issue: runtime foundation).
+
+Measures, side by side in one run, with warm-up and medians:
+
+1. ``acc.is_present`` on present data with 100 / 10,000 / 100,000 live mappings on the
+   emulated device (target: ≤ 0.5 µs median at 10,000; cost at 100,000 ≤ 1.3× cost at 100);
+2. ``acc.copyin`` of present data (dynamic +1, no transfer) and ``acc.delete`` back
+   (target ≤ 2 µs each);
+3. emulated ``copyin`` / ``update_device`` / ``update_self`` of a contiguous 256 MiB array
+   against ``np.copyto`` between two host arrays of the same size (target ≥ 0.9× its
+   bandwidth).
+
+Run: ``python benchmarks/bench_runtime.py [--quick] [--json FILE]``. It prints a table
+with each figure, its target and PASS/FAIL, and the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import pyacc as acc
+
+
+def machine_description() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"numpy {np.__version__}, {platform.system()} {platform.release()}")
+
+
+def per_call_us(function, argument, *, calls: int, repeats: int) -> float:
+    """Median over ``repeats`` of the mean time per call of ``calls`` calls, in µs."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            function(argument)
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def fill_table(count: int) -> list[np.ndarray]:
+    """Map ``count`` small arrays (dynamic count 1 each); return them."""
+    arrays = [np.empty(2) for _ in range(count)]
+    batch = 1000
+    for start in range(0, count, batch):
+        acc.enter_data(create=arrays[start:start + batch])
+    return arrays
+
+
+def bench_is_present(sizes, calls, repeats) -> dict[int, float]:
+    results = {}
+    for size in sizes:
+        acc.shutdown("emulated")
+        arrays = fill_table(size)
+        probe = arrays[size // 2]
+        assert acc.is_present(probe)
+        per_call_us(acc.is_present, probe, calls=calls, repeats=2)  # warm-up
+        results[size] = per_call_us(acc.is_present, probe, calls=calls, repeats=repeats)
+        acc.shutdown("emulated")
+    return results
+
+
+def bench_present_copyin_delete(calls, repeats) -> tuple[float, float]:
+    acc.shutdown("emulated")
+    arrays = fill_table(1000)
+    target = arrays[500]
+    copyin_samples, delete_samples = [], []
+    for _ in range(repeats + 2):
+        start = time.perf_counter()
+        for _ in range(calls):
+            acc.copyin(target)
+        middle = time.perf_counter()
+        for _ in range(calls):
+            acc.delete(target)
+        end = time.perf_counter()
+        copyin_samples.append((middle - start) / calls * 1e6)
+        delete_samples.append((end - middle) / calls * 1e6)
+    assert acc.refcounts(target) == (0, 1)
+    acc.shutdown("emulated")
+    return statistics.median(copyin_samples[2:]), statistics.median(delete_samples[2:])
+
+
+def bench_bandwidth(nbytes, repeats) -> dict[str, float]:
+    """GB/s of np.copyto and of the three emulated transfers, interleaved per round."""
+    acc.shutdown("emulated")
+    source = np.random.default_rng(0).random(nbytes // 8)
+    destination = np.empty_like(source)
+    np.copyto(destination, source)  # touch the pages
+    acc.copyin(source)
+    acc.update_self(source)
+    timings = {"np.copyto": [], "copyin": [], "update_device": [], "update_self": []}
+
+    def timed(key, action):
+        start = time.perf_counter()
+        action()
+        timings[key].append(nbytes / (time.perf_counter() - start) / 1e9)
+
+    for _ in range(repeats):
+        timed("np.copyto", lambda: np.copyto(destination, source))
+        acc.delete(source)
+        timed("copyin", lambda: acc.copyin(source))
+        timed("update_device", lambda: acc.update_device(source))
+        timed("update_self", lambda: acc.update_self(source))
+    acc.delete(source)
+    acc.shutdown("emulated")
+    return {key: statistics.median(values) for key, values in timings.items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and a 64 MiB array")
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("PYACC_EMULATED_MEMORY", str(2 << 30))
+    acc.set_device_type("emulated")
+    repeats = 5 if args.quick else 11
+    calls = 20_000 if args.quick else 100_000
+    nbytes = (64 if args.quick else 256) << 20
+
+    present = bench_is_present([100, 10_000, 100_000], calls, repeats)
+    copyin_us, delete_us = bench_present_copyin_delete(calls // 2, repeats)
+    bandwidth = bench_bandwidth(nbytes, repeats)
+
+    rows = [
+        ("is_present, 100 mappings (µs)", present[100], None, None),
+        ("is_present, 10,000 mappings (µs)", present[10_000], "≤ 0.5", present[10_000] <= 0.5),
+        ("is_present, 100,000 mappings (µs)", present[100_000], None, None),
+        ("is_present cost 100,000 ÷ 100", present[100_000] / present[100], "≤ 1.3",
+         present[100_000] / present[100] <= 1.3),
+        ("copyin of present data (µs)", copyin_us, "≤ 2", copyin_us <= 2),
+        ("delete back (µs)", delete_us, "≤ 2", delete_us <= 2),
+        ("np.copyto bandwidth (GB/s)", bandwidth["np.copyto"], None, None),
+    ]
+    for key in ("copyin", "update_device", "update_self"):
+        ratio = bandwidth[key] / bandwidth["np.copyto"]
+        rows.append((f"emulated {key} {nbytes >> 20} MiB (GB/s)", bandwidth[key], None, None))
+        rows.append((f"  {key} ÷ np.copyto", ratio, "≥ 0.9", ratio >= 0.9))
+
+    print(f"machine: {machine_description()}")
+    print(f"{'measure':44} {'value':>10}  {'target':>7}  result")
+    for label, value, target, ok in rows:
+        verdict = "" if ok is None else ("PASS" if ok else "FAIL")
+        print(f"{label:44} {value:10.3f}  {target or '':>7}  {verdict}")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"machine": machine_description(), "rows": [
+                {"measure": r[0], "value": r[1], "target": r[2], "pass": r[3]} for r in rows]}, out, indent=1)
+    return 0 if all(ok is not False for *_, ok in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
