@@ -1,1 +1,67 @@
-"""placeholder"""
+"""pyacc's compiler layer: a Python function and its clauses → a compiled kernel.
+
+This package knows nothing of present tables or data movement (it never imports
+``mapping`` or ``pyacc``); it turns a compute-region function into a callable that takes
+*device* arrays and scalars in the function's parameter order.
+
+Interface used by the launcher (``pyacc/_compute.py``)::
+
+    from compiler import (ComputeClauses, parse_clauses, CompileError, KernelInfo,
+                          analyze, get_kernel, markers, KernelIndexError)
+
+    clauses = parse_clauses(construct, clause_string=None, **keyword_clauses)
+    info = analyze(func, clauses)       # decoration time; raises CompileError
+    kernel = get_kernel(info, args, target="cpu", device_type="host")
+    value = kernel(*args)               # None, a scalar, or a tuple of reduction values
+
+* ``construct``: ``"parallel"``, ``"parallel_loop"``, ``"kernels"``, ``"kernels_loop"``,
+  ``"serial"`` or ``"routine"``. Keyword clauses use ``async_``/``if_``; a clause string
+  (``"collapse(2) reduction(max:err) present(u, unew)"``) gives the same value. A bare
+  ``async`` in a string gives ``async_ == clauses.ASYNC_NOVAL`` (``"noval"``); a bare
+  ``wait`` gives ``wait is True``; ``wait(1,2)`` and ``wait=[1, 2]`` give ``(1, 2)``.
+* ``KernelInfo``: ``name, filename, lineno, params, clauses, written, read,
+  reductions, func``. ``written`` over-approximates the parameters whose *elements* the
+  kernel may write: an array not in ``written`` need not be copied back (OpenACC
+  implicit present-or-copy of read-only arrays, API.md §6).
+* ``get_kernel``: memoised per info on (target, device type, ``PYACC_BOUNDSCHECK``,
+  argument dtypes/ndims); cheap to call on every launch, or keep the kernel. Targets:
+  ``"cpu"`` (Numba ``parallel=True``; the kernel *is* the Numba dispatcher) and
+  ``"python"`` (the function as written, for ``PYACC_DISABLE_JIT=1``).
+* Errors: :class:`CompileError` (with ``filename``/``lineno``); under
+  ``PYACC_BOUNDSCHECK=1`` an out-of-bounds index raises :class:`KernelIndexError`
+  (``.kernel``, ``.array``), which the launcher turns into ``ExecutionError``.
+* Markers (``markers.loop``, ``markers.atomic``, ``markers.on_device``) are the objects
+  ``pyacc`` re-exports; kernels recognise them by identity.
+* Routines: ``pyacc.routine`` should call :func:`mark_routine` (``analyze`` with the
+  ``routine`` construct, stored on the function). Plain Python functions called from a
+  kernel are compiled as implicit ``routine seq`` (OpenACC 3.3 §2.15.1).
+
+Modules: ``clauses`` (clause values and parsing), ``markers`` (plain-Python markers),
+``frontend`` (source, name resolution), ``analysis`` (loop plans, written/read),
+``codegen`` (targets and module text), ``kernel`` (get_kernel, disk cache, probe),
+``atomics`` (LLVM atomicrmw intrinsics), ``runtime`` (jitted helpers), ``errors``.
+"""
+from __future__ import annotations
+
+from . import markers
+from .analysis import KernelInfo, analyze
+from .clauses import ASYNC_NOVAL, ComputeClauses, parse_clauses
+from .errors import CompileError, KernelIndexError
+from .frontend import ROUTINE_ATTR
+from .kernel import cache_dir, get_kernel
+
+__all__ = ["ComputeClauses", "parse_clauses", "CompileError", "KernelInfo", "analyze",
+           "get_kernel", "markers", "KernelIndexError", "mark_routine", "cache_dir",
+           "ASYNC_NOVAL"]
+
+
+def mark_routine(func, clauses: ComputeClauses | None = None):
+    """Analyse ``func`` as an ``acc.routine`` and tag it; returns ``func`` itself.
+
+    The tag (``func.__acc_routine__``, a :class:`KernelInfo`) makes kernels that call
+    ``func`` compile it as a device function. ``func`` stays callable from Python.
+    """
+    clauses = clauses or parse_clauses("routine", seq=True)
+    info = analyze(func, clauses)
+    setattr(func, ROUTINE_ATTR, info)
+    return func

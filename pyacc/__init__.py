@@ -10,6 +10,7 @@ private modules below, and re-exported here:
 
 - ``_routines``   runtime routines (copyin, update_device, is_present, get_property, ...)
 - ``_directives`` data, enter_data, exit_data, update, host_data
+- ``_compute``    compute-region decorators and the launcher (where compiler meets mapping)
 - ``_clauses``    clause validation, async values (``async_sync``, ``async_noval``)
 - ``_devices``    device types and the per-thread ICVs
 - ``_errors``     error callbacks
@@ -31,6 +32,7 @@ from compiler.errors import CompileError
 from compiler.markers import atomic, loop, on_device
 
 from ._clauses import async_noval, async_sync
+from ._compute import kernels, kernels_loop, parallel, parallel_loop, routine, serial
 from ._directives import data, enter_data, exit_data, host_data, update
 from ._errors import register_error_callback, unregister_error_callback
 from ._routines import *  # noqa: F401,F403
@@ -41,7 +43,8 @@ from .errors import __all__ as _error_names
 __version__ = "0.1.0"
 
 __all__ = (
-    ["CompileError", "atomic", "loop", "on_device", "async_noval", "async_sync", "data", "enter_data", "exit_data", "host_data", "update",
+    ["CompileError", "atomic", "loop", "on_device", "async_noval", "async_sync",
+     "parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "data", "enter_data", "exit_data", "host_data", "update",
      "register_error_callback", "unregister_error_callback", "__version__"]
     + list(_routine_names)
     + list(_error_names)

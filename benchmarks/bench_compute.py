@@ -1,0 +1,342 @@
+"""Compute-region benchmarks on the host device (issue: compute regions on the CPU).
+
+Side by side in one run, with warm-up and medians of interleaved repeats:
+
+- saxpy 1e7, Jacobi 2048² × 100 steps (collapse 2 + max reduction), dot 1e7, dense
+  matmul 1024²: pyacc time ÷ hand-written Numba ``njit(parallel=True)`` (target ≤ 1.05),
+  NumPy beside them;
+- calling a trivial kernel with 3 present arrays: pyacc time − direct Numba call time
+  (target ≤ 5 µs);
+- first call compile time per kernel (target ≤ 1.5 s) and, in a fresh process with a warm
+  disk cache, the time pyacc spends before the first result (target ≤ 0.3 s);
+- a data region around 100 Jacobi steps on the emulated device: its transfers.
+
+Run: ``python benchmarks/bench_compute.py [--quick] [--json FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+import pyacc as acc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_runtime import machine_description  # noqa: E402
+
+# == pyacc kernels ==========================================================================
+
+
+@acc.parallel_loop
+def acc_saxpy(a, x, y):
+    for i in range(x.shape[0]):
+        y[i] = a * x[i] + y[i]
+
+
+@acc.parallel_loop(collapse=2, reduction="max:err", present="u unew")
+def acc_jacobi(u, unew):
+    n, m = u.shape
+    err = 0.0
+    for i in range(1, n - 1):
+        for j in range(1, m - 1):
+            unew[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+            err = max(err, abs(unew[i, j] - u[i, j]))
+    return err
+
+
+@acc.parallel_loop(reduction="+:total")
+def acc_dot(x, y):
+    total = 0.0
+    for i in range(x.shape[0]):
+        total += x[i] * y[i]
+    return total
+
+
+@acc.parallel_loop(collapse=2)
+def acc_matmul(a, b, c):
+    n, k_max = a.shape
+    m = b.shape[1]
+    for i in range(n):
+        for j in range(m):
+            total = 0.0
+            for k in range(k_max):
+                total += a[i, k] * b[k, j]
+            c[i, j] = total
+
+
+@acc.parallel_loop(present="x y z")
+def acc_trivial(x, y, z):
+    for i in range(x.shape[0]):
+        z[i] = x[i] + y[i]
+
+
+# == hand-written Numba (what a user would write without pyacc) =============================
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def nb_saxpy(a, x, y):
+    for i in prange(x.shape[0]):
+        y[i] = a * x[i] + y[i]
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def nb_jacobi(u, unew):
+    n, m = u.shape
+    row_max = np.zeros(n)
+    for i in prange(1, n - 1):
+        err = 0.0
+        for j in range(1, m - 1):
+            unew[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+            err = max(err, abs(unew[i, j] - u[i, j]))
+        row_max[i] = err
+    return row_max.max()
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def nb_dot(x, y):
+    total = 0.0
+    for i in prange(x.shape[0]):
+        total += x[i] * y[i]
+    return total
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def nb_matmul(a, b, c):
+    n, k_max = a.shape
+    m = b.shape[1]
+    for i in prange(n):
+        for j in range(m):
+            total = 0.0
+            for k in range(k_max):
+                total += a[i, k] * b[k, j]
+            c[i, j] = total
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def nb_trivial(x, y, z):
+    for i in prange(x.shape[0]):
+        z[i] = x[i] + y[i]
+
+
+# == NumPy ===================================================================================
+
+
+def np_saxpy(a, x, y):
+    y += a * x
+
+
+def np_jacobi(u, unew):
+    unew[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+    return float(np.abs(unew[1:-1, 1:-1] - u[1:-1, 1:-1]).max())
+
+
+def np_dot(x, y):
+    return float(x @ y)
+
+
+def np_matmul(a, b, c):
+    np.matmul(a, b, out=c)
+
+
+# == measurement =============================================================================
+
+
+def interleaved(candidates: dict, repeats: int) -> dict[str, float]:
+    """Median seconds of each candidate, run round-robin so load affects all alike."""
+    samples = {name: [] for name in candidates}
+    for name, run in candidates.items():  # warm-up (and compile)
+        run()
+    for _ in range(repeats):
+        for name, run in candidates.items():
+            start = time.perf_counter()
+            run()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def jacobi_steps(step, steps):
+    def run(u, unew):
+        for _ in range(steps // 2):
+            step(u, unew)
+            step(unew, u)
+    return run
+
+
+def kernel_rows(quick: bool) -> list[dict]:
+    repeats = 3 if quick else 7
+    rng = np.random.default_rng(1)
+    rows = []
+
+    n = 10**6 if quick else 10**7
+    x, y = rng.random(n), rng.random(n)
+    with acc.data(copyin=[x], copy=[y]):
+        times = interleaved({
+            "pyacc": lambda: acc_saxpy(2.0, x, y),
+            "numba": lambda: nb_saxpy(2.0, x, y),
+            "numpy": lambda: np_saxpy(2.0, x, y),
+        }, repeats)
+    rows.append(dict(kernel=f"saxpy {n:.0e}", **times))
+
+    size, steps = (512, 20) if quick else (2048, 100)
+    u = np.zeros((size, size)); u[0, :] = 1.0
+    unew = u.copy()
+    with acc.data(copy=[u, unew]):
+        times = interleaved({
+            "pyacc": lambda: jacobi_steps(acc_jacobi, steps)(u, unew),
+            "numba": lambda: jacobi_steps(nb_jacobi, steps)(u, unew),
+            "numpy": lambda: jacobi_steps(np_jacobi, steps)(u, unew),
+        }, max(3, repeats // 2))
+    rows.append(dict(kernel=f"jacobi {size}² × {steps}", **times))
+
+    with acc.data(copyin=[x, y]):
+        times = interleaved({
+            "pyacc": lambda: acc_dot(x, y),
+            "numba": lambda: nb_dot(x, y),
+            "numpy": lambda: np_dot(x, y),
+        }, repeats)
+    rows.append(dict(kernel=f"dot {n:.0e}", **times))
+
+    size = 256 if quick else 1024
+    a, b = rng.random((size, size)), rng.random((size, size))
+    c = np.zeros((size, size))
+    with acc.data(copyin=[a, b], copyout=[c]):
+        times = interleaved({
+            "pyacc": lambda: acc_matmul(a, b, c),
+            "numba": lambda: nb_matmul(a, b, c),
+            "numpy": lambda: np_matmul(a, b, c),
+        }, max(3, repeats // 2))
+    rows.append(dict(kernel=f"matmul {size}²", **times))
+    return rows
+
+
+def launch_overhead_us(quick: bool) -> tuple[float, float]:
+    """Per-call µs of the trivial kernel via pyacc and via direct Numba, 3 present arrays."""
+    x, y, z = np.ones(8), np.ones(8), np.zeros(8)
+    calls = 2000 if quick else 20000
+    with acc.data(copyin=[x, y], copy=[z]):
+        def pyacc_loop():
+            for _ in range(calls):
+                acc_trivial(x, y, z)
+
+        def numba_loop():
+            for _ in range(calls):
+                nb_trivial(x, y, z)
+
+        times = interleaved({"pyacc": pyacc_loop, "numba": numba_loop}, 5 if quick else 9)
+    return times["pyacc"] / calls * 1e6, times["numba"] / calls * 1e6
+
+
+_COMPILE_SCRIPT = textwrap.dedent('''
+    import time, json, sys
+    start = time.perf_counter()
+    import numpy as np, pyacc as acc
+    imported = time.perf_counter()
+
+    @acc.parallel_loop(collapse=2, reduction="max:err")
+    def stencil(u, unew):
+        n, m = u.shape
+        err = 0.0
+        for i in range(1, n - 1):
+            for j in range(1, m - 1):
+                unew[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+                err = max(err, abs(unew[i, j] - u[i, j]))
+        return err
+
+    u = np.zeros((64, 64)); u[0] = 1; unew = u.copy()
+    before = time.perf_counter()
+    stencil(u, unew)
+    first = time.perf_counter()
+    stencil(u, unew)
+    second = time.perf_counter()
+    print(json.dumps({"import": imported - start, "first_call": first - before,
+                      "second_call": second - first}))
+''')
+
+
+def compile_and_cache_times() -> dict[str, float]:
+    """First call with a cold cache, then in a fresh process with the cache warm."""
+    with tempfile.TemporaryDirectory() as cache:
+        script = os.path.join(cache, "stencil_script.py")
+        with open(script, "w") as out:
+            out.write(_COMPILE_SCRIPT)
+        env = dict(os.environ, PYACC_CACHE_DIR=cache, NUMBA_CACHE_DIR=os.path.join(cache, "numba"))
+        cold = json.loads(subprocess.check_output([sys.executable, script], env=env))
+        warm = json.loads(subprocess.check_output([sys.executable, script], env=env))
+    return {"cold_first_call": cold["first_call"], "warm_first_call": warm["first_call"],
+            "warm_import": warm["import"]}
+
+
+def emulated_jacobi_transfers() -> dict:
+    acc.set_device_type("emulated")
+    u = np.zeros((256, 256)); u[0] = 1.0
+    unew = u.copy()
+    acc.reset_stats()
+    with acc.data(copy=[u], copyin=[unew]):
+        for _ in range(50):
+            acc_jacobi(u, unew)
+            acc_jacobi(unew, u)
+    stats = acc.stats()
+    acc.set_device_type("host")
+    return stats
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    acc.set_device_type("host")
+
+    print(f"machine: {machine_description()}, numba {numba.__version__}, "
+          f"{numba.config.NUMBA_NUM_THREADS} threads ({numba.config.THREADING_LAYER} layer)")
+    rows = kernel_rows(args.quick)
+    ok = True
+    print(f"{'kernel':22} {'pyacc s':>9} {'numba s':>9} {'numpy s':>9} {'pyacc/numba':>12}  target")
+    for row in rows:
+        ratio = row["pyacc"] / row["numba"]
+        row["ratio"] = ratio
+        verdict = "PASS" if ratio <= 1.05 else "FAIL"
+        ok &= ratio <= 1.05
+        print(f"{row['kernel']:22} {row['pyacc']:9.4f} {row['numba']:9.4f} {row['numpy']:9.4f} "
+              f"{ratio:12.3f}  ≤ 1.05 {verdict}")
+
+    pyacc_us, numba_us = launch_overhead_us(args.quick)
+    extra = pyacc_us - numba_us
+    ok &= extra <= 5
+    print(f"trivial kernel, 3 present arrays: pyacc {pyacc_us:.2f} µs, numba {numba_us:.2f} µs, "
+          f"extra {extra:.2f} µs (≤ 5 {'PASS' if extra <= 5 else 'FAIL'})")
+
+    compile_times = compile_and_cache_times()
+    ok &= compile_times["cold_first_call"] <= 1.5 and compile_times["warm_first_call"] <= 0.3
+    print(f"first call, cold cache: {compile_times['cold_first_call']:.2f} s (≤ 1.5 "
+          f"{'PASS' if compile_times['cold_first_call'] <= 1.5 else 'FAIL'}); fresh process, warm "
+          f"cache: {compile_times['warm_first_call']:.3f} s in pyacc before the first result (≤ 0.3 "
+          f"{'PASS' if compile_times['warm_first_call'] <= 0.3 else 'FAIL'}), import {compile_times['warm_import']:.2f} s")
+
+    stats = emulated_jacobi_transfers()
+    exact = (stats["h2d_count"], stats["d2h_count"]) == (2, 1)
+    ok &= exact
+    print(f"emulated data region around 100 Jacobi steps: {stats['h2d_count']} copy-ins "
+          f"({stats['h2d_bytes']} B), {stats['d2h_count']} copy-out ({stats['d2h_bytes']} B), "
+          f"{stats['launch_count']} launches ({'PASS' if exact else 'FAIL'}: u and unew in once, u out once)")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"machine": machine_description(), "kernels": rows,
+                       "launch_us": {"pyacc": pyacc_us, "numba": numba_us},
+                       "compile": compile_times, "emulated_stats": stats}, out, indent=1)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,732 @@
+"""Source generation: a planned kernel → the text of an importable Numba module.
+
+Owns :class:`ModuleBuilder` (one generated module: imports, bound globals, routines,
+bounds-check helpers and the kernel ``_acc_kernel``), :class:`FunctionRewriter` (markers,
+atomics, ``on_device``, globals and routine calls rewritten for the target) and the
+:class:`Target` protocol with :class:`CpuTarget`, which turns each parallel nest into
+``prange`` code. A CUDA target adds a ``Target`` whose ``parallel_nest`` emits a grid-
+stride kernel with block reductions; nothing else here needs to change.
+
+Invariants:
+    * Generated names start with ``_acc_``; user code may not use that prefix.
+    * The text is a pure function of (user sources, bound constants, clauses, argument
+      kinds, target, device type, bounds checking, reduction types), so its hash is a
+      sound cache key. Objects that cannot be written as source (functions, Numba
+      dispatchers, ufuncs) are *injected* into the module after import; each one is
+      described in a comment, so the text still changes when they do.
+    * Reduction partial types are placeholders (``_ACC_RTYPE_…``) until
+      :meth:`ReductionSlots.fill` replaces them (after the typing probe).
+    * Collapsed nests are flattened into one iteration space of
+      ``prod(trip counts)``; indices are recovered by divmod once per contiguous segment
+      of the innermost level (OpenACC 3.3 §2.9.1).
+    * Reductions: the space is split into ``chunk_count`` chunks run by ``prange``;
+      each chunk has private accumulators starting at the operator's identity, partials
+      are combined in chunk order after the loop and then with the variable's value
+      before the loop, which thus participates exactly once (OpenACC 3.3 §2.9.11).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import types as nbtypes
+
+from . import markers, runtime
+from .analysis import NestPlan, Plan, check_free_names
+from .atomics import INTRINSICS
+from .frontend import (MISSING, CallKind, FunctionSource, Scope, classify_call,
+                       is_numeric_constant, load_function, local_names, routine_function)
+
+__all__ = ["Target", "CpuTarget", "ModuleBuilder", "KERNEL_NAME", "reduction_identity"]
+
+KERNEL_NAME = "_acc_kernel"
+_NP = "_acc_np"
+_RT = "_acc_rt"
+_PLACEHOLDER = "_ACC_RTYPE_"
+
+
+# ------------------------------------------------------------------------------ targets
+
+
+class Target:
+    """How a target turns a planned nest into code (protocol; subclass per target).
+
+    Attributes:
+        name: Target name (``"cpu"``; later ``"cuda"``).
+    """
+
+    name = "abstract"
+
+    def decorator(self, *, kind: str, parallel: bool, boundscheck: bool,
+                  cache: bool) -> str:
+        """Decorator source for a function of ``kind`` (``kernel`` or ``routine``)."""
+        raise NotImplementedError
+
+    def imports(self) -> list[str]:
+        """Import lines the generated module needs for this target."""
+        raise NotImplementedError
+
+    def parallel_nest(self, nest: NestPlan, body: list, prefix: str,
+                      slots: "ReductionSlots") -> list:
+        """Statements replacing a parallel nest whose rewritten body is ``body``.
+
+        ``slots`` gives the source of each reduction's partial dtype and identity.
+        """
+        raise NotImplementedError
+
+
+class CpuTarget(Target):
+    """Numba ``njit(parallel=True, nogil=True)`` with ``prange`` (multicore CPU)."""
+
+    name = "cpu"
+
+    def imports(self):
+        return [f"import numpy as {_NP}",
+                "from numba import njit as _acc_njit, prange as _acc_prange",
+                f"from compiler import runtime as {_RT}",
+                "from compiler.atomics import " + ", ".join(
+                    f"{n} as _acc_{n}" for n in sorted(set(INTRINSICS.values())))]
+
+    def decorator(self, *, kind, parallel, boundscheck, cache):
+        options = ["nogil=True", f"cache={cache}"]
+        if parallel and not boundscheck:
+            # Exceptions raised inside prange are lost in Numba; bounds-checked
+            # kernels therefore run their loops on one thread (see get_kernel).
+            options.insert(0, "parallel=True")
+        if boundscheck:
+            options.append("boundscheck=True")
+        return f"@_acc_njit({', '.join(options)})"
+
+    def parallel_nest(self, nest, body, prefix, slots):
+        simple = (len(nest.levels) == 1 and not nest.reductions and not nest.private
+                  and not nest.firstprivate)
+        if simple:
+            return _direct_nest(nest, body, prefix)
+        return _chunked_nest(nest, body, prefix, slots)
+
+
+# ----------------------------------------------------------------------- nest builders
+
+
+def _parse_stmts(text: str) -> list:
+    return ast.parse(text).body
+
+
+class _Substitute(ast.NodeTransformer):
+    """Replace placeholder names by expressions and ``BODY`` by statements."""
+
+    def __init__(self, exprs: dict, body: list):
+        self.exprs = exprs
+        self.body = body
+
+    def visit_Name(self, node):
+        if node.id in self.exprs:
+            return copy.deepcopy(self.exprs[node.id])
+        return node
+
+    def visit_Expr(self, node):
+        if isinstance(node.value, ast.Name) and node.value.id == "BODY":
+            return copy.deepcopy(self.body)
+        return self.generic_visit(node)
+
+
+def _range_bounds(level: ast.For):
+    """``(start, stop, step)`` expressions of a level's (rewritten) ``range(...)``."""
+    args = list(level.iter.args)
+    if len(args) == 1:
+        return ast.Constant(0), args[0], ast.Constant(1)
+    if len(args) == 2:
+        return args[0], args[1], ast.Constant(1)
+    return args[0], args[1], args[2]
+
+
+def _is_const(node, value=None):
+    return isinstance(node, ast.Constant) and isinstance(node.value, int) and (
+        value is None or node.value == value)
+
+
+def _direct_nest(nest, body, p):
+    level = nest.levels[0]
+    start, stop, step = _range_bounds(level)
+    var = level.target.id
+    if _is_const(step, 1):
+        text = f"for {var} in _acc_prange(START, STOP):\n    BODY"
+        exprs = {"START": start, "STOP": stop}
+    else:
+        text = (f"{p}s0 = START\n{p}e0 = STOP\n{p}t0 = STEP\n"
+                f"{p}n0 = {_RT}.trip_count({p}s0, {p}e0, {p}t0)\n"
+                f"for {p}k in _acc_prange({p}n0):\n"
+                f"    {var} = {p}s0 + {p}k * {p}t0\n    BODY")
+        exprs = {"START": start, "STOP": stop, "STEP": step}
+    return _fill(text, exprs, body, level)
+
+
+def _fill(text, exprs, body, where):
+    """Parse a template, locate its nodes at ``where``, then splice exprs and body."""
+    stmts = _parse_stmts(text)
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if "lineno" in node._attributes:
+                node.lineno = node.end_lineno = where.lineno
+                node.col_offset = node.end_col_offset = 0
+    out = []
+    for stmt in stmts:
+        new = _Substitute(exprs, body).visit(stmt)
+        out.extend(new if isinstance(new, list) else [new])
+    return out
+
+
+def _level_vars(nest, p):
+    return [(f"{p}s{d}", f"{p}e{d}", f"{p}t{d}", f"{p}n{d}")
+            for d in range(len(nest.levels))]
+
+
+def _chunked_nest(nest, body, p, slots):
+    """Chunked prange over the flattened space (collapse, reductions, privates)."""
+    exprs, setup = {}, []
+    names = _level_vars(nest, p)
+    for depth, level in enumerate(nest.levels):
+        start, stop, step = _range_bounds(level)
+        s, e, t, n = names[depth]
+        exprs.update({f"START{depth}": start, f"STOP{depth}": stop,
+                      f"STEP{depth}": step})
+        lines = [f"{e} = STOP{depth}"]
+        # Literal starts and steps stay literals: LLVM then sees unit-stride indexing.
+        if _is_const(start):
+            s = repr(start.value)
+        else:
+            lines.insert(0, f"{s} = START{depth}")
+        if _is_const(step):
+            t = repr(step.value)
+        else:
+            lines.append(f"{t} = STEP{depth}")
+        names[depth] = (s, e, t, n)
+        setup.append("\n".join(lines) + f"\n{n} = {_RT}.trip_count({s}, {e}, {t})")
+    total = " * ".join(n for _, _, _, n in names)
+    setup.append(f"{p}total = {total}")
+    setup.append(f"{p}nch = {_RT}.chunk_count({p}total, {runtime.chunks_wanted()})")
+    for op, var in nest.reductions:
+        setup.append(f"{p}pv_{var} = {_NP}.empty({p}nch, {slots.dtype(p, op, var)})")
+    chunk = [f"{p}rv_{var} = {slots.identity(p, op, var)}" for op, var in nest.reductions]
+    chunk += [f"{p}pp_{name} = {_RT}.private_copy({name})" for name in nest.private]
+    chunk += [f"{p}pp_{name} = {_RT}.firstprivate_copy({name})"
+              for name in nest.firstprivate]
+    chunk += [f"{p}lo = ({p}total * {p}c) // {p}nch",
+              f"{p}hi = ({p}total * ({p}c + 1)) // {p}nch"]
+    chunk += _iteration_lines(nest, names, p)
+    chunk += [f"{p}pv_{var}[{p}c] = {p}rv_{var}" for _, var in nest.reductions]
+    text = "\n".join(setup) + f"\nfor {p}c in _acc_prange({p}nch):\n" + \
+        _indent("\n".join(chunk), 1) + "\n" + _combine_lines(nest, p)
+    return _fill(text, exprs, body, nest.levels[0])
+
+
+def _iteration_lines(nest, names, p):
+    """Lines that run iterations ``[lo, hi)`` of the flattened space, ending in BODY."""
+    last = len(nest.levels) - 1
+    s_l, _, t_l, n_l = names[last]
+    var_l = nest.levels[last].target.id
+    if last == 0:
+        return [f"for {p}j in range({p}lo, {p}hi):",
+                f"    {var_l} = {s_l} + {p}j * {t_l}", "    BODY"]
+    lines = [f"{p}k = {p}lo", f"while {p}k < {p}hi:",
+             f"    {p}q = {p}k // {n_l}",
+             f"    {p}r = {p}k - {p}q * {n_l}",
+             f"    {p}m = min({n_l} - {p}r, {p}hi - {p}k)"]
+    for depth in range(last - 1, -1, -1):
+        s, _, t, n = names[depth]
+        var = nest.levels[depth].target.id
+        if depth > 0:
+            lines += [f"    {p}x = {p}q // {n}", f"    {var} = {s} + ({p}q - {p}x * {n}) * {t}",
+                      f"    {p}q = {p}x"]
+        else:
+            lines += [f"    {var} = {s} + {p}q * {t}"]
+    lines += [f"    for {p}j in range({p}r, {p}r + {p}m):",
+              f"        {var_l} = {s_l} + {p}j * {t_l}", "        BODY",
+              f"    {p}k += {p}m"]
+    return lines
+
+
+_COMBINE = {"+": "{a} + {b}", "*": "{a} * {b}", "max": "max({a}, {b})",
+            "min": "min({a}, {b})", "&": "{a} & {b}", "|": "{a} | {b}", "^": "{a} ^ {b}",
+            "and": "{a} and {b}", "or": "{a} or {b}"}
+
+
+def _combine_lines(nest, p):
+    lines = []
+    for op, var in nest.reductions:
+        acc = f"{p}tot_{var}"
+        lines += [f"{acc} = {p}pv_{var}[0]",
+                  f"for {p}c in range(1, {p}nch):",
+                  "    " + f"{acc} = " + _COMBINE[op].format(a=acc, b=f"{p}pv_{var}[{p}c]"),
+                  f"{var} = " + _COMBINE[op].format(a=var, b=acc)]
+    return "\n".join(lines)
+
+
+def _indent(text, levels):
+    pad = "    " * levels
+    return "\n".join(pad + line if line else line for line in text.split("\n"))
+
+
+class ReductionSlots:
+    """Sources of reduction partial dtypes and identities, or placeholders for them.
+
+    Args:
+        types: Numba type of each reduction variable; None until the probe ran.
+    """
+
+    def __init__(self, types: dict | None = None):
+        self.types = types
+        self.slots: dict[str, tuple[str, str, str]] = {}
+
+    def variables(self) -> set:
+        """Reduction variables whose types are still placeholders."""
+        return {var for _, _, var in self.slots.values()}
+
+    def dtype(self, prefix, op, var):
+        """Source of the dtype of ``var``'s partials."""
+        return self._get("dtype", prefix, op, var)
+
+    def identity(self, prefix, op, var):
+        """Source of ``op``'s identity typed like ``var``."""
+        return self._get("identity", prefix, op, var)
+
+    def _get(self, kind, prefix, op, var):
+        if self.types is not None:
+            return _slot_value(kind, op, self.types[var])
+        placeholder = f"{_PLACEHOLDER}{kind}_{len(self.slots)}"
+        self.slots[placeholder] = (kind, op, var)
+        return placeholder
+
+    def fill(self, text: str, types: dict) -> str:
+        """Replace every placeholder of ``text`` using ``types``."""
+        for placeholder in sorted(self.slots, key=len, reverse=True):
+            kind, op, var = self.slots[placeholder]
+            text = text.replace(placeholder, _slot_value(kind, op, types[var]))
+        return text
+
+
+def _slot_value(kind, op, numba_type):
+    if kind == "dtype":
+        return f"{_NP}.{np.dtype(_numpy_dtype(numba_type)).name}"
+    return reduction_identity(op, numba_type)
+
+
+def _numpy_dtype(numba_type):
+    if isinstance(numba_type, nbtypes.Boolean):
+        return np.bool_
+    return np.dtype(str(numba_type))
+
+
+def reduction_identity(op: str, numba_type) -> str:
+    """Source of the identity of ``op`` typed as ``numba_type`` (OpenACC 3.3 §2.5.15)."""
+    if isinstance(numba_type, nbtypes.Boolean):
+        return {"and": "True", "&": "True"}.get(op, "False")
+    dtype = _numpy_dtype(numba_type)
+    ctor = f"{_NP}.{dtype.name}"
+    if op in ("+", "|", "^", "or"):
+        return f"{ctor}(0)"
+    if op in ("*", "and"):
+        return f"{ctor}(1)"
+    if op == "&":
+        return f"{ctor}({np.iinfo(dtype).max if dtype.kind == 'u' else -1})"
+    if dtype.kind == "f":
+        return f"{ctor}({'-' if op == 'max' else ''}{_NP}.inf)"
+    info = np.iinfo(dtype)
+    return f"{ctor}({info.min if op == 'max' else info.max})"
+
+
+# ------------------------------------------------------------------------ the rewriter
+
+
+class _Renamer(ast.NodeTransformer):
+    def __init__(self, mapping):
+        self.mapping = mapping
+
+    def visit_Name(self, node):
+        if node.id in self.mapping:
+            return ast.copy_location(ast.Name(id=self.mapping[node.id], ctx=node.ctx),
+                                     node)
+        return node
+
+
+class FunctionRewriter(ast.NodeTransformer):
+    """Rewrites one function of the generated module for the target.
+
+    Args:
+        builder: The module being built (binds globals, routines, helpers).
+        source: The function.
+        fidx: Index of the function in the module (prefix of its bound globals).
+        plan: Parallel nests to turn into target loops (None: everything sequential).
+    """
+
+    def __init__(self, builder: "ModuleBuilder", source: FunctionSource, fidx: int,
+                 plan: Plan | None):
+        self.builder = builder
+        self.source = source
+        self.scope = Scope(source.func, local_names(source.tree))
+        self.fidx = fidx
+        self.plan = plan
+        self.nest_count = 0
+        self.in_nest = False
+
+    # -- calls
+
+    def visit_Call(self, node):
+        kind, detail = classify_call(node, self.scope)
+        if kind == CallKind.LOOP:
+            return self.visit(node.args[0])
+        if kind == CallKind.ON_DEVICE:
+            return ast.copy_location(ast.Constant(self._on_device(node)), node)
+        if kind == CallKind.ATOMIC:
+            return self._atomic(node, detail)
+        if kind == CallKind.ROUTINE:
+            name = self.builder.add_routine(detail)
+            node.func = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node.func)
+            node.args = [self.visit(a) for a in node.args]
+            node.keywords = [self.visit(k) for k in node.keywords]
+            return node
+        return self.generic_visit(node)
+
+    def _on_device(self, node):
+        if len(node.args) != 1 or node.keywords:
+            raise self.source.error("acc.on_device takes one device type", node)
+        try:
+            query = ast.literal_eval(node.args[0])
+        except ValueError:
+            query = self.scope.resolve(node.args[0])
+        if not isinstance(query, str):
+            raise self.source.error("acc.on_device needs a literal device type string",
+                                    node)
+        return markers.on_device_value(query, self.builder.device_type)
+
+    def _atomic(self, node, op):
+        if len(node.args) != 3 or node.keywords:
+            raise self.source.error(f"acc.atomic.{op} takes (array, index, value)", node)
+        args = [self.visit(a) for a in node.args]
+        if self.builder.boundscheck:
+            args[1] = self.builder.check_index_arg(args[0], args[1], self.source)
+        func = ast.Name(id=f"_acc_{INTRINSICS[op]}", ctx=ast.Load())
+        return ast.copy_location(ast.Call(func=func, args=args, keywords=[]), node)
+
+    # -- names
+
+    def visit_Name(self, node):
+        if not isinstance(node.ctx, ast.Load) or node.id in self.scope.local:
+            return node
+        return self.builder.bind_global(self, node)
+
+    def visit_Attribute(self, node):
+        value = self.scope.resolve(node) if _root_is_free(node, self.scope) else MISSING
+        if value is not MISSING and is_numeric_constant(value):
+            return ast.copy_location(_constant_expr(value), node)
+        return self.generic_visit(node)
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if self.builder.boundscheck:
+            return self.builder.check_subscript(node, self.source)
+        return node
+
+    # -- loops
+
+    def visit_For(self, node):
+        nest = None if self.plan is None or self.in_nest else \
+            self.plan.nests.get((node.lineno, node.col_offset))
+        if nest is None:
+            return self.generic_visit(node)
+        levels = [node]
+        while len(levels) < len(nest.levels):
+            levels.append(levels[-1].body[0])
+        nest = NestPlan(tuple(levels), True, nest.reductions, nest.private,
+                        nest.firstprivate)
+        self.in_nest = True
+        try:
+            inner = nest.levels[-1]
+            for level in nest.levels:
+                level.iter = self.visit(level.iter)
+            body = [self.visit(stmt) for stmt in inner.body]
+        finally:
+            self.in_nest = False
+        body = _flatten(body)
+        prefix = f"_acc_{self.nest_count}_"
+        self.nest_count += 1
+        mapping = {var: f"{prefix}rv_{var}" for _, var in nest.reductions}
+        mapping.update({n: f"{prefix}pp_{n}" for n in nest.private + nest.firstprivate})
+        body = [_Renamer(mapping).visit(stmt) for stmt in body]
+        nest = _rewritten_nest(nest, self.source, self.scope)
+        return self.builder.target.parallel_nest(nest, body, prefix, self.builder.slots)
+
+
+def _rewritten_nest(nest, source, scope):
+    """Private names that are defined only inside the nest need no chunk copy."""
+    outside = _names_outside(source.tree, nest.levels[0])
+    private = tuple(n for n in nest.private if n in outside)
+    return NestPlan(nest.levels, nest.parallel, nest.reductions, private,
+                    nest.firstprivate, nest.reason)
+
+
+def _names_outside(tree, nest_node):
+    inside = {id(n) for n in ast.walk(nest_node)}
+    names = {a.arg for a in tree.args.args}
+    for node in ast.walk(tree):
+        if id(node) not in inside and isinstance(node, ast.Name) and \
+                isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def _flatten(stmts):
+    out = []
+    for stmt in stmts:
+        out.extend(stmt if isinstance(stmt, list) else [stmt])
+    return out
+
+
+def _root_is_free(node, scope):
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id not in scope.local
+
+
+def _constant_expr(value) -> ast.expr:
+    """An expression for a numeric constant (inf/nan and numpy scalars included)."""
+    if isinstance(value, tuple):
+        return ast.Tuple(elts=[_constant_expr(v) for v in value], ctx=ast.Load())
+    if isinstance(value, np.generic):
+        inner = _constant_expr(value.item())
+        return ast.Call(func=ast.Attribute(value=ast.Name(id=_NP, ctx=ast.Load()),
+                                           attr=type(value).__name__, ctx=ast.Load()),
+                        args=[inner], keywords=[])
+    if isinstance(value, float) and not math.isfinite(value):
+        name = "nan" if math.isnan(value) else "inf"
+        expr = ast.Attribute(value=ast.Name(id=_NP, ctx=ast.Load()), attr=name,
+                             ctx=ast.Load())
+        return ast.UnaryOp(op=ast.USub(), operand=expr) if value < 0 else expr
+    return ast.Constant(value)
+
+
+# ------------------------------------------------------------------------ the module
+
+
+@dataclass
+class _Block:
+    text: str
+    source: FunctionSource | None
+    origin_lines: list = field(default_factory=list)  # generated line -> user line
+
+
+class ModuleBuilder:
+    """Builds the text of one generated module.
+
+    Args:
+        target: The code-generation target.
+        device_type: Device the kernel runs on (for ``on_device``).
+        boundscheck: Emit index checks (``PYACC_BOUNDSCHECK=1``).
+        arg_types: Numba types of the kernel's parameters, by name.
+        cache: Emit ``cache=True`` (False for the in-memory probe).
+        serial: Ignore the plan: every loop runs as written (probe, ``serial``).
+        reduction_types: Numba type of each reduction variable (None: placeholders).
+    """
+
+    def __init__(self, target: Target, *, device_type: str, boundscheck: bool,
+                 arg_types: dict, cache: bool = True, serial: bool = False,
+                 reduction_types: dict | None = None):
+        self.target = target
+        self.device_type = markers.normalise_device_type(device_type)
+        self.boundscheck = boundscheck
+        self.arg_types = arg_types
+        self.cache = cache
+        self.serial = serial
+        self.slots = ReductionSlots(reduction_types)
+        self.lines: list[str] = []
+        self.injected: dict[str, object] = {}
+        self.routines: dict[int, str] = {}
+        self.blocks: list[_Block] = []
+        self.checks: dict[str, str] = {}
+        self.footer: list[str] = []
+        self.fcount = 0
+
+    # -- globals
+
+    def bind_global(self, rewriter: FunctionRewriter, node: ast.Name):
+        """Expression that stands for free name ``node.id`` in the generated module."""
+        source, scope = rewriter.source, rewriter.scope
+        value = scope.lookup(node.id)
+        if value is MISSING:
+            raise source.error(f"name {node.id!r} is not defined", node)
+        if is_numeric_constant(value):
+            return ast.copy_location(_constant_expr(value), node)
+        if isinstance(value, str):
+            return ast.copy_location(ast.Constant(value), node)
+        if _is_builtin(node.id, value, scope):
+            return node
+        routine = routine_function(value)
+        if routine is not None:
+            return ast.copy_location(ast.Name(id=self.add_routine(routine),
+                                              ctx=ast.Load()), node)
+        name = f"_acc_g{rewriter.fidx}_{node.id}"
+        if hasattr(value, "__spec__") and isinstance(getattr(value, "__name__", None),
+                                                     str) and _is_module(value):
+            line = f"import {value.__name__} as {name}"
+        else:
+            self.injected[name] = value
+            line = f"{name} = None  # injected: {_describe(value)}"
+        if line not in self.lines:
+            self.lines.append(line)
+        return ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node)
+
+    # -- functions
+
+    def add_kernel(self, source: FunctionSource, plan: Plan, *, parallel: bool):
+        """Add the kernel function (named ``_acc_kernel``)."""
+        fidx = self._next_index()
+        rewriter = FunctionRewriter(self, source, fidx, None if self.serial else plan)
+        tree = rewriter.visit(copy.deepcopy(source.tree))
+        tree.name = KERNEL_NAME
+        parallel = parallel and not self.serial and bool(plan.nests)
+        decorator = self.target.decorator(kind="kernel", parallel=parallel,
+                                          boundscheck=self.boundscheck, cache=self.cache)
+        self._add_block(decorator, tree, source)
+
+    def add_routine(self, func) -> str:
+        """Compile ``func`` as a device function in this module; returns its name."""
+        if id(func) in self.routines:
+            return self.routines[id(func)]
+        source = load_function(func)
+        name = f"_acc_r{len(self.routines)}_{func.__name__}"
+        self.routines[id(func)] = name
+        scope = Scope(source.func, local_names(source.tree))
+        check_free_names(source, scope, strict=True)
+        rewriter = FunctionRewriter(self, source, self._next_index(), None)
+        tree = rewriter.visit(copy.deepcopy(source.tree))
+        tree.name = name
+        decorator = self.target.decorator(kind="routine", parallel=False,
+                                          boundscheck=self.boundscheck, cache=self.cache)
+        self._add_block(decorator, tree, source)
+        return name
+
+    def _next_index(self):
+        self.fcount += 1
+        return self.fcount - 1
+
+    def _add_block(self, decorator, tree, source):
+        ast.fix_missing_locations(tree)
+        text = decorator + "\n" + ast.unparse(tree)
+        origin = _line_origins(tree, text)
+        self.blocks.append(_Block(text, source, [source.lineno] + origin))
+
+    # -- bounds checks
+
+    def check_subscript(self, node: ast.Subscript, source):
+        """Wrap each integer index of ``node`` in a named bounds check."""
+        name = node.value.id if isinstance(node.value, ast.Name) else None
+        numba_type = self.arg_types.get(name)
+        if not isinstance(numba_type, nbtypes.Array):
+            return node
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if len(elts) > numba_type.ndim or any(
+                isinstance(e, ast.Starred) or (isinstance(e, ast.Constant) and (
+                    e.value is None or e.value is Ellipsis)) for e in elts):
+            return node
+        checked = [e if isinstance(e, ast.Slice) else self._checked(name, e, dim)
+                   for dim, e in enumerate(elts)]
+        node.slice = ast.Tuple(elts=checked, ctx=ast.Load()) if \
+            isinstance(node.slice, ast.Tuple) else checked[0]
+        return node
+
+    def check_index_arg(self, array, index, source):
+        """Bounds-check the index argument of an atomic update."""
+        name = array.id if isinstance(array, ast.Name) else None
+        numba_type = self.arg_types.get(name)
+        if not isinstance(numba_type, nbtypes.Array):
+            return index
+        if isinstance(index, ast.Tuple) and len(index.elts) == numba_type.ndim:
+            return ast.Tuple(elts=[self._checked(name, e, d)
+                                   for d, e in enumerate(index.elts)], ctx=ast.Load())
+        if numba_type.ndim == 1 and not isinstance(index, ast.Tuple):
+            return self._checked(name, index, 0)
+        return index
+
+    def _checked(self, name, expr, dim):
+        helper = self.checks.get(name)
+        if helper is None:
+            helper = self.checks[name] = f"_acc_bc_{len(self.checks)}"
+        shape = ast.Subscript(value=ast.Attribute(value=ast.Name(id=name, ctx=ast.Load()),
+                                                  attr="shape", ctx=ast.Load()),
+                              slice=ast.Constant(dim), ctx=ast.Load())
+        return ast.copy_location(ast.Call(func=ast.Name(id=helper, ctx=ast.Load()),
+                                          args=[expr, shape, ast.Constant(dim)],
+                                          keywords=[]), expr)
+
+    def _check_helpers(self):
+        out = []
+        for name, helper in self.checks.items():
+            out.append(f"@_acc_njit(nogil=True, cache={self.cache})\n"
+                       f"def {helper}(index, size, dim):\n"
+                       f"    if index < -size or index >= size:\n"
+                       f"        raise IndexError('pyacc-bounds:{name}', index, size, dim)\n"
+                       f"    return index\n")
+        return out
+
+    # -- text
+
+    def text(self, header: str) -> tuple[str, list]:
+        """The module text and its line map: ``linemap[n]`` is ``(file, line)`` of the
+        user statement behind generated line ``n`` (1-based), or None."""
+        lines = [header] + self.target.imports() + self.lines + [""]
+        for helper in self._check_helpers():
+            lines.extend(helper.split("\n"))
+        linemap = [None] * (len(lines) + 1)
+        for block in self.blocks:
+            lines.append("")
+            linemap.append(None)
+            block_lines = block.text.split("\n")
+            lines.extend(block_lines)
+            linemap.extend((block.source.filename, n) for n in block.origin_lines)
+        lines.extend([""] + self.footer)
+        return "\n".join(lines) + "\n", linemap
+
+
+def _line_origins(tree, text):
+    """User line of each generated line of ``text`` (decorator line excluded)."""
+    reparsed = ast.parse(text.split("\n", 1)[1])
+    origins: dict[int, int] = {}
+    for new, old in zip(ast.walk(reparsed.body[0]), ast.walk(tree)):
+        if hasattr(new, "lineno") and getattr(old, "lineno", None):
+            origins.setdefault(new.lineno, old.lineno)
+    count = text.count("\n")
+    result, last = [], tree.lineno
+    for line in range(1, count + 1):
+        last = origins.get(line, last)
+        result.append(last)
+    return result
+
+
+def _is_builtin(name, value, scope):
+    import builtins
+    return name not in scope.func.__globals__ and getattr(builtins, name, None) is value
+
+
+def _is_module(value):
+    import types
+    return isinstance(value, types.ModuleType)
+
+
+def _describe(value) -> str:
+    module = getattr(value, "__module__", None) or type(value).__module__
+    qualname = getattr(value, "__qualname__", None) or getattr(value, "__name__", None) \
+        or type(value).__qualname__
+    text = f"{type(value).__name__} {module}.{qualname}"
+    py_func = getattr(value, "py_func", None)
+    if py_func is not None:
+        try:
+            import inspect
+            digest = hashlib.sha256(inspect.getsource(py_func).encode()).hexdigest()[:16]
+            text += f" source={digest}"
+        except (OSError, TypeError):
+            text += f" id={id(value)}"
+    return text.replace("\n", " ")

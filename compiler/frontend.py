@@ -1,0 +1,246 @@
+"""Front end: a Python function's AST, its names, and what its calls refer to.
+
+Owns :func:`load_function` (source → ``ast.FunctionDef`` with the file's real line
+numbers), :class:`Scope` (resolution of free names through closure cells, globals and
+builtins) and :func:`classify_call` (is a call a marker, an atomic, a routine, ...).
+
+Invariants:
+    * Line numbers in every tree returned are those of the user's file, so errors can
+      name ``file:line``.
+    * Resolution never evaluates user code: it only reads closure cells, globals,
+      builtins and attributes of already-resolved objects. Unresolvable names yield
+      :data:`MISSING` (a routine defined later in the module is resolved at first call).
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import textwrap
+import types as pytypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import markers
+from .errors import CompileError
+
+__all__ = ["FunctionSource", "load_function", "Scope", "MISSING", "classify_call",
+           "CallKind", "local_names", "root_name", "RESERVED_PREFIX"]
+
+#: Names starting with this prefix are reserved for generated code.
+RESERVED_PREFIX = "_acc_"
+
+#: Attribute name under which ``mark_routine`` stores a routine's KernelInfo.
+ROUTINE_ATTR = "__acc_routine__"
+
+#: Top-level modules whose functions Numba compiles itself (never implicit routines).
+LIBRARY_MODULES = frozenset({"numpy", "math", "cmath", "numba", "operator", "random",
+                             "builtins", "scipy", "compiler"})
+
+
+class _Missing:
+    def __repr__(self):
+        return "MISSING"
+
+
+MISSING = _Missing()
+
+
+@dataclass
+class FunctionSource:
+    """A function's parsed source.
+
+    Attributes:
+        func: The Python function.
+        tree: Its ``FunctionDef`` (decorators removed, real line numbers).
+        text: The dedented source text (hashed into cache keys).
+        filename: The file it was defined in.
+        lineno: Line of the ``def``.
+        params: Parameter names in order.
+    """
+
+    func: pytypes.FunctionType
+    tree: ast.FunctionDef
+    text: str
+    filename: str
+    lineno: int
+    params: tuple[str, ...]
+
+    def error(self, reason: str, node: ast.AST | None = None) -> CompileError:
+        """A ``CompileError`` located at ``node`` (or at the ``def``)."""
+        line = getattr(node, "lineno", None) or self.lineno
+        return CompileError(f"{self.func.__name__}: {reason}", self.filename, line)
+
+    @property
+    def where(self) -> str:
+        """``"name (file:line)"``."""
+        return f"{self.func.__name__} ({self.filename}:{self.lineno})"
+
+
+def load_function(func) -> FunctionSource:
+    """Parse ``func``'s source into a :class:`FunctionSource`.
+
+    Raises:
+        CompileError: No source, not a plain ``def``, or an unsupported signature.
+    """
+    func = getattr(func, "py_func", func)  # a Numba dispatcher
+    if not isinstance(func, pytypes.FunctionType):
+        raise CompileError(f"{func!r} is not a Python function")
+    filename = func.__code__.co_filename
+    try:
+        lines, start = inspect.getsourcelines(func)
+    except (OSError, TypeError) as exc:
+        raise CompileError(f"{func.__name__}: source code not available ({exc}); "
+                           f"kernels must be defined in a file", filename,
+                           func.__code__.co_firstlineno) from None
+    text = textwrap.dedent("".join(lines))
+    try:
+        module = ast.parse(text)
+    except SyntaxError as exc:
+        raise CompileError(f"{func.__name__}: cannot parse source: {exc.msg}", filename,
+                           start) from None
+    tree = module.body[0] if module.body else None
+    if not isinstance(tree, ast.FunctionDef):
+        raise CompileError(f"{func.__name__}: a kernel must be a plain 'def' function "
+                           f"(not a lambda or async def)", filename, start)
+    ast.increment_lineno(module, start - 1)
+    tree.decorator_list = []
+    source = FunctionSource(func, tree, text, filename, tree.lineno,
+                            _params(tree, filename))
+    return source
+
+
+def _params(tree: ast.FunctionDef, filename: str) -> tuple[str, ...]:
+    args = tree.args
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+        raise CompileError(f"{tree.name}: kernels take plain positional parameters "
+                           f"(no *args, **kwargs, keyword-only or positional-only)",
+                           filename, tree.lineno)
+    return tuple(a.arg for a in args.args)
+
+
+def local_names(tree: ast.FunctionDef) -> set[str]:
+    """Names bound anywhere in the function (parameters, assignments, loop targets)."""
+    names = {a.arg for a in tree.args.args}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not tree:
+            if isinstance(node, ast.FunctionDef):
+                names.add(node.name)
+    return names
+
+
+def root_name(node: ast.AST) -> str | None:
+    """The variable at the root of ``a[i].b[j]`` (``"a"``), or None."""
+    while isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+class Scope:
+    """Resolves a function's free names: closure cells, then globals, then builtins."""
+
+    def __init__(self, func: pytypes.FunctionType, local: set[str]):
+        self.func = func
+        self.local = local
+        cells = func.__closure__ or ()
+        self.closure = dict(zip(func.__code__.co_freevars, cells))
+
+    def lookup(self, name: str):
+        """The value bound to free name ``name``, or :data:`MISSING`."""
+        if name in self.local:
+            return MISSING
+        if name in self.closure:
+            try:
+                return self.closure[name].cell_contents
+            except ValueError:
+                return MISSING
+        if name in self.func.__globals__:
+            return self.func.__globals__[name]
+        return getattr(builtins, name, MISSING)
+
+    def is_closure(self, name: str) -> bool:
+        """True when ``name`` is a closure variable of the function."""
+        return name in self.closure and name not in self.local
+
+    def resolve(self, node: ast.AST):
+        """The object a ``Name``/``Attribute`` chain refers to, or :data:`MISSING`."""
+        if isinstance(node, ast.Name):
+            return self.lookup(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            if base is MISSING:
+                return MISSING
+            try:
+                return getattr(base, node.attr)
+            except Exception:  # noqa: BLE001 - any failing attribute is just unknown
+                return MISSING
+        return MISSING
+
+
+class CallKind:
+    """What a call in a kernel refers to (the ``kind`` of :func:`classify_call`)."""
+
+    LOOP = "loop"
+    ATOMIC = "atomic"
+    ON_DEVICE = "on_device"
+    ROUTINE = "routine"          # acc.routine or an implicit routine (§2.15.1)
+    RANGE = "range"
+    LIBRARY = "library"          # numpy, math, builtins, Numba dispatchers ...
+    METHOD = "method"            # x.method(...) on a local value
+    UNKNOWN = "unknown"          # not resolvable yet
+
+
+def classify_call(call: ast.Call, scope: Scope):
+    """Classify a call: returns ``(kind, detail)``.
+
+    ``detail`` is the atomic op name for ATOMIC, the function for ROUTINE, the object
+    for LIBRARY, None otherwise.
+    """
+    target = scope.resolve(call.func)
+    if target is MISSING:
+        if isinstance(call.func, ast.Attribute) and root_name(call.func) in scope.local:
+            return CallKind.METHOD, None
+        return CallKind.UNKNOWN, None
+    if target is markers.loop:
+        return CallKind.LOOP, None
+    if target is markers.on_device:
+        return CallKind.ON_DEVICE, None
+    op = markers.ATOMIC_OPS.get(id(target))
+    if op is not None and getattr(markers.atomic, op) is target:
+        return CallKind.ATOMIC, op
+    if target is range:
+        return CallKind.RANGE, None
+    if routine_function(target) is not None:
+        return CallKind.ROUTINE, routine_function(target)
+    return CallKind.LIBRARY, target
+
+
+def routine_function(obj):
+    """The Python function to compile as a routine for ``obj``, or None.
+
+    ``obj`` is a routine when ``mark_routine`` tagged it, or when it is a plain Python
+    function outside the numeric libraries: OpenACC 3.3 §2.15.1 applies an implied
+    ``routine seq`` to procedures called in a compute region.
+    """
+    info = getattr(obj, ROUTINE_ATTR, None)
+    if info is not None:
+        return info.func
+    if isinstance(obj, pytypes.FunctionType):
+        module = (getattr(obj, "__module__", None) or "").split(".")[0]
+        if module not in LIBRARY_MODULES:
+            return obj
+    return None
+
+
+def is_numeric_constant(value) -> bool:
+    """True for values that are inlined into kernels as literals."""
+    if isinstance(value, (bool, int, float, complex, np.bool_, np.number)):
+        return True
+    if isinstance(value, tuple):
+        return all(is_numeric_constant(v) for v in value)
+    return False

@@ -1,0 +1,351 @@
+"""Kernels: compile a ``KernelInfo`` for a target and hand back a callable.
+
+Owns :func:`get_kernel` (in-process memo, disk cache, targets), the typing probe that
+finds the types of reduction variables, the mapping of Numba errors to
+:class:`CompileError`, and the bounds-check wrapper that raises :class:`KernelIndexError`.
+
+Invariants:
+    * ``get_kernel`` is memoised per ``KernelInfo`` on (target, device type, bounds
+      checking, argument kinds), where an array's kind is ``(dtype, ndim)`` and a
+      scalar's is its Python type; a repeated call costs a tuple build and a dict lookup.
+    * The kernel returned for ``target="cpu"`` is the Numba dispatcher itself (without
+      bounds checking), so ``kernel(*args)`` goes straight into Numba.
+    * A generated file is named by the hash of its text and the key material, written
+      once (atomically, never rewritten) under ``cache_dir()``, and imported with
+      importlib, so Numba's ``cache=True`` disk cache serves later processes.
+    * Under ``PYACC_BOUNDSCHECK=1`` kernels run their loops on one thread (Numba drops
+      exceptions raised inside ``prange``), with named index checks on parameter arrays
+      and Numba's own bounds checking for the rest.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import linecache
+import os
+import re
+import sys
+import threading
+from pathlib import Path
+
+import numba
+import numpy as np
+from numba.core import compiler as nb_compiler
+from numba.core import errors as nb_errors
+from numba.core import types as nbtypes
+from numba.core.compiler_machinery import FunctionPass, register_pass
+from numba.core.registry import cpu_target
+from numba.core.typed_passes import NopythonTypeInference
+
+from . import markers
+from .analysis import KernelInfo, Planner, check_free_names
+from .codegen import KERNEL_NAME, CpuTarget, ModuleBuilder
+from .errors import CompileError, KernelIndexError
+from .frontend import Scope, local_names
+
+__all__ = ["get_kernel", "cache_dir", "TARGETS", "boundscheck_enabled"]
+
+#: Code-generating targets by name; ``"python"`` is handled separately (no codegen).
+TARGETS = {"cpu": CpuTarget()}
+
+_lock = threading.RLock()
+_modules: dict = {}
+_generator_version: str | None = None
+
+
+_environ = os.environ
+
+
+def boundscheck_enabled() -> bool:
+    """True when ``PYACC_BOUNDSCHECK`` is set to something other than ``""``/``"0"``."""
+    return _environ.get("PYACC_BOUNDSCHECK", "0") not in ("", "0")
+
+
+def get_kernel(info: KernelInfo, args, target: str = "cpu", device_type: str = "host"):
+    """The compiled kernel of ``info`` for these arguments, target and device.
+
+    Args:
+        info: From :func:`analyze`.
+        args: Device arrays and scalars in parameter order (numpy arrays on the CPU).
+        target: ``"cpu"`` (Numba, parallel) or ``"python"`` (the function as written).
+        device_type: ``"host"``, ``"emulated"``, ... (decides ``on_device``).
+
+    Returns:
+        A callable ``kernel(*args)`` returning what the function returns (None, a
+        reduction value or a tuple of them).
+
+    Raises:
+        CompileError: The kernel cannot be compiled (location and Numba's reason).
+    """
+    key = (target, device_type, boundscheck_enabled(), _kind_key(args))
+    kernel = info.kernels.get(key)
+    if kernel is None:
+        with _lock:
+            kernel = info.kernels.get(key)
+            if kernel is None:
+                kernel = _build(info, tuple(args), target, device_type, key[2], key[3])
+                info.kernels[key] = kernel
+    return kernel
+
+
+def _kind_key(args):
+    # dtype.char/ndim are cheap attribute reads; hashing dtype objects is not.
+    return tuple([(a.dtype.char, a.dtype.byteorder, a.ndim) if type(a) is np.ndarray
+                  or isinstance(a, np.ndarray) else type(a) for a in args])
+
+
+def cache_dir() -> Path:
+    """Folder of generated kernel modules: ``$PYACC_CACHE_DIR`` or the user cache."""
+    root = os.environ.get("PYACC_CACHE_DIR")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
+            os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "pyacc")
+    path = Path(root) / "kernels"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# -------------------------------------------------------------------------------- build
+
+
+def _build(info, args, target, device_type, boundscheck, kinds):
+    device = markers.normalise_device_type(device_type)
+    if len(args) != len(info.params):
+        raise TypeError(f"{info.where} takes {len(info.params)} arguments "
+                        f"({', '.join(info.params)}), got {len(args)}")
+    if target == "python":
+        return _python_kernel(info, device, boundscheck)
+    if target not in TARGETS:
+        raise CompileError(f"unknown target {target!r}; expected one of "
+                           f"{', '.join(['python', *TARGETS])}")
+    arg_types = _numba_types(info, args)
+    source = info.source
+    scope = Scope(source.func, local_names(source.tree))
+    check_free_names(source, scope, strict=True)
+    plan = Planner(source, info.clauses, scope, log_decisions=True).plan()
+    builder = ModuleBuilder(TARGETS[target], device_type=device, boundscheck=boundscheck,
+                            arg_types=dict(zip(info.params, arg_types)))
+    _add_function(builder, info, plan)
+    header = (f"# pyacc generated kernel for {info.where}; target={target} "
+              f"device={device} boundscheck={boundscheck}; do not edit")
+    text, linemap = builder.text(header)
+    material = "|".join([_version(), numba.__version__, target, device, str(boundscheck),
+                         repr(kinds), repr(info.clauses), text])
+    digest = hashlib.sha256(material.encode()).hexdigest()[:24]
+    path = cache_dir() / f"{info.name}_{digest}.py"
+    if not path.exists():
+        if builder.slots.slots:
+            types = _probe_types(info, plan, device, arg_types, builder.slots.variables())
+            text = builder.slots.fill(text, types)
+        _write_once(path, text)
+    module = _import(path, f"_pyacc_kernel_{digest}", builder.injected)
+    dispatcher = getattr(module, KERNEL_NAME)
+    try:
+        dispatcher.compile(arg_types)
+    except Exception as exc:  # noqa: BLE001 - every compile failure is a CompileError
+        raise _compile_error(info, exc, str(path), linemap) from None
+    if boundscheck:
+        return _bounds_checked(dispatcher, info.where)
+    return dispatcher
+
+
+def _add_function(builder, info, plan):
+    construct = info.clauses.construct
+    if construct == "routine":
+        builder.footer.append(f"{KERNEL_NAME} = {builder.add_routine(info.func)}")
+        return
+    builder.add_kernel(info.source, plan, parallel=construct != "serial")
+
+
+def _numba_types(info, args):
+    types = []
+    for name, value in zip(info.params, args):
+        try:
+            types.append(numba.typeof(value))
+        except (ValueError, TypeError) as exc:
+            raise CompileError(f"{info.name}: argument {name!r} of type "
+                               f"{type(value).__name__} cannot be passed to a kernel "
+                               f"({exc})", info.filename, info.lineno) from None
+    return tuple(types)
+
+
+def _write_once(path: Path, text: str):
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text)
+    try:
+        os.link(tmp, path)  # atomic, and never replaces a file another process wrote
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+
+
+def _import(path: Path, module_name: str, injected: dict):
+    ident = (str(path), tuple(sorted((k, id(v)) for k, v in injected.items())))
+    module = _modules.get(ident)
+    if module is not None:
+        return module
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(module_name, module)
+    spec.loader.exec_module(module)
+    for name, value in injected.items():
+        setattr(module, name, value)
+    _modules[ident] = module
+    return module
+
+
+def _version() -> str:
+    """Hash of the compiler's own sources: generated code changes when they do."""
+    global _generator_version
+    if _generator_version is None:
+        digest = hashlib.sha256()
+        for file in sorted(Path(__file__).parent.glob("*.py")):
+            digest.update(file.read_bytes())
+        _generator_version = digest.hexdigest()[:16]
+    return _generator_version
+
+
+# -------------------------------------------------------------------------------- probe
+
+
+@register_pass(mutates_CFG=False, analysis_only=True)
+class _StopAfterTyping(FunctionPass):
+    """Ends a Numba pipeline once types are known (the probe needs no machine code)."""
+
+    _name = "pyacc_stop_after_typing"
+
+    def __init__(self):
+        FunctionPass.__init__(self)
+
+    def run_pass(self, state):
+        raise nb_compiler._EarlyPipelineCompletion(state.typemap)
+
+
+class _TypeOnlyCompiler(nb_compiler.CompilerBase):
+    def define_pipelines(self):
+        manager = nb_compiler.DefaultPassBuilder.define_untyped_pipeline(self.state)
+        manager.add_pass(NopythonTypeInference, "nopython type inference")
+        manager.add_pass(_StopAfterTyping, "stop after typing")
+        manager.finalize()
+        return [manager]
+
+
+def _probe_types(info, plan, device, arg_types, variables):
+    """Numba types of the reduction variables, from typing the kernel run serially.
+
+    The partial results of a reduction must have the type the variable has under
+    Python semantics (``s = 0; s += 0.5`` makes ``s`` a float), which only Numba's
+    type inference of the whole function knows.
+    """
+    builder = ModuleBuilder(TARGETS["cpu"], device_type=device, boundscheck=False,
+                            arg_types=dict(zip(info.params, arg_types)), cache=False,
+                            serial=True)
+    _add_function(builder, info, plan)
+    text, linemap = builder.text(f"# pyacc typing probe for {info.where}")
+    filename = f"<pyacc-probe {info.name}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    namespace = {"__name__": "_pyacc_probe"}
+    exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - generated code
+    namespace.update(builder.injected)
+    func = namespace[KERNEL_NAME].py_func
+    typing_context, target_context = cpu_target.typing_context, cpu_target.target_context
+    typing_context.refresh()
+    target_context.refresh()
+    pipeline = _TypeOnlyCompiler(typing_context, target_context, None, arg_types, None,
+                                 nb_compiler.Flags(), {})
+    try:
+        typemap = pipeline.compile_extra(func)
+    except Exception as exc:  # noqa: BLE001
+        raise _compile_error(info, exc, filename, linemap) from None
+    return {var: _unified_type(info, typemap, var, typing_context) for var in variables}
+
+
+def _unified_type(info, typemap, var, typing_context):
+    found = [nbtypes.unliteral(t) for name, t in typemap.items()
+             if name == var or name.startswith(var + ".")]
+    if not found:
+        return nbtypes.float64
+    unified = typing_context.unify_types(*found) if len(found) > 1 else found[0]
+    if not isinstance(unified, (nbtypes.Number, nbtypes.Boolean)):
+        raise CompileError(f"{info.name}: reduction variable {var!r} has type {unified}; "
+                           f"reductions need numeric or boolean scalars", info.filename,
+                           info.lineno)
+    return unified
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+def _compile_error(info, exc, generated_file, linemap) -> CompileError:
+    """Numba's failure as a ``CompileError`` located in the user's source."""
+    located = []
+
+    def to_user(match):
+        number = int(match.group(1))
+        origin = linemap[number] if 0 < number < len(linemap) else None
+        if origin is None:
+            return match.group(0)
+        located.append(origin)
+        return f'File "{origin[0]}", line {origin[1]}'
+
+    # Numba names the file absolute or relative: match on its base name.
+    name = re.escape(os.path.basename(generated_file))
+    message = re.sub(rf'File "[^"]*{name}", line (\d+)', to_user, str(exc))
+    message = re.sub(rf"at \S*{name} \((\d+)\)",
+                     lambda m: "at " + to_user(m).replace('File "', "").replace(
+                         '", line ', ":"), message)
+    message = re.sub(r"_acc_g\d+_|_acc_r\d+_", "", message)
+    kind = "cannot type" if isinstance(exc, nb_errors.TypingError) else "cannot compile"
+    filename, lineno = located[-1] if located else (info.filename, info.lineno)
+    return CompileError(f"{info.name}: Numba {kind} this kernel: {message.strip()}",
+                        filename, lineno)
+
+
+def _bounds_checked(dispatcher, where):
+    def kernel(*args):
+        try:
+            return dispatcher(*args)
+        except KernelIndexError:
+            raise
+        except IndexError as exc:
+            raise _index_error(where, exc) from exc
+
+    kernel.dispatcher = dispatcher
+    kernel.__name__ = f"bounds_checked_{where.split(' ')[0]}"
+    return kernel
+
+
+def _index_error(where, exc) -> KernelIndexError:
+    args = exc.args
+    if args and isinstance(args[0], str) and args[0].startswith("pyacc-bounds:"):
+        name = args[0].split(":", 1)[1]
+        index, size, dim = (list(args[1:4]) + [None] * 3)[:3]
+        return KernelIndexError(where, name, index=index, size=size,
+                                detail=f"dimension {dim}")
+    return KernelIndexError(where, None, detail=str(exc))
+
+
+# ------------------------------------------------------------------------------ python
+
+
+def _python_kernel(info, device, boundscheck):
+    """The function itself, run as plain Python (``PYACC_DISABLE_JIT=1``)."""
+    func = info.func
+    if device == "host" and not boundscheck:
+        return func
+
+    def kernel(*args):
+        with markers.device_scope(device):
+            try:
+                return func(*args)
+            except KernelIndexError:
+                raise
+            except IndexError as exc:
+                if boundscheck:
+                    raise KernelIndexError(info.where, None, detail=str(exc)) from exc
+                raise
+
+    kernel.__wrapped__ = func
+    return kernel

@@ -1,0 +1,181 @@
+"""CompileError for unsupported constructs (with file:line), bounds-check errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import compiler as acc
+from compiler import CompileError, KernelIndexError, analyze, get_kernel, parse_clauses
+
+GLOBAL_ARRAY = np.zeros(4)
+
+
+def _line_of(func, text):
+    import inspect
+    lines, start = inspect.getsourcelines(func)
+    for offset, line in enumerate(lines):
+        if text in line:
+            return start + offset
+    raise AssertionError(text)
+
+
+def breaks(x):
+    for i in range(x.shape[0]):
+        if x[i] < 0:
+            break
+        x[i] = 1
+
+
+def returns(x):
+    for i in range(x.shape[0]):
+        if x[i] < 0:
+            return 1
+        x[i] = 1
+
+
+def while_loop(x):
+    i = 0
+    while i < x.shape[0]:
+        x[i] = 1
+        i += 1
+
+
+def not_range(x):
+    for v in x:
+        print(v)
+
+
+def not_tight(x):
+    for i in range(x.shape[0]):
+        t = i * 2
+        for j in range(x.shape[1]):
+            x[i, j] = t
+
+
+def triangular(x):
+    for i in range(x.shape[0]):
+        for j in range(i):
+            x[i, j] = 1
+
+
+def uses_global(x):
+    for i in range(x.shape[0]):
+        x[i] = GLOBAL_ARRAY[i]
+
+
+def two_nests(x):
+    for i in range(x.shape[0]):
+        x[i] = 1
+    for i in range(x.shape[0]):
+        x[i] = 2
+
+
+def inner_break_is_fine(x):
+    for i in range(x.shape[0]):
+        for j in range(10):
+            if j == 3:
+                break
+        x[i] = j
+
+
+def bad_reduction_update(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = x[i]
+    return s
+
+
+@pytest.mark.parametrize("func, construct, clauses, text, fragment", [
+    (breaks, "parallel_loop", {}, "            break", "'break'"),
+    (returns, "parallel_loop", {}, "return 1", "'return'"),
+    (while_loop, "parallel_loop", {}, "while i", "'while' loop"),
+    (not_range, "parallel_loop", {}, "for v in x", "range(...)"),
+    (not_tight, "parallel_loop", {"collapse": 2}, "t = i * 2", "tightly nested"),
+    (triangular, "parallel_loop", {"collapse": 2}, "for j in range(i)", "depend on 'i'"),
+    (uses_global, "parallel_loop", {}, "GLOBAL_ARRAY[i]", "pass it as an argument"),
+    (two_nests, "parallel_loop", {}, "x[i] = 2", "second top-level loop"),
+    (bad_reduction_update, "parallel_loop", {"reduction": "+:s"}, "s = x[i]",
+     "not a '+' update"),
+])
+def test_unsupported_constructs_name_file_and_line(func, construct, clauses, text,
+                                                   fragment):
+    with pytest.raises(CompileError) as info:
+        analyze(func, parse_clauses(construct, **clauses))
+    error = info.value
+    assert fragment in str(error)
+    assert error.filename == __file__
+    line = _line_of(func, text)
+    if fragment == "second top-level loop":
+        line -= 1  # points at the `for` of the second nest
+    assert error.lineno == line
+    assert f"{__file__}:{line}" in str(error)
+
+
+def test_inner_break_is_allowed():
+    analyze(inner_break_is_fine, parse_clauses("parallel_loop"))
+
+
+def test_closure_array_is_rejected():
+    data = np.ones(3)
+
+    def kernel(x):
+        for i in range(x.shape[0]):
+            x[i] = data[i]
+
+    with pytest.raises(CompileError, match="closure array 'data'.*argument"):
+        analyze(kernel, parse_clauses("parallel_loop"))
+
+
+def test_data_clause_must_name_a_parameter():
+    with pytest.raises(CompileError, match=r"copyin\(y\) does not name a parameter"):
+        analyze(breaks, parse_clauses("parallel_loop", copyin="y"))
+
+
+def untypable(x):
+    for i in range(x.shape[0]):
+        x[i] = "text" + x[i]
+
+
+def test_numba_typing_error_becomes_compile_error():
+    info = analyze(untypable, parse_clauses("parallel_loop"))
+    with pytest.raises(CompileError) as error:
+        get_kernel(info, (np.zeros(3),))
+    assert "Numba cannot type" in str(error.value)
+    assert error.value.filename == __file__
+    assert error.value.lineno == _line_of(untypable, '"text"')
+
+
+def out_of_bounds(x, y):
+    for i in range(x.shape[0]):
+        y[i + 1] = x[i]
+
+
+def atomic_out_of_bounds(x, h):
+    for i in range(x.shape[0]):
+        acc.markers.atomic.add(h, i, 1.0)
+
+
+@pytest.mark.parametrize("target", ["cpu", "python"])
+def test_bounds_check_names_the_array(monkeypatch, target):
+    monkeypatch.setenv("PYACC_BOUNDSCHECK", "1")
+    info = analyze(out_of_bounds, parse_clauses("parallel_loop"))
+    args = (np.zeros(5), np.zeros(5))
+    kernel = get_kernel(info, args, target=target)
+    with pytest.raises(KernelIndexError) as error:
+        kernel(*args)
+    assert isinstance(error.value, IndexError)
+    assert "out_of_bounds" in error.value.kernel and __file__ in error.value.kernel
+    if target == "cpu":
+        assert error.value.array == "y" and error.value.index == 5
+    monkeypatch.setenv("PYACC_BOUNDSCHECK", "0")
+    fast = get_kernel(info, (np.zeros(5), np.zeros(6)), target=target)
+    assert fast is not kernel
+
+
+def test_bounds_check_on_atomics(monkeypatch):
+    monkeypatch.setenv("PYACC_BOUNDSCHECK", "1")
+    info = analyze(atomic_out_of_bounds, parse_clauses("parallel_loop"))
+    args = (np.zeros(5), np.zeros(4))
+    with pytest.raises(KernelIndexError) as error:
+        get_kernel(info, args)(*args)
+    assert error.value.array == "h"

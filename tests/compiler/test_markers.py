@@ -1,0 +1,68 @@
+"""compiler/markers.py: plain-Python meanings of the markers."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from compiler import CompileError, markers
+
+
+def test_loop_returns_its_iterable():
+    r = range(3)
+    assert markers.loop(r, gang=True, reduction="+:s") is r
+
+
+def test_loop_checks_clauses():
+    with pytest.raises(CompileError):
+        markers.loop(range(3), bogus=True)
+
+
+def test_atomics_return_old_value():
+    a = np.array([5, 6, 0b1100], dtype=np.int64)
+    assert markers.atomic.add(a, 0, 2) == 5 and a[0] == 7
+    assert markers.atomic.sub(a, 0, 1) == 7 and a[0] == 6
+    assert markers.atomic.max(a, 1, 9) == 6 and a[1] == 9
+    assert markers.atomic.min(a, 1, 3) == 9 and a[1] == 3
+    markers.atomic.and_(a, 2, 0b0110)
+    markers.atomic.or_(a, 2, 0b0001)
+    markers.atomic.xor(a, 2, 0b0011)
+    assert a[2] == 0b0110
+
+
+def test_plain_python_atomics_are_exact_under_threads():
+    counts = np.zeros(2, dtype=np.int64)
+
+    def work():
+        for i in range(2000):
+            markers.atomic.add(counts, i % 2, 1)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counts.tolist() == [4000, 4000]
+
+
+@pytest.mark.parametrize("query, where, expected", [
+    ("host", "host", True), ("multicore", "host", True), ("not_host", "host", False),
+    ("emulated", "emulated", True), ("not_host", "emulated", True),
+    ("host", "emulated", False), ("cuda", "host", False), ("nvidia", "cuda", True),
+    ("HOST", "multicore", True),
+])
+def test_on_device_value(query, where, expected):
+    assert markers.on_device_value(query, where) is expected
+
+
+def test_on_device_follows_device_scope():
+    assert markers.on_device("host")
+    with markers.device_scope("emulated"):
+        assert markers.on_device("emulated") and markers.on_device("not_host")
+    assert markers.on_device("host")
+
+
+def test_unknown_device_type():
+    with pytest.raises(CompileError, match="unknown device type"):
+        markers.on_device("tpu")
