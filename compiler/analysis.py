@@ -29,7 +29,7 @@ import numpy as np
 from . import markers
 from .clauses import ComputeClauses, parse_loop_clauses
 from .errors import CompileError
-from .frontend import (MISSING, RESERVED_PREFIX, CallKind, FunctionSource, Scope,
+from .frontend import (MISSING, RESERVED_PREFIX, ROUTINE_ATTR, CallKind, FunctionSource, Scope,
                        classify_call, load_function, local_names, root_name)
 
 __all__ = ["KernelInfo", "analyze", "Planner", "Plan", "NestPlan", "check_free_names"]
@@ -790,8 +790,46 @@ def _mark_call(call, scope, mark):
     if isinstance(call.func, ast.Attribute) and kind == CallKind.METHOD:
         if call.func.attr not in _READONLY_METHODS:
             mark(call.func.value)
+    if kind == CallKind.ROUTINE and detail is not None:
+        written_params = _routine_written(detail)
+        if written_params is not None:
+            _mark_routine_arguments(call, detail, written_params, mark)
+            return
     for arg in list(call.args) + [k.value for k in call.keywords]:
         mark(arg)
+
+
+def _mark_routine_arguments(call, routine, written_params, mark):
+    """Mark only the arguments bound to parameters the routine may write."""
+    params = routine.__code__.co_varnames[: routine.__code__.co_argcount]
+    for position, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred) or position >= len(params) or params[position] in written_params:
+            mark(arg)
+    for keyword in call.keywords:
+        if keyword.arg is None or keyword.arg in written_params:
+            mark(keyword.value)
+
+
+_ROUTINE_WRITES: dict = {}
+
+
+def _routine_written(routine) -> frozenset | None:
+    """The parameters a routine may write, from its own analysis (``acc.routine``'s
+    ``KernelInfo``, or an access-set analysis of an implicit routine); None when it
+    cannot be analysed (then every argument counts as written)."""
+    info = getattr(routine, ROUTINE_ATTR, None)
+    if info is not None:
+        return info.written
+    if routine in _ROUTINE_WRITES:
+        return _ROUTINE_WRITES[routine]
+    _ROUTINE_WRITES[routine] = None  # a recursive call sees "unknown": conservative
+    try:
+        source = load_function(routine)
+        written, _ = access_sets(source, Scope(source.func, local_names(source.tree)))
+        _ROUTINE_WRITES[routine] = frozenset(written)
+    except Exception:  # not analysable (no source, a builtin ...): stay conservative
+        _ROUTINE_WRITES[routine] = None
+    return _ROUTINE_WRITES[routine]
 
 
 def _aliases(tree, params):

@@ -412,7 +412,7 @@ def test_kernel_is_the_numba_dispatcher_and_memoised():
 
 def test_written_and_read_sets():
     info = analyze(call_routines, parse_clauses("parallel_loop"))
-    assert info.written == {"x", "y"}  # arrays handed to routines count as written
+    assert info.written == {"y"}  # routines that only read x[i] do not make x written
     info = analyze(stencil, parse_clauses("parallel_loop", collapse=2))
     assert info.written == {"unew"} and info.read == {"u", "unew"}
     info = analyze(histogram, parse_clauses("parallel_loop"))
@@ -425,3 +425,23 @@ def aliasing(a, b):
     row = a[0]
     for i in range(b.shape[0]):
         row[i] = b[i] + len(b)
+
+
+def test_written_set_follows_what_routines_write():
+    """An array passed to a routine that only reads it is not written; one the routine
+    writes is (the routine's own analysis decides, OpenACC 3.3 §2.15.1)."""
+    import compiler
+
+    def read_only(values, i):
+        return values[i] * 2.0
+
+    def writes_first(target, i, value):
+        target[i] = value
+
+    def kernel(x, y, z):
+        for i in range(x.shape[0]):
+            y[i] = read_only(x, i)
+            writes_first(z, i, x[i])
+
+    info = compiler.analyze(kernel, compiler.parse_clauses("parallel_loop"))
+    assert info.written == {"y", "z"}

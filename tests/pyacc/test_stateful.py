@@ -21,11 +21,12 @@ its old host value or the device value).
 """
 
 import copy as _copy
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -37,19 +38,20 @@ ITEM = 8  # float64
 
 # ----------------------------------------------------------------------------- strategies
 
-_bound = st.one_of(st.sampled_from([0, 4, 8, 12, 16]), st.integers(0, N))
+_GRID = [0, 4, 8, 12, 16]
 
 
-def _ordered(t):
-    b, x, y = t
-    return (b, min(x, y), max(x, y))
+@st.composite
+def views(draw):
+    """(buffer, lo, hi) with 0 <= lo < hi <= N, biased towards a grid of boundaries."""
+    b = draw(st.integers(0, NBUF - 1))
+    lo = draw(st.one_of(st.sampled_from(_GRID[:-1]), st.integers(0, N - 1)))
+    above = [g for g in _GRID if g > lo]
+    hi = draw(st.one_of(st.sampled_from(above), st.integers(lo + 1, N)))
+    return (b, lo, hi)
 
 
-views = (
-    st.tuples(st.integers(0, NBUF - 1), _bound, _bound)
-    .filter(lambda t: t[1] != t[2])
-    .map(_ordered)
-)
+views = views()
 strided_views = st.tuples(views, st.sampled_from([1, 1, 2, 3])).map(lambda t: t[0] + (t[1],))
 
 
@@ -184,6 +186,13 @@ def _addr(x):
     return x.__array_interface__["data"][0]
 
 
+def _event(text):
+    try:
+        event(text)
+    except Exception:  # outside a hypothesis test (manual replay)
+        pass
+
+
 class DataMachine(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
@@ -206,6 +215,20 @@ class DataMachine(RuleBasedStateMachine):
         b, lo, hi = v
         return self.bufs[b][lo:hi]
 
+    def dirty_device(self, b, lo, hi):
+        """Stand-in for device code: new values in the whole mapping that holds [lo, hi)."""
+        r, m = self.model.rel(b, lo, hi)
+        if r != "contained":
+            return
+        vals = self.fresh(m.hi - m.lo, sign=-1.0)
+        acc.deviceptr(self.bufs[m.buf][m.lo : m.hi])[...] = vals
+        m.dev = vals.copy()
+
+    def dirty_host(self, b):
+        vals = self.fresh(N)
+        self.bufs[b][:] = vals
+        self.model.host[b][:] = vals
+
     def fresh(self, n, sign=1.0):
         self.tick += 1
         return sign * (1000.0 * self.tick + np.arange(n))
@@ -215,13 +238,16 @@ class DataMachine(RuleBasedStateMachine):
         acceptable outcomes (error classes and/or None). On success the model becomes
         ``new_model``; on an error the model is unchanged."""
         allowed = outcome if isinstance(outcome, set) else {outcome}
+        label = sys._getframe(1).f_code.co_name
         try:
             result = call()
         except acc.AccError as e:
             ok = [c for c in allowed if c is not None and isinstance(e, c)]
             assert ok, f"unexpected {type(e).__name__}: {e}; model expected {allowed}"
+            _event(f"{label}: {type(e).__name__}")
             return False, None
         assert None in allowed, f"expected one of {allowed}, the call succeeded"
+        _event(f"{label}: ok")
         self.model = new_model
         return True, result
 
@@ -269,9 +295,13 @@ class DataMachine(RuleBasedStateMachine):
         self.run(new, err, lambda: acc.enter_data(**{kind: arrs}))
 
     # --- rules: dynamic exit
-    @rule(v=views, kind=st.sampled_from(["copyout", "delete"]), finalize=st.booleans())
-    def routine_exit(self, v, kind, finalize):
+    @rule(v=views, kind=st.sampled_from(["copyout", "delete"]), finalize=st.booleans(),
+          dirty=st.booleans())
+    def routine_exit(self, v, kind, finalize, dirty):
         b, lo, hi = v
+        if dirty:
+            self.dirty_device(b, lo, hi)
+            self.dirty_host(b)
         new, err, _ = self.plan(
             lambda m: m.exit_dynamic(b, lo, hi, kind == "copyout", finalize)
         )
@@ -282,8 +312,12 @@ class DataMachine(RuleBasedStateMachine):
             self.run(new, err, lambda: getattr(acc, kind)(a))
 
     @rule(vs=two_views_distinct_buffers(), kind=st.sampled_from(["copyout", "delete"]),
-          finalize=st.booleans())
-    def directive_exit(self, vs, kind, finalize):
+          finalize=st.booleans(), dirty=st.booleans())
+    def directive_exit(self, vs, kind, finalize, dirty):
+        if dirty:
+            for b, lo, hi in vs:
+                self.dirty_device(b, lo, hi)
+                self.dirty_host(b)
         new, err, _ = self.plan_multi(
             vs, lambda m, v: m.exit_dynamic(*v, kind == "copyout", finalize)
         )
@@ -302,9 +336,13 @@ class DataMachine(RuleBasedStateMachine):
             self.regions.append((region, clause, [tuple(v) + (w,) for v, w in zip(vs, was)]))
 
     @precondition(lambda self: self.regions)
-    @rule()
-    def region_exit(self):
+    @rule(dirty=st.booleans())
+    def region_exit(self, dirty):
         region, clause, items = self.regions[-1]
+        if dirty:
+            for b, lo, hi, _ in items:
+                self.dirty_device(b, lo, hi)
+                self.dirty_host(b)
 
         def fn(m):
             for b, lo, hi, was in items:
@@ -317,8 +355,12 @@ class DataMachine(RuleBasedStateMachine):
 
     # --- rules: update
     @rule(v=strided_views, direction=st.sampled_from(["device", "self"]),
-          if_present=st.booleans(), form=st.sampled_from(["routine", "directive"]))
-    def update(self, v, direction, if_present, form):
+          if_present=st.booleans(), form=st.sampled_from(["routine", "directive"]),
+          dirty=st.booleans())
+    def update(self, v, direction, if_present, form, dirty):
+        if dirty:
+            self.dirty_device(v[0], v[1], v[1] + 1)
+            self.dirty_host(v[0])
         new, err, res = self.plan(lambda m: m.update(*v, direction, if_present))
         outcome = {acc.PartlyPresentError, None} if res == "either" else err
         if res == "either":
@@ -484,8 +526,8 @@ class DataMachine(RuleBasedStateMachine):
 
 
 DataMachine.TestCase.settings = settings(
-    max_examples=60,
-    stateful_step_count=30,
+    max_examples=150,
+    stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
