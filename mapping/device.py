@@ -155,6 +155,12 @@ class Device(abc.ABC):
     def synchronize(self) -> None:
         """Wait for every queue of this device."""
         self.sync_queue.synchronize()
+        BUS.publish(EventKind.WAIT, self.identity)
+
+    def wait(self, queue: Queue) -> None:
+        """Block until ``queue`` has finished everything submitted to it."""
+        queue.synchronize()
+        BUS.publish(EventKind.WAIT, self.identity, queue=queue.async_value)
 
     # -- properties and lifetime ---------------------------------------------------
     @property

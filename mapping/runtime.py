@@ -150,19 +150,28 @@ class DeviceRuntime:
             OutOfMemoryError: device memory ran out; nothing was mapped.
         """
         with self.table.locked():
-            if len(requests) == 1:  # fast path: one array, already present
-                mapped = self._join_present(requests[0], counter, queue)
-                if mapped is not None:
-                    return [mapped]
+            mapped = self._join_all_present(requests, counter, queue)
+            if mapped is not None:
+                return mapped
             steps = self._plan_entry(requests)
             self._allocate(steps)
             return self._commit_entry(steps, counter, queue)
 
-    def _join_present(self, request: MapRequest, counter: Counter, queue) -> Mapped | None:
-        """Present increment of the entry containing the request, if there is one
-        (a present increment moves no data and cannot fail)."""
-        entry = self._increment_present(request.array, counter, queue, request.name)
-        return None if entry is None else Mapped(request, entry)
+    def _join_all_present(self, requests, counter: Counter, queue) -> list[Mapped] | None:
+        """The fast path of ``enter`` when every array is already present (a compute
+        region inside a data region): present increments only, which move no data and
+        cannot fail. Returns None, changing nothing, when any array is not present."""
+        containing = self.table.containing
+        entries = [containing(request.array) for request in requests]
+        if None in entries:
+            return None
+        publish = _ACTIVE[_ENTER_DATA]
+        for request, entry in zip(requests, entries):
+            before = entry.counters
+            entry.increment(counter)
+            if publish:
+                self._publish(EventKind.ENTER_DATA, entry, before, queue, request.name)
+        return [Mapped(request, entry) for request, entry in zip(requests, entries)]
 
     def join_present(self, array, counter: Counter):
         """The hot path of ``acc.copyin``/``acc.create`` of present data: the present
@@ -266,7 +275,7 @@ class DeviceRuntime:
         before = entry.counters
         entry.increment(counter)
         if step.action is _Action.CREATE and request.kind.copies_in:
-            self.device.upload(self.device_view(entry, request.array, step.data), request.array, queue, name=request.name)
+            self.device.upload(self.device_view(entry, request.array, step.data), request.array, queue, name=entry.name)
         self._publish(EventKind.ENTER_DATA, entry, before, queue, request.name)
         return Mapped(request, entry, step.data)
 
@@ -362,7 +371,8 @@ class DeviceRuntime:
         as it was."""
         for item in copies:
             array = item.request.array
-            self.device.download(array, self.device_view(item.entry, array, item.data), queue, name=item.request.name)
+            self.device.download(array, self.device_view(item.entry, array, item.data), queue,
+                                 name=item.request.name or item.entry.name)
         for entry in ended:
             self.table.remove(entry)
             if entry.owns_memory:
@@ -601,7 +611,7 @@ class DeviceRuntime:
     def _publish(self, kind, entry: MappingEntry, before, queue, name) -> None:
         if BUS.wants(kind):
             BUS.publish(kind, self.device.identity, queue=getattr(queue, "async_value", None),
-                        nbytes=entry.nbytes, name=name, host_begin=entry.host_begin,
+                        nbytes=entry.nbytes, name=name or entry.name, host_begin=entry.host_begin,
                         device_begin=entry.device_address, counters=(before, entry.counters))
 
 

@@ -118,7 +118,7 @@ def wait_for(runtime, wait) -> None:
     """Honour a ``wait`` clause: the operation starts only after the listed queues have
     drained (OpenACC 3.3 §2.16.2). Blocking the host is one legal way to do it."""
     for number in wait_values(wait):
-        runtime.device.queue(number).synchronize()
+        runtime.device.wait(runtime.device.queue(number))
 
 
 def _is_int(value) -> bool:

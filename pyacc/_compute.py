@@ -32,7 +32,9 @@ import numpy as np
 import compiler
 from compiler import CompileError, KernelIndexError
 from mapping import (
+    BUS,
     ClauseError,
+    EventKind,
     Counter,
     ExecutionError,
     InvalidDataSectionError,
@@ -46,6 +48,10 @@ from ._devices import ICVS, current_runtime
 from ._errors import report
 
 __all__ = ["parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "ComputeRegion"]
+
+_ACTIVE = BUS.active
+_REGION_ENTER = int(EventKind.REGION_ENTER)
+_REGION_EXIT = int(EventKind.REGION_EXIT)
 
 _KIND_OF_CLAUSE = {
     "copy": MapKind.COPY,
@@ -136,6 +142,9 @@ class ComputeRegion:
         if not self._enabled():
             return self._run_on_host(args)
         requests, slots = self._requests(runtime, args)
+        if _ACTIVE[_REGION_ENTER]:
+            BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=self.info.name,
+                        info=self.info.clauses.construct)
         mapped = runtime.enter(requests, Counter.STRUCTURED, queue)
         device_args = list(args)
         for slot, item in zip(slots, mapped):
@@ -144,14 +153,22 @@ class ComputeRegion:
             value = self._run(runtime, device_args, queue)
         except BaseException as error:
             failed = _is_kernel_failure(error)
-            runtime.exit_structured(mapped, queue, copy_back=not failed)
+            self._exit(runtime, mapped, queue, copy_back=not failed)
             if failed:
                 raise self._execution_error(error) from error
             raise
-        runtime.exit_structured(mapped, queue)
+        self._exit(runtime, mapped, queue, copy_back=True)
         if async_arg is not None:
             return AsyncResult(runtime, async_value(async_arg), value)
         return value
+
+    def _exit(self, runtime, mapped, queue, *, copy_back):
+        try:
+            runtime.exit_structured(mapped, queue, copy_back=copy_back)
+        finally:
+            if _ACTIVE[_REGION_EXIT]:
+                BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
+                            info=self.info.clauses.construct)
 
     def _run(self, runtime, device_args, queue):
         target = "python" if _jit_disabled() else "cpu"

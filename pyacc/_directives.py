@@ -11,7 +11,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from mapping import (
+    BUS,
     Counter,
+    EventKind,
     ExecutionError,
     InvalidArgumentError,
     MapKind,
@@ -93,6 +95,7 @@ class data:
                 report(error)
             raise
         ICVS.default_clause.append(self._default)
+        _publish_region(EventKind.REGION_ENTER, runtime, "data")
         return self
 
     def __exit__(self, exc_type, exc, traceback):
@@ -108,6 +111,8 @@ class data:
             if hasattr(error, "code"):
                 report(error)
             raise
+        finally:
+            _publish_region(EventKind.REGION_EXIT, runtime, "data")
         return False
 
     def device(self, a):
@@ -115,6 +120,11 @@ class data:
         runtime = self._runtime or current_runtime()
         check_array(a, contiguous=False)
         return runtime.deviceptr(a)
+
+
+def _publish_region(kind, runtime, construct: str, name=None) -> None:
+    if BUS.wants(kind):
+        BUS.publish(kind, runtime.device.identity, name=name, info=construct)
 
 
 def _check_default(value):

@@ -324,7 +324,7 @@ def wait(*queues, async_=None) -> None:
     if not queues:
         device.synchronize()
     for number in numbers:
-        device.queue(number).synchronize()
+        device.wait(device.queue(number))
 
 
 @reported
@@ -341,7 +341,7 @@ def wait_async(q, on) -> None:
     if waited is not None and waited != waiting:
         # Until queues run asynchronously (the async issue), waiting for ``q`` on the
         # host is the join: everything already submitted to ``q`` is complete after it.
-        device.queue(waited).synchronize()
+        device.wait(device.queue(waited))
 
 
 @reported
