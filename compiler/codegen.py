@@ -102,11 +102,17 @@ class CpuTarget(Target):
         return f"@_acc_njit({', '.join(options)})"
 
     def parallel_nest(self, nest, body, prefix, slots):
-        simple = (len(nest.levels) == 1 and not nest.reductions and not nest.private
-                  and not nest.firstprivate)
-        if simple:
-            return _direct_nest(nest, body, prefix)
+        native = (not nest.private and not nest.firstprivate
+                  and all(op in _NUMBA_REDUCTIONS for op, _ in nest.reductions))
+        if native:
+            return _native_nest(nest, body, prefix)
         return _chunked_nest(nest, body, prefix, slots)
+
+
+#: Reduction operators Numba's ``prange`` recognises itself (``s += x``, ``s *= x``,
+#: ``s = max(s, x)``, ``s = min(s, x)``); nests with only these are emitted as plain
+#: ``prange`` loops, exactly what a user would write by hand.
+_NUMBA_REDUCTIONS = ("+", "*", "max", "min")
 
 
 # ----------------------------------------------------------------------- nest builders
@@ -149,20 +155,41 @@ def _is_const(node, value=None):
         value is None or node.value == value)
 
 
-def _direct_nest(nest, body, p):
-    level = nest.levels[0]
+def _native_nest(nest, body, p):
+    """The nest as a user would write it for Numba: ``prange`` over the outermost level,
+    the collapsed levels below it as plain loops (a valid schedule of the collapsed
+    iteration space, OpenACC 3.3 §2.9.1), reductions left to Numba's ``prange``.
+
+    ``prange(stop)`` is used when the loop starts at 0 with step 1: its index is then
+    unsigned, so Numba drops the negative-index wraparound checks and LLVM vectorises
+    (measured 1.5× faster than ``prange(0, stop)`` on saxpy).
+    """
+    outer = _outer_header(nest.levels[0], p)
+    lines, exprs = [outer[0]], dict(outer[1])
+    for depth, level in enumerate(nest.levels[1:], start=1):
+        start, stop, step = _range_bounds(level)
+        exprs.update({f"START{depth}": start, f"STOP{depth}": stop, f"STEP{depth}": step})
+        lines.append("    " * depth + f"for {level.target.id} in range(START{depth}, STOP{depth}, STEP{depth}):")
+    lines.append("    " * len(nest.levels) + "BODY")
+    # the body updates the chunked form's accumulators; Numba reduces the variables
+    renames = {f"{p}rv_{var}": var for _, var in nest.reductions}
+    body = [_Renamer(renames).visit(copy.deepcopy(stmt)) for stmt in body]
+    prologue = outer[2]
+    return _fill(prologue + "\n".join(lines), exprs, body, nest.levels[0])
+
+
+def _outer_header(level, p):
+    """``(for-line, exprs, prologue)`` of the parallel (outermost) level."""
     start, stop, step = _range_bounds(level)
     var = level.target.id
+    if _is_const(start, 0) and _is_const(step, 1):
+        return f"for {var} in _acc_prange(STOP0):", {"STOP0": stop}, ""
     if _is_const(step, 1):
-        text = f"for {var} in _acc_prange(START, STOP):\n    BODY"
-        exprs = {"START": start, "STOP": stop}
-    else:
-        text = (f"{p}s0 = START\n{p}e0 = STOP\n{p}t0 = STEP\n"
-                f"{p}n0 = {_RT}.trip_count({p}s0, {p}e0, {p}t0)\n"
-                f"for {p}k in _acc_prange({p}n0):\n"
-                f"    {var} = {p}s0 + {p}k * {p}t0\n    BODY")
-        exprs = {"START": start, "STOP": stop, "STEP": step}
-    return _fill(text, exprs, body, level)
+        return f"for {var} in _acc_prange(START0, STOP0):", {"START0": start, "STOP0": stop}, ""
+    prologue = (f"{p}s0 = START0\n{p}e0 = STOP0\n{p}t0 = STEP0\n"
+                f"{p}n0 = {_RT}.trip_count({p}s0, {p}e0, {p}t0)\n")
+    return (f"for {p}k in _acc_prange({p}n0):\n    {var} = {p}s0 + {p}k * {p}t0",
+            {"START0": start, "STOP0": stop, "STEP0": step}, prologue)
 
 
 def _fill(text, exprs, body, where):

@@ -29,6 +29,9 @@ from .events import BUS, EventKind
 
 __all__ = ["Device", "Queue", "SyncQueue"]
 
+_ACTIVE = BUS.active
+_LAUNCH = int(EventKind.LAUNCH)
+
 
 class Queue(abc.ABC):
     """An ordered stream of device operations (an OpenACC async queue)."""
@@ -145,12 +148,17 @@ class Device(abc.ABC):
         """The queue for an async value (``None``: the synchronous queue)."""
         return self.sync_queue
 
-    def launch(self, kernel: Callable, args: tuple, queue: Queue, *, name=None):
+    def launch(self, kernel: Callable, args, queue: Queue, *, name=None):
         """Run ``kernel(*args)`` on ``queue``; return its result for synchronous queues."""
-        results = []
-        queue.submit(lambda: results.append(kernel(*args)))
-        BUS.publish(EventKind.LAUNCH, self.identity, queue=queue.async_value, name=name)
-        return results[0] if results else None
+        if queue is self.sync_queue:  # the common case: no closure, no queue hop
+            result = kernel(*args)
+        else:
+            results = []
+            queue.submit(lambda: results.append(kernel(*args)))
+            result = results[0] if results else None
+        if _ACTIVE[_LAUNCH]:
+            BUS.publish(EventKind.LAUNCH, self.identity, queue=queue.async_value, name=name)
+        return result
 
     def synchronize(self) -> None:
         """Wait for every queue of this device."""

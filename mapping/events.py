@@ -20,9 +20,10 @@ from __future__ import annotations
 import enum
 import threading
 import time
-from dataclasses import dataclass, field
 
 __all__ = ["EventKind", "Event", "EventBus", "BUS", "Stats", "STATS"]
+
+_clock = time.perf_counter
 
 
 class EventKind(enum.IntEnum):
@@ -40,7 +41,6 @@ class EventKind(enum.IntEnum):
     ERROR = 11  #: an AccError is about to be raised
 
 
-@dataclass(slots=True)
 class Event:
     """One runtime action. Fields that do not apply stay ``None``.
 
@@ -58,16 +58,27 @@ class Event:
         timestamp: ``time.perf_counter()`` when the action was published.
     """
 
-    kind: EventKind
-    device: tuple[str, int]
-    queue: int | None = None
-    nbytes: int | None = None
-    name: str | None = None
-    host_begin: int | None = None
-    device_begin: int | None = None
-    counters: tuple | None = None
-    info: object = None
-    timestamp: float = field(default_factory=time.perf_counter)
+    __slots__ = ("kind", "device", "queue", "nbytes", "name", "host_begin", "device_begin",
+                 "counters", "info", "timestamp")
+
+    def __init__(self, kind, device, queue=None, nbytes=None, name=None, host_begin=None,
+                 device_begin=None, counters=None, info=None):
+        # a plain class: a dataclass with a default factory costs twice as much to build
+        self.kind = kind
+        self.device = device
+        self.queue = queue
+        self.nbytes = nbytes
+        self.name = name
+        self.host_begin = host_begin
+        self.device_begin = device_begin
+        self.counters = counters
+        self.info = info
+        self.timestamp = _clock()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{slot}={getattr(self, slot)!r}" for slot in self.__slots__[2:]
+                           if getattr(self, slot) is not None)
+        return f"Event({self.kind.name}, {self.device}, {fields})"
 
 
 class EventBus:
@@ -99,11 +110,13 @@ class EventBus:
         """True when some subscriber listens to ``kind`` (check before building records)."""
         return self.active[kind]
 
-    def publish(self, kind: EventKind, device: tuple[str, int], **fields) -> None:
+    def publish(self, kind: EventKind, device: tuple[str, int], queue=None, nbytes=None, name=None,
+                host_begin=None, device_begin=None, counters=None, info=None) -> None:
+        """Build one ``Event`` (fields as in ``Event``) and hand it to the subscribers."""
         subscribers = self._by_kind[kind]
         if not subscribers:
             return
-        event = Event(kind, device, **fields)
+        event = Event(kind, device, queue, nbytes, name, host_begin, device_begin, counters, info)
         for callback in subscribers:
             callback(event)
 
@@ -142,7 +155,7 @@ class Stats:
             if counts is None:
                 counts = self._counts[event.device] = dict.fromkeys(STAT_KEYS, 0)
             counts[count_key] += 1
-            if bytes_key:
+            if bytes_key is not None:
                 counts[bytes_key] += event.nbytes or 0
 
     def snapshot(self, device: tuple[str, int]) -> dict[str, int]:

@@ -23,6 +23,7 @@ deferred on the queue until it has passed their copy-outs (libgomp
 from __future__ import annotations
 
 import enum
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,6 +76,7 @@ _ACTIVE = BUS.active
 _ENTER_DATA = int(EventKind.ENTER_DATA)
 _EXIT_DATA = int(EventKind.EXIT_DATA)
 _DYNAMIC = Counter.DYNAMIC
+_STRUCTURED = Counter.STRUCTURED
 
 
 class _Action(enum.Enum):
@@ -136,6 +138,9 @@ class DeviceRuntime:
         #: finds a variable name for an array (set by pyacc to a caller-frame search);
         #: called only when a mapping is created or an error is raised
         self.namer = lambda array: None
+        #: ``is_present(array)``: bound straight to the table's lock-free check (one
+        #: call frame less on the hottest query)
+        self.is_present = self.table.contains
 
     def _name(self, request: MapRequest) -> str | None:
         return request.name or self.namer(request.array)
@@ -156,6 +161,64 @@ class DeviceRuntime:
             steps = self._plan_entry(requests)
             self._allocate(steps)
             return self._commit_entry(steps, counter, queue)
+
+    def join_structured(self, arrays, memo: list | None = None) -> list[MappingEntry] | None:
+        """The hot path of a compute call inside a data region: when every array is
+        present, their structured increments (no data moves, nothing can fail) and their
+        entries; else None, changing nothing. Pair with ``leave_structured``.
+
+        ``memo`` (a list the caller keeps per call site, initially empty) remembers the
+        last call's arrays (weakly) and entries with the table's version: while the table
+        is unchanged and the same array objects come back, their entries are reused
+        without a lookup.
+        """
+        table = self.table
+        with table.locked():
+            version = table.version
+            if memo and memo[0] == version and len(memo[1]) == len(arrays) and all(
+                    ref() is array for ref, array in zip(memo[1], arrays)):
+                entries = memo[2]
+            else:
+                containing = table.containing
+                entries = [containing(array) for array in arrays]
+                if None in entries:
+                    return None
+                if memo is not None:
+                    memo[:] = [version, [_weak(array) for array in arrays], entries]
+            publish = _ACTIVE[_ENTER_DATA]
+            for entry in entries:
+                entry.structured += 1
+                if publish:
+                    self._publish(EventKind.ENTER_DATA, entry, (entry.structured - 1, entry.dynamic), None, None)
+            return entries
+
+    def leave_structured(self, entries: list[MappingEntry]) -> bool:
+        """Undo ``join_structured`` when no lifetime ends by it (the common case) and
+        return True; else change nothing and return False (the caller then runs the full
+        ``exit_structured``, which copies back and frees)."""
+        with self.table.locked():
+            ends = False
+            for entry in entries:
+                entry.structured -= 1
+                if not (entry.structured or entry.dynamic):
+                    ends = True
+            if ends:
+                for entry in entries:
+                    entry.structured += 1
+                return False
+            if _ACTIVE[_EXIT_DATA]:
+                for entry in entries:
+                    self._publish(EventKind.EXIT_DATA, entry, (entry.structured + 1, entry.dynamic), None, None)
+            return True
+
+    def device_array_of(self, entry: MappingEntry, array):
+        """Device array of ``array`` inside ``entry`` (cached for the mapped array itself)."""
+        if array is entry.host_array:
+            device_array = entry.device_array
+            if device_array is None:
+                device_array = entry.device_array = self.device.view(entry.device_address, array)
+            return device_array
+        return self.device_view(entry, array, None)
 
     def _join_all_present(self, requests, counter: Counter, queue) -> list[Mapped] | None:
         """The fast path of ``enter`` when every array is already present (a compute
@@ -290,21 +353,24 @@ class DeviceRuntime:
         """
         with self.table.locked():
             ended = []
+            publish = _ACTIVE[_EXIT_DATA]
             for item in mapped:
                 entry = item.entry
-                if entry is None or not entry.is_present:
+                if entry is None or not (entry.structured or entry.dynamic):
                     continue
-                before = entry.counters
-                entry.decrement(Counter.STRUCTURED)
-                self._publish(EventKind.EXIT_DATA, entry, before, queue, item.request.name)
-                if not entry.is_present:
+                before = entry.counters if publish else None
+                entry.decrement(_STRUCTURED)
+                if publish:
+                    self._publish(EventKind.EXIT_DATA, entry, before, queue, item.request.name)
+                if not (entry.structured or entry.dynamic):
                     ended.append(entry)
-            copies = [
-                item
-                for item in mapped
-                if copy_back and item.entry in ended and item.request.kind.copies_out
-            ]
-            self._end_lifetimes(ended, copies, queue)
+            if ended:
+                copies = [
+                    item
+                    for item in mapped
+                    if copy_back and item.entry in ended and item.request.kind.copies_out
+                ]
+                self._end_lifetimes(ended, copies, queue)
 
     def exit_dynamic(self, requests: list[MapRequest], queue: Queue, *, finalize: bool = False) -> None:
         """``exit data`` / ``acc.copyout`` / ``acc.delete`` (OpenACC 3.3 §2.6.6, §3.2.19).
@@ -489,9 +555,6 @@ class DeviceRuntime:
             self._publish(EventKind.EXIT_DATA, entry, before, None, name)
 
     # == queries ==========================================================================
-    def is_present(self, array) -> bool:
-        return self.table.containing(array) is not None or array.size == 0
-
     def refcounts(self, array) -> tuple[int, int]:
         entry = self.table.containing(array)
         return entry.counters if entry is not None else (0, 0)
@@ -513,10 +576,8 @@ class DeviceRuntime:
         if entry is None:
             return mapped.request.array
         array = mapped.request.array
-        if array is entry.host_array:
-            if entry.device_array is None:
-                entry.device_array = self.device.view(entry.device_address, array)
-            return entry.device_array
+        if array is entry.host_array or mapped.data is None:
+            return self.device_array_of(entry, array)
         return self.device_view(entry, array, mapped.data)
 
     def device_view(self, entry: MappingEntry, array: np.ndarray, data: int | None):
@@ -616,6 +677,14 @@ class DeviceRuntime:
 
 
 # == shared helpers ========================================================================
+def _weak(array):
+    """A weak reference to an array, or a stand-in that never matches (arrays whose
+    type does not support weak references)."""
+    try:
+        return weakref.ref(array)
+    except TypeError:
+        return lambda: None
+
 def _raw_bytes(destination, source, routine):
     """Byte views of ``destination[:source.nbytes]`` and ``source`` for a raw copy."""
     for array in (destination, source):

@@ -65,6 +65,11 @@ class PresentTable:
     def __len__(self) -> int:
         return len(self._ranges)
 
+    @property
+    def version(self) -> int:
+        """Changes with every insert and remove (callers may memoise lookups on it)."""
+        return self._ranges.version
+
     # -- lookups -----------------------------------------------------------------------
     def lookup(self, array) -> Lookup:
         """Locate the elements of ``array`` (any strided view) among the mappings."""
@@ -101,6 +106,20 @@ class PresentTable:
                 index = _probe.contained_index(ranges.bounds, array)
                 entry = ranges.values[index] if index >= 0 else None
         return entry
+
+    def contains(self, array) -> bool:
+        """True when the elements of ``array`` lie inside one mapping, or it is empty
+        (zero-size data is always present, API.md §2). The hot path of
+        ``acc.is_present``: one compiled call, lock-free (sequence lock)."""
+        ranges = self._ranges
+        version = ranges.version
+        try:
+            index = _contained_index(ranges.bounds, array)
+        except Exception:  # an array Numba cannot type: the pure-Python search
+            index = _probe.contained_index(ranges.bounds, array)
+        if version & 1 or ranges.version != version:
+            return self.containing(array) is not None or array.size == 0
+        return index >= 0 or array.size == 0
 
     def entries(self) -> tuple[MappingEntry, ...]:
         with self._lock:

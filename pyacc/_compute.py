@@ -39,6 +39,7 @@ from mapping import (
     ExecutionError,
     InvalidDataSectionError,
     MapKind,
+    Mapped,
     MapRequest,
     check_array,
 )
@@ -50,6 +51,7 @@ from ._errors import report
 __all__ = ["parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "ComputeRegion"]
 
 _ACTIVE = BUS.active
+_STRUCTURED = Counter.STRUCTURED
 _REGION_ENTER = int(EventKind.REGION_ENTER)
 _REGION_EXIT = int(EventKind.REGION_EXIT)
 
@@ -103,6 +105,11 @@ class ComputeRegion:
                 self._explicit[name] = kind
         self._deviceptr = frozenset(clauses.deviceptr)
         self._default = clauses.default
+        self._enabled = True if clauses.if_ is None else bool(clauses.if_)
+        self._async_clause = async_noval if clauses.async_ == compiler.ASYNC_NOVAL else clauses.async_
+        self._wait_clause = None if clauses.wait in (None, False) else ([] if clauses.wait is True else clauses.wait)
+        self._kernels = {}  # (device type, no-jit, boundscheck, argument kinds) -> kernel
+        self._memos = {}  # runtime -> the present-lookup memo of the last call (runtime.join_structured)
 
     def __repr__(self) -> str:
         return f"<pyacc {self.info.clauses.construct} region {self.info.where}>"
@@ -130,39 +137,76 @@ class ComputeRegion:
         return tuple(values)
 
     # -- the launch ----------------------------------------------------------------------
+    # The launch is the hot path of every compute call (budget: a few µs over a direct
+    # Numba call), so it avoids per-call allocation where it can: clause lookups are
+    # precomputed per parameter, the kernel is memoised per argument kinds, environment
+    # flags are read through ``_env_flag``.
+
     def _launch(self, args, async_, wait):
-        if len(args) != len(self.info.params):
-            raise TypeError(f"{self.info.name}() takes {len(self.info.params)} arguments "
-                            f"({', '.join(self.info.params)}), {len(args)} given")
+        info = self.info
+        if len(args) != len(info.params):
+            raise TypeError(f"{info.name}() takes {len(info.params)} arguments "
+                            f"({', '.join(info.params)}), {len(args)} given")
         runtime = ICVS.runtime or current_runtime()
-        async_arg = self._async_argument(async_)
+        async_arg = async_ if async_ is not None else self._async_clause
         queue = runtime.device.sync_queue if async_arg is None else queue_of(runtime, async_arg)
-        if wait is not None or self.info.clauses.wait not in (None, False):
-            wait_for(runtime, wait if wait is not None else self._wait_clause())
-        if not self._enabled():
+        if wait is not None or self._wait_clause is not None:
+            wait_for(runtime, wait if wait is not None else self._wait_clause)
+        if not self._enabled:
             return self._run_on_host(args)
-        requests, slots = self._requests(runtime, args)
+        arrays, map_kinds, slots, kinds = self._classify(runtime, args)
         if _ACTIVE[_REGION_ENTER]:
-            BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=self.info.name,
-                        info=self.info.clauses.construct)
-        mapped = runtime.enter(requests, Counter.STRUCTURED, queue)
+            BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=info.name,
+                        info=info.clauses.construct)
         device_args = list(args)
-        for slot, item in zip(slots, mapped):
-            device_args[slot] = runtime.device_array(item)
+        # fast path: every array already present (a compute call inside a data region)
+        entries = None
+        if queue is runtime.device.sync_queue:
+            memo = self._memos.get(runtime)
+            if memo is None:
+                memo = self._memos[runtime] = []
+            entries = runtime.join_structured(arrays, memo)
+        requests = None
+        if entries is not None:
+            device_array_of = runtime.device_array_of
+            for slot, array, entry in zip(slots, arrays, entries):
+                device_args[slot] = device_array_of(entry, array)
+            mapped = None
+        else:
+            requests = self._requests(runtime, arrays, map_kinds, slots)
+            mapped = runtime.enter(requests, _STRUCTURED, queue)
+            device_array = runtime.device_array
+            for slot, item in zip(slots, mapped):
+                device_args[slot] = device_array(item)
         try:
-            value = self._run(runtime, device_args, queue)
+            kernel = self._kernel(runtime.device.type_name, device_args, kinds)
+            value = runtime.device.launch(kernel, device_args, queue, name=info.name)
         except BaseException as error:
             failed = _is_kernel_failure(error)
-            self._exit(runtime, mapped, queue, copy_back=not failed)
+            self._exit(runtime, (arrays, map_kinds), entries, mapped, queue, copy_back=not failed)
             if failed:
                 raise self._execution_error(error) from error
             raise
-        self._exit(runtime, mapped, queue, copy_back=True)
+        self._exit(runtime, (arrays, map_kinds), entries, mapped, queue, copy_back=True)
         if async_arg is not None:
             return AsyncResult(runtime, async_value(async_arg), value)
         return value
 
-    def _exit(self, runtime, mapped, queue, *, copy_back):
+    def _exit(self, runtime, requests, entries, mapped, queue, *, copy_back):
+        """Exit actions of the region: the fast path's decrements when no lifetime ends,
+        else the full structured exit (copy-backs, frees)."""
+        if entries is not None:
+            if runtime.leave_structured(entries):
+                if _ACTIVE[_REGION_EXIT]:
+                    BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
+                                info=self.info.clauses.construct)
+                return
+            arrays, map_kinds = requests  # the fast path passes (arrays, kinds) here
+            mapped = [Mapped(MapRequest(kind, array, name), entry)
+                      for (array, (kind, name)), entry in zip(zip(arrays, map_kinds), entries)]
+        self._exit_mapped(runtime, mapped, queue, copy_back=copy_back)
+
+    def _exit_mapped(self, runtime, mapped, queue, *, copy_back):
         try:
             runtime.exit_structured(mapped, queue, copy_back=copy_back)
         finally:
@@ -170,35 +214,59 @@ class ComputeRegion:
                 BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
                             info=self.info.clauses.construct)
 
-    def _run(self, runtime, device_args, queue):
-        target = "python" if _jit_disabled() else "cpu"
-        kernel = compiler.get_kernel(self.info, device_args, target=target,
-                                     device_type=runtime.device.type_name)
-        return runtime.device.launch(kernel, tuple(device_args), queue, name=self.info.name)
+    def _kernel(self, device_type, device_args, kinds):
+        """The compiled kernel for this device and these argument kinds (memoised here;
+        ``compiler.get_kernel`` is asked only for a new combination)."""
+        key = (device_type, _env_flag(b"PYACC_DISABLE_JIT"), _env_flag(b"PYACC_BOUNDSCHECK"), kinds)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            target = "python" if key[1] else "cpu"
+            kernel = compiler.get_kernel(self.info, device_args, target=target, device_type=device_type)
+            self._kernels[key] = kernel
+        return kernel
 
     def _run_on_host(self, args):
         """``if(false)``: the region runs on the local thread with host data (§2.5.6)."""
-        kernel = compiler.get_kernel(self.info, list(args), target="python" if _jit_disabled() else "cpu",
-                                     device_type="host")
-        return kernel(*args)
+        target = "python" if _env_flag(b"PYACC_DISABLE_JIT") else "cpu"
+        return compiler.get_kernel(self.info, list(args), target=target, device_type="host")(*args)
 
-    def _requests(self, runtime, args):
-        """Map requests for the array arguments, and the argument slot of each."""
-        requests, slots = [], []
-        default = self._default or _enclosing_default()
-        for slot, (name, value) in enumerate(zip(self.info.params, args)):
-            if not isinstance(value, np.ndarray):
-                continue  # scalars (and other values) are firstprivate (§2.6.2)
-            if name in self._deviceptr:
-                runtime.device.extent_of(value)  # must be memory of this device
+    def _classify(self, runtime, args):
+        """Sort the arguments (OpenACC 3.3 §2.6.2): returns the arrays to map, their
+        ``(MapKind, name)``, their argument slots, and the arguments' kinds (dtype and ndim
+        of arrays, type of scalars: the kernel key). Scalars are firstprivate;
+        ``deviceptr`` arrays are passed as they are."""
+        arrays, map_kinds, slots, kinds = [], [], [], []
+        default = None
+        params = self.info.params
+        for slot, value in enumerate(args):
+            if type(value) is not np.ndarray and not isinstance(value, np.ndarray):
+                kinds.append(type(value))
                 continue
-            kind = self._kind_of(name, default)
-            array = check_array(value, name=name, contiguous=False)
+            dtype = value.dtype
+            kinds.append((dtype.char, dtype.byteorder, value.ndim))
+            name = params[slot]
+            kind = self._explicit.get(name)
+            if kind is None:
+                if name in self._deviceptr:
+                    runtime.device.extent_of(value)  # must be memory of this device
+                    continue
+                if default is None:
+                    default = self._default or _enclosing_default() or ""
+                kind = self._kind_of(name, default)
+            arrays.append(value)
+            map_kinds.append((kind, name))
+            slots.append(slot)
+        return arrays, map_kinds, slots, tuple(kinds)
+
+    def _requests(self, runtime, arrays, map_kinds, slots):
+        """Validated map requests, for the full ``enter`` path."""
+        requests = []
+        for array, (kind, name) in zip(arrays, map_kinds):
+            check_array(array, name=name, contiguous=False)
             if not (array.flags.c_contiguous or array.flags.f_contiguous):
                 kind = self._strided_kind(runtime, array, name, kind)
             requests.append(MapRequest(kind, array, name))
-            slots.append(slot)
-        return requests, slots
+        return requests
 
     def _kind_of(self, name, default) -> MapKind:
         kind = self._explicit.get(name)
@@ -233,22 +301,6 @@ class ComputeRegion:
         return ExecutionError(f"kernel {self.info.where} failed: {type(error).__name__}: {error}",
                               kernel=self.info.where)
 
-    def _enabled(self) -> bool:
-        condition = self.info.clauses.if_
-        return True if condition is None else bool(condition)
-
-    def _async_argument(self, async_):
-        if async_ is not None:
-            return async_
-        clause = self.info.clauses.async_
-        if clause is None:
-            return None
-        return async_noval if clause == compiler.ASYNC_NOVAL else clause
-
-    def _wait_clause(self):
-        clause = self.info.clauses.wait
-        return [] if clause is True else clause
-
 
 def _is_kernel_failure(error) -> bool:
     """Errors raised by the kernel itself (not pyacc's own errors or interrupts)."""
@@ -262,8 +314,18 @@ def _enclosing_default():
     return None
 
 
-def _jit_disabled() -> bool:
-    return os.environ.get("PYACC_DISABLE_JIT", "0") not in ("", "0")
+_ENVIRON = getattr(os.environ, "_data", None)  # the bytes dict behind os.environ (POSIX)
+
+
+def _env_flag(name: bytes) -> bool:
+    """An on/off environment flag (set and not "" or "0"), read at every launch so that a
+    change takes effect at once. ``os.environ.get`` costs ~0.5 µs a call; the dict behind
+    it, which ``os.environ`` keeps in step, ~0.05 µs."""
+    if _ENVIRON is not None:
+        value = _ENVIRON.get(name)
+        return value is not None and value not in (b"", b"0")
+    value = os.environ.get(name.decode())  # pragma: no cover - non-POSIX
+    return value is not None and value not in ("", "0")
 
 
 # == decorators ==============================================================================

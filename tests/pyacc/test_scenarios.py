@@ -878,3 +878,339 @@ def test_s29_c_spellings_are_the_same_objects(emulated):
     assert rc(h) == (0, 2)
     C.acc_delete_finalize(h)
     assert not C.acc_is_present(h)
+
+
+# =========================================================================== beyond §4
+# Contract points of API.md §3–4 and the lead's decisions that the scenarios above do not
+# reach: stats, present_table records, update ordering, if_=False, region.device,
+# memcpy_device, shutdown, properties.
+
+
+def test_stats_count_transfers_and_allocations(emulated):
+    st = acc.stats()
+    for k in ("h2d_count", "h2d_bytes", "d2h_count", "d2h_bytes", "alloc_count", "alloc_bytes",
+              "free_count", "free_bytes", "launch_count", "memory_in_use"):
+        assert k in st, k
+        assert st[k] == 0, k
+    a = np.arange(10, dtype=np.float64)  # 80 bytes
+    acc.copyin(a)
+    st = acc.stats()
+    assert (st["h2d_count"], st["h2d_bytes"]) == (1, 80)
+    assert st["alloc_count"] == 1 and st["alloc_bytes"] >= 80
+    assert st["memory_in_use"] >= 80
+    acc.copyin(a)  # present: no transfer, no allocation
+    acc.update_device(a[2:4])
+    st = acc.stats()
+    assert (st["h2d_count"], st["h2d_bytes"]) == (2, 96)
+    assert st["alloc_count"] == 1
+    acc.reset_stats()
+    st = acc.stats()
+    assert st["h2d_count"] == 0 and st["alloc_count"] == 0
+    assert st["memory_in_use"] >= 80  # reset_stats does not zero memory_in_use
+    acc.copyout(a, finalize=True)
+    st = acc.stats()
+    assert (st["d2h_count"], st["d2h_bytes"]) == (1, 80)
+    assert st["free_count"] == 1 and st["free_bytes"] >= 80
+    assert st["memory_in_use"] == 0
+    assert st["launch_count"] == 0
+
+
+def test_create_transfers_nothing(emulated):
+    a = np.arange(10.0)
+    acc.create(a)
+    acc.delete(a)
+    with acc.data(create=a):
+        pass
+    acc.enter_data(create=a)
+    acc.exit_data(delete=a)
+    st = acc.stats()
+    assert st["h2d_count"] == 0 and st["d2h_count"] == 0
+    assert st["alloc_count"] == 3 and st["free_count"] == 3
+
+
+def test_present_table_records(emulated):
+    buf = np.zeros((4, 6), dtype=np.float32)
+    v = buf[1:3]
+    acc.copyin(v)
+    with acc.data(copy=v):
+        (r,) = acc.present_table()
+        assert r.host_begin == addr(v)
+        assert r.host_end == addr(v) + v.nbytes
+        assert r.nbytes == v.nbytes == 48
+        assert tuple(r.shape) == (2, 6)
+        assert np.dtype(r.dtype) == np.float32
+        assert (r.structured, r.dynamic) == (1, 1)
+        assert r.kind == "normal"
+        assert hasattr(r, "name")
+    acc.delete(v)
+    assert acc.present_table() == [] or len(acc.present_table()) == 0
+
+
+def test_present_table_is_ordered_list_of_all_mappings(emulated):
+    arrs = [np.zeros(k + 1) for k in range(5)]
+    for x in arrs:
+        acc.create(x)
+    recs = acc.present_table()
+    assert len(recs) == 5
+    assert sorted((r.host_begin, r.host_end) for r in recs) == sorted(
+        (addr(x), addr(x) + x.nbytes) for x in arrs
+    )
+    acc.exit_data(delete=arrs)
+
+
+def test_dump_present_table_prints(emulated, capsys):
+    a = np.zeros(5)
+    acc.create(a)
+    acc.dump_present_table()
+    cap = capsys.readouterr()
+    out = cap.out + cap.err  # "prints it": stdout or stderr
+    assert ("%x" % addr(a)) in out.lower()
+    acc.delete(a)
+
+
+def test_update_runs_in_keyword_order(emulated):
+    a = np.full(4, 1.0)
+    acc.copyin(a)
+    dev_write(a, 2.0)
+    acc.update(self=a, device=a)  # host <- 2, then device <- 2
+    np.testing.assert_array_equal(a, 2.0)
+    np.testing.assert_array_equal(dev(a), 2.0)
+    a[:] = 1.0
+    dev_write(a, 3.0)
+    acc.update(device=a, self=a)  # device <- 1, then host <- 1
+    np.testing.assert_array_equal(a, 1.0)
+    np.testing.assert_array_equal(dev(a), 1.0)
+    a[:] = 5.0
+    dev_write(a, 6.0)
+    acc.update(host=a[:2])  # host is a synonym of self
+    np.testing.assert_array_equal(a, [6.0, 6.0, 5.0, 5.0])
+    acc.delete(a)
+
+
+def test_update_several_subarrays_of_one_array(emulated):
+    a = np.arange(8.0)
+    acc.copyin(a)
+    dev_write(a, 0.0)
+    acc.update(device=[a[0:2], a[6:8]])
+    np.testing.assert_array_equal(dev(a), [0, 1, 0, 0, 0, 0, 6, 7])
+    acc.delete(a)
+
+
+def test_if_false_does_nothing(emulated):
+    a = np.arange(4.0)
+    with acc.data(copy=a, present=np.zeros(3), if_=False):
+        assert not acc.is_present(a)
+    acc.enter_data(copyin=a, if_=False)
+    assert not acc.is_present(a)
+    acc.update(device=a, if_=False)  # absent, but if_=False: no action, no error
+    acc.copyin(a)
+    acc.exit_data(delete=a, finalize=True, if_=False)
+    assert acc.is_present(a)
+    dev_write(a, 9.0)
+    acc.update(self=a, if_=False)
+    np.testing.assert_array_equal(a, np.arange(4.0))
+    acc.delete(a)
+    st = acc.stats()
+    assert st["alloc_count"] == 1 and st["h2d_count"] == 1 and st["d2h_count"] == 0
+
+
+def test_region_device_and_host_data(emulated):
+    a = np.arange(6.0)
+    b = np.arange(3.0)
+    with acc.data(copyin=a, copy=b) as r:
+        assert addr(r.device(a)) == addr(acc.deviceptr(a))
+        assert addr(r.device(a[2:4])) == addr(acc.deviceptr(a)) + 16
+        with acc.host_data(use_device=a) as da:
+            assert addr(da) == addr(acc.deviceptr(a))
+            assert not np.shares_memory(da, a)
+        with acc.host_data(use_device=[a, b]) as pair:
+            assert isinstance(pair, tuple) and len(pair) == 2
+            da, db = pair
+            db[...] = da[:3] * 2  # "an external device library" writes device memory
+    np.testing.assert_array_equal(b, [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(a, np.arange(6.0))
+
+
+def test_copyout_clause_region_creates_then_copies_back(emulated):
+    c = np.zeros(5)
+    with acc.data(copyout=c):
+        assert rc(c) == (1, 0)
+        assert acc.stats()["h2d_count"] == 0  # create action: no copy in
+        dev_write(c, 4.0)
+    np.testing.assert_array_equal(c, 4.0)
+    assert not acc.is_present(c)
+
+
+def test_no_create_clause(emulated):
+    a = np.arange(4.0)
+    b = np.arange(4.0)
+    acc.copyin(b)
+    with acc.data(no_create=[a, b]):
+        assert not acc.is_present(a)
+        assert rc(b) == (1, 1)
+    assert rc(b) == (0, 1)
+    assert not acc.is_present(a)
+    acc.delete(b)
+
+
+def test_memcpy_routines(emulated):
+    a = np.arange(6.0)
+    d1 = acc.malloc((6,), np.float64)
+    d2 = acc.malloc(a.shape, a.dtype)
+    assert not np.shares_memory(d1, a)
+    assert acc.hostptr(d1) is None  # raw memory is not in the table
+    acc.memcpy_to_device(d1, a)
+    acc.memcpy_device(d2, d1)
+    out = np.zeros(6)
+    acc.memcpy_from_device(out, d2)
+    np.testing.assert_array_equal(out, a)
+    assert len(acc.present_table()) == 0
+    big = acc.malloc((10,), np.float64)
+    acc.memcpy_to_device(big, a)  # d.nbytes >= a.nbytes
+    np.testing.assert_array_equal(np.asarray(big)[:6], a)
+    for d in (d1, d2, big):
+        acc.free(d)
+    assert acc.stats()["memory_in_use"] == 0
+
+
+def test_free_memory_property_tracks_allocations(emulated):
+    cap = acc.get_property("memory")
+    free0 = acc.get_property("free_memory")
+    assert 0 < free0 <= cap
+    a = np.zeros(1 << 16)
+    acc.create(a)
+    assert acc.get_property("free_memory") <= free0 - a.nbytes
+    acc.delete(a)
+    assert acc.get_property("free_memory") == free0
+
+
+def test_shutdown_ends_every_lifetime(emulated):
+    a = np.arange(4.0)
+    b = np.arange(4.0)
+    acc.copyin(a)
+    acc.copyin(a)
+    acc.create(b)
+    acc.shutdown("emulated")
+    acc.set_device_type("emulated")
+    assert not acc.is_present(a) and not acc.is_present(b)
+    assert len(acc.present_table()) == 0
+    assert acc.stats()["memory_in_use"] == 0
+    np.testing.assert_array_equal(a, np.arange(4.0))  # nothing copied back
+
+
+def test_routines_accept_async_as_sync(emulated):
+    a = np.arange(4.0)
+    d = acc.copyin(a, async_=1)
+    acc.wait(1)
+    np.testing.assert_array_equal(np.asarray(d), a)
+    dev_write(a, 7.0)
+    acc.update_self(a, async_=acc.async_noval)
+    acc.wait()
+    np.testing.assert_array_equal(a, 7.0)
+    with pytest.raises(acc.InvalidAsyncError):
+        acc.copyout(a, async_=-7)
+    assert rc(a) == (0, 1)
+    acc.copyout(a, async_=2)
+    acc.wait_all()
+    assert not acc.is_present(a)
+
+
+def test_f_contiguous_and_multidim_round_trip(emulated):
+    a = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+    d = acc.copyin(a)
+    assert d.shape == (3, 4)
+    np.testing.assert_array_equal(np.asarray(d), a)
+    dev_write(a, np.asarray(d) * 10)
+    acc.copyout(a)
+    np.testing.assert_array_equal(a, np.arange(12.0).reshape(3, 4) * 10)
+    b = np.arange(24, dtype=np.int16).reshape(2, 3, 4)
+    acc.copyin(b)
+    np.testing.assert_array_equal(dev(b[1]), b[1])
+    assert acc.is_present(b[1, 2])
+    acc.delete(b)
+
+
+def test_presence_is_by_byte_range_not_identity(emulated):
+    a = np.arange(8, dtype=np.float64)
+    acc.copyin(a)
+    alias = a.view(np.uint8)  # same bytes, another object and dtype
+    assert acc.is_present(alias)
+    assert rc(alias) == (0, 1)
+    np.testing.assert_array_equal(dev(alias), alias)
+    assert dev(alias).dtype == np.uint8
+    ints = a.view(np.int32)[4:8]  # bytes 16..32: inside the mapping
+    acc.copyin(ints)
+    assert rc(a) == (0, 2)
+    assert addr(acc.deviceptr(ints)) == addr(acc.deviceptr(a)) + 16
+    acc.delete(alias, finalize=True)
+    assert not acc.is_present(a)
+
+
+def test_zero_dim_array(emulated):
+    x = np.array(3.5)
+    acc.copyin(x)
+    assert acc.is_present(x)
+    assert rc(x) == (0, 1)
+    acc.deviceptr(x)[...] = 4.5
+    acc.copyout(x)
+    assert float(x) == 4.5
+
+
+def test_mapped_buffer_is_kept_alive(emulated):
+    import gc
+
+    a = np.zeros(4096)
+    acc.copyin(a[8:16])
+    begin = addr(a) + 64
+    del a
+    gc.collect()
+    (r,) = acc.present_table()
+    assert r.host_begin == begin
+    # the buffer cannot be reused while mapped: new arrays never look present
+    fresh = [np.ones(4096) for _ in range(20)]
+    for f in fresh:
+        assert not acc.is_present(f)
+        assert not (addr(f) <= begin < addr(f) + f.nbytes)
+    acc.shutdown("emulated")
+
+
+_TWO_DEVICES = r"""
+import numpy as np
+import pyacc as acc
+acc.set_device_type("emulated")
+assert acc.get_num_devices("emulated") == 2, acc.get_num_devices("emulated")
+acc.set_device_num(0, "emulated")
+a = np.arange(4.0)
+acc.copyin(a)
+assert acc.is_present(a)
+acc.set_device_num(1, "emulated")
+assert acc.get_device_num("emulated") == 1
+assert not acc.is_present(a)
+assert len(acc.present_table()) == 0
+acc.create(a)  # its own mapping on device 1
+assert tuple(acc.refcounts(a)) == (0, 1)
+acc.set_device_num(0, "emulated")
+acc.copyin(a)
+assert tuple(acc.refcounts(a)) == (0, 2)
+acc.delete(a, finalize=True)
+acc.set_device_num(1, "emulated")
+assert acc.is_present(a)
+acc.delete(a)
+assert not acc.is_present(a)
+print("OK")
+"""
+
+
+def test_one_table_per_device():
+    """PYACC_EMULATED_DEVICES=2 gives two emulated devices, each with its own table
+    (run in a fresh process: the variable is read when the runtime starts)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYACC_EMULATED_DEVICES="2")
+    env.pop("ACC_DEVICE_TYPE", None)
+    env.pop("ACC_DEVICE_NUM", None)
+    p = subprocess.run([sys.executable, "-c", _TWO_DEVICES], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0 and "OK" in p.stdout, p.stdout + p.stderr
