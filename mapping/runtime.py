@@ -162,10 +162,11 @@ class DeviceRuntime:
             self._allocate(steps)
             return self._commit_entry(steps, counter, queue)
 
+    # -- present increments: the fast paths (no data moves, nothing can fail) ------------
     def join_structured(self, arrays, memo: list | None = None) -> list[MappingEntry] | None:
         """The hot path of a compute call inside a data region: when every array is
-        present, their structured increments (no data moves, nothing can fail) and their
-        entries; else None, changing nothing. Pair with ``leave_structured``.
+        present, their structured increments and their entries; else None, changing
+        nothing. Pair with ``leave_structured``.
 
         ``memo`` (a list the caller keeps per call site, initially empty) remembers the
         last call's arrays (weakly) and entries with the table's version: while the table
@@ -179,17 +180,12 @@ class DeviceRuntime:
                     ref() is array for ref, array in zip(memo[1], arrays)):
                 entries = memo[2]
             else:
-                containing = table.containing
-                entries = [containing(array) for array in arrays]
-                if None in entries:
+                entries = self._containing_all(arrays)
+                if entries is None:
                     return None
                 if memo is not None:
                     memo[:] = [version, [_weak(array) for array in arrays], entries]
-            publish = _ACTIVE[_ENTER_DATA]
-            for entry in entries:
-                entry.structured += 1
-                if publish:
-                    self._publish(EventKind.ENTER_DATA, entry, (entry.structured - 1, entry.dynamic), None, None)
+            self._increment_all(entries, _STRUCTURED, None, None)
             return entries
 
     def leave_structured(self, entries: list[MappingEntry]) -> bool:
@@ -211,6 +207,42 @@ class DeviceRuntime:
                     self._publish(EventKind.EXIT_DATA, entry, (entry.structured + 1, entry.dynamic), None, None)
             return True
 
+    def join_present(self, array, counter: Counter):
+        """The hot path of ``acc.copyin``/``acc.create`` of present data: the present
+        increment and the device array, or None (nothing changed) when ``array`` is not
+        wholly inside a mapping. The caller has checked that ``array`` is contiguous."""
+        with self.table.locked():
+            entry = self.table.containing(array)
+            if entry is None:
+                return None
+            self._increment_all((entry,), counter, None, None)
+        return self.device_array_of(entry, array)
+
+    def _join_all_present(self, requests, counter: Counter, queue) -> list[Mapped] | None:
+        """``enter`` when every array is already present: present increments only.
+        Returns None, changing nothing, when any array is not present."""
+        entries = self._containing_all([request.array for request in requests])
+        if entries is None:
+            return None
+        self._increment_all(entries, counter, queue, [request.name for request in requests])
+        return [Mapped(request, entry) for request, entry in zip(requests, entries)]
+
+    def _containing_all(self, arrays) -> list[MappingEntry] | None:
+        containing = self.table.containing
+        entries = [containing(array) for array in arrays]
+        return None if None in entries else entries
+
+    def _increment_all(self, entries, counter: Counter, queue, names) -> None:
+        """Present increments (OpenACC 3.3 §2.7.2), published when someone listens."""
+        if not _ACTIVE[_ENTER_DATA]:
+            for entry in entries:
+                entry.increment(counter)
+            return
+        for index, entry in enumerate(entries):
+            before = entry.counters
+            entry.increment(counter)
+            self._publish(EventKind.ENTER_DATA, entry, before, queue, names[index] if names else None)
+
     def device_array_of(self, entry: MappingEntry, array):
         """Device array of ``array`` inside ``entry`` (cached for the mapped array itself)."""
         if array is entry.host_array:
@@ -219,44 +251,6 @@ class DeviceRuntime:
                 device_array = entry.device_array = self.device.view(entry.device_address, array)
             return device_array
         return self.device_view(entry, array, None)
-
-    def _join_all_present(self, requests, counter: Counter, queue) -> list[Mapped] | None:
-        """The fast path of ``enter`` when every array is already present (a compute
-        region inside a data region): present increments only, which move no data and
-        cannot fail. Returns None, changing nothing, when any array is not present."""
-        containing = self.table.containing
-        entries = [containing(request.array) for request in requests]
-        if None in entries:
-            return None
-        publish = _ACTIVE[_ENTER_DATA]
-        for request, entry in zip(requests, entries):
-            before = entry.counters
-            entry.increment(counter)
-            if publish:
-                self._publish(EventKind.ENTER_DATA, entry, before, queue, request.name)
-        return [Mapped(request, entry) for request, entry in zip(requests, entries)]
-
-    def join_present(self, array, counter: Counter):
-        """The hot path of ``acc.copyin``/``acc.create`` of present data: the present
-        increment and the device array, or None (nothing changed) when ``array`` is not
-        wholly inside a mapping. The caller has checked that ``array`` is contiguous."""
-        with self.table.locked():
-            entry = self._increment_present(array, counter, None, None)
-        if entry is None:
-            return None
-        return self.device_array(Mapped(MapRequest(None, array), entry))
-
-    def _increment_present(self, array, counter: Counter, queue, name) -> MappingEntry | None:
-        entry = self.table.containing(array)
-        if entry is None:
-            return None
-        if _ACTIVE[_ENTER_DATA]:
-            before = entry.counters
-            entry.increment(counter)
-            self._publish(EventKind.ENTER_DATA, entry, before, queue, name)
-        else:
-            entry.increment(counter)
-        return entry
 
     def _plan_entry(self, requests) -> list[_Step]:
         steps: list[_Step] = []
@@ -504,13 +498,7 @@ class DeviceRuntime:
 
     def _check_map_target(self, array, device_array, name) -> int:
         data, low, high = self.device.extent_of(device_array)
-        if not (device_array.flags.c_contiguous or device_array.flags.f_contiguous):
-            raise InvalidArgumentError(f"acc.map_data: the device array {describe_array(device_array)} is not contiguous")
-        if device_array.nbytes < array.nbytes:
-            raise InvalidArgumentError(
-                f"acc.map_data: the device array has {device_array.nbytes} bytes, fewer than the "
-                f"{array.nbytes} of {describe_array(array, name)}"
-            )
+        _check_fits("acc.map_data", device_array, array, describe_array(array, name))
         block = self.device.allocation_of(low)
         if block is None or low + array.nbytes > block[0] + block[1]:
             raise InvalidArgumentError(
@@ -685,16 +673,22 @@ def _weak(array):
     except TypeError:
         return lambda: None
 
-def _raw_bytes(destination, source, routine):
-    """Byte views of ``destination[:source.nbytes]`` and ``source`` for a raw copy."""
+def _check_fits(routine: str, destination, source, what: str) -> None:
+    """``destination`` and ``source`` are contiguous and ``destination`` holds at least
+    the bytes of ``source`` (described as ``what`` in the message)."""
     for array in (destination, source):
         if not (array.flags.c_contiguous or array.flags.f_contiguous):
             raise InvalidArgumentError(f"{routine}: {describe_array(array)} is not contiguous")
     if destination.nbytes < source.nbytes:
         raise InvalidArgumentError(
             f"{routine}: the destination has {destination.nbytes} bytes, fewer than the "
-            f"{source.nbytes} bytes of the source {describe_array(source)}"
+            f"{source.nbytes} bytes of {what}"
         )
+
+
+def _raw_bytes(destination, source, routine):
+    """Byte views of ``destination[:source.nbytes]`` and ``source`` for a raw copy."""
+    _check_fits(routine, destination, source, f"the source {describe_array(source)}")
     return byte_view(destination)[: source.nbytes], byte_view(source)
 
 
