@@ -25,7 +25,6 @@ import sys
 from dataclasses import dataclass, field
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
