@@ -27,10 +27,19 @@ import numpy as np
 
 from .events import BUS, EventKind
 
-__all__ = ["Device", "Queue", "SyncQueue"]
+__all__ = ["Device", "Queue", "SyncQueue", "emit"]
 
 _ACTIVE = BUS.active
+_COUNT = BUS.count
 _LAUNCH = int(EventKind.LAUNCH)
+
+
+def emit(kind: EventKind, device: tuple[str, int], nbytes=None, **fields) -> None:
+    """Publish a counted action (alloc, free, transfer, launch): its compact form to the
+    tally subscribers, and a full ``Event`` when someone subscribes to its kind."""
+    _COUNT(kind, device, nbytes)
+    if _ACTIVE[kind]:
+        BUS.publish(kind, device, nbytes=nbytes, **fields)
 
 
 class Queue(abc.ABC):
@@ -141,7 +150,7 @@ class Device(abc.ABC):
 
     def _transfer(self, kind, destination, source, queue, name) -> None:
         queue.submit(lambda: self._copy(destination, source))
-        BUS.publish(kind, self.identity, queue=queue.async_value, nbytes=source.nbytes, name=name)
+        emit(kind, self.identity, source.nbytes, queue=queue.async_value, name=name)
 
     # -- queues and launches -------------------------------------------------------
     def queue(self, async_value: int | None) -> Queue:
@@ -156,6 +165,7 @@ class Device(abc.ABC):
             results = []
             queue.submit(lambda: results.append(kernel(*args)))
             result = results[0] if results else None
+        _COUNT(_LAUNCH, self.identity)
         if _ACTIVE[_LAUNCH]:
             BUS.publish(EventKind.LAUNCH, self.identity, queue=queue.async_value, name=name)
         return result

@@ -25,9 +25,9 @@ import threading
 import numpy as np
 
 from . import _probe
-from .device import Device
+from .device import Device, emit
 from .errors import InvalidArgumentError, OutOfMemoryError, describe_array, format_range
-from .events import BUS, EventKind
+from .events import EventKind
 
 __all__ = ["Arena", "EmulatedDevice", "DEFAULT_CAPACITY", "ALIGNMENT"]
 
@@ -158,13 +158,13 @@ class EmulatedDevice(Device):
             )
         address = self._base + offset
         self._requested[address] = nbytes
-        BUS.publish(EventKind.ALLOC, self.identity, nbytes=nbytes, device_begin=address)
+        emit(EventKind.ALLOC, self.identity, nbytes, device_begin=address)
         return address
 
     def free(self, address: int) -> None:
         self._arena.free(address - self._base)
         nbytes = self._requested.pop(address)
-        BUS.publish(EventKind.FREE, self.identity, nbytes=nbytes, device_begin=address)
+        emit(EventKind.FREE, self.identity, nbytes, device_begin=address)
 
     def allocation_of(self, address: int):
         if self._memory is None:

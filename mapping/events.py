@@ -6,7 +6,9 @@ Every runtime action — allocation, free, upload (host→device), download (dev
 kernel launch, wait, entry into and exit from a data lifetime, error — becomes one
 ``Event`` published on ``BUS``. Statistics (``acc.stats()``), and later the notify log,
 timing report, traces and profiling callbacks, are subscribers of that stream; nothing
-else observes the runtime.
+else observes the runtime. The counted actions (allocations, frees, transfers, launches)
+are also offered in a compact form, ``count(kind, device, nbytes)``, to tally subscribers
+such as the statistics, so that counting costs no record.
 
 Invariants:
 - Publishing costs one list lookup when nobody subscribes to that kind: producers on hot
@@ -87,6 +89,7 @@ class EventBus:
     def __init__(self):
         self._lock = threading.Lock()
         self._by_kind: list[tuple] = [() for _ in EventKind]
+        self._tallies: tuple = ()
         #: ``active[int(kind)]``: someone subscribes to ``kind``. Hot paths read this list
         #: with plain-int indexes (an IntEnum index costs more than the whole check).
         self.active: list[bool] = [False for _ in EventKind]
@@ -105,6 +108,19 @@ class EventBus:
                     subscribers.remove(callback)
                 self._by_kind[kind] = tuple(subscribers)
                 self.active[kind] = bool(subscribers)
+
+    def subscribe_tally(self, callback) -> None:
+        """Subscribe ``callback(kind, device, nbytes)`` to the compact form of the
+        counted events (alloc, free, transfers, launches): no ``Event`` is built for it,
+        so statistics cost almost nothing on hot paths."""
+        with self._lock:
+            self._tallies = self._tallies + (callback,)
+
+    def count(self, kind: int, device: tuple[str, int], nbytes=None) -> None:
+        """The compact form of an event, for tally subscribers (producers call this and,
+        when ``active[kind]``, ``publish`` with the full record)."""
+        for callback in self._tallies:
+            callback(kind, device, nbytes)
 
     def wants(self, kind: EventKind) -> bool:
         """True when some subscriber listens to ``kind`` (check before building records)."""
@@ -136,35 +152,59 @@ _COUNTED = {
 STAT_KEYS = tuple(key for pair in _COUNTED.values() for key in pair if key)
 
 
+_SLOTS: list = [None] * len(EventKind)  # int(kind) -> (count index, bytes index or None)
+for _kind, (_count_key, _bytes_key) in _COUNTED.items():
+    _SLOTS[_kind] = (STAT_KEYS.index(_count_key), None if _bytes_key is None else STAT_KEYS.index(_bytes_key))
+
+
 class Stats:
     """Per-device counts and bytes of transfers, allocations, frees and launches.
 
-    A subscriber of ``BUS``; ``snapshot(device)`` is what ``acc.stats()`` returns (plus the
-    device's memory in use, which the device itself reports).
+    A tally subscriber of ``BUS``; ``snapshot(device)`` is what ``acc.stats()`` returns
+    (plus the device's memory in use, which the device itself reports).
+
+    Lock-free on the hot path: each thread adds to its own rows; ``snapshot`` sums the
+    rows of every thread and subtracts the baseline taken by ``reset``.
     """
 
     def __init__(self, bus: EventBus):
         self._lock = threading.Lock()
-        self._counts: dict[tuple[str, int], dict[str, int]] = {}
-        bus.subscribe(self._record, kinds=tuple(_COUNTED))
+        self._local = threading.local()
+        self._tables: list[dict] = []  # every thread's {device: row}
+        self._baseline: dict[tuple[str, int], list[int]] = {}
+        bus.subscribe_tally(self.add)
 
-    def _record(self, event: Event) -> None:
-        count_key, bytes_key = _COUNTED[event.kind]
+    def add(self, kind: int, device: tuple[str, int], nbytes) -> None:
+        try:
+            table = self._local.table
+        except AttributeError:  # this thread's first count
+            table = self._local.table = {}
+            with self._lock:
+                self._tables.append(table)
+        row = table.get(device)
+        if row is None:
+            row = table[device] = [0] * len(STAT_KEYS)
+        count_index, bytes_index = _SLOTS[kind]
+        row[count_index] += 1
+        if bytes_index is not None:
+            row[bytes_index] += nbytes or 0
+
+    def _totals(self, device) -> list[int]:
+        totals = [0] * len(STAT_KEYS)
         with self._lock:
-            counts = self._counts.get(event.device)
-            if counts is None:
-                counts = self._counts[event.device] = dict.fromkeys(STAT_KEYS, 0)
-            counts[count_key] += 1
-            if bytes_key is not None:
-                counts[bytes_key] += event.nbytes or 0
+            tables = list(self._tables)
+        for table in tables:
+            row = table.get(device)
+            if row is not None:
+                totals = [a + b for a, b in zip(totals, row)]
+        return totals
 
     def snapshot(self, device: tuple[str, int]) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts.get(device) or dict.fromkeys(STAT_KEYS, 0))
+        baseline = self._baseline.get(device, [0] * len(STAT_KEYS))
+        return {key: total - base for key, total, base in zip(STAT_KEYS, self._totals(device), baseline)}
 
     def reset(self, device: tuple[str, int]) -> None:
-        with self._lock:
-            self._counts.pop(device, None)
+        self._baseline[device] = self._totals(device)
 
 
 STATS = Stats(BUS)

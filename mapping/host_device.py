@@ -15,9 +15,9 @@ import threading
 import numpy as np
 
 from . import _probe
-from .device import Device
+from .device import Device, emit
 from .errors import InvalidArgumentError, describe_array
-from .events import BUS, EventKind
+from .events import EventKind
 
 __all__ = ["HostDevice"]
 
@@ -38,13 +38,13 @@ class HostDevice(Device):
         address = block.ctypes.data
         with self._lock:
             self._blocks[address] = block
-        BUS.publish(EventKind.ALLOC, self.identity, nbytes=nbytes, device_begin=address)
+        emit(EventKind.ALLOC, self.identity, nbytes, device_begin=address)
         return address
 
     def free(self, address: int) -> None:
         with self._lock:
             block = self._blocks.pop(address)
-        BUS.publish(EventKind.FREE, self.identity, nbytes=block.nbytes, device_begin=address)
+        emit(EventKind.FREE, self.identity, block.nbytes, device_begin=address)
 
     def allocation_of(self, address: int):
         with self._lock:

@@ -176,8 +176,7 @@ class DeviceRuntime:
         table = self.table
         with table.locked():
             version = table.version
-            if memo and memo[0] == version and len(memo[1]) == len(arrays) and all(
-                    ref() is array for ref, array in zip(memo[1], arrays)):
+            if memo and memo[0] == version and _same_arrays(memo[1], arrays):
                 entries = memo[2]
             else:
                 entries = self._containing_all(arrays)
@@ -665,6 +664,16 @@ class DeviceRuntime:
 
 
 # == shared helpers ========================================================================
+def _same_arrays(references, arrays) -> bool:
+    """Each weak reference still refers to the array at its position."""
+    if len(references) != len(arrays):
+        return False
+    for reference, array in zip(references, arrays):
+        if reference() is not array:
+            return False
+    return True
+
+
 def _weak(array):
     """A weak reference to an array, or a stand-in that never matches (arrays whose
     type does not support weak references)."""

@@ -11,11 +11,13 @@ There is no present table: ``present_table()`` is empty and ``refcounts`` is ``(
 
 from __future__ import annotations
 
+import weakref
+
 from .device import Device, Queue
 from .entry import Counter
 from .ranges import check_array
 from .requests import MapRequest, Mapped
-from .runtime import DeviceRuntime
+from .runtime import DeviceRuntime, _same_arrays
 
 __all__ = ["SharedMemoryRuntime"]
 
@@ -35,7 +37,20 @@ class SharedMemoryRuntime(DeviceRuntime):
         return array
 
     def join_structured(self, arrays, memo=None):
-        return None  # nothing is mapped: the launcher passes host arrays through ``enter``
+        """Everything is present and nothing is counted: one ``None`` entry per array
+        (stable across calls with the same arrays, like the table-backed memo)."""
+        if memo and _same_arrays(memo[1], arrays):
+            return memo[2]
+        entries = [None] * len(arrays)
+        if memo is not None:
+            memo[:] = [0, [weakref.ref(array) for array in arrays], entries]
+        return entries
+
+    def leave_structured(self, entries) -> bool:
+        return True
+
+    def device_array_of(self, entry, array):
+        return array
 
     def leave_present(self, array, *, finalize=False, queue=None) -> bool:
         return True
