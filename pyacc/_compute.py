@@ -231,16 +231,17 @@ class ComputeRegion:
         self._exit(runtime, (arrays, plan.map_kinds), entries, None, queue, copy_back=True)
         return value
 
-    def _exit(self, runtime, requests, entries, mapped, queue, *, copy_back):
-        """Exit actions of the region: the fast path's decrements when no lifetime ends,
-        else the full structured exit (copy-backs, frees)."""
+    def _exit(self, runtime, classified, entries, mapped, queue, *, copy_back):
+        """Exit actions of the region: after the fast path (``entries``), its decrements
+        when no lifetime ends; else the full structured exit of ``mapped`` (copy-backs,
+        frees). ``classified`` is ``(arrays, map_kinds)`` from ``_classify``."""
         if entries is not None:
             if runtime.leave_structured(entries):
                 if _ACTIVE[_REGION_EXIT]:
                     BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
                                 info=self.info.clauses.construct)
                 return
-            arrays, map_kinds = requests  # the fast path passes (arrays, kinds) here
+            arrays, map_kinds = classified
             mapped = [Mapped(MapRequest(kind, array, name), entry)
                       for (array, (kind, name)), entry in zip(zip(arrays, map_kinds), entries)]
         self._exit_mapped(runtime, mapped, queue, copy_back=copy_back)
@@ -308,9 +309,7 @@ class ComputeRegion:
         return requests
 
     def _kind_of(self, name, default) -> MapKind:
-        kind = self._explicit.get(name)
-        if kind is not None:
-            return kind
+        """The implicit data attribute of an array parameter without a clause (§2.6.2)."""
         if default == "present":
             return MapKind.PRESENT
         if default == "none":
