@@ -47,11 +47,14 @@ DEVICE_TYPES = ("host", "emulated", "cuda")
 _ALIASES = {
     "host": "host",
     "multicore": "host",
-    "cpu": "host",
     "emulated": "emulated",
     "cuda": "cuda",
     "nvidia": "cuda",
 }
+
+
+#: hints for common names that are not device types
+_HINTS = {"gpu": "cuda", "cpu": "host", "device": "not_host"}
 
 
 def _cuda_unavailable_reason() -> str | None:
@@ -177,10 +180,13 @@ def canonical_type(device_type) -> str:
         return default_non_host_type()
     if key == "default":
         return default_type()
-    hint = difflib.get_close_matches(key, list(_ALIASES) + ["not_host", "default"], n=1)
+    hint = _HINTS.get(key)
+    if hint is None:
+        close = difflib.get_close_matches(key, list(_ALIASES) + ["not_host", "default"], n=1)
+        hint = close[0] if close else None
     raise DeviceTypeUnavailableError(
         f"unknown device type {device_type!r}"
-        + (f" (did you mean {hint[0]!r}?)" if hint else "")
+        + (f" (did you mean {hint!r}?)" if hint else "")
         + "; device types are 'host' (alias 'multicore'), 'emulated', 'cuda' (alias "
         "'nvidia'), 'not_host' and 'default'",
         device_type=device_type,
