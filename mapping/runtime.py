@@ -363,7 +363,7 @@ class DeviceRuntime:
                     for item in mapped
                     if copy_back and item.entry in ended and item.request.kind.copies_out
                 ]
-                self._end_lifetimes(ended, copies, queue)
+                self._end_lifetimes(ended, copies, queue, remove_on_failure=True)
 
     def exit_dynamic(self, requests: list[MapRequest], queue: Queue, *, finalize: bool = False) -> None:
         """``exit data`` / ``acc.copyout`` / ``acc.delete`` (OpenACC 3.3 §2.6.6, §3.2.19).
@@ -424,14 +424,24 @@ class DeviceRuntime:
                 self._publish(EventKind.EXIT_DATA, entry, before, queue, None)
             return True
 
-    def _end_lifetimes(self, ended: list[MappingEntry], copies: list[Mapped], queue: Queue) -> None:
+    def _end_lifetimes(self, ended: list[MappingEntry], copies: list[Mapped], queue: Queue,
+                       *, remove_on_failure: bool = False) -> None:
         """Copy back ``copies``, then remove ``ended`` and free their memory (deferred on
         ``queue``). Copies happen before any removal, so a failing copy leaves the table
-        as it was."""
-        for item in copies:
-            array = item.request.array
-            self.device.download(array, self.device_view(item.entry, array, item.data), queue,
-                                 name=item.request.name or item.entry.name)
+        as it was — unless ``remove_on_failure`` (a structured region is over whatever
+        happens: its entries are removed and freed, then the error propagates)."""
+        try:
+            for item in copies:
+                array = item.request.array
+                self.device.download(array, self.device_view(item.entry, array, item.data), queue,
+                                     name=item.request.name or item.entry.name)
+        except BaseException:
+            if remove_on_failure:
+                self._remove_entries(ended, queue)
+            raise
+        self._remove_entries(ended, queue)
+
+    def _remove_entries(self, ended: list[MappingEntry], queue: Queue) -> None:
         for entry in ended:
             self.table.remove(entry)
             if entry.owns_memory:

@@ -185,3 +185,13 @@ def test_namer_hook_names_new_entries():
     a = np.zeros(4)
     runtime.enter(_requests(MapKind.CREATE, a), Counter.DYNAMIC, device.sync_queue)
     assert runtime.records()[0].name == "field"
+
+
+def test_structured_exit_whose_copy_back_fails_still_ends_the_region():
+    """A region is over whatever happens at its exit: no zero-count entry stays behind."""
+    runtime, device = _runtime(fail_copy_at=2)
+    a = np.zeros(4)
+    mapped = runtime.enter(_requests(MapKind.COPY, a), Counter.STRUCTURED, device.sync_queue)
+    with pytest.raises(ExecutionError):
+        runtime.exit_structured(mapped, device.sync_queue)
+    assert runtime.records() == [] and device.memory_in_use == 0
