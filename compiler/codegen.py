@@ -103,7 +103,7 @@ class CpuTarget(Target):
 
     def parallel_nest(self, nest, body, prefix, slots):
         native = (not nest.private and not nest.firstprivate
-                  and all(op in _NUMBA_REDUCTIONS for op, _ in nest.reductions))
+                  and all(_numba_reduces(op, f"{prefix}rv_{var}", body) for op, var in nest.reductions))
         if native:
             return _native_nest(nest, body, prefix)
         return _chunked_nest(nest, body, prefix, slots)
@@ -113,6 +113,33 @@ class CpuTarget(Target):
 #: ``s = max(s, x)``, ``s = min(s, x)``); nests with only these are emitted as plain
 #: ``prange`` loops, exactly what a user would write by hand.
 _NUMBA_REDUCTIONS = ("+", "*", "max", "min")
+_AUGMENTED = {"+": ast.Add, "*": ast.Mult}
+
+
+def _numba_reduces(op: str, name: str, body: list) -> bool:
+    """True when Numba's ``prange`` will reduce ``name`` itself: ``op`` is one it knows
+    and the body updates ``name`` exactly once, as ``name op= e``, ``name = name op e``
+    or ``name = max/min(name, e)``. Anything else (``s = e + s``, two updates per
+    iteration ...) takes the chunked form, which handles every update the analysis
+    accepts."""
+    if op not in _NUMBA_REDUCTIONS:
+        return False
+    updates = [node for stmt in body for node in ast.walk(stmt)
+               if isinstance(node, (ast.Assign, ast.AugAssign))
+               and any(isinstance(t, ast.Name) and t.id == name
+                       for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))]
+    if len(updates) != 1:
+        return False
+    update = updates[0]
+    if isinstance(update, ast.AugAssign):
+        return op in _AUGMENTED and isinstance(update.op, _AUGMENTED[op])
+    value = update.value
+    if op in _AUGMENTED:
+        return (isinstance(value, ast.BinOp) and isinstance(value.op, _AUGMENTED[op])
+                and isinstance(value.left, ast.Name) and value.left.id == name)
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            and value.func.id == op and len(value.args) == 2 and not value.keywords
+            and isinstance(value.args[0], ast.Name) and value.args[0].id == name)
 
 
 # ----------------------------------------------------------------------- nest builders

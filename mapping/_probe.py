@@ -27,7 +27,7 @@ try:  # numpy >= 2
 except ImportError:  # pragma: no cover - numpy 1.x
     _byte_bounds = np.byte_bounds
 
-__all__ = ["extent", "lookup", "lookup_range", "contained_index"]
+__all__ = ["extent", "lookup", "lookup_range", "contained_index", "contained_index_python"]
 
 # Relation codes returned by the compiled search; ``ranges.Relation`` gives them names.
 DISJOINT, CONTAINED, EXTENDS_BEFORE, EXTENDS_AFTER, COVERS, SPANS = range(6)
@@ -112,9 +112,16 @@ def contained_index(bounds: np.ndarray, x) -> int:
     try:
         return _contained_index(bounds, x)
     except Exception:
-        _, low, high = _extent_python(x)
-        first, _, code = lookup_range(bounds, low, high)
-        return first if code == CONTAINED else -1
+        return contained_index_python(bounds, x)
+
+
+def contained_index_python(bounds: np.ndarray, x) -> int:
+    """``contained_index`` for arrays Numba cannot type (reads the address in Python)."""
+    _, low, high = _extent_python(x)
+    if high == low:
+        return -1
+    first, _, code = lookup_range(bounds, low, high)
+    return first if code == CONTAINED else -1
 
 
 def lookup(bounds: np.ndarray, x) -> tuple[int, int, int, int, int, int]:

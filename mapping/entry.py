@@ -43,7 +43,7 @@ _STRUCTURED = Counter.STRUCTURED
 _MAP_DATA = EntryKind.MAP_DATA
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False)  # not slots: call-site memos hold entries by weak reference
 class MappingEntry:
     """One mapping of ``[host_begin, host_end)`` to device memory at ``device_address``."""
 

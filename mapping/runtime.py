@@ -110,8 +110,14 @@ class Layout:
 
     @classmethod
     def c_contiguous(cls, shape, dtype) -> "Layout":
-        shape = tuple(int(n) for n in np.atleast_1d(shape)) if np.ndim(shape) else (int(shape),)
-        dtype = np.dtype(dtype)
+        dimensions = shape if isinstance(shape, (tuple, list)) else (shape,)
+        if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in dimensions):
+            raise InvalidArgumentError(f"acc.malloc: shape {shape!r} must be an int or a tuple of ints")
+        shape = tuple(int(n) for n in dimensions)
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError as error:
+            raise InvalidArgumentError(f"acc.malloc: {dtype!r} is not a numpy dtype ({error})") from None
         if dtype.hasobject:
             raise InvalidArgumentError(f"acc.malloc: dtype {dtype} holds Python objects; use a numeric dtype")
         if any(n < 0 for n in shape):
@@ -163,27 +169,33 @@ class DeviceRuntime:
             return self._commit_entry(steps, counter, queue)
 
     # -- present increments: the fast paths (no data moves, nothing can fail) ------------
-    def join_structured(self, arrays, memo: list | None = None) -> list[MappingEntry] | None:
+    def join_structured(self, arrays, memo: list | None = None, *, memo_only: bool = False
+                        ) -> list[MappingEntry] | None:
         """The hot path of a compute call inside a data region: when every array is
         present, their structured increments and their entries; else None, changing
         nothing. Pair with ``leave_structured``.
 
         ``memo`` (a list the caller keeps per call site, initially empty) remembers the
-        last call's arrays (weakly) and entries with the table's version: while the table
-        is unchanged and the same array objects come back, their entries are reused
-        without a lookup.
+        last call's arrays and entries, both weakly (it keeps nothing alive), with the
+        table's version: while the table is unchanged and the same array objects come
+        back, their entries are reused without a lookup. With ``memo_only``, anything but
+        such a hit returns None.
         """
         table = self.table
         with table.locked():
             version = table.version
             if memo and memo[0] == version and _same_arrays(memo[1], arrays):
-                entries = memo[2]
+                # the table is unchanged, so the entries are still in it (alive)
+                entries = [reference() for reference in memo[2]]
+            elif memo_only:
+                return None
             else:
                 entries = self._containing_all(arrays)
                 if entries is None:
                     return None
                 if memo is not None:
-                    memo[:] = [version, [_weak(array) for array in arrays], entries]
+                    memo[:] = [version, [_weak(array) for array in arrays],
+                               [weakref.ref(entry) for entry in entries]]
             self._increment_all(entries, _STRUCTURED, None, None)
             return entries
 
@@ -243,10 +255,12 @@ class DeviceRuntime:
             self._publish(EventKind.ENTER_DATA, entry, before, queue, names[index] if names else None)
 
     def device_array_of(self, entry: MappingEntry, array):
-        """Device array of ``array`` inside ``entry`` (cached for the mapped array itself)."""
+        """Device array of ``array`` inside ``entry`` (cached for the mapped array itself,
+        re-made when its shape, strides or dtype were changed in place)."""
         if array is entry.host_array:
             device_array = entry.device_array
-            if device_array is None:
+            if (device_array is None or device_array.shape != array.shape
+                    or device_array.strides != array.strides or device_array.dtype != array.dtype):
                 device_array = entry.device_array = self.device.view(entry.device_address, array)
             return device_array
         return self.device_view(entry, array, None)
@@ -267,6 +281,11 @@ class DeviceRuntime:
             return _Step(request, _Action.SKIP)
         found = self.table.lookup(array)
         low, high = found.extent.begin, found.extent.end
+        if request.kind.copies_out and not array.flags.writeable:
+            raise InvalidArgumentError(
+                f"{request.kind.value}: {describe_array(array, self._name(request), low)} is "
+                "read-only, so its device data could not be copied back; use copyin, or pass "
+                "a writeable array", name=self._name(request))
         if found.relation is Relation.CONTAINED:
             return _Step(request, _Action.INCREMENT, found.data, low, high, entry=found.entry)
         if found.relation.is_partial:
@@ -289,10 +308,12 @@ class DeviceRuntime:
                 if step.action is _Action.CREATE:
                     step.address = self.device.allocate(step.high - step.low)
                     done.append(step)
-        except OutOfMemoryError as error:
+        except BaseException as error:
             for step in done:
                 self.device.free(step.address)
                 step.address = None
+            if not isinstance(error, OutOfMemoryError):
+                raise
             request = step.request
             name = self._name(request)
             raise OutOfMemoryError(
@@ -426,20 +447,24 @@ class DeviceRuntime:
 
     def _end_lifetimes(self, ended: list[MappingEntry], copies: list[Mapped], queue: Queue,
                        *, remove_on_failure: bool = False) -> None:
-        """Copy back ``copies``, then remove ``ended`` and free their memory (deferred on
-        ``queue``). Copies happen before any removal, so a failing copy leaves the table
-        as it was — unless ``remove_on_failure`` (a structured region is over whatever
-        happens: its entries are removed and freed, then the error propagates)."""
-        try:
-            for item in copies:
-                array = item.request.array
+        """Copy back ``copies`` (all of them, even after one fails), then remove ``ended``
+        and free their memory (deferred on ``queue``). Copies happen before any removal,
+        so a failing copy leaves the table as it was — unless ``remove_on_failure`` (a
+        structured region is over whatever happens: its entries are removed and freed,
+        then the first error propagates)."""
+        failure = None
+        for item in copies:
+            array = item.request.array
+            try:
                 self.device.download(array, self.device_view(item.entry, array, item.data), queue,
                                      name=item.request.name or item.entry.name)
-        except BaseException:
-            if remove_on_failure:
-                self._remove_entries(ended, queue)
-            raise
+            except BaseException as error:  # the other copy-backs still run
+                failure = failure or error
+        if failure is not None and not remove_on_failure:
+            raise failure
         self._remove_entries(ended, queue)
+        if failure is not None:
+            raise failure
 
     def _remove_entries(self, ended: list[MappingEntry], queue: Queue) -> None:
         for entry in ended:
@@ -535,7 +560,7 @@ class DeviceRuntime:
             found = self.table.lookup(array)
             entry = found.entry
             what = describe_array(array, name or self.namer(array), found.extent.begin)
-            if entry is None or entry.host_begin != found.extent.begin:
+            if entry is None or (entry.host_begin, entry.host_end) != tuple(found.extent):
                 state = _describe_entries(found) if found.entries else "it is not mapped"
                 raise PresentError(f"acc.unmap_data: {what} was not mapped by acc.map_data: {state}", name=name)
             if entry.kind is not EntryKind.MAP_DATA:
@@ -663,6 +688,9 @@ class DeviceRuntime:
         """End every data lifetime and free all device memory (OpenACC 3.3 §3.2.8)."""
         with self.table.locked():
             self.device.synchronize()
+            for entry in self.table.entries():
+                entry.restore((0, 0))  # open regions' exits then find nothing to do
+                entry.device_array = None
             self.table.clear()
             self.device.reset()
 

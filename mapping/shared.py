@@ -36,15 +36,15 @@ class SharedMemoryRuntime(DeviceRuntime):
     def join_present(self, array, counter):
         return array
 
-    def join_structured(self, arrays, memo=None):
-        """Everything is present and nothing is counted: one ``None`` entry per array
-        (stable across calls with the same arrays, like the table-backed memo)."""
+    def join_structured(self, arrays, memo=None, *, memo_only=False):
+        """Everything is present and nothing is counted: one ``None`` entry per array."""
         if memo and _same_arrays(memo[1], arrays):
-            return memo[2]
-        entries = [None] * len(arrays)
+            return [None] * len(arrays)
+        if memo_only:
+            return None
         if memo is not None:
-            memo[:] = [0, [weakref.ref(array) for array in arrays], entries]
-        return entries
+            memo[:] = [0, [weakref.ref(array) for array in arrays], []]
+        return [None] * len(arrays)
 
     def leave_structured(self, entries) -> bool:
         return True

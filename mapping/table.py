@@ -99,7 +99,7 @@ class PresentTable:
         except IndexError:  # a concurrent remove shortened the list
             entry = None
         except Exception:  # an array Numba cannot type: the pure-Python search
-            index = _probe.contained_index(ranges.bounds, array)
+            index = _probe.contained_index_python(ranges.bounds, array)
             entry = ranges.values[index] if index >= 0 else None
         if version & 1 or ranges.version != version:
             with self._lock:
@@ -116,7 +116,7 @@ class PresentTable:
         try:
             index = _contained_index(ranges.bounds, array)
         except Exception:  # an array Numba cannot type: the pure-Python search
-            index = _probe.contained_index(ranges.bounds, array)
+            index = _probe.contained_index_python(ranges.bounds, array)
         if version & 1 or ranges.version != version:
             return self.containing(array) is not None or array.size == 0
         return index >= 0 or array.size == 0

@@ -25,6 +25,7 @@ copied back (the device data may be garbage) but every count is released.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 
 import numpy as np
@@ -108,6 +109,7 @@ class ComputeRegion:
         self._enabled = True if clauses.if_ is None else bool(clauses.if_)
         self._async_clause = async_noval if clauses.async_ == compiler.ASYNC_NOVAL else clauses.async_
         self._wait_clause = None if clauses.wait in (None, False) else ([] if clauses.wait is True else clauses.wait)
+        self._signature = inspect.signature(function)
         self._kernels = {}  # (device type, no-jit, boundscheck, argument kinds) -> kernel
         self._plan: _CallPlan | None = None  # the last fast-path call, for the next one
         # the enclosing default(...) matters only when some array parameter has no clause
@@ -121,7 +123,7 @@ class ComputeRegion:
         return self if instance is None else functools.partial(self, instance)
 
     def __call__(self, *args, async_=None, wait=None, **kwargs):
-        if kwargs:
+        if kwargs or len(args) != len(self.info.params):
             args = self._bind(args, kwargs)
         try:
             return self._launch(args, async_, wait)
@@ -131,13 +133,11 @@ class ComputeRegion:
             raise
 
     def _bind(self, args, kwargs):
-        params = self.info.params
-        values = list(args) + [None] * (len(params) - len(args))
-        for name, value in kwargs.items():
-            if name not in params:
-                raise TypeError(f"{self.info.name}() got an unexpected keyword argument {name!r}")
-            values[params.index(name)] = value
-        return tuple(values)
+        """Positional arguments in parameter order, as Python binds them (keywords,
+        defaults; ``TypeError`` for a missing, duplicate or unknown argument)."""
+        bound = self._signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return bound.args
 
     # -- the launch ----------------------------------------------------------------------
     # The launch is the hot path of every compute call (budget: a few µs over a direct
@@ -158,7 +158,7 @@ class ComputeRegion:
         if not self._enabled:
             return self._run_on_host(args)
         plan = self._plan
-        if plan is not None and queue is runtime.device.sync_queue and plan.runtime is runtime:
+        if plan is not None and async_arg is None and plan.runtime is runtime:
             result = self._replay(plan, runtime, args, queue)
             if result is not _MISS:
                 return result
@@ -169,7 +169,7 @@ class ComputeRegion:
         device_args = list(args)
         # fast path: every array already present (a compute call inside a data region)
         entries = memo = None
-        if queue is runtime.device.sync_queue:
+        if async_arg is None:  # the fast path is synchronous only
             memo = []
             entries = runtime.join_structured(arrays, memo)
         requests = None
@@ -197,8 +197,7 @@ class ComputeRegion:
         if async_arg is not None:
             return AsyncResult(runtime, async_value(async_arg), value)
         if entries is not None:
-            self._plan = _CallPlan(runtime, self._call_key(), args, slots, map_kinds, memo,
-                                   device_args, kernel)
+            self._plan = _CallPlan(runtime, self._call_key(), args, slots, map_kinds, memo, kernel)
         return value
 
     def _call_key(self):
@@ -208,27 +207,32 @@ class ComputeRegion:
 
     def _replay(self, plan, runtime, args, queue):
         """Repeat the last call's plan when nothing that decided it has changed: the
-        same array objects, scalar types, enclosing default, env flags, and an unchanged
-        present table (the memo in ``join_structured``). Returns ``_MISS`` otherwise."""
-        if not plan.matches(args, self._call_key()):
+        same array objects (same shapes), scalar kinds, enclosing default, env flags, and
+        an unchanged present table (the memo in ``join_structured``). Returns ``_MISS``,
+        having changed nothing, otherwise."""
+        arrays = plan.arrays_of(args, self._call_key())
+        if arrays is None:
             return _MISS
-        arrays = [args[slot] for slot in plan.slots]
-        entries = runtime.join_structured(arrays, plan.memo)
+        entries = runtime.join_structured(arrays, plan.memo, memo_only=True)
         if entries is None:
             return _MISS
-        if entries is not plan.entries:  # the table changed: take the full path
-            runtime.leave_structured(entries)  # (data was present before: nothing ends)
-            return _MISS
-        device_args = plan.device_args(args)
+        if _ACTIVE[_REGION_ENTER]:
+            BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=self.info.name,
+                        info=self.info.clauses.construct)
+        device_args = list(args)
+        device_array_of = runtime.device_array_of
+        for slot, array, entry in zip(plan.slots, arrays, entries):
+            device_args[slot] = device_array_of(entry, array)
+        classified = (arrays, plan.map_kinds)
         try:
             value = runtime.device.launch(plan.kernel, device_args, queue, name=self.info.name)
         except BaseException as error:
             failed = _is_kernel_failure(error)
-            self._exit(runtime, (arrays, plan.map_kinds), entries, None, queue, copy_back=not failed)
+            self._exit(runtime, classified, entries, None, queue, copy_back=not failed)
             if failed:
                 raise self._execution_error(error) from error
             raise
-        self._exit(runtime, (arrays, plan.map_kinds), entries, None, queue, copy_back=True)
+        self._exit(runtime, classified, entries, None, queue, copy_back=True)
         return value
 
     def _exit(self, runtime, classified, entries, mapped, queue, *, copy_back):
@@ -354,45 +358,49 @@ def _kind(value):
 class _CallPlan:
     """What the last fast-path call of a region decided, to repeat it cheaply.
 
-    Holds weak references to the array arguments (so it keeps nothing alive), the types
-    of the other arguments, the device arrays of that call (scalars are refilled per
-    call) and the kernel. Valid only while ``matches`` and the present-table memo hold.
+    Keeps nothing alive: the memo holds the arrays and entries by weak reference; the
+    plan keeps the argument kinds (dtype and ndim of arrays, type of the rest) that chose
+    the kernel. Device arrays are re-derived per call (``device_array_of``, cached on the
+    entry and re-made after an in-place reshape). Valid only while ``arrays_of`` matches
+    and the present-table memo hits.
     """
 
-    __slots__ = ("runtime", "key", "refs", "types", "slots", "map_kinds", "memo", "entries",
-                 "template", "scalar_slots", "kernel")
+    __slots__ = ("runtime", "key", "slots", "map_kinds", "memo", "passthrough", "kinds", "kernel")
 
-    def __init__(self, runtime, key, args, slots, map_kinds, memo, device_args, kernel):
+    def __init__(self, runtime, key, args, slots, map_kinds, memo, kernel):
         self.runtime = runtime
         self.key = key
         self.slots = slots
         self.map_kinds = map_kinds
         self.memo = memo
-        self.entries = memo[2] if memo else None
         self.kernel = kernel
-        # arguments passed as they are: scalars, deviceptr arrays, and on a shared-memory
-        # device the host arrays themselves (refilled per call: the plan keeps none alive)
-        array_slots = set() if runtime.device.shares_host_memory else set(slots)
-        self.scalar_slots = [slot for slot in range(len(args)) if slot not in array_slots]
-        self.types = [_kind(args[slot]) for slot in self.scalar_slots]
-        self.template = list(device_args)
-        for slot in self.scalar_slots:
-            self.template[slot] = None  # do not keep the caller's scalars (or objects) alive
-        self.refs = memo[1] if memo else []
+        mapped = set(slots)
+        # arguments the kernel gets as they are: scalars, deviceptr arrays
+        self.passthrough = [slot for slot in range(len(args)) if slot not in mapped]
+        self.kinds = [_kind(args[slot]) for slot in self.passthrough] + [
+            (args[slot].dtype, args[slot].ndim) for slot in slots]
 
-    def matches(self, args, key) -> bool:
-        if key != self.key or self.entries is None:
-            return False
-        for slot, kind in zip(self.scalar_slots, self.types):
-            if _kind(args[slot]) != kind:
-                return False
-        return True
-
-    def device_args(self, args) -> list:
-        device_args = self.template.copy()
-        for slot in self.scalar_slots:
-            device_args[slot] = args[slot]
-        return device_args
+    def arrays_of(self, args, key) -> list | None:
+        """The mapped arrays of this call, or None when the plan does not apply."""
+        if key != self.key:
+            return None
+        kinds = self.kinds
+        index = 0
+        for slot in self.passthrough:
+            if _kind(args[slot]) != kinds[index]:
+                return None
+            index += 1
+        arrays = []
+        for slot in self.slots:
+            array = args[slot]
+            if type(array) is not np.ndarray and not isinstance(array, np.ndarray):
+                return None  # not an array any more
+            dtype, ndim = kinds[index]
+            if array.ndim != ndim or array.dtype != dtype:
+                return None  # another kernel kind (a new dtype or ndim, even in place)
+            arrays.append(array)
+            index += 1
+        return arrays
 
 
 def _is_kernel_failure(error) -> bool:
@@ -401,9 +409,11 @@ def _is_kernel_failure(error) -> bool:
 
 
 def _enclosing_default():
-    for default in reversed(ICVS.default_clause):
-        if default is not None:
-            return default
+    """``default(...)`` of the innermost open ``acc.data`` region of this thread that has
+    one (the regions push themselves on ``ICVS.default_clause``)."""
+    for region in reversed(ICVS.default_clause):
+        if region.default is not None:
+            return region.default
     return None
 
 

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from mapping import (
     BUS,
+    AccError,
     Counter,
     EventKind,
     ExecutionError,
@@ -56,9 +57,16 @@ class data:
     """
 
     def __init__(self, **clauses):
+        try:
+            self._setup(clauses)
+        except AccError as error:
+            report(error)
+            raise
+
+    def _setup(self, clauses) -> None:
         check_clauses("acc.data", clauses, _DATA_CLAUSES + ("default",) + _CONTROL,
                       data_clauses=_DATA_CLAUSES)
-        self._default = _check_default(clauses.get("default"))
+        self.default = _check_default(clauses.get("default"))
         self._enabled = bool(clauses.get("if_", True))
         self._async = clauses.get("async_")
         self._wait = clauses.get("wait")
@@ -70,7 +78,9 @@ class data:
                     self._requests += requests_of(_KIND_OF[keyword], value)
         self._state = "new"
         self._runtime = None
+        self._queue = None
         self._mapped = []
+        self._stack = None  # the thread's stack of open regions this region is on
 
     def __enter__(self):
         if self._state != "new":
@@ -81,9 +91,9 @@ class data:
             report(error)
             raise error
         self._state = "entered"
-        runtime = self._runtime = current_runtime()
         try:
-            queue = queue_of(runtime, self._async)
+            runtime = self._runtime = current_runtime()
+            queue = self._queue = queue_of(runtime, self._async)
             if self._enabled:
                 for device_array in self._deviceptrs:
                     runtime.device.extent_of(device_array)  # must be this device's memory
@@ -94,7 +104,8 @@ class data:
             if hasattr(error, "code"):
                 report(error)
             raise
-        ICVS.default_clause.append(self._default)
+        self._stack = ICVS.default_clause
+        self._stack.append(self)
         _publish_region(EventKind.REGION_ENTER, runtime, "data")
         return self
 
@@ -102,11 +113,15 @@ class data:
         if self._state != "entered":
             return False
         self._state = "done"
-        ICVS.default_clause.pop()
+        # by identity, from the stack of the thread that entered it (exits need not be LIFO)
+        for index in range(len(self._stack) - 1, -1, -1):
+            if self._stack[index] is self:
+                del self._stack[index]
+                break
         runtime = self._runtime
         copy_back = not isinstance(exc, ExecutionError)
         try:
-            runtime.exit_structured(self._mapped, queue_of(runtime, self._async), copy_back=copy_back)
+            runtime.exit_structured(self._mapped, self._queue, copy_back=copy_back)
         except Exception as error:
             if hasattr(error, "code"):
                 report(error)

@@ -7,6 +7,7 @@ run only when a mapping is created or an error is raised, never on hot paths.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 
@@ -37,6 +38,23 @@ def user_frame():
     return None
 
 
+def _locals_of(frame) -> list:
+    """The ``(name, value)`` pairs of a frame's locals, without keeping them alive.
+
+    Before Python 3.13 (PEP 667), reading ``f_locals`` of a function frame materialises
+    a dict snapshot that stays on the frame: a local the user later deletes would live
+    on in it until the function returns. The snapshot is only a cache of the fast locals
+    (nothing copies it back outside tracing), so it is emptied after reading. From 3.13
+    on ``f_locals`` is a live proxy that must not be cleared, and keeps nothing alive.
+    """
+    if sys.version_info < (3, 13) and frame.f_code.co_flags & inspect.CO_OPTIMIZED:
+        snapshot = frame.f_locals
+        pairs = list(snapshot.items())
+        snapshot.clear()
+        return pairs
+    return list(frame.f_locals.items())
+
+
 def variable_name(array) -> str | None:
     """The name the user's frame binds to ``array`` (or to the array it is a view of)."""
     frame = user_frame()
@@ -44,7 +62,7 @@ def variable_name(array) -> str | None:
         return None
     base = array.base if isinstance(array, np.ndarray) else None
     fallback = None
-    for name, value in frame.f_locals.items():
+    for name, value in _locals_of(frame):
         if value is array:
             return name
         if base is not None and value is base and fallback is None:

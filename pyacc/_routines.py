@@ -310,14 +310,17 @@ def get_property(prop, device_num=None, device_type=None):
         raise InvalidArgumentError(f"unknown device property {prop!r}; properties are {', '.join(_PROPERTIES)}")
     kind = canonical_type(device_type) if device_type is not None else ICVS.device_type
     number = _devices.device_num_of(kind) if device_num is None else device_num
-    return _devices.runtime_of(kind, number).device.properties()[prop]
+    if not isinstance(number, (int, np.integer)) or isinstance(number, bool):
+        raise InvalidArgumentError(f"device number must be an int, got {number!r}")
+    return _devices.runtime_of(kind, int(number)).device.properties()[prop]
 
 
 # == async (OpenACC 3.3 §3.2.9–3.2.14) ======================================================
 @reported
 def wait(*queues, async_=None) -> None:
-    """Block until the listed queues (none: all) have finished; with ``async_``, make
-    that queue wait for them instead, without blocking the host (§3.2.10–3.2.11)."""
+    """Block until the listed queues (none: all) have finished (§3.2.10). ``async_`` is
+    validated; until queues run asynchronously (the async issue) every queue is already
+    complete when this returns, so the host-side wait is also the queue-side join."""
     device = current_runtime().device
     numbers = wait_values(list(queues))
     async_value(async_)  # validated; a join on a queue is the async issue's
@@ -355,7 +358,8 @@ def async_test(q) -> bool:
 
 @reported
 def async_test_all() -> bool:
-    """True when every queue of the current device is idle."""
+    """True when every queue of the current device is idle (always, until queues run
+    asynchronously: every operation completes before its call returns)."""
     return current_runtime().device.sync_queue.is_idle()
 
 

@@ -445,3 +445,41 @@ def test_written_set_follows_what_routines_write():
 
     info = compiler.analyze(kernel, compiler.parse_clauses("parallel_loop"))
     assert info.written == {"y", "z"}
+
+
+def reduction_written_backwards(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = x[i] + s
+    return s
+
+
+def reduction_updated_twice(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i]
+        s += 1.0
+    return s
+
+
+def reduction_max_then_min(x):
+    hi = -1.0
+    lo = 2.0
+    for i in range(x.shape[0]):
+        hi = max(x[i], hi)
+        lo = min(lo, x[i])
+    return hi, lo
+
+
+@pytest.mark.parametrize("function, reduction, expected", [
+    (reduction_written_backwards, "+:s", 1000.0),
+    (reduction_updated_twice, "+:s", 2000.0),
+    (reduction_max_then_min, "max:hi min:lo", (1.0, 1.0)),
+])
+def test_reduction_updates_numba_would_not_reduce_use_the_chunked_form(function, reduction, expected):
+    import compiler
+
+    x = np.ones(1000)
+    info = compiler.analyze(function, compiler.parse_clauses("parallel_loop", f"reduction({reduction.split()[0]})"
+                                                             + "".join(f" reduction({r})" for r in reduction.split()[1:])))
+    assert compiler.get_kernel(info, (x,))(x) == expected

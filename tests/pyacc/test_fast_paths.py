@@ -1,0 +1,129 @@
+"""The launcher's replay plan and the runtime's present-increment fast paths must give
+exactly the answers of the full path (API.md §2, §6): these are the cases where a stale
+shortcut would go wrong."""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+from mapping import BUS, EventKind
+
+
+@acc.parallel_loop(reduction="+:total")
+def total_of(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        total += x[i]
+    return total
+
+
+@acc.parallel_loop
+def fill_first_dim(x):
+    for i in range(x.shape[0]):
+        x[i] = 1.0
+
+
+@acc.parallel_loop
+def scale(x, factor):
+    for i in range(x.shape[0]):
+        x[i] = x[i] * factor
+
+
+def test_async_call_returns_a_handle_even_after_fast_synchronous_calls(emulated):
+    x = np.ones(8)
+    with acc.data(copyin=[x]):
+        total_of(x)
+        total_of(x)  # now replayed
+        handle = total_of(x, async_=1)
+        assert isinstance(handle, acc._compute.AsyncResult) and handle.result() == 8.0
+        assert total_of(x) == 8.0
+
+
+def test_in_place_reshape_of_a_mapped_array_is_seen_by_the_next_call(emulated):
+    x = np.zeros(8)
+    with acc.data(copy=[x]):
+        fill_first_dim(x)
+        fill_first_dim(x)
+        acc.deviceptr(x)[:] = 0.0
+        x.shape = (4, 2)  # same buffer, new shape: the kernel must see 4 rows
+        acc.update(device=[x])
+        fill_first_dim(x)
+        assert acc.deviceptr(x).shape == (4, 2)
+    assert (x == 1.0).all()  # plain Python semantics: x[i] = 1.0 fills whole rows
+
+
+def test_shutdown_inside_a_region_ends_its_lifetimes_cleanly(emulated):
+    a = np.arange(4.0)
+    with acc.data(copy=[a]):
+        acc.shutdown("emulated")
+        assert not acc.is_present(a)
+    assert list(a) == [0.0, 1.0, 2.0, 3.0]  # nothing copied back from freed memory
+    assert acc.present_table() == []
+
+
+def test_replayed_calls_publish_region_enter_and_exit(emulated):
+    x = np.ones(4)
+    seen = []
+    BUS.subscribe(seen.append, kinds=(EventKind.REGION_ENTER, EventKind.REGION_EXIT))
+    try:
+        with acc.data(copy=[x]):
+            for _ in range(3):
+                scale(x, 2.0)
+    finally:
+        BUS.unsubscribe(seen.append, kinds=(EventKind.REGION_ENTER, EventKind.REGION_EXIT))
+    kinds = [event.kind for event in seen]
+    assert kinds.count(EventKind.REGION_ENTER) == kinds.count(EventKind.REGION_EXIT) == 4
+
+
+def test_a_non_array_where_the_plan_had_an_array_takes_the_full_path(emulated):
+    x = np.ones(4)
+    with acc.data(copy=[x]):
+        scale(x, 2.0)
+        scale(x, 2.0)
+        with pytest.raises((acc.CompileError, TypeError, acc.AccError)) as caught:
+            scale([1.0, 2.0], 2.0)
+        assert not isinstance(caught.value, AttributeError)
+
+
+def test_a_new_scalar_type_gets_its_own_kernel(emulated):
+    x = np.ones(4)
+    with acc.data(copy=[x]):
+        scale(x, 2.0)
+        scale(x, 2.0)
+        scale(x, 3)  # an int factor: another argument kind
+    assert (x == 12.0).all()
+
+
+def test_the_call_plan_keeps_no_array_alive(emulated):
+    x = np.ones(16)
+    reference = weakref.ref(x)
+    with acc.data(copy=[x]):
+        scale(x, 2.0)
+        scale(x, 2.0)
+    del x
+    gc.collect()
+    assert reference() is None
+
+
+def test_keyword_arguments_and_defaults_bind_as_in_python(emulated):
+    x = np.ones(4)
+    scale(factor=3.0, x=x)
+    assert (x == 3.0).all()
+    with pytest.raises(TypeError):
+        scale(x, 2.0, x=x)
+    with pytest.raises(TypeError):
+        scale(x)
+
+
+def test_read_only_array_in_a_copy_clause_is_refused_at_entry(emulated):
+    frozen = np.ones(4)
+    frozen.flags.writeable = False
+    other = np.zeros(4)
+    with pytest.raises(acc.InvalidArgumentError, match="read-only"):
+        acc.data(copy=[other, frozen]).__enter__()
+    assert acc.present_table() == []
+    with acc.data(copyin=[frozen]):  # reading it is fine
+        assert acc.is_present(frozen)
