@@ -8,7 +8,9 @@ Measures, side by side in one run, with warm-up and medians:
    (target ≤ 2 µs each);
 3. emulated ``copyin`` / ``update_device`` / ``update_self`` of a contiguous 256 MiB array
    against ``np.copyto`` between two host arrays of the same size (target ≥ 0.9× its
-   bandwidth).
+   bandwidth);
+4. host time to enqueue an async copy and an async kernel launch on the emulated device
+   (issue: asynchronous queues; target ≤ 15 µs each).
 
 Run: ``python benchmarks/bench_runtime.py [--quick] [--json FILE]``. It prints a table
 with each figure, its target and PASS/FAIL, and the machine it ran on.
@@ -85,6 +87,39 @@ def bench_is_present(sizes, calls, repeats) -> dict[int, float]:
         acc.shutdown("emulated")
     acc.set_device_num(0, "emulated")
     return {size: statistics.median(values) for size, values in samples.items()}
+
+
+@acc.parallel_loop(present="x")
+def _touch(x):
+    for i in range(x.shape[0]):
+        x[i] = x[i] + 1.0
+
+
+def bench_enqueue(calls, repeats) -> tuple[float, float]:
+    """Host time to enqueue an async copy and an async launch on the emulated device
+    (the queue is held, so the time is the enqueue alone, not the work)."""
+    from pyacc.testing import hold_queue
+
+    acc.shutdown("emulated")
+    x = np.zeros(8)
+    acc.copyin(x)
+    _touch(x)  # compile
+    copies, launches = [], []
+    for _ in range(repeats):
+        with hold_queue(1):
+            start = time.perf_counter()
+            for _ in range(calls):
+                acc.update_device(x, async_=1)
+            middle = time.perf_counter()
+            for _ in range(calls):
+                _touch(x, async_=1)
+            end = time.perf_counter()
+        acc.wait(1)
+        copies.append((middle - start) / calls * 1e6)
+        launches.append((end - middle) / calls * 1e6)
+    acc.delete(x)
+    acc.shutdown("emulated")
+    return statistics.median(copies), statistics.median(launches)
 
 
 def dispatch_floor_us(calls, repeats) -> float:
@@ -165,6 +200,7 @@ def main(argv=None) -> int:
     present = bench_is_present([100, 10_000, 100_000], calls, repeats)
     copyin_us, delete_us = bench_present_copyin_delete(calls // 2, repeats)
     bandwidth = bench_bandwidth(nbytes, repeats)
+    enqueue_copy, enqueue_launch = bench_enqueue(calls // 20, repeats)
 
     rows = [
         ("calibration: empty Numba call (µs)", floor, None, None),
@@ -177,6 +213,8 @@ def main(argv=None) -> int:
         ("delete back (µs)", delete_us, "≤ 2", delete_us <= 2),
         ("np.copyto bandwidth (GB/s)", bandwidth["np.copyto"], None, None),
     ]
+    rows.append(("enqueue an async copy (µs of host time)", enqueue_copy, "≤ 15", enqueue_copy <= 15))
+    rows.append(("enqueue an async launch (µs of host time)", enqueue_launch, "≤ 15", enqueue_launch <= 15))
     for key in ("copyin", "update_device", "update_self"):
         ratio = bandwidth[key] / bandwidth["np.copyto"]
         rows.append((f"emulated {key} {nbytes >> 20} MiB (GB/s)", bandwidth[key], None, None))

@@ -11,9 +11,10 @@ views of that memory shaped like host arrays (``view``), transfers (``upload``,
 never touches device memory any other way.
 
 Queues: every transfer and launch names the queue it runs on. ``SyncQueue`` runs each
-operation at once on the calling thread; asynchronous queues (the async issue) keep the
-same interface — ``submit`` work, ``defer`` a callback until the queue has passed this
-point (deferred frees), ``synchronize`` — so the runtime needs no change when they land.
+operation at once on the calling thread; asynchronous queues (``queues.WorkerQueue`` for
+devices whose work runs on host threads) keep the same interface — ``submit`` work,
+``defer`` a callback until the queue has passed this point (deferred frees),
+``synchronize`` — so the runtime verbs are the same for both.
 
 Every allocation, free, transfer and launch publishes one event on ``events.BUS``.
 """
@@ -21,10 +22,12 @@ Every allocation, free, transfer and launch publishes one event on ``events.BUS`
 from __future__ import annotations
 
 import abc
+import threading
 from typing import Callable
 
 import numpy as np
 
+from .errors import ExecutionError
 from .events import BUS, EventKind
 
 __all__ = ["Device", "Queue", "SyncQueue", "emit"]
@@ -32,6 +35,8 @@ __all__ = ["Device", "Queue", "SyncQueue", "emit"]
 _ACTIVE = BUS.active
 _COUNT = BUS.count
 _LAUNCH = int(EventKind.LAUNCH)
+_TRANSFER_NAMES = {EventKind.UPLOAD: "upload", EventKind.DOWNLOAD: "download",
+                   EventKind.DEVICE_COPY: "device copy"}
 
 
 def emit(kind: EventKind, device: tuple[str, int], nbytes=None, **fields) -> None:
@@ -49,8 +54,9 @@ class Queue(abc.ABC):
     async_value: int | None = None
 
     @abc.abstractmethod
-    def submit(self, operation: Callable[[], None]) -> None:
-        """Run ``operation`` after everything submitted before it."""
+    def submit(self, operation: Callable[[], None], description: str = "an operation") -> None:
+        """Run ``operation`` after everything submitted before it (``description`` names
+        it in the error raised if it fails)."""
 
     @abc.abstractmethod
     def defer(self, callback: Callable[[], None]) -> None:
@@ -70,7 +76,7 @@ class SyncQueue(Queue):
 
     async_value = None
 
-    def submit(self, operation):
+    def submit(self, operation, description="an operation"):
         operation()
 
     def defer(self, callback):
@@ -100,6 +106,8 @@ class Device(abc.ABC):
         self.number = number
         self.identity = (self.type_name, number)
         self.sync_queue = SyncQueue()
+        self._queues: dict[int, Queue] = {}  # async value -> queue, created on first use
+        self._queues_lock = threading.Lock()
 
     # -- memory -------------------------------------------------------------------
     @abc.abstractmethod
@@ -149,31 +157,66 @@ class Device(abc.ABC):
         self._transfer(EventKind.DEVICE_COPY, destination, source, queue, None)
 
     def _transfer(self, kind, destination, source, queue, name) -> None:
-        queue.submit(lambda: self._copy(destination, source))
+        queue.submit(lambda: self._copy(destination, source),
+                     f"{_TRANSFER_NAMES[kind]} of {repr(name) if name else 'an array'} ({source.nbytes} bytes)")
         emit(kind, self.identity, source.nbytes, queue=queue.async_value, name=name)
 
     # -- queues and launches -------------------------------------------------------
     def queue(self, async_value: int | None) -> Queue:
-        """The queue for an async value (``None``: the synchronous queue)."""
-        return self.sync_queue
+        """The queue for an async value (``None``: the synchronous queue); asynchronous
+        queues are created on first use, each with its own worker thread."""
+        if async_value is None:
+            return self.sync_queue
+        queue = self._queues.get(async_value)
+        if queue is None:
+            with self._queues_lock:
+                queue = self._queues.get(async_value)
+                if queue is None:
+                    queue = self._queues[async_value] = self._new_queue(async_value)
+        return queue
+
+    def _new_queue(self, async_value: int) -> Queue:
+        from .queues import WorkerQueue  # the worker-thread queues (host-thread devices)
+
+        return WorkerQueue(async_value, f"{self.type_name} device {self.number}")
+
+    def existing_queues(self) -> list[Queue]:
+        """The asynchronous queues created so far."""
+        with self._queues_lock:
+            return list(self._queues.values())
 
     def launch(self, kernel: Callable, args, queue: Queue, *, name=None):
-        """Run ``kernel(*args)`` on ``queue``; return its result for synchronous queues."""
+        """Run ``kernel(*args)`` on ``queue``. Returns the kernel's result on the
+        synchronous queue; on an asynchronous one a ``Pending`` whose ``value`` is set
+        when the kernel has run."""
         if queue is self.sync_queue:  # the common case: no closure, no queue hop
             result = kernel(*args)
         else:
-            results = []
-            queue.submit(lambda: results.append(kernel(*args)))
-            result = results[0] if results else None
+            from .queues import Pending
+
+            result = Pending()
+
+            def run():
+                result.value = kernel(*args)
+
+            queue.submit(run, f"kernel {name or getattr(kernel, '__name__', '?')}")
         _COUNT(_LAUNCH, self.identity)
         if _ACTIVE[_LAUNCH]:
             BUS.publish(EventKind.LAUNCH, self.identity, queue=queue.async_value, name=name)
         return result
 
     def synchronize(self) -> None:
-        """Wait for every queue of this device."""
-        self.sync_queue.synchronize()
+        """Wait for every queue of this device; raise the first queued error (after
+        every queue has drained)."""
+        failure = None
+        for queue in self.existing_queues():
+            try:
+                queue.synchronize()
+            except ExecutionError as error:
+                failure = failure or error
         BUS.publish(EventKind.WAIT, self.identity)
+        if failure is not None:
+            raise failure
 
     def wait(self, queue: Queue) -> None:
         """Block until ``queue`` has finished everything submitted to it."""

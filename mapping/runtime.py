@@ -23,6 +23,7 @@ deferred on the queue until it has passed their copy-outs (libgomp
 from __future__ import annotations
 
 import enum
+import logging
 import weakref
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ import numpy as np
 from .device import Device, Queue
 from .entry import Counter, EntryKind, MappingEntry
 from .errors import (
+    ExecutionError,
     InvalidArgumentError,
     NotPresentError,
     OutOfMemoryError,
@@ -70,6 +72,8 @@ class MappingRecord:
             f"structured={self.structured} dynamic={self.dynamic} {self.kind}"
         )
 
+
+_LOG = logging.getLogger("pyacc")
 
 # Hot-path constants: plain ints and module globals instead of Enum attribute access.
 _ACTIVE = BUS.active
@@ -687,7 +691,11 @@ class DeviceRuntime:
     def shutdown(self) -> None:
         """End every data lifetime and free all device memory (OpenACC 3.3 §3.2.8)."""
         with self.table.locked():
-            self.device.synchronize()
+            try:
+                self.device.synchronize()
+            except ExecutionError as error:  # the lifetimes it belonged to end here
+                _LOG.debug("shutdown of %s %d dropped a queued error: %s",
+                           self.device.type_name, self.device.number, error)
             for entry in self.table.entries():
                 entry.restore((0, 0))  # open regions' exits then find nothing to do
                 entry.device_array = None

@@ -114,11 +114,24 @@ def queue_of(runtime, value):
     return runtime.device.queue(async_value(value))
 
 
-def wait_for(runtime, wait) -> None:
-    """Honour a ``wait`` clause: the operation starts only after the listed queues have
-    drained (OpenACC 3.3 §2.16.2). Blocking the host is one legal way to do it."""
-    for number in wait_values(wait):
-        runtime.device.wait(runtime.device.queue(number))
+def wait_for(runtime, wait, queue) -> None:
+    """Honour a ``wait`` clause (OpenACC 3.3 §2.16.2): the operation, about to be queued
+    on ``queue``, starts only after everything already queued on the listed queues (an
+    empty list or ``True``: all queues) has run. On an asynchronous queue this is a
+    device-side join (the queue waits for events of the others) and the host goes on;
+    on the synchronous queue the host waits."""
+    device = runtime.device
+    if wait is True or (isinstance(wait, (list, tuple)) and not wait):
+        others = device.existing_queues()
+    else:
+        others = [device.queue(number) for number in wait_values(wait)]
+    for other in others:
+        if other is queue or other is device.sync_queue:
+            continue
+        if queue is device.sync_queue:
+            device.wait(other)
+        else:
+            queue.wait_event(other.record_event())
 
 
 def _is_int(value) -> bool:

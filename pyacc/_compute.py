@@ -34,6 +34,7 @@ import compiler
 from compiler import CompileError, KernelIndexError
 from mapping import (
     BUS,
+    AccError,
     ClauseError,
     EventKind,
     Counter,
@@ -45,7 +46,9 @@ from mapping import (
     check_array,
 )
 
-from ._clauses import async_noval, async_value, queue_of, wait_for
+from mapping.queues import Pending
+
+from ._clauses import async_noval, queue_of, wait_for
 from ._devices import ICVS, current_runtime
 from ._errors import report
 
@@ -71,20 +74,25 @@ _KIND_OF_CLAUSE = {
 
 
 class AsyncResult:
-    """What an async compute call returns: ``.result()`` waits for its queue and returns
-    the reductions (None when the kernel has none)."""
+    """What an async compute call returns: ``.result()`` waits for its queue (raising the
+    queue's error, if any, as ``ExecutionError``) and returns the reductions (None when
+    the kernel has none); ``.done()`` tells whether the queue has got there."""
 
-    def __init__(self, runtime, queue_number, value):
-        self._runtime = runtime
-        self._queue_number = queue_number
-        self._value = value
+    def __init__(self, queue, value):
+        self._queue = queue
+        self._value = value  # a mapping.queues.Pending on an asynchronous queue
 
     def result(self):
-        self._runtime.device.queue(self._queue_number).synchronize()
-        return self._value
+        try:
+            self._queue.synchronize()
+        except AccError as error:
+            report(error)
+            raise
+        value = self._value
+        return value.value if isinstance(value, Pending) else value
 
     def done(self) -> bool:
-        return self._runtime.device.queue(self._queue_number).is_idle()
+        return self._queue.is_idle()
 
 
 class ComputeRegion:
@@ -154,24 +162,24 @@ class ComputeRegion:
         async_arg = async_ if async_ is not None else self._async_clause
         queue = runtime.device.sync_queue if async_arg is None else queue_of(runtime, async_arg)
         if wait is not None or self._wait_clause is not None:
-            wait_for(runtime, wait if wait is not None else self._wait_clause)
+            wait_for(runtime, wait if wait is not None else self._wait_clause, queue)
         if not self._enabled:
             return self._run_on_host(args)
         plan = self._plan
-        if plan is not None and async_arg is None and plan.runtime is runtime:
+        if plan is not None and plan.runtime is runtime:
             result = self._replay(plan, runtime, args, queue)
             if result is not _MISS:
-                return result
+                return result if async_arg is None else AsyncResult(queue, result)
         arrays, map_kinds, slots, kinds = self._classify(runtime, args)
         if _ACTIVE[_REGION_ENTER]:
             BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=info.name,
                         info=info.clauses.construct)
         device_args = list(args)
         # fast path: every array already present (a compute call inside a data region)
-        entries = memo = None
-        if async_arg is None:  # the fast path is synchronous only
-            memo = []
-            entries = runtime.join_structured(arrays, memo)
+        # fast path: every array present; counts change at once even for async calls, and
+        # a lifetime that ends at the exit takes the full exit (frees deferred on the queue)
+        memo = []
+        entries = runtime.join_structured(arrays, memo)
         requests = None
         if entries is not None:
             device_array_of = runtime.device_array_of
@@ -195,7 +203,7 @@ class ComputeRegion:
             raise
         self._exit(runtime, (arrays, map_kinds), entries, mapped, queue, copy_back=True)
         if async_arg is not None:
-            return AsyncResult(runtime, async_value(async_arg), value)
+            return AsyncResult(queue, value)
         if entries is not None:
             self._plan = _CallPlan(runtime, self._call_key(), args, slots, map_kinds, memo, kernel)
         return value

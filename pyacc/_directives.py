@@ -97,7 +97,7 @@ class data:
             if self._enabled:
                 for device_array in self._deviceptrs:
                     runtime.device.extent_of(device_array)  # must be this device's memory
-                wait_for(runtime, self._wait)
+                wait_for(runtime, self._wait, queue)
                 self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue)
         except BaseException as error:
             self._state = "done"
@@ -162,7 +162,7 @@ def enter_data(**clauses) -> None:
             requests += requests_of(_KIND_OF[keyword], value)
     runtime = current_runtime()
     queue = queue_of(runtime, clauses.get("async_"))
-    wait_for(runtime, clauses.get("wait"))
+    wait_for(runtime, clauses.get("wait"), queue)
     runtime.enter(requests, Counter.DYNAMIC, queue)
 
 
@@ -181,7 +181,7 @@ def exit_data(**clauses) -> None:
             requests += requests_of(_KIND_OF[keyword], value)
     runtime = current_runtime()
     queue = queue_of(runtime, clauses.get("async_"))
-    wait_for(runtime, clauses.get("wait"))
+    wait_for(runtime, clauses.get("wait"), queue)
     runtime.exit_dynamic(requests, queue, finalize=bool(clauses.get("finalize", False)))
 
 
@@ -208,7 +208,7 @@ def update(**clauses) -> None:
                 items.append((_UPDATE_DIRECTION[keyword], check_array(array, contiguous=False), None))
     runtime = current_runtime()
     queue = queue_of(runtime, clauses.get("async_"))
-    wait_for(runtime, clauses.get("wait"))
+    wait_for(runtime, clauses.get("wait"), queue)
     runtime.update(items, queue, if_present=bool(clauses.get("if_present", False)))
 
 

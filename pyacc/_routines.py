@@ -293,7 +293,8 @@ def init(device_type=None) -> None:
 @reported
 def shutdown(device_type=None) -> None:
     """End every data lifetime on every device of the type and free its memory (§3.2.8).
-    Queues are drained first."""
+    Queues are drained first; errors of queued operations are dropped with the lifetimes
+    they belonged to (logged at debug level on the ``pyacc`` logger)."""
     kind = canonical_type(device_type) if device_type is not None else ICVS.device_type
     for runtime in _devices.live_runtimes(kind):
         runtime.shutdown()
@@ -318,38 +319,61 @@ def get_property(prop, device_num=None, device_type=None):
 # == async (OpenACC 3.3 §3.2.9–3.2.14) ======================================================
 @reported
 def wait(*queues, async_=None) -> None:
-    """Block until the listed queues (none: all) have finished (§3.2.10). ``async_`` is
-    validated; until queues run asynchronously (the async issue) every queue is already
-    complete when this returns, so the host-side wait is also the queue-side join."""
+    """Wait for the listed queues (none: every queue) of the current device (§3.2.10).
+
+    Without ``async_`` the host blocks until their work has run, and the first error of
+    a queued operation is raised as ``ExecutionError`` naming the queue and the
+    operation. With ``async_=q`` the host does not block: queue ``q`` waits for them
+    (§3.2.11, ``acc_wait_async``).
+    """
     device = current_runtime().device
+    target = async_value(async_)
     numbers = wait_values(list(queues))
-    async_value(async_)  # validated; a join on a queue is the async issue's
-    if not queues:
-        device.synchronize()
-    for number in numbers:
-        device.wait(device.queue(number))
+    waited = [device.queue(number) for number in numbers] if queues else device.existing_queues()
+    if target is None:
+        _wait_on_host(device, waited)
+        return
+    joining = device.queue(target)
+    for queue in waited:
+        if queue is not joining and queue is not device.sync_queue:
+            joining.wait_event(queue.record_event())
+
+
+def _wait_on_host(device, queues) -> None:
+    failure = None
+    for queue in queues:
+        try:
+            device.wait(queue)
+        except AccError as error:  # every queue drains; the first error is raised
+            failure = failure or error
+    if failure is not None:
+        raise failure
 
 
 @reported
 def wait_all() -> None:
-    """Block until every queue of the current device has finished."""
+    """Block until every queue of the current device has finished (§3.2.10)."""
     current_runtime().device.synchronize()
 
 
 @reported
 def wait_async(q, on) -> None:
-    """Queue ``on`` waits for queue ``q`` without blocking the host (§3.2.11)."""
+    """Queue ``on`` waits for queue ``q`` without blocking the host (§3.2.11); with
+    ``on`` synchronous (``acc.async_sync``) the host waits."""
     device = current_runtime().device
-    waited, waiting = async_value(q), async_value(on)
-    if waited is not None and waited != waiting:
-        # Until queues run asynchronously (the async issue), waiting for ``q`` on the
-        # host is the join: everything already submitted to ``q`` is complete after it.
-        device.wait(device.queue(waited))
+    waited, waiting = device.queue(async_value(q)), device.queue(async_value(on))
+    if waited is waiting or waited is device.sync_queue:
+        return
+    if waiting is device.sync_queue:
+        device.wait(waited)
+    else:
+        waiting.wait_event(waited.record_event())
 
 
 @reported
 def async_test(q) -> bool:
-    """True when every operation on queue ``q`` has completed (or there were none)."""
+    """True when every operation queued on ``q`` has completed, or there were none
+    (§3.2.9)."""
     number = async_value(q)
     if number is None:
         return True
@@ -358,9 +382,8 @@ def async_test(q) -> bool:
 
 @reported
 def async_test_all() -> bool:
-    """True when every queue of the current device is idle (always, until queues run
-    asynchronously: every operation completes before its call returns)."""
-    return current_runtime().device.sync_queue.is_idle()
+    """True when every queue of the current device is idle (§3.2.9)."""
+    return all(queue.is_idle() for queue in current_runtime().device.existing_queues())
 
 
 def get_default_async() -> int:
