@@ -338,8 +338,8 @@ class DeviceRuntime:
             for entry in created:
                 self.table.remove(entry)
             for step in steps:
-                if step.address is not None:
-                    self.device.free(step.address)
+                if step.address is not None:  # after any copy already queued into it
+                    queue.defer(lambda address=step.address: self.device.free(address))
             raise
 
     def _commit_step(self, step: _Step, counter, queue, created) -> Mapped:
