@@ -30,7 +30,7 @@ import numpy as np
 from .errors import ExecutionError
 from .events import BUS, EventKind
 
-__all__ = ["Device", "Queue", "SyncQueue", "emit"]
+__all__ = ["Device", "Queue", "SyncQueue", "Pending", "emit"]
 
 _ACTIVE = BUS.active
 _COUNT = BUS.count
@@ -69,6 +69,16 @@ class Queue(abc.ABC):
     @abc.abstractmethod
     def is_idle(self) -> bool:
         """True when every operation submitted so far has completed."""
+
+
+class Pending:
+    """The result of a kernel queued on an asynchronous queue: ``value`` is set when the
+    kernel has run."""
+
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = None
 
 
 class SyncQueue(Queue):
@@ -157,8 +167,7 @@ class Device(abc.ABC):
         self._transfer(EventKind.DEVICE_COPY, destination, source, queue, None)
 
     def _transfer(self, kind, destination, source, queue, name) -> None:
-        queue.submit(lambda: self._copy(destination, source),
-                     f"{_TRANSFER_NAMES[kind]} of {repr(name) if name else 'an array'} ({source.nbytes} bytes)")
+        queue.submit(lambda: self._copy(destination, source), (_TRANSFER_NAMES[kind], name, source.nbytes))
         emit(kind, self.identity, source.nbytes, queue=queue.async_value, name=name)
 
     # -- queues and launches -------------------------------------------------------
@@ -192,8 +201,6 @@ class Device(abc.ABC):
         if queue is self.sync_queue:  # the common case: no closure, no queue hop
             result = kernel(*args)
         else:
-            from .queues import Pending
-
             result = Pending()
 
             def run():

@@ -1,8 +1,8 @@
 """Asynchronous queues for devices whose work runs on host threads (``emulated``, ``host``).
 
 Owns: ``WorkerQueue`` — one OpenACC async queue (OpenACC 3.3 §2.16) served by one worker
-thread that runs the queue's operations in submission order — and ``Pending``, the result
-slot of a queued kernel.
+thread that runs the queue's operations in submission order. (``Pending``, the result
+slot of a queued kernel, lives in ``device`` with the launch that fills it.)
 
 Semantics (API.md §5):
 - operations on one queue run in order; different queues run concurrently with each other
@@ -30,20 +30,19 @@ import threading
 from contextlib import contextmanager
 from typing import Callable
 
-from .device import Queue
+from .device import Pending, Queue
 from .errors import ExecutionError
 
-__all__ = ["WorkerQueue", "Pending"]
+__all__ = ["WorkerQueue"]
 
 
-class Pending:
-    """The result of a kernel queued on an asynchronous queue."""
-
-    __slots__ = ("value", "error")
-
-    def __init__(self):
-        self.value = None
-        self.error = None
+def describe_operation(description) -> str:
+    """An operation's description: a string, or ``(what, name, nbytes)`` formatted only
+    when an error needs it (building strings on every enqueue costs host time)."""
+    if isinstance(description, tuple):
+        what, name, nbytes = description
+        return f"{what} of {repr(name) if name else 'an array'} ({nbytes} bytes)"
+    return description
 
 
 class WorkerQueue(Queue):
@@ -72,7 +71,8 @@ class WorkerQueue(Queue):
     def submit(self, operation: Callable[[], None], description: str = "an operation") -> None:
         with self._condition:
             if self._closed:
-                raise ExecutionError(f"{self._label} is shut down; {description} was not queued")
+                raise ExecutionError(f"{self._label} is shut down; "
+                                     f"{describe_operation(description)} was not queued")
             self._operations.append((operation, description))
             self._submitted += 1
             if self._sleeping and not self._holds:  # a busy worker finds the work itself
@@ -91,6 +91,7 @@ class WorkerQueue(Queue):
             error, self._error = self._error, None
         if error is not None:
             description, cause = error
+            description = describe_operation(description)
             raise ExecutionError(
                 f"{description} on {self._label} failed: {type(cause).__name__}: {cause}",
                 queue=self.async_value, operation=description) from cause

@@ -489,6 +489,12 @@ class DeviceRuntime:
         """
         with self.table.locked():
             moves = []
+            if len(items) == 1:  # fast path: one array inside a mapping (no relation needed)
+                direction, array, name = items[0]
+                entry = self.table.containing(array)
+                if entry is not None:
+                    items = ()
+                    moves.append((direction, array, name, self.device_array_of(entry, array)))
             for direction, array, name in items:
                 if array.size == 0:
                     continue

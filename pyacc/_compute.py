@@ -46,7 +46,7 @@ from mapping import (
     check_array,
 )
 
-from mapping.queues import Pending
+from mapping.device import Pending
 
 from ._clauses import async_noval, queue_of, wait_for
 from ._devices import ICVS, current_runtime
