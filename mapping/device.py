@@ -30,7 +30,7 @@ import numpy as np
 from .errors import ExecutionError
 from .events import BUS, EventKind
 
-__all__ = ["Device", "Queue", "SyncQueue", "Pending", "emit"]
+__all__ = ["Device", "Queue", "SyncQueue", "Pending", "emit", "raise_all"]
 
 _ACTIVE = BUS.active
 _COUNT = BUS.count
@@ -54,7 +54,8 @@ class Queue(abc.ABC):
     async_value: int | None = None
 
     @abc.abstractmethod
-    def submit(self, operation: Callable[[], None], description: str = "an operation") -> None:
+    def submit(self, operation: Callable[[], None], description="an operation", *,
+               essential: bool = False) -> None:
         """Run ``operation`` after everything submitted before it (``description`` names
         it in the error raised if it fails)."""
 
@@ -71,14 +72,27 @@ class Queue(abc.ABC):
         """True when every operation submitted so far has completed."""
 
 
+def raise_all(failures: list) -> None:
+    """Raise the errors of several queues as one: the first, or an ``ExecutionError``
+    that lists them all (none is lost by a wait on several queues)."""
+    if not failures:
+        return
+    if len(failures) == 1:
+        raise failures[0]
+    raise ExecutionError(
+        f"{len(failures)} queued operations failed: " + "; ".join(str(f) for f in failures),
+        failures=tuple(failures)) from failures[0]
+
+
 class Pending:
     """The result of a kernel queued on an asynchronous queue: ``value`` is set when the
     kernel has run."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "error")
 
     def __init__(self):
         self.value = None
+        self.error = None  # the kernel's exception, when it failed
 
 
 class SyncQueue(Queue):
@@ -86,7 +100,7 @@ class SyncQueue(Queue):
 
     async_value = None
 
-    def submit(self, operation, description="an operation"):
+    def submit(self, operation, description="an operation", *, essential=False):
         operation()
 
     def defer(self, callback):
@@ -204,7 +218,18 @@ class Device(abc.ABC):
             result = Pending()
 
             def run():
-                result.value = kernel(*args)
+                try:
+                    result.value = kernel(*args)
+                except BaseException as error:
+                    result.error = error
+                    raise
+
+            def skipped(description):
+                result.error = ExecutionError(
+                    f"kernel {name} was skipped: an earlier operation on queue "
+                    f"{queue.async_value} failed")
+
+            run.skipped = skipped
 
             queue.submit(run, f"kernel {name or getattr(kernel, '__name__', '?')}")
         _COUNT(_LAUNCH, self.identity)
@@ -215,15 +240,14 @@ class Device(abc.ABC):
     def synchronize(self) -> None:
         """Wait for every queue of this device; raise the first queued error (after
         every queue has drained)."""
-        failure = None
+        failures = []
         for queue in self.existing_queues():
             try:
                 queue.synchronize()
             except ExecutionError as error:
-                failure = failure or error
+                failures.append(error)
         BUS.publish(EventKind.WAIT, self.identity)
-        if failure is not None:
-            raise failure
+        raise_all(failures)
 
     def wait(self, queue: Queue) -> None:
         """Block until ``queue`` has finished everything submitted to it."""

@@ -11,10 +11,12 @@ Semantics (API.md §5):
   libgomp's ``queue_callback_func``, numba-cuda's ``_PendingDeallocs``);
 - ``record_event()`` returns an event set when the queue has passed that point;
   ``wait_event(event)`` makes the queue wait for it (``acc.wait_async``, ``wait=``);
-- an operation that raises is recorded, with its description, and the queue goes on
-  (so deferred frees still run and memory returns to baseline); the first error is raised
-  — once — as ``ExecutionError`` naming the queue and the operation by the next
-  ``synchronize`` that covers it (``acc.wait``);
+- an operation that raises is recorded, with its description; until that error is
+  reported, the operations queued behind it are skipped (their data may be garbage, as
+  after a CUDA fault: a failed kernel's copy-back does not reach the host) except
+  deferred releases and events, so memory returns to baseline and other queues are not
+  stuck; the error is raised — once — as ``ExecutionError`` naming the queue and the
+  operation by the next ``synchronize`` that covers it (``acc.wait``);
 - ``hold()`` keeps the worker from starting further operations until the block ends:
   the hook that lets tests decide when work "completes" (trio's ``MockClock`` idea).
 
@@ -68,18 +70,23 @@ class WorkerQueue(Queue):
         self._worker.start()
 
     # -- the protocol ----------------------------------------------------------------------
-    def submit(self, operation: Callable[[], None], description: str = "an operation") -> None:
+    def submit(self, operation: Callable[[], None], description="an operation", *,
+               essential: bool = False) -> None:
+        """Queue ``operation``. After an operation of this queue has failed, the ones
+        queued behind it are skipped — the device data they would use may be garbage, as
+        after a CUDA kernel fault — until the error is reported, except ``essential`` ones
+        (deferred releases, events) that keep memory and other queues going."""
         with self._condition:
             if self._closed:
                 raise ExecutionError(f"{self._label} is shut down; "
                                      f"{describe_operation(description)} was not queued")
-            self._operations.append((operation, description))
+            self._operations.append((operation, description, essential))
             self._submitted += 1
             if self._sleeping and not self._holds:  # a busy worker finds the work itself
                 self._condition.notify_all()
 
     def defer(self, callback: Callable[[], None]) -> None:
-        self.submit(callback, "a deferred release")
+        self.submit(callback, "a deferred release", essential=True)
 
     def synchronize(self) -> None:
         """Block until everything submitted so far has run; raise the first error of an
@@ -104,12 +111,12 @@ class WorkerQueue(Queue):
     def record_event(self) -> threading.Event:
         """An event set once every operation submitted so far has run."""
         event = threading.Event()
-        self.submit(event.set, "an event")
+        self.submit(event.set, "an event", essential=True)
         return event
 
     def wait_event(self, event: threading.Event) -> None:
         """Operations submitted after this start only once ``event`` is set."""
-        self.submit(event.wait, "a wait for another queue")
+        self.submit(event.wait, "a wait for another queue", essential=True)
 
     # -- testing hook --------------------------------------------------------------------------
     @contextmanager
@@ -135,13 +142,18 @@ class WorkerQueue(Queue):
                     self._sleeping = False
                 if self._closed and not self._operations:
                     return
-                operation, description = self._operations.popleft()
+                operation, description, essential = self._operations.popleft()
+                skip = self._error is not None and not essential
             try:
-                operation()
+                if not skip:
+                    operation()
+                elif hasattr(operation, "skipped"):
+                    operation.skipped(description)  # e.g. a kernel's handle learns why
             except BaseException as cause:  # recorded, raised by the wait that covers it
                 with self._condition:
                     if self._error is None:
                         self._error = (description, cause)
+            operation = None  # do not keep its closure (and host arrays) alive while idle
             with self._condition:
                 self._completed += 1
                 self._condition.notify_all()

@@ -85,11 +85,16 @@ class AsyncResult:
     def result(self):
         try:
             self._queue.synchronize()
+            value = self._value
+            if not isinstance(value, Pending):
+                return value
+            if value.error is not None:  # even after a plain wait reported the queue's error
+                raise ExecutionError(f"the kernel of this handle failed: {type(value.error).__name__}: "
+                                     f"{value.error}") from value.error
+            return value.value
         except AccError as error:
             report(error)
             raise
-        value = self._value
-        return value.value if isinstance(value, Pending) else value
 
     def done(self) -> bool:
         return self._queue.is_idle()

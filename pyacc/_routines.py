@@ -22,6 +22,8 @@ from mapping import (
     check_array,
 )
 
+from mapping.device import raise_all
+
 from . import _devices
 from ._clauses import async_noval, async_value, queue_of, wait_values
 from ._devices import ICVS, canonical_type, current_runtime
@@ -340,14 +342,13 @@ def wait(*queues, async_=None) -> None:
 
 
 def _wait_on_host(device, queues) -> None:
-    failure = None
+    failures = []
     for queue in queues:
         try:
             device.wait(queue)
-        except AccError as error:  # every queue drains; the first error is raised
-            failure = failure or error
-    if failure is not None:
-        raise failure
+        except AccError as error:  # every queue drains; no error is lost
+            failures.append(error)
+    raise_all(failures)
 
 
 @reported

@@ -65,3 +65,4 @@ def test_mapped_buffer_is_kept_alive_without_user_references(emulated):
     fresh = [np.arange(1000.0) for _ in range(20)]  # would reuse a freed address
     assert not any(acc.is_present(f) for f in fresh)
     assert record.nbytes == 8000
+

@@ -44,6 +44,7 @@ import faulthandler
 import gc
 import random
 import re
+import sys
 import threading
 import time
 
@@ -119,12 +120,31 @@ def shift_read(x, y):  # out of bounds at the last i (PYACC_BOUNDSCHECK=1 catche
         y[i] = x[i + 1]
 
 
+@acc.parallel_loop(reduction="+:s")
+def sum_shifted(x):  # out of bounds at the last i, in a reduction
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i + 1]
+    return s
+
+
 # =========================================================================== helpers
 
 
+def _stderr_fd(config):
+    """The real stderr (pytest's own faulthandler keeps a duplicate of it: ours would
+    otherwise write into the captured, and then lost, output)."""
+    try:
+        from _pytest.faulthandler import fault_handler_stderr_fd_key
+
+        return config.stash[fault_handler_stderr_fd_key]
+    except Exception:  # noqa: BLE001 - another pytest: the stderr we have
+        return sys.__stderr__.fileno()
+
+
 @pytest.fixture(autouse=True)
-def _watchdog():
-    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)
+def _watchdog(request):
+    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True, file=_stderr_fd(request.config))
     yield
     faulthandler.cancel_dump_traceback_later()
 
@@ -610,6 +630,29 @@ def test_host_array_of_a_pending_copyout_stays_alive(emulated):
     np.testing.assert_array_equal(np.frombuffer(released[0], dtype=np.float64), 42.0)
 
 
+def test_host_array_is_released_once_its_last_queued_operation_has_run(emulated):
+    """§5: host arrays used by pending operations stay alive *until* the queue has run
+    them — not longer: dropping the last reference after the wait releases the array,
+    even when its operation was the last one queued."""
+    a = np.arange(N, dtype=np.float64)
+    acc.enter_data(copyin=a)
+    released = []
+    owner = _Owner(N * 8, released)
+    h = np.frombuffer(owner, dtype=np.float64)
+    acc.memcpy_from_device(h, acc.deviceptr(a), async_=1)  # the last operation on queue 1
+    acc.wait(1)
+    np.testing.assert_array_equal(h, np.arange(N))
+    del h, owner
+
+    def gone():
+        gc.collect()
+        return bool(released)
+
+    assert poll(gone), "a finished queued operation still holds its host array"
+    acc.exit_data(delete=a)
+    assert table() == [] and mem() == 0
+
+
 # =========================================================================== errors
 
 
@@ -641,9 +684,9 @@ def test_error_in_a_queued_kernel_is_raised_once_by_the_wait_that_covers_it(emul
         assert table() == []  # the call's counts are released at once
         # other queues keep working
         add_one(other, async_=1)
-        acc.wait(1)
+        assert poll(lambda: acc.async_test(1)), "queue 1 did not run while queue 2 was held"
+        acc.wait(1)  # a wait that does not cover queue 2 raises nothing
         np.testing.assert_array_equal(other, np.arange(N) + 1.0)
-    acc.wait(1)  # a wait that does not cover queue 2 raises nothing
     with pytest.raises(acc.ExecutionError) as info:
         covering_wait(handle)
     message = str(info.value)
@@ -681,6 +724,113 @@ def test_error_on_one_queue_leaves_a_data_region_and_other_queues_consistent(emu
             acc.wait(2)
         assert rc(x) == (1, 0) and rc(w) == (1, 0) and rc(y) == (0, 0)
     np.testing.assert_array_equal(w, 5.0)
+    assert table() == [] and mem() == 0
+
+
+def test_a_failed_async_reduction_never_returns_a_value(emulated, monkeypatch):
+    """API.md §6: ``.result()`` waits and returns the reductions. A kernel that failed
+    has none: its handle raises, even after a plain ``acc.wait`` consumed the queue's
+    error — it must not return None as if the kernel had no reduction."""
+    monkeypatch.setenv("PYACC_BOUNDSCHECK", "1")
+    x = np.arange(N, dtype=np.float64)
+    handle = sum_shifted(x, async_=2)
+    with pytest.raises(acc.ExecutionError):
+        acc.wait(2)
+    with pytest.raises(acc.ExecutionError):
+        value = handle.result()
+        pytest.fail(f"result() of a failed reduction returned {value!r}")
+    assert table() == [] and mem() == 0
+
+
+def test_a_failed_async_kernel_does_not_copy_back(emulated, monkeypatch):
+    """As for a synchronous call (pyacc/_compute.py: "its copy/copyout data is not copied
+    back (the device data may be garbage)"; API.md §4 for regions left by a device
+    error): the copy-back queued behind a failed kernel does not reach the host."""
+    monkeypatch.setenv("PYACC_BOUNDSCHECK", "1")
+    x = np.arange(N, dtype=np.float64)
+    y = np.full(N, -1.0)
+    shift_read(x, y, async_=2)
+    with pytest.raises(acc.ExecutionError):
+        acc.wait(2)
+    np.testing.assert_array_equal(y, -1.0)
+    assert table() == [] and mem() == 0
+
+
+def _messages(error):
+    """The messages (and notes) of an error, of its chain and of a group's members."""
+    seen, stack = [], [error]
+    while stack:
+        item = stack.pop()
+        if item is None or any(item is other for other in seen):
+            continue
+        seen.append(item)
+        stack += [item.__cause__, item.__context__, *getattr(item, "exceptions", ())]
+    return " | ".join(" ".join([str(item), *getattr(item, "__notes__", ())]) for item in seen)
+
+
+def test_errors_on_two_queues_are_both_reported(emulated, monkeypatch):
+    """§5: an error in an async operation is raised by the wait that covers it. With
+    failures on queues 2 and 3, ``wait_all`` covers both: neither may be lost — each is
+    named by what ``wait_all`` raises (message, chain or group) or raised by a later wait."""
+    monkeypatch.setenv("PYACC_BOUNDSCHECK", "1")
+    x2, y2 = np.arange(N, dtype=np.float64), np.zeros(N)
+    x3, y3 = np.arange(N, dtype=np.float64), np.zeros(N)
+    with hold_queue(2), hold_queue(3):
+        shift_read(x2, y2, async_=2)
+        shift_read(x3, y3, async_=3)
+    reported = []
+    with pytest.raises(acc.ExecutionError) as info:
+        acc.wait_all()
+    reported.append(_messages(info.value))
+    for q in (2, 3):
+        try:
+            acc.wait(q)
+        except acc.ExecutionError as error:
+            reported.append(_messages(error))
+    text = " || ".join(reported)
+    for q in (2, 3):
+        assert re.search(rf"(queue|async)\D{{0,16}}\b{q}\b", text, re.IGNORECASE), \
+            f"the failure on queue {q} was never reported: {text}"
+    assert table() == [] and mem() == 0
+
+
+def test_error_callbacks_run_for_a_queued_error_when_the_wait_raises_it(emulated, monkeypatch):
+    monkeypatch.setenv("PYACC_BOUNDSCHECK", "1")
+    seen = []
+
+    def callback(error):
+        seen.append(type(error))
+
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    acc.register_error_callback(callback)
+    try:
+        with hold_queue(2):
+            shift_read(x, y, async_=2)
+            assert seen == []  # nothing has failed yet
+        with pytest.raises(acc.ExecutionError):
+            acc.wait(2)
+        acc.wait(2)
+    finally:
+        acc.unregister_error_callback(callback)
+    assert seen == [acc.ExecutionError]
+
+
+def test_an_async_directive_that_raises_changes_nothing(emulated):
+    """API.md §4: all-or-nothing, also with ``async_``: a copy-in already queued for an
+    earlier array of the directive is rolled back, its block freed only after the queue
+    has passed the copy."""
+    b = np.zeros(2 * N)
+    acc.enter_data(copyin=b[:N])
+    baseline = mem()
+    a = np.arange(N, dtype=np.float64)
+    with hold_queue(1):
+        with pytest.raises(acc.PartlyPresentError):
+            acc.enter_data(copyin=[a, b], async_=1)
+        assert not acc.is_present(a) and rc(a) == (0, 0)
+        assert rc(b[:N]) == (0, 1) and len(table()) == 1
+    acc.wait(1)  # nothing failed on the queue
+    assert mem() == baseline
+    acc.exit_data(delete=b[:N])
     assert table() == [] and mem() == 0
 
 
@@ -863,12 +1013,13 @@ def test_several_host_threads_share_queues(emulated):
     assert table() == [] and mem() == 0
 
 
-def test_stress_8_threads_mixed_async_operations(emulated):
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_stress_8_threads_mixed_async_operations(emulated, seed):
     """8 host threads × a few hundred async operations (copyin / update / kernels /
     copyout on private and shared arrays, random queues 0–3), then ``wait_all``: every
     private result and reduction is right, the table holds only the shared arrays (with
     the test's own dynamic count) and device memory is back to the baseline."""
-    n_threads, ops_per_thread = 8, 300
+    n_threads, ops_per_thread = 8, 400
     baseline = mem()
     shared = [np.arange(256, dtype=np.float64) * (k + 1) for k in range(4)]
     shared_dots = [float(s @ s) for s in shared]
@@ -877,7 +1028,7 @@ def test_stress_8_threads_mixed_async_operations(emulated):
     barrier = threading.Barrier(n_threads)
 
     def worker(tid):
-        rng = random.Random(1000 + tid)
+        rng = random.Random(1000 * seed + tid)
         private = [np.full(64 + 8 * j + tid, float(10 * tid + j)) for j in range(3)]
         expected = [p.copy() for p in private]
         last_queue = [None] * len(private)

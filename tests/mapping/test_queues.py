@@ -1,0 +1,87 @@
+"""Asynchronous worker queues alone (mapping/queues.py), and a skipped kernel's handle."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+from mapping import ExecutionError
+from mapping.queues import WorkerQueue
+
+
+def test_operations_run_in_order_on_the_worker_thread():
+    queue = WorkerQueue(1, "test device")
+    seen = []
+    for index in range(100):
+        queue.submit(lambda index=index: seen.append((index, threading.current_thread().name)))
+    queue.synchronize()
+    assert [index for index, _ in seen] == list(range(100))
+    assert all("queue 1" in name for _, name in seen)
+    queue.close()
+
+
+def test_hold_keeps_work_pending_until_released():
+    queue = WorkerQueue(2, "test device")
+    done = threading.Event()
+    with queue.hold():
+        queue.submit(done.set)
+        assert not done.wait(0.05) and not queue.is_idle()
+    queue.synchronize()
+    assert done.is_set() and queue.is_idle()
+    queue.close()
+
+
+def test_an_error_is_raised_once_and_skips_what_follows_except_releases():
+    queue = WorkerQueue(3, "test device")
+    ran = []
+    queue.submit(lambda: 1 / 0, "a division")
+    queue.submit(lambda: ran.append("copy"), "a copy")
+    queue.defer(lambda: ran.append("free"))
+    with pytest.raises(ExecutionError, match="a division on queue 3 of test device failed: ZeroDivisionError"):
+        queue.synchronize()
+    queue.synchronize()  # reported once
+    assert ran == ["free"]
+    queue.submit(lambda: ran.append("after"))
+    queue.synchronize()
+    assert ran == ["free", "after"]  # the queue works again once the error was reported
+    queue.close()
+
+
+def test_events_join_queues_without_blocking_the_host():
+    first, second = WorkerQueue(4, "test device"), WorkerQueue(5, "test device")
+    order = []
+    with first.hold():
+        first.submit(lambda: order.append("first"))
+        second.wait_event(first.record_event())
+        second.submit(lambda: order.append("second"))
+        assert not second.is_idle()
+    second.synchronize()
+    assert order == ["first", "second"]
+    first.close()
+    second.close()
+
+
+def test_a_kernel_skipped_after_a_failure_on_its_queue_has_no_value(emulated, monkeypatch):
+    """Work queued behind a failed operation is skipped; its handle raises, not None."""
+    from pyacc.testing import hold_queue
+
+    @acc.parallel_loop(reduction="+:total")
+    def shifted_sum(x):
+        total = 0.0
+        for i in range(x.shape[0]):
+            total += x[i + 1]
+        return total
+
+    monkeypatch.setenv("PYACC_BOUNDSCHECK", "1")
+    x = np.ones(8)
+    with hold_queue(4):
+        first = shifted_sum(x, async_=4)
+        second = shifted_sum(x, async_=4)
+    with pytest.raises(acc.ExecutionError, match="queue 4"):
+        acc.wait(4)
+    with pytest.raises(acc.ExecutionError):
+        first.result()
+    with pytest.raises(acc.ExecutionError, match="skipped"):
+        second.result()
+    assert acc.present_table() == [] and acc.stats()["memory_in_use"] == 0
