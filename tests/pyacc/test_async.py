@@ -167,6 +167,18 @@ def poll(condition, timeout=5.0) -> bool:
     return True
 
 
+def stays_false(condition, duration=0.2) -> bool:
+    """True when ``condition()`` stays False for ``duration`` seconds: gives work that
+    must not run yet (a bug) the time to run, so that the check fails reliably rather
+    than by luck. Never flaky for a correct implementation: the work cannot run."""
+    deadline = time.monotonic() + duration
+    while time.monotonic() < deadline:
+        if condition():
+            return False
+        time.sleep(0.005)
+    return not condition()
+
+
 def table():
     return acc.present_table()
 
@@ -428,9 +440,9 @@ def test_wait_async_chains_three_queues(emulated):
             acc.wait_async(2, 3)
             add_present(x, y, z, async_=3)
             acc.update_self(z, async_=3)
-            assert not acc.async_test(3)
+            assert stays_false(lambda: acc.async_test(3)), "queue 3 ran although queues 1 and 2 are held"
         assert poll(lambda: acc.async_test(2)), "queue 2 did not drain after its release"
-        assert not acc.async_test(3), "queue 3 ran although queue 1 is still held"
+        assert stays_false(lambda: acc.async_test(3)), "queue 3 ran although queue 1 is still held"
         np.testing.assert_array_equal(z, 0.0)
         np.testing.assert_array_equal(dev(z), 0.0)
     acc.wait(3)
@@ -477,7 +489,7 @@ def test_wait_clause_starts_the_operation_only_after_the_listed_queues_drain(emu
         held.release_later(0.3)
         shows = _wait_form(form, x, y)
         if held.cancel_release():  # returned while queue 1 is still held
-            assert not acc.async_test(2), "the operation on queue 2 did not wait for queue 1"
+            assert stays_false(lambda: acc.async_test(2)), "the operation on queue 2 did not wait for queue 1"
             np.testing.assert_array_equal(shows, 0.0)
             held.release()
     acc.wait(2)
