@@ -17,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import enum
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,7 +44,12 @@ _STRUCTURED = Counter.STRUCTURED
 _MAP_DATA = EntryKind.MAP_DATA
 
 
-@dataclass(eq=False)  # not slots: call-site memos hold entries by weak reference
+# Slots make the counters' reads and writes cheaper on the hot paths; call-site memos hold
+# entries by weak reference, and ``weakref_slot`` needs Python 3.11.
+_SLOTS = {"slots": True, "weakref_slot": True} if sys.version_info >= (3, 11) else {}
+
+
+@dataclass(eq=False, **_SLOTS)
 class MappingEntry:
     """One mapping of ``[host_begin, host_end)`` to device memory at ``device_address``."""
 
