@@ -249,6 +249,19 @@ class Device(abc.ABC):
         BUS.publish(EventKind.WAIT, self.identity)
         raise_all(failures)
 
+    def join(self, waiting: Queue, waited) -> None:
+        """``waiting`` starts its next operations only after everything already queued
+        on each of the ``waited`` queues has run (``acc_wait_async``, ``wait=``): a
+        device-side join through events when ``waiting`` is asynchronous, a host wait
+        when it is the synchronous queue (OpenACC 3.3 §2.16.2, §3.2.11)."""
+        for queue in waited:
+            if queue is waiting or queue is self.sync_queue:
+                continue
+            if waiting is self.sync_queue:
+                self.wait(queue)
+            else:
+                waiting.wait_event(queue.record_event())
+
     def wait(self, queue: Queue) -> None:
         """Block until ``queue`` has finished everything submitted to it."""
         queue.synchronize()

@@ -125,13 +125,7 @@ def wait_for(runtime, wait, queue) -> None:
         others = device.existing_queues()
     else:
         others = [device.queue(number) for number in wait_values(wait)]
-    for other in others:
-        if other is queue or other is device.sync_queue:
-            continue
-        if queue is device.sync_queue:
-            device.wait(other)
-        else:
-            queue.wait_event(other.record_event())
+    device.join(queue, others)
 
 
 def _is_int(value) -> bool:

@@ -334,11 +334,8 @@ def wait(*queues, async_=None) -> None:
     waited = [device.queue(number) for number in numbers] if queues else device.existing_queues()
     if target is None:
         _wait_on_host(device, waited)
-        return
-    joining = device.queue(target)
-    for queue in waited:
-        if queue is not joining and queue is not device.sync_queue:
-            joining.wait_event(queue.record_event())
+    else:
+        device.join(device.queue(target), waited)
 
 
 def _wait_on_host(device, queues) -> None:
@@ -362,13 +359,7 @@ def wait_async(q, on) -> None:
     """Queue ``on`` waits for queue ``q`` without blocking the host (§3.2.11); with
     ``on`` synchronous (``acc.async_sync``) the host waits."""
     device = current_runtime().device
-    waited, waiting = device.queue(async_value(q)), device.queue(async_value(on))
-    if waited is waiting or waited is device.sync_queue:
-        return
-    if waiting is device.sync_queue:
-        device.wait(waited)
-    else:
-        waiting.wait_event(waited.record_event())
+    device.join(device.queue(async_value(on)), [device.queue(async_value(q))])
 
 
 @reported
