@@ -85,14 +85,34 @@ def raise_all(failures: list) -> None:
 
 
 class Pending:
-    """The result of a kernel queued on an asynchronous queue: ``value`` is set when the
-    kernel has run."""
+    """A kernel queued on an asynchronous queue, and its result: the queue calls it;
+    ``value`` is set when the kernel has run, ``error`` when it failed or was skipped.
+    (One object rather than closures: enqueueing is on the host's critical path.)"""
 
-    __slots__ = ("value", "error")
+    __slots__ = ("kernel", "args", "name", "queue_number", "value", "error")
 
-    def __init__(self):
+    def __init__(self, kernel, args, name, queue_number):
+        self.kernel = kernel
+        self.args = args
+        self.name = name
+        self.queue_number = queue_number
         self.value = None
         self.error = None  # the kernel's exception, when it failed
+
+    def __call__(self):
+        try:
+            self.value = self.kernel(*self.args)
+        except BaseException as error:
+            self.error = error
+            raise
+        finally:
+            self.kernel = self.args = None  # release the arrays once it has run
+
+    def skipped(self, description):
+        self.kernel = self.args = None
+        self.error = ExecutionError(
+            f"kernel {self.name} was skipped: an earlier operation on queue "
+            f"{self.queue_number} failed")
 
 
 class SyncQueue(Queue):
@@ -215,23 +235,8 @@ class Device(abc.ABC):
         if queue is self.sync_queue:  # the common case: no closure, no queue hop
             result = kernel(*args)
         else:
-            result = Pending()
-
-            def run():
-                try:
-                    result.value = kernel(*args)
-                except BaseException as error:
-                    result.error = error
-                    raise
-
-            def skipped(description):
-                result.error = ExecutionError(
-                    f"kernel {name} was skipped: an earlier operation on queue "
-                    f"{queue.async_value} failed")
-
-            run.skipped = skipped
-
-            queue.submit(run, f"kernel {name or getattr(kernel, '__name__', '?')}")
+            result = Pending(kernel, args, name, queue.async_value)
+            queue.submit(result, ("kernel", name))
         _COUNT(_LAUNCH, self.identity)
         if _ACTIVE[_LAUNCH]:
             BUS.publish(EventKind.LAUNCH, self.identity, queue=queue.async_value, name=name)

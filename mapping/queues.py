@@ -42,6 +42,8 @@ def describe_operation(description) -> str:
     """An operation's description: a string, or ``(what, name, nbytes)`` formatted only
     when an error needs it (building strings on every enqueue costs host time)."""
     if isinstance(description, tuple):
+        if len(description) == 2:  # ("kernel", name)
+            return f"{description[0]} {description[1]}"
         what, name, nbytes = description
         return f"{what} of {repr(name) if name else 'an array'} ({nbytes} bytes)"
     return description
