@@ -110,7 +110,10 @@ def wait_values(value) -> list[int | None]:
 
 
 def queue_of(runtime, value):
-    """The device queue for an ``async_`` argument on ``runtime``'s device."""
+    """The device queue for an ``async_`` argument on ``runtime``'s device (``None``, the
+    common case, returns the synchronous queue without further checks)."""
+    if value is None:
+        return runtime.device.sync_queue
     return runtime.device.queue(async_value(value))
 
 

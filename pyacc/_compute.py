@@ -160,12 +160,9 @@ class ComputeRegion:
 
     def _launch(self, args, async_, wait):
         info = self.info
-        if len(args) != len(info.params):
-            raise TypeError(f"{info.name}() takes {len(info.params)} arguments "
-                            f"({', '.join(info.params)}), {len(args)} given")
         runtime = ICVS.runtime or current_runtime()
         async_arg = async_ if async_ is not None else self._async_clause
-        queue = runtime.device.sync_queue if async_arg is None else queue_of(runtime, async_arg)
+        queue = queue_of(runtime, async_arg)
         if wait is not None or self._wait_clause is not None:
             wait_for(runtime, wait if wait is not None else self._wait_clause, queue)
         if not self._enabled:
@@ -296,11 +293,9 @@ class ComputeRegion:
         default = None
         params = self.info.params
         for slot, value in enumerate(args):
+            kinds.append(_kind(value))
             if type(value) is not np.ndarray and not isinstance(value, np.ndarray):
-                kinds.append(type(value))
                 continue
-            dtype = value.dtype
-            kinds.append((dtype.char, dtype.byteorder, value.ndim))
             name = params[slot]
             kind = self._explicit.get(name)
             if kind is None:
@@ -321,7 +316,7 @@ class ComputeRegion:
         for array, (kind, name) in zip(arrays, map_kinds):
             check_array(array, name=name, contiguous=False)
             if not (array.flags.c_contiguous or array.flags.f_contiguous):
-                kind = self._strided_kind(runtime, array, name, kind)
+                kind = self._strided_kind(runtime, array, name)
             requests.append(MapRequest(kind, array, name))
         return requests
 
@@ -338,7 +333,7 @@ class ComputeRegion:
         return MapKind.COPY if name in self.info.written else MapKind.COPYIN
 
     @staticmethod
-    def _strided_kind(runtime, array, name, kind) -> MapKind:
+    def _strided_kind(runtime, array, name) -> MapKind:
         """A strided view can only use data already present (it is not a contiguous
         section that could be mapped on its own, OpenACC 3.3 §2.7.1)."""
         if runtime.is_present(array):

@@ -44,14 +44,10 @@ __all__ = [
 _DYNAMIC = Counter.DYNAMIC  # Enum attribute access is slow on the hot path
 
 
-def _queue(runtime, async_):
-    return runtime.device.sync_queue if async_ is None else queue_of(runtime, async_)
-
-
 # == data routines (OpenACC 3.3 §3.2.18–3.2.28) ==========================================
 def _enter_one(kind: MapKind, array, async_):
     runtime = ICVS.runtime or current_runtime()
-    queue = runtime.device.sync_queue if async_ is None else queue_of(runtime, async_)
+    queue = queue_of(runtime, async_)
     check_array(array)
     (mapped,) = runtime.enter([MapRequest(kind, array)], Counter.DYNAMIC, queue)
     return runtime.device_array(mapped)
@@ -83,7 +79,7 @@ def create(a, *, async_=None):
 
 def _exit_one(kind: MapKind, array, finalize, async_) -> None:
     runtime = ICVS.runtime or current_runtime()
-    queue = runtime.device.sync_queue if async_ is None else queue_of(runtime, async_)
+    queue = queue_of(runtime, async_)
     check_array(array)
     runtime.exit_dynamic([MapRequest(kind, array)], queue, finalize=finalize)
 
@@ -110,7 +106,7 @@ def delete(a, *, finalize=False, async_=None) -> None:
 
 def _update_one(direction, array, if_present, async_) -> None:
     runtime = current_runtime()
-    queue = _queue(runtime, async_)
+    queue = queue_of(runtime, async_)
     check_array(array, contiguous=False)
     runtime.update([(direction, array, None)], queue, if_present=if_present)
 
@@ -191,21 +187,21 @@ def unmap_data(a) -> None:
 def memcpy_to_device(d, a, *, async_=None) -> None:
     """Copy the ``a.nbytes`` bytes of host ``a`` to the start of device array ``d``."""
     runtime = current_runtime()
-    runtime.memcpy_to_device(d, a, _queue(runtime, async_))
+    runtime.memcpy_to_device(d, a, queue_of(runtime, async_))
 
 
 @reported
 def memcpy_from_device(a, d, *, async_=None) -> None:
     """Copy the first ``a.nbytes`` bytes of device array ``d`` into host ``a``."""
     runtime = current_runtime()
-    runtime.memcpy_from_device(a, d, _queue(runtime, async_))
+    runtime.memcpy_from_device(a, d, queue_of(runtime, async_))
 
 
 @reported
 def memcpy_device(d_dst, d_src, *, async_=None) -> None:
     """Copy the bytes of device array ``d_src`` to the start of device array ``d_dst``."""
     runtime = current_runtime()
-    runtime.memcpy_device(d_dst, d_src, _queue(runtime, async_))
+    runtime.memcpy_device(d_dst, d_src, queue_of(runtime, async_))
 
 
 # == introspection (pyacc extensions) ======================================================
