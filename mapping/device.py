@@ -23,18 +23,22 @@ from __future__ import annotations
 
 import abc
 import threading
+import time
 from typing import Callable
 
 import numpy as np
 
 from .errors import ExecutionError
-from .events import BUS, EventKind
+from .events import BUS, Event, EventKind
 
-__all__ = ["Device", "Queue", "SyncQueue", "Pending", "emit", "raise_all"]
+__all__ = ["Device", "Queue", "SyncQueue", "Pending", "Timed", "emit", "raise_all"]
 
 _ACTIVE = BUS.active
 _COUNT = BUS.count
 _LAUNCH = int(EventKind.LAUNCH)
+_DONE = int(EventKind.DONE)
+_WAIT = int(EventKind.WAIT)
+_clock = time.perf_counter
 _TRANSFER_NAMES = {EventKind.UPLOAD: "upload", EventKind.DOWNLOAD: "download",
                    EventKind.DEVICE_COPY: "device copy"}
 
@@ -45,6 +49,47 @@ def emit(kind: EventKind, device: tuple[str, int], nbytes=None, **fields) -> Non
     _COUNT(kind, device, nbytes)
     if _ACTIVE[kind]:
         BUS.publish(kind, device, nbytes=nbytes, **fields)
+
+
+def _announce(kind, device, queue_number, nbytes, name, where=None, info=None):
+    """The enqueue event of a transfer or launch: published to its subscribers, and
+    returned when someone wants the operation timed (DONE), else None. ``info``: the
+    operation's arrays ``(destination, source)``, or what the launcher passed."""
+    kind = EventKind(kind)
+    event = None
+    if _ACTIVE[kind]:
+        event = BUS.publish(kind, device, queue=queue_number, nbytes=nbytes, name=name,
+                            info=info, where=where)
+    if _ACTIVE[_DONE]:
+        return event or Event(kind, device, queue_number, nbytes, name, info=info, where=where)
+    return None
+
+
+class Timed:
+    """An operation that publishes a DONE event (its start and end) once it has run, on
+    whatever thread runs it: kernel and transfer times for reports and traces."""
+
+    __slots__ = ("operation", "event")
+
+    def __init__(self, operation, event: Event):
+        self.operation = operation
+        self.event = event
+
+    def __call__(self):
+        start = _clock()
+        try:
+            return self.operation()
+        finally:
+            event = self.event
+            BUS.publish(EventKind.DONE, event.device, queue=event.queue, nbytes=event.nbytes,
+                        name=event.name, info=event, start=start, where=event.where)
+            self.operation = None
+
+    def skipped(self, description):
+        skipped = getattr(self.operation, "skipped", None)
+        self.operation = None
+        if skipped is not None:
+            skipped(description)
 
 
 class Queue(abc.ABC):
@@ -201,8 +246,15 @@ class Device(abc.ABC):
         self._transfer(EventKind.DEVICE_COPY, destination, source, queue, None)
 
     def _transfer(self, kind, destination, source, queue, name) -> None:
-        queue.submit(lambda: self._copy(destination, source), (_TRANSFER_NAMES[kind], name, source.nbytes))
-        emit(kind, self.identity, source.nbytes, queue=queue.async_value, name=name)
+        nbytes = source.nbytes
+        _COUNT(kind, self.identity, nbytes)
+        operation = lambda: self._copy(destination, source)  # noqa: E731
+        if _ACTIVE[kind] or _ACTIVE[_DONE]:
+            event = _announce(kind, self.identity, queue.async_value, nbytes, name,
+                              info=(destination, source))
+            if event is not None:
+                operation = Timed(operation, event)
+        queue.submit(operation, (_TRANSFER_NAMES[kind], name, nbytes))
 
     # -- queues and launches -------------------------------------------------------
     def queue(self, async_value: int | None) -> Queue:
@@ -228,30 +280,36 @@ class Device(abc.ABC):
         with self._queues_lock:
             return list(self._queues.values())
 
-    def launch(self, kernel: Callable, args, queue: Queue, *, name=None):
+    def launch(self, kernel: Callable, args, queue: Queue, *, name=None, where=None, info=None):
         """Run ``kernel(*args)`` on ``queue``. Returns the kernel's result on the
         synchronous queue; on an asynchronous one a ``Pending`` whose ``value`` is set
-        when the kernel has run."""
-        if queue is self.sync_queue:  # the common case: no closure, no queue hop
-            result = kernel(*args)
-        else:
-            result = Pending(kernel, args, name, queue.async_value)
-            queue.submit(result, ("kernel", name))
+        when the kernel has run. ``where`` (the construct's source location) and
+        ``info`` (the launcher's description of the kernel) go into the LAUNCH event."""
         _COUNT(_LAUNCH, self.identity)
-        if _ACTIVE[_LAUNCH]:
-            BUS.publish(EventKind.LAUNCH, self.identity, queue=queue.async_value, name=name)
+        event = None
+        if _ACTIVE[_LAUNCH] or _ACTIVE[_DONE]:
+            event = _announce(_LAUNCH, self.identity, queue.async_value, None, name, where,
+                              (info, args))
+        if queue is self.sync_queue:  # the common case: no closure, no queue hop
+            if event is None:
+                return kernel(*args)
+            return Timed(lambda: kernel(*args), event)()
+        result = Pending(kernel, args, name, queue.async_value)
+        queue.submit(result if event is None else Timed(result, event), ("kernel", name))
         return result
 
     def synchronize(self) -> None:
         """Wait for every queue of this device; raise the first queued error (after
         every queue has drained)."""
         failures = []
+        start = _clock()
         for queue in self.existing_queues():
             try:
                 queue.synchronize()
             except ExecutionError as error:
                 failures.append(error)
-        BUS.publish(EventKind.WAIT, self.identity)
+        if _ACTIVE[_WAIT]:
+            BUS.publish(EventKind.WAIT, self.identity, start=start)
         raise_all(failures)
 
     def join(self, waiting: Queue, waited) -> None:
@@ -269,8 +327,12 @@ class Device(abc.ABC):
 
     def wait(self, queue: Queue) -> None:
         """Block until ``queue`` has finished everything submitted to it."""
-        queue.synchronize()
-        BUS.publish(EventKind.WAIT, self.identity, queue=queue.async_value)
+        start = _clock()
+        try:
+            queue.synchronize()
+        finally:
+            if _ACTIVE[_WAIT]:
+                BUS.publish(EventKind.WAIT, self.identity, queue=queue.async_value, start=start)
 
     # -- properties and lifetime ---------------------------------------------------
     @property

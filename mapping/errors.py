@@ -17,7 +17,9 @@ classes; ``compiler`` has its own ``CompileError`` and never sees this module.
     ├── InvalidDataSectionError (ValueError) invalid_data_section: a non-contiguous view in a data clause
     ├── DeviceUnavailableError               device_unavailable: no device with that number
     ├── DeviceTypeUnavailableError           device_type_unavailable: unknown or unusable device type
-    └── ExecutionError                       execution: a device operation or kernel failed
+    ├── ExecutionError                       execution: a device operation or kernel failed
+    └── ConsistencyError (AssertionError)    consistency: PYACC_CHECK found the runtime's
+                                             bookkeeping wrong (a pyacc bug, or memory corrupted)
 
 Every error carries its facts as attributes (``name``, ``host_range``, ``mapping_range``
 where they apply) and a message in one notation: ``[0x7f3a5c000000,+800]`` for a host or
@@ -31,6 +33,7 @@ import numpy as np
 
 __all__ = [
     "AccError",
+    "ConsistencyError",
     "NotPresentError",
     "PartlyPresentError",
     "PresentError",
@@ -161,3 +164,11 @@ class ExecutionError(AccError):
     """A device operation or a kernel failed; device data touched by it may be garbage."""
 
     code = "execution"
+
+
+class ConsistencyError(AccError, AssertionError):
+    """The consistency checker (``PYACC_CHECK=1``) found the present table, a counter or
+    the device memory accounting different from what the directives so far imply. Not
+    an OpenACC error code: it reports a bug in pyacc (or corrupted runtime state)."""
+
+    code = "consistency"

@@ -26,6 +26,7 @@ import time
 __all__ = ["EventKind", "Event", "EventBus", "BUS", "Stats", "STATS"]
 
 _clock = time.perf_counter
+_get_ident = threading.get_ident
 
 
 class EventKind(enum.IntEnum):
@@ -41,6 +42,11 @@ class EventKind(enum.IntEnum):
     REGION_ENTER = 9  #: a structured data region or compute region entered
     REGION_EXIT = 10  #: ... and left
     ERROR = 11  #: an AccError is about to be raised
+    #: a timed operation (kernel, transfer) has finished running on its queue:
+    #: ``start``/``timestamp`` bound it, ``info`` is the enqueue event (LAUNCH, UPLOAD ...)
+    DONE = 12
+    DIRECTIVE_END = 13  #: a public directive or data routine returned (checkpoints)
+    RESET = 14  #: ``acc.shutdown``: every mapping ended, all device memory forgotten
 
 
 class Event:
@@ -57,14 +63,20 @@ class Event:
         counters: ``((structured, dynamic) before, (structured, dynamic) after)`` for
             ENTER_DATA / EXIT_DATA.
         info: anything else (the construct name, the error object ...).
-        timestamp: ``time.perf_counter()`` when the action was published.
+        timestamp: ``time.perf_counter()`` when the action was published (for DONE and
+            WAIT: when it ended).
+        start: ``time.perf_counter()`` when a timed action began (DONE, WAIT), else None.
+        where: the user's source location, filled in lazily by the first subscriber
+            that asks (``pyacc.observe`` reads the caller's frame on the publishing
+            thread), or set by the publisher (compute regions: their definition).
+        thread: ``threading.get_ident()`` of the publishing thread.
     """
 
     __slots__ = ("kind", "device", "queue", "nbytes", "name", "host_begin", "device_begin",
-                 "counters", "info", "timestamp")
+                 "counters", "info", "timestamp", "start", "where", "thread")
 
     def __init__(self, kind, device, queue=None, nbytes=None, name=None, host_begin=None,
-                 device_begin=None, counters=None, info=None):
+                 device_begin=None, counters=None, info=None, start=None, where=None):
         # a plain class: a dataclass with a default factory costs twice as much to build
         self.kind = kind
         self.device = device
@@ -76,9 +88,12 @@ class Event:
         self.counters = counters
         self.info = info
         self.timestamp = _clock()
+        self.start = start
+        self.where = where
+        self.thread = _get_ident()
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{slot}={getattr(self, slot)!r}" for slot in self.__slots__[2:]
+        fields = ", ".join(f"{slot}={getattr(self, slot)!r}" for slot in self.__slots__[2:9]
                            if getattr(self, slot) is not None)
         return f"Event({self.kind.name}, {self.device}, {fields})"
 
@@ -127,13 +142,22 @@ class EventBus:
         return self.active[kind]
 
     def publish(self, kind: EventKind, device: tuple[str, int], queue=None, nbytes=None, name=None,
-                host_begin=None, device_begin=None, counters=None, info=None) -> None:
-        """Build one ``Event`` (fields as in ``Event``) and hand it to the subscribers."""
+                host_begin=None, device_begin=None, counters=None, info=None, start=None,
+                where=None) -> Event | None:
+        """Build one ``Event`` (fields as in ``Event``), hand it to the subscribers and
+        return it (None, having built nothing, when nobody subscribes to ``kind``)."""
         subscribers = self._by_kind[kind]
         if not subscribers:
-            return
-        event = Event(kind, device, queue, nbytes, name, host_begin, device_begin, counters, info)
+            return None
+        event = Event(kind, device, queue, nbytes, name, host_begin, device_begin, counters, info,
+                      start, where)
         for callback in subscribers:
+            callback(event)
+        return event
+
+    def publish_event(self, event: Event) -> None:
+        """Hand an already built ``Event`` to the subscribers of its kind."""
+        for callback in self._by_kind[event.kind]:
             callback(event)
 
 

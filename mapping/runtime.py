@@ -300,7 +300,7 @@ class DeviceRuntime:
             if creator.low < high and low < creator.high:
                 raise _partly_present_within(request, creator, found)
         if request.kind is MapKind.PRESENT:
-            raise not_present(array, self._name(request), found, "present clause")
+            raise not_present(array, self._name(request), found, "present clause", self.table)
         if request.kind is MapKind.NO_CREATE:
             return _Step(request, _Action.SKIP, found.data)
         return _Step(request, _Action.CREATE, found.data, low, high)
@@ -334,8 +334,9 @@ class DeviceRuntime:
             return [self._commit_step(step, counter, queue, created) for step in steps]
         except BaseException:
             for entry, counters in saved.values():
-                entry.restore(counters)
+                self._restore(entry, counters)
             for entry in created:
+                self._restore(entry, (0, 0))
                 self.table.remove(entry)
             for step in steps:
                 if step.address is not None:  # after any copy already queued into it
@@ -430,7 +431,7 @@ class DeviceRuntime:
                 self._end_lifetimes(ended, copies, queue)
             except BaseException:
                 for entry, counters in saved:
-                    entry.restore(counters)
+                    self._restore(entry, counters)
                 raise
 
     def leave_present(self, array, *, finalize: bool = False, queue=None) -> bool:
@@ -504,7 +505,8 @@ class DeviceRuntime:
                 if found.relation is Relation.DISJOINT:
                     if if_present:
                         continue
-                    raise not_present(array, name or self.namer(array), found, f"update {direction.value}")
+                    raise not_present(array, name or self.namer(array), found, f"update {direction.value}",
+                                      self.table)
                 moves.append((direction, array, name, self.device_view(found.entry, array, found.data)))
             for direction, array, name, device_array in moves:
                 if direction is UpdateDirection.DEVICE:
@@ -648,7 +650,8 @@ class DeviceRuntime:
         layout = Layout.c_contiguous(shape, dtype)
         if layout.size == 0:
             return np.empty(layout.shape, layout.dtype)
-        return self.device.view(self.device.allocate(layout.nbytes), layout)
+        with self.table.locked():  # device memory changes with the table lock held
+            return self.device.view(self.device.allocate(layout.nbytes), layout)
 
     def free(self, device_array) -> None:
         """Free memory from ``malloc``; refuses memory that backs a mapping."""
@@ -703,16 +706,29 @@ class DeviceRuntime:
                 _LOG.debug("shutdown of %s %d dropped a queued error: %s",
                            self.device.type_name, self.device.number, error)
             for entry in self.table.entries():
-                entry.restore((0, 0))  # open regions' exits then find nothing to do
+                self._restore(entry, (0, 0))  # open regions' exits then find nothing to do
                 entry.device_array = None
             self.table.clear()
             self.device.reset()
+            BUS.publish(EventKind.RESET, self.device.identity)
 
     def _publish(self, kind, entry: MappingEntry, before, queue, name) -> None:
+        """ENTER_DATA / EXIT_DATA: the entry (``info``) and its counters before → after."""
         if BUS.wants(kind):
             BUS.publish(kind, self.device.identity, queue=getattr(queue, "async_value", None),
                         nbytes=entry.nbytes, name=name or entry.name, host_begin=entry.host_begin,
-                        device_begin=entry.device_address, counters=(before, entry.counters))
+                        device_begin=entry.device_address, counters=(before, entry.counters),
+                        info=entry)
+
+    def _restore(self, entry: MappingEntry, counters) -> None:
+        """Roll an entry's counters back (a directive failed part-way), published as the
+        change it is, so that observers of the counters stay in step."""
+        before = entry.counters
+        if before == tuple(counters):
+            return
+        entry.restore(counters)
+        up = counters[0] + counters[1] > before[0] + before[1]
+        self._publish(EventKind.ENTER_DATA if up else EventKind.EXIT_DATA, entry, before, None, None)
 
 
 # == shared helpers ========================================================================
@@ -781,12 +797,28 @@ def _partly_present_within(request: MapRequest, creator: _Step, found: Lookup) -
     )
 
 
-def not_present(array, name, found: Lookup, what: str) -> NotPresentError:
-    """The error for absent data where presence is required."""
+def not_present(array, name, found: Lookup, what: str, table: PresentTable | None = None) -> NotPresentError:
+    """The error for absent data where presence is required; it names the mappings on
+    either side of the range, when there are any (a near miss is often an off-by-one
+    view, or the wrong array)."""
     return NotPresentError(
         f"{what}: {describe_array(array, name)} at {found.extent} is not present on the "
         "device. Map it first (acc.copyin / acc.create / an enclosing acc.data region), or "
-        "pass if_present=True to skip absent data",
+        f"pass if_present=True to skip absent data.{_nearby(table, found.extent)}",
         name=name,
         host_range=found.extent,
     )
+
+
+def _nearby(table: PresentTable | None, extent) -> str:
+    if table is None:
+        return ""
+    before, after = table.neighbours(extent.begin, extent.end)
+    if before is None and after is None:
+        return " The present table is empty."
+    lines = [f" Nearest mappings ({len(table)} in the table):"]
+    if before is not None:
+        lines.append(f"below: {before.describe()}, ends {extent.begin - before.host_end} bytes before it")
+    if after is not None:
+        lines.append(f"above: {after.describe()}, starts {after.host_begin - extent.end} bytes after it")
+    return " ".join(lines[:1]) + " " + "; ".join(lines[1:])

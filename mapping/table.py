@@ -141,6 +141,35 @@ class PresentTable:
             if entry.device_address < high and low < entry.device_address + entry.nbytes
         ]
 
+    def neighbours(self, begin: int, end: int) -> tuple[MappingEntry | None, MappingEntry | None]:
+        """The last entry that ends at or below ``begin`` and the first that starts at or
+        above ``end`` (for messages about a range that is absent)."""
+        below = above = None
+        for entry in self.entries():
+            if entry.host_end <= begin:
+                below = entry
+            elif entry.host_begin >= end and above is None:
+                above = entry
+        return below, above
+
+    def structure_problems(self) -> list[str]:
+        """What is wrong with the container itself (the consistency checker's view):
+        bounds that disagree with their entries, ranges out of order or overlapping."""
+        problems = []
+        with self._lock:
+            ranges = self._ranges
+            bounds = ranges.bounds
+            previous = None
+            for slot, entry in enumerate(ranges.values):
+                begin, end = int(bounds[0, slot]), int(bounds[1, slot])
+                if (begin, end) != (entry.host_begin, entry.host_end) or begin >= end:
+                    problems.append(f"slot {slot} holds [{begin:#x},{end:#x}) but its entry is "
+                                    f"{entry.describe()}")
+                if previous is not None and begin < previous.host_end:
+                    problems.append(f"{entry.describe()} overlaps {previous.describe()}")
+                previous = entry
+        return problems
+
     # -- mutations (table lock held) ---------------------------------------------------
     def insert(self, entry: MappingEntry) -> None:
         with self._lock:

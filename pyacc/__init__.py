@@ -16,6 +16,8 @@ private modules below, and re-exported here:
 - ``_errors``     error callbacks
 - ``errors``      the public error tree (from ``mapping.errors``)
 - ``openacc``     the C spellings (``acc_copyin``, ``acc_copyin_async`` ...)
+- ``observe``     diagnostics on the event stream (PYACC_NOTIFY, _TIME, _TRACE, _CHECK,
+                  _AUTOCOMPARE, _DEBUG); ``profiling``: the callback interface
 
 Quick start::
 
@@ -27,6 +29,8 @@ Quick start::
         region.device(a)[:] *= 2     # "device code"
     # a is 2.0 again on the host after the region (copy clause)
 """
+
+import logging
 
 from compiler.errors import CompileError
 from compiler.markers import atomic, loop, on_device
@@ -40,12 +44,18 @@ from ._routines import __all__ as _routine_names
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _error_names
 
+from . import observe, profiling
+
 __version__ = "0.1.0"
+
+# the "pyacc" logger prints nothing unless the program configures logging (or PYACC_DEBUG)
+logging.getLogger("pyacc").addHandler(logging.NullHandler())
+observe.configure()  # PYACC_NOTIFY, PYACC_TIME, PYACC_TRACE, PYACC_CHECK, PYACC_AUTOCOMPARE
 
 __all__ = (
     ["CompileError", "atomic", "loop", "on_device", "async_noval", "async_sync",
      "parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "data", "enter_data", "exit_data", "host_data", "update",
-     "register_error_callback", "unregister_error_callback", "__version__"]
+     "register_error_callback", "unregister_error_callback", "observe", "profiling", "__version__"]
     + list(_routine_names)
     + list(_error_names)
 )

@@ -50,7 +50,8 @@ from mapping.device import Pending
 
 from ._clauses import async_noval, queue_of, wait_for
 from ._devices import ICVS, current_runtime
-from ._errors import report
+from ._errors import directive_end, report
+from .observe._locate import Location
 
 __all__ = ["parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "ComputeRegion"]
 
@@ -58,6 +59,7 @@ _ACTIVE = BUS.active
 _STRUCTURED = Counter.STRUCTURED
 _REGION_ENTER = int(EventKind.REGION_ENTER)
 _REGION_EXIT = int(EventKind.REGION_EXIT)
+_DIRECTIVE_END = int(EventKind.DIRECTIVE_END)
 
 _KIND_OF_CLAUSE = {
     "copy": MapKind.COPY,
@@ -110,6 +112,7 @@ class ComputeRegion:
 
     def __init__(self, function, info):
         self.info = info
+        self._where = Location(info.filename, info.lineno, info.name)  # for events
         self.__wrapped__ = function
         functools.update_wrapper(self, function)
         clauses = info.clauses
@@ -143,6 +146,8 @@ class ComputeRegion:
         except Exception as error:
             if hasattr(error, "code"):
                 report(error)
+            if _ACTIVE[_DIRECTIVE_END]:  # a checkpoint after a failed call, too
+                directive_end(self.info.where)
             raise
 
     def _bind(self, args, kwargs):
@@ -175,7 +180,7 @@ class ComputeRegion:
         arrays, map_kinds, slots, kinds = self._classify(runtime, args)
         if _ACTIVE[_REGION_ENTER]:
             BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=info.name,
-                        info=info.clauses.construct)
+                        info=info.clauses.construct, where=self._where)
         device_args = list(args)
         # fast path: every array already present (a compute call inside a data region)
         # fast path: every array present; counts change at once even for async calls, and
@@ -196,7 +201,8 @@ class ComputeRegion:
                 device_args[slot] = device_array(item)
         try:
             kernel = self._kernel(runtime.device.type_name, device_args, kinds)
-            value = runtime.device.launch(kernel, device_args, queue, name=info.name)
+            value = runtime.device.launch(kernel, device_args, queue, name=info.name,
+                                          where=self._where, info=info)
         except BaseException as error:
             failed = _is_kernel_failure(error)
             self._exit(runtime, (arrays, map_kinds), entries, mapped, queue, copy_back=not failed)
@@ -228,14 +234,15 @@ class ComputeRegion:
             return _MISS
         if _ACTIVE[_REGION_ENTER]:
             BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=self.info.name,
-                        info=self.info.clauses.construct)
+                        info=self.info.clauses.construct, where=self._where)
         device_args = list(args)
         device_array_of = runtime.device_array_of
         for slot, array, entry in zip(plan.slots, arrays, entries):
             device_args[slot] = device_array_of(entry, array)
         classified = (arrays, plan.map_kinds)
         try:
-            value = runtime.device.launch(plan.kernel, device_args, queue, name=self.info.name)
+            value = runtime.device.launch(plan.kernel, device_args, queue, name=self.info.name,
+                                          where=self._where, info=self.info)
         except BaseException as error:
             failed = _is_kernel_failure(error)
             self._exit(runtime, classified, entries, None, queue, copy_back=not failed)
@@ -253,7 +260,7 @@ class ComputeRegion:
             if runtime.leave_structured(entries):
                 if _ACTIVE[_REGION_EXIT]:
                     BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
-                                info=self.info.clauses.construct)
+                                info=self.info.clauses.construct, where=self._where)
                 return
             arrays, map_kinds = classified
             mapped = [Mapped(MapRequest(kind, array, name), entry)
@@ -266,7 +273,7 @@ class ComputeRegion:
         finally:
             if _ACTIVE[_REGION_EXIT]:
                 BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
-                            info=self.info.clauses.construct)
+                            info=self.info.clauses.construct, where=self._where)
 
     def _kernel(self, device_type, device_args, kinds):
         """The compiled kernel for this device and these argument kinds (memoised here;

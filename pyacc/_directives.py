@@ -248,7 +248,7 @@ def _use_device(arrays, if_present: bool, enabled: bool) -> list:
             if found.relation.is_partial:
                 raise partly_present(array, runtime.namer(array), found)
             if not if_present:
-                raise not_present(array, runtime.namer(array), found, "host_data use_device")
+                raise not_present(array, runtime.namer(array), found, "host_data use_device", runtime.table)
             device_array = array
         result.append(device_array)
     return result

@@ -12,12 +12,16 @@ catch. A callback may raise to replace the error (its exception propagates, chai
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import threading
 
 from mapping import BUS, AccError, EventKind
 
 __all__ = ["register_error_callback", "unregister_error_callback", "reported", "report"]
 
+_ACTIVE = BUS.active
+_DIRECTIVE_END = int(EventKind.DIRECTIVE_END)
 _LOCK = threading.Lock()
 _CALLBACKS: tuple = ()
 
@@ -46,10 +50,13 @@ def unregister_error_callback(callback) -> None:
 
 
 def report(error: AccError) -> None:
-    """Run the callbacks and publish the error, once per error object."""
+    """Run the callbacks and publish the error, once per error object. Under
+    ``PYACC_DEBUG`` the whole present table of the current device goes to stderr first."""
     if getattr(error, "_acc_reported", False):
         return
     error._acc_reported = True
+    if _DEBUG_FLAG():
+        _dump_table(error)
     if BUS.wants(EventKind.ERROR):
         from ._devices import ICVS
 
@@ -60,8 +67,33 @@ def report(error: AccError) -> None:
         callback(error)
 
 
+def _DEBUG_FLAG() -> bool:
+    return os.environ.get("PYACC_DEBUG", "").strip() not in ("", "0")
+
+
+def _dump_table(error) -> None:
+    from ._devices import ICVS
+    from .observe import describe_table
+
+    runtime = ICVS.runtime
+    if runtime is not None:
+        print(f"pyacc: {type(error).__name__}: {error}\npyacc: {describe_table(runtime)}",
+              file=sys.stderr, flush=True)
+
+
+def directive_end(name: str) -> None:
+    """Publish the end of a public directive or routine (a checkpoint for PYACC_CHECK)."""
+    from ._devices import ICVS
+
+    runtime = ICVS.runtime
+    if runtime is not None:
+        BUS.publish(EventKind.DIRECTIVE_END, runtime.device.identity, info=name)
+
+
 def reported(function):
-    """Wrap a public routine so its ``AccError`` goes through ``report`` first."""
+    """Wrap a public routine so its ``AccError`` goes through ``report`` first, and its
+    end is published (DIRECTIVE_END) when someone listens, whether it raised or not."""
+    name = f"acc.{function.__name__}"
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
@@ -70,5 +102,8 @@ def reported(function):
         except AccError as error:
             report(error)
             raise
+        finally:
+            if _ACTIVE[_DIRECTIVE_END]:
+                directive_end(name)
 
     return wrapper

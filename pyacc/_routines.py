@@ -11,7 +11,9 @@ import sys
 import numpy as np
 
 from mapping import (
+    BUS,
     STATS,
+    EventKind,
     AccError,
     Counter,
     InvalidArgumentError,
@@ -27,7 +29,7 @@ from mapping.device import raise_all
 from . import _devices
 from ._clauses import async_noval, async_value, queue_of, wait_values
 from ._devices import ICVS, canonical_type, current_runtime
-from ._errors import report, reported
+from ._errors import directive_end, report, reported
 
 __all__ = [
     "copyin", "create", "copyout", "delete", "update_device", "update_self",
@@ -42,6 +44,8 @@ __all__ = [
 
 
 _DYNAMIC = Counter.DYNAMIC  # Enum attribute access is slow on the hot path
+_ACTIVE = BUS.active
+_DIRECTIVE_END = int(EventKind.DIRECTIVE_END)
 
 
 # == data routines (OpenACC 3.3 §3.2.18–3.2.28) ==========================================
@@ -69,6 +73,9 @@ def copyin(a, *, async_=None):
     except AccError as error:
         report(error)
         raise
+    finally:
+        if _ACTIVE[_DIRECTIVE_END]:
+            directive_end("acc.copyin")
 
 
 @reported
@@ -102,6 +109,9 @@ def delete(a, *, finalize=False, async_=None) -> None:
     except AccError as error:
         report(error)
         raise
+    finally:
+        if _ACTIVE[_DIRECTIVE_END]:
+            directive_end("acc.delete")
 
 
 def _update_one(direction, array, if_present, async_) -> None:

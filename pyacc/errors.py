@@ -13,7 +13,8 @@
     ├── InvalidDataSectionError (ValueError) invalid_data_section
     ├── DeviceUnavailableError               device_unavailable
     ├── DeviceTypeUnavailableError           device_type_unavailable
-    └── ExecutionError                       execution
+    ├── ExecutionError                       execution
+    └── ConsistencyError (AssertionError)    consistency (PYACC_CHECK: runtime bookkeeping wrong)
     CompileError (Exception)                 a kernel that cannot be compiled (not an AccError)
 
 The runtime classes are defined in ``mapping.errors``; ``CompileError`` in
@@ -24,6 +25,7 @@ from compiler.errors import CompileError
 from mapping.errors import (
     AccError,
     ClauseError,
+    ConsistencyError,
     DeviceTypeUnavailableError,
     DeviceUnavailableError,
     ExecutionError,
@@ -40,6 +42,7 @@ __all__ = [
     "AccError",
     "CompileError",
     "ClauseError",
+    "ConsistencyError",
     "DeviceTypeUnavailableError",
     "DeviceUnavailableError",
     "ExecutionError",

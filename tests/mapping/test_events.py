@@ -9,12 +9,49 @@ import pyacc as acc
 from mapping import BUS, EventKind
 
 
+#: the actions themselves (DONE completes a timed action; DIRECTIVE_END is a checkpoint)
+ACTIONS = tuple(kind for kind in EventKind if kind not in (EventKind.DONE, EventKind.DIRECTIVE_END))
+
+
 @pytest.fixture
 def events():
     seen = []
-    BUS.subscribe(seen.append)
+    BUS.subscribe(seen.append, ACTIONS)
     yield seen
-    BUS.unsubscribe(seen.append)
+    BUS.unsubscribe(seen.append, ACTIONS)
+
+
+def test_timed_actions_publish_done_after_they_ran(emulated):
+    """DONE follows each transfer and kernel, with its start and end, and points at the
+    enqueue event it completes."""
+    seen = []
+    BUS.subscribe(seen.append, (EventKind.UPLOAD, EventKind.DOWNLOAD, EventKind.DONE))
+    try:
+        a = np.ones(4)
+        with acc.data(copy=[a]):
+            pass
+    finally:
+        BUS.unsubscribe(seen.append, (EventKind.UPLOAD, EventKind.DOWNLOAD, EventKind.DONE))
+    kinds = [event.kind for event in seen]
+    assert kinds == [EventKind.UPLOAD, EventKind.DONE, EventKind.DOWNLOAD, EventKind.DONE]
+    upload, done = seen[0], seen[1]
+    assert done.info is upload and done.start <= done.timestamp and done.nbytes == a.nbytes
+    assert upload.timestamp <= done.start
+
+
+def test_directive_end_marks_each_public_call(emulated):
+    seen = []
+    BUS.subscribe(seen.append, (EventKind.DIRECTIVE_END,))
+    try:
+        a = np.ones(4)
+        acc.copyin(a)
+        acc.create(a)
+        acc.delete(a, finalize=True)
+        with pytest.raises(acc.NotPresentError):
+            acc.update_self(a)
+    finally:
+        BUS.unsubscribe(seen.append, (EventKind.DIRECTIVE_END,))
+    assert [event.info for event in seen] == ["acc.copyin", "acc.create", "acc.delete", "acc.update_self"]
 
 
 def test_a_data_region_publishes_each_action_once(emulated, events):

@@ -1,0 +1,164 @@
+"""pyacc's diagnostics, all built on the runtime's one event stream (``mapping.events``).
+
+Owns: ``configure()``, which reads the environment and installs the subscribers, and
+what happens at interpreter exit. Each diagnostic is one module:
+
+- ``notify``       ``PYACC_NOTIFY=<bitmask>``: a line per event on stderr
+- ``timing``       ``PYACC_TIME=1``: a per-location timing report at exit
+- ``trace``        ``PYACC_TRACE=<file>.json``: a Chrome/Perfetto timeline, written at exit
+- ``checking``     ``PYACC_CHECK=1``: the consistency checker after every directive
+- ``autocompare``  ``PYACC_AUTOCOMPARE=1``: host re-runs compared at every copy back
+- ``PYACC_DEBUG=1``: presence errors come with a dump of the whole present table, and
+  the mappings still live at exit are listed (here)
+- ``pyacc.profiling``: the callback interface (registered by the program itself)
+
+Nothing is subscribed, and nothing costs more than one flag test per action, unless
+asked for. ``configure()`` runs when pyacc is imported; call it again after changing the
+variables (``python -m pyacc run`` and the tests do).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import sys
+import threading
+
+from mapping import BUS, EventKind
+
+from .autocompare import AutoCompare, tolerances_from_environment
+from .checking import Checker, live_runtimes, verify_all
+from .notify import Notifier, parse_mask
+from .timing import TimeReport
+from .trace import TraceWriter
+
+__all__ = ["configure", "flush", "active", "debug_enabled", "verify_all"]
+
+_LOG = logging.getLogger("pyacc")
+_LOCK = threading.RLock()
+#: what ``configure`` installed: name -> subscriber object
+_ACTIVE: dict = {}
+_EXIT_HOOK = []
+
+
+def _flag(environ, name: str) -> bool:
+    return environ.get(name, "").strip() not in ("", "0")
+
+
+def debug_enabled() -> bool:
+    """``PYACC_DEBUG`` is set (read at each use)."""
+    return _flag(os.environ, "PYACC_DEBUG")
+
+
+def _wanted(environ) -> dict:
+    """The subscribers the environment asks for: name -> (settings, factory)."""
+    wanted = {}
+    notify = environ.get("PYACC_NOTIFY", "").strip()
+    if notify:
+        mask = parse_mask(notify)
+        if mask:
+            wanted["notify"] = (mask, lambda: Notifier(mask))
+    if _flag(environ, "PYACC_TIME"):
+        wanted["time"] = (True, TimeReport)
+    trace = environ.get("PYACC_TRACE", "").strip()
+    if trace:
+        wanted["trace"] = (trace, lambda: TraceWriter(trace, _memory_in_use()))
+    if _flag(environ, "PYACC_CHECK"):
+        wanted["check"] = (True, Checker)
+    if _flag(environ, "PYACC_AUTOCOMPARE"):
+        tolerances = tolerances_from_environment()
+        wanted["autocompare"] = (tolerances, lambda: AutoCompare(*tolerances))
+    return wanted
+
+
+def configure(environ=None) -> dict:
+    """(Re)read ``PYACC_NOTIFY``, ``PYACC_TIME``, ``PYACC_TRACE``, ``PYACC_CHECK`` and
+    ``PYACC_AUTOCOMPARE`` (with ``_RTOL``/``_ATOL``) and install what they ask for,
+    removing what they no longer ask for. Returns the installed diagnostics by name.
+
+    Raises:
+        ValueError: a variable has a value it cannot take (the message says which).
+    """
+    environ = os.environ if environ is None else environ
+    wanted = _wanted(environ)
+    with _LOCK:
+        for name in list(_ACTIVE):
+            settings, subscriber = _ACTIVE[name]
+            if name not in wanted or wanted[name][0] != settings:
+                _finish(name, subscriber)
+                subscriber.uninstall()
+                del _ACTIVE[name]
+        for name, (settings, factory) in wanted.items():
+            if name not in _ACTIVE:
+                subscriber = factory()
+                subscriber.install()
+                _ACTIVE[name] = (settings, subscriber)
+        if not _EXIT_HOOK:
+            atexit.register(_at_exit)
+            _EXIT_HOOK.append(True)
+        return {name: subscriber for name, (_, subscriber) in _ACTIVE.items()}
+
+
+def active(name: str):
+    """The installed diagnostic called ``name`` ("notify", "time", "trace", "check",
+    "autocompare"), or None."""
+    with _LOCK:
+        entry = _ACTIVE.get(name)
+    return None if entry is None else entry[1]
+
+
+def flush() -> None:
+    """Write the trace file now (it is also written at exit)."""
+    trace = active("trace")
+    if trace is not None:
+        trace.write()
+
+
+def _finish(name: str, subscriber) -> None:
+    """What a diagnostic leaves behind when it ends (at exit, or when switched off)."""
+    try:
+        if name == "time":
+            subscriber.print()
+        elif name == "trace":
+            subscriber.write()
+            print(f"pyacc: trace written to {subscriber.path}", file=sys.stderr, flush=True)
+        elif name == "autocompare":
+            print(subscriber.summary(), file=sys.stderr, flush=True)
+    except Exception as error:  # never let a report hide the program's own outcome
+        print(f"pyacc: could not finish the {name} report: {error}", file=sys.stderr)
+
+
+def _at_exit() -> None:
+    with _LOCK:
+        for name, (_, subscriber) in list(_ACTIVE.items()):
+            _finish(name, subscriber)
+    if debug_enabled():
+        _list_live_mappings()
+
+
+def _memory_in_use() -> dict:
+    return {runtime.device.identity: runtime.device.memory_in_use for runtime in live_runtimes()}
+
+
+def _list_live_mappings() -> None:
+    """``PYACC_DEBUG``: the mappings still present at exit (data entered and never
+    exited: usually a missing ``exit_data``/``acc.delete``)."""
+    lines = []
+    for runtime in live_runtimes():
+        records = runtime.records()
+        if records:
+            lines.append("pyacc: {} mapping(s) still present on device {}:{} at exit:".format(
+                len(records), *runtime.device.identity))
+            lines += [f"pyacc:   {record}" for record in records]
+    if lines:
+        print("\n".join(lines), file=sys.stderr, flush=True)
+    else:
+        print("pyacc: no mappings present at exit", file=sys.stderr, flush=True)
+
+
+def describe_table(runtime) -> str:
+    """The whole present table of a device, one line per mapping (``PYACC_DEBUG``)."""
+    records = runtime.records()
+    header = "present table of device {}:{} ({} mappings)".format(*runtime.device.identity, len(records))
+    return "\n".join([header] + [f"  {record}" for record in records])

@@ -1,0 +1,172 @@
+"""``PYACC_AUTOCOMPARE=1``: run every compute region on the host too, and compare the
+device's results with the host's whenever data comes back (NVHPC PCAST's redundant
+execution with autocompare).
+
+Owns: ``AutoCompare``. For each non-host device it keeps a *shadow* of device memory in
+host RAM, one buffer per device allocation (ALLOC/FREE events), holding what the device
+data would be had every kernel run on the host:
+
+- an upload (copyin, ``update device``) writes the host data into the shadow too;
+- a device-to-device copy copies shadow to shadow;
+- after each kernel has run on the device (in queue order), the same compute region runs
+  on the host (a kernel compiled for device type ``host``) with the shadows in place of
+  the device arrays and copies of the host-side arguments;
+- at every download (copyout, ``copy`` at region exit, ``update self``) the values that
+  arrived from the device are compared with the shadow, with relative and absolute
+  tolerances (``PYACC_AUTOCOMPARE_RTOL``, default 1e-6; ``PYACC_AUTOCOMPARE_ATOL``,
+  default 0): a line on stderr names the variable, where it came back, how many
+  elements differ and the first few (index, device value, host value).
+A summary is printed at exit. Device memory written outside pyacc's verbs (through
+``host_data`` or ``deviceptr`` by other libraries) is not mirrored; reductions returned
+by value are not compared.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import numpy as np
+
+import compiler
+from mapping import BUS, EventKind
+
+from ._locate import location_of
+
+__all__ = ["AutoCompare", "tolerances_from_environment"]
+
+_KINDS = (EventKind.ALLOC, EventKind.FREE, EventKind.RESET, EventKind.DONE, EventKind.DOWNLOAD)
+_SHOWN = 5  # differing elements listed per report
+
+
+def tolerances_from_environment() -> tuple[float, float]:
+    values = []
+    for variable, default in (("PYACC_AUTOCOMPARE_RTOL", 1e-6), ("PYACC_AUTOCOMPARE_ATOL", 0.0)):
+        text = os.environ.get(variable, "").strip()
+        try:
+            value = float(text) if text else default
+        except ValueError:
+            raise ValueError(f"{variable}={text!r} is not a number (e.g. 1e-6)") from None
+        if value < 0:
+            raise ValueError(f"{variable}={text!r} is negative")
+        values.append(value)
+    return values[0], values[1]
+
+
+class AutoCompare:
+    """Shadows of device memory, host re-runs of kernels, comparisons at downloads."""
+
+    def __init__(self, rtol: float = 1e-6, atol: float = 0.0):
+        self.rtol, self.atol = rtol, atol
+        self._lock = threading.RLock()
+        self._shadows: dict = {}  # device -> {block address: uint8 shadow}
+        self.compared = 0  # downloads compared
+        self.differences: list[str] = []  # one report per download that differed
+        self.host_failures: list[str] = []  # kernels whose host run failed
+
+    def install(self) -> None:
+        BUS.subscribe(self, _KINDS)
+
+    def uninstall(self) -> None:
+        BUS.unsubscribe(self, _KINDS)
+
+    # -- following device memory ------------------------------------------------------
+    def __call__(self, event) -> None:
+        if event.device[0] == "host":  # shared memory: nothing to compare
+            return
+        kind = event.kind
+        if kind is EventKind.DOWNLOAD:  # enqueued: note the user's line while on its thread
+            location_of(event)
+            return
+        with self._lock:
+            shadows = self._shadows.setdefault(event.device, {})
+            if kind is EventKind.ALLOC:
+                shadows[event.device_begin] = np.zeros(event.nbytes, dtype=np.uint8)
+            elif kind is EventKind.FREE:
+                shadows.pop(event.device_begin, None)
+            elif kind is EventKind.RESET:
+                shadows.clear()
+            else:
+                self._done(shadows, event)
+
+    def _shadow_of(self, shadows, device_array):
+        """The shadow array of a device array (None when it is not device memory)."""
+        if not isinstance(device_array, np.ndarray) or device_array.size == 0:
+            return None
+        address = device_array.__array_interface__["data"][0]
+        for begin, block in shadows.items():
+            if begin <= address < begin + block.size:
+                return np.ndarray(device_array.shape, device_array.dtype, buffer=block,
+                                  offset=address - begin, strides=device_array.strides)
+        return None
+
+    def _done(self, shadows, done) -> None:
+        enqueued = done.info
+        kind = enqueued.kind
+        if kind is EventKind.LAUNCH:
+            self._rerun_on_host(shadows, enqueued)
+            return
+        destination, source = enqueued.info
+        if kind is EventKind.UPLOAD:
+            shadow = self._shadow_of(shadows, destination)
+            if shadow is not None:
+                shadow[...] = source
+        elif kind is EventKind.DEVICE_COPY:
+            target, origin = self._shadow_of(shadows, destination), self._shadow_of(shadows, source)
+            if target is not None and origin is not None:
+                target[...] = origin
+        else:  # DOWNLOAD: the device's values have arrived in ``destination``
+            shadow = self._shadow_of(shadows, source)
+            if shadow is not None:
+                self._compare(destination, shadow, enqueued)
+
+    # -- the host run --------------------------------------------------------------------
+    def _rerun_on_host(self, shadows, launch) -> None:
+        region_info, args = launch.info
+        if region_info is None:
+            return
+        host_args = []
+        for argument in args:
+            shadow = self._shadow_of(shadows, argument)
+            if shadow is not None:
+                host_args.append(shadow)
+            elif isinstance(argument, np.ndarray):
+                host_args.append(argument.copy())  # host data: the device run used it already
+            else:
+                host_args.append(argument)
+        target = "python" if os.environ.get("PYACC_DISABLE_JIT", "") not in ("", "0") else "cpu"
+        try:
+            compiler.get_kernel(region_info, host_args, target=target, device_type="host")(*host_args)
+        except Exception as error:  # reported, never raised into the program
+            self.host_failures.append(f"{region_info.where}: {type(error).__name__}: {error}")
+            print(f"pyacc autocompare: the host run of {region_info.where} failed: "
+                  f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
+
+    # -- comparing -----------------------------------------------------------------------
+    def _compare(self, device_values, host_values, download) -> None:
+        self.compared += 1
+        if device_values.dtype.kind in "fc":
+            close = np.isclose(device_values, host_values, rtol=self.rtol, atol=self.atol,
+                               equal_nan=True)
+        else:
+            close = device_values == host_values
+        if close.all():
+            return
+        where = location_of(download)
+        wrong = np.argwhere(~close)
+        shown = "; ".join(
+            f"{list(int(i) for i in index) if device_values.ndim > 1 else int(index[0])}: "
+            f"device={device_values[tuple(index)]!r} host={host_values[tuple(index)]!r}"
+            for index in wrong[:_SHOWN])
+        report = (f"pyacc autocompare: '{download.name or '?'}' copied back at {where.file}:"
+                  f"{where.line} ({where.function}) differs from the host run in {len(wrong)} "
+                  f"of {device_values.size} elements (rtol={self.rtol:g}, atol={self.atol:g}); "
+                  f"first: {shown}")
+        self.differences.append(report)
+        print(report, file=sys.stderr, flush=True)
+
+    def summary(self) -> str:
+        return (f"pyacc autocompare summary: {self.compared} copies back compared, "
+                f"{len(self.differences)} differed from the host run"
+                + (f", {len(self.host_failures)} host runs failed" if self.host_failures else ""))
