@@ -38,6 +38,7 @@ from compiler.markers import atomic, loop, on_device
 from ._clauses import async_noval, async_sync
 from ._compute import kernels, kernels_loop, parallel, parallel_loop, routine, serial
 from ._directives import data, enter_data, exit_data, host_data, update
+from ._devices import OffloadFallbackWarning
 from ._errors import register_error_callback, unregister_error_callback
 from ._routines import *  # noqa: F401,F403
 from ._routines import __all__ as _routine_names
@@ -50,12 +51,17 @@ __version__ = "0.1.0"
 
 # the "pyacc" logger prints nothing unless the program configures logging (or PYACC_DEBUG)
 logging.getLogger("pyacc").addHandler(logging.NullHandler())
-observe.configure()  # PYACC_NOTIFY, PYACC_TIME, PYACC_TRACE, PYACC_CHECK, PYACC_AUTOCOMPARE
+try:  # PYACC_NOTIFY, PYACC_TIME, PYACC_TRACE, PYACC_CHECK, PYACC_AUTOCOMPARE
+    observe.configure()
+except ValueError as _error:  # a bad value must not make ``import pyacc`` (or the CLI) fail
+    import warnings
+
+    warnings.warn(f"pyacc diagnostics not enabled: {_error}", RuntimeWarning, stacklevel=2)
 
 __all__ = (
     ["CompileError", "atomic", "loop", "on_device", "async_noval", "async_sync",
      "parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "data", "enter_data", "exit_data", "host_data", "update",
-     "register_error_callback", "unregister_error_callback", "observe", "profiling", "__version__"]
+     "register_error_callback", "unregister_error_callback", "observe", "profiling", "OffloadFallbackWarning", "__version__"]
     + list(_routine_names)
     + list(_error_names)
 )

@@ -157,7 +157,7 @@ class AutoCompare:
         wrong = np.argwhere(~close)
         shown = "; ".join(
             f"{list(int(i) for i in index) if device_values.ndim > 1 else int(index[0])}: "
-            f"device={device_values[tuple(index)]!r} host={host_values[tuple(index)]!r}"
+            f"device={device_values[tuple(index)]} host={host_values[tuple(index)]}"
             for index in wrong[:_SHOWN])
         report = (f"pyacc autocompare: '{download.name or '?'}' copied back at {where.file}:"
                   f"{where.line} ({where.function}) differs from the host run in {len(wrong)} "

@@ -1,0 +1,176 @@
+"""PYACC_AUTOCOMPARE, the profiling callbacks, PYACC_DEBUG and presence-error context."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+
+
+@acc.parallel_loop
+def scale(x, factor):
+    for i in range(x.shape[0]):
+        x[i] = x[i] * factor
+
+
+@acc.parallel_loop
+def differs_on_purpose(x):
+    for i in range(x.shape[0]):
+        if acc.on_device("host"):
+            x[i] = x[i] + 1.0
+        else:
+            x[i] = x[i] + (2.0 if i % 10 == 3 else 1.0)
+
+
+# == autocompare ===========================================================================
+def test_autocompare_agrees_when_device_and_host_agree(emulated, observe):
+    compare = observe(PYACC_AUTOCOMPARE=1)["autocompare"]
+    x = np.arange(50.0)
+    with acc.data(copy=[x]):
+        scale(x, 2.0)
+        scale(x, 0.5)
+        acc.update_self(x[::7])
+    assert compare.compared == 2 and compare.differences == []
+    assert "2 copies back compared, 0 differed" in compare.summary()
+
+
+def test_autocompare_catches_a_kernel_made_to_differ(emulated, observe, capfd):
+    compare = observe(PYACC_AUTOCOMPARE=1, PYACC_AUTOCOMPARE_RTOL="1e-9")["autocompare"]
+    x = np.zeros(40)
+    with acc.data(copy=[x]):
+        differs_on_purpose(x)
+    (report,) = compare.differences
+    assert "'x'" in report and "4 of 40 elements" in report
+    assert "first: 3: device=2.0 host=1.0; 13: device=2.0 host=1.0" in report
+    assert report in capfd.readouterr().err
+
+
+def test_autocompare_follows_update_device_and_async_queues(emulated, observe):
+    compare = observe(PYACC_AUTOCOMPARE=1)["autocompare"]
+    x = np.ones(30)
+    acc.copyin(x)
+    x[:] = 4.0
+    acc.update_device(x[10:20])  # the shadow follows the upload
+    scale(x, 3.0, async_=1)
+    acc.update_self(x, async_=1)
+    acc.wait(1)
+    acc.delete(x)
+    assert compare.differences == [] and compare.compared == 1
+    assert x[0] == 3.0 and x[15] == 12.0
+
+
+def test_autocompare_tolerance_variables_are_checked(observe):
+    with pytest.raises(ValueError, match="PYACC_AUTOCOMPARE_RTOL='x' is not a number"):
+        observe(PYACC_AUTOCOMPARE=1, PYACC_AUTOCOMPARE_RTOL="x")
+
+
+def test_autocompare_ignores_the_host_device(host_device, observe):
+    compare = observe(PYACC_AUTOCOMPARE=1)["autocompare"]
+    x = np.ones(8)
+    with acc.data(copy=[x]):
+        differs_on_purpose(x)
+    assert compare.compared == 0
+
+
+# == profiling callbacks ======================================================================
+def test_profiling_callbacks_receive_info_records(emulated):
+    seen = []
+    names = ("enter_data", "exit_data", "compute_construct_start", "compute_construct_end",
+             "data_construct_start", "enqueue_launch", "enqueue_upload", "enqueue_download",
+             "operation_end", "alloc", "free", "wait")
+    for name in names:
+        acc.profiling.register(name, seen.append)
+    try:
+        x = np.ones(16)
+        with acc.data(copy=[x]):
+            scale(x, 2.0, async_=1)
+            acc.wait(1)
+    finally:
+        for name in names:
+            acc.profiling.unregister(name, seen.append)
+    events = [info.event for info in seen]
+    for name in names:
+        assert name in events, name
+    created = next(info for info in seen if info.event == "enter_data")
+    assert created.created and created.variable == "x" and created.bytes == 128
+    assert created.construct == "structured" and created.file == __file__
+    assert created.device_type == "emulated" and created.device_num == 0
+    launch = next(info for info in seen if info.event == "enqueue_launch")
+    assert launch.queue == 1 and launch.variable == "scale" and launch.line == scale.info.lineno
+    done = [info for info in seen if info.event == "operation_end"]
+    assert {info.construct for info in done} == {"kernel", "upload", "download"}
+    assert all(info.start <= info.end for info in done)
+    wait = next(info for info in seen if info.event == "wait")
+    assert wait.queue == 1 and wait.start <= wait.end
+    seen.clear()
+    acc.copyin(x)  # unregistered: nothing more arrives
+    acc.delete(x)
+    assert seen == []
+
+
+def test_profiling_error_event_and_bad_registrations(emulated):
+    errors = []
+    acc.profiling.register("error", errors.append)
+    try:
+        with pytest.raises(acc.NotPresentError):
+            acc.update_self(np.ones(4))
+    finally:
+        acc.profiling.unregister("error", errors.append)
+    assert isinstance(errors[0].error, acc.NotPresentError) and errors[0].file == __file__
+    with pytest.raises(ValueError, match="unknown profiling event 'launch'; the events are"):
+        acc.profiling.register("launch", print)
+    with pytest.raises(TypeError, match="must be callable"):
+        acc.profiling.register("alloc", 42)
+    with pytest.raises(ValueError, match="is not registered"):
+        acc.profiling.unregister("alloc", print)
+
+
+# == PYACC_DEBUG and presence errors ============================================================
+def test_absent_data_errors_name_the_nearest_mappings(emulated):
+    block = np.zeros(100)
+    acc.copyin(block[:40])
+    acc.copyin(block[60:])
+    with pytest.raises(acc.NotPresentError) as raised:
+        acc.update_self(block[45:50])
+    message = str(raised.value)
+    assert "Nearest mappings (2 in the table)" in message
+    assert "ends 40 bytes before it" in message and "starts 80 bytes after it" in message
+    acc.delete(block[:40])
+    acc.delete(block[60:])
+    with pytest.raises(acc.NotPresentError, match="The present table is empty"):
+        acc.update_self(block)
+
+
+def test_debug_dumps_the_table_with_each_error(emulated, monkeypatch, capfd):
+    monkeypatch.setenv("PYACC_DEBUG", "1")
+    kept = np.ones(4)
+    acc.copyin(kept)
+    with pytest.raises(acc.NotPresentError):
+        acc.update_self(np.ones(3))
+    err = capfd.readouterr().err
+    assert "pyacc: NotPresentError: update self" in err
+    assert "present table of device emulated:0 (1 mappings)" in err and "kept" in err
+    acc.delete(kept)
+
+
+LEAKY = """
+import numpy as np, pyacc as acc
+leaked = np.ones(10)
+acc.copyin(leaked)
+"""
+
+
+@pytest.mark.parametrize("debug", ["1", ""])
+def test_debug_lists_mappings_live_at_exit(debug):
+    environ = dict(os.environ, ACC_DEVICE_TYPE="emulated", PYACC_DEBUG=debug)
+    done = subprocess.run([sys.executable, "-c", LEAKY], env=environ, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    if debug:
+        assert "pyacc: 1 mapping(s) still present on device emulated:0 at exit:" in done.stderr
+        assert "leaked shape=(10,) dtype=float64  structured=0 dynamic=1" in done.stderr
+    else:
+        assert done.stderr == ""
