@@ -8,8 +8,11 @@ what happens at interpreter exit. Each diagnostic is one module:
 - ``trace``        ``PYACC_TRACE=<file>.json``: a Chrome/Perfetto timeline, written at exit
 - ``checking``     ``PYACC_CHECK=1``: the consistency checker after every directive
 - ``autocompare``  ``PYACC_AUTOCOMPARE=1``: host re-runs compared at every copy back
-- ``PYACC_DEBUG=1``: presence errors come with a dump of the whole present table, and
-  the mappings still live at exit are listed (here)
+- ``PYACC_DEBUG=1``: presence errors come with a dump of the whole present table, the
+  mappings still live at exit are listed, and every event is a debug record on the
+  ``pyacc.events`` logger, printed to stderr with the ``pyacc`` logger's other debug
+  records (here; without it the ``pyacc`` logger prints nothing unless the program
+  configures logging)
 - ``pyacc.profiling``: the callback interface (registered by the program itself)
 
 Nothing is subscribed, and nothing costs more than one flag test per action, unless
@@ -51,9 +54,58 @@ def debug_enabled() -> bool:
     return _flag(os.environ, "PYACC_DEBUG")
 
 
+class EventLog:
+    """Debug records of every runtime event on the ``pyacc.events`` logger (installed
+    with ``PYACC_DEBUG=1``, which also sends the ``pyacc`` logger's debug records to
+    stderr, or when the program set that logger to DEBUG before ``configure()``)."""
+
+    def __init__(self):
+        self._logger = logging.getLogger("pyacc.events")
+
+    def install(self) -> None:
+        BUS.subscribe(self)
+
+    def uninstall(self) -> None:
+        BUS.unsubscribe(self)
+
+    def __call__(self, event) -> None:
+        self._logger.debug("%r", event)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """A handler writing to ``sys.stderr`` as it is at each record (not at import)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+_DEBUG_HANDLER = _StderrHandler()
+_DEBUG_HANDLER.setFormatter(logging.Formatter("pyacc debug: %(name)s: %(message)s"))
+
+
+def _debug_logging(enabled: bool) -> None:
+    """``PYACC_DEBUG``: the ``pyacc`` logger's debug records go to stderr."""
+    logger = logging.getLogger("pyacc")
+    if enabled and _DEBUG_HANDLER not in logger.handlers:
+        logger.addHandler(_DEBUG_HANDLER)
+        logger.setLevel(logging.DEBUG)
+    elif not enabled and _DEBUG_HANDLER in logger.handlers:
+        logger.removeHandler(_DEBUG_HANDLER)
+        logger.setLevel(logging.NOTSET)
+
+
 def _wanted(environ) -> dict:
     """The subscribers the environment asks for: name -> (settings, factory)."""
     wanted = {}
+    debug = _flag(environ, "PYACC_DEBUG")
+    _debug_logging(debug)
+    if debug or logging.getLogger("pyacc.events").isEnabledFor(logging.DEBUG):
+        wanted["log"] = (True, EventLog)
     notify = environ.get("PYACC_NOTIFY", "").strip()
     if notify:
         mask = parse_mask(notify)
@@ -73,8 +125,8 @@ def _wanted(environ) -> dict:
 
 
 def configure(environ=None) -> dict:
-    """(Re)read ``PYACC_NOTIFY``, ``PYACC_TIME``, ``PYACC_TRACE``, ``PYACC_CHECK`` and
-    ``PYACC_AUTOCOMPARE`` (with ``_RTOL``/``_ATOL``) and install what they ask for,
+    """(Re)read ``PYACC_NOTIFY``, ``PYACC_TIME``, ``PYACC_TRACE``, ``PYACC_CHECK``,
+    ``PYACC_AUTOCOMPARE`` (with ``_RTOL``/``_ATOL``) and ``PYACC_DEBUG``, and install what they ask for,
     removing what they no longer ask for. Returns the installed diagnostics by name.
 
     Raises:

@@ -174,3 +174,14 @@ def test_debug_lists_mappings_live_at_exit(debug):
         assert "leaked shape=(10,) dtype=float64  structured=0 dynamic=1" in done.stderr
     else:
         assert done.stderr == ""
+
+
+def test_debug_sends_event_records_to_the_pyacc_logger(emulated, observe, capfd):
+    installed = observe(PYACC_DEBUG=1)
+    assert "log" in installed
+    x = np.ones(4)
+    acc.copyin(x)
+    acc.delete(x)
+    err = capfd.readouterr().err
+    assert "pyacc debug: pyacc.events: Event(ENTER_DATA, ('emulated', 0)" in err
+    assert "pyacc debug: pyacc.events: Event(FREE" in err
