@@ -524,11 +524,14 @@ def _rewritten_nest(nest, source, scope):
 
 
 def _names_outside(tree, nest_node):
-    inside = {id(n) for n in ast.walk(nest_node)}
+    """Parameters and names stored outside the nest's lines. (``tree`` may be another
+    copy of the function's tree than the one ``nest_node`` belongs to, so the nest is
+    recognised by its lines, not by node identity: a ``for`` statement spans whole lines.)"""
+    first, last = nest_node.lineno, nest_node.end_lineno
     names = {a.arg for a in tree.args.args}
     for node in ast.walk(tree):
-        if id(node) not in inside and isinstance(node, ast.Name) and \
-                isinstance(node.ctx, ast.Store):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and \
+                not first <= node.lineno <= last:
             names.add(node.id)
     return names
 

@@ -72,6 +72,11 @@ class HostRange(NamedTuple):
         return format_range(self.begin, self.nbytes)
 
 
+#: finds the variable name of an array for an error message when the caller gave none
+#: (pyacc sets it to its caller-frame search; called only when an error is raised)
+namer = lambda array: None  # noqa: E731
+
+
 def check_array(array, *, name: str | None = None, contiguous: bool = True) -> np.ndarray:
     """Validate host data and return it.
 
@@ -86,18 +91,21 @@ def check_array(array, *, name: str | None = None, contiguous: bool = True) -> n
         InvalidDataSectionError: ``contiguous`` and the view is neither C- nor F-contiguous.
     """
     if type(array) is not np.ndarray and not isinstance(array, np.ndarray):
+        name = name or namer(array)
         raise InvalidArgumentError(
             f"{describe_array(array, name)} is not a numpy array: OpenACC data must be host "
             "arrays (np.asarray(x) converts lists; scalars are passed to kernels by value)",
             name=name,
         )
     if array.dtype.hasobject:
+        name = name or namer(array)
         raise InvalidArgumentError(
             f"{_describe(array, name)} has an object dtype: its elements are Python pointers "
             "that cannot be copied to a device; use a numeric or structured dtype",
             name=name,
         )
     if contiguous and not (array.flags.c_contiguous or array.flags.f_contiguous):
+        name = name or namer(array)
         raise InvalidDataSectionError(
             f"{_describe(array, name)} is not contiguous (strides {array.strides}): data "
             "clauses need a contiguous section (OpenACC 3.3 §2.7.1). Map the whole array "

@@ -45,9 +45,14 @@ from ._routines import __all__ as _routine_names
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _error_names
 
-from . import observe, profiling
+import mapping.ranges as _mapping_ranges
+
+from . import _names, observe, profiling
 
 __version__ = "0.1.0"
+
+# error messages about host data name the user's variable
+_mapping_ranges.namer = _names.variable_name
 
 # the "pyacc" logger prints nothing unless the program configures logging (or PYACC_DEBUG)
 logging.getLogger("pyacc").addHandler(logging.NullHandler())

@@ -775,3 +775,12 @@ def test_error_callbacks_run_in_order_before_raise(emulated):
     with pytest.raises(acc.NotPresentError):
         acc.update_device(a)
     assert len(seen) == 2
+
+
+def test_non_contiguous_data_clause_error_names_the_variable(emulated):
+    base = np.arange(20.0)
+    every_other = base[::2]
+    with pytest.raises(acc.InvalidDataSectionError) as raised:
+        acc.copyin(every_other)
+    assert str(raised.value).startswith("'every_other' (shape (10,), dtype float64")
+    assert acc.present_table() == []
