@@ -1,7 +1,8 @@
 """The ``emulated`` device: separate device memory in host RAM, with a real allocator.
 
 Owns: ``Arena`` (a best-fit allocator over one block of bytes, 256-byte aligned like
-``cudaMalloc``, coalescing freed neighbours) and ``EmulatedDevice``.
+``cudaMalloc``, coalescing freed neighbours), ``EmulatedDevice`` and ``FaultPlan`` (fault
+injection for reliability tests: the k-th allocation, copy or kernel launch fails).
 
 Device memory is one numpy ``uint8`` array of ``capacity`` bytes (``PYACC_EMULATED_MEMORY``,
 default 4 GiB), reserved lazily by the OS: untouched pages cost nothing. Device arrays are
@@ -14,6 +15,22 @@ Invariants:
 - live blocks and free blocks tile ``[0, capacity)`` exactly; no two free blocks touch
   (they are coalesced); ``in_use`` is the sum of live block sizes.
 - a block's offset and size are multiples of ``ALIGNMENT``.
+
+Fault injection (``EmulatedDevice.inject_faults``, ``pyacc.testing.inject_faults``): while
+a ``FaultPlan`` is installed, every allocation, copy and kernel launch of the device is
+counted (from 1, per kind, in the order they run) and the chosen ones fail as they would
+on a GPU:
+- an allocation raises ``OutOfMemoryError`` at once (``cudaMalloc`` returning
+  ``cudaErrorMemoryAllocation``);
+- a copy raises ``ExecutionError`` when it runs: at once on the synchronous queue; on an
+  asynchronous queue on its worker thread, so the error surfaces at the wait that covers
+  the queue (a failed ``cudaMemcpyAsync`` reported by ``cudaStreamSynchronize``); the
+  destination is left untouched;
+- a launch fails with ``ExecutionError`` instead of running the kernel: at once on the
+  synchronous queue, at the wait on an asynchronous one (a launch failure reported by
+  the next synchronisation).
+Copies and launches are counted when they run (on an asynchronous queue: on its worker
+thread, in queue order), allocations when they are asked for.
 """
 
 from __future__ import annotations
@@ -26,10 +43,16 @@ import numpy as np
 
 from . import _probe
 from .device import Device, emit
-from .errors import InvalidArgumentError, OutOfMemoryError, describe_array, format_range
+from .errors import (
+    ExecutionError,
+    InvalidArgumentError,
+    OutOfMemoryError,
+    describe_array,
+    format_range,
+)
 from .events import EventKind
 
-__all__ = ["Arena", "EmulatedDevice", "DEFAULT_CAPACITY", "ALIGNMENT"]
+__all__ = ["Arena", "EmulatedDevice", "FaultPlan", "DEFAULT_CAPACITY", "ALIGNMENT"]
 
 DEFAULT_CAPACITY = 4 << 30
 ALIGNMENT = 256
@@ -118,6 +141,124 @@ class Arena:
     def reset(self) -> None:
         self.__init__(self.capacity)
 
+    @property
+    def live_blocks(self) -> int:
+        """Number of live blocks."""
+        return len(self._live)
+
+    def check(self) -> list[str]:
+        """The broken invariants, in words (an empty list when all hold): live and free
+        blocks tile ``[0, capacity)`` exactly, no two free blocks touch, every block is
+        aligned, ``in_use`` is the sum of the live block sizes."""
+        with self._lock:
+            problems = []
+            if sorted(self._live) != self._live_sorted:
+                problems.append("the sorted list of live blocks differs from the live blocks")
+            if sum(self._live.values()) != self.in_use:
+                problems.append(f"in_use is {self.in_use} but the live blocks add up to "
+                                f"{sum(self._live.values())}")
+            blocks = sorted([(o, s, "live") for o, s in self._live.items()]
+                            + [(o, s, "free") for o, s in zip(self._free_offsets, self._free_sizes)])
+            position, previous = 0, None
+            for offset, size, state in blocks:
+                if offset % ALIGNMENT or size % ALIGNMENT or size <= 0:
+                    problems.append(f"{state} block [{offset},+{size}] is not aligned to {ALIGNMENT}")
+                if offset != position:
+                    what = "overlaps the previous block" if offset < position else "leaves a hole before it"
+                    problems.append(f"{state} block [{offset},+{size}] {what} (expected offset {position})")
+                if state == previous == "free":
+                    problems.append(f"free block [{offset},+{size}] touches the previous free block")
+                position, previous = offset + size, state
+            if position != self.capacity:
+                problems.append(f"the blocks end at {position}, not at the capacity {self.capacity}")
+            return problems
+
+
+class FaultPlan:
+    """Which allocations, copies and kernel launches of a device fail (fault injection).
+
+    Operations are counted from 1, per kind, from the moment the plan is installed
+    (``EmulatedDevice.inject_faults``): allocations when they are asked for, copies and
+    launches when they run. A plan with no targets only counts — run a scenario once
+    under it to learn how many operations of each kind it does.
+
+    Args:
+        alloc, copy, launch: the index (an int ≥ 1) of the operation of that kind that
+            fails, an iterable of indexes, or None (none fails).
+        error: raise this instead of the realistic device error (an exception class,
+            called with the message, or an instance) — e.g. ``KeyboardInterrupt``, to
+            check that an interrupt arriving during a device operation rolls back too.
+
+    Attributes:
+        counts: ``{"alloc": n, "copy": n, "launch": n}``, operations seen so far.
+        fired: ``(kind, index, what)`` of every failure injected so far.
+    """
+
+    KINDS = ("alloc", "copy", "launch")
+
+    def __init__(self, *, alloc=None, copy=None, launch=None, error=None):
+        self.error = error
+        self._targets = {kind: _indexes(kind, value)
+                         for kind, value in zip(self.KINDS, (alloc, copy, launch))}
+        self.counts = dict.fromkeys(self.KINDS, 0)
+        self.fired: list[tuple[str, int, str]] = []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        targets = ", ".join(f"{kind}={sorted(indexes)}" for kind, indexes in self._targets.items() if indexes)
+        return f"FaultPlan({targets or 'counting only'}; seen {self.counts}, fired {len(self.fired)})"
+
+    def fails(self, kind: str, what: str) -> int | None:
+        """Count one operation of ``kind`` (described as ``what``); return its index when
+        it is to fail, else None."""
+        with self._lock:
+            index = self.counts[kind] = self.counts[kind] + 1
+            if index not in self._targets[kind]:
+                return None
+            self.fired.append((kind, index, what))
+            return index
+
+    def failure(self, default: BaseException) -> BaseException:
+        """The exception to raise for an injected failure: ``default`` (the realistic
+        device error) unless the plan names another."""
+        if self.error is None:
+            return default
+        if isinstance(self.error, BaseException):
+            return self.error
+        return self.error(str(default))
+
+
+def _indexes(kind: str, value) -> frozenset:
+    if value is None:
+        return frozenset()
+    values = [value] if isinstance(value, (int, np.integer)) else list(value)
+    for index in values:
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 1:
+            raise InvalidArgumentError(f"inject_faults: {kind}={value!r}: operations are counted "
+                                       "from 1; give an int >= 1 or a list of them")
+    return frozenset(int(index) for index in values)
+
+
+class _FaultyKernel:
+    """A kernel whose launch is counted when it runs, and fails if the plan says so."""
+
+    __slots__ = ("kernel", "plan", "device", "name")
+
+    def __init__(self, kernel, plan: FaultPlan, device: "EmulatedDevice", name):
+        self.kernel = kernel
+        self.plan = plan
+        self.device = device
+        self.name = name
+
+    def __call__(self, *args):
+        index = self.plan.fails("launch", f"launch of kernel {self.name}")
+        if index is not None:
+            raise self.plan.failure(ExecutionError(
+                f"emulated device {self.device.number}: launch #{index} (kernel {self.name}) "
+                "failed: injected fault (like CUDA_ERROR_LAUNCH_FAILED); the kernel did not run",
+                kernel=self.name, injected=True))
+        return self.kernel(*args)
+
 
 class EmulatedDevice(Device):
     """A discrete device whose memory is a separate block of host RAM.
@@ -138,6 +279,7 @@ class EmulatedDevice(Device):
         self._memory: np.ndarray | None = None  # reserved at first allocation
         self._base = 0
         self._requested: dict[int, int] = {}  # address -> bytes asked for (events, stats)
+        self._faults: FaultPlan | None = None  # fault injection (tests), see the module doc
 
     # -- memory -------------------------------------------------------------------
     def _ensure_memory(self) -> None:
@@ -147,6 +289,13 @@ class EmulatedDevice(Device):
 
     def allocate(self, nbytes: int) -> int:
         self._ensure_memory()
+        plan = self._faults
+        if plan is not None:
+            index = plan.fails("alloc", f"allocation of {nbytes} bytes")
+            if index is not None:
+                raise plan.failure(OutOfMemoryError(
+                    f"emulated device {self.number}: allocation #{index} of {nbytes} bytes "
+                    "failed: injected fault", nbytes=nbytes, injected=True))
         offset = self._arena.allocate(nbytes)
         if offset is None:
             raise OutOfMemoryError(
@@ -201,7 +350,43 @@ class EmulatedDevice(Device):
         return data, low, high
 
     def _copy(self, destination, source):
+        plan = self._faults
+        if plan is not None:
+            index = plan.fails("copy", f"copy of {source.nbytes} bytes")
+            if index is not None:
+                raise plan.failure(ExecutionError(
+                    f"emulated device {self.number}: copy #{index} ({source.nbytes} bytes) "
+                    "failed: injected fault; the destination was not written", injected=True))
         np.copyto(destination, source, casting="no")
+
+    # -- launches and fault injection -------------------------------------------------
+    def launch(self, kernel, args, queue, **options):
+        """``Device.launch``; under a fault plan the launch is counted when the kernel
+        runs, and fails instead of running when the plan says so."""
+        plan = self._faults
+        if plan is not None:
+            kernel = _FaultyKernel(kernel, plan, self, options.get("name"))
+        return super().launch(kernel, args, queue, **options)
+
+    def inject_faults(self, plan: FaultPlan | None) -> FaultPlan | None:
+        """Install ``plan`` (None: stop injecting); returns the plan it replaces. Copies
+        and launches already queued are counted against the plan installed when they
+        run."""
+        previous, self._faults = self._faults, plan
+        return previous
+
+    @property
+    def fault_plan(self) -> FaultPlan | None:
+        return self._faults
+
+    def check_memory(self) -> list[str]:
+        """Broken invariants of the allocator, in words (empty when all hold), including
+        the bookkeeping of requested sizes (one per live block)."""
+        problems = self._arena.check()
+        if len(self._requested) != self._arena.live_blocks:
+            problems.append(f"{len(self._requested)} requested sizes recorded for "
+                            f"{self._arena.live_blocks} live blocks")
+        return problems
 
     # -- properties and lifetime ---------------------------------------------------
     @property

@@ -10,7 +10,10 @@ Semantics (API.md §5):
 - ``defer(callback)`` runs ``callback`` when the queue gets there (deferred frees:
   libgomp's ``queue_callback_func``, numba-cuda's ``_PendingDeallocs``);
 - ``record_event()`` returns an event set when the queue has passed that point;
-  ``wait_event(event)`` makes the queue wait for it (``acc.wait_async``, ``wait=``);
+  ``wait_event(event)`` makes the queue wait for it (``acc.wait_async``, ``wait=``); an
+  event recorded behind a failed operation carries the failure, and the queue that waits
+  for it fails too (its later work is skipped and its wait raises), as work queued behind
+  a failure on the same queue is — dependent work never runs on garbage data;
 - an operation that raises is recorded, with its description; until that error is
   reported, the operations queued behind it are skipped (their data may be garbage, as
   after a CUDA fault: a failed kernel's copy-back does not reach the host) except
@@ -35,7 +38,7 @@ from typing import Callable
 from .device import Pending, Queue
 from .errors import ExecutionError
 
-__all__ = ["WorkerQueue"]
+__all__ = ["WorkerQueue", "QueueEvent"]
 
 
 def describe_operation(description) -> str:
@@ -47,6 +50,17 @@ def describe_operation(description) -> str:
         what, name, nbytes = description
         return f"{what} of {repr(name) if name else 'an array'} ({nbytes} bytes)"
     return description
+
+
+class QueueEvent(threading.Event):
+    """An event of a queue (``record_event``): set when the queue has passed the point
+    where it was recorded. ``failure`` is ``(description, error)`` of the queue's first
+    unreported failure at that point, or None; ``label`` names the queue."""
+
+    def __init__(self, label: str):
+        super().__init__()
+        self.label = label
+        self.failure = None
 
 
 class WorkerQueue(Queue):
@@ -110,15 +124,33 @@ class WorkerQueue(Queue):
             return self._completed == self._submitted
 
     # -- events ------------------------------------------------------------------------------
-    def record_event(self) -> threading.Event:
-        """An event set once every operation submitted so far has run."""
-        event = threading.Event()
-        self.submit(event.set, "an event", essential=True)
+    def record_event(self) -> "QueueEvent":
+        """An event set once every operation submitted so far has run; its ``failure``
+        is this queue's unreported error at that point, if any."""
+        event = QueueEvent(self._label)
+
+        def record():
+            with self._condition:
+                event.failure = self._error
+            event.set()
+
+        self.submit(record, "an event", essential=True)
         return event
 
     def wait_event(self, event: threading.Event) -> None:
-        """Operations submitted after this start only once ``event`` is set."""
-        self.submit(event.wait, "a wait for another queue", essential=True)
+        """Operations submitted after this start only once ``event`` is set; if the
+        queue it was recorded on had failed, this queue fails here too."""
+
+        def wait():
+            event.wait()
+            failure = getattr(event, "failure", None)
+            if failure is not None:
+                description, cause = failure
+                raise ExecutionError(
+                    f"{describe_operation(description)} on {event.label}, which this queue waited "
+                    f"for, failed: {type(cause).__name__}: {cause}") from cause
+
+        self.submit(wait, "a wait for another queue", essential=True)
 
     # -- testing hook --------------------------------------------------------------------------
     @contextmanager

@@ -356,9 +356,11 @@ class DeviceRuntime:
             entry = step.entry if step.action is _Action.INCREMENT else step.creator.entry
         before = entry.counters
         entry.increment(counter)
+        # published before the copy-in: a copy that fails is rolled back as a change
+        # observers (the PYACC_CHECK ledger) have seen
+        self._publish(EventKind.ENTER_DATA, entry, before, queue, request.name)
         if step.action is _Action.CREATE and request.kind.copies_in:
             self.device.upload(self.device_view(entry, request.array, step.data), request.array, queue, name=entry.name)
-        self._publish(EventKind.ENTER_DATA, entry, before, queue, request.name)
         return Mapped(request, entry, step.data)
 
     # == exits ==========================================================================
@@ -458,15 +460,28 @@ class DeviceRuntime:
         structured region is over whatever happens: its entries are removed and freed,
         then the first error propagates)."""
         failure = None
+        # an exit that keeps its mappings when a copy fails (exit data) must leave every
+        # host buffer as it was too (API.md §4): on the synchronous queue, several
+        # copy-backs land in temporaries first and reach the host only once all succeeded
+        staged = [] if (not remove_on_failure and len(copies) > 1
+                        and queue.async_value is None) else None
         for item in copies:
             array = item.request.array
+            target = array if staged is None else np.empty_like(array)
             try:
-                self.device.download(array, self.device_view(item.entry, array, item.data), queue,
+                self.device.download(target, self.device_view(item.entry, array, item.data), queue,
                                      name=item.request.name or item.entry.name)
             except BaseException as error:  # the other copy-backs still run
                 failure = failure or error
+                if staged is not None:
+                    break
+            else:
+                if staged is not None:
+                    staged.append((array, target))
         if failure is not None and not remove_on_failure:
             raise failure
+        for array, target in staged or ():
+            np.copyto(array, target)
         self._remove_entries(ended, queue)
         if failure is not None:
             raise failure

@@ -204,9 +204,10 @@ class ComputeRegion:
             value = runtime.device.launch(kernel, device_args, queue, name=info.name,
                                           where=self._where, info=info)
         except BaseException as error:
-            failed = _is_kernel_failure(error)
-            self._exit(runtime, (arrays, map_kinds), entries, mapped, queue, copy_back=not failed)
-            if failed:
+            # the kernel did not complete (a compile error at the first call, a device
+            # failure of the launch, an interrupt): device data is not copied back
+            self._exit(runtime, (arrays, map_kinds), entries, mapped, queue, copy_back=False)
+            if _is_kernel_failure(error):
                 raise self._execution_error(error) from error
             raise
         self._exit(runtime, (arrays, map_kinds), entries, mapped, queue, copy_back=True)
@@ -244,9 +245,8 @@ class ComputeRegion:
             value = runtime.device.launch(plan.kernel, device_args, queue, name=self.info.name,
                                           where=self._where, info=self.info)
         except BaseException as error:
-            failed = _is_kernel_failure(error)
-            self._exit(runtime, classified, entries, None, queue, copy_back=not failed)
-            if failed:
+            self._exit(runtime, classified, entries, None, queue, copy_back=False)
+            if _is_kernel_failure(error):
                 raise self._execution_error(error) from error
             raise
         self._exit(runtime, classified, entries, None, queue, copy_back=True)

@@ -1,4 +1,4 @@
-"""Helpers for testing code that uses pyacc's asynchronous queues.
+"""Helpers for testing code that uses pyacc: held queues and injected device faults.
 
 ``hold_queue(q)`` keeps queue ``q`` of the calling thread's current device from starting
 any operation until the ``with`` block ends: work can be queued and observed as pending
@@ -6,18 +6,44 @@ any operation until the ``with`` block ends: work can be queued and observed as 
 timing. Only queues that run on host threads (``host``, ``emulated``) can be held.
 
 Do not wait on a held queue inside its own ``with`` block: the wait would never end.
+
+``inject_faults(alloc=k, copy=k, launch=k)`` makes the k-th allocation, copy or kernel
+launch of the calling thread's current device fail while the ``with`` block runs (the
+``emulated`` device only): an allocation raises ``OutOfMemoryError``, a copy or a launch
+``ExecutionError`` — at once on the synchronous queue, at the wait that covers the queue
+on an asynchronous one. Operations are counted from 1 per kind; allocations when asked
+for, copies and launches when they run. The block yields the ``FaultPlan``: its
+``counts`` tell how many operations of each kind ran, its ``fired`` which failures were
+injected. With no arguments it only counts::
+
+    with acc.testing.inject_faults() as plan:      # how many copies does this do?
+        scenario()
+    for k in range(1, plan.counts["copy"] + 1):
+        with acc.testing.inject_faults(copy=k):
+            try:
+                scenario()
+            except acc.ExecutionError:
+                pass                               # then check nothing leaked
+
+Wait for queued work inside the block: a copy or launch that runs after it ends is
+neither counted nor failed.
+
+``check_consistency()`` runs the consistency checker of ``PYACC_CHECK=1`` now, on every
+device in use (``pyacc.observe.verify_all``): it raises ``acc.ConsistencyError`` naming
+the entry or block that is wrong.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from mapping import InvalidAsyncError
+from mapping import InvalidArgumentError, InvalidAsyncError
+from mapping.emulated import FaultPlan
 
 from ._clauses import async_value
 from ._devices import current_runtime
 
-__all__ = ["hold_queue"]
+__all__ = ["hold_queue", "inject_faults", "FaultPlan", "check_consistency"]
 
 
 @contextmanager
@@ -29,3 +55,34 @@ def hold_queue(q):
     queue = current_runtime().device.queue(number)
     with queue.hold():
         yield queue
+
+
+@contextmanager
+def inject_faults(*, alloc=None, copy=None, launch=None, error=None):
+    """Make the ``alloc``-th allocation, ``copy``-th copy and ``launch``-th kernel launch
+    (each an int ≥ 1, a list of them, or None) of the current device fail inside the
+    block; yields the ``FaultPlan``. ``error`` (an exception class or instance, e.g.
+    ``KeyboardInterrupt``) is raised instead of the realistic device error. Raises
+    ``InvalidArgumentError`` on a device that cannot inject faults (only ``emulated``
+    can)."""
+    device = current_runtime().device
+    if not hasattr(device, "inject_faults"):
+        raise InvalidArgumentError(
+            f"inject_faults: the {device.type_name} device cannot inject faults; use the "
+            "emulated device (acc.set_device_type('emulated'))")
+    plan = FaultPlan(alloc=alloc, copy=copy, launch=launch, error=error)
+    previous = device.inject_faults(plan)
+    try:
+        yield plan
+    finally:
+        device.inject_faults(previous)
+
+
+def check_consistency() -> None:
+    """Check the present tables, counters and device memory of every device in use
+    against the checker's own bookkeeping (``acc.ConsistencyError`` when they differ).
+    The checker must be on: ``PYACC_CHECK=1`` before the program starts, or set it and
+    call ``pyacc.observe.configure()`` (``RuntimeError`` otherwise)."""
+    from .observe import verify_all  # the diagnostics import the device registry
+
+    verify_all()
