@@ -109,3 +109,16 @@ def scribble_device_memory(nbytes: int = 1 << 16, value: int = 0x5A) -> None:
     junk = acc.malloc(nbytes, np.uint8)
     junk[:] = value
     acc.free(junk)
+
+
+# kernels shared by the exceptional-exit and stress tests
+@acc.parallel_loop(present="v")
+def add_one_present(v):
+    for i in range(v.shape[0]):
+        v[i] += 1.0
+
+
+@acc.parallel_loop
+def add_one(v):
+    for i in range(v.shape[0]):
+        v[i] += 1.0

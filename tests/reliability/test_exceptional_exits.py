@@ -46,21 +46,9 @@ import pytest
 import pyacc as acc
 from pyacc.testing import hold_queue
 
-from .support import assert_baseline, memory_in_use, scribble_device_memory
+from .support import add_one, add_one_present, assert_baseline, memory_in_use, scribble_device_memory
 
 N = 32
-
-
-@acc.parallel_loop(present="v")
-def add_one_present(v):
-    for i in range(v.shape[0]):
-        v[i] += 1.0
-
-
-@acc.parallel_loop
-def add_one(v):
-    for i in range(v.shape[0]):
-        v[i] += 1.0
 
 
 @acc.parallel_loop(reduction="+:s")

@@ -39,25 +39,13 @@ import pytest
 
 import pyacc as acc
 
-from .support import assert_baseline, check_consistency, memory_in_use
+from .support import add_one, add_one_present, assert_baseline, check_consistency, memory_in_use
 
 THREADS = 8
 MIN_OPS = 20_000
 MIN_SECONDS = 30.0
 WATCHDOG_S = 240
 QUEUES = 4
-
-
-@acc.parallel_loop(present="v")
-def add_one_present(v):
-    for i in range(v.shape[0]):
-        v[i] += 1.0
-
-
-@acc.parallel_loop
-def add_one(v):
-    for i in range(v.shape[0]):
-        v[i] += 1.0
 
 
 @acc.parallel_loop(present="x", reduction="+:s")
