@@ -59,7 +59,12 @@ ALIGNMENT = 256
 
 
 def _round_up(nbytes: int) -> int:
-    return max(ALIGNMENT, (nbytes + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT)
+    """Block size for ``nbytes``: whole alignment units, plus one unit of gap after
+    blocks of 4 KiB and more, so that equal-sized arrays never sit a power of two apart
+    (two 32 MiB fields exactly 32 MiB apart share cache sets: a Jacobi step on them ran
+    4.5× slower than on host arrays)."""
+    size = max(ALIGNMENT, (nbytes + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT)
+    return size + ALIGNMENT if size >= 4096 else size
 
 
 class Arena:
