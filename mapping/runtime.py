@@ -523,11 +523,21 @@ class DeviceRuntime:
                     raise not_present(array, name or self.namer(array), found, f"update {direction.value}",
                                       self.table)
                 moves.append((direction, array, name, self.device_view(found.entry, array, found.data)))
-            for direction, array, name, device_array in moves:
-                if direction is UpdateDirection.DEVICE:
-                    self.device.upload(device_array, array, queue, name=name)
-                else:
-                    self.device.download(array, device_array, queue, name=name)
+            # all or nothing for the host data (API.md §4): with several synchronous
+            # moves, the host arrays written so far are put back if a later move fails
+            saved = [] if len(moves) > 1 and queue.async_value is None else None
+            try:
+                for direction, array, name, device_array in moves:
+                    if direction is UpdateDirection.DEVICE:
+                        self.device.upload(device_array, array, queue, name=name)
+                    else:
+                        if saved is not None:
+                            saved.append((array, array.copy()))
+                        self.device.download(array, device_array, queue, name=name)
+            except BaseException:
+                for array, before in reversed(saved or ()):
+                    np.copyto(array, before)
+                raise
 
     # == map_data / unmap_data (OpenACC 3.3 §3.2.21–3.2.22) ================================
     def map_data(self, array: np.ndarray, device_array, name: str | None = None) -> None:

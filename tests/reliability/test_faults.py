@@ -455,14 +455,7 @@ def _cases(keys=tuple(SCENARIOS)):
     return cases
 
 
-_FINDING_2 = ("mapping/runtime.py: when one copy of a multi-array exit_data or update fails, "
-              "the copies before it have already reached their destination although the "
-              "directive raises and leaves every mapping in place (API.md §4: every buffer as "
-              "it was; docs/RELIABILITY.md, finding 2)")
-_KNOWN_BUGS = {
-    # exit_data stages its copy-backs now; update does not (the one open finding)
-    ("update_three_arrays", "copy"): _FINDING_2,
-}
+_KNOWN_BUGS: dict = {}  # (scenario, kind) -> reason, for a strict xfail while a finding is open
 
 
 @pytest.mark.parametrize("key, kind", _cases())
