@@ -53,7 +53,6 @@ class _DeviceBooks:
         self.counters: dict[int, list] = {}  # id(entry) -> [entry, structured, dynamic]
         self.blocks: dict[int, list] = {}  # device address -> [bytes asked, owner entry]
         self.unknown_bytes = 0  # in use before the ledger was attached (adopted)
-        self.unknown_blocks: set[int] = set()
         self.problems: list[str] = []  # found while replaying events, reported at verify
 
 

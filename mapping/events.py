@@ -155,11 +155,6 @@ class EventBus:
             callback(event)
         return event
 
-    def publish_event(self, event: Event) -> None:
-        """Hand an already built ``Event`` to the subscribers of its kind."""
-        for callback in self._by_kind[event.kind]:
-            callback(event)
-
 
 BUS = EventBus()
 

@@ -12,7 +12,6 @@ catch. A callback may raise to replace the error (its exception propagates, chai
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
 
@@ -55,7 +54,9 @@ def report(error: AccError) -> None:
     if getattr(error, "_acc_reported", False):
         return
     error._acc_reported = True
-    if _DEBUG_FLAG():
+    from .observe import debug_enabled  # here: pyacc.observe imports modules that import this one
+
+    if debug_enabled():
         _dump_table(error)
     if BUS.wants(EventKind.ERROR):
         from ._devices import ICVS
@@ -65,10 +66,6 @@ def report(error: AccError) -> None:
         BUS.publish(EventKind.ERROR, device, name=getattr(error, "name", None), info=error)
     for callback in _CALLBACKS:
         callback(error)
-
-
-def _DEBUG_FLAG() -> bool:
-    return os.environ.get("PYACC_DEBUG", "").strip() not in ("", "0")
 
 
 def _dump_table(error) -> None:

@@ -49,5 +49,5 @@ def verify_all() -> None:
 
 def live_runtimes() -> list:
     """Every device runtime created so far, of every type."""
-    return [runtime for device_type in ("host", "emulated", "cuda")
+    return [runtime for device_type in _devices.DEVICE_TYPES
             for runtime in _devices.live_runtimes(device_type)]
