@@ -5,7 +5,7 @@ bounds-check helpers and the kernel ``_acc_kernel``), :class:`FunctionRewriter` 
 atomics, ``on_device``, globals and routine calls rewritten for the target) and the
 :class:`Target` protocol with :class:`CpuTarget`, which turns each parallel nest into
 ``prange`` code. A CUDA target adds a ``Target`` whose ``parallel_nest`` emits a grid-
-stride kernel with block reductions; nothing else here needs to change.
+stride kernel with block reductions (``cuda_target``).
 
 Invariants:
     * Generated names start with ``_acc_``; user code may not use that prefix.
@@ -77,6 +77,19 @@ class Target:
         ``slots`` gives the source of each reduction's partial dtype and identity.
         """
         raise NotImplementedError
+
+    def atomic_function(self, op: str) -> ast.expr:
+        """The function a kernel calls for ``acc.atomic.<op>`` (array, index, value)."""
+        return ast.Name(id=f"_acc_{INTRINSICS[op]}", ctx=ast.Load())
+
+    def attach(self, builder: "ModuleBuilder") -> None:
+        """Called once by the builder that uses this target (targets that keep
+        per-module state, like ``cuda``, are created per build)."""
+
+    def finish_kernel(self, tree: ast.FunctionDef, source: FunctionSource) -> ast.FunctionDef:
+        """The kernel function after its nests were rewritten (last chance to
+        restructure it); the CPU keeps it as it is."""
+        return tree
 
 
 class CpuTarget(Target):
@@ -463,7 +476,7 @@ class FunctionRewriter(ast.NodeTransformer):
         args = [self.visit(a) for a in node.args]
         if self.builder.boundscheck:
             args[1] = self.builder.check_index_arg(args[0], args[1], self.source)
-        func = ast.Name(id=f"_acc_{INTRINSICS[op]}", ctx=ast.Load())
+        func = self.builder.target.atomic_function(op)
         return ast.copy_location(ast.Call(func=func, args=args, keywords=[]), node)
 
     # -- names
@@ -606,6 +619,9 @@ class ModuleBuilder:
         self.checks: dict[str, str] = {}
         self.footer: list[str] = []
         self.fcount = 0
+        self.clauses = None  # the construct's ComputeClauses (launch shape on cuda)
+        self.current_source: FunctionSource | None = None  # the kernel being rewritten
+        target.attach(self)
 
     # -- globals
 
@@ -642,12 +658,14 @@ class ModuleBuilder:
         """Add the kernel function (named ``_acc_kernel``)."""
         fidx = self._next_index()
         rewriter = FunctionRewriter(self, source, fidx, None if self.serial else plan)
+        self.current_source = source
         tree = rewriter.visit(copy.deepcopy(source.tree))
+        tree = self.target.finish_kernel(tree, source)
         tree.name = KERNEL_NAME
         parallel = parallel and not self.serial and bool(plan.nests)
         decorator = self.target.decorator(kind="kernel", parallel=parallel,
                                           boundscheck=self.boundscheck, cache=self.cache)
-        self._add_block(decorator, tree, source)
+        self.add_block(decorator, tree, source)
 
     def add_routine(self, func) -> str:
         """Compile ``func`` as a device function in this module; returns its name."""
@@ -663,14 +681,15 @@ class ModuleBuilder:
         tree.name = name
         decorator = self.target.decorator(kind="routine", parallel=False,
                                           boundscheck=self.boundscheck, cache=self.cache)
-        self._add_block(decorator, tree, source)
+        self.add_block(decorator, tree, source)
         return name
 
     def _next_index(self):
         self.fcount += 1
         return self.fcount - 1
 
-    def _add_block(self, decorator, tree, source):
+    def add_block(self, decorator, tree, source):
+        """Add function ``tree`` (from ``source``) under ``decorator`` to the module."""
         ast.fix_missing_locations(tree)
         text = decorator + "\n" + ast.unparse(tree)
         origin = _line_origins(tree, text)

@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import threading
+import traceback
 from pathlib import Path
 
 import numba
@@ -91,7 +92,14 @@ def get_kernel(info: KernelInfo, args, target: str = "cpu", device_type: str = "
 def _kind_key(args):
     # dtype.char/ndim are cheap attribute reads; hashing dtype objects is not.
     return tuple([(a.dtype.char, a.dtype.byteorder, a.ndim) if type(a) is np.ndarray
-                  or isinstance(a, np.ndarray) else type(a) for a in args])
+                  or isinstance(a, np.ndarray) or _is_device_array(a) else type(a)
+                  for a in args])
+
+
+def _is_device_array(value) -> bool:
+    """A GPU array (CuPy, numba-cuda, any ``__cuda_array_interface__`` object)."""
+    return hasattr(value, "__cuda_array_interface__") or (
+        type(value).__name__ == "FakeCUDAArray")  # numba's CUDA simulator
 
 
 def cache_dir() -> Path:
@@ -116,16 +124,22 @@ def _build(info, args, target, device_type, boundscheck, kinds):
                         f"({', '.join(info.params)}), got {len(args)}")
     if target == "python":
         return _python_kernel(info, device, boundscheck)
-    if target not in TARGETS:
+    if target == "cuda" and info.clauses.construct == "routine":
+        target = "cpu"  # a routine called from the host runs on the host
+    if target not in TARGETS and target != "cuda":
         raise CompileError(f"unknown target {target!r}; expected one of "
-                           f"{', '.join(['python', *TARGETS])}")
+                           f"{', '.join(['python', *TARGETS, 'cuda'])}")
+    if target == "cuda":
+        _warn_boundscheck_on_cuda(boundscheck)
+        boundscheck = False
     arg_types = _numba_types(info, args)
     source = info.source
     scope = Scope(source.func, local_names(source.tree))
     check_free_names(source, scope, strict=True)
     plan = Planner(source, info.clauses, scope, log_decisions=True).plan()
-    builder = ModuleBuilder(TARGETS[target], device_type=device, boundscheck=boundscheck,
+    builder = ModuleBuilder(_target(target), device_type=device, boundscheck=boundscheck,
                             arg_types=dict(zip(info.params, arg_types)))
+    builder.clauses = info.clauses
     _add_function(builder, info, plan)
     header = (f"# pyacc generated kernel for {info.where}; target={target} "
               f"device={device} boundscheck={boundscheck}; do not edit")
@@ -141,6 +155,8 @@ def _build(info, args, target, device_type, boundscheck, kinds):
         _write_once(path, text)
     module = _import(path, f"_pyacc_kernel_{digest}", builder.injected)
     dispatcher = getattr(module, KERNEL_NAME)
+    if target == "cuda":  # numba-cuda compiles each kernel at its first launch
+        return _cuda_driver(dispatcher, info, str(path), linemap)
     try:
         dispatcher.compile(arg_types)
     except Exception as exc:  # noqa: BLE001 - every compile failure is a CompileError
@@ -148,6 +164,53 @@ def _build(info, args, target, device_type, boundscheck, kinds):
     if boundscheck:
         return _bounds_checked(dispatcher, info.where)
     return dispatcher
+
+
+def _target(name):
+    """The code generator of target ``name`` (the cuda one keeps per-module state and
+    imports numba.cuda, so it is created per build and only when asked for)."""
+    if name == "cuda":
+        from .cuda_target import CudaTarget
+        return CudaTarget()
+    return TARGETS[name]
+
+
+_warned_boundscheck = []
+
+
+def _warn_boundscheck_on_cuda(boundscheck):
+    if boundscheck and not _warned_boundscheck:
+        _warned_boundscheck.append(True)
+        import warnings
+        warnings.warn("PYACC_BOUNDSCHECK has no effect on the cuda target (GPU kernels "
+                      "cannot raise); check indices on 'host' or 'emulated'", RuntimeWarning,
+                      stacklevel=4)
+
+
+def _cuda_driver(driver, info, generated_file, linemap):
+    """The driver of a cuda kernel; Numba's typing or lowering failures, which happen at
+    a kernel's first launch, become ``CompileError`` located in the user's source."""
+
+    def kernel(*args):
+        try:
+            return driver(*args)
+        except nb_errors.NumbaError as exc:
+            raise _compile_error(info, exc, generated_file, linemap,
+                                 _launch_origin(exc, generated_file, linemap)) from None
+
+    kernel.driver = driver
+    kernel.__name__ = f"cuda_{info.name}"
+    return kernel
+
+
+def _launch_origin(exc, generated_file, linemap):
+    """``(file, line)`` of the user loop whose launch raised ``exc`` (the driver line
+    in the generated file that was running), or None."""
+    origin = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == generated_file and 0 < line < len(linemap):
+            origin = linemap[line] or origin
+    return origin
 
 
 def _add_function(builder, info, plan):
@@ -161,6 +224,9 @@ def _add_function(builder, info, plan):
 def _numba_types(info, args):
     types = []
     for name, value in zip(info.params, args):
+        if _is_device_array(value):  # typed like the host array it stands for
+            types.append(nbtypes.Array(numba.from_dtype(value.dtype), value.ndim, "A"))
+            continue
         try:
             types.append(numba.typeof(value))
         except (ValueError, TypeError) as exc:
@@ -278,8 +344,9 @@ def _unified_type(info, typemap, var, typing_context):
 # ------------------------------------------------------------------------------ errors
 
 
-def _compile_error(info, exc, generated_file, linemap) -> CompileError:
-    """Numba's failure as a ``CompileError`` located in the user's source."""
+def _compile_error(info, exc, generated_file, linemap, fallback=None) -> CompileError:
+    """Numba's failure as a ``CompileError`` located in the user's source (at
+    ``fallback`` when Numba's message names no line of the generated file)."""
     located = []
 
     def to_user(match):
@@ -298,7 +365,7 @@ def _compile_error(info, exc, generated_file, linemap) -> CompileError:
                          '", line ', ":"), message)
     message = re.sub(r"_acc_g\d+_|_acc_r\d+_", "", message)
     kind = "cannot type" if isinstance(exc, nb_errors.TypingError) else "cannot compile"
-    filename, lineno = located[-1] if located else (info.filename, info.lineno)
+    filename, lineno = located[-1] if located else (fallback or (info.filename, info.lineno))
     return CompileError(f"{info.name}: Numba {kind} this kernel: {message.strip()}",
                         filename, lineno)
 

@@ -1,0 +1,374 @@
+"""The ``cuda`` target: a planned kernel → a plain-Python driver and numba-cuda kernels.
+
+Owns :class:`CudaTarget`. On the CPU a compute region becomes one ``njit`` function; on
+a GPU the host and the device are separate, so the generated module holds:
+
+* one ``@cuda.jit`` kernel per parallel nest (``_acc_k<N>``): a grid-stride loop over
+  the nest's collapsed iteration space (OpenACC 3.3 §2.9.1: the collapsed levels form
+  one space of ``prod(trip counts)`` iterations, recovered here by divmod, innermost
+  level fastest so neighbouring threads touch neighbouring elements). Threads per block
+  come from ``vector_length`` (default ``cuda_runtime.DEFAULT_BLOCK``), blocks from
+  ``num_gangs`` or the problem size (§2.5.10, §2.5.12). Reductions (§2.9.11): each
+  thread accumulates from the operator's identity, each block combines its threads in a
+  shared-memory tree and writes one partial, and the driver combines the partials with
+  the variable's value before the region (second pass), so that value participates once.
+  ``private``/``firstprivate`` scalars are per-thread locals; private arrays get one
+  row per thread of a scratch array (``firstprivate`` rows start as copies);
+* one single-thread ``@cuda.jit`` kernel (``_acc_s<N>``) per run of sequential
+  statements that touch device memory (array elements, routines, atomics): the code of
+  ``serial`` regions and the sequential loops of ``kernels``/``parallel`` regions run
+  on the device, as OpenACC requires, and the scalars they assign that are used later
+  come back through one-element outputs;
+* routines as ``@cuda.jit(device=True)`` functions (§2.15); ``acc.atomic.*`` as
+  ``cuda.atomic.*`` (§2.12);
+* the driver ``_acc_kernel`` (plain Python): the function with each parallel nest
+  replaced by its launch on the current queue's stream (``cuda_runtime.stream``) and each
+  device run replaced by its single-thread launch. Scalar code (sizes, bounds, tests on
+  reduction results) runs on the host, views of arrays (``a[i]`` of a 2-d array) are
+  taken on the host (no data moves).
+
+Invariants:
+    * The driver never reads an array element on the host: anything that does is in a
+      device kernel (:meth:`CudaTarget._device_side` decides, conservatively).
+    * A value leaves the device only as a reduction result or an output of a
+      single-thread run, and only after the stream it was computed on has finished it.
+    * Kernel parameters are the names a kernel reads that the driver defines
+      (parameters and names assigned outside the kernel's lines), in sorted order, then
+      the generated iteration-space, partial and scratch arguments.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+from . import cuda_runtime
+from .codegen import (_COMBINE, _NP, _RT, Target, _fill, _is_const, _names_outside,
+                      _range_bounds)
+
+__all__ = ["CudaTarget"]
+
+_CUDA = "_acc_cuda"
+_CRT = "_acc_crt"
+_HOST_ATTRIBUTES = ("shape", "strides", "ndim", "size", "dtype")
+
+
+def _loaded(nodes) -> set:
+    return {n.id for node in nodes for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _stored(nodes) -> set:
+    return {n.id for node in nodes for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _names_in_lines(tree, first, last, ctx, inside: bool) -> set:
+    """Names used with ``ctx`` (Load/Store) on lines ``[first, last]`` (inside) or off
+    them, in ``tree``."""
+    return {n.id for n in ast.walk(tree)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)
+            and (first <= n.lineno <= last) == inside}
+
+
+class CudaTarget(Target):
+    """numba-cuda kernels launched by a plain-Python driver (one instance per build)."""
+
+    name = "cuda"
+
+    def __init__(self):
+        self.builder = None
+        self.launches: set[int] = set()  # ids of driver statements that launch kernels
+        self.kernel_count = 0
+        self.island_count = 0
+        # kernels whose parameter lists are final only once the driver is: (tree, launch)
+        self.pending: list[tuple[ast.FunctionDef, list]] = []
+
+    def attach(self, builder) -> None:
+        self.builder = builder
+
+    # -- the module ---------------------------------------------------------------------
+    def imports(self):
+        return [f"import numpy as {_NP}", f"from numba import cuda as {_CUDA}",
+                f"from compiler import runtime as {_RT}",
+                f"from compiler import cuda_runtime as {_CRT}"]
+
+    def atomic_function(self, op):
+        # ``cuda.atomic.<op>`` spelled out: the simulator resolves ``cuda`` only inside
+        # kernels, so module-level aliases would not work there
+        attribute = ast.Attribute(value=ast.Name(id=_CUDA, ctx=ast.Load()), attr="atomic",
+                                  ctx=ast.Load())
+        return ast.Attribute(value=attribute, attr=op, ctx=ast.Load())
+
+    def _jit(self, device: bool = False) -> str:
+        cache = self.builder.cache and not cuda_runtime.SIMULATED
+        return f"@{_CUDA}.jit({'device=True, ' if device else ''}cache={cache})"
+
+    def decorator(self, *, kind, parallel, boundscheck, cache):
+        if kind == "routine":
+            return self._jit(device=True)
+        return "# the driver: plain Python, runs on the host"
+
+    def _array_ndim(self, name):
+        numba_type = self.builder.arg_types.get(name)
+        return getattr(numba_type, "ndim", None) if hasattr(numba_type, "layout") else None
+
+    # -- parallel nests -------------------------------------------------------------------
+    def parallel_nest(self, nest, body, prefix, slots):
+        p = prefix
+        source = self.builder.current_source
+        name = f"_acc_k{self.kernel_count}"
+        self.kernel_count += 1
+        outside = _names_outside(source.tree, nest.levels[0])
+        copies = nest.private + nest.firstprivate
+        loop_vars = {level.target.id for level in nest.levels}
+        live = sorted(((_loaded(body) & outside) - loop_vars) | set(copies))
+        private_arrays = [n for n in copies if self._array_ndim(n) is not None]
+        levels = self._level_names(nest, p)
+        setup, exprs = self._bounds(nest, levels)
+        kernel_params = list(live)
+        for depth, (s, _e, t, n) in enumerate(levels):
+            kernel_params += [v for v in (s, t) if not v[0].isdigit() and not v.startswith("-")]
+            if depth:
+                kernel_params.append(n)
+        kernel_params.append(f"{p}total")
+        kernel_params += [f"{p}pv_{var}" for _, var in nest.reductions]
+        kernel_params += [f"{p}pa_{n}" for n in private_arrays]
+        capped = bool(nest.reductions or private_arrays)
+        driver = self._launch_lines(nest, p, name, kernel_params, private_arrays, capped, slots)
+        stmts = _fill(setup + "\n" + driver, exprs, [], nest.levels[0])
+        self.launches.update(id(s) for s in stmts)
+        kernel = self._kernel_text(nest, p, name, kernel_params, levels, private_arrays, slots)
+        tree = _fill(kernel, {}, body, nest.levels[0])[0]
+        self.pending.append((tree, stmts))
+        return stmts
+
+    @staticmethod
+    def _level_names(nest, p):
+        """``(start, stop, step, trips)`` source per level; literal starts and steps
+        stay literals (LLVM then sees unit strides)."""
+        names = []
+        for depth, level in enumerate(nest.levels):
+            start, _stop, step = _range_bounds(level)
+            s = repr(start.value) if _is_const(start) else f"{p}s{depth}"
+            t = repr(step.value) if _is_const(step) else f"{p}t{depth}"
+            names.append((s, f"{p}e{depth}", t, f"{p}n{depth}"))
+        return names
+
+    @staticmethod
+    def _bounds(nest, levels):
+        exprs, lines = {}, []
+        for depth, level in enumerate(nest.levels):
+            start, stop, step = _range_bounds(level)
+            s, e, t, n = levels[depth]
+            exprs.update({f"START{depth}": start, f"STOP{depth}": stop, f"STEP{depth}": step})
+            if not _is_const(start):
+                lines.append(f"{s} = START{depth}")
+            lines.append(f"{e} = STOP{depth}")
+            if not _is_const(step):
+                lines.append(f"{t} = STEP{depth}")
+            lines.append(f"{n} = {_RT}.trip_count({s}, {e}, {t})")
+        return "\n".join(lines), exprs
+
+    def _launch_lines(self, nest, p, name, params, private_arrays, capped, slots):
+        clauses = self.builder.clauses
+        block = (clauses.vector_length if clauses is not None and clauses.vector_length
+                 else cuda_runtime.DEFAULT_BLOCK)
+        gangs = clauses.num_gangs if clauses is not None else None
+        total = " * ".join(f"{p}n{d}" for d in range(len(nest.levels)))
+        lines = [f"{p}total = {total}", f"if {p}total > 0:",
+                 f"    {p}grid, {p}block = {_CRT}.launch_shape({p}total, {block}, {gangs}, {capped})"]
+        for op, var in nest.reductions:
+            lines.append(f"    {p}pv_{var} = {_CRT}.partials({p}grid, {slots.dtype(p, op, var)})")
+        for n in private_arrays:
+            lines.append(f"    {p}pa_{n} = {_CRT}.scratch({p}grid * {p}block, {n})")
+        lines.append(f"    {name}[{p}grid, {p}block, {_CRT}.stream()]({', '.join(params)})")
+        for op, var in nest.reductions:
+            lines.append(f"    {var} = " + _COMBINE[op].format(
+                a=var, b=f"{_CRT}.finish({p}pv_{var}, {op!r})"))
+        return "\n".join(lines)
+
+    def _kernel_text(self, nest, p, name, params, levels, private_arrays, slots):
+        lines = [f"def {name}({', '.join(params)}):", f"    {p}tid = {_CUDA}.grid(1)"]
+        lines += [f"    {p}rv_{var} = {slots.identity(p, op, var)}" for op, var in nest.reductions]
+        for n in nest.private + nest.firstprivate:
+            if n in private_arrays:
+                lines.append(f"    {p}pp_{n} = {p}pa_{n}[{p}tid]")
+                if n in nest.firstprivate:
+                    lines += _copy_loops(f"{p}pp_{n}", n, self._array_ndim(n), p, 1)
+            else:
+                lines.append(f"    {p}pp_{n} = {n}")
+        lines.append(f"    for {p}k in range({p}tid, {p}total, {_CUDA}.gridsize(1)):")
+        lines.append(f"        {p}q = {p}k")
+        for depth in range(len(nest.levels) - 1, 0, -1):
+            s, _e, t, n = levels[depth]
+            var = nest.levels[depth].target.id
+            lines += [f"        {p}x = {p}q // {n}",
+                      f"        {var} = {s} + ({p}q - {p}x * {n}) * {t}",
+                      f"        {p}q = {p}x"]
+        s, _e, t, _n = levels[0]
+        lines += [f"        {nest.levels[0].target.id} = {s} + {p}q * {t}", "        BODY"]
+        if nest.reductions:
+            lines += self._block_reduction(nest, p, slots)
+        return "\n".join(lines)
+
+    def _block_reduction(self, nest, p, slots):
+        """Shared-memory tree over the block's threads, then one partial per block."""
+        clauses = self.builder.clauses
+        block = (clauses.vector_length if clauses is not None and clauses.vector_length
+                 else cuda_runtime.DEFAULT_BLOCK)
+        lines = [f"    {p}tx = {_CUDA}.threadIdx.x", f"    {p}nt = {_CUDA}.blockDim.x"]
+        for op, var in nest.reductions:
+            lines += [f"    {p}sm_{var} = {_CUDA}.shared.array({block}, {slots.dtype(p, op, var)})",
+                      f"    {p}sm_{var}[{p}tx] = {p}rv_{var}"]
+        lines += [f"    {_CUDA}.syncthreads()", f"    {p}h = 1",
+                  f"    while {p}h < {p}nt:", f"        {p}h *= 2", f"    {p}h //= 2",
+                  f"    while {p}h > 0:",
+                  f"        if {p}tx < {p}h and {p}tx + {p}h < {p}nt:"]
+        for op, var in nest.reductions:
+            sm = f"{p}sm_{var}"
+            lines.append(f"            {sm}[{p}tx] = " + _COMBINE[op].format(
+                a=f"{sm}[{p}tx]", b=f"{sm}[{p}tx + {p}h]"))
+        lines += [f"        {_CUDA}.syncthreads()", f"        {p}h //= 2",
+                  f"    if {p}tx == 0:"]
+        lines += [f"        {p}pv_{var}[{_CUDA}.blockIdx.x] = {p}sm_{var}[0]"
+                  for _, var in nest.reductions]
+        return lines
+
+    # -- sequential code: host or single-thread device runs ----------------------------------
+    def finish_kernel(self, tree, source):
+        """Move each run of sequential statements that touch device memory into a
+        single-thread kernel; everything else stays in the driver."""
+        self._driver = tree
+        self._source = source
+        tree.body = self._split(tree.body) or [ast.Pass()]
+        defined = {a.arg for a in tree.args.args} | _stored([tree])
+        for kernel, launch in self.pending:
+            _drop_undefined(kernel, launch, defined)
+            self.builder.add_block(self._jit(), kernel, source)
+        self.pending = []
+        return tree
+
+    def _split(self, stmts):
+        out, run = [], []
+        for stmt in stmts:
+            if id(stmt) in self.launches:
+                out += self._island(run)
+                out.append(stmt)
+            elif any(id(node) in self.launches for node in ast.walk(stmt)):
+                out += self._island(run)
+                out.append(self._host_compound(stmt))
+            elif self._device_side(stmt):
+                run.append(stmt)
+            else:
+                out += self._island(run)
+                out.append(stmt)
+        out += self._island(run)
+        return out
+
+    def _host_compound(self, stmt):
+        """A loop or ``if`` around launches stays on the host; its parts are split."""
+        headers = {ast.For: ("target", "iter"), ast.While: ("test",), ast.If: ("test",)}
+        fields = headers.get(type(stmt))
+        if fields is None:
+            raise self._source.error(
+                f"the cuda target cannot run a {type(stmt).__name__.lower()} statement "
+                "around parallel loops; use a plain for/while/if", stmt)
+        if any(self._device_side(getattr(stmt, f)) for f in fields):
+            raise self._source.error(
+                "on the cuda target the condition or range of a loop around parallel "
+                "loops runs on the host and cannot read array elements; compute it into a "
+                "scalar (for instance with a reduction) first", stmt)
+        stmt.body = self._split(stmt.body) or [ast.Pass()]
+        stmt.orelse = self._split(stmt.orelse)
+        return stmt
+
+    def _device_side(self, node) -> bool:
+        """True when ``node`` reads or writes array elements, or calls a routine or an
+        atomic: it must run on the device. Views (``a[i]`` of a 2-d array, slices) and
+        ``a.shape[...]`` are host operations."""
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Subscript) and not self._host_subscript(sub):
+                return True
+            if isinstance(sub, ast.Call) and (_is_atomic(sub.func) or (
+                    isinstance(sub.func, ast.Name) and sub.func.id.startswith("_acc_r"))):
+                return True
+        return False
+
+    def _host_subscript(self, node) -> bool:
+        value = node.value
+        if isinstance(value, ast.Attribute) and value.attr in _HOST_ATTRIBUTES:
+            return True
+        ndim = self._array_ndim(value.id) if isinstance(value, ast.Name) else None
+        if ndim is None:
+            return False
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return len(elts) < ndim or any(isinstance(e, ast.Slice) for e in elts)
+
+    def _island(self, run):
+        """A single-thread kernel for ``run`` (consumed) and the driver lines that
+        launch it and read back the scalars it assigns that are used later."""
+        if not run:
+            return []
+        stmts, run[:] = list(run), []
+        for stmt in stmts:
+            for node in ast.walk(stmt):
+                if isinstance(node, (ast.Return, ast.Yield)):
+                    raise self._source.error(
+                        "on the cuda target a return value that reads array elements must "
+                        "be computed into a variable first (assign it, then return the "
+                        "variable)", node)
+        first = min(s.lineno for s in stmts)
+        last = max(s.end_lineno for s in stmts)
+        driver = self._driver
+        defined = {a.arg for a in driver.args.args} | \
+            _names_in_lines(driver, first, last, ast.Store, inside=False)
+        live_in = sorted(_loaded(stmts) & defined)
+        stored = _stored(stmts)
+        used_after = _names_in_lines(driver, first, last, ast.Load, inside=False)
+        live_out = sorted(stored & (used_after | set(live_in)))
+        index = self.island_count
+        self.island_count += 1
+        name, p = f"_acc_s{index}", f"_acc_s{index}_"
+        outputs = [f"{p}o_{v}" for v in live_out]
+        slots = self.builder.slots
+        text = "\n".join([f"def {name}({', '.join(live_in + outputs)}):", "    BODY"]
+                         + [f"    {p}o_{v}[0] = {v}" for v in live_out])
+        tree = _fill(text, {}, [copy.deepcopy(s) for s in stmts], stmts[0])[0]
+        lines = [f"{p}o_{v} = {_CRT}.partials(1, {slots.dtype(p, '+', v)})" for v in live_out]
+        lines.append(f"{name}[1, 1, {_CRT}.stream()]({', '.join(live_in + outputs)})")
+        lines += [f"{v} = {_CRT}.scalar({p}o_{v})" for v in live_out]
+        launch = _fill("\n".join(lines), {}, [], stmts[0])
+        self.pending.append((tree, launch))
+        return launch
+
+
+def _drop_undefined(kernel: ast.FunctionDef, launch: list, defined: set) -> None:
+    """Remove from ``kernel``'s parameters, and from the arguments of its launch, the
+    names the driver never defines (loop variables and temporaries that other kernels
+    keep to themselves); the kernel defines those itself."""
+    keep = [i for i, a in enumerate(kernel.args.args)
+            if a.arg in defined or a.arg.startswith("_acc_")]
+    kernel.args.args = [kernel.args.args[i] for i in keep]
+    for node in ast.walk(ast.Module(body=launch, type_ignores=[])):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) and \
+                isinstance(node.func.value, ast.Name) and node.func.value.id == kernel.name:
+            node.args = [node.args[i] for i in keep]
+
+
+def _is_atomic(func) -> bool:
+    """``_acc_cuda.atomic.<op>``, as :meth:`CudaTarget.atomic_function` spells it."""
+    return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
+            and func.value.attr == "atomic" and isinstance(func.value.value, ast.Name)
+            and func.value.value.id == _CUDA)
+
+
+def _copy_loops(target, source, ndim, p, indent):
+    """Lines copying array ``source`` into ``target`` element by element (ndim loops)."""
+    pad = "    " * indent
+    index = ", ".join(f"{p}c{d}" for d in range(ndim))
+    lines = []
+    for d in range(ndim):
+        lines.append(pad + "    " * d + f"for {p}c{d} in range({source}.shape[{d}]):")
+    lines.append(pad + "    " * ndim + f"{target}[{index}] = {source}[{index}]")
+    return lines
+

@@ -1,0 +1,134 @@
+"""Kernels every compiler feature of the compute issue needs, with simulator-sized inputs.
+
+Shared by ``test_cuda_ptx.py`` (each kernel compiled to PTX by NVVM, as for a real GPU)
+and ``test_simulated_kernels.py`` (each kernel run in Numba's CUDA simulator and compared
+with the function run as plain Python). The kernel functions are the ones of
+``tests/compiler/test_kernels.py``, loaded from that file, so the CPU and the cuda
+targets are held to the same programs.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from compiler import analyze, get_kernel, parse_clauses
+
+_path = Path(__file__).resolve().parent.parent / "compiler" / "test_kernels.py"
+_spec = importlib.util.spec_from_file_location("pyacc_cpu_kernel_tests", _path)
+K = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(K)
+
+
+@dataclass
+class Case:
+    """One kernel, its construct and clauses, and a factory of fresh arguments."""
+
+    name: str
+    func: object
+    construct: str
+    make_args: object
+    clauses: dict = field(default_factory=dict)
+    ignore: tuple = ()  # argument positions not compared (private arrays)
+
+    def info(self):
+        return analyze(self.func, parse_clauses(self.construct, **self.clauses))
+
+    def run(self, target, device_type="cuda", info=None):
+        args = self.make_args()
+        info = info or self.info()
+        value = get_kernel(info, args, target=target, device_type=device_type)(*args)
+        return value, args
+
+
+def _ints(n=300):
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 1000, n)
+    f = np.ones(n, dtype=np.int64)
+    f[rng.choice(n, 7, replace=False)] = -1
+    f[rng.choice(n, 3, replace=False)] = 3
+    b = np.ones(n, dtype=np.bool_)
+    b[17] = False
+    return x, f, b
+
+
+def private_scalar(x, y, t):
+    for i in range(x.shape[0]):
+        t = 2.0 * x[i]
+        y[i] = t + 1.0
+
+
+def gang_vector_sum(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i]
+    return s
+
+
+def element_outside_loops(a, out):
+    first = a[0] + a[1]          # a sequential read of device memory: a device run
+    for i in range(out.shape[0]):
+        out[i] = a[i] * first
+    out[0] = first               # and a sequential write after the loop
+    return first * 2.0
+
+
+def sequential_loop_around_nests(u, steps):
+    for t in range(steps):
+        for i in range(1, u.shape[0] - 1):
+            u[i] = u[i] + 1.0
+        u[0] = u[0] + u[1]
+
+
+CASES = [
+    Case("every_operator_on_ints", K.int_reductions, "parallel_loop", _ints,
+         {"reduction": K.INT_CLAUSES}),
+    Case("initial_value_participates_once_with_empty_loop", K.int_reductions,
+         "parallel_loop", lambda: (np.zeros(0, np.int64), np.ones(0, np.int64),
+                                   np.ones(0, np.bool_)), {"reduction": K.INT_CLAUSES}),
+    Case("every_operator_on_floats", K.float_reductions, "parallel_loop",
+         lambda: (np.random.default_rng(2).standard_normal(400),),
+         {"reduction": ["+:s", "*:p", "max:mx", "min:mn"]}),
+    Case("implicit_reduction_int_to_float", K.promoting_sum, "parallel_loop",
+         lambda: (np.full(200, 0.5),)),
+    Case("float32_reduction", K.float32_sum, "parallel_loop",
+         lambda: (np.ones(100, dtype=np.float32),), {"reduction": "+:s"}),
+    Case("collapse_2_with_max_reduction", K.stencil, "parallel_loop",
+         lambda: (np.random.default_rng(3).random((9, 13)), np.zeros((9, 13))),
+         {"collapse": 2, "reduction": "max:err"}),
+    Case("collapse_3_negative_steps_nonzero_start", K.strided3, "parallel_loop",
+         lambda: (np.zeros((9, 10, 7), dtype=np.int64), 1), {"collapse": 3}),
+    Case("negative_runtime_step_and_global_constant", K.backwards, "parallel_loop",
+         lambda: (np.arange(20.0), np.zeros(20), 19, -3)),
+    Case("parallel_with_marked_loops", K.two_loops, "parallel",
+         lambda: (np.arange(50.0), np.zeros(50))),
+    Case("kernels_several_nests", K.kernels_nests, "kernels",
+         lambda: (np.arange(40.0), np.zeros(40), np.zeros(40))),
+    Case("kernels_loop_independent", K.shift, "kernels_loop",
+         lambda: (np.arange(30.0),), {"independent": True}),
+    Case("serial_runs_in_order", K.serial_scan, "serial", lambda: (np.ones(60),)),
+    Case("private_array_and_firstprivate", K.with_private, "parallel_loop",
+         lambda: (np.arange(100.0), np.zeros(3), 1.0),
+         {"private": "tmp", "firstprivate": "k"}, ignore=(1,)),
+    Case("private_scalar", private_scalar, "parallel_loop",
+         lambda: (np.arange(64.0), np.zeros(64), 5.0), {"private": "t"}),
+    Case("routines", K.call_routines, "parallel_loop",
+         lambda: (np.linspace(-5, 15, 41), np.zeros(41))),
+    Case("atomic_histogram", K.histogram, "parallel_loop",
+         lambda: (np.arange(500), np.zeros(3, dtype=np.int64))),
+    Case("atomics_on_floats_ints_and_tuples", K.atomics_2d, "parallel_loop",
+         lambda: (np.random.default_rng(4).standard_normal(301),
+                  np.array([[0.0, 0.0], [0.0, 0.0], [-np.inf, np.inf]]),
+                  np.array([0, 0, 0xFFFFF], dtype=np.int64))),
+    Case("on_device", K.where_am_i, "parallel_loop", lambda: (np.zeros(4),)),
+    Case("view_taken_on_the_host", K.aliasing, "parallel_loop",
+         lambda: (np.zeros((2, 30)), np.arange(30.0))),
+    Case("num_gangs_and_vector_length", gang_vector_sum, "parallel_loop",
+         lambda: (np.arange(300.0),), {"num_gangs": 2, "vector_length": 32}),
+    Case("element_reads_and_writes_outside_loops", element_outside_loops, "parallel",
+         lambda: (np.arange(1.0, 21.0), np.zeros(20))),
+    Case("sequential_loop_around_parallel_loops", sequential_loop_around_nests, "parallel",
+         lambda: (np.zeros(12), 3)),
+]

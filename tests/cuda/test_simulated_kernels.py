@@ -1,0 +1,71 @@
+"""Every kernel feature on the cuda target, run in Numba's CUDA simulator and compared
+with the same function run as plain Python (collected only under NUMBA_ENABLE_CUDASIM=1)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cases import CASES
+
+import compiler
+from compiler import CompileError, analyze, get_kernel, parse_clauses
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_cuda_kernel_matches_python(case):
+    info = case.info()
+    value, arrays = case.run("cuda", info=info)
+    expected, expected_arrays = case.run("python", info=info)
+    if isinstance(expected, tuple):
+        np.testing.assert_allclose(np.array(value, dtype=float),
+                                   np.array(expected, dtype=float), rtol=1e-12)
+    else:
+        assert value == pytest.approx(expected, rel=1e-12) if expected is not None else value is None
+    for position, (a, b) in enumerate(zip(arrays, expected_arrays)):
+        if isinstance(a, np.ndarray) and position not in case.ignore:
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_reduction_results_keep_their_types():
+    case = next(c for c in CASES if c.name == "float32_reduction")
+    value, _ = case.run("cuda")
+    assert isinstance(value, np.float32) and value == 100
+    ints = next(c for c in CASES if c.name == "every_operator_on_ints")
+    value, _ = ints.run("cuda")
+    assert value[7] == False and value[8] == True  # noqa: E712 - numpy bools
+
+
+def test_zero_step_raises_like_python():
+    from cases import K
+    info = analyze(K.backwards, parse_clauses("parallel_loop"))
+    args = (np.zeros(3), np.zeros(3), 2, 0)
+    with pytest.raises(ValueError):
+        get_kernel(info, args, target="cuda", device_type="cuda")(*args)
+
+
+def test_private_copies_are_not_copied_back():
+    case = next(c for c in CASES if c.name == "private_array_and_firstprivate")
+    _, arrays = case.run("cuda")
+    assert (arrays[1] == 0).all()
+    np.testing.assert_allclose(arrays[0], 3 * np.arange(100.0) + 6)
+
+
+def returns_an_element(a):
+    for i in range(a.shape[0]):
+        a[i] = 1.0
+    return a[0]
+
+
+def test_returning_an_element_asks_for_a_variable():
+    info = analyze(returns_an_element, parse_clauses("parallel"))
+    with pytest.raises(CompileError, match="computed into a variable"):
+        get_kernel(info, (np.zeros(4),), target="cuda", device_type="cuda")
+
+
+def test_kernel_is_memoised_per_argument_kinds():
+    info = analyze(CASES[3].func, parse_clauses("parallel_loop"))
+    first = get_kernel(info, (np.zeros(5),), target="cuda", device_type="cuda")
+    assert get_kernel(info, (np.zeros(9),), target="cuda", device_type="cuda") is first
+    assert get_kernel(info, (np.zeros(5, np.float32),), target="cuda",
+                      device_type="cuda") is not first
+    assert compiler.get_kernel(info, (np.zeros(5),), target="cpu") is not first
