@@ -25,8 +25,10 @@ Interface used by the launcher (``pyacc/_compute.py``)::
   implicit present-or-copy of read-only arrays, API.md §6).
 * ``get_kernel``: memoised per info on (target, device type, ``PYACC_BOUNDSCHECK``,
   argument dtypes/ndims); cheap to call on every launch, or keep the kernel. Targets:
-  ``"cpu"`` (Numba ``parallel=True``; the kernel *is* the Numba dispatcher) and
-  ``"python"`` (the function as written, for ``PYACC_DISABLE_JIT=1``).
+  ``"cpu"`` (Numba ``parallel=True``; the kernel *is* the Numba dispatcher),
+  ``"cuda"`` (numba-cuda kernels launched by a plain-Python driver on CuPy's current
+  stream; arguments are GPU arrays, see ``cuda_target``) and ``"python"`` (the function
+  as written, for ``PYACC_DISABLE_JIT=1``).
 * Errors: :class:`CompileError` (with ``filename``/``lineno``); under
   ``PYACC_BOUNDSCHECK=1`` an out-of-bounds index raises :class:`KernelIndexError`
   (``.kernel``, ``.array``), which the launcher turns into ``ExecutionError``.
@@ -39,7 +41,9 @@ Interface used by the launcher (``pyacc/_compute.py``)::
 Modules: ``clauses`` (clause values and parsing), ``markers`` (plain-Python markers),
 ``frontend`` (source, name resolution), ``analysis`` (loop plans, written/read),
 ``codegen`` (targets and module text), ``kernel`` (get_kernel, disk cache, probe),
-``atomics`` (LLVM atomicrmw intrinsics), ``runtime`` (jitted helpers), ``errors``.
+``atomics`` (LLVM atomicrmw intrinsics), ``runtime`` (jitted helpers), ``cuda_target``
+and ``cuda_runtime`` (the GPU code generator and its host-side helpers, imported only
+when a cuda kernel is built), ``errors``.
 """
 from __future__ import annotations
 

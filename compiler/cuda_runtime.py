@@ -4,6 +4,7 @@ A kernel compiled for the ``cuda`` target is a plain-Python *driver* that comput
 iteration spaces and launches ``numba.cuda`` kernels (see ``cuda_target``). Owns what
 those drivers need at run time:
 
+* :func:`launch` — a kernel launch on :func:`stream`;
 * :func:`stream` — the numba-cuda stream to launch on: CuPy's *current* stream (the
   ``cuda`` device makes a queue's stream current while it runs a kernel of that queue,
   OpenACC 3.3 §2.16.1), wrapped with ``cuda.external_stream``; the default stream when
@@ -26,12 +27,13 @@ grids at :data:`SIMULATOR_GRID` blocks: each simulated thread costs ~100 µs.
 from __future__ import annotations
 
 import sys
+import threading
 
 import numpy as np
 from numba import config as _numba_config
 from numba import cuda
 
-__all__ = ["stream", "launch_shape", "partials", "scratch", "finish", "scalar",
+__all__ = ["launch", "stream", "launch_shape", "partials", "scratch", "finish", "scalar",
            "SIMULATED", "DEFAULT_BLOCK"]
 
 #: True when kernels run in Numba's CUDA simulator.
@@ -67,6 +69,30 @@ def stream():
     if wrapped is None:
         wrapped = _external[pointer] = cuda.external_stream(pointer)
     return wrapped
+
+
+def launch(kernel, grid: int, block: int, args: tuple) -> None:
+    """``kernel[grid, block]`` on the current queue's stream (:func:`stream`)."""
+    if SIMULATED:
+        _simulated_launch(kernel, grid, block, args)
+    else:
+        kernel[grid, block, stream()](*args)
+
+
+#: The simulator swaps ``cuda`` in a kernel's globals while it runs: one launch at a time.
+_SIMULATOR_LOCK = threading.Lock()
+
+
+def _simulated_launch(kernel, grid, block, args):
+    """A launch in Numba's CUDA simulator. Host arrays that stand for device memory are
+    handed over as they are (the simulator would otherwise copy them in and out, and it
+    cannot copy strided views), and launches from several queues take turns."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    args = tuple(FakeCUDAArray(a) if isinstance(a, np.ndarray) and a.ndim else a
+                 for a in args)
+    with _SIMULATOR_LOCK:
+        kernel[grid, block, 0](*args)
 
 
 def _capped_grid() -> int:

@@ -181,7 +181,7 @@ class CudaTarget(Target):
             lines.append(f"    {p}pv_{var} = {_CRT}.partials({p}grid, {slots.dtype(p, op, var)})")
         for n in private_arrays:
             lines.append(f"    {p}pa_{n} = {_CRT}.scratch({p}grid * {p}block, {n})")
-        lines.append(f"    {name}[{p}grid, {p}block, {_CRT}.stream()]({', '.join(params)})")
+        lines.append(f"    {_CRT}.launch({name}, {p}grid, {p}block, ({_args(params)}))")
         for op, var in nest.reductions:
             lines.append(f"    {var} = " + _COMBINE[op].format(
                 a=var, b=f"{_CRT}.finish({p}pv_{var}, {op!r})"))
@@ -335,11 +335,16 @@ class CudaTarget(Target):
                          + [f"    {p}o_{v}[0] = {v}" for v in live_out])
         tree = _fill(text, {}, [copy.deepcopy(s) for s in stmts], stmts[0])[0]
         lines = [f"{p}o_{v} = {_CRT}.partials(1, {slots.dtype(p, '+', v)})" for v in live_out]
-        lines.append(f"{name}[1, 1, {_CRT}.stream()]({', '.join(live_in + outputs)})")
+        lines.append(f"{_CRT}.launch({name}, 1, 1, ({_args(live_in + outputs)}))")
         lines += [f"{v} = {_CRT}.scalar({p}o_{v})" for v in live_out]
         launch = _fill("\n".join(lines), {}, [], stmts[0])
         self.pending.append((tree, launch))
         return launch
+
+
+def _args(names) -> str:
+    """A tuple display of ``names`` (a trailing comma for one)."""
+    return ", ".join(names) + ("," if len(names) == 1 else "")
 
 
 def _drop_undefined(kernel: ast.FunctionDef, launch: list, defined: set) -> None:
@@ -350,9 +355,10 @@ def _drop_undefined(kernel: ast.FunctionDef, launch: list, defined: set) -> None
             if a.arg in defined or a.arg.startswith("_acc_")]
     kernel.args.args = [kernel.args.args[i] for i in keep]
     for node in ast.walk(ast.Module(body=launch, type_ignores=[])):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) and \
-                isinstance(node.func.value, ast.Name) and node.func.value.id == kernel.name:
-            node.args = [node.args[i] for i in keep]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "launch" and isinstance(node.args[0], ast.Name) and \
+                node.args[0].id == kernel.name:
+            node.args[3].elts = [node.args[3].elts[i] for i in keep]
 
 
 def _is_atomic(func) -> bool:

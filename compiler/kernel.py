@@ -91,15 +91,31 @@ def get_kernel(info: KernelInfo, args, target: str = "cpu", device_type: str = "
 
 def _kind_key(args):
     # dtype.char/ndim are cheap attribute reads; hashing dtype objects is not.
-    return tuple([(a.dtype.char, a.dtype.byteorder, a.ndim) if type(a) is np.ndarray
-                  or isinstance(a, np.ndarray) or _is_device_array(a) else type(a)
-                  for a in args])
+    kinds = []
+    for a in args:
+        if type(a) is np.ndarray or isinstance(a, np.ndarray):
+            kinds.append((a.dtype.char, a.dtype.byteorder, a.ndim))
+        elif _is_device_array(a):
+            dtype, ndim = _device_dtype_ndim(a)
+            kinds.append((dtype.char, dtype.byteorder, ndim))
+        else:
+            kinds.append(type(a))
+    return tuple(kinds)
 
 
 def _is_device_array(value) -> bool:
     """A GPU array (CuPy, numba-cuda, any ``__cuda_array_interface__`` object)."""
     return hasattr(value, "__cuda_array_interface__") or (
         type(value).__name__ == "FakeCUDAArray")  # numba's CUDA simulator
+
+
+def _device_dtype_ndim(value):
+    """dtype and ndim of a GPU array, from its ``__cuda_array_interface__`` when it
+    has no ``dtype``/``ndim`` attributes of its own."""
+    interface = getattr(value, "__cuda_array_interface__", None)
+    if interface is not None:
+        return np.dtype(interface["typestr"]), len(interface["shape"])
+    return np.dtype(value.dtype), value.ndim
 
 
 def cache_dir() -> Path:
@@ -225,7 +241,8 @@ def _numba_types(info, args):
     types = []
     for name, value in zip(info.params, args):
         if _is_device_array(value):  # typed like the host array it stands for
-            types.append(nbtypes.Array(numba.from_dtype(value.dtype), value.ndim, "A"))
+            dtype, ndim = _device_dtype_ndim(value)
+            types.append(nbtypes.Array(numba.from_dtype(dtype), ndim, "A"))
             continue
         try:
             types.append(numba.typeof(value))

@@ -80,10 +80,16 @@ class Timed:
         try:
             return self.operation()
         finally:
-            event = self.event
-            BUS.publish(EventKind.DONE, event.device, queue=event.queue, nbytes=event.nbytes,
-                        name=event.name, info=event, start=start, where=event.where)
-            self.operation = None
+            self.finish(start)
+
+    def finish(self, start: float) -> None:
+        """Publish DONE for the operation, begun at ``start``, that has now completed
+        (queues whose operations complete after their call returns, CUDA streams, call
+        this themselves once the stream has passed the operation)."""
+        event = self.event
+        BUS.publish(EventKind.DONE, event.device, queue=event.queue, nbytes=event.nbytes,
+                    name=event.name, info=event, start=start, where=event.where)
+        self.operation = None
 
     def skipped(self, description):
         skipped = getattr(self.operation, "skipped", None)
@@ -248,13 +254,18 @@ class Device(abc.ABC):
     def _transfer(self, kind, destination, source, queue, name) -> None:
         nbytes = source.nbytes
         _COUNT(kind, self.identity, nbytes)
-        operation = lambda: self._copy(destination, source)  # noqa: E731
+        operation = self._transfer_operation(kind, destination, source, queue)
         if _ACTIVE[kind] or _ACTIVE[_DONE]:
             event = _announce(kind, self.identity, queue.async_value, nbytes, name,
                               info=(destination, source))
             if event is not None:
                 operation = Timed(operation, event)
         queue.submit(operation, (_TRANSFER_NAMES[kind], name, nbytes))
+
+    def _transfer_operation(self, kind, destination, source, queue) -> Callable[[], None]:
+        """The callable ``queue`` runs for a transfer: ``_copy`` on the thread that runs
+        it. (Devices whose copies are enqueued on a stream, ``cuda``, return their own.)"""
+        return lambda: self._copy(destination, source)
 
     # -- queues and launches -------------------------------------------------------
     def queue(self, async_value: int | None) -> Queue:

@@ -39,6 +39,7 @@ from mapping import (
     EventKind,
     Counter,
     ExecutionError,
+    InvalidArgumentError,
     InvalidDataSectionError,
     MapKind,
     Mapped,
@@ -281,7 +282,7 @@ class ComputeRegion:
         key = (device_type, _env_flag(b"PYACC_DISABLE_JIT"), _env_flag(b"PYACC_BOUNDSCHECK"), kinds)
         kernel = self._kernels.get(key)
         if kernel is None:
-            target = "python" if key[1] else "cpu"
+            target = "python" if key[1] else _TARGET_OF.get(device_type, "cpu")
             kernel = compiler.get_kernel(self.info, device_args, target=target, device_type=device_type)
             self._kernels[key] = kernel
         return kernel
@@ -302,6 +303,8 @@ class ComputeRegion:
         for slot, value in enumerate(args):
             kinds.append(_kind(value))
             if type(value) is not np.ndarray and not isinstance(value, np.ndarray):
+                if type(value) not in _SCALARS and _is_device_array(value):
+                    self._check_device_argument(runtime, params[slot], value)
                 continue
             name = params[slot]
             kind = self._explicit.get(name)
@@ -316,6 +319,20 @@ class ComputeRegion:
             map_kinds.append((kind, name))
             slots.append(slot)
         return arrays, map_kinds, slots, tuple(kinds)
+
+    def _check_device_argument(self, runtime, name, value) -> None:
+        """A device array (``__cuda_array_interface__``: a CuPy or numba-cuda array) is
+        device data: passed to the kernel as it is, like a ``deviceptr`` argument, after
+        the device has checked that it is its memory (``extent_of``). Host data clauses
+        cannot take it."""
+        clauses = self.info.clauses
+        clause = next((c for c in _KIND_OF_CLAUSE if name in getattr(clauses, c)), None)
+        if clause is not None:
+            raise InvalidArgumentError(
+                f"{self.info.where}: argument {name!r} is a device array ({type(value).__name__} "
+                f"with __cuda_array_interface__), but the {clause} clause takes host (numpy) "
+                "arrays: name it in deviceptr=... instead, or pass the host array", name=name)
+        runtime.device.extent_of(value)  # must be memory of this device
 
     def _requests(self, runtime, arrays, map_kinds, slots):
         """Validated map requests, for the full ``enter`` path."""
@@ -361,13 +378,33 @@ class ComputeRegion:
 
 _MISS = object()
 
+#: the compiler target of each device type (host and emulated kernels run on CPU threads)
+_TARGET_OF = {"host": "cpu", "emulated": "cpu", "cuda": "cuda"}
+
+
+#: argument types that are certainly scalars (no device-array check needed)
+_SCALARS = frozenset({int, float, complex, bool, np.float64, np.float32, np.int64, np.int32,
+                      np.uint64, np.uint32, np.complex128, np.complex64, np.bool_})
+
+
+def _is_device_array(value) -> bool:
+    """An object exporting ``__cuda_array_interface__`` (CuPy, numba-cuda, PyTorch ...)."""
+    return getattr(value, "__cuda_array_interface__", None) is not None
+
 
 def _kind(value):
     """The kernel-key kind of a pass-through argument: its type, or dtype and ndim for
-    arrays (``deviceptr`` device arrays are passed through as they are)."""
+    arrays (``deviceptr`` device arrays are passed through as they are): numpy arrays,
+    and any ``__cuda_array_interface__`` object (its type, typestr and ndim)."""
     if isinstance(value, np.ndarray):
         return (value.dtype.char, value.dtype.byteorder, value.ndim)
-    return type(value)
+    kind = type(value)
+    if kind in _SCALARS:
+        return kind
+    interface = getattr(value, "__cuda_array_interface__", None)
+    if interface is None:
+        return kind
+    return (kind, interface.get("typestr"), len(interface.get("shape", ())))
 
 
 class _CallPlan:

@@ -13,8 +13,8 @@ time a selection is resolved (first use of a thread, ``set_device_type``,
 
 - unset or empty: an explicit request (``ACC_DEVICE_TYPE``, ``set_device_type``) of an
   unavailable type is an error (``DeviceTypeUnavailableError``: ``set_device_type`` raises
-  at once, ``ACC_DEVICE_TYPE`` when the device is first used); the implicit default is cuda when a usable GPU is found, else host,
-  silently. This keeps the behaviour of pyacc without the variable, so that a typo or a
+  at once, ``ACC_DEVICE_TYPE`` when the device is first used); the implicit default is
+  cuda when a usable GPU is found, else host, silently. This keeps the behaviour of pyacc without the variable, so that a typo or a
   missing GPU is never hidden.
 - ``default``: a request of an unavailable non-host type falls back to host; the first
   fallback of the process warns (``OffloadFallbackWarning``). The implicit default is as
@@ -30,8 +30,16 @@ time a selection is resolved (first use of a thread, ``set_device_type``,
 When a type falls back to host, the device number becomes 0 (host has one device).
 A selection already resolved is not re-resolved when the variable changes later.
 
+The cuda device type is probed once, at first need (``_probe_cuda``): it is usable when
+CuPy imports, numba-cuda is installed, Numba's CUDA simulator is off and the CUDA driver
+reports GPUs; the number of cuda devices is ``cupy.cuda.runtime.getDeviceCount()``.
+Otherwise ``get_num_devices("cuda") == 0`` and the reason names the missing piece.
+``PYACC_TESTING_FAKE_CUDA=1`` (testing only, see ``pyacc.testing``) replaces the probe:
+one cuda device on ``mapping.cuda_fake.FakeCudaBackend`` (host memory), usable only when
+``NUMBA_ENABLE_CUDASIM=1`` puts the kernels in Numba's CUDA simulator.
+
 Environment (read once, at first use, OpenACC 3.3 ch. 4): ``ACC_DEVICE_TYPE``,
-``ACC_DEVICE_NUM``, ``PYACC_EMULATED_DEVICES`` (default 1).
+``ACC_DEVICE_NUM``, ``PYACC_EMULATED_DEVICES`` (default 1), ``PYACC_TESTING_FAKE_CUDA``.
 
 Invariants:
 - internal code never reads the ICVs except through ``current_runtime()`` and
@@ -42,6 +50,8 @@ Invariants:
 from __future__ import annotations
 
 import difflib
+import importlib
+import importlib.util
 import os
 import sys
 import threading
@@ -94,15 +104,100 @@ _HINTS = {"gpu": "cuda", "cpu": "host", "device": "not_host"}
 
 def _cuda_unavailable_reason() -> str | None:
     """Why the cuda device type cannot be used here, or None when it can."""
+    return _probe_cuda()[0]
+
+
+def _probe_cuda() -> tuple[str | None, int]:
+    """``(reason, count)``: why cuda is unusable (None when usable) and its number of
+    devices (``cupy.cuda.runtime.getDeviceCount()``; 1 under PYACC_TESTING_FAKE_CUDA)."""
+    if _fake_cuda_requested():
+        reason = _fake_cuda_reason()
+        return reason, 0 if reason else 1
     try:
-        import cupy  # noqa: F401
-    except ImportError:
-        return "CuPy is not installed (pip install 'pyacc[cuda]')"
-    except Exception as error:  # pragma: no cover - broken CUDA install
-        return f"CuPy failed to import: {error}"
-    if not cupy.is_available():
-        return "CuPy found no usable GPU (no NVIDIA GPU or driver on this machine)"
-    return "the cuda device type is not implemented in this version of pyacc"
+        cupy = _import_module("cupy")
+    except ImportError as error:
+        if getattr(error, "name", None) == "cupy":
+            return "CuPy is not installed (pip install 'pyacc[cuda]')", 0
+        return f"CuPy failed to import: {error}", 0
+    except Exception as error:  # a broken CUDA install raises more than ImportError
+        return f"CuPy failed to import: {type(error).__name__}: {error}", 0
+    if _find_spec("numba_cuda") is None:
+        return ("numba-cuda is not installed (pip install 'pyacc[cuda]'): it compiles the "
+                "kernels of the cuda device"), 0
+    if _simulator_enabled():
+        return ("NUMBA_ENABLE_CUDASIM=1: numba.cuda is Numba's CUDA simulator, which cannot "
+                "run kernels on GPU memory; unset it to use the GPU (tests without a GPU "
+                "add PYACC_TESTING_FAKE_CUDA=1, see pyacc.testing)"), 0
+    try:
+        count = int(cupy.cuda.runtime.getDeviceCount())
+    except Exception as error:  # CUDARuntimeError: no driver, no GPU, driver too old
+        return f"no usable CUDA driver or GPU: {type(error).__name__}: {error}", 0
+    if count <= 0:
+        return ("the CUDA driver reports 0 GPUs (is CUDA_VISIBLE_DEVICES empty, or are the "
+                "GPUs hidden from this container?)"), 0
+    reason = _numba_cuda_reason()
+    return reason, 0 if reason else count
+
+
+def _numba_cuda_reason() -> str | None:
+    """Why numba-cuda, which compiles the kernels, cannot use the GPU that CuPy found
+    (its driver bindings or NVVM missing or broken), or None. Runs only with a GPU."""
+    try:
+        numba_cuda = _import_module("numba.cuda")
+        if numba_cuda.is_available():
+            return None
+        error = numba_cuda.cuda_error() if hasattr(numba_cuda, "cuda_error") else None
+    except Exception as failure:  # a broken install raises more than ImportError
+        error = f"{type(failure).__name__}: {failure}"
+    return f"numba-cuda cannot use the GPU: {error or 'numba.cuda.is_available() is False'}"
+
+
+def _import_module(name: str):
+    """``importlib.import_module`` (a seam for the tests of each missing piece)."""
+    return importlib.import_module(name)
+
+
+def _find_spec(name: str):
+    """``importlib.util.find_spec`` without importing the package (also a test seam)."""
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+
+
+# == PYACC_TESTING_FAKE_CUDA: the cuda device type without a GPU (testing only) ===============
+def _fake_cuda_requested() -> bool:
+    return os.environ.get("PYACC_TESTING_FAKE_CUDA", "").strip() not in ("", "0")
+
+
+def _simulator_enabled() -> bool:
+    """Whether ``numba.cuda`` is (or, once imported, will be) Numba's CUDA simulator: its
+    own config once imported (the switch is read at import), else NUMBA_ENABLE_CUDASIM."""
+    if "numba.cuda" in sys.modules:
+        config = sys.modules.get("numba.cuda.core.config")
+        if config is not None and hasattr(config, "ENABLE_CUDASIM"):
+            return bool(config.ENABLE_CUDASIM)
+    text = os.environ.get("NUMBA_ENABLE_CUDASIM", "").strip()
+    try:
+        return bool(int(text)) if text else False
+    except ValueError:
+        return False
+
+
+def _fake_cuda_reason() -> str | None:
+    """Under PYACC_TESTING_FAKE_CUDA=1: what is missing for the fake cuda device."""
+    if not _simulator_enabled():
+        if "numba.cuda" in sys.modules:
+            return ("PYACC_TESTING_FAKE_CUDA=1 needs Numba's CUDA simulator, but numba.cuda "
+                    "was already imported without it: set NUMBA_ENABLE_CUDASIM=1 before the "
+                    "program (or the test run) starts")
+        return ("PYACC_TESTING_FAKE_CUDA=1 needs NUMBA_ENABLE_CUDASIM=1 (kernels of the fake "
+                "cuda device run in Numba's CUDA simulator); set both before the program "
+                "starts")
+    if _find_spec("numba.cuda") is None:
+        return ("PYACC_TESTING_FAKE_CUDA=1 needs numba-cuda for Numba's CUDA simulator "
+                "(pip install 'pyacc[test]')")
+    return None
 
 
 # == offload policy (PYACC_OFFLOAD, like OMP_TARGET_OFFLOAD) =================================
@@ -172,13 +267,17 @@ class _Registry:
     def __init__(self):
         self._lock = threading.Lock()
         self._runtimes: dict[tuple[str, int], DeviceRuntime] = {}
-        self._cuda_reason: str | None | bool = False  # False: not probed yet
+        self._cuda: tuple[str | None, int] | None = None  # (reason, count); None: not probed
         self._emulated_count: int | None = None
 
+    def _cuda_probe(self) -> tuple[str | None, int]:
+        probe = self._cuda
+        if probe is None:
+            probe = self._cuda = _probe_cuda()
+        return probe
+
     def cuda_reason(self) -> str | None:
-        if self._cuda_reason is False:
-            self._cuda_reason = _cuda_unavailable_reason()
-        return self._cuda_reason
+        return self._cuda_probe()[0]
 
     def count(self, device_type: str) -> int:
         if device_type == "host":
@@ -189,7 +288,7 @@ class _Registry:
             if self._emulated_count is None:
                 self._emulated_count = _emulated_devices_from_environment()
             return self._emulated_count
-        return 0 if self.cuda_reason() else 1
+        return self._cuda_probe()[1]
 
     def runtime(self, device_type: str, number: int) -> DeviceRuntime:
         key = (device_type, number)
@@ -226,14 +325,13 @@ class _Registry:
                 device_num=number,
             )
 
-    @staticmethod
-    def _create(device_type: str, number: int) -> DeviceRuntime:
+    def _create(self, device_type: str, number: int) -> DeviceRuntime:
         if device_type == "host":
             runtime = SharedMemoryRuntime(HostDevice(number))
         elif device_type == "emulated":
             runtime = DeviceRuntime(EmulatedDevice(number))
-        else:  # pragma: no cover - cuda lands with its own issue
-            raise DeviceTypeUnavailableError("the cuda device type is not implemented yet")
+        else:
+            runtime = DeviceRuntime(_cuda_device(number, fake=_fake_cuda_requested()))
         runtime.namer = _names.variable_name
         return runtime
 
@@ -243,6 +341,19 @@ class _Registry:
 
 
 _REGISTRY = _Registry()
+
+
+def _cuda_device(number: int, *, fake: bool):
+    """A cuda device: on the GPU through CuPy, or (``fake``: PYACC_TESTING_FAKE_CUDA=1, the
+    probe having checked that the simulator is on) on the host-memory stand-in."""
+    from mapping.cuda import CudaDevice  # imported on first use: it needs CuPy / numba-cuda
+
+    backend = None
+    if fake:
+        from mapping.cuda_fake import FakeCudaBackend
+
+        backend = FakeCudaBackend()
+    return CudaDevice(number, backend=backend)
 
 
 def _unavailable(device_type: str, origin: str = "") -> DeviceTypeUnavailableError:

@@ -16,6 +16,7 @@ from mapping import (
     EventKind,
     AccError,
     Counter,
+    DeviceTypeUnavailableError,
     InvalidArgumentError,
     InvalidAsyncError,
     MapKind,
@@ -39,7 +40,7 @@ __all__ = [
     "get_num_devices", "set_device_type", "get_device_type", "set_device_num",
     "get_device_num", "init", "shutdown", "get_property",
     "wait", "wait_all", "wait_async", "async_test", "async_test_all",
-    "get_default_async", "set_default_async",
+    "get_default_async", "set_default_async", "get_cuda_stream",
 ]
 
 
@@ -400,6 +401,32 @@ def set_default_async(q) -> None:
     if number is None:
         raise InvalidAsyncError(f"{q!r} is synchronous and cannot be the default queue", value=q)
     ICVS.default_async = number
+
+
+@reported
+def get_cuda_stream(q):
+    """The CuPy stream behind async queue ``q`` of the current cuda device (OpenACC's
+    ``acc_get_cuda_stream``, for NVIDIA targets). ``q`` is an int ≥ 0,
+    ``acc.async_noval`` (the thread's default queue) or ``acc.async_sync`` / None (the
+    synchronous queue's stream). Work the caller puts on that stream (a CuPy kernel, a
+    numba-cuda kernel on ``cuda.external_stream(stream.ptr)``) is ordered with pyacc's
+    work on the queue.
+
+    Raises:
+        DeviceTypeUnavailableError: the current device is not a cuda device (its type has
+            no CUDA streams).
+        InvalidAsyncError: ``q`` is not an async value.
+    """
+    number = async_value(q)
+    runtime = current_runtime()
+    device = runtime.device
+    if device.type_name != "cuda":
+        raise DeviceTypeUnavailableError(
+            f"acc.get_cuda_stream: the current device is {device.type_name} device "
+            f"{device.number}, which has no CUDA streams; select a GPU first with "
+            "acc.set_device_type('cuda') (acc.get_num_devices('cuda') tells whether one is "
+            "usable here)", device_type=device.type_name)
+    return device.queue(number).stream
 
 
 def _is_noval(q) -> bool:

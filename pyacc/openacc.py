@@ -61,6 +61,7 @@ acc_shutdown = _r.shutdown
 acc_get_default_async = _r.get_default_async
 acc_on_device = on_device
 acc_set_default_async = _r.set_default_async
+acc_get_cuda_stream = _r.get_cuda_stream
 
 
 def _async_form(routine, **fixed):

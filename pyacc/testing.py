@@ -31,6 +31,23 @@ neither counted nor failed.
 ``check_consistency()`` runs the consistency checker of ``PYACC_CHECK=1`` now, on every
 device in use (``pyacc.observe.verify_all``): it raises ``acc.ConsistencyError`` naming
 the entry or block that is wrong.
+
+The cuda device type without a GPU (testing only): with the environment variables
+
+    PYACC_TESTING_FAKE_CUDA=1 NUMBA_ENABLE_CUDASIM=1 pytest ...
+
+set before the program starts, the ``cuda`` device type is available with one device
+(so it becomes the default device type) whose memory, streams and events are
+``mapping.cuda_fake.FakeCudaBackend`` — host memory standing in for CuPy, device arrays
+are numpy arrays — and whose kernels are the real ``cuda`` target of the compiler, run by
+Numba's CUDA simulator. Everything above the backend (the runtime, the launcher, the
+cuda code generation) then runs as on a GPU, slowly (~100 µs per simulated thread: keep
+arrays to a few hundred elements). It proves nothing about CuPy itself, real
+concurrency, timings or ``__cuda_array_interface__`` import; those need a GPU
+(``tests/gpu``). ``NUMBA_ENABLE_CUDASIM`` is read when ``numba.cuda`` is first imported,
+so both variables belong in the environment of a new process; with the switch but
+without the simulator, selecting ``cuda`` raises ``DeviceTypeUnavailableError`` saying
+so. Never set the switch in production: it is not a GPU.
 """
 
 from __future__ import annotations

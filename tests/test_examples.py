@@ -39,7 +39,22 @@ CASES = {
     "histogram.py": (["--small"], OK),
     "unstructured.py": (["--small"], OK),
 }
-DEVICES = ["host", "emulated"]
+# Sizes for the fake cuda device, whose kernels run in Numba's CUDA simulator (~100 µs
+# per simulated thread, and atomics take a lock): a few thousand iterations per kernel.
+SIMULATOR_ARGS = {
+    "laplace2d.py": ["--n", "16", "--iterations", "8"],
+    "mandelbrot_async.py": ["--n", "24", "--blocks", "4", "--iterations", "20"],
+    "saxpy.py": ["--n", "2000", "--calls", "5"],
+    "dot.py": ["--n", "2001"],
+    "matmul.py": ["--n", "12"],
+    "histogram.py": ["--n", "3000", "--bins", "16"],
+    "unstructured.py": ["--n", "300", "--steps", "10"],
+}
+DEVICES = ["host", "emulated"] + (["cuda"] if acc.get_num_devices("cuda") else [])
+#: PYACC_TESTING_FAKE_CUDA=1: cuda is the host-memory stand-in with simulated kernels
+#: (tests/cuda/test_simulator_run.py): the examples run on it, but there is no CuPy
+FAKE_CUDA = os.environ.get("PYACC_TESTING_FAKE_CUDA", "0") not in ("", "0")
+REAL_GPU = acc.get_num_devices("cuda") > 0 and not FAKE_CUDA
 # more lines some runs must print: the transfer summaries count real copies on emulated
 # only (saxpy: per call x in, y in and out; in a data region once each)
 EXPECTED = {
@@ -57,7 +72,8 @@ def _environment(device: str | None) -> dict:
     """The caller's environment without pyacc/OpenACC settings that would change what
     the examples do (PYACC_DISABLE_JIT, PYACC_NOTIFY, ...); the kernel cache is kept."""
     env = {key: value for key, value in os.environ.items()
-           if not (key.startswith(("PYACC_", "ACC_")) and key != "PYACC_CACHE_DIR")}
+           if not (key.startswith(("PYACC_", "ACC_"))
+                   and key not in ("PYACC_CACHE_DIR", "PYACC_TESTING_FAKE_CUDA"))}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])
     if device is not None:
         env["ACC_DEVICE_TYPE"] = device
@@ -86,6 +102,8 @@ def test_every_example_is_covered():
 @pytest.mark.parametrize("name", list(CASES))
 def test_example_passes_its_check(name, device):
     args, success = CASES[name]
+    if device == "cuda" and FAKE_CUDA:
+        args = SIMULATOR_ARGS[name]
     if name == "mandelbrot_async.py":
         args = [*args, "--device", device]  # its --device defaults to emulated
     result = run_example(name, args, device)
@@ -97,11 +115,12 @@ def test_example_passes_its_check(name, device):
         assert expected in result.stdout, f"missing {expected!r}\n" + _explain(result)
 
 
+@pytest.mark.skipif(FAKE_CUDA, reason="the fake cuda device has no CuPy")
 @pytest.mark.parametrize("device", DEVICES)
 def test_cupy_interop_skips_without_a_gpu(device):
     result = run_example("cupy_interop.py", ["--small"], device)
     assert result.returncode == 0, _explain(result)
-    if acc.get_num_devices("cuda") == 0:
+    if not REAL_GPU:
         assert "skipped, this example needs a GPU" in result.stdout, _explain(result)
     else:  # pragma: no cover - needs a GPU
         assert OK in result.stdout.splitlines(), _explain(result)
@@ -116,7 +135,7 @@ def test_cupy_interop_data_flow_on_emulated():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(acc.get_num_devices("cuda") == 0, reason="needs a usable cuda device")
+@pytest.mark.skipif(not REAL_GPU, reason="needs a usable cuda device")
 def test_cupy_interop_on_the_gpu():  # pragma: no cover - needs a GPU
     result = run_example("cupy_interop.py", ["--small"], None)
     assert result.returncode == 0, _explain(result)

@@ -12,10 +12,26 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
 
-def test_cuda_target_under_the_simulator(tmp_path):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYACC_CACHE_DIR=str(tmp_path / "cache"))
+def _simulated_pytest(tmp_path, *paths):
+    """pytest on ``paths`` in a child process with a fake GPU: the cuda device type
+    usable (PYACC_TESTING_FAKE_CUDA=1: host-memory device, kernels in the simulator)."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYACC_TESTING_FAKE_CUDA="1",
+               PYACC_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("ACC_DEVICE_TYPE", None)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(HERE)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    assert " passed" in result.stdout and "skipped" not in result.stdout.split("\n")[-2]
+    return result.stdout
+
+
+def test_cuda_target_under_the_simulator(tmp_path):
+    summary = _simulated_pytest(tmp_path, str(HERE)).strip().split("\n")[-1]
+    assert " passed" in summary and "skipped" not in summary, summary
+
+
+def test_suite_with_cuda_as_the_default_device(tmp_path):
+    """The runtime, observability and example tests again with a (fake) GPU present:
+    cuda is then the default device type, so every test that does not pick a device,
+    and every example, runs on the cuda device and its kernels."""
+    _simulated_pytest(tmp_path, "tests/pyacc", "tests/observe", "tests/test_examples.py")

@@ -1,0 +1,714 @@
+"""The GPU benchmark suite: pyacc on the ``cuda`` device against hand-written numba-cuda
+kernels and CuPy, in one run (needs a GPU; without one it says why and exits 0).
+
+Side by side, interleaved round by round (``suite.measure``: a warm-up round, then the
+median of timed rounds; every candidate ends each run with a device synchronise):
+
+- saxpy 1e8, Jacobi 4096² × 100 (2-D stencil + max reduction, the error read back every
+  step), dot 1e8 (+ reduction), dense matmul 4096² (the naive triple loop): pyacc with
+  its data resident (``acc.data``) ÷ a hand-written numba-cuda kernel of the same
+  algorithm (target ≤ 1.1), CuPy beside them (its idiomatic call: elementwise
+  expressions, cuBLAS for dot and matmul);
+- host↔device bandwidth of ``acc.update`` (async, through pyacc's pinned staging) on a
+  1 GiB array ÷ CuPy's own copy from/to pinned host memory (target ≥ 0.9), with CuPy's
+  copy from pageable memory shown for context;
+- launch overhead: a trivial kernel on 3 present arrays through pyacc ÷ the same
+  numba-cuda kernel launched raw (target ≤ 1.3), synchronous (each launch waited for)
+  and asynchronous (launches queued on one queue/stream, one wait at the end);
+- a strided column update of an 8192² float64 array (``acc.update(self=a[:, j])`` and
+  ``device=``): its host↔device transfers counted with ``acc.stats()`` (target: 1 each,
+  the column packed on the device), checked exact, and timed.
+
+Correctness first: every kernel of every candidate is checked against NumPy on small data.
+
+The results go to the "GPU suite" section of ``benchmarks/RESULTS.md`` (between its
+BEGIN/END markers, with the GPU's name; the rest of the file is kept) and to
+``benchmarks/results_cuda.json``.
+
+Run: ``python benchmarks/bench_cuda.py [--quick] [--no-write] [--json FILE] [--note TEXT]``
+(``pip install -e '.[cuda]'`` first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
+
+import bench_compute as bc  # noqa: E402  (the pyacc kernels, the same as the CPU suite's)
+from bench_runtime import machine_description  # noqa: E402
+from suite import Candidate, measure  # noqa: E402  (the CPU suite's interleaved medians)
+
+import pyacc as acc  # noqa: E402
+from pyacc import _devices  # noqa: E402
+
+RESULTS = HERE / "RESULTS.md"
+JSON = HERE / "results_cuda.json"
+BEGIN = "<!-- BEGIN GPU SUITE: written by benchmarks/bench_cuda.py, replaced on each run -->"
+END = "<!-- END GPU SUITE -->"
+IMPLEMENTATIONS = ["pyacc", "numba-cuda", "cupy"]
+LABELS = {"pyacc": "pyacc (cuda)", "numba-cuda": "hand-written numba-cuda", "cupy": "CuPy"}
+THREADS = 256  # threads per block of the 1-D numba-cuda kernels (16 × 16 for 2-D)
+
+# targets of the issue
+KERNEL_RATIO = 1.1  # pyacc ÷ numba-cuda, at most
+BANDWIDTH_RATIO = 0.9  # pyacc ÷ CuPy pinned copy (bandwidth), at least
+LAUNCH_RATIO = 1.3  # pyacc ÷ raw numba-cuda launch, at most
+
+
+def gpu_unavailable_reason() -> str | None:
+    """Why this machine cannot run the GPU suite, or None."""
+    if os.environ.get("PYACC_TESTING_FAKE_CUDA", "").strip() not in ("", "0"):
+        return "PYACC_TESTING_FAKE_CUDA is set: its cuda device is host memory, not a GPU"
+    if acc.get_num_devices("cuda") == 0:
+        return _devices.unavailable_reason("cuda") or "no cuda device"
+    return None
+
+
+# == hand-written numba-cuda kernels (what a user would write without pyacc) =================
+
+try:  # numba-cuda (``pip install -e '.[cuda]'``); the kernels compile at their first launch
+    import numba
+    from numba import cuda
+except Exception:  # noqa: BLE001 - no numba.cuda: gpu_unavailable_reason says why
+    cuda = None
+
+# The same algorithms as pyacc's kernels: saxpy one thread per element; Jacobi one thread
+# per point (16 × 16 blocks), the block's max error reduced in shared memory and one atomic
+# max per block; dot a grid-stride loop, a shared-memory tree per block and one atomic add
+# per block; matmul one thread per element of c (no tiling). Module-level functions (not
+# closures), so that Numba's CUDA simulator can run them too.
+if cuda is not None:
+
+    @cuda.jit
+    def nb_saxpy(a, x, y):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            y[i] = a * x[i] + y[i]
+
+    @cuda.jit
+    def nb_jacobi(u, unew, err):
+        shared = cuda.shared.array(256, numba.float64)
+        j, i = cuda.grid(2)  # x along the contiguous columns: coalesced accesses
+        t = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
+        n, m = u.shape
+        local = 0.0
+        if 1 <= i and i < n - 1 and 1 <= j and j < m - 1:
+            value = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+            unew[i, j] = value
+            local = abs(value - u[i, j])
+        shared[t] = local
+        cuda.syncthreads()
+        step = 128
+        while step > 0:
+            if t < step:
+                shared[t] = max(shared[t], shared[t + step])
+            cuda.syncthreads()
+            step //= 2
+        if t == 0:
+            cuda.atomic.max(err, 0, shared[0])
+
+    @cuda.jit
+    def nb_dot(x, y, out):
+        shared = cuda.shared.array(256, numba.float64)
+        t = cuda.threadIdx.x
+        i = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        total = 0.0
+        while i < x.shape[0]:
+            total += x[i] * y[i]
+            i += stride
+        shared[t] = total
+        cuda.syncthreads()
+        step = 128
+        while step > 0:
+            if t < step:
+                shared[t] += shared[t + step]
+            cuda.syncthreads()
+            step //= 2
+        if t == 0:
+            cuda.atomic.add(out, 0, shared[0])
+
+    @cuda.jit
+    def nb_matmul(a, b, c):
+        j, i = cuda.grid(2)
+        if i < c.shape[0] and j < c.shape[1]:
+            total = 0.0
+            for k in range(a.shape[1]):
+                total += a[i, k] * b[k, j]
+            c[i, j] = total
+
+    @cuda.jit
+    def nb_trivial(x, y, z):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            z[i] = x[i] + y[i]
+
+
+def numba_kernels() -> SimpleNamespace:
+    """The hand-written numba-cuda kernels (what a user would write without pyacc)."""
+    return SimpleNamespace(cuda=cuda, saxpy=nb_saxpy, jacobi=nb_jacobi, dot=nb_dot,
+                           matmul=nb_matmul, trivial=nb_trivial)
+
+
+def blocks_1d(n: int) -> int:
+    return max(1, (n + THREADS - 1) // THREADS)
+
+
+def grid_2d(shape) -> tuple[tuple[int, int], tuple[int, int]]:
+    n, m = shape
+    return ((m + 15) // 16, (n + 15) // 16), (16, 16)
+
+
+class NumbaReduction:
+    """A one-element device accumulator for the numba-cuda reductions: reset (8 bytes
+    host→device), launch, read back (8 bytes device→host), as a user would write it."""
+
+    def __init__(self, cuda):
+        self.zero = cuda.pinned_array(1, np.float64)
+        self.zero[0] = 0.0
+        self.host = cuda.pinned_array(1, np.float64)
+        self.device = cuda.to_device(self.zero)
+
+    def reset(self):
+        self.device.copy_to_device(self.zero)
+        return self.device
+
+    def value(self) -> float:
+        self.device.copy_to_host(self.host)
+        return float(self.host[0])
+
+
+def numba_dot_blocks(nb, n: int) -> int:
+    sms = getattr(nb.cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1)  # 1: the simulator
+    return max(1, min(blocks_1d(n), sms * 32))
+
+
+def numba_calls(nb):
+    """Python callables running each numba-cuda kernel to its result (as pyacc's)."""
+    accumulator = NumbaReduction(nb.cuda)
+
+    def saxpy(a, x, y):
+        nb.saxpy[blocks_1d(x.shape[0]), THREADS](a, x, y)
+
+    def jacobi(u, unew):
+        grid, block = grid_2d(u.shape)
+        nb.jacobi[grid, block](u, unew, accumulator.reset())
+        return accumulator.value()
+
+    def dot(x, y):
+        nb.dot[numba_dot_blocks(nb, x.shape[0]), THREADS](x, y, accumulator.reset())
+        return accumulator.value()
+
+    def matmul(a, b, c):
+        grid, block = grid_2d(c.shape)
+        nb.matmul[grid, block](a, b, c)
+
+    return SimpleNamespace(saxpy=saxpy, jacobi=jacobi, dot=dot, matmul=matmul)
+
+
+# == CuPy (idiomatic) ========================================================================
+
+
+def cupy_calls(cupy):
+    def saxpy(a, x, y):
+        y += a * x
+
+    def jacobi(u, unew):
+        unew[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+        return float(cupy.abs(unew[1:-1, 1:-1] - u[1:-1, 1:-1]).max())
+
+    def dot(x, y):
+        return float(x.dot(y))
+
+    def matmul(a, b, c):
+        cupy.matmul(a, b, out=c)
+
+    return SimpleNamespace(saxpy=saxpy, jacobi=jacobi, dot=dot, matmul=matmul)
+
+
+# == correctness before speed ================================================================
+
+
+def check_kernels(cupy, nb) -> dict[str, bool]:
+    """Every candidate against NumPy on small data."""
+    rng = np.random.default_rng(3)
+    sync = cupy.cuda.runtime.deviceSynchronize
+    cuda = nb.cuda
+    nbc, cpc = numba_calls(nb), cupy_calls(cupy)
+    checks = {}
+
+    x, y = rng.random(10_000), rng.random(10_000)
+    expected = 2.0 * x + y
+    got = {}
+    y1 = y.copy()
+    with acc.data(copyin=[x], copy=[y1]):
+        bc.acc_saxpy(2.0, x, y1)
+    got["pyacc"] = y1
+    dy = cuda.to_device(y)
+    nbc.saxpy(2.0, cuda.to_device(x), dy)
+    got["numba-cuda"] = dy.copy_to_host()
+    cy = cupy.asarray(y)
+    cpc.saxpy(2.0, cupy.asarray(x), cy)
+    got["cupy"] = cupy.asnumpy(cy)
+    checks["saxpy"] = all(np.allclose(v, expected, rtol=1e-14, atol=0) for v in got.values())
+
+    expected = float(np.dot(x, y))
+    with acc.data(copyin=[x, y]):
+        values = [bc.acc_dot(x, y)]
+    values.append(nbc.dot(cuda.to_device(x), cuda.to_device(y)))
+    values.append(cpc.dot(cupy.asarray(x), cupy.asarray(y)))
+    checks["dot"] = all(abs(v - expected) <= 1e-10 * abs(expected) for v in values)
+
+    u = np.zeros((130, 70))
+    u[0, :] = 1.0
+    reference = [u.copy(), u.copy()]
+    errors = []
+    for step in range(4):
+        a, b = reference[step % 2], reference[1 - step % 2]
+        bc.np_jacobi(a, b)
+        errors.append(float(np.abs(b[1:-1, 1:-1] - a[1:-1, 1:-1]).max()))
+    results = []
+    uu, vv = u.copy(), u.copy()
+    with acc.data(copy=[uu, vv]):
+        errs = [bc.acc_jacobi(*((uu, vv) if s % 2 == 0 else (vv, uu))) for s in range(4)]
+    results.append((uu, errs))
+    du, dv = cuda.to_device(u), cuda.to_device(u)
+    errs = [nbc.jacobi(*((du, dv) if s % 2 == 0 else (dv, du))) for s in range(4)]
+    results.append((du.copy_to_host(), errs))
+    cu, cv = cupy.asarray(u), cupy.asarray(u)
+    errs = [cpc.jacobi(*((cu, cv) if s % 2 == 0 else (cv, cu))) for s in range(4)]
+    results.append((cupy.asnumpy(cu), errs))
+    checks["jacobi"] = all(np.allclose(field, reference[0], rtol=1e-13, atol=1e-15)
+                           and np.allclose(errs, errors, rtol=1e-12) for field, errs in results)
+
+    a, b = rng.random((96, 80)), rng.random((80, 112))
+    expected = a @ b
+    c = np.zeros((96, 112))
+    with acc.data(copyin=[a, b], copyout=[c]):
+        bc.acc_matmul(a, b, c)
+    dc = cuda.device_array((96, 112))
+    nbc.matmul(cuda.to_device(a), cuda.to_device(b), dc)
+    cc = cupy.zeros((96, 112))
+    cpc.matmul(cupy.asarray(a), cupy.asarray(b), cc)
+    checks["matmul"] = all(np.allclose(v, expected, rtol=1e-12)
+                           for v in (c, dc.copy_to_host(), cupy.asnumpy(cc)))
+    sync()
+    return checks
+
+
+# == the kernel problems =====================================================================
+
+
+def with_sync(run, sync):
+    def timed():
+        run()
+        sync()
+    return timed
+
+
+def problem(kernel: str, size: int, steps: int, cupy, nb):
+    """Candidates for one problem: pyacc with its data resident on the current cuda
+    device, numba-cuda and CuPy with device copies of the same data. Returns
+    (candidates, cleanup)."""
+    rng = np.random.default_rng(1)
+    cuda = nb.cuda
+    sync = cupy.cuda.runtime.deviceSynchronize
+    nbc, cpc = numba_calls(nb), cupy_calls(cupy)
+    if kernel == "saxpy":
+        host = [rng.random(size), rng.random(size)]
+        region = acc.data(copyin=[host[0]], copy=[host[1]])
+        nb_args = [cuda.to_device(h) for h in host]
+        cp_args = [cupy.asarray(h) for h in host]
+        runs = [lambda: bc.acc_saxpy(2.0, *host), lambda: nbc.saxpy(2.0, *nb_args),
+                lambda: cpc.saxpy(2.0, *cp_args)]
+    elif kernel == "dot":
+        host = [rng.random(size), rng.random(size)]
+        region = acc.data(copyin=host)
+        nb_args = [cuda.to_device(h) for h in host]
+        cp_args = [cupy.asarray(h) for h in host]
+        runs = [lambda: bc.acc_dot(*host), lambda: nbc.dot(*nb_args), lambda: cpc.dot(*cp_args)]
+    elif kernel == "jacobi":
+        u = np.zeros((size, size))
+        u[0, :] = 1.0
+        host = [u, u.copy()]
+        region = acc.data(copy=host)
+        nb_args = [cuda.to_device(h) for h in host]
+        cp_args = [cupy.asarray(h) for h in host]
+        runs = [lambda f=f, args=args: bc.jacobi_steps(f, steps)(*args)
+                for f, args in ((bc.acc_jacobi, host), (nbc.jacobi, nb_args),
+                                (cpc.jacobi, cp_args))]
+    elif kernel == "matmul":
+        host = [rng.random((size, size)), rng.random((size, size)), np.zeros((size, size))]
+        region = acc.data(copyin=host[:2], create=host[2:])
+        nb_args = [cuda.to_device(h) for h in host]
+        cp_args = [cupy.asarray(h) for h in host]
+        runs = [lambda: bc.acc_matmul(*host), lambda: nbc.matmul(*nb_args),
+                lambda: cpc.matmul(*cp_args)]
+    else:
+        raise ValueError(kernel)
+    region.__enter__()
+    sync()
+    candidates = {name: Candidate(with_sync(run, sync)) for name, run in zip(IMPLEMENTATIONS, runs)}
+
+    def cleanup():
+        region.__exit__(None, None, None)
+        nb_args.clear()
+        cp_args.clear()
+        cupy.get_default_memory_pool().free_all_blocks()
+
+    return candidates, cleanup
+
+
+def kernel_problems(quick: bool) -> list[tuple[str, str, int, int]]:
+    if quick:
+        return [("saxpy 1e6", "saxpy", 10**6, 0), ("jacobi 512² × 20", "jacobi", 512, 20),
+                ("dot 1e6", "dot", 10**6, 0), ("matmul 512²", "matmul", 512, 0)]
+    return [("saxpy 1e8", "saxpy", 10**8, 0), ("jacobi 4096² × 100", "jacobi", 4096, 100),
+            ("dot 1e8", "dot", 10**8, 0), ("matmul 4096²", "matmul", 4096, 0)]
+
+
+def run_kernels(quick, cupy, nb, budget) -> list[dict]:
+    rows = []
+    for label, kernel, size, steps in kernel_problems(quick):
+        candidates, cleanup = problem(kernel, size, steps, cupy, nb)
+        try:
+            times, failed = measure(candidates, 3 if quick else 5, budget)
+        finally:
+            cleanup()
+        rows.append({"label": label, "kernel": kernel, "size": size, "steps": steps,
+                     "times": times, "notes": failed})
+        print(f"  {label}: " + ", ".join(f"{k} {v:.5f}s" for k, v in times.items())
+              + ("; " + "; ".join(f"{k}: {v}" for k, v in failed.items()) if failed else ""))
+    return rows
+
+
+# == bandwidth ===============================================================================
+
+
+def run_bandwidth(quick, cupy, budget) -> dict:
+    """``acc.update`` async through pyacc's pinned staging against CuPy's copies."""
+    import cupyx
+
+    nbytes = (64 << 20) if quick else (1 << 30)
+    n = nbytes // 8
+    a = np.random.default_rng(2).random(n)
+    acc.enter_data(copyin=[a])
+    pinned = cupyx.empty_pinned((n,), np.float64)
+    pinned[:] = a
+    d = cupy.empty(n, np.float64)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    sync = cupy.cuda.runtime.deviceSynchronize
+
+    def pyacc_h2d():
+        acc.update(device=[a], async_=1)
+        acc.wait(1)
+
+    def pyacc_d2h():
+        acc.update(self=[a], async_=1)
+        acc.wait(1)
+
+    def cupy_h2d():
+        d.set(pinned, stream=stream)
+        stream.synchronize()
+
+    def cupy_d2h():
+        d.get(stream=stream, out=pinned)
+        stream.synchronize()
+
+    def cupy_h2d_pageable():
+        d.set(a)
+        sync()
+
+    def cupy_d2h_pageable():
+        d.get(out=a)
+        sync()
+
+    candidates = {name: Candidate(run) for name, run in (
+        ("pyacc h2d", pyacc_h2d), ("cupy pinned h2d", cupy_h2d), ("cupy pageable h2d", cupy_h2d_pageable),
+        ("pyacc d2h", pyacc_d2h), ("cupy pinned d2h", cupy_d2h), ("cupy pageable d2h", cupy_d2h_pageable))}
+    try:
+        times, failed = measure(candidates, 3 if quick else 7, budget)
+    finally:
+        acc.exit_data(delete=[a])
+        del d, pinned
+        cupy.get_default_memory_pool().free_all_blocks()
+    gbps = {name: nbytes / seconds / 1e9 for name, seconds in times.items()}
+    print("  bandwidth (GB/s): " + ", ".join(f"{k} {v:.2f}" for k, v in gbps.items()))
+    return {"nbytes": nbytes, "seconds": times, "gbps": gbps, "notes": failed}
+
+
+# == launch overhead =========================================================================
+
+
+def run_launch(quick, cupy, nb, budget) -> dict:
+    """µs per launch of a trivial kernel (8 elements, 3 arrays): pyacc on present data
+    against the raw numba-cuda launch, waited for each time and queued."""
+    cuda = nb.cuda
+    calls = 200 if quick else 2000
+    x, y, z = np.ones(8), np.ones(8), np.zeros(8)
+    dx, dy, dz = cuda.to_device(x), cuda.to_device(y), cuda.to_device(z)
+    stream = cuda.stream()
+
+    def pyacc_sync():
+        for _ in range(calls):
+            bc.acc_trivial(x, y, z)
+
+    def numba_sync():
+        for _ in range(calls):
+            nb.trivial[1, 32](dx, dy, dz)
+            cuda.synchronize()
+
+    def pyacc_async():
+        for _ in range(calls):
+            bc.acc_trivial(x, y, z, async_=1)
+        acc.wait(1)
+
+    def numba_async():
+        for _ in range(calls):
+            nb.trivial[1, 32, stream](dx, dy, dz)
+        stream.synchronize()
+
+    with acc.data(copyin=[x, y], copy=[z]):
+        times, failed = measure({"pyacc sync": Candidate(pyacc_sync),
+                                 "numba-cuda sync": Candidate(numba_sync),
+                                 "pyacc async": Candidate(pyacc_async),
+                                 "numba-cuda async": Candidate(numba_async)},
+                                3 if quick else 7, budget)
+    us = {name: seconds / calls * 1e6 for name, seconds in times.items()}
+    print("  launch (µs): " + ", ".join(f"{k} {v:.2f}" for k, v in us.items()))
+    return {"calls": calls, "us": us, "notes": failed}
+
+
+# == strided column update ===================================================================
+
+
+def run_strided(quick, cupy, budget) -> dict:
+    """``acc.update`` of one column of an n × n float64 array: transfers, exactness, time."""
+    n = 1024 if quick else 8192
+    column = 17
+    a = np.zeros((n, n))
+    acc.enter_data(copyin=[a])
+    try:
+        with acc.host_data(use_device=a) as device:
+            device[:, column] = cupy.arange(n, dtype=np.float64)
+        a[:, column + 1] = 5.0  # host-only change next to it: must survive the update
+        acc.reset_stats()
+        acc.update(self=[a[:, column]])
+        d2h = acc.stats()
+        exact_self = bool(np.array_equal(a[:, column], np.arange(n)) and (a[:, column + 1] == 5.0).all()
+                          and not a[:, column + 2].any())
+        a[:, column] = -np.arange(n)
+        acc.reset_stats()
+        acc.update(device=[a[:, column]])
+        h2d = acc.stats()
+        device = acc.deviceptr(a)
+        exact_device = bool(np.array_equal(cupy.asnumpy(device[:, column]), -np.arange(n))
+                            and not cupy.asnumpy(device[:, column + 1]).any())
+        sync = cupy.cuda.runtime.deviceSynchronize
+        view = a[:, column]
+        times, failed = measure({
+            "pyacc update self": Candidate(with_sync(lambda: acc.update(self=[view]), sync)),
+            "pyacc update device": Candidate(with_sync(lambda: acc.update(device=[view]), sync)),
+            "cupy column get": Candidate(with_sync(lambda: device[:, column].get(), sync)),
+        }, 3 if quick else 7, budget)
+    finally:
+        acc.exit_data(delete=[a])
+    counts = {"update_self": {k: d2h[k] for k in ("h2d_count", "d2h_count", "d2h_bytes")},
+              "update_device": {k: h2d[k] for k in ("h2d_count", "d2h_count", "h2d_bytes")}}
+    print(f"  strided column of {n}²: update self {counts['update_self']}, update device "
+          f"{counts['update_device']}, exact {exact_self and exact_device}; "
+          + ", ".join(f"{k} {v * 1e6:.1f} µs" for k, v in times.items()))
+    return {"n": n, "counts": counts, "exact": exact_self and exact_device, "seconds": times,
+            "notes": failed}
+
+
+# == reporting ===============================================================================
+
+
+def gpu_machine(cupy) -> dict:
+    runtime = cupy.cuda.runtime
+    device = cupy.cuda.Device()
+    properties = runtime.getDeviceProperties(device.id)
+    name = properties["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+
+    def version(package):
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            return "?"
+
+    driver = runtime.driverGetVersion()
+    return {"gpu": name, "gpu_memory": properties.get("totalGlobalMem"),
+            "compute_capability": f"{properties.get('major')}.{properties.get('minor')}",
+            "driver": f"{driver // 1000}.{driver % 1000 // 10}",
+            "cupy": cupy.__version__, "numba_cuda": version("numba-cuda"),
+            "host": machine_description(), "python": platform.python_version(),
+            "pyacc": acc.__version__, "date": _dt.datetime.now().strftime("%Y-%m-%d %H:%M")}
+
+
+def _fmt(value, digits=5):
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "**not met**"
+
+
+def kernel_table(rows) -> list[str]:
+    lines = [f"| kernel | pyacc cuda (s) | numba-cuda (s) | CuPy (s) | pyacc ÷ numba-cuda (≤ {KERNEL_RATIO}) "
+             "| pyacc ÷ CuPy |", "|---|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        t = row["times"]
+        ratio = t["pyacc"] / t["numba-cuda"] if "pyacc" in t and "numba-cuda" in t else None
+        versus = f"{t['pyacc'] / t['cupy']:.2f}" if "pyacc" in t and "cupy" in t else "—"
+        shown = "—" if ratio is None else f"{ratio:.3f} {_verdict(ratio <= KERNEL_RATIO)}"
+        lines.append(f"| {row['label']} | " + " | ".join(_fmt(t.get(k)) for k in IMPLEMENTATIONS)
+                     + f" | {shown} | {versus} |")
+    return lines
+
+
+def measure_lines(report) -> list[str]:
+    lines = ["| measure | value | target | |", "|---|---:|---|---|"]
+    bw = report.get("bandwidth")
+    if bw and bw["gbps"]:
+        g = bw["gbps"]
+        size = f"{bw['nbytes'] / 2**20:.0f} MiB"
+        for way in ("h2d", "d2h"):
+            if f"pyacc {way}" in g and f"cupy pinned {way}" in g:
+                ratio = g[f"pyacc {way}"] / g[f"cupy pinned {way}"]
+                lines.append(f"| {way}, {size}: pyacc async update (GB/s) ÷ CuPy pinned copy "
+                             f"| {ratio:.3f} ({g[f'pyacc {way}']:.2f} vs {g[f'cupy pinned {way}']:.2f}; "
+                             f"CuPy pageable {g.get(f'cupy pageable {way}', float('nan')):.2f}) "
+                             f"| ≥ {BANDWIDTH_RATIO} | {_verdict(ratio >= BANDWIDTH_RATIO)} |")
+    launch = report.get("launch")
+    if launch and launch["us"]:
+        us = launch["us"]
+        for mode in ("sync", "async"):
+            if f"pyacc {mode}" in us and f"numba-cuda {mode}" in us:
+                ratio = us[f"pyacc {mode}"] / us[f"numba-cuda {mode}"]
+                lines.append(f"| trivial kernel, 3 present arrays, {mode}: pyacc ÷ raw numba-cuda launch "
+                             f"| {ratio:.3f} ({us[f'pyacc {mode}']:.2f} vs {us[f'numba-cuda {mode}']:.2f} µs) "
+                             f"| ≤ {LAUNCH_RATIO} | {_verdict(ratio <= LAUNCH_RATIO)} |")
+    strided = report.get("strided")
+    if strided:
+        n, counts, s = strided["n"], strided["counts"], strided["seconds"]
+        one = counts["update_self"]["d2h_count"] == 1 and counts["update_self"]["h2d_count"] == 0 \
+            and counts["update_device"]["h2d_count"] == 1 and counts["update_device"]["d2h_count"] == 0
+        lines.append(f"| strided column of {n}² float64: transfers of update self, update device "
+                     f"| {counts['update_self']['d2h_count']}, {counts['update_device']['h2d_count']} "
+                     f"| 1, 1 | {_verdict(one)} |")
+        lines.append(f"| the same: exact (only the column moved) | {strided['exact']} | True "
+                     f"| {_verdict(strided['exact'])} |")
+        for name, seconds in s.items():
+            lines.append(f"| the same: {name} (µs) | {seconds * 1e6:.1f} | | |")
+    return lines
+
+
+def section(report: dict, args) -> str:
+    m = report["machine"]
+    out = [BEGIN, "", "## GPU suite — `benchmarks/bench_cuda.py`", ""]
+    out += [f"Run: `python benchmarks/bench_cuda.py{' --quick' if args.quick else ''}` on {m['date']}. "
+            f"GPU: **{m['gpu']}** (compute capability {m['compute_capability']}, "
+            f"{(m['gpu_memory'] or 0) / 2**30:.0f} GiB), driver {m['driver']}; CuPy {m['cupy']}, "
+            f"numba-cuda {m['numba_cuda']}, pyacc {m['pyacc']}. Host: {m['host']}."]
+    if args.note:
+        out += ["", f"**Note:** {args.note}"]
+    out += ["", "Every cell is the median of interleaved rounds after a warm-up round, each "
+            "run ending with a device synchronise; the same data and sizes for everyone. "
+            "pyacc: data resident (`acc.data`), kernels generated for the cuda target. "
+            "numba-cuda: hand-written kernels of the same algorithms (`benchmarks/bench_cuda.py`). "
+            "CuPy: idiomatic calls (elementwise expressions; cuBLAS for dot and matmul). "
+            "Reductions (Jacobi error, dot) are read back to the host at every call by all three.", ""]
+    out += ["Correctness before timing (against NumPy on small data): "
+            + ", ".join(f"{k} {'ok' if v else 'WRONG'}" for k, v in report["checks"].items()), ""]
+    out += ["### Kernels", ""] + kernel_table(report["kernels"]) + [""]
+    notes = [f"- {row['label']}, {LABELS.get(k, k)}: {v}" for row in report["kernels"]
+             for k, v in row["notes"].items()]
+    for key in ("bandwidth", "launch", "strided"):
+        notes += [f"- {key}, {k}: {v}" for k, v in report.get(key, {}).get("notes", {}).items()]
+    if notes:
+        out += ["Failed candidates:", ""] + notes + [""]
+    out += ["### Transfers and launches", ""] + measure_lines(report) + [""]
+    out += [END]
+    return "\n".join(out) + "\n"
+
+
+def write_results(text: str, path: Path = RESULTS) -> None:
+    """Replace the GPU suite section of RESULTS.md (or append it)."""
+    current = path.read_text() if path.exists() else "# Benchmark results\n"
+    if BEGIN in current and END in current:
+        before = current[:current.index(BEGIN)]
+        after = current[current.index(END) + len(END):].lstrip("\n")
+        updated = before + text + ("\n" + after if after else "")
+    else:
+        updated = current.rstrip("\n") + "\n\n" + text
+    path.write_text(updated)
+
+
+# == main ====================================================================================
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, few repeats (~1 min)")
+    parser.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md (print only)")
+    parser.add_argument("--json", help="also write every figure to this JSON file")
+    parser.add_argument("--note", help="a sentence to put in the RESULTS.md section")
+    args = parser.parse_args(argv)
+
+    reason = gpu_unavailable_reason()
+    if reason:
+        print(f"bench_cuda.py: not run, no usable GPU here: {reason}")
+        return 0
+    import cupy
+
+    nb = numba_kernels()
+    acc.set_device_type("cuda")
+    acc.set_device_num(0, "cuda")
+    report = {"machine": gpu_machine(cupy)}
+    m = report["machine"]
+    print(f"GPU: {m['gpu']} (cc {m['compute_capability']}), driver {m['driver']}, CuPy {m['cupy']}, "
+          f"numba-cuda {m['numba_cuda']}")
+    budget = 2.0 if args.quick else 10.0  # seconds of timed rounds per problem (at least)
+    start = time.perf_counter()
+    report["checks"] = check_kernels(cupy, nb)
+    print("correctness: " + ", ".join(f"{k} {'ok' if v else 'WRONG'}" for k, v in report["checks"].items()))
+    report["kernels"] = run_kernels(args.quick, cupy, nb, budget)
+    report["bandwidth"] = run_bandwidth(args.quick, cupy, budget)
+    report["launch"] = run_launch(args.quick, cupy, nb, budget)
+    report["strided"] = run_strided(args.quick, cupy, budget)
+    report["seconds"] = time.perf_counter() - start
+
+    print()
+    print("\n".join(kernel_table(report["kernels"])))
+    print("\n".join(measure_lines(report)))
+    if not args.no_write:
+        write_results(section(report, args))
+        with open(JSON, "w") as out:
+            json.dump(report, out, indent=1, default=str)
+        print(f"wrote the GPU suite section of {RESULTS.relative_to(ROOT)} "
+              f"(figures: {JSON.relative_to(ROOT)})")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=1, default=str)
+    return 0 if all(report["checks"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""A stand-in for CuPy: the backend interface of ``mapping.cuda`` over host memory.
+
+Owns: ``FakeCudaBackend``. ``CudaDevice(n, backend=FakeCudaBackend())`` runs the whole
+``cuda`` device — its transfers, packing, queues, events, deferred frees — without a GPU
+(tests, and ``PYACC_TESTING_FAKE_CUDA=1`` with kernels in Numba's CUDA simulator).
+
+How it stands in (the interface is listed in ``mapping.cuda``'s docstring):
+- device memory: one zero-filled numpy ``uint8`` buffer per allocation; its address is the
+  buffer's, so device and host addresses never collide while both are alive. Device
+  arrays are plain numpy views of those buffers (what the CUDA simulator runs kernels on);
+  a numpy array is a device array iff its elements lie in a live buffer;
+- streams: ``queues.WorkerQueue`` threads that run what is enqueued — memcpys, elementwise
+  copies, host functions, kernel launches — in order; ``hold(stream)`` keeps one from
+  starting further work (tests decide when work "completes"); events are the worker's
+  ``QueueEvent``; ``use_stream`` sets a thread-local current stream (``current_stream()``);
+- pinned buffers: numpy arrays filled with 0xA5, so a transfer that reads a staging
+  buffer it never filled shows up as garbage.
+
+For tests it records every host↔device and device↔device memcpy, as ``(kind, nbytes)``
+with kind ``"htod"``, ``"dtoh"`` or ``"dtod"``, in ``memcpys``, the byte count of every
+elementwise device copy (pack/unpack) in ``elementwise_copies``, and checks what the real
+API would require: memcpy host buffers are contiguous and device ranges lie inside one
+live allocation.
+
+Invariants: ``_starts`` is the sorted list of live buffer addresses, ``_buffers`` maps each
+to its buffer; ``in_use`` is the sum of the requested sizes. It proves nothing about CuPy
+itself, real concurrency or timings.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import threading
+
+import numpy as np
+
+from .queues import WorkerQueue
+
+__all__ = ["FakeCudaBackend"]
+
+_GARBAGE = 0xA5
+
+
+class _FakeStream(WorkerQueue):
+    """A fake CUDA stream: a worker thread; ``ptr`` stands for the ``cudaStream_t``."""
+
+    def __init__(self, number: int, blocking: bool):
+        super().__init__(number, "the fake CUDA backend (a stream)")
+        self.blocking = blocking
+        self.ptr = id(self)
+
+    def __repr__(self) -> str:
+        return f"<fake CUDA stream {self.async_value}{' (blocking)' if self.blocking else ''}>"
+
+
+class FakeCudaBackend:
+    """The backend interface over host memory (module docstring).
+
+    Args:
+        capacity: bytes of "device memory"; ``allocate`` raises ``MemoryError`` beyond it.
+    """
+
+    def __init__(self, *, capacity: int = 16 << 30):
+        self.capacity = capacity
+        self.memcpys: list[tuple[str, int]] = []
+        self.elementwise_copies: list[int] = []
+        self.in_use = 0
+        self._lock = threading.Lock()
+        self._starts: list[int] = []
+        self._buffers: dict[int, tuple[int, np.ndarray]] = {}  # address -> (nbytes, buffer)
+        self._streams = 0
+        self._current = threading.local()
+
+    # -- memory ------------------------------------------------------------------------
+    def allocate(self, nbytes: int):
+        with self._lock:
+            if self.in_use + nbytes > self.capacity:
+                raise MemoryError(f"fake CUDA device: {nbytes} bytes requested, "
+                                  f"{self.capacity - self.in_use} of {self.capacity} free")
+            buffer = np.zeros(max(nbytes, 1), dtype=np.uint8)
+            address = buffer.ctypes.data
+            self._buffers[address] = (nbytes, buffer)
+            bisect.insort(self._starts, address)
+            self.in_use += nbytes
+        return address, buffer
+
+    def free(self, handle: np.ndarray) -> None:
+        address = handle.ctypes.data
+        with self._lock:
+            nbytes, _ = self._buffers.pop(address)
+            del self._starts[bisect.bisect_left(self._starts, address)]
+            self.in_use -= nbytes
+
+    def memory_info(self):
+        with self._lock:
+            return self.capacity - self.in_use, self.capacity
+
+    def _buffer_at(self, address: int):
+        """``(begin, buffer)`` of the live buffer holding ``address``, or None."""
+        with self._lock:
+            slot = bisect.bisect_right(self._starts, address) - 1
+            if slot < 0:
+                return None
+            begin = self._starts[slot]
+            buffer = self._buffers[begin][1]
+        return (begin, buffer) if address < begin + buffer.size else None
+
+    def _bytes(self, address: int, nbytes: int) -> np.ndarray:
+        """The device bytes ``[address, address + nbytes)``, which must lie in one buffer."""
+        found = self._buffer_at(address)
+        if found is None or address + nbytes > found[0] + found[1].size:
+            raise ValueError(f"fake CUDA: device range [{address:#x},+{nbytes}] is not inside "
+                             "one live allocation")
+        begin, buffer = found
+        return buffer[address - begin: address - begin + nbytes]
+
+    # -- device arrays -------------------------------------------------------------------
+    def view(self, handle, offset: int, shape, dtype, strides):
+        if handle is None:
+            return np.empty(shape, dtype)
+        return np.ndarray(shape, dtype, buffer=handle, offset=offset, strides=strides)
+
+    def is_device_memory(self, address: int) -> bool:
+        return self._buffer_at(address) is not None
+
+    def interface_of(self, obj):
+        interface = getattr(obj, "__cuda_array_interface__", None)
+        if interface is not None or not isinstance(obj, np.ndarray):
+            return interface
+        data = obj.__array_interface__["data"][0]
+        if obj.size and not self.is_device_memory(data):
+            return None  # host memory
+        return {"shape": obj.shape, "typestr": obj.dtype.str, "data": (data, False),
+                "strides": None if obj.flags.c_contiguous else obj.strides, "version": 3}
+
+    def as_device_array(self, obj) -> np.ndarray:
+        if isinstance(obj, np.ndarray):
+            return obj
+        interface = obj.__cuda_array_interface__
+        shape, dtype = tuple(interface["shape"]), np.dtype(interface["typestr"])
+        data = interface["data"][0]
+        if not shape or 0 in shape:
+            return np.empty(shape, dtype)
+        found = self._buffer_at(data)
+        if found is None:
+            raise ValueError(f"fake CUDA: {type(obj).__name__} at {data:#x} is not device memory")
+        begin, buffer = found
+        return np.ndarray(shape, dtype, buffer=buffer, offset=data - begin,
+                          strides=interface.get("strides"))
+
+    # -- enqueued copies -----------------------------------------------------------------
+    def copy(self, destination: np.ndarray, source: np.ndarray, stream) -> None:
+        if destination.shape != source.shape:
+            raise ValueError(f"fake CUDA copy: shapes {destination.shape} and {source.shape} differ")
+        self.elementwise_copies.append(destination.nbytes)
+        stream.submit(lambda: np.copyto(destination, source, casting="no"), "an elementwise copy")
+
+    def memcpy_htod(self, address: int, host_buffer: np.ndarray, stream) -> None:
+        source = _contiguous_bytes(host_buffer)
+        target = self._bytes(address, source.size)
+        self.memcpys.append(("htod", source.size))
+        stream.submit(lambda: np.copyto(target, source), "a memcpy host to device")
+
+    def memcpy_dtoh(self, host_buffer: np.ndarray, address: int, stream) -> None:
+        target = _contiguous_bytes(host_buffer)
+        source = self._bytes(address, target.size)
+        self.memcpys.append(("dtoh", target.size))
+        stream.submit(lambda: np.copyto(target, source), "a memcpy device to host")
+
+    def memcpy_dtod(self, destination: int, source: int, nbytes: int, stream) -> None:
+        target, origin = self._bytes(destination, nbytes), self._bytes(source, nbytes)
+        self.memcpys.append(("dtod", nbytes))
+        stream.submit(lambda: np.copyto(target, origin), "a memcpy device to device")
+
+    def pinned(self, nbytes: int) -> np.ndarray:
+        return np.full(nbytes, _GARBAGE, dtype=np.uint8)
+
+    # -- streams and events --------------------------------------------------------------
+    def new_stream(self, *, blocking: bool) -> _FakeStream:
+        with self._lock:
+            self._streams += 1
+            number = self._streams
+        return _FakeStream(number, blocking)
+
+    def synchronize(self, stream: _FakeStream) -> None:
+        stream.synchronize()
+
+    def stream_done(self, stream: _FakeStream) -> bool:
+        return stream.is_idle()
+
+    @contextlib.contextmanager
+    def use_stream(self, stream: _FakeStream):
+        stack = self._stack()
+        stack.append(stream)
+        try:
+            yield stream
+        finally:
+            stack.pop()
+
+    def current_stream(self) -> _FakeStream | None:
+        """The calling thread's current stream (``use_stream``), or None."""
+        stack = self._stack()
+        return stack[-1] if stack else None
+
+    def _stack(self) -> list:
+        stack = getattr(self._current, "stack", None)
+        if stack is None:
+            stack = self._current.stack = []
+        return stack
+
+    def launch(self, stream: _FakeStream, fn) -> None:
+        def run():
+            with self.use_stream(stream):
+                fn()
+
+        stream.submit(run, "a kernel launch")
+
+    def launch_host_func(self, stream: _FakeStream, fn) -> None:
+        stream.submit(fn, "a host function")
+
+    def record_event(self, stream: _FakeStream):
+        return stream.record_event()
+
+    def event_done(self, event) -> bool:
+        return event.is_set()
+
+    def synchronize_event(self, event) -> None:
+        event.wait()
+
+    def wait_event(self, stream: _FakeStream, event) -> None:
+        stream.wait_event(event)
+
+    def hold(self, stream: _FakeStream):
+        """Keep ``stream`` from starting further work while the block runs."""
+        return stream.hold()
+
+    # -- identity -------------------------------------------------------------------------
+    def device_name(self) -> str:
+        return "pyacc fake CUDA device (host memory)"
+
+    def driver_version(self) -> str:
+        return f"fake CUDA (numpy {np.__version__})"
+
+
+def _contiguous_bytes(array: np.ndarray) -> np.ndarray:
+    """The bytes of a C- or F-contiguous array, in memory order (a view: writes land)."""
+    if not (array.flags.c_contiguous or array.flags.f_contiguous):
+        raise ValueError(f"fake CUDA memcpy: the host buffer (shape {array.shape}, strides "
+                         f"{array.strides}) is not contiguous; cudaMemcpy copies one block")
+    return array.reshape(-1, order="A").view(np.uint8)

@@ -1,0 +1,161 @@
+"""pyacc end to end on the ``cuda`` device type without a GPU: the runtime, the cuda
+device (memory and streams of ``mapping.cuda_fake.FakeCudaBackend``, separate from host
+memory like a GPU's) and the cuda target's kernels (in Numba's CUDA simulator). Collected
+only under NUMBA_ENABLE_CUDASIM=1; ``test_simulator_run.py`` also sets
+PYACC_TESTING_FAKE_CUDA=1 for this run."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+
+pytestmark = pytest.mark.skipif(acc.get_num_devices("cuda") == 0,
+                                reason="needs PYACC_TESTING_FAKE_CUDA=1")
+
+
+@pytest.fixture(autouse=True)
+def on_cuda():
+    acc.shutdown("cuda")
+    acc.set_device_type("cuda")
+    acc.reset_stats()
+    yield
+    acc.wait()
+    acc.shutdown("cuda")
+
+
+@acc.parallel_loop
+def saxpy(a, x, y):
+    for i in range(x.shape[0]):
+        y[i] = a * x[i] + y[i]
+
+
+@acc.parallel_loop(reduction="+:s")
+def dot(x, y):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * y[i]
+    return s
+
+
+@acc.parallel_loop(collapse=2, reduction="max:err")
+def jacobi_step(u, unew):
+    err = 0.0
+    for i in range(1, u.shape[0] - 1):
+        for j in range(1, u.shape[1] - 1):
+            unew[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+            err = max(err, abs(unew[i, j] - u[i, j]))
+    return err
+
+
+@acc.parallel_loop(collapse=2)
+def add_column_index(a):
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            a[i, j] += j
+
+
+def test_cuda_is_the_default_device_type_when_usable():
+    assert acc.get_num_devices("cuda") == 1
+    assert acc.get_device_type() == "cuda"
+
+
+def test_data_region_keeps_arrays_on_the_device():
+    x, y = np.arange(40.0), np.ones(40)
+    with acc.data(copyin=x, copy=y):
+        for _ in range(3):
+            saxpy(2.0, x, y)
+        assert (y == 1).all()  # the host copy is untouched until the region ends
+    np.testing.assert_allclose(y, 1 + 6 * np.arange(40.0))
+    stats = acc.stats()
+    assert (stats["h2d_count"], stats["d2h_count"], stats["launch_count"]) == (2, 1, 3)
+    assert stats["memory_in_use"] == 0
+
+
+def test_reduction_result_comes_back_to_the_host():
+    x = np.arange(30.0)
+    with acc.data(copyin=x):
+        assert dot(x, x) == pytest.approx((x * x).sum())
+
+
+def test_jacobi_converges_like_numpy():
+    u = np.zeros((10, 12))
+    u[0] = 1.0
+    unew = u.copy()
+    reference = u.copy()
+    with acc.data(copy=u, copyin=unew):
+        for _ in range(4):
+            jacobi_step(u, unew)
+            err = jacobi_step(unew, u)
+    for _ in range(8):
+        new = reference.copy()
+        new[1:-1, 1:-1] = 0.25 * (reference[:-2, 1:-1] + reference[2:, 1:-1]
+                                  + reference[1:-1, :-2] + reference[1:-1, 2:])
+        previous, reference = reference, new
+    np.testing.assert_allclose(u, reference)
+    assert err == pytest.approx(np.abs(reference - previous).max())
+
+
+def test_update_self_of_a_column_is_one_packed_transfer():
+    a = np.zeros((8, 6))
+    acc.enter_data(copyin=a)
+    add_column_index(a)
+    acc.reset_stats()
+    acc.update(self=a[:, 3])
+    stats = acc.stats()
+    assert (stats["d2h_count"], stats["d2h_bytes"]) == (1, 8 * 8)
+    expected = np.zeros((8, 6))
+    expected[:, 3] = 3
+    np.testing.assert_array_equal(a, expected)  # only the column came back
+    acc.exit_data(delete=a)
+
+
+def test_async_queue_runs_in_order_and_wait_completes_it():
+    x, y = np.arange(20.0), np.zeros(20)
+    acc.enter_data(copyin=[x, y])
+    saxpy(1.0, x, y, async_=1)
+    saxpy(1.0, x, y, async_=1)
+    acc.update(self=y, async_=1)
+    acc.wait(1)
+    np.testing.assert_allclose(y, 2 * x)
+    acc.exit_data(delete=[x, y])
+    assert acc.stats()["memory_in_use"] == 0
+
+
+def test_wait_async_orders_two_queues():
+    x, y = np.arange(16.0), np.zeros(16)
+    acc.enter_data(copyin=[x, y])
+    saxpy(1.0, x, y, async_=1)
+    acc.wait_async(1, 2)
+    acc.update(self=y, async_=2)
+    acc.wait(2)
+    np.testing.assert_allclose(y, x)
+    acc.exit_data(delete=[x, y])
+
+
+def test_host_data_gives_device_arrays_and_the_queue_has_a_stream():
+    x = np.arange(8.0)
+    with acc.data(copyin=x):
+        with acc.host_data(use_device=x) as dx:
+            assert not np.shares_memory(dx, x) and np.shares_memory(acc.hostptr(dx), x)
+            assert acc.is_present(x)
+    assert acc.get_cuda_stream(1) is not None
+    assert acc.get_cuda_stream(1) is acc.get_cuda_stream(1)
+
+
+@acc.parallel
+def first_and_scale(a, out):
+    first = a[0] + a[1]
+    for i in acc.loop(range(out.shape[0])):
+        out[i] = a[i] * first
+    out[0] = first
+    return first
+
+
+def test_sequential_code_between_loops_runs_on_the_device():
+    a, out = np.arange(1.0, 11.0), np.zeros(10)
+    with acc.data(copyin=a, copyout=out):
+        assert first_and_scale(a, out) == 3.0
+    expected = np.arange(1.0, 11.0) * 3.0
+    expected[0] = 3.0
+    np.testing.assert_allclose(out, expected)

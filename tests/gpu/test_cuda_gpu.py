@@ -1,0 +1,382 @@
+"""The cuda device on a real GPU (API.md §1, §2, §5; the issue's interop list): kernels
+through ``@acc.parallel_loop`` with ``acc.data``, ``host_data`` yielding CuPy arrays, a
+CuPy and a numba-cuda kernel run on pyacc's queues (``acc.get_cuda_stream``), the strided
+column update, ``deviceptr`` / ``map_data`` / ``memcpy_*`` with CuPy and numba-cuda arrays.
+
+Every test is marked ``gpu`` and skipped, with the reason printed (``-rs``), where no GPU
+is usable (``acc.get_num_devices("cuda") == 0``) or where the cuda device is the
+``PYACC_TESTING_FAKE_CUDA`` stand-in. Run them on a GPU machine with
+``pip install -e '.[cuda,test]'`` then ``pytest -m gpu -rs``.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+from pyacc import _devices
+
+
+def _why_not() -> str | None:
+    if os.environ.get("PYACC_TESTING_FAKE_CUDA", "").strip() not in ("", "0"):
+        return "PYACC_TESTING_FAKE_CUDA is set: the cuda device is the host-memory stand-in"
+    if acc.get_num_devices("cuda") == 0:
+        return f"no usable GPU: {_devices.unavailable_reason('cuda')}"
+    return None
+
+
+_REASON = _why_not()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_REASON is not None, reason=str(_REASON))]
+
+if _REASON is None:
+    import cupy
+    from numba import cuda
+
+
+@pytest.fixture
+def gpu():
+    """The calling thread on cuda device 0, empty table, zeroed stats; shut down after."""
+    acc.shutdown("cuda")
+    acc.set_device_type("cuda")
+    acc.set_device_num(0, "cuda")
+    acc.set_default_async(acc.async_noval)
+    acc.reset_stats()
+    yield
+    acc.wait()
+    acc.shutdown("cuda")
+    acc.set_device_type("host")
+
+
+# == kernels ====================================================================================
+@acc.parallel_loop
+def saxpy(a, x, y):
+    for i in range(x.shape[0]):
+        y[i] = a * x[i] + y[i]
+
+
+@acc.parallel_loop(collapse=2, reduction="max:err", present=["u", "unew"])
+def jacobi_step(u, unew):
+    n, m = u.shape
+    err = 0.0
+    for i in range(1, n - 1):
+        for j in range(1, m - 1):
+            unew[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+            err = max(err, abs(unew[i, j] - u[i, j]))
+    return err
+
+
+@acc.parallel_loop(reduction="+:total")
+def dot(x, y):
+    total = 0.0
+    for i in range(x.shape[0]):
+        total += x[i] * y[i]
+    return total
+
+
+@acc.parallel_loop
+def add_one(x):
+    for i in range(x.shape[0]):
+        x[i] = x[i] + 1.0
+
+
+@acc.parallel_loop
+def scale(x, factor):
+    for i in range(x.shape[0]):
+        x[i] = x[i] * factor
+
+
+@acc.parallel_loop(deviceptr="d")
+def gather_plus_one(d, out):
+    for i in range(out.shape[0]):
+        out[i] = d[i] + 1.0
+
+
+def test_the_default_device_type_is_cuda_with_a_gpu():
+    code = "import pyacc as acc; print(acc.get_device_type(), acc.get_num_devices('cuda'))"
+    environment = {k: v for k, v in os.environ.items() if k not in ("ACC_DEVICE_TYPE", "PYACC_OFFLOAD")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=environment, check=True).stdout.split()
+    assert out[0] == "cuda" and int(out[1]) == cupy.cuda.runtime.getDeviceCount()
+
+
+def test_properties_name_the_gpu(gpu):
+    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+    name = name.decode() if isinstance(name, bytes) else name
+    assert name in acc.get_property("name")
+    assert acc.get_property("memory") > acc.get_property("free_memory") > 0
+    assert acc.get_property("shared_memory_support") == 0
+
+
+def test_saxpy_with_a_data_region(gpu):
+    rng = np.random.default_rng(0)
+    x, y = rng.random(1_000_003), rng.random(1_000_003)
+    expected = 3.0 * x + y
+    with acc.data(copyin=[x], copy=[y]):
+        saxpy(3.0, x, y)
+        assert isinstance(acc.deviceptr(y), cupy.ndarray)
+    np.testing.assert_allclose(y, expected, rtol=1e-15)
+    stats = acc.stats()
+    assert (stats["h2d_count"], stats["d2h_count"], stats["launch_count"]) == (2, 1, 1)
+
+
+def test_saxpy_implicit_copies(gpu):
+    x, y = np.arange(1000.0), np.ones(1000)
+    saxpy(2.0, x, y)  # present-or-copy: x copied in only, y in and out
+    np.testing.assert_allclose(y, 2.0 * np.arange(1000.0) + 1.0)
+    assert acc.present_table() == [] and acc.stats()["memory_in_use"] == 0
+
+
+def _numpy_jacobi(u, unew):
+    unew[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+    return float(np.abs(unew[1:-1, 1:-1] - u[1:-1, 1:-1]).max())
+
+
+def test_jacobi_with_a_max_reduction(gpu):
+    u = np.zeros((257, 131))
+    u[0, :] = 1.0
+    unew = u.copy()
+    ref_u, ref_unew = u.copy(), u.copy()
+    expected = []
+    for _ in range(10):
+        expected.append(_numpy_jacobi(ref_u, ref_unew))
+        expected.append(_numpy_jacobi(ref_unew, ref_u))
+    errors = []
+    with acc.data(copy=[u], create=[unew]):
+        acc.update(device=[unew])  # the boundary of unew
+        for _ in range(10):
+            errors.append(jacobi_step(u, unew))
+            errors.append(jacobi_step(unew, u))
+    np.testing.assert_allclose(u, ref_u, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(errors, expected, rtol=1e-12)
+    assert all(isinstance(e, float) for e in errors)
+
+
+def test_dot_reduction(gpu):
+    rng = np.random.default_rng(1)
+    x, y = rng.random(2_000_001), rng.random(2_000_001)
+    with acc.data(copyin=[x, y]):
+        value = dot(x, y)
+    assert value == pytest.approx(float(x @ y), rel=1e-11)
+
+
+def test_async_reduction_handle(gpu):
+    x = np.ones(100_000)
+    with acc.data(copyin=[x]):
+        handle = dot(x, x, async_=2)
+        assert handle.result() == pytest.approx(100_000.0)
+
+
+# == host_data and device arrays ===============================================================
+def test_host_data_yields_cupy_arrays(gpu):
+    a, b = np.arange(10.0), np.zeros((4, 5), order="F")
+    with acc.data(copy=[a, b]):
+        with acc.host_data(use_device=[a, b]) as (da, db):
+            assert isinstance(da, cupy.ndarray) and isinstance(db, cupy.ndarray)
+            assert da.shape == a.shape and db.shape == b.shape and db.flags.f_contiguous
+            da *= 2  # CuPy on the device copy
+            db[1, :] = 7.0
+        with acc.host_data(use_device=a) as single:
+            assert isinstance(single, cupy.ndarray)
+        assert acc.hostptr(acc.deviceptr(a)) is not None
+        np.testing.assert_array_equal(acc.hostptr(acc.deviceptr(a)), a)
+    np.testing.assert_array_equal(a, 2 * np.arange(10.0))
+    assert (b[1, :] == 7.0).all() and b.sum() == 35.0
+
+
+def test_deviceptr_of_a_contained_view_is_a_cupy_view(gpu):
+    a = np.arange(100.0)
+    with acc.data(copyin=[a]):
+        view = acc.deviceptr(a[10:20])
+        assert isinstance(view, cupy.ndarray)
+        np.testing.assert_array_equal(cupy.asnumpy(view), a[10:20])
+
+
+def test_deviceptr_clause_with_a_cupy_array(gpu):
+    d = cupy.arange(1000, dtype=np.float64)
+    out = np.zeros(1000)
+    gather_plus_one(d, out)
+    np.testing.assert_array_equal(out, np.arange(1000.0) + 1.0)
+    with acc.data(deviceptr=[d], copyout=[out]):
+        gather_plus_one(d, out)
+    np.testing.assert_array_equal(out, np.arange(1000.0) + 1.0)
+
+
+def test_a_cupy_array_without_a_clause_is_device_data(gpu):
+    d = cupy.arange(100, dtype=np.float64)
+    add_one(d)  # a device array: passed as it is, nothing mapped
+    cupy.cuda.runtime.deviceSynchronize()
+    np.testing.assert_array_equal(cupy.asnumpy(d), np.arange(100.0) + 1.0)
+    assert acc.present_table() == []
+
+
+def test_deviceptr_clause_with_a_numba_cuda_array(gpu):
+    d = cuda.to_device(np.arange(64.0))
+    out = np.zeros(64)
+    gather_plus_one(d, out)
+    np.testing.assert_array_equal(out, np.arange(64.0) + 1.0)
+
+
+def test_a_data_clause_refuses_a_cupy_array(gpu):
+    with pytest.raises(acc.InvalidArgumentError):
+        acc.copyin(cupy.zeros(4))
+
+
+def test_map_data_and_memcpy_with_cupy_memory(gpu):
+    a = np.arange(256.0)
+    d = acc.malloc(a.shape, a.dtype)
+    assert isinstance(d, cupy.ndarray)
+    acc.memcpy_to_device(d, a)
+    np.testing.assert_array_equal(cupy.asnumpy(d), a)
+    acc.map_data(a, d)
+    try:
+        assert acc.is_present(a)
+        add_one(a)  # present through the mapping: runs on d
+        b = np.zeros_like(a)
+        acc.memcpy_from_device(b, d)
+        np.testing.assert_array_equal(b, np.arange(256.0) + 1.0)
+        e = acc.malloc(a.shape, a.dtype)
+        acc.memcpy_device(e, d)
+        np.testing.assert_array_equal(cupy.asnumpy(e), np.arange(256.0) + 1.0)
+        acc.free(e)
+    finally:
+        acc.unmap_data(a)
+    acc.free(d)
+
+
+def test_memcpy_accepts_a_cupy_array_from_the_pool(gpu):
+    d = cupy.zeros(32)
+    acc.memcpy_to_device(d, np.full(32, 3.0))
+    host = np.zeros(32)
+    acc.memcpy_from_device(host, d)
+    assert (host == 3.0).all()
+
+
+# == streams: user kernels on pyacc queues =====================================================
+def test_get_cuda_stream_gives_cupy_streams(gpu):
+    one = acc.get_cuda_stream(1)
+    assert isinstance(one, cupy.cuda.Stream)
+    assert acc.get_cuda_stream(1) is one
+    assert acc.get_cuda_stream(2) is not one
+    acc.set_default_async(1)
+    assert acc.get_cuda_stream(acc.async_noval) is one
+    assert acc.get_cuda_stream(acc.async_sync) is not None
+
+
+def test_a_cupy_kernel_on_a_pyacc_queue_is_ordered_with_its_work(gpu):
+    n = 8_000_000  # big enough that a missing dependency shows
+    a = np.zeros(n)
+    triple = cupy.ElementwiseKernel("float64 x", "float64 y", "y = 3.0 * x", "triple")
+    stream = acc.get_cuda_stream(1)
+    with acc.data(create=[a]):
+        for round_ in range(3):
+            a[:] = round_ + 1.0
+            acc.update(device=[a], async_=1)  # on queue 1
+            add_one(a, async_=1)  # pyacc kernel on queue 1
+            with stream:  # CuPy on the same stream, after them
+                device = acc.deviceptr(a)
+                triple(device, device)
+            acc.update(self=[a], async_=1)  # back to the host after the CuPy kernel
+            acc.wait(1)
+            assert (a == 3.0 * (round_ + 2.0)).all()
+
+
+def test_a_numba_cuda_kernel_on_an_external_stream(gpu):
+    @cuda.jit
+    def double(x):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            x[i] = 2.0 * x[i]
+
+    n = 4_000_000
+    a = np.ones(n)
+    with acc.data(copyin=[a]):
+        stream = acc.get_cuda_stream(3)
+        numba_stream = cuda.external_stream(stream.ptr)
+        add_one(a, async_=3)
+        device = acc.deviceptr(a)
+        double[(n + 255) // 256, 256, numba_stream](device)
+        add_one(a, async_=3)
+        acc.update(self=[a], async_=3)
+        acc.wait(3)
+    assert (a == 5.0).all()
+
+
+def test_wait_async_orders_two_queues(gpu):
+    n = 4_000_000
+    a = np.zeros(n)
+    with acc.data(copy=[a]):
+        for _ in range(5):
+            add_one(a, async_=1)
+        acc.wait_async(1, 2)  # queue 2 waits for queue 1, the host does not
+        with acc.get_cuda_stream(2):
+            device = acc.deviceptr(a)
+            device *= 10.0
+        acc.wait(2)
+    assert (a == 50.0).all()
+
+
+def test_async_exit_frees_after_the_queue(gpu):
+    a = np.ones(1_000_000)
+    acc.enter_data(copyin=[a], async_=1)
+    add_one(a, async_=1)
+    acc.exit_data(copyout=[a], async_=1)
+    assert not acc.is_present(a)  # absent at once
+    acc.wait(1)
+    assert (a == 2.0).all()
+    assert acc.stats()["memory_in_use"] == 0
+
+
+# == strided transfers ==========================================================================
+def test_strided_column_update_moves_only_the_column_in_one_transfer(gpu):
+    n = 2048
+    a = np.zeros((n, n))
+    with acc.data(copy=[a]):
+        with acc.host_data(use_device=a) as device:
+            device[:, 5] = cupy.arange(n, dtype=np.float64)
+            device[:, 6] = -1.0  # device only
+        a[:, 4] = 9.0  # host only
+        acc.reset_stats()
+        acc.update(self=[a[:, 5]])
+        stats = acc.stats()
+        assert (stats["d2h_count"], stats["h2d_count"]) == (1, 0)
+        assert stats["d2h_bytes"] == n * 8
+        np.testing.assert_array_equal(a[:, 5], np.arange(n))
+        assert (a[:, 4] == 9.0).all() and not a[:, 6].any()  # neighbours untouched
+
+        a[:, 5] = -np.arange(n)
+        acc.reset_stats()
+        acc.update(device=[a[:, 5]])
+        stats = acc.stats()
+        assert (stats["h2d_count"], stats["d2h_count"]) == (1, 0)
+        device = cupy.asnumpy(acc.deviceptr(a))
+        np.testing.assert_array_equal(device[:, 5], -np.arange(n))
+        assert not device[:, 4].any() and (device[:, 6] == -1.0).all()
+        a[:, 6] = 0.0  # the copy-out brings the device's -1 back
+    assert (a[:, 6] == -1.0).all()
+
+
+def test_strided_row_block_and_async_update(gpu):
+    a = np.arange(64.0 * 64).reshape(64, 64)
+    with acc.data(copyin=[a]):
+        a[::2, 10:20] = 0.5
+        acc.update(device=[a[::2, 10:20]], async_=1)
+        acc.wait(1)
+        device = cupy.asnumpy(acc.deviceptr(a))
+        np.testing.assert_array_equal(device, a)
+
+
+def test_a_strided_view_of_present_data_in_a_kernel(gpu):
+    a = np.ones((300, 8))
+    with acc.data(copy=[a]):
+        scale(a[:, 3], 4.0)  # the matching strided device view, nothing copied
+        assert acc.stats()["h2d_count"] == 1
+    assert (a[:, 3] == 4.0).all() and a.sum() == 300 * 7 + 300 * 4.0
+
+
+# == errors =====================================================================================
+def test_deviceptr_refuses_host_memory(gpu):
+    with pytest.raises(acc.InvalidArgumentError):
+        gather_plus_one(np.arange(4.0), np.zeros(4))  # host memory is not device memory
