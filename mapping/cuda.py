@@ -11,7 +11,8 @@ are ints; "enqueue" means the call returns at once and the work runs in stream o
 - memory: ``allocate(nbytes) -> (address, handle)`` (raises ``MemoryError`` when full;
   ``handle`` keeps the block alive), ``free(handle)``, ``memory_info() -> (free, total)``;
 - device arrays: ``view(handle, offset, shape, dtype, strides)`` (a CuPy array; ``handle``
-  None: an empty one), ``interface_of(obj)`` (its ``__cuda_array_interface__`` dict, or
+  None: an empty one), ``foreign_view(address, shape, dtype, strides)`` (the same over
+  memory the program allocated, for ``acc.map_data``), ``interface_of(obj)`` (its ``__cuda_array_interface__`` dict, or
   None when ``obj`` is not a device array), ``as_device_array(obj)`` (a view the backend
   can copy elements of), ``is_device_memory(address)`` (memory of device ``n``:
   ``cudaPointerGetAttributes``);
@@ -158,6 +159,14 @@ class CupyBackend:
             with self._device():
                 return self._cupy.ndarray(shape, dtype)
         return self._cupy.ndarray(shape, dtype, memptr=handle + offset, strides=strides)
+
+    def foreign_view(self, address: int, shape, dtype, strides):
+        """A CuPy array at ``address`` in memory CuPy's pool did not hand to pyacc (the
+        program's own allocation, which keeps it alive)."""
+        _, low, high = _extent(address, shape, np.dtype(dtype).itemsize, strides)
+        memory = self._cupy.cuda.UnownedMemory(low, high - low, None, self.number)
+        pointer = self._cupy.cuda.MemoryPointer(memory, address - low)
+        return self._cupy.ndarray(shape, dtype, memptr=pointer, strides=strides)
 
     def interface_of(self, obj):
         try:
@@ -919,7 +928,9 @@ class CudaDevice(Device):
         if like.size == 0:
             return self.backend.view(None, 0, like.shape, like.dtype, like.strides)
         block = self._block_at(address)
-        if block is None:
+        if block is None:  # memory the program allocated, mapped with acc.map_data
+            if self.backend.is_device_memory(address):
+                return self.backend.foreign_view(address, like.shape, like.dtype, like.strides)
             raise InvalidArgumentError(f"{self._label}: no allocation holds device address {address:#x}")
         begin, _, handle = block
         return self.backend.view(handle, address - begin, like.shape, like.dtype, like.strides)
@@ -953,6 +964,12 @@ class CudaDevice(Device):
         """A backend view (a CuPy array) of any device array of this device."""
         self.extent_of(device_array)
         return self.backend.as_device_array(device_array)
+
+    def mappable_block(self, low, high):
+        """Memory from ``acc.malloc``, or any other memory of this GPU (a CuPy array the
+        program allocated: ``acc_map_data`` of ``cudaMalloc`` memory, as NVHPC allows);
+        ``extent_of`` has checked that ``[low, high)`` is this GPU's memory."""
+        return self.allocation_of(low) or (low, high - low)
 
     # -- transfers ----------------------------------------------------------------
     def _transfer(self, kind, destination, source, queue, name) -> None:

@@ -121,6 +121,10 @@ class FakeCudaBackend:
             return np.empty(shape, dtype)
         return np.ndarray(shape, dtype, buffer=handle, offset=offset, strides=strides)
 
+    def foreign_view(self, address: int, shape, dtype, strides) -> np.ndarray:
+        begin, buffer = self._buffer_at(address)
+        return np.ndarray(shape, dtype, buffer=buffer, offset=address - begin, strides=strides)
+
     def is_device_memory(self, address: int) -> bool:
         return self._buffer_at(address) is not None
 

@@ -226,6 +226,22 @@ class Device(abc.ABC):
         """A device array shaped and strided like ``like`` whose first element lies at
         device ``address``."""
 
+    def as_device_array(self, device_array):
+        """``device_array`` as this device's own array type (a CuPy array for any
+        ``__cuda_array_interface__`` object on cuda; the array itself elsewhere).
+
+        Raises:
+            InvalidArgumentError: it is not memory of this device.
+        """
+        self.extent_of(device_array)
+        return device_array
+
+    def mappable_block(self, low: int, high: int) -> tuple[int, int] | None:
+        """``(begin, nbytes)`` of device memory that ``acc.map_data`` may map at
+        ``[low, high)`` (already checked to be this device's memory by ``extent_of``):
+        the ``acc.malloc`` block holding it, or None."""
+        return self.allocation_of(low)
+
     @abc.abstractmethod
     def extent_of(self, device_array) -> tuple[int, int, int]:
         """``(data, low, high)`` device addresses of a device array of this device.

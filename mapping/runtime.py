@@ -568,13 +568,15 @@ class DeviceRuntime:
             self._publish(EventKind.ENTER_DATA, entry, (0, 0), None, name)
 
     def _check_map_target(self, array, device_array, name) -> int:
+        device_array = self.device.as_device_array(device_array)
         data, low, high = self.device.extent_of(device_array)
         _check_fits("acc.map_data", device_array, array, describe_array(array, name))
-        block = self.device.allocation_of(low)
+        block = self.device.mappable_block(low, high)
         if block is None or low + array.nbytes > block[0] + block[1]:
             raise InvalidArgumentError(
                 f"acc.map_data: device range {format_range(low, array.nbytes)} is not inside "
                 "device memory allocated with acc.malloc"
+                + (" or by the program (a CuPy array)" if self.device.type_name == "cuda" else "")
             )
         users = self.table.entries_overlapping_device(low, low + array.nbytes)
         if users:
@@ -708,15 +710,15 @@ class DeviceRuntime:
         self.device.download(destination, source, queue)
 
     def memcpy_device(self, destination, source, queue: Queue) -> None:
-        self.device.extent_of(destination)
-        self.device.extent_of(source)
+        destination = self.device.as_device_array(destination)
+        source = self.device.as_device_array(source)
         to_bytes, from_bytes = _raw_bytes(destination, source, "acc.memcpy_device")
         if to_bytes.size:
             self.device.device_copy(to_bytes, from_bytes, queue)
 
     def _raw_pair(self, device_array, array, routine):
         """Byte views ``(device side, host side)`` of the ``array.nbytes`` bytes to copy."""
-        self.device.extent_of(device_array)
+        device_array = self.device.as_device_array(device_array)
         check_array(array)
         device_bytes, host_bytes = _raw_bytes(device_array, array, routine)
         return device_bytes, host_bytes

@@ -454,6 +454,25 @@ def test_upload_and_download_accept_a_cuda_array_interface_object(device, backen
     device.free(address)
 
 
+def test_map_data_and_memcpy_accept_gpu_memory_the_program_allocated(runtime, backend):
+    """``acc_map_data`` of memory pyacc did not allocate (a CuPy array of the program,
+    here a bare ``__cuda_array_interface__`` object), and the raw ``memcpy`` routines on
+    it; the mapping ends without freeing that memory."""
+    address, _handle = backend.allocate(5 * 8)  # the program's own GPU memory
+    foreign = _Interface(address, (5,))
+    host = np.arange(5.0)
+    runtime.memcpy_to_device(foreign, host, runtime.device.sync_queue)
+    runtime.map_data(host, foreign, "host")
+    assert runtime.is_present(host) and runtime.device.memory_in_use == 0
+    back = np.zeros(5)
+    runtime.memcpy_from_device(back, runtime.deviceptr(host), runtime.device.sync_queue)
+    assert np.array_equal(back, host)
+    runtime.unmap_data(host, "host")
+    assert not runtime.is_present(host) and backend.is_device_memory(address)
+    with pytest.raises(InvalidArgumentError, match="is not memory of cuda device 0"):
+        runtime.map_data(np.zeros(5), _Interface(np.zeros(5).ctypes.data, (5,)), "h")
+
+
 def test_allocation_of_and_memory_in_use_follow_allocations(device):
     first, second = device.allocate(100), device.allocate(0)
     assert device.memory_in_use == 100
