@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
 
 import numpy as np
 from numba import config as _numba_config
 from numba import cuda
+from numba.core.errors import NumbaPerformanceWarning
 
 __all__ = ["launch", "stream", "launch_shape", "partials", "scratch", "finish", "scalar",
            "SIMULATED", "DEFAULT_BLOCK"]
@@ -71,12 +73,24 @@ def stream():
     return wrapped
 
 
+#: numba-cuda warns of "low occupancy" below this many blocks (``_LaunchConfiguration``)
+_FEW_BLOCKS = 128
+_QUIET = threading.Lock()
+
+
 def launch(kernel, grid: int, block: int, args: tuple) -> None:
     """``kernel[grid, block]`` on the current queue's stream (:func:`stream`)."""
     if SIMULATED:
         _simulated_launch(kernel, grid, block, args)
-    else:
+    elif grid >= _FEW_BLOCKS:
         kernel[grid, block, stream()](*args)
+    else:
+        # pyacc chose this grid (the problem is small, num_gangs, a single-thread run):
+        # numba-cuda's low-occupancy warning would name a grid the user never wrote
+        with _QUIET, warnings.catch_warnings():
+            warnings.simplefilter("ignore", NumbaPerformanceWarning)
+            configured = kernel[grid, block, stream()]
+        configured(*args)
 
 
 #: The simulator swaps ``cuda`` in a kernel's globals while it runs: one launch at a time.

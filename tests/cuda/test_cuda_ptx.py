@@ -117,3 +117,27 @@ def test_launch_shape_follows_the_clauses(monkeypatch):
     assert cuda_runtime.launch_shape(10**9, 256, None, True) == (8 * 132, 256)
     assert cuda_runtime.launch_shape(10**9, 64, 7, False) == (7, 64)
     assert cuda_runtime.launch_shape(1, 128, None, False) == (1, 128)
+
+
+class _WarnsLikeNumbaCuda:
+    """A kernel whose launch configuration warns as numba-cuda's does for small grids."""
+
+    def __init__(self):
+        self.launched = []
+
+    def __getitem__(self, configuration):
+        grid = configuration[0]
+        if grid < 128:
+            import warnings
+            from numba.core.errors import NumbaPerformanceWarning
+            warnings.warn(NumbaPerformanceWarning(f"Grid size {grid} will likely result in "
+                                                  "GPU under-utilization due to low occupancy."))
+        return lambda *args: self.launched.append((configuration, args))
+
+
+def test_small_grids_pyacc_chose_do_not_warn_of_low_occupancy(recwarn):
+    kernel = _WarnsLikeNumbaCuda()
+    cuda_runtime.launch(kernel, 1, 1, (1.0,))      # a single-thread run
+    cuda_runtime.launch(kernel, 3, 128, ())        # a small problem
+    assert not recwarn.list
+    assert kernel.launched == [((1, 1, 0), (1.0,)), ((3, 128, 0), ())]
