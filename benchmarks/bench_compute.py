@@ -6,7 +6,8 @@ Side by side in one run, with warm-up and medians of interleaved repeats:
   matmul 1024²: pyacc time ÷ hand-written Numba ``njit(parallel=True)`` (target ≤ 1.05),
   NumPy beside them;
 - calling a trivial kernel with 3 present arrays: pyacc time − direct Numba call time
-  (target ≤ 5 µs);
+  (target ≤ 5 µs); and the same call with its arguments in two orders in turn, against
+  one order (the Jacobi pattern; reported, no target);
 - first call compile time per kernel (target ≤ 1.5 s) and, in a fresh process with a warm
   disk cache, the time pyacc spends before the first result (target ≤ 0.3 s);
 - a data region around 100 Jacobi steps on the emulated device: its transfers.
@@ -237,6 +238,27 @@ def launch_overhead_us(quick: bool) -> tuple[float, float]:
     return times["pyacc"] / calls * 1e6, times["numba"] / calls * 1e6
 
 
+def alternating_overhead_us(quick: bool) -> tuple[float, float]:
+    """Per-call µs of the trivial kernel called with its arrays always in one order, and
+    with two orders in turn (``f(x, y, z)``, ``f(y, x, z)``: the Jacobi pattern
+    ``step(u, unew)``, ``step(unew, u)``), measured side by side."""
+    x, y, z = np.ones(8), np.ones(8), np.zeros(8)
+    calls = 2000 if quick else 20000
+    with acc.data(copyin=[x, y], copy=[z]):
+        def same_order():
+            for _ in range(calls // 2):
+                acc_trivial(x, y, z)
+                acc_trivial(x, y, z)
+
+        def alternating():
+            for _ in range(calls // 2):
+                acc_trivial(x, y, z)
+                acc_trivial(y, x, z)
+
+        times = interleaved({"same": same_order, "alternating": alternating}, 5 if quick else 9)
+    return times["same"] / calls * 1e6, times["alternating"] / calls * 1e6
+
+
 _COMPILE_SCRIPT = textwrap.dedent('''
     import time, json, sys
     start = time.perf_counter()
@@ -317,6 +339,11 @@ def main(argv=None) -> int:
     print(f"trivial kernel, 3 present arrays: pyacc {pyacc_us:.2f} µs, numba {numba_us:.2f} µs, "
           f"extra {extra:.2f} µs (≤ 5 {'PASS' if extra <= 5 else 'FAIL'})")
 
+    same_us, alternating_us = alternating_overhead_us(args.quick)
+    print(f"trivial kernel, argument orders in turn: {alternating_us:.2f} µs per call against "
+          f"{same_us:.2f} µs in one order (ratio {alternating_us / same_us:.2f}; each order "
+          "replays its own plan)")
+
     compile_times = compile_and_cache_times()
     ok &= compile_times["cold_first_call"] <= 1.5 and compile_times["warm_first_call"] <= 0.3
     print(f"first call, cold cache: {compile_times['cold_first_call']:.2f} s (≤ 1.5 "
@@ -334,6 +361,7 @@ def main(argv=None) -> int:
         with open(args.json, "w") as out:
             json.dump({"machine": machine_description(), "kernels": rows,
                        "launch_us": {"pyacc": pyacc_us, "numba": numba_us},
+                       "alternating_us": {"same_order": same_us, "alternating": alternating_us},
                        "compile": compile_times, "emulated_stats": stats}, out, indent=1)
     return 0 if ok else 1
 

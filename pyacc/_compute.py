@@ -128,7 +128,9 @@ class ComputeRegion:
         self._wait_clause = None if clauses.wait in (None, False) else ([] if clauses.wait is True else clauses.wait)
         self._signature = inspect.signature(function)
         self._kernels = {}  # (device type, no-jit, boundscheck, argument kinds) -> kernel
-        self._plan: _CallPlan | None = None  # the last fast-path call, for the next one
+        # the last fast-path calls (newest first), for the next ones: a Jacobi loop calls
+        # step(u, unew) and step(unew, u) in turn, and each needs its own plan
+        self._plans: tuple = ()
         # the enclosing default(...) matters only when some array parameter has no clause
         self._uses_default = self._default is None and any(
             name not in self._explicit and name not in self._deviceptr for name in info.params)
@@ -173,11 +175,11 @@ class ComputeRegion:
             wait_for(runtime, wait if wait is not None else self._wait_clause, queue)
         if not self._enabled:
             return self._run_on_host(args)
-        plan = self._plan
-        if plan is not None and plan.runtime is runtime:
-            result = self._replay(plan, runtime, args, queue)
-            if result is not _MISS:
-                return result if async_arg is None else AsyncResult(queue, result)
+        for plan in self._plans:
+            if plan.runtime is runtime:
+                result = self._replay(plan, runtime, args, queue)
+                if result is not _MISS:
+                    return result if async_arg is None else AsyncResult(queue, result)
         arrays, map_kinds, slots, kinds = self._classify(runtime, args)
         if _ACTIVE[_REGION_ENTER]:
             BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=info.name,
@@ -215,7 +217,8 @@ class ComputeRegion:
         if async_arg is not None:
             return AsyncResult(queue, value)
         if entries is not None:
-            self._plan = _CallPlan(runtime, self._call_key(), args, slots, map_kinds, memo, kernel)
+            plan = _CallPlan(runtime, self._call_key(), args, slots, map_kinds, memo, kernel)
+            self._plans = (plan,) + self._plans[:_PLANS_KEPT - 1]
         return value
 
     def _call_key(self):
@@ -224,7 +227,7 @@ class ComputeRegion:
         return (default, _env_flag(b"PYACC_DISABLE_JIT"), _env_flag(b"PYACC_BOUNDSCHECK"))
 
     def _replay(self, plan, runtime, args, queue):
-        """Repeat the last call's plan when nothing that decided it has changed: the
+        """Repeat a recent call's plan when nothing that decided it has changed: the
         same array objects (same shapes), scalar kinds, enclosing default, env flags, and
         an unchanged present table (the memo in ``join_structured``). Returns ``_MISS``,
         having changed nothing, otherwise."""
@@ -377,6 +380,8 @@ class ComputeRegion:
 
 
 _MISS = object()
+#: fast-path plans a region keeps (each is tried in turn, newest first, before the full path)
+_PLANS_KEPT = 4
 
 #: the compiler target of each device type (host and emulated kernels run on CPU threads)
 _TARGET_OF = {"host": "cpu", "emulated": "cpu", "cuda": "cuda"}
@@ -408,7 +413,7 @@ def _kind(value):
 
 
 class _CallPlan:
-    """What the last fast-path call of a region decided, to repeat it cheaply.
+    """What a recent fast-path call of a region decided, to repeat it cheaply.
 
     Keeps nothing alive: the memo holds the arrays and entries by weak reference; the
     plan keeps the argument kinds (dtype and ndim of arrays, type of the rest) that chose

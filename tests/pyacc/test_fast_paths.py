@@ -127,3 +127,41 @@ def test_read_only_array_in_a_copy_clause_is_refused_at_entry(emulated):
     assert acc.present_table() == []
     with acc.data(copyin=[frozen]):  # reading it is fine
         assert acc.is_present(frozen)
+
+
+@acc.parallel_loop
+def copy_into(destination, source):
+    for i in range(destination.shape[0]):
+        destination[i] = source[i] + 1.0
+
+
+def test_alternating_argument_orders_each_keep_a_replay_plan(emulated, monkeypatch):
+    """A Jacobi loop calls step(u, unew) and step(unew, u) in turn: both orders replay
+    their own plan instead of taking the full path every other call."""
+    u, unew = np.zeros(6), np.zeros(6)
+    full_path = []
+    classify = acc._compute.ComputeRegion._classify
+    monkeypatch.setattr(acc._compute.ComputeRegion, "_classify",
+                        lambda self, *a: full_path.append(1) or classify(self, *a))
+    with acc.data(copy=[u, unew]):
+        for _ in range(5):
+            copy_into(unew, u)
+            copy_into(u, unew)
+    assert len(full_path) == 2  # the first call of each order
+    np.testing.assert_array_equal(u, np.full(6, 10.0))
+    np.testing.assert_array_equal(unew, np.full(6, 9.0))
+
+
+def test_a_kept_plan_is_not_replayed_after_its_arrays_left_the_device(emulated):
+    """The plans of earlier calls stay exact when the present table changes under them:
+    an array that was unmapped and mapped again (a new device copy) is seen anew."""
+    a, b, c = np.zeros(4), np.ones(4), np.full(4, 5.0)
+    acc.enter_data(copyin=[a, b, c])
+    copy_into(a, b)
+    copy_into(a, c)          # a second plan; the first is kept
+    acc.exit_data(delete=[b])
+    b[:] = 7.0
+    acc.enter_data(copyin=[b])
+    copy_into(a, b)          # must read the new device copy of b
+    acc.exit_data(copyout=[a], delete=[b, c])
+    np.testing.assert_array_equal(a, np.full(4, 8.0))
