@@ -63,8 +63,8 @@ with the legacy default stream, where CuPy code of the user runs by default) and
 synchronizes before returning.
 
 Invariants:
-- every live block is in ``_blocks`` (address → (requested bytes, handle)) and
-  ``_starts`` (sorted addresses); ``memory_in_use`` is the sum of the requested bytes;
+- every live block is in ``_blocks`` (a ``BlockIndex``); ``memory_in_use`` is the sum of
+  the requested bytes;
 - a CudaQueue's sequence numbers follow stream order (assigned under its enqueue lock);
   the failures at or below ``_floor`` have been reported;
 - a host function never calls CUDA and never blocks: it copies with numpy and records.
@@ -94,11 +94,59 @@ from .errors import (
 from .events import EventKind
 from .queues import describe_operation
 
-__all__ = ["CudaDevice", "CudaQueue", "CudaSyncQueue", "CudaQueueEvent", "CupyBackend"]
+__all__ = ["CudaDevice", "CudaQueue", "CudaSyncQueue", "CudaQueueEvent", "CupyBackend", "BlockIndex"]
 
 _clock = time.perf_counter
 #: ``cudaMemoryType`` values of ``cudaPointerAttributes.type`` that are GPU memory
 _DEVICE_MEMORY, _MANAGED_MEMORY = 2, 3
+
+
+class BlockIndex:
+    """Live device blocks by start address, found from any address inside them (bisect on
+    the sorted starts). Used by ``CudaDevice`` and by ``cuda_fake.FakeCudaBackend``; the
+    owner holds its own lock around every call.
+
+    Invariant: ``_starts`` is the sorted list of the keys of ``_blocks`` (address →
+    ``(requested bytes, handle)``); ``in_use`` is the sum of the requested bytes. A
+    zero-byte block still holds its start address.
+    """
+
+    def __init__(self):
+        self._blocks: dict[int, tuple[int, object]] = {}
+        self._starts: list[int] = []
+        self.in_use = 0
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def add(self, address: int, nbytes: int, handle) -> None:
+        self._blocks[address] = (nbytes, handle)
+        bisect.insort(self._starts, address)
+        self.in_use += nbytes
+
+    def pop(self, address: int) -> tuple[int, object]:
+        """Remove the block that starts at ``address``; its ``(nbytes, handle)``."""
+        nbytes, handle = self._blocks.pop(address)
+        del self._starts[bisect.bisect_left(self._starts, address)]
+        self.in_use -= nbytes
+        return nbytes, handle
+
+    def find(self, address: int):
+        """``(begin, nbytes, handle)`` of the live block holding ``address``, or None."""
+        slot = bisect.bisect_right(self._starts, address) - 1
+        if slot < 0:
+            return None
+        begin = self._starts[slot]
+        nbytes, handle = self._blocks[begin]
+        return (begin, nbytes, handle) if address < begin + max(nbytes, 1) else None
+
+    def clear(self) -> list:
+        """Forget every block; their handles."""
+        handles = [handle for _, handle in self._blocks.values()]
+        self._blocks.clear()
+        self._starts.clear()
+        self.in_use = 0
+        return handles
 
 
 # == the CuPy backend ========================================================================
@@ -861,25 +909,19 @@ class CudaDevice(Device):
         self._label = f"cuda device {number}"
         self.sync_queue = CudaSyncQueue(self.backend, self._label)
         self._lock = threading.Lock()
-        self._blocks: dict[int, tuple[int, object]] = {}  # address -> (nbytes, handle)
-        self._starts: list[int] = []  # addresses of live blocks, sorted
-        self._in_use = 0
+        self._blocks = BlockIndex()  # the live blocks pyacc allocated
 
     # -- memory -------------------------------------------------------------------
     def allocate(self, nbytes: int) -> int:
         address, handle = self._backend_allocate(nbytes)
         with self._lock:
-            self._blocks[address] = (nbytes, handle)
-            bisect.insort(self._starts, address)
-            self._in_use += nbytes
+            self._blocks.add(address, nbytes, handle)
         emit(EventKind.ALLOC, self.identity, nbytes, device_begin=address)
         return address
 
     def free(self, address: int) -> None:
         with self._lock:
             nbytes, handle = self._blocks.pop(address)
-            del self._starts[bisect.bisect_left(self._starts, address)]
-            self._in_use -= nbytes
         self.backend.free(handle)
         emit(EventKind.FREE, self.identity, nbytes, device_begin=address)
 
@@ -890,12 +932,7 @@ class CudaDevice(Device):
     def _block_at(self, address: int):
         """``(begin, nbytes, handle)`` of the live block holding ``address``, or None."""
         with self._lock:
-            slot = bisect.bisect_right(self._starts, address) - 1
-            if slot < 0:
-                return None
-            begin = self._starts[slot]
-            nbytes, handle = self._blocks[begin]
-        return (begin, nbytes, handle) if address < begin + max(nbytes, 1) else None
+            return self._blocks.find(address)
 
     def _backend_allocate(self, nbytes: int):
         """``backend.allocate``; when the GPU is full, once more after the frees that
@@ -917,7 +954,7 @@ class CudaDevice(Device):
         except Exception:  # the message must not fail
             state = "free memory unknown"
         return OutOfMemoryError(
-            f"{self._label} is out of memory: {nbytes} bytes requested, {state}, {self._in_use} "
+            f"{self._label} is out of memory: {nbytes} bytes requested, {state}, {self._blocks.in_use} "
             f"bytes held by pyacc in {len(self._blocks)} blocks ({cause}). Free or unmap data "
             "(acc.delete, exit_data, acc.free), wait on async queues so that their deferred "
             "frees run, or release memory other libraries cache "
@@ -1040,7 +1077,7 @@ class CudaDevice(Device):
     # -- properties and lifetime ---------------------------------------------------
     @property
     def memory_in_use(self) -> int:
-        return self._in_use
+        return self._blocks.in_use
 
     def properties(self) -> dict:
         free, total = self.backend.memory_info()
@@ -1056,10 +1093,7 @@ class CudaDevice(Device):
     def reset(self) -> None:
         """Forget every allocation (``acc.shutdown``, after the queues have drained)."""
         with self._lock:
-            handles = [handle for _, handle in self._blocks.values()]
-            self._blocks.clear()
-            self._starts.clear()
-            self._in_use = 0
+            handles = self._blocks.clear()
         for handle in handles:
             self.backend.free(handle)
 

@@ -22,19 +22,19 @@ elementwise device copy (pack/unpack) in ``elementwise_copies``, and checks what
 API would require: memcpy host buffers are contiguous and device ranges lie inside one
 live allocation.
 
-Invariants: ``_starts`` is the sorted list of live buffer addresses, ``_buffers`` maps each
-to its buffer; ``in_use`` is the sum of the requested sizes. It proves nothing about CuPy
+Invariants: ``_buffers`` (a ``mapping.cuda.BlockIndex``) holds every live buffer by its
+address; its ``in_use`` is the sum of the requested sizes. It proves nothing about CuPy
 itself, real concurrency or timings.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import threading
 
 import numpy as np
 
+from .cuda import BlockIndex
 from .queues import WorkerQueue
 
 __all__ = ["FakeCudaBackend"]
@@ -65,10 +65,8 @@ class FakeCudaBackend:
         self.capacity = capacity
         self.memcpys: list[tuple[str, int]] = []
         self.elementwise_copies: list[int] = []
-        self.in_use = 0
         self._lock = threading.Lock()
-        self._starts: list[int] = []
-        self._buffers: dict[int, tuple[int, np.ndarray]] = {}  # address -> (nbytes, buffer)
+        self._buffers = BlockIndex()  # handles are the numpy buffers
         self._streams = 0
         self._current = threading.local()
 
@@ -80,17 +78,18 @@ class FakeCudaBackend:
                                   f"{self.capacity - self.in_use} of {self.capacity} free")
             buffer = np.zeros(max(nbytes, 1), dtype=np.uint8)
             address = buffer.ctypes.data
-            self._buffers[address] = (nbytes, buffer)
-            bisect.insort(self._starts, address)
-            self.in_use += nbytes
+            self._buffers.add(address, nbytes, buffer)
         return address, buffer
 
     def free(self, handle: np.ndarray) -> None:
         address = handle.ctypes.data
         with self._lock:
-            nbytes, _ = self._buffers.pop(address)
-            del self._starts[bisect.bisect_left(self._starts, address)]
-            self.in_use -= nbytes
+            self._buffers.pop(address)
+
+    @property
+    def in_use(self) -> int:
+        """Bytes of fake device memory allocated (requested sizes)."""
+        return self._buffers.in_use
 
     def memory_info(self):
         with self._lock:
@@ -99,12 +98,8 @@ class FakeCudaBackend:
     def _buffer_at(self, address: int):
         """``(begin, buffer)`` of the live buffer holding ``address``, or None."""
         with self._lock:
-            slot = bisect.bisect_right(self._starts, address) - 1
-            if slot < 0:
-                return None
-            begin = self._starts[slot]
-            buffer = self._buffers[begin][1]
-        return (begin, buffer) if address < begin + buffer.size else None
+            found = self._buffers.find(address)
+        return None if found is None else (found[0], found[2])
 
     def _bytes(self, address: int, nbytes: int) -> np.ndarray:
         """The device bytes ``[address, address + nbytes)``, which must lie in one buffer."""
