@@ -108,6 +108,14 @@ class CudaTarget(Target):
             return self._jit(device=True)
         return "# the driver: plain Python, runs on the host"
 
+    def _block_size(self) -> int:
+        """Threads per block: ``vector_length``, else ``cuda_runtime.DEFAULT_BLOCK``
+        (also the size of a reduction's shared-memory array)."""
+        clauses = self.builder.clauses
+        if clauses is not None and clauses.vector_length:
+            return clauses.vector_length
+        return cuda_runtime.DEFAULT_BLOCK
+
     def _array_ndim(self, name):
         numba_type = self.builder.arg_types.get(name)
         return getattr(numba_type, "ndim", None) if hasattr(numba_type, "layout") else None
@@ -171,8 +179,7 @@ class CudaTarget(Target):
 
     def _launch_lines(self, nest, p, name, params, private_arrays, capped, slots):
         clauses = self.builder.clauses
-        block = (clauses.vector_length if clauses is not None and clauses.vector_length
-                 else cuda_runtime.DEFAULT_BLOCK)
+        block = self._block_size()
         gangs = clauses.num_gangs if clauses is not None else None
         total = " * ".join(f"{p}n{d}" for d in range(len(nest.levels)))
         lines = [f"{p}total = {total}", f"if {p}total > 0:",
@@ -213,9 +220,7 @@ class CudaTarget(Target):
 
     def _block_reduction(self, nest, p, slots):
         """Shared-memory tree over the block's threads, then one partial per block."""
-        clauses = self.builder.clauses
-        block = (clauses.vector_length if clauses is not None and clauses.vector_length
-                 else cuda_runtime.DEFAULT_BLOCK)
+        block = self._block_size()
         lines = [f"    {p}tx = {_CUDA}.threadIdx.x", f"    {p}nt = {_CUDA}.blockDim.x"]
         for op, var in nest.reductions:
             lines += [f"    {p}sm_{var} = {_CUDA}.shared.array({block}, {slots.dtype(p, op, var)})",
