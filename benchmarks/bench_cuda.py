@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 import bench_compute as bc  # noqa: E402  (the pyacc kernels, the same as the CPU suite's)
 from bench_runtime import machine_description  # noqa: E402
-from suite import Candidate, measure  # noqa: E402  (the CPU suite's interleaved medians)
+from suite import Candidate, measure, write_results  # noqa: E402  (the CPU suite's)
 
 import pyacc as acc  # noqa: E402
 from pyacc import _devices  # noqa: E402
@@ -649,18 +649,6 @@ def section(report: dict, args) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_results(text: str, path: Path = RESULTS) -> None:
-    """Replace the GPU suite section of RESULTS.md (or append it)."""
-    current = path.read_text() if path.exists() else "# Benchmark results\n"
-    if BEGIN in current and END in current:
-        before = current[:current.index(BEGIN)]
-        after = current[current.index(END) + len(END):].lstrip("\n")
-        updated = before + text + ("\n" + after if after else "")
-    else:
-        updated = current.rstrip("\n") + "\n\n" + text
-    path.write_text(updated)
-
-
 # == main ====================================================================================
 
 
@@ -699,7 +687,7 @@ def main(argv=None) -> int:
     print("\n".join(kernel_table(report["kernels"])))
     print("\n".join(measure_lines(report)))
     if not args.no_write:
-        write_results(section(report, args))
+        write_results(section(report, args), RESULTS, BEGIN, END)
         with open(JSON, "w") as out:
             json.dump(report, out, indent=1, default=str)
         print(f"wrote the GPU suite section of {RESULTS.relative_to(ROOT)} "

@@ -567,11 +567,13 @@ def section(report: dict, args) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_results(text: str, path: Path = RESULTS) -> None:
+def write_results(text: str, path: Path = RESULTS, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the section between the ``begin``/``end`` markers of RESULTS.md with
+    ``text`` (or append it); the rest of the file is kept. bench_cuda.py passes its own."""
     current = path.read_text() if path.exists() else "# Benchmark results\n"
-    if BEGIN in current and END in current:
-        before = current[:current.index(BEGIN)]
-        after = current[current.index(END) + len(END):].lstrip("\n")
+    if begin in current and end in current:
+        before = current[:current.index(begin)]
+        after = current[current.index(end) + len(end):].lstrip("\n")
         updated = before + text + ("\n" + after if after else "")
     else:
         updated = current.rstrip("\n") + "\n\n" + text
