@@ -103,6 +103,9 @@ class NestPlan:
         private: Names private to each chunk of iterations (``private`` clause).
         firstprivate: Names copied into each chunk (``firstprivate`` clause).
         reason: Why a ``kernels`` nest runs sequentially.
+        stored_outside: Names the function assigns outside the nest, and its
+            parameters; set by code generation when it may interchange loops of the
+            nest (``interchange``), None otherwise.
     """
 
     levels: tuple
@@ -111,6 +114,7 @@ class NestPlan:
     private: tuple = ()
     firstprivate: tuple = ()
     reason: str = ""
+    stored_outside: frozenset | None = None
 
     @property
     def key(self):

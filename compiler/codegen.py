@@ -35,11 +35,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import types as nbtypes
 
-from . import markers, runtime
+from . import interchange, markers, runtime
 from .analysis import NestPlan, Plan, check_free_names
 from .atomics import INTRINSICS
 from .frontend import (MISSING, CallKind, FunctionSource, Scope, classify_call,
                        is_numeric_constant, load_function, local_names, routine_function)
+from .templates import fill, is_const, range_bounds
 
 __all__ = ["Target", "CpuTarget", "ModuleBuilder", "KERNEL_NAME", "reduction_identity"]
 
@@ -118,8 +119,20 @@ class CpuTarget(Target):
         native = (not nest.private and not nest.firstprivate
                   and all(_numba_reduces(op, f"{prefix}rv_{var}", body) for op, var in nest.reductions))
         if native:
-            return _native_nest(nest, body, prefix)
+            return _native_nest(nest, body, prefix, _interchange(nest, body, prefix, slots))
         return _chunked_nest(nest, body, prefix, slots)
+
+
+def _interchange(nest, body, prefix, slots):
+    """The innermost level interchanged with the sequential loop of its body (see
+    ``interchange``), or None: only for nests of two or more levels without reductions
+    (the interchanged loops sit inside the ``prange``) when the builder allows it."""
+    if nest.stored_outside is None or len(nest.levels) < 2 or nest.reductions:
+        return None
+    found = interchange.match(nest.levels[-1], body, nest.levels, nest.stored_outside)
+    if found is None:
+        return None
+    return interchange.emit(found, prefix, lambda name: slots.accumulator(prefix, name))
 
 
 #: Reduction operators Numba's ``prange`` recognises itself (``s += x``, ``s *= x``,
@@ -158,47 +171,11 @@ def _numba_reduces(op: str, name: str, body: list) -> bool:
 # ----------------------------------------------------------------------- nest builders
 
 
-def _parse_stmts(text: str) -> list:
-    return ast.parse(text).body
-
-
-class _Substitute(ast.NodeTransformer):
-    """Replace placeholder names by expressions and ``BODY`` by statements."""
-
-    def __init__(self, exprs: dict, body: list):
-        self.exprs = exprs
-        self.body = body
-
-    def visit_Name(self, node):
-        if node.id in self.exprs:
-            return copy.deepcopy(self.exprs[node.id])
-        return node
-
-    def visit_Expr(self, node):
-        if isinstance(node.value, ast.Name) and node.value.id == "BODY":
-            return copy.deepcopy(self.body)
-        return self.generic_visit(node)
-
-
-def _range_bounds(level: ast.For):
-    """``(start, stop, step)`` expressions of a level's (rewritten) ``range(...)``."""
-    args = list(level.iter.args)
-    if len(args) == 1:
-        return ast.Constant(0), args[0], ast.Constant(1)
-    if len(args) == 2:
-        return args[0], args[1], ast.Constant(1)
-    return args[0], args[1], args[2]
-
-
-def _is_const(node, value=None):
-    return isinstance(node, ast.Constant) and isinstance(node.value, int) and (
-        value is None or node.value == value)
-
-
-def _native_nest(nest, body, p):
+def _native_nest(nest, body, p, interchanged=None):
     """The nest as a user would write it for Numba: ``prange`` over the outermost level,
     the collapsed levels below it as plain loops (a valid schedule of the collapsed
     iteration space, OpenACC 3.3 §2.9.1), reductions left to Numba's ``prange``.
+    ``interchanged`` (statements from ``interchange.emit``) replaces the innermost level.
 
     ``prange(stop)`` is used when the loop starts at 0 with step 1: its index is then
     unsigned, so Numba drops the negative-index wraparound checks and LLVM vectorises
@@ -206,11 +183,14 @@ def _native_nest(nest, body, p):
     """
     outer = _outer_header(nest.levels[0], p)
     lines, exprs = [outer[0]], dict(outer[1])
-    for depth, level in enumerate(nest.levels[1:], start=1):
-        start, stop, step = _range_bounds(level)
+    inner = nest.levels[1:-1] if interchanged else nest.levels[1:]
+    for depth, level in enumerate(inner, start=1):
+        start, stop, step = range_bounds(level)
         exprs.update({f"START{depth}": start, f"STOP{depth}": stop, f"STEP{depth}": step})
         lines.append("    " * depth + f"for {level.target.id} in range(START{depth}, STOP{depth}, STEP{depth}):")
-    lines.append("    " * len(nest.levels) + "BODY")
+    lines.append("    " * (len(inner) + 1) + "BODY")
+    if interchanged:
+        body = interchanged
     # the body updates the chunked form's accumulators; Numba reduces the variables
     renames = {f"{p}rv_{var}": var for _, var in nest.reductions}
     body = [_Renamer(renames).visit(copy.deepcopy(stmt)) for stmt in body]
@@ -220,11 +200,11 @@ def _native_nest(nest, body, p):
 
 def _outer_header(level, p):
     """``(for-line, exprs, prologue)`` of the parallel (outermost) level."""
-    start, stop, step = _range_bounds(level)
+    start, stop, step = range_bounds(level)
     var = level.target.id
-    if _is_const(start, 0) and _is_const(step, 1):
+    if is_const(start, 0) and is_const(step, 1):
         return f"for {var} in _acc_prange(STOP0):", {"STOP0": stop}, ""
-    if _is_const(step, 1):
+    if is_const(step, 1):
         return f"for {var} in _acc_prange(START0, STOP0):", {"START0": start, "STOP0": stop}, ""
     prologue = (f"{p}s0 = START0\n{p}e0 = STOP0\n{p}t0 = STEP0\n"
                 f"{p}n0 = {_RT}.trip_count({p}s0, {p}e0, {p}t0)\n")
@@ -233,18 +213,8 @@ def _outer_header(level, p):
 
 
 def _fill(text, exprs, body, where):
-    """Parse a template, locate its nodes at ``where``, then splice exprs and body."""
-    stmts = _parse_stmts(text)
-    for stmt in stmts:
-        for node in ast.walk(stmt):
-            if "lineno" in node._attributes:
-                node.lineno = node.end_lineno = where.lineno
-                node.col_offset = node.end_col_offset = 0
-    out = []
-    for stmt in stmts:
-        new = _Substitute(exprs, body).visit(stmt)
-        out.extend(new if isinstance(new, list) else [new])
-    return out
+    """``templates.fill`` with the nest body as placeholder ``BODY``."""
+    return fill(text, exprs, {"BODY": body}, where)
 
 
 def _level_vars(nest, p):
@@ -257,17 +227,17 @@ def _chunked_nest(nest, body, p, slots):
     exprs, setup = {}, []
     names = _level_vars(nest, p)
     for depth, level in enumerate(nest.levels):
-        start, stop, step = _range_bounds(level)
+        start, stop, step = range_bounds(level)
         s, e, t, n = names[depth]
         exprs.update({f"START{depth}": start, f"STOP{depth}": stop,
                       f"STEP{depth}": step})
         lines = [f"{e} = STOP{depth}"]
         # Literal starts and steps stay literals: LLVM then sees unit-stride indexing.
-        if _is_const(start):
+        if is_const(start):
             s = repr(start.value)
         else:
             lines.insert(0, f"{s} = START{depth}")
-        if _is_const(step):
+        if is_const(step):
             t = repr(step.value)
         else:
             lines.append(f"{t} = STEP{depth}")
@@ -339,10 +309,11 @@ def _indent(text, levels):
 
 
 class ReductionSlots:
-    """Sources of reduction partial dtypes and identities, or placeholders for them.
+    """Sources of reduction partial dtypes and identities, and of the dtypes of the
+    arrays a loop interchange expands scalars into, or placeholders for them.
 
     Args:
-        types: Numba type of each reduction variable; None until the probe ran.
+        types: Numba type of each variable; None until the probe ran.
     """
 
     def __init__(self, types: dict | None = None):
@@ -350,8 +321,31 @@ class ReductionSlots:
         self.slots: dict[str, tuple[str, str, str]] = {}
 
     def variables(self) -> set:
-        """Reduction variables whose types are still placeholders."""
+        """Variables whose types are still placeholders."""
         return {var for _, _, var in self.slots.values()}
+
+    def reductions(self) -> set:
+        """Reduction variables whose types are still placeholders."""
+        return {var for kind, _, var in self.slots.values() if kind != "accumulator"}
+
+    def accumulators(self) -> set:
+        """Scalars a loop interchange expands, whose types are still placeholders."""
+        return {var for kind, _, var in self.slots.values() if kind == "accumulator"}
+
+    @staticmethod
+    def is_scalar(numba_type) -> bool:
+        """True for the types a reduction partial or an expanded scalar may have."""
+        return isinstance(numba_type, (nbtypes.Number, nbtypes.Boolean))
+
+    def refused_accumulators(self, types: dict) -> str:
+        """Why the interchange cannot expand its scalars (some type is not a number
+        or a boolean), or '' when it can."""
+        return ", ".join(f"{var!r} has type {types[var]}" for var in sorted(self.accumulators())
+                         if not self.is_scalar(types[var]))
+
+    def accumulator(self, prefix, var):
+        """Source of the dtype of the array a loop interchange expands ``var`` into."""
+        return self._get("accumulator", prefix, None, var)
 
     def dtype(self, prefix, op, var):
         """Source of the dtype of ``var``'s partials."""
@@ -377,7 +371,7 @@ class ReductionSlots:
 
 
 def _slot_value(kind, op, numba_type):
-    if kind == "dtype":
+    if kind in ("dtype", "accumulator"):
         return f"{_NP}.{np.dtype(_numpy_dtype(numba_type)).name}"
     return reduction_identity(op, numba_type)
 
@@ -456,6 +450,8 @@ class FunctionRewriter(ast.NodeTransformer):
             node.args = [self.visit(a) for a in node.args]
             node.keywords = [self.visit(k) for k in node.keywords]
             return node
+        if kind == CallKind.LIBRARY:
+            interchange.mark_pure(node, detail)
         return self.generic_visit(node)
 
     def _on_device(self, node):
@@ -524,16 +520,19 @@ class FunctionRewriter(ast.NodeTransformer):
         mapping = {var: f"{prefix}rv_{var}" for _, var in nest.reductions}
         mapping.update({n: f"{prefix}pp_{n}" for n in nest.private + nest.firstprivate})
         body = [_Renamer(mapping).visit(stmt) for stmt in body]
-        nest = _rewritten_nest(nest, self.source, self.scope)
+        nest = _rewritten_nest(nest, self.source, self.builder.interchange)
         return self.builder.target.parallel_nest(nest, body, prefix, self.builder.slots)
 
 
-def _rewritten_nest(nest, source, scope):
-    """Private names that are defined only inside the nest need no chunk copy."""
+def _rewritten_nest(nest, source, interchange_allowed):
+    """The nest as code generation sees it: private names that are defined only inside
+    the nest need no chunk copy; the names stored outside it are recorded for the loop
+    interchange (when the builder allows one)."""
     outside = _names_outside(source.tree, nest.levels[0])
     private = tuple(n for n in nest.private if n in outside)
     return NestPlan(nest.levels, nest.parallel, nest.reductions, private,
-                    nest.firstprivate, nest.reason)
+                    nest.firstprivate, nest.reason,
+                    stored_outside=frozenset(outside) if interchange_allowed else None)
 
 
 def _names_outside(tree, nest_node):
@@ -568,9 +567,11 @@ def _constant_expr(value) -> ast.expr:
         return ast.Tuple(elts=[_constant_expr(v) for v in value], ctx=ast.Load())
     if isinstance(value, np.generic):
         inner = _constant_expr(value.item())
-        return ast.Call(func=ast.Attribute(value=ast.Name(id=_NP, ctx=ast.Load()),
+        call = ast.Call(func=ast.Attribute(value=ast.Name(id=_NP, ctx=ast.Load()),
                                            attr=type(value).__name__, ctx=ast.Load()),
                         args=[inner], keywords=[])
+        interchange.mark_pure(call, type(value))
+        return call
     if isinstance(value, float) and not math.isfinite(value):
         name = "nan" if math.isnan(value) else "inf"
         expr = ast.Attribute(value=ast.Name(id=_NP, ctx=ast.Load()), attr=name,
@@ -600,12 +601,14 @@ class ModuleBuilder:
         cache: Emit ``cache=True`` (False for the in-memory probe).
         serial: Ignore the plan: every loop runs as written (probe, ``serial``).
         reduction_types: Numba type of each reduction variable (None: placeholders).
+        interchange: Let the target interchange loops of a nest (``interchange``).
     """
 
     def __init__(self, target: Target, *, device_type: str, boundscheck: bool,
                  arg_types: dict, cache: bool = True, serial: bool = False,
-                 reduction_types: dict | None = None):
+                 reduction_types: dict | None = None, interchange: bool = False):
         self.target = target
+        self.interchange = interchange
         self.device_type = markers.normalise_device_type(device_type)
         self.boundscheck = boundscheck
         self.arg_types = arg_types

@@ -42,8 +42,8 @@ import ast
 import copy
 
 from . import cuda_runtime
-from .codegen import (_COMBINE, _NP, _RT, Target, _fill, _is_const, _names_outside,
-                      _range_bounds)
+from .codegen import _COMBINE, _NP, _RT, Target, _fill, _names_outside
+from .templates import is_const, range_bounds
 
 __all__ = ["CudaTarget"]
 
@@ -156,9 +156,9 @@ class CudaTarget(Target):
         stay literals (LLVM then sees unit strides)."""
         names = []
         for depth, level in enumerate(nest.levels):
-            start, _stop, step = _range_bounds(level)
-            s = repr(start.value) if _is_const(start) else f"{p}s{depth}"
-            t = repr(step.value) if _is_const(step) else f"{p}t{depth}"
+            start, _stop, step = range_bounds(level)
+            s = repr(start.value) if is_const(start) else f"{p}s{depth}"
+            t = repr(step.value) if is_const(step) else f"{p}t{depth}"
             names.append((s, f"{p}e{depth}", t, f"{p}n{depth}"))
         return names
 
@@ -166,13 +166,13 @@ class CudaTarget(Target):
     def _bounds(nest, levels):
         exprs, lines = {}, []
         for depth, level in enumerate(nest.levels):
-            start, stop, step = _range_bounds(level)
+            start, stop, step = range_bounds(level)
             s, e, t, n = levels[depth]
             exprs.update({f"START{depth}": start, f"STOP{depth}": stop, f"STEP{depth}": step})
-            if not _is_const(start):
+            if not is_const(start):
                 lines.append(f"{s} = START{depth}")
             lines.append(f"{e} = STOP{depth}")
-            if not _is_const(step):
+            if not is_const(step):
                 lines.append(f"{t} = STEP{depth}")
             lines.append(f"{n} = {_RT}.trip_count({s}, {e}, {t})")
         return "\n".join(lines), exprs

@@ -153,22 +153,34 @@ def _build(info, args, target, device_type, boundscheck, kinds):
     scope = Scope(source.func, local_names(source.tree))
     check_free_names(source, scope, strict=True)
     plan = Planner(source, info.clauses, scope, log_decisions=True).plan()
-    builder = ModuleBuilder(_target(target), device_type=device, boundscheck=boundscheck,
-                            arg_types=dict(zip(info.params, arg_types)))
-    builder.clauses = info.clauses
-    _add_function(builder, info, plan)
     header = (f"# pyacc generated kernel for {info.where}; target={target} "
               f"device={device} boundscheck={boundscheck}; do not edit")
-    text, linemap = builder.text(header)
+
+    def generate(interchange):
+        builder = ModuleBuilder(_target(target), device_type=device,
+                                boundscheck=boundscheck,
+                                arg_types=dict(zip(info.params, arg_types)),
+                                interchange=interchange)
+        builder.clauses = info.clauses
+        _add_function(builder, info, plan)
+        return (builder, *builder.text(header))
+
+    builder, text, linemap = generate(True)
     material = "|".join([_version(), numba.__version__, target, device, str(boundscheck),
                          repr(kinds), repr(info.clauses), text])
     digest = hashlib.sha256(material.encode()).hexdigest()[:24]
     path = cache_dir() / f"{info.name}_{digest}.py"
     if not path.exists():
         if builder.slots.slots:
-            types = _probe_types(info, plan, device, arg_types, builder.slots.variables())
+            types = _probe_types(info, plan, device, arg_types, builder.slots)
+            refused = builder.slots.refused_accumulators(types)
+            if refused:  # same line count: the header line only gets longer
+                builder, text, linemap = generate(False)
+                text = text.replace(header, header + _NO_INTERCHANGE + refused, 1)
             text = builder.slots.fill(text, types)
         _write_once(path, text)
+    elif builder.slots.accumulators() and _NO_INTERCHANGE in _first_line(path):
+        builder, text, linemap = generate(False)  # the file was written that way
     module = _import(path, f"_pyacc_kernel_{digest}", builder.injected)
     dispatcher = getattr(module, KERNEL_NAME)
     if target == "cuda":  # numba-cuda compiles each kernel at its first launch
@@ -180,6 +192,16 @@ def _build(info, args, target, device_type, boundscheck, kinds):
     if boundscheck:
         return _bounds_checked(dispatcher, info.where)
     return dispatcher
+
+
+#: Header note of a module built without loop interchange because an expanded scalar's
+#: type was not a number (``ReductionSlots.refused_accumulators``).
+_NO_INTERCHANGE = "; loop interchange off: "
+
+
+def _first_line(path: Path) -> str:
+    with open(path) as file:
+        return file.readline()
 
 
 def _target(name):
@@ -315,12 +337,16 @@ class _TypeOnlyCompiler(nb_compiler.CompilerBase):
         return [manager]
 
 
-def _probe_types(info, plan, device, arg_types, variables):
-    """Numba types of the reduction variables, from typing the kernel run serially.
+def _probe_types(info, plan, device, arg_types, slots):
+    """Numba types of the variables behind ``slots``' placeholders, from typing the
+    kernel run serially.
 
-    The partial results of a reduction must have the type the variable has under
-    Python semantics (``s = 0; s += 0.5`` makes ``s`` a float), which only Numba's
-    type inference of the whole function knows.
+    The partial results of a reduction, and the array a loop interchange expands a
+    scalar into, must have the type the variable has under Python semantics
+    (``s = 0; s += 0.5`` makes ``s`` a float), which only Numba's type inference of the
+    whole function knows. Reduction variables must be numeric or boolean
+    (``CompileError`` otherwise); an expanded scalar of another type maps to its type as
+    found, and the caller builds the kernel without the interchange.
     """
     builder = ModuleBuilder(TARGETS["cpu"], device_type=device, boundscheck=False,
                             arg_types=dict(zip(info.params, arg_types)), cache=False,
@@ -342,20 +368,24 @@ def _probe_types(info, plan, device, arg_types, variables):
         typemap = pipeline.compile_extra(func)
     except Exception as exc:  # noqa: BLE001
         raise _compile_error(info, exc, filename, linemap) from None
-    return {var: _unified_type(info, typemap, var, typing_context) for var in variables}
+    types = {var: _unified_type(typemap, var, typing_context)
+             for var in slots.accumulators()}
+    for var in slots.reductions():
+        types[var] = _unified_type(typemap, var, typing_context)
+        if not slots.is_scalar(types[var]):
+            raise CompileError(f"{info.name}: reduction variable {var!r} has type "
+                               f"{types[var]}; reductions need numeric or boolean scalars",
+                               info.filename, info.lineno)
+    return types
 
 
-def _unified_type(info, typemap, var, typing_context):
+def _unified_type(typemap, var, typing_context):
+    """The type of every SSA version of ``var`` unified (None when they do not unify)."""
     found = [nbtypes.unliteral(t) for name, t in typemap.items()
              if name == var or name.startswith(var + ".")]
     if not found:
         return nbtypes.float64
-    unified = typing_context.unify_types(*found) if len(found) > 1 else found[0]
-    if not isinstance(unified, (nbtypes.Number, nbtypes.Boolean)):
-        raise CompileError(f"{info.name}: reduction variable {var!r} has type {unified}; "
-                           f"reductions need numeric or boolean scalars", info.filename,
-                           info.lineno)
-    return unified
+    return typing_context.unify_types(*found) if len(found) > 1 else found[0]
 
 
 # ------------------------------------------------------------------------------ errors
