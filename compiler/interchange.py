@@ -52,6 +52,11 @@ What the matcher demands (anything else is left as written):
     * POST does not assign the carried names, the loop variables or ``k``, and has no
       ``break``/``continue``/``return``.
     * The loop variables of the nest are not assigned in its body.
+    * It pays (:func:`_profitable`): KBODY reads some array along ``j`` in its last,
+      row-major contiguous index (``b[k, j]``), and reads none along ``k`` in its last
+      index while moving with ``j`` (``bt[j, k]``: contiguous as written). The rule
+      assumes C (row-major) order, NumPy's default; the generated code is the same for
+      every layout, and stays exact for all of them.
 
 The interchanged loops run when the ``j`` loop has at least :data:`MIN_TRIPS`
 iterations; shorter ones run as written (too short to pay for the accumulator array).
@@ -172,7 +177,26 @@ def match(level: ast.For, body: list, levels: tuple,
                              ast.YieldFrom, ast.Global, ast.Nonlocal))
            for stmt in post for node in ast.walk(stmt)):
         return None
+    if not _profitable(kloop.body, j, k):
+        return None
     return Interchange(level, pre, kloop, post, carried)
+
+
+def _profitable(stmts, j, k):
+    """True when the interchange turns strided reads into contiguous ones: some element
+    read in KBODY has ``j`` (and not ``k``) in its last index, the unit-stride one of a
+    row-major array (``b[k, j]``), and none has ``k`` in its last index while moving
+    with ``j`` (``bt[j, k]`` is contiguous as written and would become strided)."""
+    gain = False
+    for node in (n for stmt in stmts for n in ast.walk(stmt)):
+        if not isinstance(node, ast.Subscript):
+            continue
+        index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        last, every = _names(index[-1]), _names(*index)
+        if k in last and j in every:
+            return False
+        gain = gain or (j in last and k not in last)
+    return gain
 
 
 def _split(body):
