@@ -40,7 +40,9 @@ Interface used by the launcher (``pyacc/_compute.py``)::
 
 Modules: ``clauses`` (clause values and parsing), ``markers`` (plain-Python markers),
 ``frontend`` (source, name resolution), ``analysis`` (loop plans, written/read),
-``codegen`` (targets and module text), ``kernel`` (get_kernel, disk cache, probe),
+``codegen`` (targets and module text), ``templates`` (source templates of generated
+code), ``interchange`` (loop interchange of matrix-product nests on the CPU), ``kernel``
+(get_kernel, disk cache, probe),
 ``atomics`` (LLVM atomicrmw intrinsics), ``runtime`` (jitted helpers), ``cuda_target``
 and ``cuda_runtime`` (the GPU code generator and its host-side helpers, imported only
 when a cuda kernel is built), ``errors``.

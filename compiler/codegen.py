@@ -4,8 +4,9 @@ Owns :class:`ModuleBuilder` (one generated module: imports, bound globals, routi
 bounds-check helpers and the kernel ``_acc_kernel``), :class:`FunctionRewriter` (markers,
 atomics, ``on_device``, globals and routine calls rewritten for the target) and the
 :class:`Target` protocol with :class:`CpuTarget`, which turns each parallel nest into
-``prange`` code. A CUDA target adds a ``Target`` whose ``parallel_nest`` emits a grid-
-stride kernel with block reductions (``cuda_target``).
+``prange`` code (interchanging the inner loops of a collapsed nest in the dot-product
+form of a matrix product, ``interchange``). A CUDA target adds a ``Target`` whose
+``parallel_nest`` emits a grid-stride kernel with block reductions (``cuda_target``).
 
 Invariants:
     * Generated names start with ``_acc_``; user code may not use that prefix.
