@@ -321,10 +321,6 @@ class ReductionSlots:
         self.types = types
         self.slots: dict[str, tuple[str, str, str]] = {}
 
-    def variables(self) -> set:
-        """Variables whose types are still placeholders."""
-        return {var for _, _, var in self.slots.values()}
-
     def reductions(self) -> set:
         """Reduction variables whose types are still placeholders."""
         return {var for kind, _, var in self.slots.values() if kind != "accumulator"}

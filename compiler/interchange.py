@@ -230,6 +230,7 @@ def _kbody_temporaries(stmts, carried):
     """Names KBODY assigns that are not carried, when every statement is a pure scalar
     assignment and each of them is assigned before it is read; else None."""
     assigned: list[str] = []
+    stored = _stored(stmts)
     for stmt in stmts:
         if isinstance(stmt, ast.AugAssign):
             target, reads = stmt.target, _names(stmt.value) | {getattr(stmt.target, "id", "")}
@@ -242,7 +243,7 @@ def _kbody_temporaries(stmts, carried):
         # a name read before KBODY assigns it carries a value from the previous k: it
         # must be one of PRE's scalars (else it would come from the previous j)
         early = {name for name in reads if name not in assigned and name not in carried}
-        if early & _stored(stmts):
+        if early & stored:
             return None
         assigned.append(target.id)
     return tuple(dict.fromkeys(n for n in assigned if n not in carried))

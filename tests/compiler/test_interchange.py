@@ -23,12 +23,19 @@ from compiler.interchange import MIN_TRIPS, PURE_MARK, mark_pure, match
 RNG = np.random.default_rng(7)
 
 
+def analyzed(func, construct="parallel_loop", **clauses):
+    return analyze(func, parse_clauses(construct, None, **clauses))
+
+
+def generated_text(kernel) -> str:
+    """The text of the module a cpu kernel was generated into."""
+    return Path(kernel.py_func.__code__.co_filename).read_text()
+
+
 def compiled(func, args, **clauses):
     """(the cpu kernel, the text of its generated module)."""
-    info = analyze(func, parse_clauses(clauses.pop("construct", "parallel_loop"), None,
-                                       **clauses))
-    kernel = get_kernel(info, args, target="cpu")
-    return kernel, Path(kernel.py_func.__code__.co_filename).read_text()
+    kernel = get_kernel(analyzed(func, **clauses), args, target="cpu")
+    return kernel, generated_text(kernel)
 
 
 def run_both(func, *args, **clauses):
@@ -36,10 +43,10 @@ def run_both(func, *args, **clauses):
     Returns (the generated module's text, the cpu run's arrays)."""
     cpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     py = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    kernel, text = compiled(func, cpu, **dict(clauses))
+    info = analyzed(func, **clauses)
+    kernel = get_kernel(info, cpu, target="cpu")
+    text = generated_text(kernel)
     value = kernel(*cpu)
-    construct = clauses.pop("construct", "parallel_loop")
-    info = analyze(func, parse_clauses(construct, None, **clauses))
     expected = get_kernel(info, py, target="python")(*py)
     assert value == expected
     for position, (a, b) in enumerate(zip(cpu, py)):
@@ -407,10 +414,10 @@ def test_module_built_without_interchange_is_reused_with_its_own_line_map(monkey
     probes = []
     monkeypatch.setattr(kernel_module, "_probe_types",
                         lambda *a, **k: probes.append(a) or {})
-    info = analyze(row_sums, parse_clauses("parallel_loop", None, collapse=2))
-    kernel = get_kernel(info, args, target="cpu")  # a fresh info: nothing memoised
+    # a fresh KernelInfo: nothing memoised in this process
+    kernel = get_kernel(analyzed(row_sums, collapse=2), args, target="cpu")
     assert probes == []  # found on disk: no probe, no rewrite
-    assert Path(kernel.py_func.__code__.co_filename).read_text() == first
+    assert generated_text(kernel) == first
     kernel(*args)
     np.testing.assert_allclose(args[2], x.sum(axis=2) + 3 * b.sum(axis=0))
 
