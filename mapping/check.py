@@ -28,7 +28,9 @@ table, a leaked or double-freed block, all raise ``ConsistencyError`` naming the
 
 Invariants: the ledger's handlers run on the publishing thread; counter events are
 published with the table lock held, so a ``verify`` that holds it sees both sides of a
-directive at the same point. The ledger keeps the entries it follows alive only while
+directive at the same point. ALLOC and FREE events of one device address alternate,
+whatever thread frees: devices publish ALLOC after taking a block and FREE before giving
+it back (``Device.free``). The ledger keeps the entries it follows alive only while
 they are expected to be present.
 """
 

@@ -922,8 +922,9 @@ class CudaDevice(Device):
     def free(self, address: int) -> None:
         with self._lock:
             nbytes, handle = self._blocks.pop(address)
-        self.backend.free(handle)
+        # FREE is published while the block is still held (see ``Device.free``)
         emit(EventKind.FREE, self.identity, nbytes, device_begin=address)
+        self.backend.free(handle)
 
     def allocation_of(self, address: int):
         block = self._block_at(address)

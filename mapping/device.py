@@ -215,7 +215,13 @@ class Device(abc.ABC):
 
     @abc.abstractmethod
     def free(self, address: int) -> None:
-        """Free the block that starts at ``address`` (from ``allocate``)."""
+        """Free the block that starts at ``address`` (from ``allocate``).
+
+        Publishes FREE *before* giving the block back, as ``allocate`` publishes ALLOC
+        after taking it: a deferred free runs on a queue's worker thread without the
+        table lock, and another thread may be handed the same address the moment it is
+        released; in this order every subscriber (the ``PYACC_CHECK`` ledger, profilers)
+        sees each address's ALLOC and FREE events alternate."""
 
     @abc.abstractmethod
     def allocation_of(self, address: int) -> tuple[int, int] | None:

@@ -316,9 +316,10 @@ class EmulatedDevice(Device):
         return address
 
     def free(self, address: int) -> None:
-        self._arena.free(address - self._base)
+        # FREE is published while the block is still held (see ``Device.free``)
         nbytes = self._requested.pop(address)
         emit(EventKind.FREE, self.identity, nbytes, device_begin=address)
+        self._arena.free(address - self._base)
 
     def allocation_of(self, address: int):
         if self._memory is None:

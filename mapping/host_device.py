@@ -44,6 +44,7 @@ class HostDevice(Device):
     def free(self, address: int) -> None:
         with self._lock:
             block = self._blocks.pop(address)
+        # ``block`` holds the memory until this returns: FREE is published first
         emit(EventKind.FREE, self.identity, block.nbytes, device_begin=address)
 
     def allocation_of(self, address: int):

@@ -105,3 +105,43 @@ def test_mapped_buffer_is_kept_alive_without_user_references(emulated):
     assert not any(acc.is_present(f) for f in fresh)
     assert record.nbytes == 8000
 
+
+
+def _host_device():
+    from mapping.host_device import HostDevice
+    return HostDevice(0)
+
+
+def _emulated_device():
+    from mapping.emulated import EmulatedDevice
+    return EmulatedDevice(0, capacity=1 << 20)
+
+
+def _fake_cuda_device():
+    from mapping.cuda import CudaDevice
+    from mapping.cuda_fake import FakeCudaBackend
+    return CudaDevice(0, backend=FakeCudaBackend())
+
+
+@pytest.mark.parametrize("make_device", [_host_device, _emulated_device, _fake_cuda_device],
+                         ids=["host", "emulated", "cuda-fake"])
+def test_free_is_published_while_the_block_is_still_held(make_device):
+    """A deferred free runs on a queue's worker thread while another thread may allocate:
+    FREE must reach subscribers before the address can be handed out again, or the
+    PYACC_CHECK ledger sees ALLOC(x) (new owner), then FREE(x) (old owner), and later
+    reports the new owner's free as a double free (seen in CI under threads)."""
+    device = make_device()
+    address = device.allocate(4096)
+    handed_out = []
+
+    def allocate_during_free(event):
+        handed_out.append(device.allocate(4096))
+
+    BUS.subscribe(allocate_during_free, (EventKind.FREE,))
+    try:
+        device.free(address)
+    finally:
+        BUS.unsubscribe(allocate_during_free, (EventKind.FREE,))
+    assert len(handed_out) == 1 and handed_out[0] != address
+    device.free(handed_out[0])
+    assert device.memory_in_use == 0
