@@ -311,14 +311,11 @@ def _indent(text, levels):
 
 class ReductionSlots:
     """Sources of reduction partial dtypes and identities, and of the dtypes of the
-    arrays a loop interchange expands scalars into, or placeholders for them.
-
-    Args:
-        types: Numba type of each variable; None until the probe ran.
+    arrays a loop interchange expands scalars into: placeholders in the generated text,
+    filled once the typing probe has given each variable its Numba type (``fill``).
     """
 
-    def __init__(self, types: dict | None = None):
-        self.types = types
+    def __init__(self):
         self.slots: dict[str, tuple[str, str, str]] = {}
 
     def reductions(self) -> set:
@@ -353,8 +350,6 @@ class ReductionSlots:
         return self._get("identity", prefix, op, var)
 
     def _get(self, kind, prefix, op, var):
-        if self.types is not None:
-            return _slot_value(kind, op, self.types[var])
         placeholder = f"{_PLACEHOLDER}{kind}_{len(self.slots)}"
         self.slots[placeholder] = (kind, op, var)
         return placeholder
@@ -597,13 +592,12 @@ class ModuleBuilder:
         arg_types: Numba types of the kernel's parameters, by name.
         cache: Emit ``cache=True`` (False for the in-memory probe).
         serial: Ignore the plan: every loop runs as written (probe, ``serial``).
-        reduction_types: Numba type of each reduction variable (None: placeholders).
         interchange: Let the target interchange loops of a nest (``interchange``).
     """
 
     def __init__(self, target: Target, *, device_type: str, boundscheck: bool,
                  arg_types: dict, cache: bool = True, serial: bool = False,
-                 reduction_types: dict | None = None, interchange: bool = False):
+                 interchange: bool = False):
         self.target = target
         self.interchange = interchange
         self.device_type = markers.normalise_device_type(device_type)
@@ -611,7 +605,7 @@ class ModuleBuilder:
         self.arg_types = arg_types
         self.cache = cache
         self.serial = serial
-        self.slots = ReductionSlots(reduction_types)
+        self.slots = ReductionSlots()
         self.lines: list[str] = []
         self.injected: dict[str, object] = {}
         self.routines: dict[int, str] = {}
