@@ -36,6 +36,7 @@ import pyacc as acc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_runtime import machine_description  # noqa: E402
+from fields import problem_arrays  # noqa: E402
 
 # == pyacc kernels ==========================================================================
 
@@ -197,11 +198,10 @@ def jacobi_steps(step, steps):
 
 def kernel_rows(quick: bool) -> list[dict]:
     repeats = 3 if quick else 7
-    rng = np.random.default_rng(1)
     rows = []
 
     n = 10**6 if quick else 10**7
-    x, y = rng.random(n), rng.random(n)
+    x, y = problem_arrays("saxpy", n).values()  # placed apart in the caches: fields.py
     with acc.data(copyin=[x], copy=[y]):
         times = interleaved({
             "pyacc": lambda: acc_saxpy(2.0, x, y),
@@ -211,8 +211,7 @@ def kernel_rows(quick: bool) -> list[dict]:
     rows.append(dict(kernel=f"saxpy {n:.0e}", **times))
 
     size, steps = (512, 20) if quick else (2048, 100)
-    u = np.zeros((size, size)); u[0, :] = 1.0
-    unew, start = u.copy(), u.copy()
+    u, unew, start = problem_arrays("jacobi", size).values()
 
     def reset():  # the host device shares memory: this resets the kernels' data too
         u[:] = start
@@ -235,8 +234,7 @@ def kernel_rows(quick: bool) -> list[dict]:
     rows.append(dict(kernel=f"dot {n:.0e}", **times))
 
     size = 256 if quick else 1024
-    a, b = rng.random((size, size)), rng.random((size, size))
-    c = np.zeros((size, size))
+    a, b, c = problem_arrays("matmul", size).values()
     with acc.data(copyin=[a, b], copyout=[c]):
         times = interleaved({
             "pyacc": lambda: acc_matmul(a, b, c),

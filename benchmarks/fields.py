@@ -5,19 +5,20 @@ Owns: ``apart`` (arrays carved from one buffer, never a multiple of 4 KiB apart)
 every implementation, in this process and in PyOMP's). Pure NumPy: ``pyomp_kernels.py``
 imports it in PyOMP's own virtual environment.
 
-Why placement matters. glibc serves large blocks from ``mmap`` (page aligned, so two
-arrays sit a whole number of pages plus 0 bytes apart in the low 12 bits) until a large
-block is freed; its dynamic mmap threshold then rises, and later blocks of that size
-come from the heap exactly ``nbytes + 16`` bytes apart. Measured with the hand-written
-Numba Jacobi sweep on this repository's 2-core VM (``benchmarks/RESULTS.md``):
+Why placement matters. glibc serves large blocks from fresh ``mmap`` pages (two arrays
+of 8 MiB then sit 8 MiB + 4 KiB apart) until a large block is freed; its dynamic mmap
+threshold then rises, and later blocks of that size come from the heap exactly
+``nbytes + 16`` bytes apart. Measured with the hand-written Numba Jacobi sweep on this
+repository's 2-core VM (``benchmarks/RESULTS.md``), 1024² grids:
 
-- 1024² grids 8 MiB + 16 B apart (after an 8 MiB array was freed): 3.77 ms per step;
-- the same grids 8 MiB + 4 KiB apart (a fresh process): 1.27 ms per step;
-- grids exactly 8 MiB apart: 6.9 ms; 8 MiB + 256 B apart: 1.27 ms.
+- 8 MiB + 4 KiB apart (fresh pages): 1.27 ms per step;
+- 8 MiB + 16 B apart (heap, after an 8 MiB array was freed): 3.77 ms per step;
+- exactly 8 MiB apart: 6.9 ms; 8 MiB + 256 B apart: 1.27 ms.
 
-``u[i, j]`` and ``unew[i, j]`` then map to the same L1/L2 cache sets, and the loads of
-one alias the stores of the other (4K aliasing). Which case a problem hit depended on
-what the problems before it had freed, so the suite's host-array columns measured
+The likely mechanism: loads of ``u`` alias stores to ``unew`` a few iterations earlier
+(the CPU compares the low 12 address bits: 4K aliasing), and exactly a power of two
+apart the grids also compete for the same cache sets. Which case a problem hit depended
+on what the problems before it had freed, so the suite's host-array columns measured
 allocator history. The emulated device's allocator pads its blocks for the same reason
 (``mapping/emulated.py``); here every implementation's arrays get the same placement.
 

@@ -3,7 +3,8 @@
 PyOMP (``pip install pyomp``; OpenMP directives as ``with openmp("...")`` blocks in
 functions compiled by its own ``njit``) pins an older Numba than pyacc, so
 ``benchmarks/suite.py`` creates ``benchmarks/.venv-pyomp`` and runs this file there, in a
-subprocess. It imports neither pyacc nor anything else from this repository.
+subprocess. It imports neither pyacc nor anything else from this repository but
+``fields.py`` beside it (pure NumPy: the problems' arrays, the same as the suite's).
 
 The kernels are the hand-written Numba ones of ``bench_compute.py`` with ``prange``
 replaced by ``parallel for`` (``reduction(+:total)`` on dot). Two PyOMP 0.6 limits shape
@@ -40,6 +41,8 @@ import time
 import traceback
 
 import numpy as np
+
+from fields import problem_arrays
 
 # == kernels =================================================================================
 
@@ -105,19 +108,8 @@ class Problem:
 
     def __init__(self, kernel: str, size: int, steps: int = 0):
         self.kernel, self.size, self.steps = kernel, size, steps
-        rng = np.random.default_rng(1)
-        if kernel in ("saxpy", "dot"):
-            self.x, self.y = rng.random(size), rng.random(size)
-        elif kernel == "jacobi":
-            self.u = np.zeros((size, size))
-            self.u[0, :] = 1.0
-            self.unew = self.u.copy()
-            self.start = self.u.copy()
-        elif kernel == "matmul":
-            self.a, self.b = rng.random((size, size)), rng.random((size, size))
-            self.c = np.zeros((size, size))
-        else:
-            raise ValueError(f"unknown kernel {kernel!r}")
+        # x, y | u, unew, start | a, b, c: the suite's data, placed as the suite places it
+        self.__dict__.update(problem_arrays(kernel, size))
 
     def reset(self):
         """Back to the initial grid (Jacobi; untimed, before every sample): every

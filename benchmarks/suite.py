@@ -53,6 +53,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 import bench_compute as bc  # noqa: E402  (the pyacc, Numba and NumPy kernels)
+from fields import problem_arrays  # noqa: E402  (the same arrays as pyomp_kernels.Problem)
 from bench_runtime import machine_description  # noqa: E402
 
 import pyacc as acc  # noqa: E402
@@ -293,20 +294,18 @@ def pyomp_candidate(server: PyOMPServer | None, kernel: str, size: int, steps: i
 def problem_candidates(kernel: str, size: int, steps: int, server):
     """The candidates for one problem, their data resident on the emulated device for
     ``pyacc-emu``; returns (candidates, cleanup, notes)."""
-    rng = np.random.default_rng(1)  # the same data as pyomp_kernels.Problem
+    arrays = problem_arrays(kernel, size)  # the same data and placement as PyOMP's
     notes, extra, reset = {}, {}, _nothing
     if kernel == "saxpy":
-        x, y = rng.random(size), rng.random(size)
+        x, y = arrays["x"], arrays["y"]
         calls = [lambda f=f: f(2.0, x, y) for f in (bc.acc_saxpy, bc.nb_saxpy, bc.np_saxpy)]
         resident = dict(copyin=[x, y])
     elif kernel == "dot":
-        x, y = rng.random(size), rng.random(size)
+        x, y = arrays["x"], arrays["y"]
         calls = [lambda f=f: f(x, y) for f in (bc.acc_dot, bc.nb_dot, bc.np_dot)]
         resident = dict(copyin=[x, y])
     elif kernel == "jacobi":
-        u = np.zeros((size, size))
-        u[0, :] = 1.0
-        unew, start = u.copy(), u.copy()
+        u, unew, start = arrays["u"], arrays["unew"], arrays["start"]
         calls = [lambda run=bc.jacobi_steps(f, steps): run(u, unew)
                  for f in (bc.acc_jacobi, bc.nb_jacobi, bc.np_jacobi)]
         resident = dict(copyin=[u, unew])
@@ -320,8 +319,7 @@ def problem_candidates(kernel: str, size: int, steps: int, server):
                 acc.update_device(u)
                 acc.update_device(unew)
     elif kernel == "matmul":
-        a, b = rng.random((size, size)), rng.random((size, size))
-        c = np.zeros((size, size))
+        a, b, c = arrays["a"], arrays["b"], arrays["c"]
         calls = [lambda f=f: f(a, b, c) for f in (bc.acc_matmul, bc.nb_matmul, bc.np_matmul)]
         resident = dict(copyin=[a, b], create=[c])
         extra["numba-ikj"] = Candidate(lambda: bc.nb_matmul_ikj(a, b, c))
