@@ -171,10 +171,27 @@ def np_matmul(a, b, c):
 # == measurement =============================================================================
 
 
+def settle(step_s: float = 0.01, quiet_s: float = 0.001, limit_s: float = 1.0) -> None:
+    """Return once this process's threads have stopped spinning: when ``step_s`` of sleep
+    costs the process less than ``quiet_s`` of CPU time (or after ``limit_s``).
+
+    Parallel runtimes keep their worker threads spinning after a call returns. After a
+    1024² ``a @ b``, NumPy's OpenBLAS burns a core for ~140 ms on this repository's 2-core
+    VM. The candidate timed next loses that core: pyacc (host), which followed NumPy in
+    the suite's matmul rounds, measured 0.26 s there against 0.20 s after a quiet start."""
+    deadline = time.perf_counter() + limit_s
+    while True:
+        before = time.process_time()  # CPU time of all the process's threads
+        time.sleep(step_s)
+        if time.process_time() - before < quiet_s or time.perf_counter() > deadline:
+            return
+
+
 def interleaved(candidates: dict, repeats: int, reset=None) -> dict[str, float]:
     """Median seconds of each candidate, run round-robin so load affects all alike;
     ``reset()`` (untimed) runs before every sample, so that every candidate starts from
-    the same data (a Jacobi grid must not drift into subnormal values for some only)."""
+    the same data (a Jacobi grid must not drift into subnormal values for some only),
+    and every sample starts once the previous candidate's threads are quiet (``settle``)."""
     samples = {name: [] for name in candidates}
     for name, run in candidates.items():  # warm-up (and compile)
         run()
@@ -182,6 +199,7 @@ def interleaved(candidates: dict, repeats: int, reset=None) -> dict[str, float]:
         for name, run in candidates.items():
             if reset is not None:
                 reset()
+            settle()
             start = time.perf_counter()
             run()
             samples[name].append(time.perf_counter() - start)

@@ -71,7 +71,9 @@ LABELS = {"pyacc": "pyacc (host)", "pyacc-emu": "pyacc (emulated)", "numba": "ha
           "pyomp": "PyOMP"}
 #: The Jacobi sweep has no hand-interchanged variant.
 SCALING_IMPLEMENTATIONS = ["pyacc", "pyacc-emu", "numba", "numpy", "pyomp"]
-SETTLE_S = 0.02  # pause between candidates, so one's spinning worker threads don't tax the next
+#: what ``bc.settle`` (the wait, before each sample, for the previous candidate's spinning
+#: worker threads to go quiet) typically takes; used to estimate a round's length
+SETTLE_S = 0.02
 
 
 # == PyOMP in its own venv ===================================================================
@@ -215,7 +217,7 @@ def measure(candidates: dict[str, Candidate], repeats: int, budget_s: float,
     def sample(name, candidate, number):
         if candidate.prepare:
             candidate.prepare()
-        time.sleep(SETTLE_S)
+        bc.settle()
         if candidate.self_timed:
             return float(candidate.run(number))
         run = candidate.run
