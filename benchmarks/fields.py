@@ -11,7 +11,7 @@ threshold then rises, and later blocks of that size come from the heap exactly
 ``nbytes + 16`` bytes apart. Measured with the hand-written Numba Jacobi sweep on this
 repository's 2-core VM (``benchmarks/RESULTS.md``), 1024² grids:
 
-- 8 MiB + 4 KiB apart (fresh pages): 1.27 ms per step;
+- 8 MiB + 4 KiB apart (fresh pages): 1.26 ms per step;
 - 8 MiB + 16 B apart (heap, after an 8 MiB array was freed): 3.77 ms per step;
 - exactly 8 MiB apart: 6.9 ms; 8 MiB + 256 B apart: 1.27 ms.
 
