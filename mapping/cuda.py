@@ -923,8 +923,10 @@ class CudaDevice(Device):
         with self._lock:
             nbytes, handle = self._blocks.pop(address)
         # FREE is published while the block is still held (see ``Device.free``)
-        emit(EventKind.FREE, self.identity, nbytes, device_begin=address)
-        self.backend.free(handle)
+        try:
+            emit(EventKind.FREE, self.identity, nbytes, device_begin=address)
+        finally:  # a subscriber that raises must not leak the block
+            self.backend.free(handle)
 
     def allocation_of(self, address: int):
         block = self._block_at(address)

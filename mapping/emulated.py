@@ -318,8 +318,10 @@ class EmulatedDevice(Device):
     def free(self, address: int) -> None:
         # FREE is published while the block is still held (see ``Device.free``)
         nbytes = self._requested.pop(address)
-        emit(EventKind.FREE, self.identity, nbytes, device_begin=address)
-        self._arena.free(address - self._base)
+        try:
+            emit(EventKind.FREE, self.identity, nbytes, device_begin=address)
+        finally:  # a subscriber that raises must not leak the block
+            self._arena.free(address - self._base)
 
     def allocation_of(self, address: int):
         if self._memory is None:

@@ -145,3 +145,21 @@ def test_free_is_published_while_the_block_is_still_held(make_device):
     assert len(handed_out) == 1 and handed_out[0] != address
     device.free(handed_out[0])
     assert device.memory_in_use == 0
+
+
+@pytest.mark.parametrize("make_device", [_host_device, _emulated_device, _fake_cuda_device],
+                         ids=["host", "emulated", "cuda-fake"])
+def test_free_gives_the_block_back_even_when_a_subscriber_raises(make_device):
+    device = make_device()
+    address = device.allocate(4096)
+
+    def broken(event):
+        raise RuntimeError("subscriber bug")
+
+    BUS.subscribe(broken, (EventKind.FREE,))
+    try:
+        with pytest.raises(RuntimeError, match="subscriber bug"):
+            device.free(address)
+    finally:
+        BUS.unsubscribe(broken, (EventKind.FREE,))
+    assert device.memory_in_use == 0 and device.allocation_of(address) is None
