@@ -14,8 +14,8 @@ time a selection is resolved (first use of a thread, ``set_device_type``,
 - unset or empty: an explicit request (``ACC_DEVICE_TYPE``, ``set_device_type``) of an
   unavailable type is an error (``DeviceTypeUnavailableError``: ``set_device_type`` raises
   at once, ``ACC_DEVICE_TYPE`` when the device is first used); the implicit default is
-  cuda when a usable GPU is found, else host, silently. This keeps the behaviour of pyacc without the variable, so that a typo or a
-  missing GPU is never hidden.
+  cuda when a usable GPU is found, else host, silently. This keeps the behaviour of pyacc
+  without the variable, so that a typo or a missing GPU is never hidden.
 - ``default``: a request of an unavailable non-host type falls back to host; the first
   fallback of the process warns (``OffloadFallbackWarning``). The implicit default is as
   when unset (not a request, so no warning).
@@ -100,11 +100,6 @@ TYPE_NAMES = (*_ALIASES, "not_host", "default")
 
 #: hints for common names that are not device types
 _HINTS = {"gpu": "cuda", "cpu": "host", "device": "not_host"}
-
-
-def _cuda_unavailable_reason() -> str | None:
-    """Why the cuda device type cannot be used here, or None when it can."""
-    return _probe_cuda()[0]
 
 
 def _probe_cuda() -> tuple[str | None, int]:
