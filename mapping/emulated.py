@@ -368,19 +368,25 @@ class EmulatedDevice(Device):
         np.copyto(destination, source, casting="no")
 
     # -- launches and fault injection -------------------------------------------------
-    def launch(self, kernel, args, queue, **options):
-        """``Device.launch``; under a fault plan the launch is counted when the kernel
-        runs, and fails instead of running when the plan says so."""
+    def _launch_under_faults(self, kernel, args, queue, **options):
+        """``Device.launch`` while a fault plan is installed (``inject_faults`` binds it
+        as the instance's ``launch``, so launches without a plan pay nothing for it): the
+        launch is counted when the kernel runs, and fails instead of running when the
+        plan says so."""
         plan = self._faults
         if plan is not None:
             kernel = _FaultyKernel(kernel, plan, self, options.get("name"))
-        return super().launch(kernel, args, queue, **options)
+        return Device.launch(self, kernel, args, queue, **options)
 
     def inject_faults(self, plan: FaultPlan | None) -> FaultPlan | None:
         """Install ``plan`` (None: stop injecting); returns the plan it replaces. Copies
         and launches already queued are counted against the plan installed when they
         run."""
         previous, self._faults = self._faults, plan
+        if plan is None:
+            self.__dict__.pop("launch", None)
+        else:
+            self.launch = self._launch_under_faults
         return previous
 
     @property

@@ -173,34 +173,39 @@ class DeviceRuntime:
             return self._commit_entry(steps, counter, queue)
 
     # -- present increments: the fast paths (no data moves, nothing can fail) ------------
-    def join_structured(self, arrays, memo: list | None = None, *, memo_only: bool = False
-                        ) -> list[MappingEntry] | None:
+    def join_structured(self, arrays, memo: list | None = None) -> list[MappingEntry] | None:
         """The hot path of a compute call inside a data region: when every array is
         present, their structured increments and their entries; else None, changing
         nothing. Pair with ``leave_structured``.
 
-        ``memo`` (a list the caller keeps per call site, initially empty) remembers the
-        last call's arrays and entries, both weakly (it keeps nothing alive), with the
-        table's version: while the table is unchanged and the same array objects come
-        back, their entries are reused without a lookup. With ``memo_only``, anything but
-        such a hit returns None.
+        ``memo``, when given (an empty list), is filled for ``rejoin_structured``: the
+        table's version and the entries, weakly (it keeps nothing alive).
         """
         table = self.table
         with table.locked():
-            version = table.version
-            if memo and memo[0] == version and _same_arrays(memo[1], arrays):
-                # the table is unchanged, so the entries are still in it (alive)
-                entries = [reference() for reference in memo[2]]
-            elif memo_only:
+            entries = self._containing_all(arrays)
+            if entries is None:
                 return None
-            else:
-                entries = self._containing_all(arrays)
-                if entries is None:
-                    return None
-                if memo is not None:
-                    memo[:] = [version, [_weak(array) for array in arrays],
-                               [weakref.ref(entry) for entry in entries]]
+            if memo is not None:
+                memo[:] = [table.version, [weakref.ref(entry) for entry in entries]]
             self._increment_all(entries, _STRUCTURED, None, None)
+            return entries
+
+    def rejoin_structured(self, memo: list) -> list[MappingEntry] | None:
+        """``join_structured`` again, for the same array objects as the call that filled
+        ``memo`` (the caller has checked that they are the same objects, with the same
+        shape): while the table is unchanged since, the entries are still in it, so they
+        get their structured increments without a lookup. Else None, changing nothing."""
+        table = self.table
+        with table.locked():
+            if memo[0] != table.version:
+                return None
+            entries = [reference() for reference in memo[1]]
+            if _ACTIVE[_ENTER_DATA]:
+                self._increment_all(entries, _STRUCTURED, None, None)
+            else:
+                for entry in entries:
+                    entry.structured += 1
             return entries
 
     def leave_structured(self, entries: list[MappingEntry]) -> bool:
@@ -759,24 +764,6 @@ class DeviceRuntime:
 
 
 # == shared helpers ========================================================================
-def _same_arrays(references, arrays) -> bool:
-    """Each weak reference still refers to the array at its position."""
-    if len(references) != len(arrays):
-        return False
-    for reference, array in zip(references, arrays):
-        if reference() is not array:
-            return False
-    return True
-
-
-def _weak(array):
-    """A weak reference to an array, or a stand-in that never matches (arrays whose
-    type does not support weak references)."""
-    try:
-        return weakref.ref(array)
-    except TypeError:
-        return lambda: None
-
 def _check_fits(routine: str, destination, source, what: str) -> None:
     """``destination`` and ``source`` are contiguous and ``destination`` holds at least
     the bytes of ``source`` (described as ``what`` in the message)."""

@@ -11,13 +11,11 @@ There is no present table: ``present_table()`` is empty and ``refcounts`` is ``(
 
 from __future__ import annotations
 
-import weakref
-
 from .device import Device, Queue
 from .entry import Counter
 from .ranges import check_array
 from .requests import MapRequest, Mapped
-from .runtime import DeviceRuntime, _same_arrays
+from .runtime import DeviceRuntime
 
 __all__ = ["SharedMemoryRuntime"]
 
@@ -36,15 +34,16 @@ class SharedMemoryRuntime(DeviceRuntime):
     def join_present(self, array, counter):
         return array
 
-    def join_structured(self, arrays, memo=None, *, memo_only=False):
+    def join_structured(self, arrays, memo=None):
         """Everything is present and nothing is counted: one ``None`` entry per array."""
-        if memo and _same_arrays(memo[1], arrays):
-            return [None] * len(arrays)
-        if memo_only:
-            return None
+        entries = [None] * len(arrays)
         if memo is not None:
-            memo[:] = [0, [weakref.ref(array) for array in arrays], []]
-        return [None] * len(arrays)
+            memo[:] = [0, entries]
+        return entries
+
+    def rejoin_structured(self, memo):
+        """As ``join_structured``: the table never changes, so the memo always holds."""
+        return memo[1]
 
     def leave_structured(self, entries) -> bool:
         return True

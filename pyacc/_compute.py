@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import weakref
 
 import numpy as np
 
@@ -164,7 +165,8 @@ class ComputeRegion:
     # The launch is the hot path of every compute call (budget: a few µs over a direct
     # Numba call), so it avoids per-call allocation where it can: clause lookups are
     # precomputed per parameter, the kernel is memoised per argument kinds, environment
-    # flags are read through ``_env_flag``.
+    # flags are read through ``_environ_get``, and a call that repeats a recent one
+    # replays its plan (``_CallPlan``: no classification, no present-table lookup).
 
     def _launch(self, args, async_, wait):
         info = self.info
@@ -175,19 +177,24 @@ class ComputeRegion:
             wait_for(runtime, wait if wait is not None else self._wait_clause, queue)
         if not self._enabled:
             return self._run_on_host(args)
-        for plan in self._plans:
-            if plan.runtime is runtime:
-                result = self._replay(plan, runtime, args, queue)
-                if result is not _MISS:
-                    return result if async_arg is None else AsyncResult(queue, result)
+        if self._plans:
+            key = self._call_key()
+            for plan in self._plans:
+                if plan.runtime is runtime:
+                    arrays = plan.arrays_of(args, key)
+                    if arrays is not None:
+                        entries = runtime.rejoin_structured(plan.memo)
+                        if entries is not None:
+                            value = self._replay(plan, runtime, args, arrays, entries, queue)
+                            return value if async_arg is None else AsyncResult(queue, value)
         arrays, map_kinds, slots, kinds = self._classify(runtime, args)
         if _ACTIVE[_REGION_ENTER]:
             BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=info.name,
                         info=info.clauses.construct, where=self._where)
         device_args = list(args)
-        # fast path: every array already present (a compute call inside a data region)
-        # fast path: every array present; counts change at once even for async calls, and
-        # a lifetime that ends at the exit takes the full exit (frees deferred on the queue)
+        # fast path: every array already present (a compute call inside a data region);
+        # counts change at once even for async calls, and a lifetime that ends at the exit
+        # takes the full exit (frees deferred on the queue)
         memo = []
         entries = runtime.join_structured(arrays, memo)
         requests = None
@@ -217,43 +224,42 @@ class ComputeRegion:
         if async_arg is not None:
             return AsyncResult(queue, value)
         if entries is not None:
-            plan = _CallPlan(runtime, self._call_key(), args, slots, map_kinds, memo, kernel)
+            plan = _CallPlan(runtime, self._call_key(), args, device_args, slots, map_kinds, memo,
+                             kernel)
             self._plans = (plan,) + self._plans[:_PLANS_KEPT - 1]
         return value
 
     def _call_key(self):
-        """What else decides a call's plan: the enclosing default and the env flags."""
+        """What else decides a call's plan: the enclosing default and the env flags (their
+        raw values: a change of spelling only costs one full-path call)."""
         default = _enclosing_default() if self._uses_default else None
-        return (default, _env_flag(b"PYACC_DISABLE_JIT"), _env_flag(b"PYACC_BOUNDSCHECK"))
+        get = _environ_get
+        return (default, get(b"PYACC_DISABLE_JIT"), get(b"PYACC_BOUNDSCHECK"))
 
-    def _replay(self, plan, runtime, args, queue):
-        """Repeat a recent call's plan when nothing that decided it has changed: the
-        same array objects (same shapes), scalar kinds, enclosing default, env flags, and
-        an unchanged present table (the memo in ``join_structured``). Returns ``_MISS``,
-        having changed nothing, otherwise."""
-        arrays = plan.arrays_of(args, self._call_key())
-        if arrays is None:
-            return _MISS
-        entries = runtime.join_structured(arrays, plan.memo, memo_only=True)
-        if entries is None:
-            return _MISS
+    def _replay(self, plan, runtime, args, arrays, entries, queue):
+        """Repeat a recent call's plan: ``plan.arrays_of`` matched (the same array
+        objects, shapes, scalar kinds, enclosing default, env flags) and
+        ``rejoin_structured`` found the present table unchanged and took the structured
+        increments (``entries``)."""
         if _ACTIVE[_REGION_ENTER]:
             BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=self.info.name,
                         info=self.info.clauses.construct, where=self._where)
-        device_args = list(args)
-        device_array_of = runtime.device_array_of
-        for slot, array, entry in zip(plan.slots, arrays, entries):
-            device_args[slot] = device_array_of(entry, array)
-        classified = (arrays, plan.map_kinds)
         try:
+            # with shared memory the host arrays are the device arrays
+            device_args = args if plan.views is None else plan.device_args(runtime, args, arrays, entries)
             value = runtime.device.launch(plan.kernel, device_args, queue, name=self.info.name,
                                           where=self._where, info=self.info)
         except BaseException as error:
-            self._exit(runtime, classified, entries, None, queue, copy_back=False)
+            self._exit(runtime, (arrays, plan.map_kinds), entries, None, queue, copy_back=False)
             if _is_kernel_failure(error):
                 raise self._execution_error(error) from error
             raise
-        self._exit(runtime, classified, entries, None, queue, copy_back=True)
+        if runtime.leave_structured(entries):  # the common case: no lifetime ends here
+            if _ACTIVE[_REGION_EXIT]:
+                BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
+                            info=self.info.clauses.construct, where=self._where)
+            return value
+        self._exit_mapped(runtime, _mapped(arrays, plan.map_kinds, entries), queue, copy_back=True)
         return value
 
     def _exit(self, runtime, classified, entries, mapped, queue, *, copy_back):
@@ -266,9 +272,7 @@ class ComputeRegion:
                     BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
                                 info=self.info.clauses.construct, where=self._where)
                 return
-            arrays, map_kinds = classified
-            mapped = [Mapped(MapRequest(kind, array, name), entry)
-                      for (array, (kind, name)), entry in zip(zip(arrays, map_kinds), entries)]
+            mapped = _mapped(*classified, entries)
         self._exit_mapped(runtime, mapped, queue, copy_back=copy_back)
 
     def _exit_mapped(self, runtime, mapped, queue, *, copy_back):
@@ -379,7 +383,6 @@ class ComputeRegion:
                               kernel=self.info.where)
 
 
-_MISS = object()
 #: fast-path plans a region keeps (each is tried in turn, newest first, before the full path)
 _PLANS_KEPT = 4
 
@@ -415,16 +418,25 @@ def _kind(value):
 class _CallPlan:
     """What a recent fast-path call of a region decided, to repeat it cheaply.
 
-    Keeps nothing alive: the memo holds the arrays and entries by weak reference; the
-    plan keeps the argument kinds (dtype and ndim of arrays, type of the rest) that chose
-    the kernel. Device arrays are re-derived per call (``device_array_of``, cached on the
-    entry and re-made after an in-place reshape). Valid only while ``arrays_of`` matches
-    and the present-table memo hits.
+    Keeps nothing alive: the arrays, their device arrays and (in the runtime's memo) their
+    entries are held by weak reference. The plan keeps the argument kinds (type of the
+    scalars, dtype and shape of the arrays) that chose the kernel. It applies while
+    ``arrays_of`` matches (the same array objects in the same argument slots, with the
+    same dtype and shape, and on a device with separate memory the same strides: a
+    deprecated in-place ``strides`` change can move the bytes out of the mapping, and the
+    full path then checks presence again) and ``rejoin_structured`` finds the present
+    table unchanged since the plan's call.
+
+    Under those two conditions a device array the plan used is still the one
+    ``device_array_of`` would make: the same entry at the same device address, and a host
+    array of the same layout. So a device array that is still alive (for a mapped array,
+    the entry keeps it) is used again; one that is gone is made anew.
     """
 
-    __slots__ = ("runtime", "key", "slots", "map_kinds", "memo", "passthrough", "kinds", "kernel")
+    __slots__ = ("runtime", "key", "slots", "map_kinds", "memo", "kernel", "scalars", "mapped",
+                 "views")
 
-    def __init__(self, runtime, key, args, slots, map_kinds, memo, kernel):
+    def __init__(self, runtime, key, args, device_args, slots, map_kinds, memo, kernel):
         self.runtime = runtime
         self.key = key
         self.slots = slots
@@ -432,32 +444,65 @@ class _CallPlan:
         self.memo = memo
         self.kernel = kernel
         mapped = set(slots)
-        # arguments the kernel gets as they are: scalars, deviceptr arrays
-        self.passthrough = [slot for slot in range(len(args)) if slot not in mapped]
-        self.kinds = [_kind(args[slot]) for slot in self.passthrough] + [
-            (args[slot].dtype, args[slot].ndim) for slot in slots]
+        # arguments the kernel gets as they are (scalars, deviceptr arrays), with their kinds
+        self.scalars = [(slot, _kind(args[slot])) for slot in range(len(args)) if slot not in mapped]
+        shares_memory = runtime.device.shares_host_memory
+        self.mapped = [(slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].shape,
+                        None if shares_memory else args[slot].strides) for slot in slots]
+        #: weak references to the device arrays of the mapped slots (None: the host arrays)
+        self.views = None if shares_memory else [_weak(device_args[slot]) for slot in slots]
 
     def arrays_of(self, args, key) -> list | None:
         """The mapped arrays of this call, or None when the plan does not apply."""
         if key != self.key:
             return None
-        kinds = self.kinds
-        index = 0
-        for slot in self.passthrough:
-            if _kind(args[slot]) != kinds[index]:
+        for slot, kind in self.scalars:
+            value = args[slot]
+            if type(value) is not kind and _kind(value) != kind:
                 return None
-            index += 1
         arrays = []
-        for slot in self.slots:
+        for slot, reference, dtype, shape, strides in self.mapped:
             array = args[slot]
-            if type(array) is not np.ndarray and not isinstance(array, np.ndarray):
-                return None  # not an array any more
-            dtype, ndim = kinds[index]
-            if array.ndim != ndim or array.dtype != dtype:
-                return None  # another kernel kind (a new dtype or ndim, even in place)
+            if reference() is not array:
+                return None  # another array (or no array) in this slot
+            if array.shape != shape or (array.dtype is not dtype and array.dtype != dtype):
+                return None  # changed in place
+            if strides is not None and array.strides != strides:
+                return None
             arrays.append(array)
-            index += 1
         return arrays
+
+    def device_args(self, runtime, args, arrays, entries) -> list:
+        """The kernel's arguments: ``args`` with each mapped array replaced by its device
+        array (see the class docstring for when a kept one is reused)."""
+        device_args = list(args)
+        views = self.views
+        for index, slot in enumerate(self.slots):
+            view = views[index]()
+            if view is None:
+                view = runtime.device_array_of(entries[index], arrays[index])
+                views[index] = _weak(view)
+            device_args[slot] = view
+        return device_args
+
+
+def _weak(value):
+    """A weak reference to ``value``, or a stand-in that is always dead (types without
+    weak references: their device arrays are made anew at every call)."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return _dead
+
+
+def _dead():
+    return None
+
+
+def _mapped(arrays, map_kinds, entries) -> list[Mapped]:
+    """The ``Mapped`` items of a fast-path call, for the full structured exit."""
+    return [Mapped(MapRequest(kind, array, name), entry)
+            for (array, (kind, name)), entry in zip(zip(arrays, map_kinds), entries)]
 
 
 def _is_kernel_failure(error) -> bool:
@@ -477,15 +522,20 @@ def _enclosing_default():
 _ENVIRON = getattr(os.environ, "_data", None)  # the bytes dict behind os.environ (POSIX)
 
 
+def _environ_get_portable(name: bytes):  # pragma: no cover - non-POSIX
+    return os.environ.get(name.decode())
+
+
+#: ``_environ_get(b"NAME")``: the raw value of an environment variable, or None, read at
+#: every launch so that a change takes effect at once. ``os.environ.get`` costs ~0.5 µs a
+#: call; the dict behind it, which ``os.environ`` keeps in step, ~0.05 µs.
+_environ_get = _ENVIRON.get if _ENVIRON is not None else _environ_get_portable
+
+
 def _env_flag(name: bytes) -> bool:
-    """An on/off environment flag (set and not "" or "0"), read at every launch so that a
-    change takes effect at once. ``os.environ.get`` costs ~0.5 µs a call; the dict behind
-    it, which ``os.environ`` keeps in step, ~0.05 µs."""
-    if _ENVIRON is not None:
-        value = _ENVIRON.get(name)
-        return value is not None and value not in (b"", b"0")
-    value = os.environ.get(name.decode())  # pragma: no cover - non-POSIX
-    return value is not None and value not in ("", "0")
+    """An on/off environment flag: set and not "" or "0"."""
+    value = _environ_get(name)
+    return value is not None and value not in (b"", b"0", "", "0")
 
 
 # == decorators ==============================================================================

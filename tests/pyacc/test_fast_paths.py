@@ -3,12 +3,14 @@ exactly the answers of the full path (API.md §2, §6): these are the cases wher
 shortcut would go wrong."""
 
 import gc
+import warnings
 import weakref
 
 import numpy as np
 import pytest
 
 import pyacc as acc
+import pyacc.testing
 from mapping import BUS, EventKind
 
 
@@ -165,3 +167,70 @@ def test_a_kept_plan_is_not_replayed_after_its_arrays_left_the_device(emulated):
     copy_into(a, b)          # must read the new device copy of b
     acc.exit_data(copyout=[a], delete=[b, c])
     np.testing.assert_array_equal(a, np.full(4, 8.0))
+
+
+@acc.parallel_loop
+def add_one(x):
+    for i in range(x.shape[0]):
+        x[i] = x[i] + 1.0
+
+
+def test_a_mapped_array_whose_strides_changed_in_place_is_looked_up_again(emulated):
+    """NumPy (deprecated since 2.4) still lets ``x.strides`` be set in place: the same
+    array object then covers other bytes. A replayed plan must not run the kernel on
+    device memory outside x's mapping; the full path refuses the view, changing nothing."""
+    big = np.zeros(8)
+    x = big[:4]
+    with acc.data(copy=[x]):
+        add_one(x)
+        add_one(x)  # replayed
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            x.strides = (16,)  # now big[0:8:2]: half of it outside the mapping
+        with pytest.raises(acc.InvalidDataSectionError, match="'x'.*strides \\(16,\\)"):
+            add_one(x)
+        assert acc.refcounts(big[:4]) == (1, 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            x.strides = (8,)
+        add_one(x)
+    np.testing.assert_array_equal(big, [3.0, 3.0, 3.0, 3.0, 0.0, 0.0, 0.0, 0.0])
+
+
+def test_the_call_plan_keeps_no_device_array_alive(emulated):
+    """The plan reuses the device arrays of its call by weak reference only: once the
+    data region ends, the device array of x is gone."""
+    x = np.ones(16)
+    with acc.data(copy=[x]):
+        scale(x, 2.0)
+        scale(x, 2.0)
+        device_array = weakref.ref(acc.deviceptr(x))
+        scale(x, 2.0)  # replayed with the kept device array
+    gc.collect()
+    assert device_array() is None
+    np.testing.assert_array_equal(x, 8.0)
+
+
+def test_a_strided_view_of_present_data_replays_with_a_fresh_device_view(emulated):
+    x = np.zeros(8)
+    evens = x[::2]
+    with acc.data(copy=[x]):
+        for _ in range(3):
+            add_one(evens)
+    np.testing.assert_array_equal(x, [3.0, 0.0] * 4)
+
+
+def test_a_launch_fault_hits_a_replayed_call_and_leaves_no_trace_after_the_plan(emulated):
+    x = np.zeros(4)
+    device = acc._devices.current_runtime().device
+    with acc.data(copy=[x]):
+        add_one(x)
+        add_one(x)  # replayed from now on
+        with acc.testing.inject_faults(launch=1) as plan:
+            with pytest.raises(acc.ExecutionError, match="injected fault"):
+                add_one(x)
+        assert plan.fired
+        assert "launch" not in vars(device)  # launches without a plan pay nothing for it
+        assert acc.refcounts(x) == (1, 0)
+        add_one(x)
+    np.testing.assert_array_equal(x, 3.0)
