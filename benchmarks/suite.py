@@ -71,6 +71,10 @@ LABELS = {"pyacc": "pyacc (host)", "pyacc-emu": "pyacc (emulated)", "numba": "ha
           "pyomp": "PyOMP"}
 #: The Jacobi sweep has no hand-interchanged variant.
 SCALING_IMPLEMENTATIONS = ["pyacc", "pyacc-emu", "numba", "numpy", "pyomp"]
+#: the memory-bound kernels: bytes each must move per (float64) element at the least
+#: (saxpy reads x and y and writes y; dot reads x and y)
+MINIMAL_BYTES_PER_ELEMENT = {"saxpy": 24, "dot": 16}
+TRAFFIC_IMPLEMENTATIONS = ["pyacc", "pyacc-emu", "numba", "numpy", "pyomp"]
 #: what ``bc.settle`` (the wait, before each sample, for the previous candidate's spinning
 #: worker threads to go quiet) typically takes; used to estimate a round's length
 SETTLE_S = 0.02
@@ -490,6 +494,25 @@ def kernel_table(rows) -> list[str]:
     return lines
 
 
+def traffic_table(rows) -> list[str]:
+    """The memory-bound kernels as rates: GB/s of the kernel's minimal traffic for each
+    implementation, and the rate at which pyacc would be 2× faster than PyOMP. (NumPy's
+    saxpy moves more than the minimum: ``a * x`` is a temporary array.)"""
+    head = ("| kernel | minimal traffic (MB) | " + " | ".join(
+        f"{LABELS[k]} (GB/s)" for k in TRAFFIC_IMPLEMENTATIONS) + " | 2× PyOMP needs (GB/s) |")
+    lines = [head, "|---|---:|" + "---:|" * (len(TRAFFIC_IMPLEMENTATIONS) + 1)]
+    for row in rows:
+        per_element = MINIMAL_BYTES_PER_ELEMENT.get(row["kernel"])
+        if per_element is None:
+            continue
+        nbytes = per_element * row["size"]
+        t = row["times"]
+        rates = [_fmt(nbytes / t[k] / 1e9, 1) if k in t else "—" for k in TRAFFIC_IMPLEMENTATIONS]
+        needed = _fmt(2 * nbytes / t["pyomp"] / 1e9, 1) if "pyomp" in t else "—"
+        lines.append(f"| {row['label']} | {nbytes / 1e6:.0f} | " + " | ".join(rates) + f" | {needed} |")
+    return lines
+
+
 def scaling_table(scaling) -> list[str]:
     lines = ["| grid | steps | " + " | ".join(f"{LABELS[k]} (ms/step)" for k in SCALING_IMPLEMENTATIONS)
              + " | pyacc ÷ Numba |", "|---:|---:|" + "---:|" * (len(SCALING_IMPLEMENTATIONS) + 1)]
@@ -583,6 +606,15 @@ def section(report: dict, args) -> str:
              for k, v in row["notes"].items()]
     if notes:
         out += ["Missing cells:", ""] + notes + [""]
+    traffic = traffic_table(report["kernels"])
+    if len(traffic) > 2:
+        out += ["### Memory-bound kernels as rates", "",
+                "saxpy and dot do one or two flops per 8-byte element they load, so their time "
+                "is the time to stream their arrays through memory. The table turns each time "
+                "into a rate: the bytes the kernel must move at the least, divided by the time. "
+                "The last column is the rate pyacc would need to be 2× faster than PyOMP; "
+                "compare it with the fastest rate any implementation reached in this run.", ""]
+        out += traffic + [""]
     out += ["### Jacobi against grid size", "",
             f"![Jacobi time per step against grid size]({PLOT.name})", ""]
     if report.get("plot_error"):
@@ -686,6 +718,8 @@ def main(argv=None) -> int:
 
     print()
     print("\n".join(kernel_table(report["kernels"])))
+    print()
+    print("\n".join(traffic_table(report["kernels"])))
     if scaling:
         print()
         print("\n".join(scaling_table(scaling)))
