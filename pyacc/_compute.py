@@ -430,7 +430,7 @@ class _CallPlan:
     Under those two conditions a device array the plan used is still the one
     ``device_array_of`` would make: the same entry at the same device address, and a host
     array of the same layout. So a device array that is still alive (for a mapped array,
-    the entry keeps it) is used again; one that is gone is made anew.
+    the entry keeps it) and still has that layout is used again; otherwise it is made anew.
     """
 
     __slots__ = ("runtime", "key", "slots", "map_kinds", "memo", "kernel", "scalars", "mapped",
@@ -477,9 +477,11 @@ class _CallPlan:
         array (see the class docstring for when a kept one is reused)."""
         device_args = list(args)
         views = self.views
-        for index, slot in enumerate(self.slots):
+        for index, (slot, _, dtype, shape, strides) in enumerate(self.mapped):
             view = views[index]()
-            if view is None:
+            # a kept device array may have been changed in place since (one that
+            # acc.deviceptr handed out, say): then it is made anew
+            if view is None or view.shape != shape or view.strides != strides or view.dtype != dtype:
                 view = runtime.device_array_of(entries[index], arrays[index])
                 views[index] = _weak(view)
             device_args[slot] = view

@@ -234,3 +234,24 @@ def test_a_launch_fault_hits_a_replayed_call_and_leaves_no_trace_after_the_plan(
         assert acc.refcounts(x) == (1, 0)
         add_one(x)
     np.testing.assert_array_equal(x, 3.0)
+
+
+@acc.parallel_loop
+def iota(x):
+    for i in range(x.shape[0]):
+        x[i] = i
+
+
+def test_a_device_array_reshaped_in_place_by_the_program_is_not_reused(emulated):
+    """``acc.deviceptr`` hands out the device array the plan keeps; a program that
+    reshapes it in place must not change what the next replayed call sees."""
+    x = np.zeros(8)
+    with acc.data(copy=[x]):
+        iota(x)
+        iota(x)  # replayed
+        device_x = acc.deviceptr(x)
+        device_x[:] = -1.0
+        device_x.shape = (4, 2)  # the program's own business: x is still 8 long
+        iota(x)
+        assert device_x.shape == (4, 2)
+    np.testing.assert_array_equal(x, np.arange(8.0))
