@@ -433,13 +433,11 @@ class _CallPlan:
     the entry keeps it) and still has that layout is used again; otherwise it is made anew.
     """
 
-    __slots__ = ("runtime", "key", "slots", "map_kinds", "memo", "kernel", "scalars", "mapped",
-                 "views")
+    __slots__ = ("runtime", "key", "map_kinds", "memo", "kernel", "scalars", "mapped", "views")
 
     def __init__(self, runtime, key, args, device_args, slots, map_kinds, memo, kernel):
         self.runtime = runtime
         self.key = key
-        self.slots = slots
         self.map_kinds = map_kinds
         self.memo = memo
         self.kernel = kernel
