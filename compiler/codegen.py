@@ -2,11 +2,9 @@
 
 Owns :class:`ModuleBuilder` (one generated module: imports, bound globals, routines,
 bounds-check helpers and the kernel ``_acc_kernel``), :class:`FunctionRewriter` (markers,
-atomics, ``on_device``, globals and routine calls rewritten for the target) and the
-:class:`Target` protocol with :class:`CpuTarget`, which turns each parallel nest into
-``prange`` code (interchanging the inner loops of a collapsed nest in the dot-product
-form of a matrix product, ``interchange``). A CUDA target adds a ``Target`` whose
-``parallel_nest`` emits a grid-stride kernel with block reductions (``cuda_target``).
+atomics, ``on_device``, globals and routine calls rewritten for the target, each parallel
+nest handed to the target) and the :class:`Target` protocol. The targets live in
+``cpu_target`` (Numba ``prange``) and ``cuda_target`` (numba-cuda kernels and a driver).
 
 Invariants:
     * Generated names start with ``_acc_``; user code may not use that prefix.
@@ -15,15 +13,11 @@ Invariants:
       sound cache key. Objects that cannot be written as source (functions, Numba
       dispatchers, ufuncs) are *injected* into the module after import; each one is
       described in a comment, so the text still changes when they do.
+    * Module-level names a kernel reads that may change between calls (arrays, numeric
+      scalars) are not bound here: they are extra kernel parameters
+      (``KernelInfo.free_params``) that the launcher reads at each call.
     * Reduction partial types are placeholders (``_ACC_RTYPE_…``) until
       :meth:`ReductionSlots.fill` replaces them (after the typing probe).
-    * Collapsed nests are flattened into one iteration space of
-      ``prod(trip counts)``; indices are recovered by divmod once per contiguous segment
-      of the innermost level (OpenACC 3.3 §2.9.1).
-    * Reductions: the space is split into ``chunk_count`` chunks run by ``prange``;
-      each chunk has private accumulators starting at the operator's identity, partials
-      are combined in chunk order after the loop and then with the variable's value
-      before the loop, which thus participates exactly once (OpenACC 3.3 §2.9.11).
 """
 from __future__ import annotations
 
@@ -36,22 +30,24 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import types as nbtypes
 
-from . import interchange, markers, runtime
-from .analysis import NestPlan, Plan, check_free_names
+from . import interchange, markers
+from .analysis import check_free_names
 from .atomics import INTRINSICS
 from .frontend import (MISSING, CallKind, FunctionSource, Scope, classify_call,
                        is_numeric_constant, load_function, local_names, routine_function)
-from .templates import fill, is_const, range_bounds
+from .planner import NestPlan, Plan
+from .reductions import NP, ReductionSlots
+from .templates import Renamer
 
-__all__ = ["Target", "CpuTarget", "ModuleBuilder", "KERNEL_NAME", "reduction_identity"]
+__all__ = ["Target", "ModuleBuilder", "FunctionRewriter", "KERNEL_NAME", "RT"]
 
 KERNEL_NAME = "_acc_kernel"
-_NP = "_acc_np"
-_RT = "_acc_rt"
-_PLACEHOLDER = "_ACC_RTYPE_"
+#: Name of ``compiler.runtime`` in generated modules.
+RT = "_acc_rt"
 
 
 # ------------------------------------------------------------------------------ targets
+
 
 
 class Target:
@@ -94,316 +90,11 @@ class Target:
         return tree
 
 
-class CpuTarget(Target):
-    """Numba ``njit(parallel=True, nogil=True)`` with ``prange`` (multicore CPU)."""
 
-    name = "cpu"
-
-    def imports(self):
-        return [f"import numpy as {_NP}",
-                "from numba import njit as _acc_njit, prange as _acc_prange",
-                f"from compiler import runtime as {_RT}",
-                "from compiler.atomics import " + ", ".join(
-                    f"{n} as _acc_{n}" for n in sorted(set(INTRINSICS.values())))]
-
-    def decorator(self, *, kind, parallel, boundscheck, cache):
-        options = ["nogil=True", f"cache={cache}"]
-        if parallel and not boundscheck:
-            # Exceptions raised inside prange are lost in Numba; bounds-checked
-            # kernels therefore run their loops on one thread (see get_kernel).
-            options.insert(0, "parallel=True")
-        if boundscheck:
-            options.append("boundscheck=True")
-        return f"@_acc_njit({', '.join(options)})"
-
-    def parallel_nest(self, nest, body, prefix, slots):
-        native = (not nest.private and not nest.firstprivate
-                  and all(_numba_reduces(op, f"{prefix}rv_{var}", body) for op, var in nest.reductions))
-        if native:
-            return _native_nest(nest, body, prefix, _interchange(nest, body, prefix, slots))
-        return _chunked_nest(nest, body, prefix, slots)
-
-
-def _interchange(nest, body, prefix, slots):
-    """The innermost level interchanged with the sequential loop of its body (see
-    ``interchange``), or None: only for nests of two or more levels without reductions
-    (the interchanged loops sit inside the ``prange``) when the builder allows it."""
-    if nest.stored_outside is None or len(nest.levels) < 2 or nest.reductions:
-        return None
-    found = interchange.match(nest.levels[-1], body, nest.levels, nest.stored_outside)
-    if found is None:
-        return None
-    return interchange.emit(found, prefix, lambda name: slots.accumulator(prefix, name))
-
-
-#: Reduction operators Numba's ``prange`` recognises itself (``s += x``, ``s *= x``,
-#: ``s = max(s, x)``, ``s = min(s, x)``); nests with only these are emitted as plain
-#: ``prange`` loops, exactly what a user would write by hand.
-_NUMBA_REDUCTIONS = ("+", "*", "max", "min")
-_AUGMENTED = {"+": ast.Add, "*": ast.Mult}
-
-
-def _numba_reduces(op: str, name: str, body: list) -> bool:
-    """True when Numba's ``prange`` will reduce ``name`` itself: ``op`` is one it knows
-    and the body updates ``name`` exactly once, as ``name op= e``, ``name = name op e``
-    or ``name = max/min(name, e)``. Anything else (``s = e + s``, two updates per
-    iteration ...) takes the chunked form, which handles every update the analysis
-    accepts."""
-    if op not in _NUMBA_REDUCTIONS:
-        return False
-    updates = [node for stmt in body for node in ast.walk(stmt)
-               if isinstance(node, (ast.Assign, ast.AugAssign))
-               and any(isinstance(t, ast.Name) and t.id == name
-                       for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))]
-    if len(updates) != 1:
-        return False
-    update = updates[0]
-    if isinstance(update, ast.AugAssign):
-        return op in _AUGMENTED and isinstance(update.op, _AUGMENTED[op])
-    value = update.value
-    if op in _AUGMENTED:
-        return (isinstance(value, ast.BinOp) and isinstance(value.op, _AUGMENTED[op])
-                and isinstance(value.left, ast.Name) and value.left.id == name)
-    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
-            and value.func.id == op and len(value.args) == 2 and not value.keywords
-            and isinstance(value.args[0], ast.Name) and value.args[0].id == name)
-
-
-# ----------------------------------------------------------------------- nest builders
-
-
-def _native_nest(nest, body, p, interchanged=None):
-    """The nest as a user would write it for Numba: ``prange`` over the outermost level,
-    the collapsed levels below it as plain loops (a valid schedule of the collapsed
-    iteration space, OpenACC 3.3 §2.9.1), reductions left to Numba's ``prange``.
-    ``interchanged`` (statements from ``interchange.emit``) replaces the innermost level.
-
-    ``prange(stop)`` is used when the loop starts at 0 with step 1: its index is then
-    unsigned, so Numba drops the negative-index wraparound checks and LLVM vectorises
-    (measured 1.5× faster than ``prange(0, stop)`` on saxpy).
-    """
-    outer = _outer_header(nest.levels[0], p)
-    lines, exprs = [outer[0]], dict(outer[1])
-    inner = nest.levels[1:-1] if interchanged else nest.levels[1:]
-    for depth, level in enumerate(inner, start=1):
-        start, stop, step = range_bounds(level)
-        exprs.update({f"START{depth}": start, f"STOP{depth}": stop, f"STEP{depth}": step})
-        lines.append("    " * depth + f"for {level.target.id} in range(START{depth}, STOP{depth}, STEP{depth}):")
-    lines.append("    " * (len(inner) + 1) + "BODY")
-    if interchanged:
-        body = interchanged
-    # the body updates the chunked form's accumulators; Numba reduces the variables
-    renames = {f"{p}rv_{var}": var for _, var in nest.reductions}
-    body = [_Renamer(renames).visit(copy.deepcopy(stmt)) for stmt in body]
-    prologue = outer[2]
-    return _fill(prologue + "\n".join(lines), exprs, body, nest.levels[0])
-
-
-def _outer_header(level, p):
-    """``(for-line, exprs, prologue)`` of the parallel (outermost) level."""
-    start, stop, step = range_bounds(level)
-    var = level.target.id
-    if is_const(start, 0) and is_const(step, 1):
-        return f"for {var} in _acc_prange(STOP0):", {"STOP0": stop}, ""
-    if is_const(step, 1):
-        return f"for {var} in _acc_prange(START0, STOP0):", {"START0": start, "STOP0": stop}, ""
-    prologue = (f"{p}s0 = START0\n{p}e0 = STOP0\n{p}t0 = STEP0\n"
-                f"{p}n0 = {_RT}.trip_count({p}s0, {p}e0, {p}t0)\n")
-    return (f"for {p}k in _acc_prange({p}n0):\n    {var} = {p}s0 + {p}k * {p}t0",
-            {"START0": start, "STOP0": stop, "STEP0": step}, prologue)
-
-
-def _fill(text, exprs, body, where):
-    """``templates.fill`` with the nest body as placeholder ``BODY``."""
-    return fill(text, exprs, {"BODY": body}, where)
-
-
-def _level_vars(nest, p):
-    return [(f"{p}s{d}", f"{p}e{d}", f"{p}t{d}", f"{p}n{d}")
-            for d in range(len(nest.levels))]
-
-
-def _chunked_nest(nest, body, p, slots):
-    """Chunked prange over the flattened space (collapse, reductions, privates)."""
-    exprs, setup = {}, []
-    names = _level_vars(nest, p)
-    for depth, level in enumerate(nest.levels):
-        start, stop, step = range_bounds(level)
-        s, e, t, n = names[depth]
-        exprs.update({f"START{depth}": start, f"STOP{depth}": stop,
-                      f"STEP{depth}": step})
-        lines = [f"{e} = STOP{depth}"]
-        # Literal starts and steps stay literals: LLVM then sees unit-stride indexing.
-        if is_const(start):
-            s = repr(start.value)
-        else:
-            lines.insert(0, f"{s} = START{depth}")
-        if is_const(step):
-            t = repr(step.value)
-        else:
-            lines.append(f"{t} = STEP{depth}")
-        names[depth] = (s, e, t, n)
-        setup.append("\n".join(lines) + f"\n{n} = {_RT}.trip_count({s}, {e}, {t})")
-    total = " * ".join(n for _, _, _, n in names)
-    setup.append(f"{p}total = {total}")
-    setup.append(f"{p}nch = {_RT}.chunk_count({p}total, {runtime.chunks_wanted()})")
-    for op, var in nest.reductions:
-        setup.append(f"{p}pv_{var} = {_NP}.empty({p}nch, {slots.dtype(p, op, var)})")
-    chunk = [f"{p}rv_{var} = {slots.identity(p, op, var)}" for op, var in nest.reductions]
-    chunk += [f"{p}pp_{name} = {_RT}.private_copy({name})" for name in nest.private]
-    chunk += [f"{p}pp_{name} = {_RT}.firstprivate_copy({name})"
-              for name in nest.firstprivate]
-    chunk += [f"{p}lo = ({p}total * {p}c) // {p}nch",
-              f"{p}hi = ({p}total * ({p}c + 1)) // {p}nch"]
-    chunk += _iteration_lines(nest, names, p)
-    chunk += [f"{p}pv_{var}[{p}c] = {p}rv_{var}" for _, var in nest.reductions]
-    text = "\n".join(setup) + f"\nfor {p}c in _acc_prange({p}nch):\n" + \
-        _indent("\n".join(chunk), 1) + "\n" + _combine_lines(nest, p)
-    return _fill(text, exprs, body, nest.levels[0])
-
-
-def _iteration_lines(nest, names, p):
-    """Lines that run iterations ``[lo, hi)`` of the flattened space, ending in BODY."""
-    last = len(nest.levels) - 1
-    s_l, _, t_l, n_l = names[last]
-    var_l = nest.levels[last].target.id
-    if last == 0:
-        return [f"for {p}j in range({p}lo, {p}hi):",
-                f"    {var_l} = {s_l} + {p}j * {t_l}", "    BODY"]
-    lines = [f"{p}k = {p}lo", f"while {p}k < {p}hi:",
-             f"    {p}q = {p}k // {n_l}",
-             f"    {p}r = {p}k - {p}q * {n_l}",
-             f"    {p}m = min({n_l} - {p}r, {p}hi - {p}k)"]
-    for depth in range(last - 1, -1, -1):
-        s, _, t, n = names[depth]
-        var = nest.levels[depth].target.id
-        if depth > 0:
-            lines += [f"    {p}x = {p}q // {n}", f"    {var} = {s} + ({p}q - {p}x * {n}) * {t}",
-                      f"    {p}q = {p}x"]
-        else:
-            lines += [f"    {var} = {s} + {p}q * {t}"]
-    lines += [f"    for {p}j in range({p}r, {p}r + {p}m):",
-              f"        {var_l} = {s_l} + {p}j * {t_l}", "        BODY",
-              f"    {p}k += {p}m"]
-    return lines
-
-
-_COMBINE = {"+": "{a} + {b}", "*": "{a} * {b}", "max": "max({a}, {b})",
-            "min": "min({a}, {b})", "&": "{a} & {b}", "|": "{a} | {b}", "^": "{a} ^ {b}",
-            "and": "{a} and {b}", "or": "{a} or {b}"}
-
-
-def _combine_lines(nest, p):
-    lines = []
-    for op, var in nest.reductions:
-        acc = f"{p}tot_{var}"
-        lines += [f"{acc} = {p}pv_{var}[0]",
-                  f"for {p}c in range(1, {p}nch):",
-                  "    " + f"{acc} = " + _COMBINE[op].format(a=acc, b=f"{p}pv_{var}[{p}c]"),
-                  f"{var} = " + _COMBINE[op].format(a=var, b=acc)]
-    return "\n".join(lines)
-
-
-def _indent(text, levels):
-    pad = "    " * levels
-    return "\n".join(pad + line if line else line for line in text.split("\n"))
-
-
-class ReductionSlots:
-    """Sources of reduction partial dtypes and identities, and of the dtypes of the
-    arrays a loop interchange expands scalars into: placeholders in the generated text,
-    filled once the typing probe has given each variable its Numba type (``fill``).
-    """
-
-    def __init__(self):
-        self.slots: dict[str, tuple[str, str, str]] = {}
-
-    def reductions(self) -> set:
-        """Reduction variables whose types are still placeholders."""
-        return {var for kind, _, var in self.slots.values() if kind != "accumulator"}
-
-    def accumulators(self) -> set:
-        """Scalars a loop interchange expands, whose types are still placeholders."""
-        return {var for kind, _, var in self.slots.values() if kind == "accumulator"}
-
-    @staticmethod
-    def is_scalar(numba_type) -> bool:
-        """True for the types a reduction partial or an expanded scalar may have."""
-        return isinstance(numba_type, (nbtypes.Number, nbtypes.Boolean))
-
-    def refused_accumulators(self, types: dict) -> str:
-        """Why the interchange cannot expand its scalars (some type is not a number
-        or a boolean), or '' when it can."""
-        return ", ".join(f"{var!r} has type {types[var]}" for var in sorted(self.accumulators())
-                         if not self.is_scalar(types[var]))
-
-    def accumulator(self, prefix, var):
-        """Source of the dtype of the array a loop interchange expands ``var`` into."""
-        return self._get("accumulator", prefix, None, var)
-
-    def dtype(self, prefix, op, var):
-        """Source of the dtype of ``var``'s partials."""
-        return self._get("dtype", prefix, op, var)
-
-    def identity(self, prefix, op, var):
-        """Source of ``op``'s identity typed like ``var``."""
-        return self._get("identity", prefix, op, var)
-
-    def _get(self, kind, prefix, op, var):
-        placeholder = f"{_PLACEHOLDER}{kind}_{len(self.slots)}"
-        self.slots[placeholder] = (kind, op, var)
-        return placeholder
-
-    def fill(self, text: str, types: dict) -> str:
-        """Replace every placeholder of ``text`` using ``types``."""
-        for placeholder in sorted(self.slots, key=len, reverse=True):
-            kind, op, var = self.slots[placeholder]
-            text = text.replace(placeholder, _slot_value(kind, op, types[var]))
-        return text
-
-
-def _slot_value(kind, op, numba_type):
-    if kind in ("dtype", "accumulator"):
-        return f"{_NP}.{np.dtype(_numpy_dtype(numba_type)).name}"
-    return reduction_identity(op, numba_type)
-
-
-def _numpy_dtype(numba_type):
-    if isinstance(numba_type, nbtypes.Boolean):
-        return np.bool_
-    return np.dtype(str(numba_type))
-
-
-def reduction_identity(op: str, numba_type) -> str:
-    """Source of the identity of ``op`` typed as ``numba_type`` (OpenACC 3.3 §2.5.15)."""
-    if isinstance(numba_type, nbtypes.Boolean):
-        return {"and": "True", "&": "True"}.get(op, "False")
-    dtype = _numpy_dtype(numba_type)
-    ctor = f"{_NP}.{dtype.name}"
-    if op in ("+", "|", "^", "or"):
-        return f"{ctor}(0)"
-    if op in ("*", "and"):
-        return f"{ctor}(1)"
-    if op == "&":
-        return f"{ctor}({np.iinfo(dtype).max if dtype.kind == 'u' else -1})"
-    if dtype.kind == "f":
-        return f"{ctor}({'-' if op == 'max' else ''}{_NP}.inf)"
-    info = np.iinfo(dtype)
-    return f"{ctor}({info.min if op == 'max' else info.max})"
 
 
 # ------------------------------------------------------------------------ the rewriter
 
-
-class _Renamer(ast.NodeTransformer):
-    def __init__(self, mapping):
-        self.mapping = mapping
-
-    def visit_Name(self, node):
-        if node.id in self.mapping:
-            return ast.copy_location(ast.Name(id=self.mapping[node.id], ctx=node.ctx),
-                                     node)
-        return node
 
 
 class FunctionRewriter(ast.NodeTransformer):
@@ -511,7 +202,7 @@ class FunctionRewriter(ast.NodeTransformer):
         self.nest_count += 1
         mapping = {var: f"{prefix}rv_{var}" for _, var in nest.reductions}
         mapping.update({n: f"{prefix}pp_{n}" for n in nest.private + nest.firstprivate})
-        body = [_Renamer(mapping).visit(stmt) for stmt in body]
+        body = [Renamer(mapping).visit(stmt) for stmt in body]
         nest = _rewritten_nest(nest, self.source, self.builder.interchange)
         return self.builder.target.parallel_nest(nest, body, prefix, self.builder.slots)
 
@@ -559,14 +250,14 @@ def _constant_expr(value) -> ast.expr:
         return ast.Tuple(elts=[_constant_expr(v) for v in value], ctx=ast.Load())
     if isinstance(value, np.generic):
         inner = _constant_expr(value.item())
-        call = ast.Call(func=ast.Attribute(value=ast.Name(id=_NP, ctx=ast.Load()),
+        call = ast.Call(func=ast.Attribute(value=ast.Name(id=NP, ctx=ast.Load()),
                                            attr=type(value).__name__, ctx=ast.Load()),
                         args=[inner], keywords=[])
         interchange.mark_pure(call, type(value))
         return call
     if isinstance(value, float) and not math.isfinite(value):
         name = "nan" if math.isnan(value) else "inf"
-        expr = ast.Attribute(value=ast.Name(id=_NP, ctx=ast.Load()), attr=name,
+        expr = ast.Attribute(value=ast.Name(id=NP, ctx=ast.Load()), attr=name,
                              ctx=ast.Load())
         return ast.UnaryOp(op=ast.USub(), operand=expr) if value < 0 else expr
     return ast.Constant(value)

@@ -42,8 +42,9 @@ import ast
 import copy
 
 from . import cuda_runtime
-from .codegen import _COMBINE, _NP, _RT, Target, _fill, _names_outside
-from .templates import is_const, range_bounds
+from .codegen import RT, Target, _names_outside
+from .reductions import COMBINE, NP
+from .templates import fill_body, is_const, range_bounds
 
 __all__ = ["CudaTarget"]
 
@@ -88,8 +89,8 @@ class CudaTarget(Target):
 
     # -- the module ---------------------------------------------------------------------
     def imports(self):
-        return [f"import numpy as {_NP}", f"from numba import cuda as {_CUDA}",
-                f"from compiler import runtime as {_RT}",
+        return [f"import numpy as {NP}", f"from numba import cuda as {_CUDA}",
+                f"from compiler import runtime as {RT}",
                 f"from compiler import cuda_runtime as {_CRT}"]
 
     def atomic_function(self, op):
@@ -143,10 +144,10 @@ class CudaTarget(Target):
         kernel_params += [f"{p}pa_{n}" for n in private_arrays]
         capped = bool(nest.reductions or private_arrays)
         driver = self._launch_lines(nest, p, name, kernel_params, private_arrays, capped, slots)
-        stmts = _fill(setup + "\n" + driver, exprs, [], nest.levels[0])
+        stmts = fill_body(setup + "\n" + driver, exprs, [], nest.levels[0])
         self.launches.update(id(s) for s in stmts)
         kernel = self._kernel_text(nest, p, name, kernel_params, levels, private_arrays, slots)
-        tree = _fill(kernel, {}, body, nest.levels[0])[0]
+        tree = fill_body(kernel, {}, body, nest.levels[0])[0]
         self.pending.append((tree, stmts))
         return stmts
 
@@ -174,7 +175,7 @@ class CudaTarget(Target):
             lines.append(f"{e} = STOP{depth}")
             if not is_const(step):
                 lines.append(f"{t} = STEP{depth}")
-            lines.append(f"{n} = {_RT}.trip_count({s}, {e}, {t})")
+            lines.append(f"{n} = {RT}.trip_count({s}, {e}, {t})")
         return "\n".join(lines), exprs
 
     def _launch_lines(self, nest, p, name, params, private_arrays, capped, slots):
@@ -190,7 +191,7 @@ class CudaTarget(Target):
             lines.append(f"    {p}pa_{n} = {_CRT}.scratch({p}grid * {p}block, {n})")
         lines.append(f"    {_CRT}.launch({name}, {p}grid, {p}block, ({_args(params)}))")
         for op, var in nest.reductions:
-            lines.append(f"    {var} = " + _COMBINE[op].format(
+            lines.append(f"    {var} = " + COMBINE[op].format(
                 a=var, b=f"{_CRT}.finish({p}pv_{var}, {op!r})"))
         return "\n".join(lines)
 
@@ -231,7 +232,7 @@ class CudaTarget(Target):
                   f"        if {p}tx < {p}h and {p}tx + {p}h < {p}nt:"]
         for op, var in nest.reductions:
             sm = f"{p}sm_{var}"
-            lines.append(f"            {sm}[{p}tx] = " + _COMBINE[op].format(
+            lines.append(f"            {sm}[{p}tx] = " + COMBINE[op].format(
                 a=f"{sm}[{p}tx]", b=f"{sm}[{p}tx + {p}h]"))
         lines += [f"        {_CUDA}.syncthreads()", f"        {p}h //= 2",
                   f"    if {p}tx == 0:"]
@@ -338,11 +339,11 @@ class CudaTarget(Target):
         slots = self.builder.slots
         text = "\n".join([f"def {name}({', '.join(live_in + outputs)}):", "    BODY"]
                          + [f"    {p}o_{v}[0] = {v}" for v in live_out])
-        tree = _fill(text, {}, [copy.deepcopy(s) for s in stmts], stmts[0])[0]
+        tree = fill_body(text, {}, [copy.deepcopy(s) for s in stmts], stmts[0])[0]
         lines = [f"{p}o_{v} = {_CRT}.partials(1, {slots.dtype(p, '+', v)})" for v in live_out]
         lines.append(f"{_CRT}.launch({name}, 1, 1, ({_args(live_in + outputs)}))")
         lines += [f"{v} = {_CRT}.scalar({p}o_{v})" for v in live_out]
-        launch = _fill("\n".join(lines), {}, [], stmts[0])
+        launch = fill_body("\n".join(lines), {}, [], stmts[0])
         self.pending.append((tree, launch))
         return launch
 

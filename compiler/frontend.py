@@ -26,7 +26,8 @@ from . import markers
 from .errors import CompileError
 
 __all__ = ["FunctionSource", "load_function", "Scope", "MISSING", "classify_call",
-           "CallKind", "local_names", "root_name", "RESERVED_PREFIX"]
+           "CallKind", "local_names", "root_name", "RESERVED_PREFIX",
+           "loaded_names", "stored_names"]
 
 #: Names starting with this prefix are reserved for generated code.
 RESERVED_PREFIX = "_acc_"
@@ -132,6 +133,18 @@ def local_names(tree: ast.FunctionDef) -> set[str]:
             if isinstance(node, ast.FunctionDef):
                 names.add(node.name)
     return names
+
+
+def stored_names(stmts) -> set:
+    """Names a list of statements assigns (``Store`` context), anywhere inside."""
+    return {n.id for s in stmts for n in ast.walk(s)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def loaded_names(node) -> set:
+    """Names an expression or statement reads (``Load`` context), anywhere inside."""
+    return {n.id for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def root_name(node: ast.AST) -> str | None:

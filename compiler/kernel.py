@@ -39,8 +39,10 @@ from numba.core.registry import cpu_target
 from numba.core.typed_passes import NopythonTypeInference
 
 from . import markers
-from .analysis import KernelInfo, Planner, check_free_names
-from .codegen import KERNEL_NAME, CpuTarget, ModuleBuilder
+from .analysis import KernelInfo, check_free_names
+from .planner import Planner
+from .codegen import KERNEL_NAME, ModuleBuilder
+from .cpu_target import CpuTarget
 from .errors import CompileError, KernelIndexError
 from .frontend import Scope, local_names
 

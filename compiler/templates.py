@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import copy
 
-__all__ = ["fill", "range_bounds", "is_const"]
+__all__ = ["fill", "fill_body", "range_bounds", "is_const", "Renamer", "indent"]
 
 
 class _Substitute(ast.NodeTransformer):
@@ -68,3 +68,27 @@ def is_const(node, value=None) -> bool:
     """True for an integer literal (equal to ``value`` when given)."""
     return isinstance(node, ast.Constant) and isinstance(node.value, int) and (
         value is None or node.value == value)
+
+
+class Renamer(ast.NodeTransformer):
+    """Renames variables (``Name`` nodes) by a mapping; other names are kept."""
+
+    def __init__(self, mapping):
+        self.mapping = mapping
+
+    def visit_Name(self, node):
+        if node.id in self.mapping:
+            return ast.copy_location(ast.Name(id=self.mapping[node.id], ctx=node.ctx),
+                                     node)
+        return node
+
+
+def fill_body(text, exprs, body, where):
+    """``templates.fill`` with the nest body as placeholder ``BODY``."""
+    return fill(text, exprs, {"BODY": body}, where)
+
+
+def indent(text, levels):
+    """``text`` with every non-empty line indented by ``levels`` levels."""
+    pad = "    " * levels
+    return "\n".join(pad + line if line else line for line in text.split("\n"))

@@ -257,7 +257,7 @@ def test_kernels_several_nests(run, caplog):
 
 
 def test_kernels_plan_decisions():
-    from compiler.analysis import Planner
+    from compiler.planner import Planner
     from compiler.frontend import Scope, local_names
     info = analyze(kernels_nests, parse_clauses("kernels"))
     plan = Planner(info.source, info.clauses,
@@ -274,7 +274,7 @@ def shift(a):
 
 def test_kernels_loop_independent_clause_forces_parallel():
     info = analyze(shift, parse_clauses("kernels_loop", independent=True))
-    from compiler.analysis import Planner
+    from compiler.planner import Planner
     from compiler.frontend import Scope, local_names
     scope = Scope(info.func, local_names(info.source.tree))
     assert Planner(info.source, info.clauses, scope).plan().nests

@@ -1,0 +1,235 @@
+"""The ``cpu`` target: each parallel nest as Numba ``prange`` code (multicore CPU).
+
+Owns :class:`CpuTarget`. A nest whose reductions Numba's ``prange`` recognises, with no
+private copies, is emitted as a user would write it by hand (``_native_nest``); any
+other nest is split into chunks run by ``prange`` with private accumulators
+(``_chunked_nest``). The inner loops of a collapsed nest in the dot-product form of a
+matrix product are interchanged (``interchange``).
+
+Invariants:
+    * Collapsed nests are flattened into one iteration space of ``prod(trip counts)``;
+      indices are recovered by divmod once per contiguous segment of the innermost level
+      (OpenACC 3.3 §2.9.1).
+    * Reductions: the space is split into ``chunk_count`` chunks run by ``prange``;
+      each chunk has private accumulators starting at the operator's identity, partials
+      are combined in chunk order after the loop and then with the variable's value
+      before the loop, which thus participates exactly once (OpenACC 3.3 §2.9.11).
+"""
+from __future__ import annotations
+
+import ast
+import copy
+
+from . import interchange, runtime
+from .atomics import INTRINSICS
+from .codegen import RT, Target
+from .reductions import COMBINE, NP
+from .templates import Renamer, fill_body, indent, is_const, range_bounds
+
+__all__ = ["CpuTarget"]
+
+
+class CpuTarget(Target):
+    """Numba ``njit(parallel=True, nogil=True)`` with ``prange`` (multicore CPU)."""
+
+    name = "cpu"
+
+    def imports(self):
+        return [f"import numpy as {NP}",
+                "from numba import njit as _acc_njit, prange as _acc_prange",
+                f"from compiler import runtime as {RT}",
+                "from compiler.atomics import " + ", ".join(
+                    f"{n} as _acc_{n}" for n in sorted(set(INTRINSICS.values())))]
+
+    def decorator(self, *, kind, parallel, boundscheck, cache):
+        options = ["nogil=True", f"cache={cache}"]
+        if parallel and not boundscheck:
+            # Exceptions raised inside prange are lost in Numba; bounds-checked
+            # kernels therefore run their loops on one thread (see get_kernel).
+            options.insert(0, "parallel=True")
+        if boundscheck:
+            options.append("boundscheck=True")
+        return f"@_acc_njit({', '.join(options)})"
+
+    def parallel_nest(self, nest, body, prefix, slots):
+        native = (not nest.private and not nest.firstprivate
+                  and all(_numba_reduces(op, f"{prefix}rv_{var}", body) for op, var in nest.reductions))
+        if native:
+            return _native_nest(nest, body, prefix, _interchange(nest, body, prefix, slots))
+        return _chunked_nest(nest, body, prefix, slots)
+
+
+def _interchange(nest, body, prefix, slots):
+    """The innermost level interchanged with the sequential loop of its body (see
+    ``interchange``), or None: only for nests of two or more levels without reductions
+    (the interchanged loops sit inside the ``prange``) when the builder allows it."""
+    if nest.stored_outside is None or len(nest.levels) < 2 or nest.reductions:
+        return None
+    found = interchange.match(nest.levels[-1], body, nest.levels, nest.stored_outside)
+    if found is None:
+        return None
+    return interchange.emit(found, prefix, lambda name: slots.accumulator(prefix, name))
+
+
+#: Reduction operators Numba's ``prange`` recognises itself (``s += x``, ``s *= x``,
+#: ``s = max(s, x)``, ``s = min(s, x)``); nests with only these are emitted as plain
+#: ``prange`` loops, exactly what a user would write by hand.
+_NUMBA_REDUCTIONS = ("+", "*", "max", "min")
+_AUGMENTED = {"+": ast.Add, "*": ast.Mult}
+
+
+def _numba_reduces(op: str, name: str, body: list) -> bool:
+    """True when Numba's ``prange`` will reduce ``name`` itself: ``op`` is one it knows
+    and the body updates ``name`` exactly once, as ``name op= e``, ``name = name op e``
+    or ``name = max/min(name, e)``. Anything else (``s = e + s``, two updates per
+    iteration ...) takes the chunked form, which handles every update the analysis
+    accepts."""
+    if op not in _NUMBA_REDUCTIONS:
+        return False
+    updates = [node for stmt in body for node in ast.walk(stmt)
+               if isinstance(node, (ast.Assign, ast.AugAssign))
+               and any(isinstance(t, ast.Name) and t.id == name
+                       for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))]
+    if len(updates) != 1:
+        return False
+    update = updates[0]
+    if isinstance(update, ast.AugAssign):
+        return op in _AUGMENTED and isinstance(update.op, _AUGMENTED[op])
+    value = update.value
+    if op in _AUGMENTED:
+        return (isinstance(value, ast.BinOp) and isinstance(value.op, _AUGMENTED[op])
+                and isinstance(value.left, ast.Name) and value.left.id == name)
+    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            and value.func.id == op and len(value.args) == 2 and not value.keywords
+            and isinstance(value.args[0], ast.Name) and value.args[0].id == name)
+
+
+# ----------------------------------------------------------------------- nest builders
+
+
+def _native_nest(nest, body, p, interchanged=None):
+    """The nest as a user would write it for Numba: ``prange`` over the outermost level,
+    the collapsed levels below it as plain loops (a valid schedule of the collapsed
+    iteration space, OpenACC 3.3 §2.9.1), reductions left to Numba's ``prange``.
+    ``interchanged`` (statements from ``interchange.emit``) replaces the innermost level.
+
+    ``prange(stop)`` is used when the loop starts at 0 with step 1: its index is then
+    unsigned, so Numba drops the negative-index wraparound checks and LLVM vectorises
+    (measured 1.5× faster than ``prange(0, stop)`` on saxpy).
+    """
+    outer = _outer_header(nest.levels[0], p)
+    lines, exprs = [outer[0]], dict(outer[1])
+    inner = nest.levels[1:-1] if interchanged else nest.levels[1:]
+    for depth, level in enumerate(inner, start=1):
+        start, stop, step = range_bounds(level)
+        exprs.update({f"START{depth}": start, f"STOP{depth}": stop, f"STEP{depth}": step})
+        lines.append("    " * depth + f"for {level.target.id} in range(START{depth}, STOP{depth}, STEP{depth}):")
+    lines.append("    " * (len(inner) + 1) + "BODY")
+    if interchanged:
+        body = interchanged
+    # the body updates the chunked form's accumulators; Numba reduces the variables
+    renames = {f"{p}rv_{var}": var for _, var in nest.reductions}
+    body = [Renamer(renames).visit(copy.deepcopy(stmt)) for stmt in body]
+    prologue = outer[2]
+    return fill_body(prologue + "\n".join(lines), exprs, body, nest.levels[0])
+
+
+def _outer_header(level, p):
+    """``(for-line, exprs, prologue)`` of the parallel (outermost) level."""
+    start, stop, step = range_bounds(level)
+    var = level.target.id
+    if is_const(start, 0) and is_const(step, 1):
+        return f"for {var} in _acc_prange(STOP0):", {"STOP0": stop}, ""
+    if is_const(step, 1):
+        return f"for {var} in _acc_prange(START0, STOP0):", {"START0": start, "STOP0": stop}, ""
+    prologue = (f"{p}s0 = START0\n{p}e0 = STOP0\n{p}t0 = STEP0\n"
+                f"{p}n0 = {RT}.trip_count({p}s0, {p}e0, {p}t0)\n")
+    return (f"for {p}k in _acc_prange({p}n0):\n    {var} = {p}s0 + {p}k * {p}t0",
+            {"START0": start, "STOP0": stop, "STEP0": step}, prologue)
+
+
+def _level_vars(nest, p):
+    return [(f"{p}s{d}", f"{p}e{d}", f"{p}t{d}", f"{p}n{d}")
+            for d in range(len(nest.levels))]
+
+
+def _chunked_nest(nest, body, p, slots):
+    """Chunked prange over the flattened space (collapse, reductions, privates)."""
+    exprs, setup = {}, []
+    names = _level_vars(nest, p)
+    for depth, level in enumerate(nest.levels):
+        start, stop, step = range_bounds(level)
+        s, e, t, n = names[depth]
+        exprs.update({f"START{depth}": start, f"STOP{depth}": stop,
+                      f"STEP{depth}": step})
+        lines = [f"{e} = STOP{depth}"]
+        # Literal starts and steps stay literals: LLVM then sees unit-stride indexing.
+        if is_const(start):
+            s = repr(start.value)
+        else:
+            lines.insert(0, f"{s} = START{depth}")
+        if is_const(step):
+            t = repr(step.value)
+        else:
+            lines.append(f"{t} = STEP{depth}")
+        names[depth] = (s, e, t, n)
+        setup.append("\n".join(lines) + f"\n{n} = {RT}.trip_count({s}, {e}, {t})")
+    total = " * ".join(n for _, _, _, n in names)
+    setup.append(f"{p}total = {total}")
+    setup.append(f"{p}nch = {RT}.chunk_count({p}total, {runtime.chunks_wanted()})")
+    for op, var in nest.reductions:
+        setup.append(f"{p}pv_{var} = {NP}.empty({p}nch, {slots.dtype(p, op, var)})")
+    chunk = [f"{p}rv_{var} = {slots.identity(p, op, var)}" for op, var in nest.reductions]
+    chunk += [f"{p}pp_{name} = {RT}.private_copy({name})" for name in nest.private]
+    chunk += [f"{p}pp_{name} = {RT}.firstprivate_copy({name})"
+              for name in nest.firstprivate]
+    chunk += [f"{p}lo = ({p}total * {p}c) // {p}nch",
+              f"{p}hi = ({p}total * ({p}c + 1)) // {p}nch"]
+    chunk += _iteration_lines(nest, names, p)
+    chunk += [f"{p}pv_{var}[{p}c] = {p}rv_{var}" for _, var in nest.reductions]
+    text = "\n".join(setup) + f"\nfor {p}c in _acc_prange({p}nch):\n" + \
+        indent("\n".join(chunk), 1) + "\n" + _combine_lines(nest, p)
+    return fill_body(text, exprs, body, nest.levels[0])
+
+
+def _iteration_lines(nest, names, p):
+    """Lines that run iterations ``[lo, hi)`` of the flattened space, ending in BODY."""
+    last = len(nest.levels) - 1
+    s_l, _, t_l, n_l = names[last]
+    var_l = nest.levels[last].target.id
+    if last == 0:
+        return [f"for {p}j in range({p}lo, {p}hi):",
+                f"    {var_l} = {s_l} + {p}j * {t_l}", "    BODY"]
+    lines = [f"{p}k = {p}lo", f"while {p}k < {p}hi:",
+             f"    {p}q = {p}k // {n_l}",
+             f"    {p}r = {p}k - {p}q * {n_l}",
+             f"    {p}m = min({n_l} - {p}r, {p}hi - {p}k)"]
+    for depth in range(last - 1, -1, -1):
+        s, _, t, n = names[depth]
+        var = nest.levels[depth].target.id
+        if depth > 0:
+            lines += [f"    {p}x = {p}q // {n}", f"    {var} = {s} + ({p}q - {p}x * {n}) * {t}",
+                      f"    {p}q = {p}x"]
+        else:
+            lines += [f"    {var} = {s} + {p}q * {t}"]
+    lines += [f"    for {p}j in range({p}r, {p}r + {p}m):",
+              f"        {var_l} = {s_l} + {p}j * {t_l}", "        BODY",
+              f"    {p}k += {p}m"]
+    return lines
+
+
+
+
+
+
+def _combine_lines(nest, p):
+    lines = []
+    for op, var in nest.reductions:
+        acc = f"{p}tot_{var}"
+        lines += [f"{acc} = {p}pv_{var}[0]",
+                  f"for {p}c in range(1, {p}nch):",
+                  "    " + f"{acc} = " + COMBINE[op].format(a=acc, b=f"{p}pv_{var}[{p}c]"),
+                  f"{var} = " + COMBINE[op].format(a=var, b=acc)]
+    return "\n".join(lines)
+
+

@@ -1,0 +1,395 @@
+"""The loop planner: which loops of a compute region run in parallel, and how.
+
+Owns :class:`Planner`, which decides for every loop of a function whether it is a
+parallel loop nest, with which collapse depth, reductions and private variables, and
+the results :class:`Plan` and :class:`NestPlan`. Code generation re-runs the planner at
+first call (names defined after decoration are resolved then), so the plan and the
+checks always come from this one module.
+
+Invariants:
+    * A parallel nest is ``levels`` tightly nested ``for v in range(...)`` loops whose
+      bounds depend only on values computed before the nest, with no ``break``/``return``
+      inside (OpenACC 3.3 §2.9.1 collapse, §2.9 loop restrictions).
+    * Every reduction variable of a nest is updated only by statements of its operator
+      (OpenACC 3.3 §2.9.11); undeclared scalars updated only that way become implicit
+      reductions (logged at debug level on the ``pyacc`` logger).
+    * ``kernels`` loops run in parallel only when ``dependence`` proves their iterations
+      independent (or ``independent`` says so); every decision is recorded in
+      :attr:`Plan.notes` for compiler feedback (``acc.explain``).
+"""
+from __future__ import annotations
+
+import ast
+import logging
+from dataclasses import dataclass, field
+
+from .clauses import ComputeClauses, parse_loop_clauses
+from .errors import CompileError
+from .frontend import CallKind, FunctionSource, Scope, classify_call, loaded_names, stored_names
+from .reductions import canonical, same_op, scalar_updates
+from . import dependence
+
+__all__ = ["Planner", "Plan", "NestPlan"]
+
+log = logging.getLogger("pyacc")
+
+
+
+
+@dataclass
+class NestPlan:
+    """One loop nest of a kernel and how it runs.
+
+    Attributes:
+        levels: The ``levels`` tightly nested ``For`` nodes (outermost first).
+        parallel: True for a parallel (prange) nest; False: runs as written.
+        reductions: ``(op, var)`` pairs reduced over the nest.
+        private: Names private to each chunk of iterations (``private`` clause).
+        firstprivate: Names copied into each chunk (``firstprivate`` clause).
+        reason: Why a ``kernels`` nest runs sequentially.
+        stored_outside: Names the function assigns outside the nest, and its
+            parameters; set by code generation when it may interchange loops of the
+            nest (``interchange``), None otherwise.
+    """
+
+    levels: tuple
+    parallel: bool
+    reductions: tuple = ()
+    private: tuple = ()
+    firstprivate: tuple = ()
+    reason: str = ""
+    stored_outside: frozenset | None = None
+
+    @property
+    def key(self):
+        """Position of the outermost loop: identifies the nest in a copy of the tree."""
+        node = self.levels[0]
+        return (node.lineno, node.col_offset)
+
+
+@dataclass
+class Plan:
+    """Every parallel nest of a function, keyed by :attr:`NestPlan.key`."""
+
+    nests: dict = field(default_factory=dict)
+
+    def reductions(self):
+        """All ``(op, var)`` reductions, in source order, without repeats."""
+        seen = []
+        for nest in self.nests.values():
+            for item in nest.reductions:
+                if item not in seen:
+                    seen.append(item)
+        return tuple(seen)
+
+
+# ------------------------------------------------------------------------------ planner
+
+
+class Planner:
+    """Finds the loop nests of a function and decides how each runs.
+
+    Args:
+        source: The function.
+        clauses: The construct's clauses.
+        scope: Name resolution for the function.
+        log_decisions: Emit debug records (at first call, not at decoration).
+    """
+
+    def __init__(self, source: FunctionSource, clauses: ComputeClauses, scope: Scope,
+                 *, log_decisions: bool = False):
+        self.source = source
+        self.clauses = clauses
+        self.scope = scope
+        self.log_decisions = log_decisions
+        self.result = Plan()
+
+    def plan(self) -> Plan:
+        """Plan the whole function; raises ``CompileError`` on unsupported loops."""
+        construct = self.clauses.construct
+        body = self.source.tree.body
+        if construct in ("parallel_loop", "kernels_loop"):
+            self._plan_combined(body)
+        elif construct == "parallel":
+            self._plan_parallel(body, inside=False)
+        elif construct == "kernels":
+            for stmt in body:
+                self._plan_kernels(stmt)
+        self._check_markers()
+        return self.result
+
+    # -- constructs
+
+    def _plan_combined(self, body):
+        loops = [s for s in body if isinstance(s, (ast.For, ast.While, ast.AsyncFor))]
+        if not loops:
+            raise self.source.error(f"{self.clauses.construct} needs a loop: the function "
+                                    f"body has no top-level 'for' loop")
+        first = loops[0]
+        if not isinstance(first, ast.For):
+            raise self.source.error("a 'while' loop cannot be the parallel loop: its trip "
+                                    "count is unknown before the loop", first)
+        if len(loops) > 1:
+            raise self.source.error(
+                f"{self.clauses.construct} has one loop nest, but a second top-level loop "
+                f"starts here; use acc.parallel/acc.kernels with acc.loop markers",
+                loops[1])
+        marker = self._marker_clauses(first)
+        collapse = max(self.clauses.collapse, marker.collapse if marker else 1)
+        levels = self._levels(first, collapse)
+        if self.clauses.seq or (marker is not None and marker.seq):
+            self._add(levels, parallel=False, reason="seq clause")
+            return
+        declared = self.clauses.reductions + (marker.reductions if marker else ())
+        private = self.clauses.private + (marker.private if marker else ())
+        if self.clauses.construct == "kernels_loop" and not (
+                self.clauses.independent or (marker is not None and marker.independent)):
+            reason = self._dependence(levels, declared)
+            if reason:
+                self._add(levels, parallel=False, reason=reason)
+                return
+        self._add(levels, parallel=True, declared=declared, private=private,
+                  firstprivate=self.clauses.firstprivate)
+
+    def _plan_parallel(self, stmts, inside):
+        for stmt in stmts:
+            if isinstance(stmt, ast.For) and not inside:
+                marker = self._marker_clauses(stmt)
+                if marker is not None and not marker.seq:
+                    levels = self._levels(stmt, marker.collapse)
+                    self._add(levels, parallel=True,
+                              declared=self.clauses.reductions + marker.reductions,
+                              private=self.clauses.private + marker.private,
+                              firstprivate=self.clauses.firstprivate)
+                    continue
+            for child in _child_blocks(stmt):
+                self._plan_parallel(child, inside)
+
+    def _plan_kernels(self, stmt):
+        if isinstance(stmt, ast.For):
+            marker = self._marker_clauses(stmt)
+            if marker is None or not marker.seq:
+                collapse = marker.collapse if marker else 1
+                levels = self._levels(stmt, collapse)
+                declared = marker.reductions if marker else ()
+                reason = "" if marker is not None and marker.independent else \
+                    self._dependence(levels, declared)
+                if not reason:
+                    self._add(levels, parallel=True, declared=declared,
+                              private=marker.private if marker else ())
+                    return
+                self._note_sequential(stmt, reason)
+        for child in _child_blocks(stmt):
+            for inner in child:
+                self._plan_kernels(inner)
+
+    # -- nests
+
+    def _add(self, levels, *, parallel, declared=(), private=(), firstprivate=(),
+             reason=""):
+        if not parallel:
+            if reason:
+                self._note_sequential(levels[0], reason)
+            return
+        reductions = self._reductions(levels, declared)
+        nest = NestPlan(tuple(levels), True, reductions, tuple(dict.fromkeys(private)),
+                        tuple(dict.fromkeys(firstprivate)))
+        self.result.nests[nest.key] = nest
+
+    def _note_sequential(self, node, reason):
+        if self.log_decisions:
+            log.debug("%s: loop at %s:%d runs sequentially: %s",
+                      self.source.func.__name__, self.source.filename, node.lineno, reason)
+
+    def _marker_clauses(self, loop: ast.For):
+        """The clauses of ``acc.loop(...)`` wrapping the loop's iterable, or None."""
+        call = loop.iter
+        if not isinstance(call, ast.Call):
+            return None
+        kind, _ = classify_call(call, self.scope)
+        if kind != CallKind.LOOP:
+            return None
+        return self._parse_marker(call)
+
+    def _parse_marker(self, call: ast.Call):
+        if len(call.args) != 1 or any(k.arg is None for k in call.keywords):
+            raise self.source.error("acc.loop takes one iterable and keyword clauses",
+                                    call)
+        values = {}
+        for keyword in call.keywords:
+            try:
+                values[keyword.arg] = ast.literal_eval(keyword.value)
+            except ValueError:
+                raise self.source.error(f"acc.loop clause {keyword.arg}= must be a "
+                                        f"literal", keyword.value) from None
+        try:
+            return parse_loop_clauses(**values)
+        except CompileError as exc:
+            raise self.source.error(exc.reason, call) from None
+
+    def _levels(self, loop: ast.For, collapse: int):
+        """The ``collapse`` tightly nested loops starting at ``loop`` (validated)."""
+        levels = [loop]
+        for depth in range(1, collapse):
+            body = levels[-1].body
+            if len(body) != 1 or not isinstance(body[0], ast.For):
+                where = body[0] if body and not isinstance(body[0], ast.For) else \
+                    (body[1] if len(body) > 1 else levels[-1])
+                raise self.source.error(
+                    f"collapse({collapse}) needs {collapse} tightly nested 'for' loops; "
+                    f"this statement sits between loop levels {depth} and {depth + 1}",
+                    where)
+            levels.append(body[0])
+        for level in levels:
+            self._check_level(level)
+        self._check_bounds(levels)
+        self._check_body(levels[-1].body)
+        return levels
+
+    def _range_call(self, loop: ast.For) -> ast.Call | None:
+        call = loop.iter
+        if isinstance(call, ast.Call) and classify_call(call, self.scope)[0] == \
+                CallKind.LOOP and call.args:
+            call = call.args[0]
+        if isinstance(call, ast.Call) and classify_call(call, self.scope)[0] == \
+                CallKind.RANGE:
+            return call
+        return None
+
+    def _check_level(self, loop: ast.For):
+        if not isinstance(loop.target, ast.Name):
+            raise self.source.error("a parallel loop needs a single loop variable", loop)
+        call = self._range_call(loop)
+        if call is None or call.keywords or not 1 <= len(call.args) <= 3 or any(
+                isinstance(a, ast.Starred) for a in call.args):
+            raise self.source.error(
+                "a parallel loop must iterate over range(...): the trip count of other "
+                "iterables is unknown before the loop", loop)
+        if loop.orelse:
+            raise self.source.error("'for ... else' is not allowed on a parallel loop",
+                                    loop.orelse[0])
+        if len(call.args) == 3 and isinstance(call.args[2], ast.Constant) and \
+                call.args[2].value == 0:
+            raise self.source.error("range() step must not be zero", call)
+
+    def _check_bounds(self, levels):
+        stored = stored_names(levels[0].body)
+        targets = {lvl.target.id for lvl in levels}
+        for depth, level in enumerate(levels):
+            for arg in self._range_call(level).args:
+                for name in loaded_names(arg):
+                    if name in targets or (name in stored and depth > 0):
+                        raise self.source.error(
+                            f"collapse: the bounds of this loop depend on {name!r}, which "
+                            f"changes inside the nest; bounds must depend only on values "
+                            f"computed before the nest", level)
+
+    def _check_body(self, body):
+        for stmt in body:
+            for node, loop_depth in _walk_with_loop_depth(stmt):
+                if isinstance(node, ast.Return):
+                    raise self.source.error("'return' inside a parallel loop is not "
+                                            "supported", node)
+                if isinstance(node, ast.Break) and loop_depth == 0:
+                    raise self.source.error("'break' out of a parallel loop is not "
+                                            "supported (the iterations run in parallel)",
+                                            node)
+
+    def _check_markers(self):
+        """Validate every acc.loop marker's clauses, parallel or not."""
+        for node in ast.walk(self.source.tree):
+            if isinstance(node, ast.Call) and \
+                    classify_call(node, self.scope)[0] == CallKind.LOOP:
+                self._parse_marker(node)
+
+    # -- reductions
+
+    def _reductions(self, levels, declared):
+        """Validate declared reductions and find implicit ones; returns (op, var) pairs."""
+        body = levels[-1].body
+        updates, reads = scalar_updates(body, self.scope)
+        declared_ops = {var: op for op, var in declared}
+        result = []
+        for var, op in declared_ops.items():
+            for found, node in updates.get(var, ()):
+                if found is None or not same_op(op, found):
+                    raise self.source.error(
+                        f"reduction({op}:{var}): this statement is not a '{op}' update of "
+                        f"{var!r}", node)
+            result.append((op, var))
+        outer = self._defined_outside(levels[0])
+        for var, found in updates.items():
+            if var in declared_ops or var not in outer:
+                continue
+            ops = {canonical(op) for op, _ in found}
+            if None in ops or len(ops) != 1 or var in reads:
+                continue
+            op = ops.pop()
+            result.append((op, var))
+            if self.log_decisions:
+                log.debug("%s: %r is updated with '%s' in the loop at %s:%d; treated as "
+                          "reduction(%s:%s)", self.source.func.__name__, var, op,
+                          self.source.filename, levels[0].lineno, op, var)
+        return tuple(result)
+
+    def _defined_outside(self, nest_node):
+        inside = {id(n) for n in ast.walk(nest_node)}
+        names = set(self.source.params)
+        for node in ast.walk(self.source.tree):
+            if id(node) not in inside and isinstance(node, ast.Name) and \
+                    isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+        return names
+
+    # -- kernels dependence test
+
+    def _dependence(self, levels, declared) -> str:
+        """Why iterations of the nest may depend on each other ('' when independent).
+
+        Sufficient test for ``kernels`` (OpenACC 3.3 §2.5.3: the compiler decides):
+        every array written is written at one index expression that contains each loop
+        variable directly, and read nowhere else; scalars assigned inside are private
+        or reductions.
+        """
+        body = levels[-1].body
+        loop_vars = {lvl.target.id for lvl in levels}
+        outer = self._defined_outside(levels[0])
+        try:
+            self._reductions(levels, declared)
+        except CompileError as exc:
+            return exc.reason
+        reduction_vars = {var for _, var in self._reductions(levels, declared)}
+        fresh = dependence.fresh_locals(body, outer)
+        reason = dependence.carried_scalar(body, outer, reduction_vars | loop_vars)
+        if reason:
+            return reason
+        return dependence.array_dependence(body, self.scope, loop_vars, outer, fresh)
+
+
+# ------------------------------------------------------------------------ AST helpers
+
+
+def _child_blocks(stmt):
+    """The statement lists nested in a compound statement."""
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(stmt, name, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            yield block
+    for handler in getattr(stmt, "handlers", ()):
+        yield handler.body
+
+
+def _walk_with_loop_depth(node, depth=0):
+    """Yield ``(node, depth)`` where depth counts enclosing loops inside the body."""
+    yield node, depth
+    if isinstance(node, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+        return
+    inner = depth + 1 if isinstance(node, (ast.For, ast.While)) else depth
+    for name, value in ast.iter_fields(node):
+        children = value if isinstance(value, list) else [value]
+        for child in children:
+            if isinstance(child, ast.AST):
+                if isinstance(node, (ast.For, ast.While)) and name == "orelse":
+                    yield from _walk_with_loop_depth(child, depth)
+                else:
+                    yield from _walk_with_loop_depth(child, inner)

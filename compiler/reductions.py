@@ -1,0 +1,195 @@
+"""Reductions (OpenACC 3.3 §2.5.15, §2.9.11): how a statement updates a reduction
+variable, and the values generated code needs for one.
+
+Owns the recognition of reduction updates in a loop body (:func:`reduction_pattern`,
+:func:`scalar_updates`), the operators' identities typed like the variable
+(:func:`reduction_identity`), the combination of two partial values (:data:`COMBINE`)
+and :class:`ReductionSlots`, the placeholders of partial dtypes and identities that the
+typing probe fills.
+
+Invariants:
+    * ``-`` accumulates into ``+`` (``s -= x`` is a ``+`` reduction of ``-x``).
+    * ``and``/``or`` updates keep Python's operand order (``s = s or x``, never
+      ``x or s``); a plain store of ``True`` into an ``or`` variable (``False`` into an
+      ``and`` variable) is the update ``s = s or True`` (``s and False``), so
+      ``reduction(or:stop)`` accepts ``stop = True`` as C codes write it.
+    * Identities are those of §2.5.15, typed like the variable (or the array element).
+"""
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+from numba import types as nbtypes
+
+from .frontend import loaded_names
+
+__all__ = ["reduction_pattern", "scalar_updates", "same_op", "canonical", "COMBINE",
+           "ReductionSlots", "reduction_identity", "numpy_dtype", "NP", "PLACEHOLDER"]
+
+#: Name of numpy in generated modules.
+NP = "_acc_np"
+#: Prefix of the placeholders of reduction types in generated text.
+PLACEHOLDER = "_ACC_RTYPE_"
+
+# Reduction operators by AST operator (OpenACC 3.3 §2.5.15); "-" accumulates into "+".
+_AUG_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.BitAnd: "&", ast.BitOr: "|",
+            ast.BitXor: "^"}
+_BIN_OPS = {ast.Add: "+", ast.Mult: "*", ast.BitAnd: "&", ast.BitOr: "|",
+            ast.BitXor: "^"}
+_BOOL_OPS = {ast.And: "and", ast.Or: "or"}
+
+
+def same_op(declared, found):
+    return canonical(found) == declared
+
+
+def canonical(op):
+    return "+" if op == "-" else op
+
+
+def reduction_pattern(stmt, scope):
+    """``(var, op, var_node)`` when ``stmt`` is a reduction update, else None."""
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+        op = _AUG_OPS.get(type(stmt.op))
+        var = stmt.target.id
+        if op and var not in loaded_names(stmt.value):
+            return var, op, stmt.target
+        return None
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+            isinstance(stmt.targets[0], ast.Name)):
+        return None
+    var, value = stmt.targets[0].id, stmt.value
+    operands, op = None, None
+    if isinstance(value, ast.BinOp) and type(value.op) in _BIN_OPS:
+        operands, op = [value.left, value.right], _BIN_OPS[type(value.op)]
+    elif isinstance(value, ast.BoolOp) and len(value.values) == 2:
+        operands, op = value.values, _BOOL_OPS[type(value.op)]
+    elif isinstance(value, ast.Call) and len(value.args) == 2 and not value.keywords:
+        target = scope.resolve(value.func)
+        if target is max or target is min:
+            operands, op = value.args, target.__name__
+    if operands is None:
+        return None
+    mine = [o for o in operands if isinstance(o, ast.Name) and o.id == var]
+    others = [o for o in operands if o not in mine]
+    if len(mine) != 1 or len(others) != 1 or var in loaded_names(others[0]):
+        return None
+    if op in ("and", "or") and operands[0] is not mine[0]:
+        return None  # `x and s` is not `s and x` in Python
+    return var, op, mine[0]
+
+
+def scalar_updates(body, scope):
+    """Map each stored name to [(op or None, node)], and the set read elsewhere."""
+    updates: dict[str, list] = {}
+    pattern_nodes = set()
+    for stmt in body:
+        for node in ast.walk(stmt):
+            found = reduction_pattern(node, scope) if isinstance(node, ast.stmt) \
+                else None
+            if found:
+                var, op, var_node = found
+                updates.setdefault(var, []).append((op, node))
+                pattern_nodes.add(id(var_node))
+                if isinstance(node, ast.AugAssign):
+                    pattern_nodes.add(id(node.target))
+                else:
+                    pattern_nodes.add(id(node.targets[0]))
+    reads = set()
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and id(node) not in pattern_nodes:
+                if isinstance(node.ctx, ast.Store):
+                    updates.setdefault(node.id, []).append((None, node))
+                else:
+                    reads.add(node.id)
+    return updates, reads
+
+
+COMBINE = {"+": "{a} + {b}", "*": "{a} * {b}", "max": "max({a}, {b})",
+            "min": "min({a}, {b})", "&": "{a} & {b}", "|": "{a} | {b}", "^": "{a} ^ {b}",
+            "and": "{a} and {b}", "or": "{a} or {b}"}
+
+
+class ReductionSlots:
+    """Sources of reduction partial dtypes and identities, and of the dtypes of the
+    arrays a loop interchange expands scalars into: placeholders in the generated text,
+    filled once the typing probe has given each variable its Numba type (``fill``).
+    """
+
+    def __init__(self):
+        self.slots: dict[str, tuple[str, str, str]] = {}
+
+    def reductions(self) -> set:
+        """Reduction variables whose types are still placeholders."""
+        return {var for kind, _, var in self.slots.values() if kind != "accumulator"}
+
+    def accumulators(self) -> set:
+        """Scalars a loop interchange expands, whose types are still placeholders."""
+        return {var for kind, _, var in self.slots.values() if kind == "accumulator"}
+
+    @staticmethod
+    def is_scalar(numba_type) -> bool:
+        """True for the types a reduction partial or an expanded scalar may have."""
+        return isinstance(numba_type, (nbtypes.Number, nbtypes.Boolean))
+
+    def refused_accumulators(self, types: dict) -> str:
+        """Why the interchange cannot expand its scalars (some type is not a number
+        or a boolean), or '' when it can."""
+        return ", ".join(f"{var!r} has type {types[var]}" for var in sorted(self.accumulators())
+                         if not self.is_scalar(types[var]))
+
+    def accumulator(self, prefix, var):
+        """Source of the dtype of the array a loop interchange expands ``var`` into."""
+        return self._get("accumulator", prefix, None, var)
+
+    def dtype(self, prefix, op, var):
+        """Source of the dtype of ``var``'s partials."""
+        return self._get("dtype", prefix, op, var)
+
+    def identity(self, prefix, op, var):
+        """Source of ``op``'s identity typed like ``var``."""
+        return self._get("identity", prefix, op, var)
+
+    def _get(self, kind, prefix, op, var):
+        placeholder = f"{PLACEHOLDER}{kind}_{len(self.slots)}"
+        self.slots[placeholder] = (kind, op, var)
+        return placeholder
+
+    def fill(self, text: str, types: dict) -> str:
+        """Replace every placeholder of ``text`` using ``types``."""
+        for placeholder in sorted(self.slots, key=len, reverse=True):
+            kind, op, var = self.slots[placeholder]
+            text = text.replace(placeholder, _slot_value(kind, op, types[var]))
+        return text
+
+
+def _slot_value(kind, op, numba_type):
+    if kind in ("dtype", "accumulator"):
+        return f"{NP}.{np.dtype(numpy_dtype(numba_type)).name}"
+    return reduction_identity(op, numba_type)
+
+
+def numpy_dtype(numba_type):
+    if isinstance(numba_type, nbtypes.Boolean):
+        return np.bool_
+    return np.dtype(str(numba_type))
+
+
+def reduction_identity(op: str, numba_type) -> str:
+    """Source of the identity of ``op`` typed as ``numba_type`` (OpenACC 3.3 §2.5.15)."""
+    if isinstance(numba_type, nbtypes.Boolean):
+        return {"and": "True", "&": "True"}.get(op, "False")
+    dtype = numpy_dtype(numba_type)
+    ctor = f"{NP}.{dtype.name}"
+    if op in ("+", "|", "^", "or"):
+        return f"{ctor}(0)"
+    if op in ("*", "and"):
+        return f"{ctor}(1)"
+    if op == "&":
+        return f"{ctor}({np.iinfo(dtype).max if dtype.kind == 'u' else -1})"
+    if dtype.kind == "f":
+        return f"{ctor}({'-' if op == 'max' else ''}{NP}.inf)"
+    info = np.iinfo(dtype)
+    return f"{ctor}({info.min if op == 'max' else info.max})"
