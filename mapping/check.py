@@ -15,7 +15,8 @@ the table lock held:
 
 - the table's sorted container agrees with its entries, and no two entries overlap;
 - every entry in the table has the counters the ledger expects, both ≥ 0, not both 0
-  (an entry whose counts reached 0 must have been removed), a map_data entry dynamic ≥ 1;
+  (an entry whose counts reached 0 must have been removed), a map_data or declare
+  entry dynamic ≥ 1;
 - every entry the ledger still expects to be present is in the table;
 - every block the ledger knows is still allocated on the device, and the device's memory
   in use equals those blocks (plus what was allocated before checking began);
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import threading
 
-from .entry import EntryKind
 from .errors import ConsistencyError, format_range
 from .events import BUS, EventKind
 
@@ -125,7 +125,7 @@ class Ledger:
                     f"{entry.describe()}: its counters went {before} → {after}, but the checker "
                     "never saw it created")
             record = books.counters[id(entry)] = [entry, 0, 0]
-            if entry.kind is EntryKind.NORMAL:
+            if entry.owns_memory:
                 block = books.blocks.get(entry.device_address)
                 if block is not None:
                     block[1] = entry
@@ -196,9 +196,9 @@ def _entry_problems(books: _DeviceBooks, entries) -> list[str]:
             problems.append(f"{entry.describe()} has a negative counter")
         elif not (entry.structured or entry.dynamic):
             problems.append(f"{entry.describe()} has both counters 0 but is still in the table")
-        if entry.kind is EntryKind.MAP_DATA and entry.dynamic < 1:
-            problems.append(f"{entry.describe()} was mapped by map_data but its dynamic count "
-                            "dropped below 1 (OpenACC 3.3 §3.2.21)")
+        if entry.kind.pinned and entry.dynamic < 1:
+            problems.append(f"{entry.describe()} was mapped by {entry.kind.value} but its dynamic "
+                            "count dropped below 1 (OpenACC 3.3 §3.2.21, §2.13)")
     for key, (entry, structured, dynamic) in books.counters.items():
         if key not in in_table:
             problems.append(f"{entry.describe()} should be present (structured={structured}, "

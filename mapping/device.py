@@ -166,6 +166,25 @@ class Pending:
             f"{self.queue_number} failed")
 
 
+class _Countdown:
+    """A deferred free shared by several queues: it runs when the last of them gets there."""
+
+    __slots__ = ("remaining", "free", "address", "lock")
+
+    def __init__(self, count: int, free, address: int):
+        self.remaining = count
+        self.free = free
+        self.address = address
+        self.lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self.lock:
+            self.remaining -= 1
+            last = self.remaining == 0
+        if last:
+            self.free(self.address)
+
+
 class SyncQueue(Queue):
     """The synchronous queue: each operation runs at once on the calling thread."""
 
@@ -222,6 +241,25 @@ class Device(abc.ABC):
         table lock, and another thread may be handed the same address the moment it is
         released; in this order every subscriber (the ``PYACC_CHECK`` ledger, profilers)
         sees each address's ALLOC and FREE events alternate."""
+
+    def release(self, address: int, queue: "Queue | None" = None) -> None:
+        """Free the block at ``address`` once no queue can touch it any more: at once when
+        every asynchronous queue is idle (the common, synchronous case costs one check
+        per queue, nothing when no queue was ever created), else once every queue that
+        is busy now — and ``queue``, the one the caller queued the block's last copies on
+        — has passed this point (numba-cuda's ``_PendingDeallocs``; cudaFree synchronizes
+        instead). A block freed at once while a kernel or copy queued earlier still used
+        it would be handed to the next allocation and corrupted by that pending work."""
+        if not self._queues:
+            self.free(address)
+            return
+        busy = [q for q in self.existing_queues() if q is queue or not q.is_idle()]
+        if not busy:
+            self.free(address)
+            return
+        countdown = _Countdown(len(busy), self.free, address)
+        for waiting in busy:
+            waiting.defer(countdown)
 
     @abc.abstractmethod
     def allocation_of(self, address: int) -> tuple[int, int] | None:
@@ -307,6 +345,13 @@ class Device(abc.ABC):
         from .queues import WorkerQueue  # the worker-thread queues (host-thread devices)
 
         return WorkerQueue(async_value, f"{self.type_name} device {self.number}")
+
+    def forget_queues(self) -> None:
+        """In the child of ``os.fork``: the parent's queues are not this process's (their
+        worker threads do not exist here); new ones are created empty on first use.
+        Work the parent had queued on them is neither run nor waited for here."""
+        self._queues_lock = threading.Lock()
+        self._queues = {}
 
     def existing_queues(self) -> list[Queue]:
         """The asynchronous queues created so far."""

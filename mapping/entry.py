@@ -9,6 +9,9 @@ Invariants:
   present iff ``structured + dynamic > 0``.
 - a ``MAP_DATA`` entry (``acc.map_data``) keeps ``dynamic >= 1`` until ``unmap_data``
   removes it: no present decrement or finalize takes it to 0 (§3.2.21).
+- a ``DECLARE`` entry (``acc.declare``, §2.13) is pinned the same way until its
+  declaration ends (``end_declaration``: ``acc.shutdown`` or interpreter exit); unlike
+  ``MAP_DATA`` it owns its device block.
 - ``host_array`` holds a strong reference to the mapped host buffer, so its address
   cannot be reused while it is mapped (API.md §2).
 - ``device_address`` never changes; the entry owns the device block iff ``owns_memory``.
@@ -31,6 +34,12 @@ __all__ = ["EntryKind", "Counter", "MappingEntry"]
 class EntryKind(enum.Enum):
     NORMAL = "normal"  #: created by a data clause or data routine; owns its device block
     MAP_DATA = "map_data"  #: created by acc.map_data over user-provided device memory
+    DECLARE = "declare"  #: created by acc.declare: present until shutdown or program exit
+
+    @property
+    def pinned(self) -> bool:
+        """The dynamic count stays at least 1 until the lifetime is ended explicitly."""
+        return self is EntryKind.MAP_DATA or self is EntryKind.DECLARE
 
 
 class Counter(enum.Enum):
@@ -42,6 +51,7 @@ class Counter(enum.Enum):
 # on Python 3.11, and these are read on the hot path of every present increment.
 _STRUCTURED = Counter.STRUCTURED
 _MAP_DATA = EntryKind.MAP_DATA
+_DECLARE = EntryKind.DECLARE
 
 
 # Slots make the counters' reads and writes cheaper on the hot paths; call-site memos hold
@@ -77,7 +87,7 @@ class MappingEntry:
 
     @property
     def owns_memory(self) -> bool:
-        return self.kind is EntryKind.NORMAL
+        return self.kind is not _MAP_DATA
 
     @property
     def is_present(self) -> bool:
@@ -98,17 +108,33 @@ class MappingEntry:
     def decrement(self, counter: Counter, *, finalize: bool = False) -> None:
         """Present decrement: −1 only if > 0; ``finalize`` sets the dynamic count to 0.
 
-        A MAP_DATA entry's dynamic count stays at least 1 (OpenACC 3.3 §3.2.21).
+        A MAP_DATA or DECLARE entry's dynamic count stays at least 1 (OpenACC 3.3
+        §3.2.21; §2.13: declared data is present for the whole program).
         """
         if counter is _STRUCTURED:
             if self.structured > 0:
                 self.structured -= 1
             return
-        floor = 1 if self.kind is _MAP_DATA else 0
+        kind = self.kind
+        floor = 1 if kind is _MAP_DATA or kind is _DECLARE else 0
         if finalize:
             self.dynamic = min(self.dynamic, floor)
         elif self.dynamic > floor:
             self.dynamic -= 1
+
+    def declare(self) -> None:
+        """The first count of a new ``acc.declare`` mapping (OpenACC 3.3 §2.13): the
+        entry becomes DECLARE and its dynamic count is pinned at 1 — exit operations and
+        routines, even with finalize, leave it present (as for ``map_data``)."""
+        self.kind = _DECLARE
+        self.dynamic += 1
+
+    def end_declaration(self) -> None:
+        """The declaration's lifetime ends (``acc.shutdown``, program exit): the pin and
+        every dynamic count go (dynamic = 0), and the entry is an ordinary mapping again
+        — a structured region still holding it ends it as usual."""
+        self.kind = EntryKind.NORMAL
+        self.dynamic = 0
 
     def restore(self, counters: tuple[int, int]) -> None:
         """Undo: put back counters saved before a directive that failed part-way."""
@@ -133,5 +159,5 @@ class MappingEntry:
             f"{label}(shape {array.shape}, dtype {array.dtype}) mapped at "
             f"{format_range(self.host_begin, self.nbytes)} "
             f"[structured={self.structured}, dynamic={self.dynamic}"
-            f"{', map_data' if self.kind is EntryKind.MAP_DATA else ''}]"
+            f"{'' if self.kind is EntryKind.NORMAL else ', ' + self.kind.value}]"
         )

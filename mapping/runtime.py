@@ -42,7 +42,7 @@ from .errors import (
     format_range,
 )
 from .events import BUS, EventKind
-from .ranges import Relation, check_array
+from .ranges import HostRange, Relation, check_array
 from .requests import MapKind, MapRequest, Mapped, UpdateDirection
 from .table import Lookup, PresentTable
 
@@ -151,6 +151,9 @@ class DeviceRuntime:
         #: ``is_present(array)``: bound straight to the table's lock-free check (one
         #: call frame less on the hottest query)
         self.is_present = self.table.contains
+        #: the ``acc.declare`` mappings of this device, with whether each is copied back
+        #: when its declaration ends (``copy`` clause): ``[(entry, copies_out), ...]``
+        self.declared: list[tuple[MappingEntry, bool]] = []
 
     def _name(self, request: MapRequest) -> str | None:
         return request.name or self.namer(request.array)
@@ -332,11 +335,11 @@ class DeviceRuntime:
                 nbytes=request.array.nbytes,
             ) from None
 
-    def _commit_entry(self, steps, counter: Counter, queue: Queue) -> list[Mapped]:
+    def _commit_entry(self, steps, counter: Counter, queue: Queue, *, declare: bool = False) -> list[Mapped]:
         saved = {id(s.entry): (s.entry, s.entry.counters) for s in steps if s.entry is not None}
         created: list[MappingEntry] = []
         try:
-            return [self._commit_step(step, counter, queue, created) for step in steps]
+            return [self._commit_step(step, counter, queue, created, declare) for step in steps]
         except BaseException:
             for entry, counters in saved.values():
                 self._restore(entry, counters)
@@ -345,10 +348,10 @@ class DeviceRuntime:
                 self.table.remove(entry)
             for step in steps:
                 if step.address is not None:  # after any copy already queued into it
-                    queue.defer(lambda address=step.address: self.device.free(address))
+                    self.device.release(step.address, queue)
             raise
 
-    def _commit_step(self, step: _Step, counter, queue, created) -> Mapped:
+    def _commit_step(self, step: _Step, counter, queue, created, declare=False) -> Mapped:
         request = step.request
         if step.action is _Action.SKIP:
             return Mapped(request, None, step.data)
@@ -360,7 +363,10 @@ class DeviceRuntime:
         else:
             entry = step.entry if step.action is _Action.INCREMENT else step.creator.entry
         before = entry.counters
-        entry.increment(counter)
+        if declare:
+            entry.declare()
+        else:
+            entry.increment(counter)
         # published before the copy-in: a copy that fails is rolled back as a change
         # observers (the PYACC_CHECK ledger) have seen
         self._publish(EventKind.ENTER_DATA, entry, before, queue, request.name)
@@ -495,7 +501,7 @@ class DeviceRuntime:
         for entry in ended:
             self.table.remove(entry)
             if entry.owns_memory:
-                queue.defer(lambda address=entry.device_address: self.device.free(address))
+                self.device.release(entry.device_address, queue)
 
     # == update ===========================================================================
     def update(self, items: list[tuple[UpdateDirection, np.ndarray, str | None]], queue: Queue,
@@ -620,6 +626,79 @@ class DeviceRuntime:
             self.table.remove(entry)
             self._publish(EventKind.EXIT_DATA, entry, before, None, name)
 
+    # == declare (OpenACC 3.3 §2.13) ======================================================
+    def declare(self, requests: list[MapRequest]) -> list[Mapped]:
+        """``acc.declare``: map each array for the rest of the program, dynamic count
+        pinned at 1 (``copyin``/``copy``: copied in; ``create``/``device_resident``:
+        allocated only). The lifetimes end at ``end_declarations`` (``acc.shutdown``,
+        interpreter exit), where ``copy`` data is copied back. All or nothing.
+
+        Raises:
+            PresentError: an array is already present (declared before included: a
+                declaration starts its data's lifetime and cannot join another one, as a
+                second ``declare`` of the same variable is an error in C), or two arrays
+                of this call overlap one inside the other.
+            PartlyPresentError: an array overlaps a mapping without lying inside it.
+            InvalidArgumentError: a ``copy`` array is read-only.
+            OutOfMemoryError: device memory ran out; nothing was declared.
+        """
+        with self.table.locked():
+            steps = self._plan_entry(requests)
+            for step in steps:
+                if step.action is _Action.INCREMENT or step.action is _Action.JOIN_NEW:
+                    raise self._declared_present(step)
+            self._allocate(steps)
+            mapped = self._commit_entry(steps, _DYNAMIC, self.device.sync_queue, declare=True)
+            self.declared += [(item.entry, item.request.kind.copies_out)
+                              for item in mapped if item.entry is not None]
+            return mapped
+
+    def _declared_present(self, step: _Step) -> PresentError:
+        request = step.request
+        name = self._name(request)
+        if step.action is _Action.JOIN_NEW:
+            other = step.creator.request
+            state = (f"it lies inside {describe_array(other.array, other.name)}, declared by "
+                     "the same call")
+        else:
+            entry = step.entry
+            state = ("it was declared already: " if entry.kind is EntryKind.DECLARE
+                     else "it is mapped by another directive: ") + entry.describe()
+        return PresentError(
+            f"acc.declare: {describe_array(request.array, name, step.low)} is already present; "
+            f"{state}. A declaration starts the data lifetime of its arrays for the whole "
+            "program (OpenACC 3.3 §2.13) and cannot join another one: declare each array once, "
+            "before any other directive maps it (or end that mapping first)",
+            name=name,
+            host_range=HostRange(step.low, step.high),
+            mapping_range=(step.entry.host_range if step.entry is not None
+                           else HostRange(step.creator.low, step.creator.high)),
+        )
+
+    def end_declarations(self) -> None:
+        """End every ``acc.declare`` lifetime of this device (``acc.shutdown``, program
+        exit): ``copy`` data is copied back (synchronously), then the mappings are removed
+        and their memory freed. A mapping that a structured region still holds stays
+        present until that region ends. The caller has waited for the queues.
+
+        Raises:
+            ExecutionError: a copy-back failed (the mappings are removed all the same).
+        """
+        with self.table.locked():
+            declared, self.declared = self.declared, []
+            ended, copies = [], []
+            for entry, copies_out in declared:
+                if entry.kind is not EntryKind.DECLARE:
+                    continue
+                before = entry.counters
+                entry.end_declaration()
+                self._publish(EventKind.EXIT_DATA, entry, before, None, None)
+                if not entry.is_present:
+                    ended.append(entry)
+                    if copies_out:
+                        copies.append(Mapped(MapRequest(MapKind.COPY, entry.host_array, entry.name), entry))
+            self._end_lifetimes(ended, copies, self.device.sync_queue, remove_on_failure=True)
+
     # == queries ==========================================================================
     def refcounts(self, array) -> tuple[int, int]:
         entry = self.table.containing(array)
@@ -704,7 +783,9 @@ class DeviceRuntime:
                     f"acc.free: {describe_array(device_array)} at {format_range(low, high - low)} "
                     "is not the start of a block from acc.malloc"
                 )
-            self.device.free(low)
+            # not before every queue has passed the work already queued on it (a block
+            # reused while a kernel still writes it would corrupt its next owner)
+            self.device.release(low, self.device.sync_queue)
 
     def memcpy_to_device(self, device_array, array, queue: Queue) -> None:
         destination, source = self._raw_pair(device_array, array, "acc.memcpy_to_device")
@@ -737,12 +818,26 @@ class DeviceRuntime:
             except ExecutionError as error:  # the lifetimes it belonged to end here
                 _LOG.debug("shutdown of %s %d dropped a queued error: %s",
                            self.device.type_name, self.device.number, error)
+            failure = None
+            try:  # declared ``copy`` data goes back to the host (OpenACC 3.3 §2.13)
+                self.end_declarations()
+            except ExecutionError as error:
+                failure = error
             for entry in self.table.entries():
                 self._restore(entry, (0, 0))  # open regions' exits then find nothing to do
                 entry.device_array = None
             self.table.clear()
+            self.declared = []
             self.device.reset()
             BUS.publish(EventKind.RESET, self.device.identity)
+            if failure is not None:
+                raise failure
+
+    def after_fork_in_child(self) -> None:
+        """The child of ``os.fork``: new table lock, and the device's queues forgotten
+        (their worker threads are the parent's)."""
+        self.table.after_fork_in_child()
+        self.device.forget_queues()
 
     def _publish(self, kind, entry: MappingEntry, before, queue, name) -> None:
         """ENTER_DATA / EXIT_DATA: the entry (``info``) and its counters before → after."""

@@ -63,6 +63,12 @@ class SharedMemoryRuntime(DeviceRuntime):
     def update(self, items, queue, *, if_present=False) -> None:
         pass
 
+    def declare(self, requests) -> list[Mapped]:
+        return [Mapped(request, None) for request in requests]
+
+    def end_declarations(self) -> None:
+        pass
+
     def map_data(self, array, device_array, name=None) -> None:
         self.device.extent_of(device_array)
 

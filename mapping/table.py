@@ -65,6 +65,11 @@ class PresentTable:
     def __len__(self) -> int:
         return len(self._ranges)
 
+    def after_fork_in_child(self) -> None:
+        """A new lock in the child of ``os.fork`` (another thread of the parent may have
+        held this one at the fork; it would stay held forever in the child)."""
+        self._lock = threading.RLock()
+
     @property
     def version(self) -> int:
         """Changes with every insert and remove (callers may memoise lookups on it)."""

@@ -37,7 +37,7 @@ from compiler.markers import atomic, loop, on_device
 
 from ._clauses import async_noval, async_sync
 from ._compute import kernels, kernels_loop, parallel, parallel_loop, routine, serial
-from ._directives import data, enter_data, exit_data, host_data, update
+from ._directives import data, declare, enter_data, exit_data, host_data, update
 from ._devices import OffloadFallbackWarning
 from ._errors import register_error_callback, unregister_error_callback
 from ._routines import *  # noqa: F401,F403
@@ -65,7 +65,7 @@ except ValueError as _error:  # a bad value must not make ``import pyacc`` (or t
 
 __all__ = (
     ["CompileError", "atomic", "loop", "on_device", "async_noval", "async_sync",
-     "parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "data", "enter_data", "exit_data", "host_data", "update",
+     "parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "data", "declare", "enter_data", "exit_data", "host_data", "update",
      "register_error_callback", "unregister_error_callback", "observe", "profiling", "OffloadFallbackWarning", "__version__"]
     + list(_routine_names)
     + list(_error_names)

@@ -41,6 +41,26 @@ one cuda device on ``mapping.cuda_fake.FakeCudaBackend`` (host memory), usable o
 Environment (read once, at first use, OpenACC 3.3 ch. 4): ``ACC_DEVICE_TYPE``,
 ``ACC_DEVICE_NUM``, ``PYACC_EMULATED_DEVICES`` (default 1), ``PYACC_TESTING_FAKE_CUDA``.
 
+Program end (OpenACC 3.3 §2.16: the end of the program completes the queues; §2.13: the
+implicit data region of the program ends): an ``atexit`` handler, registered once when
+the first device runtime is created (so that it runs before the diagnostics' exit
+reports, registered at import), waits for every asynchronous queue of every device in
+use — queue workers are daemon threads, and work still queued when the interpreter
+finalises would otherwise be dropped (``exit_data(copyout=[a], async_=1)`` as a script's
+last statement would never reach ``a``) — then ends the ``acc.declare`` lifetimes
+(``copy`` data copied back). An error of queued work that no ``acc.wait`` reported is
+printed on stderr, naming the device, queue and operation. The exit status is left as
+the program made it: Python gives exit handlers no clean way to change it (``os._exit``
+would skip the other handlers and lose buffered output).
+
+After ``os.fork()`` (``os.register_at_fork``) the child forgets the parent's queues —
+their worker threads do not exist in the child, so waiting on them would hang — and
+starts with new, empty ones; work the parent had queued is the parent's (it is neither
+run nor waited for in the child, and blocks it would have freed stay allocated there).
+Table locks are re-created in the child, in case another thread of the parent held one
+at the fork. A ``cuda`` device cannot be used in a forked child (CUDA forbids it); use
+the ``spawn`` start method.
+
 Invariants:
 - internal code never reads the ICVs except through ``current_runtime()`` and
   ``default_async()``; everything below receives its device and queue explicitly;
@@ -295,6 +315,7 @@ class _Registry:
             runtime = self._runtimes.get(key)
             if runtime is None:
                 runtime = self._runtimes[key] = self._create(device_type, number)
+                _register_exit_handler()
         return runtime
 
     def reason(self, device_type: str) -> str | None:
@@ -333,6 +354,16 @@ class _Registry:
     def live(self, device_type: str) -> list[DeviceRuntime]:
         with self._lock:
             return [rt for (kind, _), rt in self._runtimes.items() if kind == device_type]
+
+    def all(self) -> list[DeviceRuntime]:
+        with self._lock:
+            return list(self._runtimes.values())
+
+    def after_fork_in_child(self) -> None:
+        """The child of ``os.fork``: new locks, and every device without its queues."""
+        self._lock = threading.Lock()
+        for runtime in self._runtimes.values():
+            runtime.after_fork_in_child()
 
 
 _REGISTRY = _Registry()
@@ -462,6 +493,52 @@ def runtime_of(device_type: str, number: int) -> DeviceRuntime:
 
 def live_runtimes(device_type: str) -> list[DeviceRuntime]:
     return _REGISTRY.live(device_type)
+
+
+# == program end and fork ====================================================================
+_EXIT_HANDLER: list = []  # one element once the handler is registered
+
+
+def _register_exit_handler() -> None:
+    """Register ``finish_program`` with ``atexit``, once (the registry lock is held)."""
+    if not _EXIT_HANDLER:
+        import atexit
+
+        atexit.register(finish_program)
+        _EXIT_HANDLER.append(finish_program)
+
+
+def finish_program(file=None) -> int:
+    """What the end of the program does (module docstring): wait for every queue of
+    every device in use, then end the ``acc.declare`` lifetimes. Errors are printed on
+    ``file`` (stderr), never raised. Returns the number of errors printed."""
+    out = file if file is not None else sys.stderr
+    errors = 0
+    for runtime in _REGISTRY.all():
+        device = runtime.device
+        label = f"{device.type_name} device {device.number}"
+        try:
+            device.synchronize()
+        except Exception as error:  # noqa: BLE001 - reported, never raised at exit
+            errors += 1
+            print(f"pyacc: at program exit, queued work on {label} failed and was never "
+                  f"waited for (add acc.wait() before the end of the program to handle it): "
+                  f"{type(error).__name__}: {error}", file=out, flush=True)
+        try:
+            runtime.end_declarations()
+        except Exception as error:  # noqa: BLE001
+            errors += 1
+            print(f"pyacc: at program exit, ending the acc.declare data of {label} failed: "
+                  f"{type(error).__name__}: {error}", file=out, flush=True)
+    return errors
+
+
+def _after_fork_in_child() -> None:
+    _REGISTRY.after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # == per-thread ICVs (OpenACC 3.3 §2.3) =======================================================

@@ -1,7 +1,7 @@
 """The data directives (API.md §4; OpenACC 3.3 §2.6.5, §2.6.6, §2.8, §2.14.4).
 
 Owns: ``data`` (a structured data region, a single-use context manager), ``enter_data``,
-``exit_data``, ``update`` and ``host_data``. Each validates its clauses in one place
+``exit_data``, ``update``, ``host_data`` and ``declare``. Each validates its clauses in one place
 (``_clauses``), builds ``MapRequest`` values, and calls one runtime verb on the calling
 thread's current device; each is all-or-nothing.
 """
@@ -27,7 +27,7 @@ from ._clauses import arrays_of, check_clauses, queue_of, requests_of, wait_for
 from ._devices import ICVS, current_runtime
 from ._errors import report, reported
 
-__all__ = ["data", "enter_data", "exit_data", "update", "host_data"]
+__all__ = ["data", "enter_data", "exit_data", "update", "host_data", "declare"]
 
 _DATA_CLAUSES = ("copy", "copyin", "copyout", "create", "no_create", "present", "deviceptr")
 _CONTROL = ("if_", "async_", "wait")
@@ -252,3 +252,41 @@ def _use_device(arrays, if_present: bool, enabled: bool) -> list:
             device_array = array
         result.append(device_array)
     return result
+
+
+_DECLARE_CLAUSES = {
+    "copyin": MapKind.COPYIN,
+    "create": MapKind.CREATE,
+    "copy": MapKind.COPY,
+    "device_resident": MapKind.CREATE,  # allocated on the device, no copy (§2.13.1)
+}
+
+
+@reported
+def declare(**clauses) -> None:
+    """``declare`` (OpenACC 3.3 §2.13) for module-level arrays: each array is mapped on
+    the current device for the rest of the program — ``copyin`` and ``copy`` copy it in,
+    ``create`` and ``device_resident`` allocate it only. Each clause takes one array or
+    a list.
+
+    Declared data stays present until ``acc.shutdown()`` or interpreter exit: like
+    ``map_data`` its dynamic count is pinned at 1, so exit operations and routines
+    (``acc.delete``, ``acc.copyout``, ``exit_data``, even with finalize) leave it present
+    and ``acc.refcounts(a)`` is ``(0, 1)``; ``update`` works on it and compute regions use
+    it in place. When the declaration ends, ``copy`` data is copied back to the host
+    (after the queues have been waited for).
+
+    Raises:
+        PresentError: an array is already present — mapped by another directive, or
+            declared before: declaring the same data twice is an error, as a second
+            ``declare`` of a variable is in C (end the other mapping first).
+        PartlyPresentError: an array overlaps a mapping without lying inside it.
+        InvalidArgumentError: a ``copy`` array is read-only.
+        OutOfMemoryError: the device is full; nothing of the call was declared.
+    """
+    check_clauses("acc.declare", clauses, tuple(_DECLARE_CLAUSES), data_clauses=tuple(_DECLARE_CLAUSES))
+    requests = []
+    for keyword, value in clauses.items():  # in the order the user wrote them
+        requests += requests_of(_DECLARE_CLAUSES[keyword], value)
+    if requests:
+        current_runtime().declare(requests)
