@@ -1,6 +1,7 @@
 """Compute-construct clauses: the value object and its two spellings.
 
-Owns :class:`ComputeClauses` (a frozen, hashable value with normalised fields) and
+Owns :class:`ComputeClauses` (a frozen, hashable value with normalised fields),
+:class:`ClauseExpr` (a clause value computed from the parameters at each call) and
 :func:`parse_clauses`, which accepts keyword clauses, one OpenACC clause string, or both,
 and yields the very same value for equivalent spellings.
 
@@ -8,25 +9,45 @@ Invariants:
     * Every field of a ``ComputeClauses`` is normalised: names are tuples of ``str`` in
       the order written, reductions are ``(op, var)`` tuples with ``op`` one of
       :data:`REDUCTION_OPS`, integers are ``int``; so ``==`` compares meaning.
+    * Lists are read as C writes them: ``reduction(+:a,b)``, ``"+:a, +:b"`` and
+      ``"+:a max:b"`` (an item starts at ``op:``); an empty list or an empty item in a
+      clause string (``present(,)``, ``reduction(max:)``) is a :class:`CompileError`,
+      never an empty clause (OpenACC 3.3 §2.5.15, §2.7).
     * A clause that is not valid on the construct raises :class:`CompileError` whose
       message quotes the clause (and, for strings, shows a caret under it) and suggests
       the closest valid clause.
-    * ``async_``, ``wait`` and ``if_`` are kept raw (only literal ints, tuples and the
-      bare-clause markers are normalised); the launcher interprets them.
+    * In a clause string the values of ``num_gangs``, ``num_workers``, ``vector_length``,
+      ``gang(n)``, ``worker(n)``, ``vector(n)``, ``if``, ``async`` and ``wait`` may be
+      Python expressions of the parameters and module globals: a literal is kept as its
+      value, an expression without free names is folded at parse time, any other becomes
+      a :class:`ClauseExpr` that the launcher evaluates at each call
+      (:meth:`ComputeClauses.evaluate`). Keyword counts must be ints.
+    * A count clause (``num_gangs``, ``num_workers``, ``vector_length`` and the counts of
+      ``gang``/``worker``/``vector``) is always a positive ``int`` once evaluated; a real
+      value is truncated toward zero as C integer division does for positive operands
+      (:func:`count_value`), so ``gang((n+127)/128)`` means what it means in C.
+    * ``async_``, ``wait`` and ``if_`` are otherwise kept raw (only literal ints, tuples,
+      expressions and the bare-clause markers are normalised); the launcher interprets
+      them.
 """
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import difflib
+import math
+import numbers
+import operator
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from .errors import CompileError
 
-__all__ = ["ComputeClauses", "parse_clauses", "parse_loop_clauses", "CONSTRUCTS",
-           "REDUCTION_OPS", "ASYNC_NOVAL", "WAIT_ALL"]
+__all__ = ["ComputeClauses", "ClauseExpr", "parse_clauses", "parse_loop_clauses",
+           "count_value", "CONSTRUCTS", "REDUCTION_OPS", "ASYNC_NOVAL", "WAIT_ALL",
+           "EXPR_BUILTINS"]
 
 CONSTRUCTS = ("parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine",
               "loop")
@@ -46,6 +67,11 @@ PRIVATE_CLAUSES = ("private", "firstprivate")
 _FLAG_CLAUSES = ("gang", "worker", "vector", "seq", "independent")
 _INT_CLAUSES = ("num_gangs", "num_workers", "vector_length")
 _RAW_CLAUSES = ("async_", "wait", "if_")
+# The count a gang/worker/vector argument sets, and the modifier it may carry
+# (OpenACC 3.3 §2.9.2 ``gang(num:n)``, §2.9.3 ``worker(num:n)``,
+# §2.9.4 ``vector(length:n)``).
+_COUNT_OF = {"gang": "num_gangs", "worker": "num_workers", "vector": "vector_length"}
+_COUNT_MODIFIER = {"gang": "num", "worker": "num", "vector": "length"}
 
 # Clause sets per construct: OpenACC 3.3 §2.5.1 (parallel), §2.5.2 (serial),
 # §2.5.3 (kernels), §2.9 (loop), §2.11 (combined), §2.15.1 (routine).
@@ -67,12 +93,151 @@ _KEYWORD_ALIASES = {"async": "async_", "if": "if_"}
 _STRING_ALIASES = {"async": "async_", "if": "if_", "reduction": "reduction"}
 
 
+# ------------------------------------------------------------------------- expressions
+
+#: The builtins a clause expression may call, and the only builtins it sees.
+EXPR_BUILTINS = {name: getattr(builtins, name)
+                 for name in ("abs", "bool", "float", "int", "len", "max", "min", "round")}
+
+# What a clause expression may contain: names, constants, arithmetic, boolean and
+# comparison operators, conditional expressions, subscripts (with slices and tuples),
+# attribute reads and calls of EXPR_BUILTINS.
+_EXPR_NODES = (ast.Expression, ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp,
+               ast.Compare, ast.IfExp, ast.Subscript, ast.Slice, ast.Tuple, ast.Attribute,
+               ast.Call, ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
+               ast.expr_context)
+_NODE_WORDS = {"Lambda": "a lambda", "NamedExpr": "':=' (an assignment expression)",
+               "Await": "'await'", "ListComp": "a comprehension",
+               "SetComp": "a comprehension", "DictComp": "a comprehension",
+               "GeneratorExp": "a generator expression",
+               "JoinedStr": "an f-string", "Starred": "'*' unpacking",
+               "keyword": "a keyword argument", "Yield": "'yield'", "YieldFrom": "'yield'"}
+
+
+@dataclass(frozen=True)
+class ClauseExpr:
+    """A clause value written as a Python expression, evaluated at each call.
+
+    ``ClauseExpr("(n+127)/128")`` validates and compiles the text once. Equal and hashed
+    by ``text`` (the expression as written, outer blanks stripped); ``names`` are the free
+    names it reads, in order of first use (the builtins it calls are not among them).
+
+    Raises:
+        CompileError: The text is not one Python expression, or uses something other than
+            names, constants, operators, conditional expressions, subscripts, attribute
+            reads and calls of :data:`EXPR_BUILTINS` (message with a caret).
+    """
+
+    text: str
+    names: tuple[str, ...] = field(init=False, compare=False)
+    _code: Any = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self):
+        if not isinstance(self.text, str):
+            raise CompileError(f"a clause expression must be a string, got "
+                               f"{type(self.text).__name__}")
+        text = self.text.strip()
+        tree, problem = _parse_expression(text)
+        if problem is not None:
+            message, offset = problem
+            raise CompileError(f"bad clause expression {text!r}: {message}"
+                               + _caret(text, offset))
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "names", _free_names(tree))
+        object.__setattr__(self, "_code", compile(tree, f"<clause {text}>", "eval"))
+
+    def __repr__(self) -> str:
+        return f"ClauseExpr({self.text!r})"
+
+    def __reduce__(self):
+        return ClauseExpr, (self.text,)  # the code object does not pickle; recompile
+
+    def evaluate(self, namespace: Mapping[str, Any]) -> Any:
+        """The expression's value with its names looked up in ``namespace`` (parameter
+        values by name, then the function's globals; any mapping, not modified), and
+        only :data:`EXPR_BUILTINS` as builtins. Exceptions of the expression propagate."""
+        return eval(self._code, {"__builtins__": EXPR_BUILTINS}, namespace)
+
+
+def _parse_expression(text):
+    """``(tree, None)`` for a valid clause expression, else
+    ``(None, (message, offset))``."""
+    if not text:
+        return None, ("empty expression", 0)
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        offset = max((exc.offset or 1) - 1, 0)
+        return None, (f"not a Python expression ({exc.msg})", offset)
+    for node in ast.walk(tree):
+        problem = _node_problem(node)
+        if problem is not None:
+            return None, (problem, getattr(node, "col_offset", 0))
+    return tree, None
+
+
+def _node_problem(node):
+    if not isinstance(node, _EXPR_NODES):
+        what = _NODE_WORDS.get(type(node).__name__, f"{type(node).__name__} syntax")
+        return (f"{what} is not allowed in a clause expression (names, constants, "
+                f"operators, subscripts, attributes and calls of "
+                f"{', '.join(EXPR_BUILTINS)} are)")
+    if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name)
+                                           and node.func.id in EXPR_BUILTINS):
+        return f"a clause expression may call only {', '.join(EXPR_BUILTINS)}"
+    if isinstance(node, ast.Attribute) and node.attr.startswith("__"):
+        return f"attribute {node.attr!r} is not allowed in a clause expression"
+    return None
+
+
+def _free_names(tree) -> tuple[str, ...]:
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    names = sorted((node.lineno, node.col_offset, node.id) for node in ast.walk(tree)
+                   if isinstance(node, ast.Name) and id(node) not in called)
+    return tuple(dict.fromkeys(name for _, _, name in names))
+
+
+def count_value(value: Any, clause_name: str) -> int:
+    """The positive count a ``num_gangs``/``num_workers``/``vector_length`` (or
+    ``gang``/``worker``/``vector`` count) value means (OpenACC 3.3 §2.5.10-2.5.12).
+
+    Integers (Python or NumPy) are taken as they are; a real value is truncated toward
+    zero as C integer division does for positive operands, so ``(n+127)/128`` gives what
+    it gives in C. (Only the final value is truncated: write ``n//128*4`` for C's
+    ``n/128*4``.)
+
+    Raises:
+        ValueError: The value is not a number, not finite, a bool, or below 1; the
+            message names the clause and the value.
+    """
+    must = "; it must be a positive integer"
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"{clause_name} evaluated to {value!r}{must}")
+    try:
+        count, note = operator.index(value), ""
+    except TypeError:
+        if not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ValueError(f"{clause_name} evaluated to {value!r} "
+                             f"({type(value).__name__}){must}") from None
+        count = int(value)
+        note = f" (truncated to {count})"
+    if count < 1:
+        raise ValueError(f"{clause_name} evaluated to {value!r}{note}{must}")
+    return count
+
+
+# ----------------------------------------------------------------------------- value
+
+
 @dataclass(frozen=True)
 class ComputeClauses:
     """Normalised clauses of one compute construct, combined construct or routine.
 
     Data-clause fields hold parameter names; ``reductions`` holds ``(op, var)`` pairs;
-    ``async_``, ``wait`` and ``if_`` are raw values for the launcher.
+    the count clauses are ``int`` or a :class:`ClauseExpr` evaluated at each call;
+    ``async_``, ``wait`` and ``if_`` are raw values for the launcher (a :class:`ClauseExpr`
+    where the clause string gave an expression of the parameters; ``wait`` a tuple whose
+    items may be).
     """
 
     construct: str
@@ -93,9 +258,9 @@ class ComputeClauses:
     vector: bool = False
     seq: bool = False
     independent: bool = False
-    num_gangs: int | None = None
-    num_workers: int | None = None
-    vector_length: int | None = None
+    num_gangs: int | ClauseExpr | None = None
+    num_workers: int | ClauseExpr | None = None
+    vector_length: int | ClauseExpr | None = None
     async_: Any = None
     wait: Any = None
     if_: Any = None
@@ -107,6 +272,44 @@ class ComputeClauses:
     def reduction_vars(self) -> tuple[str, ...]:
         """Names of the reduction variables, in order."""
         return tuple(var for _, var in self.reductions)
+
+    def expressions(self) -> dict[str, ClauseExpr]:
+        """Every call-time expression, keyed by its field (``"num_gangs"``, ``"if_"`` …)
+        or ``"wait[i]"`` for item ``i`` of the ``wait`` tuple; empty when there is none."""
+        found = {name: getattr(self, name) for name in _INT_CLAUSES + ("async_", "if_")
+                 if isinstance(getattr(self, name), ClauseExpr)}
+        if isinstance(self.wait, tuple):
+            found.update((f"wait[{index}]", item) for index, item in enumerate(self.wait)
+                         if isinstance(item, ClauseExpr))
+        return found
+
+    def expression_names(self) -> frozenset[str]:
+        """The free names the call-time expressions read (parameters or globals)."""
+        return frozenset(name for expr in self.expressions().values()
+                         for name in expr.names)
+
+    def evaluate(self, namespace: Mapping[str, Any]) -> ComputeClauses:
+        """This value with each :class:`ClauseExpr` replaced by its value in
+        ``namespace`` (see :meth:`ClauseExpr.evaluate`): counts become positive ints by
+        :func:`count_value`, ``if_``/``async_``/``wait`` items are left as computed.
+        Returns ``self`` when there is no expression.
+
+        Raises:
+            ValueError: A count is not a positive integer (:func:`count_value`).
+            Exception: Whatever an expression raises (``NameError``, ...).
+        """
+        changes = {}
+        for name in _INT_CLAUSES + ("async_", "if_"):
+            value = getattr(self, name)
+            if isinstance(value, ClauseExpr):
+                value = value.evaluate(namespace)
+                changes[name] = count_value(value, name) if name in _INT_CLAUSES else value
+        if isinstance(self.wait, tuple) and any(isinstance(item, ClauseExpr)
+                                                for item in self.wait):
+            changes["wait"] = tuple(item.evaluate(namespace)
+                                    if isinstance(item, ClauseExpr) else item
+                                    for item in self.wait)
+        return dataclasses.replace(self, **changes) if changes else self
 
 
 # --------------------------------------------------------------------------- keywords
@@ -127,7 +330,7 @@ def parse_clauses(construct: str, clause_string: str | None = None,
 
     Raises:
         CompileError: Unknown construct or clause, a clause not valid on the construct,
-            a malformed value, or a name given twice.
+            a malformed value or list, or a name given twice.
     """
     if construct not in CONSTRUCTS:
         raise CompileError(f"unknown construct {construct!r}; expected one of "
@@ -158,7 +361,7 @@ def _merge(values, name, value, construct, what):
         values["reductions"] = values.get("reductions", ()) + value
     elif name in DATA_CLAUSES + PRIVATE_CLAUSES:
         values[name] = values.get(name, ()) + value
-    elif name in ("gang", "worker", "vector") and isinstance(value, tuple):
+    elif name in _COUNT_OF and isinstance(value, tuple):
         flag, count_name, count = value
         values[name] = flag
         if count is not None:
@@ -193,6 +396,16 @@ def _caret(text, pos):
     return f"\n    {text}\n    {' ' * pos}^"
 
 
+class _ArgError(ValueError):
+    """A malformed clause argument: ``offset`` is where it is in the argument text (or in
+    ``source``, a keyword list item, when set)."""
+
+    def __init__(self, message, offset=0, source=None):
+        super().__init__(message)
+        self.offset = offset
+        self.source = source
+
+
 def _normalise_keyword(name, value, construct):
     """Normalise one keyword clause value; returns the value for field ``name``."""
     try:
@@ -209,26 +422,48 @@ def _normalise_keyword(name, value, construct):
                 raise ValueError(f"expects True or False, got {value!r}")
             return value
         if name in _INT_CLAUSES:
-            return None if value is None else _positive_int(value, name)
+            return _count_keyword(name, value)
         if name == "wait":
             return _wait(value)
+        if isinstance(value, str) and not (name == "async_" and value == ASYNC_NOVAL):
+            return _value_arg(value)[1]  # async_="q", if_="n > 100": as in a string
         return value  # async_, if_: raw
+    except _ArgError as exc:
+        source = exc.source if exc.source is not None else (
+            value if isinstance(value, str) else None)
+        raise CompileError(f"{construct}: bad value for {name}=: {exc}"
+                           + _caret(source, exc.offset)) from None
     except (TypeError, ValueError) as exc:
         raise CompileError(f"{construct}: bad value for {name}=: {exc}") from None
 
 
 def _names(value) -> tuple[str, ...]:
+    """Keyword names: a list, or a comma/space-separated string (blank: no names)."""
     if isinstance(value, str):
-        parts = [p for p in re.split(r"[\s,]+", value) if p]
-    elif isinstance(value, (list, tuple)):
-        parts = list(value)
-    else:
+        return _name_list(value) if value.strip() else ()
+    if not isinstance(value, (list, tuple)):
         raise TypeError(f"expects parameter names (a list or a string), got "
                         f"{type(value).__name__}")
-    for part in parts:
+    for part in value:
         if not isinstance(part, str) or not part.isidentifier():
             raise ValueError(f"{part!r} is not a parameter name")
-    return tuple(parts)
+    return tuple(value)
+
+
+def _name_list(text) -> tuple[str, ...]:
+    """Names of a list as C writes it (``a, b``; blanks also separate); an empty item
+    (``present(,)``, ``a,,b``) is an error (OpenACC 3.3 §2.7: var-list)."""
+    names, offset = [], 0
+    for piece in text.split(","):
+        if not piece.strip():
+            raise _ArgError("empty item in the name list", offset + len(piece))
+        for word in re.finditer(r"\S+", piece):
+            if not word.group().isidentifier():
+                raise _ArgError(f"{word.group()!r} is not a parameter name",
+                                offset + word.start())
+            names.append(word.group())
+        offset += len(piece) + 1
+    return tuple(names)
 
 
 def _default(value):
@@ -245,34 +480,104 @@ def _positive_int(value, what):
     return int(value)
 
 
+def _count_keyword(name, value):
+    """A keyword count: an int (or a ready :class:`ClauseExpr`); a string is an error
+    that points at the clause-string form, which takes expressions."""
+    if value is None or isinstance(value, ClauseExpr):
+        return value
+    if isinstance(value, str):
+        raise ValueError(f"{name}= takes a positive int, got the string {value!r}; to "
+                         f"compute it from the parameters at each call, use the clause "
+                         f"string form, e.g. \"{name}({value})\"")
+    return _positive_int(value, name)
+
+
 def _wait(value):
+    """Keyword ``wait``: None, True, a queue, a list, or a string as in ``wait(...)``."""
     if value is None or value is True:
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return (value,)
+    if isinstance(value, str):
+        return _wait_list(value) if value.strip() else None
     if isinstance(value, (list, tuple)):
-        return tuple(value)
+        return tuple(_value_arg(item)[1] if isinstance(item, str) else item
+                     for item in value)
     return value
 
 
 def _reductions(value) -> tuple[tuple[str, str], ...]:
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, (list, tuple)):
+    """Keyword reductions: a string as C writes the list, or a list of such strings
+    (a blank string or an empty list: none)."""
+    if isinstance(value, str):
+        items = [value] if value.strip() else []
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
         raise TypeError(f"expects 'op:var' or a list of them, got {type(value).__name__}")
-    out = []
+    out: list[tuple[str, str]] = []
     for item in items:
-        if not isinstance(item, str) or ":" not in item:
+        if not isinstance(item, str):
             raise ValueError(f"{item!r} is not of the form 'op:var[,var...]'")
-        op, _, names = item.partition(":")
-        op = _OP_ALIASES.get(op.strip(), op.strip())
-        if op not in REDUCTION_OPS:
-            close = difflib.get_close_matches(op, REDUCTION_OPS, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown reduction operator {op!r} (valid: "
-                             f"{' '.join(REDUCTION_OPS)}){hint}")
-        for var in _names(names):
-            out.append((op, var))
+        try:
+            out += _reduction_list(item)
+        except _ArgError as exc:
+            exc.source = item
+            raise
     return tuple(out)
+
+
+# An item of a reduction list: an operator (any run of operator characters or a word)
+# and ':', a variable name, or a separating comma.
+_RED_TOKEN = re.compile(r"\s*(?:(?P<op>[-+*/%&|^<>!~=]+|[A-Za-z_]\w*|)\s*:"
+                        r"|(?P<name>[A-Za-z_]\w*)|(?P<sep>,))")
+
+
+def _reduction_list(text) -> list[tuple[str, str]]:
+    """``(op, var)`` pairs of a reduction list as C writes it (OpenACC 3.3 §2.5.15):
+    ``+:a,b``, ``+:a, +:b``, ``+:total max:mx``. An item starts at ``op:``; names follow,
+    separated by commas or blanks, up to the next ``op:``."""
+    pairs, op, op_at, named, last, pos = [], None, 0, 0, None, 0
+    while text[pos:].strip():
+        match = _RED_TOKEN.match(text, pos)
+        if match is None:
+            at = len(text) - len(text[pos:].lstrip())
+            raise _ArgError(f"unexpected {text[at]!r} in the reduction list", at)
+        if match.group("op") is not None:
+            if op is not None and not named:
+                raise _ArgError(f"'{op}:' names no variable", op_at)
+            op_at = match.start("op")
+            op, named, last = _reduction_op(match.group("op"), op_at), 0, "op"
+        elif match.group("name") is not None:
+            if op is None:
+                raise _ArgError(f"expected 'op:var[,var...]' (e.g. '+:sum'), got "
+                                f"{match.group('name')!r}", match.start("name"))
+            pairs.append((op, match.group("name")))
+            named, last = named + 1, "name"
+        else:
+            if last != "name":
+                raise _ArgError("empty item in the reduction list", match.start("sep"))
+            last = "sep"
+        pos = match.end()
+    if op is None:
+        raise _ArgError("empty reduction list; expected 'op:var[,var...]'", 0)
+    if not named:
+        raise _ArgError(f"'{op}:' names no variable", op_at)
+    if last == "sep":
+        raise _ArgError("empty item in the reduction list", text.rindex(","))
+    return pairs
+
+
+def _reduction_op(raw, at):
+    op = _OP_ALIASES.get(raw, raw)
+    if op in REDUCTION_OPS:
+        return op
+    if not raw:
+        raise _ArgError("missing reduction operator before ':'", at)
+    close = difflib.get_close_matches(raw, REDUCTION_OPS, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise _ArgError(f"unknown reduction operator {raw!r} (valid: "
+                    f"{' '.join(REDUCTION_OPS + tuple(_OP_ALIASES))}){hint}", at)
 
 
 def _check_disjoint(construct, values):
@@ -311,10 +616,10 @@ def _parse_string(construct, text):
                                f"name" + _caret(text, pos))
         word, start = match.group(1), match.start(1)
         pos = match.end()
-        args = None
+        args = args_at = None
         if pos < len(text) and text[pos] == "(":
             close = _matching_paren(text, pos, construct)
-            args, pos = text[pos + 1:close].strip(), close + 1
+            args, args_at, pos = text[pos + 1:close], pos + 1, close + 1
         elif pos < len(text) and not (text[pos].isspace() or text[pos] == ","):
             raise CompileError(f"{construct}: malformed clause string: unexpected "
                                f"{text[pos]!r} after {word!r}" + _caret(text, pos))
@@ -323,8 +628,11 @@ def _parse_string(construct, text):
         try:
             yield _string_value(name, args)
         except (TypeError, ValueError, SyntaxError) as exc:
+            at = start
+            if isinstance(exc, _ArgError) and args_at is not None:
+                at = args_at + exc.offset
             raise CompileError(f"{construct}: bad clause {text[start:pos]!r}: {exc}"
-                               + _caret(text, start)) from None
+                               + _caret(text, at)) from None
 
 
 def _matching_paren(text, open_pos, construct):
@@ -348,47 +656,129 @@ def _literal(arg):
 
 
 def _string_value(name, args):
-    """Convert one clause's argument text to ``(field, value)``."""
-    if name in DATA_CLAUSES + PRIVATE_CLAUSES:
-        return name, _names(_required(name, args))
-    if name == "reduction":
-        return "reduction", _reductions(_required(name, args))
-    if name == "default":
-        return name, _default(_required(name, args))
-    if name == "collapse":
-        return name, _positive_int(_literal(_required(name, args)), name)
-    if name in _INT_CLAUSES:
-        return name, _positive_int(_literal(_required(name, args)), name)
-    if name in ("gang", "worker", "vector"):
-        return _flag_with_count(name, args)
+    """Convert one clause's argument text (``None`` without parentheses; offsets of
+    errors are into it) to ``(field, value)``."""
+    if name in _COUNT_OF:
+        return (name, True) if args is None else _flag_with_count(name, args)
     if name in _FLAG_CLAUSES:
         if args is not None:
             raise ValueError(f"{name} takes no argument")
         return name, True
-    if name == "async_":
-        return name, ASYNC_NOVAL if args is None else _literal(args)
+    if name == "async_" and args is None:
+        return name, ASYNC_NOVAL
+    if name == "wait" and args is None:
+        return name, WAIT_ALL
+    _required(name, args)
+    if name in DATA_CLAUSES + PRIVATE_CLAUSES:
+        return name, _name_list(args)
+    if name == "reduction":
+        return "reduction", tuple(_reduction_list(args))
+    if name == "default":
+        return name, _default(args.strip())
+    if name == "collapse":  # the loop structure: a literal (OpenACC 3.3 §2.9.1)
+        return name, _positive_int(_literal(args.strip()), name)
+    if name in _INT_CLAUSES:
+        return name, _count_arg(name, args)
     if name == "wait":
-        if args is None:
-            return name, WAIT_ALL
-        return name, tuple(_literal(a.strip()) for a in args.split(",") if a.strip())
-    return name, _literal(_required("if", args))  # if_
-
-
-def _flag_with_count(name, args):
-    count_name = {"gang": "num_gangs", "worker": "num_workers", "vector": "vector_length"}
-    if args is None:
-        return name, True
-    arg = args.split(":", 1)[-1].strip()  # gang(num:4), vector(length:128)
-    return name, (True, count_name[name], _positive_int(_literal(arg), name))
+        return name, _wait_list(args)
+    return name, _value_arg(args)[1]  # async_, if_
 
 
 def _required(name, args):
     if args is None or not args.strip():
-        raise ValueError(f"{name} needs an argument in parentheses")
-    return args
+        raise _ArgError(f"{name.rstrip('_')} needs an argument in parentheses", 0)
+
+
+def _flag_with_count(name, args):
+    """``gang(n)``/``gang(num:n)``, ``worker(n)``/``worker(num:n)``,
+    ``vector(n)``/``vector(length:n)`` (OpenACC 3.3 §2.9.2-2.9.4): the flag and the
+    count it sets."""
+    _required(name, args)
+    offset = 0
+    modifier = re.match(r"\s*([A-Za-z_]\w*)\s*:", args)
+    if modifier is not None:
+        if modifier.group(1) != _COUNT_MODIFIER[name]:
+            raise _ArgError(f"{name}({modifier.group(1)}:...) is not supported; "
+                            f"expected {name}(n) or {name}({_COUNT_MODIFIER[name]}:n)",
+                            modifier.start(1))
+        offset = modifier.end()
+    try:
+        count = _count_arg(name, args[offset:])
+    except _ArgError as exc:
+        raise _ArgError(str(exc), offset + exc.offset) from None
+    return name, (True, _COUNT_OF[name], count)
+
+
+def _count_arg(clause, text):
+    """A count: a positive literal, a name-free expression folded by
+    :func:`count_value`, or a :class:`ClauseExpr` of the parameters."""
+    kind, value = _value_arg(text)
+    try:
+        if kind == "literal":
+            return _positive_int(value, clause)
+        return count_value(value, clause) if kind == "folded" else value
+    except ValueError as exc:
+        raise _ArgError(str(exc), len(text) - len(text.lstrip())) from None
+
+
+def _wait_list(text):
+    """The queues of ``wait(...)``: ``wait(1, q)``, ``wait(queues: q1, q2)``
+    (OpenACC 3.3 §2.16.3); each a literal or a :class:`ClauseExpr`."""
+    offset = 0
+    modifier = re.match(r"\s*([A-Za-z_]\w*)\s*:", text)
+    if modifier is not None:
+        if modifier.group(1) != "queues":
+            raise _ArgError(f"wait({modifier.group(1)}:...) is not supported; expected "
+                            f"wait(q, ...) or wait(queues: q, ...)", modifier.start(1))
+        offset = modifier.end()
+    items = []
+    for piece, at in _split_top(text[offset:]):
+        if not piece.strip():
+            raise _ArgError("empty item in the wait list", offset + at + len(piece))
+        try:
+            items.append(_value_arg(piece)[1])
+        except _ArgError as exc:
+            raise _ArgError(str(exc), offset + at + exc.offset) from None
+    return tuple(items)
+
+
+def _split_top(text):
+    """``(piece, offset)`` of ``text`` split at commas outside brackets."""
+    depth, start = 0, 0
+    for index, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            yield text[start:index], start
+            start = index + 1
+    yield text[start:], start
+
+
+def _value_arg(text):
+    """Read one clause value: ``("literal", value)``, ``("folded", value)`` for an
+    expression without free names, or ``("expr", ClauseExpr)``."""
+    lead = len(text) - len(text.lstrip())
+    body = text.strip()
+    tree, problem = _parse_expression(body)
+    if problem is not None:
+        message, offset = problem
+        raise _ArgError(message, lead + offset)
+    try:
+        return "literal", ast.literal_eval(tree.body)
+    except ValueError:
+        pass
+    expr = ClauseExpr(body)
+    if expr.names:
+        return "expr", expr
+    try:
+        return "folded", expr.evaluate({})
+    except Exception as exc:  # 1/0, len(3): the user's expression fails
+        raise _ArgError(f"{body!r} cannot be evaluated ({type(exc).__name__}: {exc})",
+                        lead) from None
 
 
 def replace(clauses: ComputeClauses, **changes) -> ComputeClauses:
     """Return a copy of ``clauses`` with fields changed (thin ``dataclasses.replace``)."""
     return dataclasses.replace(clauses, **changes)
-
