@@ -38,6 +38,8 @@ CASES = {
     "matmul.py": (["--small"], OK),
     "histogram.py": (["--small"], OK),
     "unstructured.py": (["--small"], OK),
+    "needleman_wunsch.py": (["--small"], OK),
+    "kmeans.py": (["--small"], OK),
 }
 # Sizes for the fake cuda device, whose kernels run in Numba's CUDA simulator (~100 µs
 # per simulated thread, and atomics take a lock): a few thousand iterations per kernel.
@@ -49,6 +51,8 @@ SIMULATOR_ARGS = {
     "matmul.py": ["--n", "12"],
     "histogram.py": ["--n", "3000", "--bins", "16"],
     "unstructured.py": ["--n", "300", "--steps", "10"],
+    "needleman_wunsch.py": ["--n", "16"],
+    "kmeans.py": ["--n", "200", "--features", "4", "--clusters", "3"],
 }
 DEVICES = ["host", "emulated"] + (["cuda"] if acc.get_num_devices("cuda") else [])
 #: PYACC_TESTING_FAKE_CUDA=1: cuda is the host-memory stand-in with simulated kernels
@@ -64,6 +68,9 @@ EXPECTED = {
     ("laplace2d.py", "emulated"): ["iterations: 20  error:", "1 to host (18432 B)"],
     ("unstructured.py", "emulated"): ["refcounts of the field (structured, dynamic): (0, 1)",
                                       "present after close(): False"],
+    # one data region: the score matrix in and out, the substitution scores in (257² int32)
+    ("needleman_wunsch.py", "emulated"): ["transfers: 2 to device (528392 B), 1 to host (264196 B), "
+                                          "509 kernel launches"],
 }
 TIMEOUT = 300  # seconds per run; generous for a cold kernel cache on a loaded machine
 
@@ -154,6 +161,9 @@ MUTATIONS = [
     # a data bug: the solution is never copied back to the host
     ("laplace2d.py", "with acc.data(copy=[a], create=[anew]):",
      "with acc.data(copyin=[a], create=[anew]):", "emulated"),
+    # a data bug: the centres the host recomputes never reach the device again
+    ("kmeans.py", "while True:\n            acc.update(device=[clusters])",
+     "while True:\n            pass", "emulated"),
 ]
 
 
