@@ -50,13 +50,14 @@ when a cuda kernel is built), ``errors``.
 from __future__ import annotations
 
 from . import markers
-from .analysis import KernelInfo, analyze
+from .analysis import KernelInfo, analyze, bind_free_names
 from .clauses import ASYNC_NOVAL, ComputeClauses, parse_clauses
 from .errors import CompileError, KernelIndexError
 from .frontend import ROUTINE_ATTR
 from .kernel import cache_dir, get_kernel
 
 __all__ = ["ComputeClauses", "parse_clauses", "CompileError", "KernelInfo", "analyze",
+           "bind_free_names",
            "get_kernel", "markers", "KernelIndexError", "mark_routine", "cache_dir",
            "ASYNC_NOVAL"]
 

@@ -188,7 +188,7 @@ class FunctionRewriter(ast.NodeTransformer):
         while len(levels) < len(nest.levels):
             levels.append(levels[-1].body[0])
         nest = NestPlan(tuple(levels), True, nest.reductions, nest.private,
-                        nest.firstprivate)
+                        nest.firstprivate, array_reductions=nest.array_reductions)
         self.in_nest = True
         try:
             inner = nest.levels[-1]
@@ -215,7 +215,8 @@ def _rewritten_nest(nest, source, interchange_allowed):
     private = tuple(n for n in nest.private if n in outside)
     return NestPlan(nest.levels, nest.parallel, nest.reductions, private,
                     nest.firstprivate, nest.reason,
-                    stored_outside=frozenset(outside) if interchange_allowed else None)
+                    stored_outside=frozenset(outside) if interchange_allowed else None,
+                    array_reductions=nest.array_reductions)
 
 
 def _names_outside(tree, nest_node):

@@ -52,7 +52,7 @@ class CpuTarget(Target):
         return f"@_acc_njit({', '.join(options)})"
 
     def parallel_nest(self, nest, body, prefix, slots):
-        native = (not nest.private and not nest.firstprivate
+        native = (not nest.private and not nest.firstprivate and not nest.array_reductions
                   and all(_numba_reduces(op, f"{prefix}rv_{var}", body) for op, var in nest.reductions))
         if native:
             return _native_nest(nest, body, prefix, _interchange(nest, body, prefix, slots))
@@ -176,17 +176,29 @@ def _chunked_nest(nest, body, p, slots):
         setup.append("\n".join(lines) + f"\n{n} = {RT}.trip_count({s}, {e}, {t})")
     total = " * ".join(n for _, _, _, n in names)
     setup.append(f"{p}total = {total}")
-    setup.append(f"{p}nch = {RT}.chunk_count({p}total, {runtime.chunks_wanted()})")
+    arrays = nest.array_reductions
+    # an array reduction's private copies cost memory and a combine pass each: one per
+    # thread (OpenACC 3.3 §2.5.15 leaves the order of combination unspecified)
+    wanted = runtime.threads_wanted() if arrays else runtime.chunks_wanted()
+    setup.append(f"{p}nch = {RT}.chunk_count({p}total, {wanted})")
     for op, var in nest.reductions:
-        setup.append(f"{p}pv_{var} = {NP}.empty({p}nch, {slots.dtype(p, op, var)})")
-    chunk = [f"{p}rv_{var} = {slots.identity(p, op, var)}" for op, var in nest.reductions]
+        shape = f"({p}nch,) + {var}.shape" if var in arrays else f"{p}nch"
+        setup.append(f"{p}pv_{var} = {NP}.empty({shape}, {slots.dtype(p, op, var)})")
+    chunk = []
+    for op, var in nest.reductions:
+        if var in arrays:  # a private copy of the array, every element the identity
+            chunk += [f"{p}rv_{var} = {p}pv_{var}[{p}c]",
+                      f"{p}rv_{var}.fill({slots.identity(p, op, var)})"]
+        else:
+            chunk.append(f"{p}rv_{var} = {slots.identity(p, op, var)}")
     chunk += [f"{p}pp_{name} = {RT}.private_copy({name})" for name in nest.private]
     chunk += [f"{p}pp_{name} = {RT}.firstprivate_copy({name})"
               for name in nest.firstprivate]
     chunk += [f"{p}lo = ({p}total * {p}c) // {p}nch",
               f"{p}hi = ({p}total * ({p}c + 1)) // {p}nch"]
     chunk += _iteration_lines(nest, names, p)
-    chunk += [f"{p}pv_{var}[{p}c] = {p}rv_{var}" for _, var in nest.reductions]
+    chunk += [f"{p}pv_{var}[{p}c] = {p}rv_{var}" for _, var in nest.reductions
+              if var not in arrays]
     text = "\n".join(setup) + f"\nfor {p}c in _acc_prange({p}nch):\n" + \
         indent("\n".join(chunk), 1) + "\n" + _combine_lines(nest, p)
     return fill_body(text, exprs, body, nest.levels[0])
@@ -225,6 +237,13 @@ def _iteration_lines(nest, names, p):
 def _combine_lines(nest, p):
     lines = []
     for op, var in nest.reductions:
+        if var in nest.array_reductions:  # element by element, chunks in order
+            element = f"{var}[{p}idx]"
+            lines += [f"for {p}c in range({p}nch):",
+                      f"    for {p}idx in {NP}.ndindex({var}.shape):",
+                      f"        {element} = " + COMBINE[op].format(
+                          a=element, b=f"{p}pv_{var}[{p}c][{p}idx]")]
+            continue
         acc = f"{p}tot_{var}"
         lines += [f"{acc} = {p}pv_{var}[0]",
                   f"for {p}c in range(1, {p}nch):",

@@ -80,6 +80,11 @@ def get_kernel(info: KernelInfo, args, target: str = "cpu", device_type: str = "
     Raises:
         CompileError: The kernel cannot be compiled (location and Numba's reason).
     """
+    if info.free_params and len(args) == len(info.params):
+        # called with the user's arguments only: the kernel reads its free parameters
+        # (globals, closure variables) itself at each call
+        return _reading_free_values(get_kernel(info, (*args, *info.free_values()), target,
+                                               device_type), info)
     key = (target, device_type, boundscheck_enabled(), _kind_key(args))
     kernel = info.kernels.get(key)
     if kernel is None:
@@ -89,6 +94,17 @@ def get_kernel(info: KernelInfo, args, target: str = "cpu", device_type: str = "
                 kernel = _build(info, tuple(args), target, device_type, key[2], key[3])
                 info.kernels[key] = kernel
     return kernel
+
+
+def _reading_free_values(kernel, info):
+    """``kernel`` taking the user's arguments: the free parameters' values are read at
+    each call (the launcher passes them itself and calls the kernel directly)."""
+
+    def call(*args):
+        return kernel(*args, *info.free_values())
+
+    call.kernel = kernel
+    return call
 
 
 def _kind_key(args):
@@ -137,9 +153,9 @@ def cache_dir() -> Path:
 
 def _build(info, args, target, device_type, boundscheck, kinds):
     device = markers.normalise_device_type(device_type)
-    if len(args) != len(info.params):
-        raise TypeError(f"{info.where} takes {len(info.params)} arguments "
-                        f"({', '.join(info.params)}), got {len(args)}")
+    if len(args) != len(info.kernel_params):
+        raise TypeError(f"{info.where} takes {len(info.kernel_params)} arguments "
+                        f"({', '.join(info.kernel_params)}), got {len(args)}")
     if target == "python":
         return _python_kernel(info, device, boundscheck)
     if target == "cuda" and info.clauses.construct == "routine":
@@ -161,7 +177,7 @@ def _build(info, args, target, device_type, boundscheck, kinds):
     def generate(interchange):
         builder = ModuleBuilder(_target(target), device_type=device,
                                 boundscheck=boundscheck,
-                                arg_types=dict(zip(info.params, arg_types)),
+                                arg_types=dict(zip(info.kernel_params, arg_types)),
                                 interchange=interchange)
         builder.clauses = info.clauses
         _add_function(builder, info, plan)
@@ -263,7 +279,7 @@ def _add_function(builder, info, plan):
 
 def _numba_types(info, args):
     types = []
-    for name, value in zip(info.params, args):
+    for name, value in zip(info.kernel_params, args):
         if _is_device_array(value):  # typed like the host array it stands for
             dtype, ndim = _device_dtype_ndim(value)
             types.append(nbtypes.Array(numba.from_dtype(dtype), ndim, "A"))
@@ -351,7 +367,7 @@ def _probe_types(info, plan, device, arg_types, slots):
     found, and the caller builds the kernel without the interchange.
     """
     builder = ModuleBuilder(TARGETS["cpu"], device_type=device, boundscheck=False,
-                            arg_types=dict(zip(info.params, arg_types)), cache=False,
+                            arg_types=dict(zip(info.kernel_params, arg_types)), cache=False,
                             serial=True)
     _add_function(builder, info, plan)
     text, linemap = builder.text(f"# pyacc typing probe for {info.where}")
@@ -374,10 +390,10 @@ def _probe_types(info, plan, device, arg_types, slots):
              for var in slots.accumulators()}
     for var in slots.reductions():
         types[var] = _unified_type(typemap, var, typing_context)
-        if not slots.is_scalar(types[var]):
+        if not slots.is_reducible(types[var]):
             raise CompileError(f"{info.name}: reduction variable {var!r} has type "
-                               f"{types[var]}; reductions need numeric or boolean scalars",
-                               info.filename, info.lineno)
+                               f"{types[var]}; reductions need numeric or boolean scalars "
+                               f"or arrays of them", info.filename, info.lineno)
     return types
 
 
@@ -449,13 +465,14 @@ def _index_error(where, exc) -> KernelIndexError:
 def _python_kernel(info, device, boundscheck):
     """The function itself, run as plain Python (``PYACC_DISABLE_JIT=1``)."""
     func = info.func
-    if device == "host" and not boundscheck:
+    count = len(info.params)  # the function reads its free parameters itself
+    if device == "host" and not boundscheck and not info.free_params:
         return func
 
     def kernel(*args):
         with markers.device_scope(device):
             try:
-                return func(*args)
+                return func(*args[:count])
             except KernelIndexError:
                 raise
             except IndexError as exc:

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from .clauses import ComputeClauses, parse_loop_clauses
 from .errors import CompileError
 from .frontend import CallKind, FunctionSource, Scope, classify_call, loaded_names, stored_names
-from .reductions import canonical, same_op, scalar_updates
+from .reductions import array_updates, canonical, is_absorbing_store, same_op, scalar_updates
 from . import dependence
 
-__all__ = ["Planner", "Plan", "NestPlan"]
+__all__ = ["Planner", "Plan", "NestPlan", "LoopNote"]
 
 log = logging.getLogger("pyacc")
 
@@ -59,6 +59,7 @@ class NestPlan:
     firstprivate: tuple = ()
     reason: str = ""
     stored_outside: frozenset | None = None
+    array_reductions: frozenset = frozenset()
 
     @property
     def key(self):
@@ -68,10 +69,42 @@ class NestPlan:
 
 
 @dataclass
+class LoopNote:
+    """What the planner decided for one loop: the compiler feedback of ``acc.explain``
+    and ``PYACC_INFO`` (like NVHPC's ``-Minfo=accel``).
+
+    Attributes:
+        line: Line of the loop's ``for``.
+        parallel: Runs in parallel (False: sequentially, see ``reason``).
+        reason: Why the loop runs sequentially (the dependence found, or ``seq``).
+        collapse: Levels collapsed into one iteration space.
+        schedule: The gang/worker/vector clauses given (``"gang vector(128)"``).
+        reductions: ``(op, var)`` reductions, declared or implicit.
+        implicit: The variables of ``reductions`` that were found, not declared.
+        private: Private variables (declared) of the loop.
+        construct: The construct the loop belongs to (``kernels``, ``parallel`` ...).
+        interchange: Set by code generation when it interchanged the nest's inner loops.
+    """
+
+    line: int
+    parallel: bool
+    reason: str = ""
+    collapse: int = 1
+    schedule: str = ""
+    reductions: tuple = ()
+    implicit: tuple = ()
+    private: tuple = ()
+    construct: str = ""
+    interchange: bool = False
+
+
+@dataclass
 class Plan:
-    """Every parallel nest of a function, keyed by :attr:`NestPlan.key`."""
+    """Every parallel nest of a function, keyed by :attr:`NestPlan.key`, and a note
+    on every loop the planner decided about, in source order."""
 
     nests: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
 
     def reductions(self):
         """All ``(op, var)`` reductions, in source order, without repeats."""
@@ -144,12 +177,13 @@ class Planner:
         private = self.clauses.private + (marker.private if marker else ())
         if self.clauses.construct == "kernels_loop" and not (
                 self.clauses.independent or (marker is not None and marker.independent)):
-            reason = self._dependence(levels, declared)
+            reason, found = self._dependence(levels, declared, private)
             if reason:
                 self._add(levels, parallel=False, reason=reason)
                 return
+            declared += found
         self._add(levels, parallel=True, declared=declared, private=private,
-                  firstprivate=self.clauses.firstprivate)
+                  firstprivate=self.clauses.firstprivate, marker=marker)
 
     def _plan_parallel(self, stmts, inside):
         for stmt in stmts:
@@ -160,7 +194,7 @@ class Planner:
                     self._add(levels, parallel=True,
                               declared=self.clauses.reductions + marker.reductions,
                               private=self.clauses.private + marker.private,
-                              firstprivate=self.clauses.firstprivate)
+                              firstprivate=self.clauses.firstprivate, marker=marker)
                     continue
             for child in _child_blocks(stmt):
                 self._plan_parallel(child, inside)
@@ -172,11 +206,12 @@ class Planner:
                 collapse = marker.collapse if marker else 1
                 levels = self._levels(stmt, collapse)
                 declared = marker.reductions if marker else ()
-                reason = "" if marker is not None and marker.independent else \
-                    self._dependence(levels, declared)
+                private = marker.private if marker else ()
+                reason, found = ("", ()) if marker is not None and marker.independent else \
+                    self._dependence(levels, declared, private)
                 if not reason:
-                    self._add(levels, parallel=True, declared=declared,
-                              private=marker.private if marker else ())
+                    self._add(levels, parallel=True, declared=declared + found,
+                              private=private, marker=marker)
                     return
                 self._note_sequential(stmt, reason)
         for child in _child_blocks(stmt):
@@ -186,17 +221,82 @@ class Planner:
     # -- nests
 
     def _add(self, levels, *, parallel, declared=(), private=(), firstprivate=(),
-             reason=""):
+             reason="", marker=None):
         if not parallel:
             if reason:
                 self._note_sequential(levels[0], reason)
             return
-        reductions = self._reductions(levels, declared)
-        nest = NestPlan(tuple(levels), True, reductions, tuple(dict.fromkeys(private)),
-                        tuple(dict.fromkeys(firstprivate)))
+        reductions, arrays = self._reductions(levels, declared)
+        # loop indices are private already (C codes write private(i, j, k))
+        indices = {level.target.id for level in levels}
+        private = tuple(n for n in dict.fromkeys(private) if n not in indices)
+        firstprivate = tuple(n for n in dict.fromkeys(firstprivate) if n not in indices)
+        if self.clauses.construct in ("parallel", "parallel_loop"):
+            self._check_live_out(levels, reductions, private + firstprivate)
+        nest = NestPlan(tuple(levels), True, reductions, private, firstprivate,
+                        array_reductions=frozenset(arrays))
         self.result.nests[nest.key] = nest
+        named = {var for _, var in declared}
+        self.result.notes.append(LoopNote(
+            levels[0].lineno, True, collapse=len(levels), schedule=self._schedule(marker),
+            reductions=reductions, implicit=tuple(v for _, v in reductions if v not in named),
+            private=private + firstprivate, construct=self.clauses.construct))
+
+    def _schedule(self, marker) -> str:
+        """The gang/worker/vector clauses of a loop, as written (for the notes)."""
+        parts = []
+        for clauses in (self.clauses, marker):
+            if clauses is None:
+                continue
+            for flag, count in (("gang", "num_gangs"), ("worker", "num_workers"),
+                                ("vector", "vector_length")):
+                value = getattr(clauses, count)
+                if getattr(clauses, flag) or value is not None:
+                    text = getattr(value, "text", value)
+                    parts.append(flag if value is None else f"{flag}({text})")
+        return " ".join(dict.fromkeys(parts))
+
+    def _check_live_out(self, levels, reductions, private):
+        """In a ``parallel`` region a scalar is firstprivate (OpenACC 3.3 §2.5.1,
+        §2.6.2): one that a parallel loop assigns and the function reads after the loop
+        would keep its value from before the region, so that is refused."""
+        skip = {var for _, var in reductions} | set(private)
+        for var, store, use in self._live_out(levels, skip):
+            hint = _reduction_hint(levels, var)
+            raise self.source.error(
+                f"{var!r} is assigned in this parallel loop (line {store}) and read after "
+                f"it (line {use}); in a parallel region a scalar is firstprivate, so that "
+                f"read would see the value from before the loop. Declare the reduction it "
+                f"computes, e.g. reduction=\"{hint}:{var}\" (OpenACC 3.3 §2.5.15), or "
+                f"use acc.kernels/acc.serial, where the region's last value is kept",
+                levels[0])
+
+    def _live_out(self, levels, skip):
+        """``(var, store line, use line)`` for each scalar defined before the nest that the
+        nest assigns and the function reads after it (or anywhere outside it, when the
+        nest sits in a loop)."""
+        nest = levels[0]
+        outer = self._defined_outside(nest)
+        inside = {id(n) for n in ast.walk(nest)}
+        in_loop = any(isinstance(n, (ast.For, ast.While)) and n is not nest and
+                      id(nest) in {id(m) for m in ast.walk(n)} for n in ast.walk(self.source.tree))
+        stores = {}
+        for node in ast.walk(nest):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and \
+                    node.id in outer and node.id not in skip and \
+                    node.id not in {level.target.id for level in levels}:
+                stores.setdefault(node.id, node.lineno)
+        found = []
+        for node in ast.walk(self.source.tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
+                    id(node) not in inside and node.id in stores and \
+                    (in_loop or node.lineno > nest.end_lineno):
+                found.append((node.id, stores.pop(node.id), node.lineno))
+        return found
 
     def _note_sequential(self, node, reason):
+        self.result.notes.append(LoopNote(node.lineno, False, reason=reason,
+                                          construct=self.clauses.construct))
         if self.log_decisions:
             log.debug("%s: loop at %s:%d runs sequentially: %s",
                       self.source.func.__name__, self.source.filename, node.lineno, reason)
@@ -305,13 +405,20 @@ class Planner:
     # -- reductions
 
     def _reductions(self, levels, declared):
-        """Validate declared reductions and find implicit ones; returns (op, var) pairs."""
+        """Validate declared reductions and find implicit ones; returns the (op, var)
+        pairs and the names of the array reductions among them."""
         body = levels[-1].body
         updates, reads = scalar_updates(body, self.scope)
         declared_ops = {var: op for op, var in declared}
-        result = []
+        result, arrays = [], []
         for var, op in declared_ops.items():
+            if self._is_array_reduction(body, var, op):
+                arrays.append(var)
+            absorbing = {id(s.targets[0]) for s in _stores_of(levels[-1], var)
+                         if is_absorbing_store(s, var, op)}
             for found, node in updates.get(var, ()):
+                if found is None and id(node) in absorbing:
+                    continue  # stop = True under reduction(or:stop)
                 if found is None or not same_op(op, found):
                     raise self.source.error(
                         f"reduction({op}:{var}): this statement is not a '{op}' update of "
@@ -330,7 +437,28 @@ class Planner:
                 log.debug("%s: %r is updated with '%s' in the loop at %s:%d; treated as "
                           "reduction(%s:%s)", self.source.func.__name__, var, op,
                           self.source.filename, levels[0].lineno, op, var)
-        return tuple(result)
+        return tuple(result), tuple(arrays)
+
+    def _is_array_reduction(self, body, var, op) -> bool:
+        """True when the loop updates elements of ``var`` (an array reduction, OpenACC
+        3.3 §2.5.15); every store into it must then be an ``op`` update of one element,
+        and the array is used nowhere else in the loop."""
+        updates, other_uses = array_updates(body, self.scope, var)
+        if not updates:
+            return False
+        for found, node in updates:
+            if found is None or not same_op(op, found):
+                raise self.source.error(
+                    f"reduction({op}:{var}): this statement is not a '{op}' update of an "
+                    f"element of {var!r} (write {var}[k] {'+' if op == '-' else op}= value)",
+                    node)
+        if other_uses:
+            raise self.source.error(
+                f"reduction({op}:{var}): the array reduction variable {var!r} is read at "
+                f"line {other_uses[0]}; inside the loop each thread updates its private "
+                f"copy, which starts at the operator's identity, so it may only be "
+                f"updated (OpenACC 3.3 §2.5.15)")
+        return True
 
     def _defined_outside(self, nest_node):
         inside = {id(n) for n in ast.walk(nest_node)}
@@ -343,30 +471,73 @@ class Planner:
 
     # -- kernels dependence test
 
-    def _dependence(self, levels, declared) -> str:
-        """Why iterations of the nest may depend on each other ('' when independent).
+    def _dependence(self, levels, declared, private=()):
+        """Why iterations of the nest may depend on each other ('' when independent),
+        and the reductions found for scalars the region keeps (``kernels``).
 
         Sufficient test for ``kernels`` (OpenACC 3.3 §2.5.3: the compiler decides):
-        every array written is written at one index expression that contains each loop
-        variable directly, and read nowhere else; scalars assigned inside are private
-        or reductions.
+        scalars assigned inside are private or reductions; a scalar the function reads
+        after the loop is ``copy`` in ``kernels`` (§2.6.2), so its last value must be
+        kept: a loop that only stores ``True`` into it (``False``) computes an ``or``
+        (``and``) reduction, any other such loop runs sequentially; array elements are
+        tested by ``dependence.array_dependence``.
         """
         body = levels[-1].body
         loop_vars = {lvl.target.id for lvl in levels}
         outer = self._defined_outside(levels[0])
         try:
-            self._reductions(levels, declared)
+            reductions, _ = self._reductions(levels, declared)
         except CompileError as exc:
-            return exc.reason
-        reduction_vars = {var for _, var in self._reductions(levels, declared)}
+            return exc.reason, ()
+        reduction_vars = {var for _, var in reductions}
+        found = []
+        for var, store, use in self._live_out(levels, reduction_vars | set(private)):
+            op = _absorbing_op(levels[0], var)
+            if op is None:
+                return (f"scalar {var!r} is assigned in the loop (line {store}) and used "
+                        f"after it (line {use}), so its last value must be kept"), ()
+            found.append((op, var))
+            reduction_vars.add(var)
         fresh = dependence.fresh_locals(body, outer)
         reason = dependence.carried_scalar(body, outer, reduction_vars | loop_vars)
         if reason:
-            return reason
-        return dependence.array_dependence(body, self.scope, loop_vars, outer, fresh)
+            return reason, ()
+        return dependence.array_dependence(body, self.scope, loop_vars, outer, fresh), \
+            tuple(found)
 
 
 # ------------------------------------------------------------------------ AST helpers
+
+
+def _stores_of(nest, var):
+    return [n for n in ast.walk(nest) if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == var for t in n.targets)] + \
+        [n for n in ast.walk(nest) if isinstance(n, (ast.AugAssign, ast.For))
+         and isinstance(n.target, ast.Name) and n.target.id == var]
+
+
+def _absorbing_op(nest, var):
+    """``"or"`` when every store into ``var`` in the nest is ``var = True`` (``"and"``
+    for ``False``), else None."""
+    for op in ("or", "and"):
+        stores = _stores_of(nest, var)
+        if stores and all(is_absorbing_store(s, var, op) for s in stores):
+            return op
+    return None
+
+
+def _reduction_hint(levels, var) -> str:
+    """The operator to suggest for a scalar a parallel loop assigns."""
+    op = _absorbing_op(levels[0], var)
+    if op is not None:
+        return op
+    for stmt in _stores_of(levels[0], var):
+        if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Mult):
+            return "*"
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and \
+                getattr(stmt.value.func, "id", None) in ("max", "min"):
+            return stmt.value.func.id
+    return "+"
 
 
 def _child_blocks(stmt):

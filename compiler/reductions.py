@@ -25,6 +25,7 @@ from numba import types as nbtypes
 from .frontend import loaded_names
 
 __all__ = ["reduction_pattern", "scalar_updates", "same_op", "canonical", "COMBINE",
+           "is_absorbing_store", "element_update", "array_updates",
            "ReductionSlots", "reduction_identity", "numpy_dtype", "NP", "PLACEHOLDER"]
 
 #: Name of numpy in generated modules.
@@ -78,6 +79,91 @@ def reduction_pattern(stmt, scope):
     if op in ("and", "or") and operands[0] is not mine[0]:
         return None  # `x and s` is not `s and x` in Python
     return var, op, mine[0]
+
+
+#: The constant a plain store may assign to a variable of each operator and still be
+#: one of its updates: ``stop = True`` is ``stop = stop or True`` (C codes write
+#: ``reduction(||:stop)`` with ``stop = 1``).
+_ABSORBING = {"or": True, "|": True, "and": False, "&": False}
+
+
+def is_absorbing_store(stmt, var: str, op: str) -> bool:
+    """True when ``stmt`` is ``var = True`` for an ``or``/``|`` reduction (``False``
+    for ``and``/``&``): the update ``var = var op constant``, whatever ``var`` held."""
+    return (op in _ABSORBING and isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == var
+            and isinstance(stmt.value, ast.Constant)
+            and stmt.value.value is _ABSORBING[op])
+
+
+def element_update(stmt, scope):
+    """``(var, op, index, value)`` when ``stmt`` updates one element of an array with a
+    reduction operator (``a[k] += v``, ``a[k] = a[k] * v``, ``a[k] = max(a[k], v)``),
+    else None. The array reductions of OpenACC 3.3 §2.5.15 are made of these."""
+    if isinstance(stmt, ast.AugAssign) and _is_element(stmt.target):
+        op = _AUG_OPS.get(type(stmt.op))
+        var = stmt.target.value.id
+        if op and var not in loaded_names(stmt.value):
+            return var, op, stmt.target.slice, stmt.value
+        return None
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+            _is_element(stmt.targets[0])):
+        return None
+    target, value = stmt.targets[0], stmt.value
+    var, key = target.value.id, ast.dump(target.slice)
+    operands, op = None, None
+    if isinstance(value, ast.BinOp) and type(value.op) in _BIN_OPS:
+        operands, op = [value.left, value.right], _BIN_OPS[type(value.op)]
+    elif isinstance(value, ast.Call) and len(value.args) == 2 and not value.keywords:
+        function = scope.resolve(value.func)
+        if function is max or function is min:
+            operands, op = value.args, function.__name__
+    if operands is None:
+        return None
+    mine = [o for o in operands if _is_element(o) and o.value.id == var
+            and ast.dump(o.slice) == key]
+    others = [o for o in operands if o not in mine]
+    if len(mine) != 1 or len(others) != 1 or var in loaded_names(others[0]):
+        return None
+    return var, op, target.slice, others[0]
+
+
+_SHAPE_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "itemsize", "nbytes"})
+
+
+def _is_element(node) -> bool:
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+
+
+def array_updates(body, scope, var):
+    """Every statement of ``body`` that stores into elements of ``var``, as
+    ``[(op or None, stmt)]`` (None: not a reduction update), and the lines where ``var``
+    is used otherwise (read, passed, stored as a whole)."""
+    updates, pattern_nodes, targets = [], set(), set()
+    for stmt in body:
+        for node in ast.walk(stmt):
+            found = element_update(node, scope) if isinstance(node, ast.stmt) else None
+            if found and found[0] == var:
+                updates.append((found[1], node))
+                pattern_nodes.update(id(n) for n in ast.walk(node)
+                                     if isinstance(n, ast.Name) and n.id == var)
+                targets.add(id(node.target if isinstance(node, ast.AugAssign)
+                               else node.targets[0]))
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and \
+                    isinstance(node.value, ast.Name) and node.value.id == var and \
+                    id(node) not in targets:
+                updates.append((None, node))
+                pattern_nodes.add(id(node.value))
+    for stmt in body:  # its shape is the private copy's: reading it is fine
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Attribute) and node.attr in _SHAPE_ATTRS:
+                pattern_nodes.add(id(node.value))
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "len":
+                pattern_nodes.update(id(arg) for arg in node.args)
+    other_uses = [node.lineno for stmt in body for node in ast.walk(stmt)
+                  if isinstance(node, ast.Name) and node.id == var
+                  and id(node) not in pattern_nodes]
+    return updates, other_uses
 
 
 def scalar_updates(body, scope):
@@ -134,6 +220,14 @@ class ReductionSlots:
         """True for the types a reduction partial or an expanded scalar may have."""
         return isinstance(numba_type, (nbtypes.Number, nbtypes.Boolean))
 
+    @classmethod
+    def is_reducible(cls, numba_type) -> bool:
+        """True for the types a reduction variable may have: a numeric or boolean
+        scalar, or an array of them (an array reduction, OpenACC 3.3 §2.5.15)."""
+        if isinstance(numba_type, nbtypes.Array):
+            numba_type = numba_type.dtype
+        return cls.is_scalar(numba_type)
+
     def refused_accumulators(self, types: dict) -> str:
         """Why the interchange cannot expand its scalars (some type is not a number
         or a boolean), or '' when it can."""
@@ -166,6 +260,8 @@ class ReductionSlots:
 
 
 def _slot_value(kind, op, numba_type):
+    if isinstance(numba_type, nbtypes.Array):  # an array reduction: per element
+        numba_type = numba_type.dtype
     if kind in ("dtype", "accumulator"):
         return f"{NP}.{np.dtype(numpy_dtype(numba_type)).name}"
     return reduction_identity(op, numba_type)

@@ -18,7 +18,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-__all__ = ["trip_count", "chunk_count", "chunks_wanted", "private_copy", "firstprivate_copy",
+__all__ = ["trip_count", "chunk_count", "chunks_wanted", "threads_wanted", "private_copy", "firstprivate_copy",
            "MIN_CHUNKS"]
 
 #: Reductions split the iteration space into at least this many chunks.
@@ -42,6 +42,12 @@ def chunks_wanted() -> int:
     inside a kernel would make it uncacheable (a dynamic global).
     """
     return max(MIN_CHUNKS, 4 * numba.config.NUMBA_NUM_THREADS)
+
+
+def threads_wanted() -> int:
+    """Chunks of a loop with an array reduction: one per thread
+    (``NUMBA_NUM_THREADS``), baked into the source like :func:`chunks_wanted`."""
+    return max(1, numba.config.NUMBA_NUM_THREADS)
 
 
 @numba.njit(cache=True, nogil=True)

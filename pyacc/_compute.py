@@ -132,9 +132,21 @@ class ComputeRegion:
         # the last fast-path calls (newest first), for the next ones: a Jacobi loop calls
         # step(u, unew) and step(unew, u) in turn, and each needs its own plan
         self._plans: tuple = ()
+        self._uses_default = True
+        self._read_free = None  # reads the free parameters' values (None: there are none)
+        self._bound = False  # free parameters resolved (at the first call)
+
+    def _bind_free_names(self):
+        """At the first call: resolve the module-level names the kernel reads (API.md
+        §6.1; names defined after the decorator count) and prepare to read their values
+        at each call."""
+        info = self.info
+        compiler.bind_free_names(info)
         # the enclosing default(...) matters only when some array parameter has no clause
         self._uses_default = self._default is None and any(
-            name not in self._explicit and name not in self._deviceptr for name in info.params)
+            name not in self._explicit and name not in self._deviceptr for name in info.kernel_params)
+        self._read_free = _free_reader(info)
+        self._bound = True
 
     def __repr__(self) -> str:
         return f"<pyacc {self.info.clauses.construct} region {self.info.where}>"
@@ -146,6 +158,10 @@ class ComputeRegion:
         if kwargs or len(args) != len(self.info.params):
             args = self._bind(args, kwargs)
         try:
+            if not self._bound:
+                self._bind_free_names()
+            if self._read_free is not None:  # globals and closure values, read now
+                args = (*args, *self._read_free())
             return self._launch(args, async_, wait)
         except Exception as error:
             if hasattr(error, "code"):
@@ -306,7 +322,7 @@ class ComputeRegion:
         ``deviceptr`` arrays are passed as they are."""
         arrays, map_kinds, slots, kinds = [], [], [], []
         default = None
-        params = self.info.params
+        params = self.info.kernel_params
         for slot, value in enumerate(args):
             kinds.append(_kind(value))
             if type(value) is not np.ndarray and not isinstance(value, np.ndarray):
@@ -503,6 +519,27 @@ def _mapped(arrays, map_kinds, entries) -> list[Mapped]:
     """The ``Mapped`` items of a fast-path call, for the full structured exit."""
     return [Mapped(MapRequest(kind, array, name), entry)
             for (array, (kind, name)), entry in zip(zip(arrays, map_kinds), entries)]
+
+
+def _free_reader(info):
+    """A function returning the current values of ``info.free_params`` (global and
+    closure variables, read at each call), or None when the kernel has none."""
+    names = info.free_params
+    if not names:
+        return None
+    func = info.func
+    cells = dict(zip(func.__code__.co_freevars, func.__closure__ or ()))
+    namespace = func.__globals__
+    readers = [(cells[name], None) if name in cells else (None, name) for name in names]
+
+    def read():
+        try:
+            return [cell.cell_contents if cell is not None else namespace[name]
+                    for cell, name in readers]
+        except (KeyError, ValueError):  # deleted since: a clear NameError
+            return info.free_values()
+
+    return read
 
 
 def _is_kernel_failure(error) -> bool:

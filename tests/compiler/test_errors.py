@@ -92,7 +92,6 @@ def bad_reduction_update(x):
     (not_range, "parallel_loop", {}, "for v in x", "range(...)"),
     (not_tight, "parallel_loop", {"collapse": 2}, "t = i * 2", "tightly nested"),
     (triangular, "parallel_loop", {"collapse": 2}, "for j in range(i)", "depend on 'i'"),
-    (uses_global, "parallel_loop", {}, "GLOBAL_ARRAY[i]", "pass it as an argument"),
     (two_nests, "parallel_loop", {}, "x[i] = 2", "second top-level loop"),
     (bad_reduction_update, "parallel_loop", {"reduction": "+:s"}, "s = x[i]",
      "not a '+' update"),
@@ -115,15 +114,20 @@ def test_inner_break_is_allowed():
     analyze(inner_break_is_fine, parse_clauses("parallel_loop"))
 
 
-def test_closure_array_is_rejected():
+def test_global_and_closure_arrays_are_free_parameters():
+    """API.md §6.1: a kernel may read module-level and closure arrays; they become
+    parameters the launcher passes at each call (a routine may not, see test_globals)."""
     data = np.ones(3)
 
     def kernel(x):
         for i in range(x.shape[0]):
-            x[i] = data[i]
+            x[i] = data[i] + GLOBAL_ARRAY[i]
 
-    with pytest.raises(CompileError, match="closure array 'data'.*argument"):
-        analyze(kernel, parse_clauses("parallel_loop"))
+    info = analyze(kernel, parse_clauses("parallel_loop"))
+    assert info.free_params == ("GLOBAL_ARRAY", "data")
+    assert info.kernel_params == ("x", "GLOBAL_ARRAY", "data")
+    assert "data" not in info.written and "x" in info.written
+    assert analyze(uses_global, parse_clauses("parallel_loop")).free_params == ("GLOBAL_ARRAY",)
 
 
 def test_data_clause_must_name_a_parameter():
