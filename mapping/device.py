@@ -39,6 +39,7 @@ _LAUNCH = int(EventKind.LAUNCH)
 _DONE = int(EventKind.DONE)
 _WAIT = int(EventKind.WAIT)
 _clock = time.perf_counter
+_HOLD = BUS.holding()
 _TRANSFER_NAMES = {EventKind.UPLOAD: "upload", EventKind.DOWNLOAD: "download",
                    EventKind.DEVICE_COPY: "device copy"}
 
@@ -316,10 +317,13 @@ class Device(abc.ABC):
         _COUNT(kind, self.identity, nbytes)
         operation = self._transfer_operation(kind, destination, source, queue)
         if _ACTIVE[kind] or _ACTIVE[_DONE]:
-            event = _announce(kind, self.identity, queue.async_value, nbytes, name,
-                              info=(destination, source))
-            if event is not None:
-                operation = Timed(operation, event)
+            with _HOLD:  # a subscriber that raises does so once the copy is queued
+                event = _announce(kind, self.identity, queue.async_value, nbytes, name,
+                                  info=(destination, source))
+                if event is not None:
+                    operation = Timed(operation, event)
+                queue.submit(operation, (_TRANSFER_NAMES[kind], name, nbytes))
+            return
         queue.submit(operation, (_TRANSFER_NAMES[kind], name, nbytes))
 
     def _transfer_operation(self, kind, destination, source, queue) -> Callable[[], None]:
@@ -364,11 +368,21 @@ class Device(abc.ABC):
         when the kernel has run. ``where`` (the construct's source location) and
         ``info`` (the launcher's description of the kernel) go into the LAUNCH event."""
         _COUNT(_LAUNCH, self.identity)
-        event = None
         if _ACTIVE[_LAUNCH] or _ACTIVE[_DONE]:
-            event = _announce(_LAUNCH, self.identity, queue.async_value, None, name, where,
-                              (info, args))
+            with _HOLD:  # a subscriber that raises does so once the kernel is launched
+                event = _announce(_LAUNCH, self.identity, queue.async_value, None, name, where,
+                                  (info, args))
+                return self._launch(kernel, args, queue, name, event)
         if queue is self.sync_queue:  # the common case: no closure, no queue hop
+            return kernel(*args)
+        result = Pending(kernel, args, name, queue.async_value)
+        queue.submit(result, ("kernel", name))
+        return result
+
+    def _launch(self, kernel, args, queue, name, event):
+        """``launch`` when someone observes launches (``event``: the LAUNCH record to
+        time, or None)."""
+        if queue is self.sync_queue:
             if event is None:
                 return kernel(*args)
             return Timed(lambda: kernel(*args), event)()

@@ -15,6 +15,13 @@ Invariants:
   paths test ``BUS.wants(kind)`` before they build a record.
 - Subscribers are called synchronously on the thread that performed the action, in
   subscription order; a subscriber must not call back into the runtime.
+- A subscriber that raises (a profiling or error callback) never keeps the others from
+  seeing the event (the ``PYACC_CHECK`` ledger among them), and never interrupts the
+  action it observes: inside ``with BUS.holding():`` — every runtime verb that changes
+  the table, device memory or a queue holds — its exception is kept until the outermost
+  hold ends, i.e. until the action is complete and the table consistent, and raised
+  then (unless the action raised an error of its own, which wins; the callback's is
+  added to it as a note). Outside a hold it is raised once every subscriber has run.
 """
 
 from __future__ import annotations
@@ -98,10 +105,52 @@ class Event:
         return f"Event({self.kind.name}, {self.device}, {fields})"
 
 
+class _Holding:
+    """``BUS.holding()``: re-entrant, per thread; subscriber exceptions raised inside are
+    raised when the outermost hold of the thread ends (module docstring)."""
+
+    __slots__ = ("_local",)
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def __enter__(self):
+        local = self._local
+        try:
+            local.depth += 1
+        except AttributeError:  # the thread's first hold
+            local.depth = 1
+            local.held = []
+        return self
+
+    def __exit__(self, exc_type, exc, traceback):
+        local = self._local
+        local.depth -= 1
+        if local.depth or not local.held:
+            return False
+        held, local.held = local.held, []
+        if exc is None:
+            raise held[0]
+        if hasattr(exc, "add_note"):  # the action's own error wins
+            exc.add_note(f"pyacc: an event subscriber (profiling or error callback) also "
+                         f"raised {type(held[0]).__name__}: {held[0]}")
+        return False
+
+    def keep(self, error: BaseException) -> bool:
+        """Keep ``error`` for the end of the thread's hold; False when not holding."""
+        local = self._local
+        if getattr(local, "depth", 0):
+            if not local.held:
+                local.held.append(error)
+            return True
+        return False
+
+
 class EventBus:
     """Subscribers per event kind; ``publish`` calls them in subscription order."""
 
     def __init__(self):
+        self._holding = _Holding()
         self._lock = threading.Lock()
         self._by_kind: list[tuple] = [() for _ in EventKind]
         self._tallies: tuple = ()
@@ -137,6 +186,11 @@ class EventBus:
         for callback in self._tallies:
             callback(kind, device, nbytes)
 
+    def holding(self) -> _Holding:
+        """``with BUS.holding():`` — subscriber exceptions wait for the end of the block
+        (the runtime verbs hold for the whole of their action)."""
+        return self._holding
+
     def wants(self, kind: EventKind) -> bool:
         """True when some subscriber listens to ``kind`` (check before building records)."""
         return self.active[kind]
@@ -151,8 +205,15 @@ class EventBus:
             return None
         event = Event(kind, device, queue, nbytes, name, host_begin, device_begin, counters, info,
                       start, where)
+        failure = None
         for callback in subscribers:
-            callback(event)
+            try:
+                callback(event)
+            except BaseException as error:  # every subscriber still sees the event
+                if failure is None:
+                    failure = error
+        if failure is not None and not self._holding.keep(failure):
+            raise failure
         return event
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import _probe
 from .device import Device, Queue
 from .entry import Counter, EntryKind, MappingEntry
 from .errors import (
@@ -81,6 +82,10 @@ _ENTER_DATA = int(EventKind.ENTER_DATA)
 _EXIT_DATA = int(EventKind.EXIT_DATA)
 _DYNAMIC = Counter.DYNAMIC
 _STRUCTURED = Counter.STRUCTURED
+_COPYOUT = MapKind.COPYOUT
+_SELF = UpdateDirection.SELF
+#: ``with _HOLD:`` — an event subscriber's exception waits for the end of the verb
+_HOLD = BUS.holding()
 
 
 class _Action(enum.Enum):
@@ -167,7 +172,7 @@ class DeviceRuntime:
             PartlyPresentError: a request overlaps a mapping without lying inside it.
             OutOfMemoryError: device memory ran out; nothing was mapped.
         """
-        with self.table.locked():
+        with self.table.locked(), _HOLD:
             mapped = self._join_all_present(requests, counter, queue)
             if mapped is not None:
                 return mapped
@@ -226,8 +231,17 @@ class DeviceRuntime:
                     entry.structured += 1
                 return False
             if _ACTIVE[_EXIT_DATA]:
+                # published one decrement at a time, each from the counters it found: an
+                # entry listed twice (one array passed for two parameters, or two views of
+                # one mapping) has two decrements, (2, 0) → (1, 0) → (0, 0) for the
+                # PYACC_CHECK ledger, not twice the final (1, 0) → (0, 0)
                 for entry in entries:
-                    self._publish(EventKind.EXIT_DATA, entry, (entry.structured + 1, entry.dynamic), None, None)
+                    entry.structured += 1
+                with _HOLD:
+                    for entry in entries:
+                        before = entry.counters
+                        entry.decrement(_STRUCTURED)
+                        self._publish(EventKind.EXIT_DATA, entry, before, None, None)
             return True
 
     def join_present(self, array, counter: Counter):
@@ -261,10 +275,11 @@ class DeviceRuntime:
             for entry in entries:
                 entry.increment(counter)
             return
-        for index, entry in enumerate(entries):
-            before = entry.counters
-            entry.increment(counter)
-            self._publish(EventKind.ENTER_DATA, entry, before, queue, names[index] if names else None)
+        with _HOLD:  # a subscriber that raises waits until every increment is done
+            for index, entry in enumerate(entries):
+                before = entry.counters
+                entry.increment(counter)
+                self._publish(EventKind.ENTER_DATA, entry, before, queue, names[index] if names else None)
 
     def device_array_of(self, entry: MappingEntry, array):
         """Device array of ``array`` inside ``entry`` (cached for the mapped array itself,
@@ -383,7 +398,7 @@ class DeviceRuntime:
         clauses (unless ``copy_back`` is False: the region failed on the device), then
         removed and its memory freed once the queue has passed the copies.
         """
-        with self.table.locked():
+        with self.table.locked(), _HOLD:
             ended = []
             publish = _ACTIVE[_EXIT_DATA]
             for item in mapped:
@@ -415,7 +430,10 @@ class DeviceRuntime:
             PartlyPresentError: a request overlaps a mapping without lying inside it
                 (checked for every request before anything changes).
         """
-        with self.table.locked():
+        for request in requests:  # a copy-back could not land (API.md §4: nothing changes)
+            if request.kind is _COPYOUT and not request.array.flags.writeable:
+                _check_writeable("copyout", request.array, self._name(request))
+        with self.table.locked(), _HOLD:
             if len(requests) == 1 and self.leave_present(requests[0].array, finalize=finalize, queue=queue):
                 return
             steps = []
@@ -514,7 +532,10 @@ class DeviceRuntime:
             NotPresentError: absent data without ``if_present``.
             PartlyPresentError: data only partly present (even with ``if_present``).
         """
-        with self.table.locked():
+        for direction, array, name in items:
+            if direction is _SELF and not array.flags.writeable:
+                _check_writeable("update self", array, name or self.namer(array))
+        with self.table.locked(), _HOLD:
             moves = []
             if len(items) == 1:  # fast path: one array inside a mapping (no relation needed)
                 direction, array, name = items[0]
@@ -563,7 +584,7 @@ class DeviceRuntime:
         if array.size == 0:
             return
         name = name or self.namer(array)
-        with self.table.locked():
+        with self.table.locked(), _HOLD:
             found = self.table.lookup(array)
             if found.relation is not Relation.DISJOINT:
                 raise PresentError(
@@ -606,7 +627,7 @@ class DeviceRuntime:
         """
         if array.size == 0:
             return
-        with self.table.locked():
+        with self.table.locked(), _HOLD:
             found = self.table.lookup(array)
             entry = found.entry
             what = describe_array(array, name or self.namer(array), found.extent.begin)
@@ -642,7 +663,7 @@ class DeviceRuntime:
             InvalidArgumentError: a ``copy`` array is read-only.
             OutOfMemoryError: device memory ran out; nothing was declared.
         """
-        with self.table.locked():
+        with self.table.locked(), _HOLD:
             steps = self._plan_entry(requests)
             for step in steps:
                 if step.action is _Action.INCREMENT or step.action is _Action.JOIN_NEW:
@@ -684,7 +705,7 @@ class DeviceRuntime:
         Raises:
             ExecutionError: a copy-back failed (the mappings are removed all the same).
         """
-        with self.table.locked():
+        with self.table.locked(), _HOLD:
             declared, self.declared = self.declared, []
             ended, copies = [], []
             for entry, copies_out in declared:
@@ -761,7 +782,7 @@ class DeviceRuntime:
         layout = Layout.c_contiguous(shape, dtype)
         if layout.size == 0:
             return np.empty(layout.shape, layout.dtype)
-        with self.table.locked():  # device memory changes with the table lock held
+        with self.table.locked(), _HOLD:  # device memory changes with the table lock held
             return self.device.view(self.device.allocate(layout.nbytes), layout)
 
     def free(self, device_array) -> None:
@@ -769,7 +790,7 @@ class DeviceRuntime:
         data, low, high = self.device.extent_of(device_array)
         if high == low:
             return
-        with self.table.locked():
+        with self.table.locked(), _HOLD:
             users = self.table.entries_overlapping_device(low, high)
             if users:
                 raise PresentError(
@@ -789,18 +810,23 @@ class DeviceRuntime:
 
     def memcpy_to_device(self, device_array, array, queue: Queue) -> None:
         destination, source = self._raw_pair(device_array, array, "acc.memcpy_to_device")
-        self.device.upload(destination, source, queue)
+        with _HOLD:
+            self.device.upload(destination, source, queue)
 
     def memcpy_from_device(self, array, device_array, queue: Queue) -> None:
         source, destination = self._raw_pair(device_array, array, "acc.memcpy_from_device")
-        self.device.download(destination, source, queue)
+        if not array.flags.writeable:
+            _check_writeable("acc.memcpy_from_device", array, self.namer(array), "the destination")
+        with _HOLD:
+            self.device.download(destination, source, queue)
 
     def memcpy_device(self, destination, source, queue: Queue) -> None:
         destination = self.device.as_device_array(destination)
         source = self.device.as_device_array(source)
         to_bytes, from_bytes = _raw_bytes(destination, source, "acc.memcpy_device")
         if to_bytes.size:
-            self.device.device_copy(to_bytes, from_bytes, queue)
+            with _HOLD:
+                self.device.device_copy(to_bytes, from_bytes, queue)
 
     def _raw_pair(self, device_array, array, routine):
         """Byte views ``(device side, host side)`` of the ``array.nbytes`` bytes to copy."""
@@ -812,7 +838,7 @@ class DeviceRuntime:
     # == lifetime =========================================================================
     def shutdown(self) -> None:
         """End every data lifetime and free all device memory (OpenACC 3.3 §3.2.8)."""
-        with self.table.locked():
+        with self.table.locked(), _HOLD:
             try:
                 self.device.synchronize()
             except ExecutionError as error:  # the lifetimes it belonged to end here
@@ -859,6 +885,23 @@ class DeviceRuntime:
 
 
 # == shared helpers ========================================================================
+def _check_writeable(what: str, array, name, role: str = "") -> None:
+    """Raise ``InvalidArgumentError`` naming ``array`` when device data would be copied
+    into it but it is read-only (checked before anything changes: numpy's own "assignment
+    destination is read-only" would come from the middle of a directive, or from a queue
+    worker)."""
+    if isinstance(array, np.ndarray) and not array.flags.writeable:
+        _, low, high = _probe.extent(array)
+        label = f"{role} " if role else ""
+        raise InvalidArgumentError(
+            f"{what}: {label}{describe_array(array, name)} at {format_range(low, high - low)} is "
+            "read-only, so device data cannot be copied into it; pass a writeable array "
+            "(a.copy(), or set a.flags.writeable = True when you own its memory)"
+            + ("" if what.startswith("acc.memcpy") else
+               ", or end the mapping without copying (delete) / copy the other way (update device)"),
+            name=name)
+
+
 def _check_fits(routine: str, destination, source, what: str) -> None:
     """``destination`` and ``source`` are contiguous and ``destination`` holds at least
     the bytes of ``source`` (described as ``what`` in the message)."""

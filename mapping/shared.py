@@ -15,7 +15,7 @@ from .device import Device, Queue
 from .entry import Counter
 from .ranges import check_array
 from .requests import MapRequest, Mapped
-from .runtime import DeviceRuntime
+from .runtime import DeviceRuntime, _check_writeable
 
 __all__ = ["SharedMemoryRuntime"]
 
@@ -97,4 +97,6 @@ class SharedMemoryRuntime(DeviceRuntime):
 
     def memcpy_from_device(self, array, device_array, queue) -> None:
         check_array(array)
+        if not array.flags.writeable:
+            _check_writeable("acc.memcpy_from_device", array, self.namer(array), "the destination")
         super().memcpy_device(array, device_array, queue)

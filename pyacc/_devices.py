@@ -517,13 +517,14 @@ def finish_program(file=None) -> int:
     for runtime in _REGISTRY.all():
         device = runtime.device
         label = f"{device.type_name} device {device.number}"
-        try:
-            device.synchronize()
-        except Exception as error:  # noqa: BLE001 - reported, never raised at exit
-            errors += 1
-            print(f"pyacc: at program exit, queued work on {label} failed and was never "
-                  f"waited for (add acc.wait() before the end of the program to handle it): "
-                  f"{type(error).__name__}: {error}", file=out, flush=True)
+        for queue in device.existing_queues():  # not published as a program's WAIT
+            try:
+                queue.synchronize()
+            except Exception as error:  # noqa: BLE001 - reported, never raised at exit
+                errors += 1
+                print(f"pyacc: at program exit, queued work on {label} failed and was never "
+                      f"waited for (add acc.wait() before the end of the program to handle "
+                      f"it): {type(error).__name__}: {error}", file=out, flush=True)
         try:
             runtime.end_declarations()
         except Exception as error:  # noqa: BLE001

@@ -51,6 +51,11 @@ class data:
     an ``acc.ExecutionError`` (a device failure: its data may be garbage). If an exit
     action itself fails, that error is raised with the block's exception as its context.
 
+    A profiling callback that raises during the entry (``enter_data``,
+    ``data_construct_start`` ...) makes ``__enter__`` raise after the region has been
+    left again (its exit actions
+    run): the block does not run and no count is left behind.
+
     A region object is single-use (like ``trio.CancelScope``): entering it twice raises
     ``InvalidArgumentError``. ``async_`` applies to the entry and exit operations only;
     the block runs synchronously (§2.6.5).
@@ -92,21 +97,30 @@ class data:
             raise error
         self._state = "entered"
         try:
-            runtime = self._runtime = current_runtime()
-            queue = self._queue = queue_of(runtime, self._async)
-            if self._enabled:
-                for device_array in self._deviceptrs:
-                    runtime.device.extent_of(device_array)  # must be this device's memory
-                wait_for(runtime, self._wait, queue)
-                self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue)
+            with BUS.holding():  # a profiling callback's exception waits for the entry
+                runtime = self._runtime = current_runtime()
+                queue = self._queue = queue_of(runtime, self._async)
+                if self._enabled:
+                    for device_array in self._deviceptrs:
+                        runtime.device.extent_of(device_array)  # must be this device's memory
+                    wait_for(runtime, self._wait, queue)
+                    self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue)
+                self._stack = ICVS.default_clause
+                self._stack.append(self)
+                _publish_region(EventKind.REGION_ENTER, runtime, "data")
         except BaseException as error:
+            if self._stack is not None:
+                # the region was entered, then a profiling callback raised (enter_data,
+                # data_construct_start ...): the block will not run and Python will not
+                # call __exit__, so the region ends here — its exit actions run (the
+                # structured counts are released) before the callback's exception
+                # propagates
+                self.__exit__(type(error), error, error.__traceback__)
+                raise
             self._state = "done"
             if hasattr(error, "code"):
                 report(error)
             raise
-        self._stack = ICVS.default_clause
-        self._stack.append(self)
-        _publish_region(EventKind.REGION_ENTER, runtime, "data")
         return self
 
     def __exit__(self, exc_type, exc, traceback):

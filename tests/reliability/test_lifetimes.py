@@ -182,3 +182,177 @@ def test_fork_after_async_use_gives_the_child_working_queues():
     """, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "child 0 parent 0.0" in result.stdout, result.stdout + result.stderr
+
+
+# == callbacks that raise never corrupt the bookkeeping ======================================
+class _Boom(Exception):
+    pass
+
+
+def _boom(info):
+    raise _Boom(info.event)
+
+
+@pytest.fixture
+def raising():
+    """``raising(event)``: register a profiling callback that raises on ``event`` for the
+    rest of the test."""
+    registered = []
+
+    def register(event):
+        acc.profiling.register(event, _boom)
+        registered.append(event)
+
+    yield register
+    for event in registered:
+        acc.profiling.unregister(event, _boom)
+
+
+def test_raising_on_data_construct_start_leaves_no_structured_count(emulated, checked, raising):
+    """profiling.py / events.py: the exception propagates after the region has been
+    entered and, since its block never runs, left again: refcounts are (0, 0)."""
+    a = np.ones(4)
+    raising("data_construct_start")
+    with pytest.raises(_Boom):
+        with acc.data(copy=[a]):
+            pytest.fail("the block must not run")
+    assert acc.refcounts(a) == (0, 0)
+    acc.testing.check_consistency()
+
+
+def test_raising_on_enter_data_inside_a_data_region_entry_releases_it(emulated, checked, raising):
+    a, b = np.ones(4), np.ones(4)
+    acc.copyin(b)
+    raising("enter_data")
+    with pytest.raises(_Boom):
+        with acc.data(copy=[a, b]):
+            pytest.fail("the block must not run")
+    assert acc.refcounts(a) == (0, 0) and acc.refcounts(b) == (0, 1)
+    acc.testing.check_consistency()
+
+
+def test_raising_on_exit_data_still_copies_back_and_removes_the_entry(emulated, checked, raising):
+    """The issue: raising on an exit_data event left a (0, 0) entry in the table and
+    skipped the copy-back."""
+    a = np.ones(4)
+    acc.copyin(a)
+    acc.deviceptr(a)[:] = 5.0
+    raising("exit_data")
+    with pytest.raises(_Boom):
+        acc.exit_data(copyout=[a])
+    assert a.tolist() == [5.0] * 4
+    assert acc.present_table() == []
+    acc.testing.check_consistency()
+
+
+def test_raising_on_enter_data_completes_every_increment(emulated, checked, raising):
+    a, b = np.ones(4), np.ones(4)
+    raising("enter_data")
+    with pytest.raises(_Boom):
+        acc.enter_data(copyin=[a, b])
+    assert acc.refcounts(a) == (0, 1) and acc.refcounts(b) == (0, 1)
+    acc.testing.check_consistency()
+
+
+def test_raising_on_free_is_no_false_consistency_error(emulated, checked, raising):
+    """The issue: raising on ``free`` made PYACC_CHECK=1 raise a false ConsistencyError
+    (the ledger, subscribed after the callback, never saw the FREE)."""
+    a, b = np.ones(4), np.ones(4)
+    acc.enter_data(copyin=[a, b])
+    raising("free")
+    with pytest.raises(_Boom):
+        acc.exit_data(delete=[a, b])
+    assert acc.present_table() == []
+    assert acc.stats()["memory_in_use"] == 0
+    acc.testing.check_consistency()
+
+
+@pytest.mark.parametrize("event", ["alloc", "enqueue_upload", "enqueue_download", "operation_end"])
+def test_raising_on_transfer_and_memory_events_completes_the_directive(emulated, checked, raising, event):
+    """Each directive that fires the event completes (its copy queued and run, its
+    block kept) before the callback's exception propagates."""
+    a, b = np.ones(4), np.full(4, 2.0)
+    acc.copyin(a)
+    acc.deviceptr(a)[:] = 3.0
+    raising(event)
+    for directive in (lambda: acc.copyin(b), lambda: acc.update_self(a), lambda: acc.copyout(b)):
+        try:
+            directive()
+        except _Boom:
+            pass
+        acc.testing.check_consistency()
+    assert a.tolist() == [3.0] * 4
+    assert acc.refcounts(a) == (0, 1) and acc.refcounts(b) == (0, 0)
+
+
+# == read-only host arrays as copy destinations ===============================================
+def _read_only(n=4):
+    array = np.zeros(n)
+    array.flags.writeable = False
+    return array
+
+
+@pytest.mark.parametrize("form", ["copyout", "exit_data", "copyout_async"])
+def test_copyout_to_a_read_only_array_is_an_invalid_argument_before_anything_changes(emulated, form):
+    """API.md §4 / §7: InvalidArgumentError naming the array (shape, dtype, range),
+    as ``acc.data(copy=)`` already does; counters and memory are as before."""
+    a = _read_only()
+    acc.copyin(a)
+    with pytest.raises(acc.InvalidArgumentError, match=r"'a' \(shape \(4,\), dtype float64\) at \[0x[0-9a-f]+,\+32\] is read-only"):
+        if form == "copyout":
+            acc.copyout(a)
+        elif form == "exit_data":
+            acc.exit_data(copyout=[a])
+        else:
+            acc.copyout(a, async_=1)
+    acc.wait()
+    assert acc.refcounts(a) == (0, 1)
+    acc.delete(a)
+    assert acc.stats()["memory_in_use"] == 0
+
+
+@pytest.mark.parametrize("form", ["update", "update_self", "update_self_async"])
+def test_update_self_into_a_read_only_array_is_an_invalid_argument(emulated, form):
+    a = _read_only()
+    acc.copyin(a)
+    with pytest.raises(acc.InvalidArgumentError, match="'a'.*read-only"):
+        if form == "update":
+            acc.update(self=[a])
+        elif form == "update_self":
+            acc.update_self(a)
+        else:
+            acc.update_self(a, async_=1)
+    acc.wait()  # nothing was queued, nothing fails
+    acc.update_device(a)  # the other direction is fine
+
+
+@pytest.mark.parametrize("device_type", ["emulated", "host"])
+def test_memcpy_from_device_into_a_read_only_array_is_an_invalid_argument(device_type):
+    acc.set_device_type(device_type)
+    a = _read_only()
+    d = acc.malloc(4, np.float64)
+    try:
+        with pytest.raises(acc.InvalidArgumentError, match="destination 'a'.*read-only"):
+            acc.memcpy_from_device(a, d)
+    finally:
+        acc.free(d)
+        acc.shutdown(device_type)
+
+
+# == PYACC_CHECK: one array for two parameters ================================================
+def test_checker_has_no_false_alarm_when_one_array_is_passed_for_two_parameters(emulated, checked):
+    """API.md §11: ``with acc.data(copy=[x]): f(x, x)`` raised "This is a bug in pyacc":
+    the fast exit published each duplicate's decrement from the final counters."""
+
+    @acc.parallel_loop
+    def add_one(a, b):
+        for i in range(a.shape[0]):
+            b[i] = a[i] + 1.0
+
+    x = np.ones(10)
+    with acc.data(copy=[x]):
+        add_one(x, x)
+        add_one(x, x)  # the replayed call
+        add_one(x[2:5], x[2:5])  # two views of one mapping
+    acc.testing.check_consistency()
+    assert x[0] == 3.0 and x[3] == 4.0
