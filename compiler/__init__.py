@@ -51,13 +51,14 @@ from __future__ import annotations
 
 from . import markers
 from .analysis import KernelInfo, analyze, bind_free_names
-from .clauses import ASYNC_NOVAL, ComputeClauses, parse_clauses
-from .errors import CompileError, KernelIndexError
+from .clauses import ASYNC_NOVAL, ClauseExpr, ComputeClauses, parse_clauses
+from .errors import CompileError, KernelIndexError, PerformanceWarning
+from .feedback import explain
 from .frontend import ROUTINE_ATTR
 from .kernel import cache_dir, get_kernel
 
 __all__ = ["ComputeClauses", "parse_clauses", "CompileError", "KernelInfo", "analyze",
-           "bind_free_names",
+           "bind_free_names", "ClauseExpr", "PerformanceWarning", "explain",
            "get_kernel", "markers", "KernelIndexError", "mark_routine", "cache_dir",
            "ASYNC_NOVAL"]
 

@@ -75,6 +75,9 @@ class KernelInfo:
     source: FunctionSource = field(repr=False)
     kernels: dict = field(default_factory=dict, repr=False)
     free_params: tuple[str, ...] = ()
+    #: set at the first compile: the planner's notes and the argument types (feedback)
+    notes: list | None = field(default=None, repr=False)
+    arg_types: dict | None = field(default=None, repr=False)
 
     @property
     def where(self) -> str:
@@ -144,7 +147,8 @@ def bind_free_names(info: KernelInfo) -> None:
     at decoration (a global array defined after the function) are looked up again.
 
     Raises:
-        CompileError: A name in a data clause is not an array or scalar at the call.
+        CompileError: A name in a data clause is not an array or scalar at the call, or
+            a clause expression reads a name that is not defined.
     """
     new = free_params(info.source)
     if new:
@@ -153,6 +157,13 @@ def bind_free_names(info: KernelInfo) -> None:
         scope = Scope(info.func, local_names(info.source.tree))
         written, read = access_sets(info.source, scope)
         info.written, info.read = frozenset(written), frozenset(read)
+    clauses, scope = info.clauses, Scope(info.func, set(info.params))
+    for name in sorted(clauses.expression_names()):
+        if name not in info.params and scope.lookup(name) is MISSING:
+            texts = ", ".join(f"{field}({expr.text})" for field, expr in
+                              clauses.expressions().items() if name in expr.names)
+            raise info.source.error(f"the clause value {texts} reads {name!r}, which is "
+                                    f"neither a parameter nor a module-level name")
     known = set(info.kernel_params)
     for name, kind in info.clauses.data_names().items():
         if name not in known:

@@ -58,6 +58,9 @@ class Target:
     """
 
     name = "abstract"
+    #: Whether a nest guarded by run-time conditions (``NestPlan.conditions``) may be
+    #: emitted as ``if conditions: <parallel> else: <as written>``.
+    runtime_conditions = True
 
     def decorator(self, *, kind: str, parallel: bool, boundscheck: bool,
                   cache: bool) -> str:
@@ -184,11 +187,16 @@ class FunctionRewriter(ast.NodeTransformer):
             self.plan.nests.get((node.lineno, node.col_offset))
         if nest is None:
             return self.generic_visit(node)
+        if nest.conditions:
+            if not self.builder.target.runtime_conditions:
+                return self.generic_visit(node)  # this target runs the loop as written
+            sequential = ast.NodeTransformer.generic_visit(self, copy.deepcopy(node))
         levels = [node]
         while len(levels) < len(nest.levels):
             levels.append(levels[-1].body[0])
         nest = NestPlan(tuple(levels), True, nest.reductions, nest.private,
-                        nest.firstprivate, array_reductions=nest.array_reductions)
+                        nest.firstprivate, array_reductions=nest.array_reductions,
+                        conditions=nest.conditions)
         self.in_nest = True
         try:
             inner = nest.levels[-1]
@@ -204,7 +212,14 @@ class FunctionRewriter(ast.NodeTransformer):
         mapping.update({n: f"{prefix}pp_{n}" for n in nest.private + nest.firstprivate})
         body = [Renamer(mapping).visit(stmt) for stmt in body]
         nest = _rewritten_nest(nest, self.source, self.builder.interchange)
-        return self.builder.target.parallel_nest(nest, body, prefix, self.builder.slots)
+        parallel = self.builder.target.parallel_nest(nest, body, prefix, self.builder.slots)
+        if not nest.conditions:
+            return parallel
+        # the dependence test's run-time conditions: parallel when they hold, else the
+        # loop as written (OpenACC 3.3 §2.5.3 leaves the choice to the compiler)
+        test = ast.parse(" and ".join(f"({c})" for c in nest.conditions), mode="eval").body
+        return ast.copy_location(ast.If(test=test, body=_flatten([parallel]),
+                                        orelse=[sequential]), node)
 
 
 def _rewritten_nest(nest, source, interchange_allowed):
@@ -216,7 +231,7 @@ def _rewritten_nest(nest, source, interchange_allowed):
     return NestPlan(nest.levels, nest.parallel, nest.reductions, private,
                     nest.firstprivate, nest.reason,
                     stored_outside=frozenset(outside) if interchange_allowed else None,
-                    array_reductions=nest.array_reductions)
+                    array_reductions=nest.array_reductions, conditions=nest.conditions)
 
 
 def _names_outside(tree, nest_node):
@@ -307,6 +322,7 @@ class ModuleBuilder:
         self.fcount = 0
         self.clauses = None  # the construct's ComputeClauses (launch shape on cuda)
         self.current_source: FunctionSource | None = None  # the kernel being rewritten
+        self.interchanged: set = set()  # lines of the nests whose loops were interchanged
         target.attach(self)
 
     # -- globals

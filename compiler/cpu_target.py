@@ -33,6 +33,10 @@ class CpuTarget(Target):
     """Numba ``njit(parallel=True, nogil=True)`` with ``prange`` (multicore CPU)."""
 
     name = "cpu"
+    builder = None  # the module being built (attach; builds hold compiler.kernel's lock)
+
+    def attach(self, builder):
+        self.builder = builder
 
     def imports(self):
         return [f"import numpy as {NP}",
@@ -55,7 +59,10 @@ class CpuTarget(Target):
         native = (not nest.private and not nest.firstprivate and not nest.array_reductions
                   and all(_numba_reduces(op, f"{prefix}rv_{var}", body) for op, var in nest.reductions))
         if native:
-            return _native_nest(nest, body, prefix, _interchange(nest, body, prefix, slots))
+            interchanged = _interchange(nest, body, prefix, slots)
+            if interchanged and self.builder is not None:
+                self.builder.interchanged.add(nest.levels[0].lineno)
+            return _native_nest(nest, body, prefix, interchanged)
         return _chunked_nest(nest, body, prefix, slots)
 
 

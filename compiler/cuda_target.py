@@ -74,6 +74,9 @@ def _names_in_lines(tree, first, last, ctx, inside: bool) -> set:
 class CudaTarget(Target):
     """numba-cuda kernels launched by a plain-Python driver (one instance per build)."""
 
+    #: the driver's host/device split does not handle a guarded nest: such ``kernels``
+    #: loops run as written (sequentially, on the device)
+    runtime_conditions = False
     name = "cuda"
 
     def __init__(self):

@@ -1,7 +1,7 @@
 """Dependence analysis of ``kernels`` loops (OpenACC 3.3 §2.5.3: in a ``kernels``
 region the compiler decides which loops are parallel).
 
-Owns :func:`loop_dependence`, the test the planner asks before running a ``kernels``
+Owns :func:`array_dependence` and :func:`carried_scalar`, the tests the planner asks before running a ``kernels``
 loop nest in parallel: scalars carried from one iteration to the next, and array
 elements that one iteration writes and another reads or writes.
 
@@ -15,8 +15,10 @@ Invariants:
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 
 from .access import SHAPE_ATTRS, mutating_library_call
+from .affine import Facts, Poly, poly_of, size_symbol
 from .frontend import CallKind, classify_call, root_name
 
 __all__ = ["carried_scalar", "fresh_locals", "array_dependence"]
@@ -85,8 +87,25 @@ def _index_key(slice_node):
     return ast.dump(ast.Tuple(elts=elts, ctx=ast.Load())), elts
 
 
-def array_dependence(body, scope, loop_vars, outer, fresh):
-    writes: dict[str, set] = {}
+def array_dependence(body, scope, levels, outer, fresh, tree):
+    """Why two iterations of the nest may touch one array element, one of them writing
+    it (``""`` when they cannot), and the run-time conditions the answer relies on.
+
+    Every pair of a write and another access of the same array is tested dimension by
+    dimension on the polynomials of their subscripts (``affine``): a dimension whose
+    subscripts are the same function of one parallel index pins that index (equal
+    elements imply the same iteration); a dimension where one subscript moves with the
+    parallel indices and the other never reaches its range separates them. A flat
+    subscript ``q*n + r`` with ``0 <= r < n`` is read as the pair ``(q, r)``
+    (delinearization). Facts that cannot be proved from the loop bounds and sizes
+    (``k >= 0`` in ``a[i*n + k]``) become conditions (``Poly`` ≥ 0) the kernel checks at
+    run time before running the nest in parallel.
+
+    Returns:
+        ``(reason, conditions)``.
+    """
+    loop_vars = {level.target.id for level in levels}
+    writes = set()
     atomic_targets = set()
     subscript_bases = set()
     for stmt in body:
@@ -95,19 +114,14 @@ def array_dependence(body, scope, loop_vars, outer, fresh):
                 subscript_bases.add(id(node.value))
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
                 if not isinstance(node.value, ast.Name):
-                    return "an element is written through a nested subscript or " \
-                           "attribute"
+                    return ("an element is written through a nested subscript or "
+                            f"attribute (line {node.lineno})"), ()
                 name = node.value.id
                 if name in fresh:
                     continue
                 if name not in outer:
-                    return f"array {name!r} is an alias assigned inside the loop"
-                key, elts = _index_key(node.slice)
-                if not all(any(isinstance(e, ast.Name) and e.id == v for e in elts)
-                           for v in loop_vars):
-                    return (f"{name!r} is written at an index that does not use the "
-                            f"loop variable directly (line {node.lineno})")
-                writes.setdefault(name, set()).add(key)
+                    return f"array {name!r} is an alias assigned inside the loop", ()
+                writes.add(name)
             if isinstance(node, ast.Call):
                 kind, detail = classify_call(node, scope)
                 if kind == CallKind.ATOMIC and node.args:
@@ -122,30 +136,217 @@ def array_dependence(body, scope, loop_vars, outer, fresh):
                         if name in outer and name not in loop_vars and \
                                 not _is_scalar_expr(arg):
                             return (f"the call at line {node.lineno} may write "
-                                    f"{name!r}")
-    for name, keys in writes.items():
-        if len(keys) > 1:
-            return f"{name!r} is written at more than one index expression"
+                                    f"{name!r}"), ()
+    facts = _facts(body, levels, outer, tree)
+    env = _local_polys(body, outer)
+    conditions = {}
+    for name in sorted(writes):
         if name in atomic_targets:
-            return f"{name!r} is both written and updated atomically"
-        (key,) = keys
-        reason = _other_uses(body, name, key, subscript_bases)
+            return f"{name!r} is both written and updated atomically", ()
+        reason = _whole_use(body, name, subscript_bases)
         if reason:
-            return reason
-    return ""
+            return reason, ()
+        accesses = _accesses(body, name, env)
+        for write in (a for a in accesses if a.write):
+            for other in accesses:
+                found = _separated(write, other, levels, facts)
+                if found is None:
+                    what = "written" if other.write else "read"
+                    return (f"{name!r} is written at line {write.line} ({write.text}) and "
+                            f"{what} at line {other.line} ({other.text}): the compiler "
+                            f"cannot prove that two iterations never touch the same "
+                            f"element"), ()
+                conditions.update((poly.source(), poly) for poly in found)
+    return "", tuple(f"{poly.source()} >= 0" for poly in conditions.values())
 
 
-def _is_scalar_expr(node):
-    return isinstance(node, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare))
+@dataclass
+class _Access:
+    """One subscripted use of an array in the loop body."""
+
+    write: bool
+    dims: list          # a Poly per index (None: a slice or an index that is no Poly)
+    line: int
+    text: str
 
 
-def _other_uses(body, name, key, subscript_bases):
+def _accesses(body, name, env):
+    """Every element access of ``name`` (``a[i, j]`` and ``a[i][j]`` alike)."""
+    inner = set()
     for stmt in body:
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
-                    node.value.id == name and _index_key(node.slice)[0] != key:
-                return (f"{name!r} is read at another index than it is written "
-                        f"(line {node.lineno})")
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Subscript):
+                inner.add(id(node.value))
+    found = []
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if not isinstance(node, ast.Subscript) or id(node) in inner or \
+                    root_name(node) != name:
+                continue
+            chain, current = [], node
+            while isinstance(current, ast.Subscript):
+                chain.insert(0, current.slice)
+                current = current.value
+            dims = []
+            for index in chain:
+                elts = index.elts if isinstance(index, ast.Tuple) else [index]
+                dims += [None if isinstance(e, ast.Slice) else poly_of(e, env) for e in elts]
+            write = isinstance(node.ctx, ast.Store) or _augmented_target(stmt, node)
+            found.append(_Access(write, dims, node.lineno, ast.unparse(node)))
+    return found
+
+
+def _augmented_target(stmt, node) -> bool:
+    return any(isinstance(n, ast.AugAssign) and n.target is node for n in ast.walk(stmt))
+
+
+def _separated(write, other, levels, facts):
+    """Conditions (a list of ``Poly`` ≥ 0, maybe empty) under which no two different
+    iterations make ``write`` and ``other`` touch the same element; None if unknown."""
+    if len(write.dims) != len(other.dims):
+        return None
+    parallel = [level.target.id for level in levels]
+    primed = facts.primed()
+    pinned, conditions = set(), []
+    for w, x in zip(write.dims, other.dims):
+        if w is None or x is None:
+            continue
+        for qw, qx in _delinearized(w, x, parallel, facts, conditions):
+            verdict = _compare(qw, qx, parallel, facts, primed)
+            if verdict is None:
+                continue
+            if verdict[0] == "pin":
+                pinned.add(verdict[1])
+            else:  # disjoint, perhaps under conditions
+                return conditions + verdict[1]
+    return conditions if pinned >= set(parallel) else None
+
+
+def _compare(w, x, parallel, facts, primed):
+    """``("pin", index)``, ``("disjoint", conditions)`` or None for one dimension."""
+    cw = {p: w.coefficient(p) for p in parallel if p in w.names()}
+    cx = {p: x.coefficient(p) for p in parallel if p in x.names()}
+    if None in cw.values() or None in cx.values():
+        return None
+    if cw and cw == cx and len(cw) == 1:
+        (p, coefficient), = cw.items()
+        step = coefficient.constant()
+        difference = (w - x).constant()
+        if step and difference == 0:
+            return "pin", p
+        if step and difference is not None and difference % step:
+            return "disjoint", []
+        return None
+    if bool(cw) != bool(cx):  # one moves with the parallel indices, the other does not
+        x_other = _prime(x, facts)
+        for gap in (w - x_other - Poly.const(1), x_other - w - Poly.const(1)):
+            proof = primed.prove_nonneg(gap)
+            if proof is True:
+                return "disjoint", []
+            if isinstance(proof, Poly):
+                return "disjoint", [proof]
+    return None
+
+
+def _delinearized(w, x, parallel, facts, conditions):
+    """``[(w, x)]``, or ``[(qw, qx), (rw, rx)]`` when both are ``q*s + r`` for a symbol
+    ``s`` with ``0 <= r <= s - 1`` (conditions appended for what is not proved)."""
+    for s in sorted((w.names() | x.names()) - set(facts.bounds)):
+        if not any(s in m and set(m) & set(parallel) for m in w.terms) and \
+                not any(s in m and set(m) & set(parallel) for m in x.terms):
+            continue
+        qw, qx = w.coefficient(s), x.coefficient(s)
+        if qw is None or qx is None or s in qw.names() | qx.names():
+            continue
+        rw, rx = w.without({s}), x.without({s})
+        needed = [rw, rx, Poly.name(s) - Poly.const(1) - rw, Poly.name(s) - Poly.const(1) - rx]
+        proofs = [facts.prove_nonneg(poly) for poly in needed]
+        if all(proof is not False for proof in proofs):
+            conditions += [p for p in proofs if isinstance(p, Poly)]
+            return [(qw, qx), (rw, rx)]
+    return [(w, x)]
+
+
+def _prime(poly, facts):
+    """``poly`` with every loop index renamed ``i'`` (the other iteration's)."""
+    for name in sorted(poly.names() & set(facts.bounds)):
+        poly = poly.substitute(name, Poly.name(name + "'"))
+    return poly
+
+
+def _facts(body, levels, outer, tree):
+    """Ranges of the loop indices of the nest and of the loops in its body, sizes."""
+    facts = Facts()
+    stored_inside = {n.id for stmt in body for n in ast.walk(stmt)
+                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    loops = list(levels) + [n for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.For)]
+    for loop in loops:
+        bounds = _range_bounds(loop)
+        if bounds is not None and isinstance(loop.target, ast.Name):
+            facts.bounds[loop.target.id] = bounds
+    for node in ast.walk(tree):  # n = a.shape[0]; n, m = a.shape; n = len(a)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+            if isinstance(target, ast.Name) and size_symbol(value) is not None:
+                facts.nonneg.add(target.id)
+            elif isinstance(target, ast.Tuple) and isinstance(value, ast.Attribute) and \
+                    value.attr == "shape":
+                facts.nonneg.update(e.id for e in target.elts if isinstance(e, ast.Name))
+    symbols = {n for poly in facts.bounds.values() for p in poly for n in p.names()}
+    facts.nonneg.update(n for n in symbols | _size_symbols(body) if not n.isidentifier())
+    facts.invariant = {n for n in symbols | set(outer) | facts.nonneg
+                       if n not in facts.bounds and n not in stored_inside
+                       and (n.isidentifier() and n in outer or not n.isidentifier())}
+    facts.nonneg -= stored_inside
+    return facts
+
+
+def _size_symbols(body):
+    return {size_symbol(n) for stmt in body for n in ast.walk(stmt)} - {None}
+
+
+def _range_bounds(loop):
+    """``(lowest, highest)`` of a ``for v in range(...)`` with a positive constant step."""
+    call = loop.iter
+    if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "loop" and call.args:
+        call = call.args[0]
+    if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "range"):
+        return None
+    args = call.args
+    if len(args) == 3:
+        if not (isinstance(args[2], ast.Constant) and type(args[2].value) is int
+                and args[2].value > 0):
+            return None
+    start = poly_of(args[0]) if len(args) > 1 else Poly.const(0)
+    stop = poly_of(args[1] if len(args) > 1 else args[0])
+    if start is None or stop is None:
+        return None
+    return start, stop - Poly.const(1)
+
+
+def _local_polys(body, outer):
+    """Locals assigned once in the body from an index expression (``row = i * n``)."""
+    assigned: dict = {}
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                assigned[node.id] = assigned.get(node.id, 0) + 1
+    env = {}
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                isinstance(stmt.targets[0], ast.Name):
+            name = stmt.targets[0].id
+            if assigned.get(name) == 1 and name not in outer:
+                poly = poly_of(stmt.value, env)
+                if poly is not None:
+                    env[name] = poly
+    return env
+
+
+def _whole_use(body, name, subscript_bases):
+    """A reason when the array is used other than through its elements and sizes."""
+    for stmt in body:
+        for node in ast.walk(stmt):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
                     node.value.id == name and node.attr in SHAPE_ATTRS:
                 subscript_bases.add(id(node.value))
@@ -158,3 +359,7 @@ def _other_uses(body, name, key, subscript_bases):
                     id(node) not in subscript_bases:
                 return f"{name!r} is used as a whole (line {node.lineno})"
     return ""
+
+
+def _is_scalar_expr(node):
+    return isinstance(node, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare))

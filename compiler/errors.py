@@ -12,7 +12,7 @@ Invariants:
 """
 from __future__ import annotations
 
-__all__ = ["CompileError", "KernelIndexError"]
+__all__ = ["CompileError", "KernelIndexError", "PerformanceWarning"]
 
 
 class CompileError(Exception):
@@ -61,3 +61,9 @@ class KernelIndexError(IndexError):
         if detail:
             msg += f" ({detail})"
         super().__init__(msg)
+
+
+class PerformanceWarning(UserWarning):
+    """A compute region runs slower than it could (``acc.PerformanceWarning``): a
+    ``kernels`` loop the compiler had to run sequentially, with the dependence it found.
+    Shown once per loop; silence it with ``warnings.filterwarnings``."""

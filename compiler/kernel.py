@@ -38,7 +38,7 @@ from numba.core.compiler_machinery import FunctionPass, register_pass
 from numba.core.registry import cpu_target
 from numba.core.typed_passes import NopythonTypeInference
 
-from . import markers
+from . import feedback, markers
 from .analysis import KernelInfo, check_free_names
 from .planner import Planner
 from .codegen import KERNEL_NAME, ModuleBuilder
@@ -199,6 +199,10 @@ def _build(info, args, target, device_type, boundscheck, kinds):
         _write_once(path, text)
     elif builder.slots.accumulators() and _NO_INTERCHANGE in _first_line(path):
         builder, text, linemap = generate(False)  # the file was written that way
+    for note in plan.notes:
+        note.interchange = note.line in builder.interchanged
+    info.notes, info.arg_types = plan.notes, dict(zip(info.kernel_params, arg_types))
+    feedback.report_build(info, plan.notes, info.arg_types)
     module = _import(path, f"_pyacc_kernel_{digest}", builder.injected)
     dispatcher = getattr(module, KERNEL_NAME)
     if target == "cuda":  # numba-cuda compiles each kernel at its first launch

@@ -50,6 +50,9 @@ class NestPlan:
         stored_outside: Names the function assigns outside the nest, and its
             parameters; set by code generation when it may interchange loops of the
             nest (``interchange``), None otherwise.
+        array_reductions: The reduction variables that are arrays (§2.5.15).
+        conditions: Run-time conditions (``expr >= 0`` sources) the parallel form needs;
+            the nest runs as written when one is false (``kernels`` loops only).
     """
 
     levels: tuple
@@ -60,6 +63,7 @@ class NestPlan:
     reason: str = ""
     stored_outside: frozenset | None = None
     array_reductions: frozenset = frozenset()
+    conditions: tuple = ()
 
     @property
     def key(self):
@@ -84,6 +88,9 @@ class LoopNote:
         private: Private variables (declared) of the loop.
         construct: The construct the loop belongs to (``kernels``, ``parallel`` ...).
         interchange: Set by code generation when it interchanged the nest's inner loops.
+        conditions: Run-time conditions (source, each ``expr >= 0``) under which the
+            dependence test proved the loop parallel; when one fails at a call, the
+            loop runs sequentially.
     """
 
     line: int
@@ -96,6 +103,7 @@ class LoopNote:
     private: tuple = ()
     construct: str = ""
     interchange: bool = False
+    conditions: tuple = ()
 
 
 @dataclass
@@ -175,15 +183,17 @@ class Planner:
             return
         declared = self.clauses.reductions + (marker.reductions if marker else ())
         private = self.clauses.private + (marker.private if marker else ())
+        conditions = ()
         if self.clauses.construct == "kernels_loop" and not (
                 self.clauses.independent or (marker is not None and marker.independent)):
-            reason, found = self._dependence(levels, declared, private)
+            reason, found, conditions = self._dependence(levels, declared, private)
             if reason:
                 self._add(levels, parallel=False, reason=reason)
                 return
             declared += found
         self._add(levels, parallel=True, declared=declared, private=private,
-                  firstprivate=self.clauses.firstprivate, marker=marker)
+                  firstprivate=self.clauses.firstprivate, marker=marker,
+                  conditions=conditions)
 
     def _plan_parallel(self, stmts, inside):
         for stmt in stmts:
@@ -207,11 +217,11 @@ class Planner:
                 levels = self._levels(stmt, collapse)
                 declared = marker.reductions if marker else ()
                 private = marker.private if marker else ()
-                reason, found = ("", ()) if marker is not None and marker.independent else \
-                    self._dependence(levels, declared, private)
+                reason, found, conditions = ("", (), ()) if marker is not None and \
+                    marker.independent else self._dependence(levels, declared, private)
                 if not reason:
                     self._add(levels, parallel=True, declared=declared + found,
-                              private=private, marker=marker)
+                              private=private, marker=marker, conditions=conditions)
                     return
                 self._note_sequential(stmt, reason)
         for child in _child_blocks(stmt):
@@ -221,7 +231,7 @@ class Planner:
     # -- nests
 
     def _add(self, levels, *, parallel, declared=(), private=(), firstprivate=(),
-             reason="", marker=None):
+             reason="", marker=None, conditions=()):
         if not parallel:
             if reason:
                 self._note_sequential(levels[0], reason)
@@ -234,13 +244,14 @@ class Planner:
         if self.clauses.construct in ("parallel", "parallel_loop"):
             self._check_live_out(levels, reductions, private + firstprivate)
         nest = NestPlan(tuple(levels), True, reductions, private, firstprivate,
-                        array_reductions=frozenset(arrays))
+                        array_reductions=frozenset(arrays), conditions=tuple(conditions))
         self.result.nests[nest.key] = nest
         named = {var for _, var in declared}
         self.result.notes.append(LoopNote(
             levels[0].lineno, True, collapse=len(levels), schedule=self._schedule(marker),
             reductions=reductions, implicit=tuple(v for _, v in reductions if v not in named),
-            private=private + firstprivate, construct=self.clauses.construct))
+            private=private + firstprivate, construct=self.clauses.construct,
+            conditions=tuple(conditions)))
 
     def _schedule(self, marker) -> str:
         """The gang/worker/vector clauses of a loop, as written (for the notes)."""
@@ -488,22 +499,23 @@ class Planner:
         try:
             reductions, _ = self._reductions(levels, declared)
         except CompileError as exc:
-            return exc.reason, ()
+            return exc.reason, (), ()
         reduction_vars = {var for _, var in reductions}
         found = []
         for var, store, use in self._live_out(levels, reduction_vars | set(private)):
             op = _absorbing_op(levels[0], var)
             if op is None:
                 return (f"scalar {var!r} is assigned in the loop (line {store}) and used "
-                        f"after it (line {use}), so its last value must be kept"), ()
+                        f"after it (line {use}), so its last value must be kept"), (), ()
             found.append((op, var))
             reduction_vars.add(var)
         fresh = dependence.fresh_locals(body, outer)
         reason = dependence.carried_scalar(body, outer, reduction_vars | loop_vars)
         if reason:
-            return reason, ()
-        return dependence.array_dependence(body, self.scope, loop_vars, outer, fresh), \
-            tuple(found)
+            return reason, (), ()
+        reason, conditions = dependence.array_dependence(body, self.scope, levels, outer,
+                                                         fresh, self.source.tree)
+        return reason, tuple(found), conditions
 
 
 # ------------------------------------------------------------------------ AST helpers

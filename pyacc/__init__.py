@@ -32,11 +32,11 @@ Quick start::
 
 import logging
 
-from compiler.errors import CompileError
+from compiler.errors import CompileError, PerformanceWarning
 from compiler.markers import atomic, loop, on_device
 
 from ._clauses import async_noval, async_sync
-from ._compute import kernels, kernels_loop, parallel, parallel_loop, routine, serial
+from ._compute import explain, kernels, kernels_loop, parallel, parallel_loop, routine, serial
 from ._directives import data, declare, enter_data, exit_data, host_data, update
 from ._devices import OffloadFallbackWarning
 from ._errors import register_error_callback, unregister_error_callback
@@ -64,7 +64,7 @@ except ValueError as _error:  # a bad value must not make ``import pyacc`` (or t
     warnings.warn(f"pyacc diagnostics not enabled: {_error}", RuntimeWarning, stacklevel=2)
 
 __all__ = (
-    ["CompileError", "atomic", "loop", "on_device", "async_noval", "async_sync",
+    ["CompileError", "PerformanceWarning", "explain", "atomic", "loop", "on_device", "async_noval", "async_sync",
      "parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "data", "declare", "enter_data", "exit_data", "host_data", "update",
      "register_error_callback", "unregister_error_callback", "observe", "profiling", "OffloadFallbackWarning", "__version__"]
     + list(_routine_names)

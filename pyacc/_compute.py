@@ -24,6 +24,8 @@ copied back (the device data may be garbage) but every count is released.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import functools
 import inspect
 import os
@@ -55,7 +57,8 @@ from ._devices import ICVS, current_runtime
 from ._errors import directive_end, report
 from .observe._locate import Location
 
-__all__ = ["parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "ComputeRegion"]
+__all__ = ["parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "ComputeRegion",
+           "explain"]
 
 _ACTIVE = BUS.active
 _STRUCTURED = Counter.STRUCTURED
@@ -107,8 +110,9 @@ class AsyncResult:
 class ComputeRegion:
     """A decorated compute-region function; calling it launches the kernel.
 
-    Call as ``f(*args, async_=None, wait=None)``; keyword arguments by parameter name are
-    accepted too. Returns the reduction value (a tuple for several; None without), or an
+    Call as ``f(*args, async_=None, wait=None, if_=None)``; keyword arguments by parameter
+    name are accepted too. ``if_`` given at the call overrides the ``if`` clause: false runs
+    the region on the host on host data (OpenACC 3.3 §2.5.6). Returns the reduction value (a tuple for several; None without), or an
     ``AsyncResult`` when ``async_`` names a queue.
     """
 
@@ -124,9 +128,10 @@ class ComputeRegion:
                 self._explicit[name] = kind
         self._deviceptr = frozenset(clauses.deviceptr)
         self._default = clauses.default
-        self._enabled = True if clauses.if_ is None else bool(clauses.if_)
-        self._async_clause = async_noval if clauses.async_ == compiler.ASYNC_NOVAL else clauses.async_
-        self._wait_clause = None if clauses.wait in (None, False) else ([] if clauses.wait is True else clauses.wait)
+        self._clause_values = _clause_values(clauses)  # (enabled, async, wait) of the clauses
+        #: clause values written as expressions of the parameters (``"gang((n+127)/128)"``,
+        #: ``"if(n > 100)"``): evaluated at each call (API.md §6.1)
+        self._expressions = bool(clauses.expressions())
         self._signature = inspect.signature(function)
         self._kernels = {}  # (device type, no-jit, boundscheck, argument kinds) -> kernel
         # the last fast-path calls (newest first), for the next ones: a Jacobi loop calls
@@ -135,6 +140,20 @@ class ComputeRegion:
         self._uses_default = True
         self._read_free = None  # reads the free parameters' values (None: there are none)
         self._bound = False  # free parameters resolved (at the first call)
+
+    def _evaluate_clauses(self, args):
+        """Evaluate the clause expressions with this call's arguments (parameters by
+        name, then the function's globals) and set the launch's clauses from them."""
+        info = self.info
+        namespace = collections.ChainMap(dict(zip(info.params, args)), info.func.__globals__)
+        try:
+            clauses = info.clauses.evaluate(namespace)
+        except Exception as error:  # noqa: BLE001 - a user expression may raise anything
+            texts = ", ".join(f"{name}({expr.text})" for name, expr in info.clauses.expressions().items())
+            raise InvalidArgumentError(
+                f"{info.where}: a clause value could not be evaluated for this call "
+                f"({texts}): {type(error).__name__}: {error}") from None
+        return _clause_values(clauses) + (clauses,)
 
     def _bind_free_names(self):
         """At the first call: resolve the module-level names the kernel reads (API.md
@@ -154,15 +173,18 @@ class ComputeRegion:
     def __get__(self, instance, owner):
         return self if instance is None else functools.partial(self, instance)
 
-    def __call__(self, *args, async_=None, wait=None, **kwargs):
+    def __call__(self, *args, async_=None, wait=None, if_=None, **kwargs):
         if kwargs or len(args) != len(self.info.params):
             args = self._bind(args, kwargs)
         try:
             if not self._bound:
                 self._bind_free_names()
+            values = self._evaluate_clauses(args) if self._expressions else self._clause_values
+            if if_ is not None:  # given at the call, it overrides the clause (§2.5.6)
+                values = (bool(if_),) + values[1:]
             if self._read_free is not None:  # globals and closure values, read now
                 args = (*args, *self._read_free())
-            return self._launch(args, async_, wait)
+            return self._launch(args, async_, wait, values)
         except Exception as error:
             if hasattr(error, "code"):
                 report(error)
@@ -184,14 +206,15 @@ class ComputeRegion:
     # flags are read through ``_environ_get``, and a call that repeats a recent one
     # replays its plan (``_CallPlan``: no classification, no present-table lookup).
 
-    def _launch(self, args, async_, wait):
+    def _launch(self, args, async_, wait, clause_values):
         info = self.info
         runtime = ICVS.runtime or current_runtime()
-        async_arg = async_ if async_ is not None else self._async_clause
+        enabled, async_clause, wait_clause = clause_values[:3]
+        async_arg = async_ if async_ is not None else async_clause
         queue = queue_of(runtime, async_arg)
-        if wait is not None or self._wait_clause is not None:
-            wait_for(runtime, wait if wait is not None else self._wait_clause, queue)
-        if not self._enabled:
+        if wait is not None or wait_clause is not None:
+            wait_for(runtime, wait if wait is not None else wait_clause, queue)
+        if not enabled:
             return self._run_on_host(args)
         if self._plans:
             key = self._call_key()
@@ -226,7 +249,7 @@ class ComputeRegion:
             for slot, item in zip(slots, mapped):
                 device_args[slot] = device_array(item)
         try:
-            kernel = self._kernel(runtime.device.type_name, device_args, kinds)
+            kernel = self._kernel(runtime.device.type_name, device_args, kinds, clause_values)
             value = runtime.device.launch(kernel, device_args, queue, name=info.name,
                                           where=self._where, info=info)
         except BaseException as error:
@@ -299,14 +322,22 @@ class ComputeRegion:
                 BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
                             info=self.info.clauses.construct, where=self._where)
 
-    def _kernel(self, device_type, device_args, kinds):
+    def _kernel(self, device_type, device_args, kinds, clause_values=()):
         """The compiled kernel for this device and these argument kinds (memoised here;
-        ``compiler.get_kernel`` is asked only for a new combination)."""
+        ``compiler.get_kernel`` is asked only for a new combination). On the cuda target
+        the launch shape is part of the code, so clause counts evaluated at the call
+        (``"vector((n+31)/32*32)"``) each get their kernel; the CPU ignores them."""
+        info = self.info
         key = (device_type, _env_flag(b"PYACC_DISABLE_JIT"), _env_flag(b"PYACC_BOUNDSCHECK"), kinds)
+        target = "python" if key[1] else _TARGET_OF.get(device_type, "cpu")
+        if target == "cuda" and len(clause_values) > 3:
+            counts = clause_values[3]
+            key += ((counts.num_gangs, counts.num_workers, counts.vector_length),)
         kernel = self._kernels.get(key)
         if kernel is None:
-            target = "python" if key[1] else _TARGET_OF.get(device_type, "cpu")
-            kernel = compiler.get_kernel(self.info, device_args, target=target, device_type=device_type)
+            if len(key) > 4:
+                info = dataclasses.replace(info, clauses=clause_values[3], kernels={})
+            kernel = compiler.get_kernel(info, device_args, target=target, device_type=device_type)
             self._kernels[key] = kernel
         return kernel
 
@@ -521,6 +552,14 @@ def _mapped(arrays, map_kinds, entries) -> list[Mapped]:
             for (array, (kind, name)), entry in zip(zip(arrays, map_kinds), entries)]
 
 
+def _clause_values(clauses):
+    """``(enabled, async, wait)`` of a launch from its (evaluated) clauses."""
+    enabled = True if clauses.if_ is None else bool(clauses.if_)
+    async_clause = async_noval if clauses.async_ == compiler.ASYNC_NOVAL else clauses.async_
+    wait_clause = None if clauses.wait in (None, False) else ([] if clauses.wait is True else clauses.wait)
+    return enabled, async_clause, wait_clause
+
+
 def _free_reader(info):
     """A function returning the current values of ``info.free_params`` (global and
     closure variables, read at each call), or None when the kernel has none."""
@@ -573,6 +612,26 @@ def _env_flag(name: bytes) -> bool:
     """An on/off environment flag: set and not "" or "0"."""
     value = _environ_get(name)
     return value is not None and value not in (b"", b"0", "", "0")
+
+
+def explain(region) -> str:
+    """How each loop of a compute region was compiled (API.md §6.1, like NVHPC's
+    ``-Minfo=accel``): parallel (collapse, gang/vector, interchange, run-time
+    conditions) or sequential and why (the dependence found: array and line),
+    reductions (declared or found), private variables, and each parameter's data clause
+    (explicit, or the implicit rule of OpenACC 3.3 §2.6.2). Before the first call the
+    argument types are unknown: arrays and scalars are told apart from the first call on.
+    ``PYACC_INFO=1`` prints the same text at each kernel's first compile."""
+    if not isinstance(region, ComputeRegion):
+        raise TypeError(f"acc.explain takes a compute region (a function decorated with "
+                        f"@acc.parallel_loop, @acc.kernels ...), got {region!r}")
+    info = region.info
+    notes = info.notes
+    if notes is None:  # not compiled yet: the planner's decisions at decoration
+        from compiler.frontend import Scope, local_names
+        from compiler.planner import Planner
+        notes = Planner(info.source, info.clauses, Scope(info.func, local_names(info.source.tree))).plan().notes
+    return compiler.explain(info, notes, info.arg_types)
 
 
 # == decorators ==============================================================================

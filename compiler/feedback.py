@@ -1,0 +1,121 @@
+"""Compiler feedback: how each loop of a compute region was compiled (like NVHPC's
+``-Minfo=accel``).
+
+Owns :func:`explain` (the text ``acc.explain(f)`` returns and ``PYACC_INFO=1`` prints at
+each kernel's first compile) and :func:`warn_sequential` (the ``PerformanceWarning`` of a
+``kernels`` loop that runs sequentially).
+
+Invariants:
+    * The text is built only from the planner's notes (``planner.LoopNote``), the
+      kernel's analysis (``KernelInfo``) and, once compiled, the argument types: what it
+      says is what the code generator did, never a second guess.
+    * A warning names the file and line of the loop (``warnings.warn_explicit``), so
+      Python's default filter shows it once per loop.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+from numba.core import types as nbtypes
+
+from .errors import PerformanceWarning
+
+__all__ = ["explain", "warn_sequential", "report_build", "info_enabled"]
+
+_KERNELS = ("kernels", "kernels_loop")
+
+
+def info_enabled() -> bool:
+    """True when ``PYACC_INFO`` is set to something other than ``""``/``"0"``."""
+    return os.environ.get("PYACC_INFO", "0") not in ("", "0")
+
+
+def explain(info, notes, arg_types=None) -> str:
+    """The compiler feedback of one compute region.
+
+    Args:
+        info: Its ``KernelInfo``.
+        notes: The planner's ``LoopNote`` list.
+        arg_types: ``{parameter: numba type}`` once compiled (None: not yet called).
+    """
+    clauses = info.clauses
+    lines = [f"{info.where}: {clauses.construct}"]
+    if not notes:
+        lines.append("  no loop runs in parallel: the region runs as written on one thread"
+                     if clauses.construct != "serial" else "  serial: runs on one thread")
+    for note in notes:
+        lines.append(f"  line {note.line}: {_loop_text(note)}")
+    lines += _data_lines(info, arg_types)
+    return "\n".join(lines)
+
+
+def _loop_text(note) -> str:
+    if not note.parallel:
+        return f"sequential loop: {note.reason}"
+    parts = ["parallel loop"]
+    if note.collapse > 1:
+        parts.append(f"collapse({note.collapse})")
+    if note.schedule:
+        parts.append(note.schedule)
+    text = ", ".join(parts)
+    for op, var in note.reductions:
+        found = " (implicit: found in the loop)" if var in note.implicit else ""
+        text += f"; reduction({op}:{var}){found}"
+    if note.private:
+        text += f"; private({', '.join(note.private)})"
+    if note.interchange:
+        text += "; inner loops interchanged (matrix-product form, unit-stride inner loop)"
+    if note.conditions:
+        text += ("; parallel only when " + " and ".join(note.conditions) +
+                 " (checked at each call; otherwise the loop runs as written)")
+    return text
+
+
+def _data_lines(info, arg_types):
+    """Each parameter's data clause: explicit, or the implicit one of §2.6.2."""
+    clauses = info.clauses
+    explicit = clauses.data_names()
+    explicit.update({n: k for k in ("private", "firstprivate") for n in getattr(clauses, k)})
+    lines = []
+    for name in info.kernel_params:
+        where = " (module-level)" if name in info.free_params else ""
+        numba_type = (arg_types or {}).get(name)
+        if name in explicit:
+            lines.append(f"  {name}{where}: {explicit[name]} (explicit clause)")
+        elif numba_type is not None and not isinstance(numba_type, nbtypes.Array):
+            lines.append(f"  {name}{where}: firstprivate (implicit: scalar, §2.6.2)")
+        elif clauses.default == "present":
+            lines.append(f"  {name}{where}: present (default(present))")
+        elif numba_type is None and name not in info.written and name not in info.read:
+            continue
+        else:
+            rule = ("copy (implicit present-or-copy: the kernel writes it)"
+                    if name in info.written else
+                    "copyin (implicit present-or-copy: never written, not copied back)")
+            suffix = "" if numba_type is not None else " if an array"
+            lines.append(f"  {name}{where}: {rule}{suffix}")
+    return lines
+
+
+def warn_sequential(info, notes) -> None:
+    """``PerformanceWarning`` for each ``kernels`` loop that runs sequentially."""
+    if info.clauses.construct not in _KERNELS:
+        return
+    for note in notes:
+        if not note.parallel and note.reason != "seq clause":
+            warnings.warn_explicit(
+                PerformanceWarning(
+                    f"{info.name}: the kernels loop at line {note.line} runs sequentially: "
+                    f"{note.reason}. If its iterations are independent, say so with "
+                    f"independent (OpenACC 3.3 §2.9.9); acc.explain({info.name}) shows how "
+                    f"each loop was compiled"),
+                PerformanceWarning, info.filename, note.line)
+
+
+def report_build(info, notes, arg_types) -> None:
+    """At a kernel's first compile: the warnings, and ``PYACC_INFO``'s text on stderr."""
+    warn_sequential(info, notes)
+    if info_enabled():
+        print(explain(info, notes, arg_types), file=sys.stderr)
