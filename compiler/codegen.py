@@ -164,7 +164,8 @@ class FunctionRewriter(ast.NodeTransformer):
     # -- names
 
     def visit_Name(self, node):
-        if not isinstance(node.ctx, ast.Load) or node.id in self.scope.local:
+        if not isinstance(node.ctx, ast.Load) or node.id in self.scope.local or \
+                node.id.startswith("_acc_"):  # generated names are locals
             return node
         return self.builder.bind_global(self, node)
 
@@ -187,6 +188,11 @@ class FunctionRewriter(ast.NodeTransformer):
             self.plan.nests.get((node.lineno, node.col_offset))
         if nest is None:
             return self.generic_visit(node)
+        hoisted = _hoist_zero_d_reads(node)
+        if hoisted:  # Numba's parfor lowering cannot index a 0-d array (x[()]) inside
+            rest = self.visit_For(node)
+            return [self.visit(stmt) for stmt in hoisted] + _flatten(
+                rest if isinstance(rest, list) else [rest])
         if nest.conditions:
             if not self.builder.target.runtime_conditions:
                 return self.generic_visit(node)  # this target runs the loop as written
@@ -220,6 +226,31 @@ class FunctionRewriter(ast.NodeTransformer):
         test = ast.parse(" and ".join(f"({c})" for c in nest.conditions), mode="eval").body
         return ast.copy_location(ast.If(test=test, body=_flatten([parallel]),
                                         orelse=[sequential]), node)
+
+
+def _hoist_zero_d_reads(loop):
+    """Replace each read ``s[()]`` of a 0-d array the nest never writes by a local read
+    once before the nest; returns those assignments (the nest is changed in place).
+    Reading the value once is exact: nothing in the nest writes ``s``."""
+    stored = {n.value.id for n in ast.walk(loop) if isinstance(n, ast.Subscript)
+              and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)}
+    names = []
+
+    class Hoist(ast.NodeTransformer):
+        def visit_Subscript(self, node):
+            self.generic_visit(node)
+            if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and \
+                    isinstance(node.slice, ast.Tuple) and not node.slice.elts and \
+                    node.value.id not in stored:
+                if node.value.id not in names:
+                    names.append(node.value.id)
+                return ast.copy_location(ast.Name(id=f"_acc_h_{node.value.id}", ctx=ast.Load()), node)
+            return node
+
+    for index, stmt in enumerate(loop.body):
+        loop.body[index] = Hoist().visit(stmt)
+    return [ast.copy_location(ast.parse(f"_acc_h_{name} = {name}[()]").body[0], loop)
+            for name in names]
 
 
 def _rewritten_nest(nest, source, interchange_allowed):

@@ -446,11 +446,21 @@ def _bounds_checked(dispatcher, where):
         except KernelIndexError:
             raise
         except IndexError as exc:
+            if not _is_bounds_error(exc):
+                raise  # the program's own IndexError: not an index out of bounds
             raise _index_error(where, exc) from exc
 
     kernel.dispatcher = dispatcher
     kernel.__name__ = f"bounds_checked_{where.split(' ')[0]}"
     return kernel
+
+
+def _is_bounds_error(exc) -> bool:
+    """An IndexError from a bounds check (pyacc's named checks, or Numba's
+    ``boundscheck``), not one the kernel raises itself (``raise IndexError("...")``)."""
+    first = exc.args[0] if exc.args else ""
+    return isinstance(first, str) and (first.startswith("pyacc-bounds:")
+                                       or first == "index is out of bounds")
 
 
 def _index_error(where, exc) -> KernelIndexError:

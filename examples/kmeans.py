@@ -17,8 +17,8 @@ the original. The original reads its points from a file (e.g. Rodinia's ``kdd_cu
 attributes); here they are overlapping Gaussian blobs, their coordinates rounded to
 quarters so that the centre sums are exact in float32 whatever the order of the
 additions. The original's ``delta += 1.0F`` has no clause and relies on the compiler
-recognising the scalar reduction; here ``delta`` is named in the reduction clause. Until
-pyacc has array reductions (see the PORT-NOTE), the two sums are ``acc.atomic.add``.
+recognising the scalar reduction; here ``delta`` is named in the reduction clause, beside
+the two array reductions of the original (OpenACC 3.3 §2.5.15).
 
 How the directives map::
 
@@ -60,14 +60,8 @@ FLT_MAX = 3.40282347e+38
 MAX_LOOPS = 500
 
 
-# PORT-NOTE: array reductions and reduction lists (API.md §6.1): the original's clause is
-# reduction(+:new_centers[0:_NCLUSTERS][0:_NATTRIBUTES], new_centers_len[0:_NCLUSTERS]);
-# array reductions are not supported yet, so the two sums are atomic updates and only the
-# scalar delta is in the clause. Once they land: the clause becomes
-# "reduction(+:new_centers, new_centers_len, delta)" and the two acc.atomic.add lines
-# below become `new_centers_len[index] += 1` and `new_centers[index, j] += feature[i, j]`.
 @acc.kernels_loop("gang worker independent private(i, index, index_fnp, max_dist) "
-                  "reduction(+:delta)")
+                  "reduction(+:new_centers, new_centers_len, delta)")
 def find_nearest(feature, clusters, membership, new_centers, new_centers_len, nthreads):
     """Assign each point to its nearest centre; sum the points of each cluster; return
     the number of points whose membership changed."""
@@ -93,9 +87,9 @@ def find_nearest(feature, clusters, membership, new_centers, new_centers_len, nt
                 delta += 1.0
             membership[i] = index
             # update new cluster centers: the sum of all points in each cluster
-            acc.atomic.add(new_centers_len, index, 1)                  # PORT-NOTE: array reduction
+            new_centers_len[index] += 1
             for j in range(nfeatures):
-                acc.atomic.add(new_centers, (index, j), feature[i, j])  # PORT-NOTE: array reduction
+                new_centers[index, j] += feature[i, j]
     return delta
 
 

@@ -27,8 +27,8 @@ How the directives map::
     for (idx = 0; idx <= i; idx++) { ... }              def top_left_diagonal(...):  for idx in range(i + 1)
     mainCompCPU(...)  (OpenMP version, verification)    numpy_reference(): a row-by-row NumPy scan
 
-Until pyacc kernels read module-level scalars at each call, the kernels take max_cols and
-penalty as parameters (see the PORT-NOTEs).
+The kernels read the module-level ``max_cols`` and ``penalty`` as the C kernels read the
+globals: pyacc reads their values at each call (API.md §6.1).
 
 Run::
 
@@ -87,12 +87,8 @@ max_cols = 0
 penalty = 10
 
 
-# PORT-NOTE: kernels reading module-level scalars (API.md §6.1): the C kernels read the
-# globals max_cols and penalty; a kernel compiled today freezes a global scalar's value at
-# its first compile, so both are passed as parameters (drop the two trailing parameters,
-# and the arguments at the two call sites in main_comp, once globals are read at each call).
 @acc.kernels_loop("gang worker independent")
-def top_left_diagonal(input_itemsets, referrence, i, max_cols, penalty):
+def top_left_diagonal(input_itemsets, referrence, i):
     """Anti-diagonal i of the top-left triangle: cells (idx + 1, i + 1 - idx)."""
     for idx in range(i + 1):
         index = (idx + 1) * max_cols + (i + 1 - idx)
@@ -109,9 +105,8 @@ def top_left_diagonal(input_itemsets, referrence, i, max_cols, penalty):
             input_itemsets[index] = k
 
 
-# PORT-NOTE: kernels reading module-level scalars (API.md §6.1): as above.
 @acc.kernels_loop("gang worker independent")
-def bottom_right_diagonal(input_itemsets, referrence, i, max_cols, penalty):
+def bottom_right_diagonal(input_itemsets, referrence, i):
     """Anti-diagonal i (counting down) of the bottom-right triangle."""
     for idx in range(i + 1):
         index = (max_cols - idx - 2) * max_cols + idx + max_cols - i - 2
@@ -130,12 +125,11 @@ def bottom_right_diagonal(input_itemsets, referrence, i, max_cols, penalty):
 
 def main_comp(input_itemsets: np.ndarray, referrence: np.ndarray) -> None:
     """The original's mainComp(): both wavefront sweeps inside one data region."""
-    # PORT-NOTE: module-level scalars (API.md §6.1): max_cols and penalty passed to the kernels
     with acc.data(copy=[input_itemsets], copyin=[referrence]):
         for i in range(max_cols - 2):  # top-left triangle
-            top_left_diagonal(input_itemsets, referrence, i, max_cols, penalty)
+            top_left_diagonal(input_itemsets, referrence, i)
         for i in range(max_cols - 4, -1, -1):  # bottom-right triangle
-            bottom_right_diagonal(input_itemsets, referrence, i, max_cols, penalty)
+            bottom_right_diagonal(input_itemsets, referrence, i)
 
 
 def initial_matrices(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import inspect
 import os
+import sys
 import weakref
 
 import numpy as np
@@ -47,6 +48,7 @@ from mapping import (
     MapKind,
     Mapped,
     MapRequest,
+    PartlyPresentError,
     check_array,
 )
 
@@ -61,6 +63,7 @@ __all__ = ["parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "ro
            "explain"]
 
 _ACTIVE = BUS.active
+_HOLDING = BUS.holding()
 _STRUCTURED = Counter.STRUCTURED
 _REGION_ENTER = int(EventKind.REGION_ENTER)
 _REGION_EXIT = int(EventKind.REGION_EXIT)
@@ -184,7 +187,10 @@ class ComputeRegion:
                 values = (bool(if_),) + values[1:]
             if self._read_free is not None:  # globals and closure values, read now
                 args = (*args, *self._read_free())
-            return self._launch(args, async_, wait, values)
+            # a profiling or error callback that raises does so only once the region's
+            # data actions are complete and the table is consistent (API.md §11)
+            with _HOLDING:
+                return self._launch(args, async_, wait, values)
         except Exception as error:
             if hasattr(error, "code"):
                 report(error)
@@ -244,7 +250,11 @@ class ComputeRegion:
             mapped = None
         else:
             requests = self._requests(runtime, arrays, map_kinds, slots)
-            mapped = runtime.enter(requests, _STRUCTURED, queue)
+            try:
+                mapped = runtime.enter(requests, _STRUCTURED, queue)
+            except PartlyPresentError as error:
+                error.args = (f"{error.args[0] if error.args else error}; {_SECTION_HINT}",) + error.args[1:]
+                raise
             device_array = runtime.device_array
             for slot, item in zip(slots, mapped):
                 device_args[slot] = device_array(item)
@@ -357,10 +367,15 @@ class ComputeRegion:
         for slot, value in enumerate(args):
             kinds.append(_kind(value))
             if type(value) is not np.ndarray and not isinstance(value, np.ndarray):
-                if type(value) not in _SCALARS and _is_device_array(value):
-                    self._check_device_argument(runtime, params[slot], value)
+                if type(value) not in _SCALARS:
+                    if _is_device_array(value):
+                        self._check_device_argument(runtime, params[slot], value)
+                    else:
+                        self._check_scalar_argument(params[slot], value)
                 continue
             name = params[slot]
+            if value.dtype.char not in _KERNEL_DTYPES or not value.dtype.isnative:
+                self._refuse_dtype(name, value)
             kind = self._explicit.get(name)
             if kind is None:
                 if name in self._deviceptr:
@@ -373,6 +388,28 @@ class ComputeRegion:
             map_kinds.append((kind, name))
             slots.append(slot)
         return arrays, map_kinds, slots, tuple(kinds)
+
+    def _check_scalar_argument(self, name, value) -> None:
+        """Anything but an array must be a number, a boolean or a tuple of them (kernel
+        scalars are firstprivate, OpenACC 3.3 §2.6.2): a list or another object is
+        refused here, before any data action, instead of failing inside Numba."""
+        if isinstance(value, (bool, int, float, complex, np.generic)) or (
+                isinstance(value, tuple) and all(isinstance(v, (bool, int, float, complex, np.generic))
+                                                 for v in value)):
+            return
+        hint = " (convert it with np.asarray)" if isinstance(value, (list, tuple, range)) else ""
+        raise InvalidArgumentError(
+            f"{self.info.where}: argument {name!r} is a {type(value).__name__}{hint}; a compute "
+            "region takes NumPy arrays (or device arrays) and numeric or boolean scalars", name=name)
+
+    def _refuse_dtype(self, name, value) -> None:
+        """Numba compiles kernels for native-endian booleans, integers, floats and
+        complex numbers only; anything else is refused before any data action."""
+        raise InvalidArgumentError(
+            f"{self.info.where}: argument {name!r} (shape {value.shape}, dtype {value.dtype}) "
+            "has a dtype kernels cannot use: they take native-endian bool, int8-64, uint8-64, "
+            "float32/64 and complex64/128 arrays; convert it first (e.g. "
+            "x.astype(np.float64))", name=name)
 
     def _check_device_argument(self, runtime, name, value) -> None:
         """A device array (``__cuda_array_interface__``: a CuPy or numba-cuda array) is
@@ -423,12 +460,18 @@ class ComputeRegion:
 
     def _execution_error(self, error) -> ExecutionError:
         if isinstance(error, KernelIndexError):
+            on = f" on array {error.array!r}" if error.array is not None else ""
             return ExecutionError(
-                f"kernel {error.kernel} failed: index out of bounds on array "
-                f"{error.array!r}: {error}", kernel=error.kernel, name=error.array)
+                f"kernel {error.kernel} failed: index out of bounds{on}: {error}",
+                kernel=error.kernel, name=error.array)
         return ExecutionError(f"kernel {self.info.where} failed: {type(error).__name__}: {error}",
                               kernel=self.info.where)
 
+
+#: what to do when a kernel argument is only partly present (multi-device codes map
+#: x[lo:hi] per device and index the whole array)
+_SECTION_HINT = ("a compute region maps each array argument whole: pass the section that is "
+                 "present (a view such as x[lo:hi]) and index it from 0, or map the whole array")
 
 #: fast-path plans a region keeps (each is tried in turn, newest first, before the full path)
 _PLANS_KEPT = 4
@@ -436,6 +479,10 @@ _PLANS_KEPT = 4
 #: the compiler target of each device type (host and emulated kernels run on CPU threads)
 _TARGET_OF = {"host": "cpu", "emulated": "cpu", "cuda": "cuda"}
 
+
+#: dtype characters of the arrays a kernel can take (bool, signed and unsigned integers,
+#: float32/64, complex64/128; not float16, long double, objects, strings, records)
+_KERNEL_DTYPES = frozenset("?bBhHiIlLqQfdFD")
 
 #: argument types that are certainly scalars (no device-array check needed)
 _SCALARS = frozenset({int, float, complex, bool, np.float64, np.float32, np.int64, np.int32,
@@ -635,11 +682,23 @@ def explain(region) -> str:
 
 
 # == decorators ==============================================================================
+def _parse_at_caller(construct, clause_string, clauses):
+    """``compiler.parse_clauses``, with a clause error located at the decorator's line
+    (API.md §6: a bad clause names the file and line of the decorator)."""
+    try:
+        return compiler.parse_clauses(construct, clause_string, **clauses)
+    except CompileError as error:
+        if error.filename is not None:
+            raise
+        frame = sys._getframe(2)  # the decorator expression in the user's code
+        raise CompileError(error.reason, frame.f_code.co_filename, frame.f_lineno) from None
+
+
 def _decorator(construct: str):
     def decorator(function=None, clause_string=None, /, **clauses):
         if isinstance(function, str):  # @acc.parallel_loop("collapse(2) ...")
             function, clause_string = None, function
-        parsed = compiler.parse_clauses(construct, clause_string, **clauses)
+        parsed = _parse_at_caller(construct, clause_string, clauses)
 
         def wrap(func):
             if not callable(func):
@@ -671,7 +730,7 @@ def routine(function=None, clause_string=None, /, **clauses):
         function, clause_string = None, function
     if clause_string is None and not clauses:
         clauses = {"seq": True}
-    parsed = compiler.parse_clauses("routine", clause_string, **clauses)
+    parsed = _parse_at_caller("routine", clause_string, clauses)
 
     def wrap(func):
         return compiler.mark_routine(func, parsed)
