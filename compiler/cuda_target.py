@@ -40,11 +40,13 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 
 from . import cuda_runtime
 from .codegen import RT, Target, _names_outside
-from .reductions import COMBINE, NP
-from .templates import fill_body, is_const, range_bounds
+from .errors import CompileError
+from .reductions import COMBINE, NP, element_update
+from .templates import Renamer, fill_body, is_const, range_bounds
 
 __all__ = ["CudaTarget"]
 
@@ -127,6 +129,10 @@ class CudaTarget(Target):
     # -- parallel nests -------------------------------------------------------------------
     def parallel_nest(self, nest, body, prefix, slots):
         p = prefix
+        if nest.array_reductions:
+            body = _atomic_array_updates(nest, body, p)
+            nest = dataclasses.replace(nest, reductions=tuple(
+                (op, var) for op, var in nest.reductions if var not in nest.array_reductions))
         source = self.builder.current_source
         name = f"_acc_k{self.kernel_count}"
         self.kernel_count += 1
@@ -349,6 +355,43 @@ class CudaTarget(Target):
         launch = fill_body("\n".join(lines), {}, [], stmts[0])
         self.pending.append((tree, launch))
         return launch
+
+
+#: numba-cuda atomics for the element updates of an array reduction (OpenACC 3.3
+#: §2.5.15): each thread updates the array in place, atomically
+_ATOMIC_OF = {"+": "add", "-": "sub", "max": "max", "min": "min", "&": "and_", "|": "or_",
+              "^": "xor"}
+
+
+def _atomic_array_updates(nest, body, p):
+    """The body with each element update of an array reduction variable made an atomic
+    update of the array itself (the private copies of the CPU are not needed on a GPU,
+    whose atomics combine in place; the array's values before the loop participate once
+    as its starting values)."""
+    renamed = {var: var for var in nest.array_reductions}
+    body = [Renamer({f"{p}rv_{var}": var for var in renamed}).visit(copy.deepcopy(stmt))
+            for stmt in body]
+
+    class Atomics(ast.NodeTransformer):
+        def visit_stmt(self, node):
+            found = element_update(node, None) if isinstance(node, (ast.Assign, ast.AugAssign)) \
+                else None
+            if found and found[0] in renamed:
+                var, op, index, value = found
+                if op not in _ATOMIC_OF:
+                    raise CompileError(
+                        f"reduction({op}:{renamed[var]}): array reductions with {op!r} have no "
+                        f"atomic update on the cuda target; use + - max min & | ^ there")
+                call = ast.Call(func=ast.Attribute(value=ast.Attribute(
+                    value=ast.Name(id=_CUDA, ctx=ast.Load()), attr="atomic", ctx=ast.Load()),
+                    attr=_ATOMIC_OF[op], ctx=ast.Load()),
+                    args=[ast.Name(id=renamed[var], ctx=ast.Load()), index, value], keywords=[])
+                return ast.copy_location(ast.Expr(value=call), node)
+            return self.generic_visit(node)
+
+        visit_Assign = visit_AugAssign = visit_stmt
+
+    return [Atomics().visit(stmt) for stmt in body]
 
 
 def _args(names) -> str:

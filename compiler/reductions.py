@@ -115,7 +115,8 @@ def element_update(stmt, scope):
     if isinstance(value, ast.BinOp) and type(value.op) in _BIN_OPS:
         operands, op = [value.left, value.right], _BIN_OPS[type(value.op)]
     elif isinstance(value, ast.Call) and len(value.args) == 2 and not value.keywords:
-        function = scope.resolve(value.func)
+        function = scope.resolve(value.func) if scope is not None else \
+            {"max": max, "min": min}.get(getattr(value.func, "id", None))
         if function is max or function is min:
             operands, op = value.args, function.__name__
     if operands is None:
