@@ -104,6 +104,9 @@ def _reading_free_values(kernel, info):
         return kernel(*args, *info.free_values())
 
     call.kernel = kernel
+    for name in ("driver", "dispatcher"):  # what callers inspect on the kernel itself
+        if hasattr(kernel, name):
+            setattr(call, name, getattr(kernel, name))
     return call
 
 
