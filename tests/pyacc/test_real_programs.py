@@ -1,0 +1,1297 @@
+"""What real OpenACC programs need (API.md §6.1; OpenACC 3.3 §2.5–2.9).
+
+One test (or one parametrised family) per rule, on ``host`` and ``emulated`` wherever data
+movement matters:
+
+1. kernels read module-level (global) and closure arrays and scalars (OpenACC 3.3 §2.6.2:
+   a global array is present-or-copy like an argument, copyin when never written; a global
+   scalar is firstprivate with its value at the call); data clauses may name globals; a
+   routine reading a global array is a compile error;
+2. ``private`` naming loop indices (§2.5.13, indices are private already);
+3. scalars written in compute regions (§2.6.2: ``kernels`` keeps the value, as an
+   ``or``/``and`` reduction or sequentially; ``parallel`` requires a reduction, §2.5.15);
+4. ``kernels`` dependence analysis on affine subscripts (§2.5.3);
+5. clause values as expressions of the parameters evaluated at each call (§2.5.6, §2.5.10);
+6. call-time ``if_=`` (§2.5.6), ``async_=``, ``wait=``;
+7. array reductions (§2.5.15, §2.9.11);
+8. reduction lists as C writes them.
+
+Kernels are defined once at module level (each costs a Numba compile) and shared by
+parametrised tests. On ``emulated`` device contents are seen through ``acc.deviceptr``.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+from compiler.frontend import Scope, local_names
+from compiler.planner import Planner
+
+
+# =========================================================================== fixtures
+
+
+@pytest.fixture(params=["host", "emulated"])
+def device(request):
+    """The shared-memory ``host`` device and the ``emulated`` one (separate memory)."""
+    return request.getfixturevalue("host_device" if request.param == "host" else "emulated")
+
+
+def stats():
+    s = acc.stats()
+    return {k: s[k] for k in ("h2d_count", "d2h_count", "alloc_count", "free_count",
+                              "launch_count")}
+
+
+def expect_stats(**expected):
+    got = stats()
+    for key, value in expected.items():
+        assert got[key] == value, f"{key}: expected {value}, got {got[key]} (all: {got})"
+
+
+def rc(a):
+    return tuple(acc.refcounts(a))
+
+
+def table():
+    return [(r.host_begin, r.host_end, r.structured, r.dynamic) for r in acc.present_table()]
+
+
+def plan_notes(region):
+    info = region.info
+    return Planner(info.source, info.clauses,
+                   Scope(info.func, local_names(info.source.tree))).plan().notes
+
+
+# =========================================================================== 1. globals
+
+G_IN = np.arange(8, dtype=np.float64)  # read by kernels, never written
+G_ACC = np.zeros(8)  # written by kernels
+ALPHA = 2.0
+
+
+@acc.parallel_loop
+def scale_global(y):
+    for i in range(y.shape[0]):
+        y[i] = ALPHA * G_IN[i]
+
+
+@acc.parallel_loop
+def add_into_global(x):
+    for i in range(x.shape[0]):
+        G_ACC[i] += x[i]
+
+
+@acc.parallel_loop
+def reads_late_global(y):
+    for i in range(y.shape[0]):
+        y[i] = LATE[i] + LATE_SCALE
+
+
+@acc.parallel_loop(present="G_IN")
+def scale_present_global(y):
+    for i in range(y.shape[0]):
+        y[i] = 3.0 * G_IN[i]
+
+
+@acc.parallel_loop(copyin="G_ACC")
+def add_into_global_copyin(x):
+    for i in range(x.shape[0]):
+        G_ACC[i] += x[i]
+
+
+@acc.parallel_loop(default="none", copyout="y")
+def global_without_clause(y):
+    for i in range(y.shape[0]):
+        y[i] = G_IN[i]
+
+
+@acc.parallel_loop(default="present")
+def global_default_present(y):
+    for i in range(y.shape[0]):
+        y[i] = G_IN[i] + 1.0
+
+
+LATE = np.full(8, 10.0)  # defined after the kernel that reads it
+LATE_SCALE = 0.5
+
+
+def _make_closure_kernel(table_, factor):
+    @acc.parallel_loop
+    def closure_scale(y):
+        for i in range(y.shape[0]):
+            y[i] = factor * table_[i]
+
+    def rebind(new_table, new_factor):
+        nonlocal table_, factor
+        table_, factor = new_table, new_factor
+
+    return closure_scale, rebind
+
+
+CLOSURE_TABLE = np.arange(8, dtype=np.float64) + 100.0
+closure_scale, rebind_closure = _make_closure_kernel(CLOSURE_TABLE, 4.0)
+
+
+@pytest.fixture
+def fresh_globals(monkeypatch):
+    """Fresh global arrays for each test (kernels and data regions mutate them)."""
+    monkeypatch.setitem(globals(), "G_IN", np.arange(8, dtype=np.float64))
+    monkeypatch.setitem(globals(), "G_ACC", np.zeros(8))
+    monkeypatch.setitem(globals(), "ALPHA", 2.0)
+
+
+def test_global_array_and_scalar_are_read_by_kernel(device, fresh_globals):
+    """API.md §6.1 / OpenACC 3.3 §2.6.2: a global array read by a kernel is copyin only."""
+    y = np.zeros(8)
+    scale_global(y)
+    np.testing.assert_array_equal(y, 2.0 * G_IN)
+    if device == "emulated":
+        # G_IN copyin only, y copy in and out
+        expect_stats(h2d_count=2, d2h_count=1, alloc_count=2, free_count=2, launch_count=1)
+        assert table() == []
+        assert rc(G_IN) == (0, 0)
+
+
+def test_global_array_written_by_kernel_is_copied_back(device, fresh_globals):
+    """OpenACC 3.3 §2.6.2: a written global array is present-or-copy."""
+    x = np.arange(8, dtype=np.float64)
+    add_into_global(x)
+    add_into_global(x)
+    np.testing.assert_array_equal(G_ACC, 2.0 * x)
+    if device == "emulated":
+        # each call: x in, G_ACC in and out
+        expect_stats(h2d_count=4, d2h_count=2, launch_count=2)
+        assert table() == []
+
+
+def test_global_scalar_is_read_at_each_call(device, fresh_globals):
+    """API.md §6.1: a global scalar is firstprivate with its value at the call, never the
+    value frozen at the first compile (OpenACC 3.3 §2.6.2)."""
+    global ALPHA
+    y = np.zeros(8)
+    ALPHA = 2.0
+    scale_global(y)
+    np.testing.assert_array_equal(y, 2.0 * G_IN)
+    ALPHA = 5.0
+    scale_global(y)
+    np.testing.assert_array_equal(y, 5.0 * G_IN)
+    ALPHA = -1  # an int now: still a scalar, the value is what counts
+    scale_global(y)
+    np.testing.assert_array_equal(y, -1.0 * G_IN)
+
+
+def test_rebinding_global_array_changes_what_kernel_sees(device, fresh_globals):
+    """API.md §6.1: names are looked up at each call."""
+    global G_IN
+    y = np.zeros(8)
+    scale_global(y)
+    np.testing.assert_array_equal(y, 2.0 * np.arange(8))
+    G_IN = np.full(8, 7.0)
+    scale_global(y)
+    np.testing.assert_array_equal(y, 14.0)
+    G_IN = np.arange(8, dtype=np.int64) - 3  # another dtype: compiled again
+    scale_global(y)
+    np.testing.assert_array_equal(y, 2.0 * (np.arange(8) - 3))
+    if device == "emulated":
+        assert table() == []
+
+
+def test_global_defined_after_the_decorated_function(device):
+    """API.md §6.1: names defined after the decorator count (they are resolved at the
+    first call)."""
+    y = np.zeros(8)
+    reads_late_global(y)
+    np.testing.assert_array_equal(y, 10.5)
+
+
+def test_closure_array_and_scalar_are_read(device):
+    """API.md §6.1: closure variables are read like globals (OpenACC 3.3 §2.6.2)."""
+    y = np.zeros(8)
+    closure_scale(y)
+    np.testing.assert_array_equal(y, 4.0 * CLOSURE_TABLE)
+    if device == "emulated":
+        assert stats()["d2h_count"] == 1  # y only: the closure array is read-only
+        assert table() == []
+
+
+def test_closure_variables_are_read_at_each_call(device):
+    """API.md §6.1: rebinding a closure variable (``nonlocal``) changes what the kernel
+    sees, like a global."""
+    y = np.zeros(8)
+    try:
+        rebind_closure(np.ones(8), -2.0)
+        closure_scale(y)
+        np.testing.assert_array_equal(y, -2.0)
+        rebind_closure(np.arange(8, dtype=np.int64), 3)  # other dtypes: a new kernel
+        closure_scale(y)
+        np.testing.assert_array_equal(y, 3.0 * np.arange(8))
+    finally:
+        rebind_closure(CLOSURE_TABLE, 4.0)
+    closure_scale(y)
+    np.testing.assert_array_equal(y, 4.0 * CLOSURE_TABLE)
+
+
+def test_same_array_as_argument_and_global_is_mapped_once(emulated, fresh_globals):
+    """A global array also passed as the argument: one mapping (copy), one result."""
+    scale_global(G_IN)
+    np.testing.assert_array_equal(G_IN, 2.0 * np.arange(8))
+    expect_stats(h2d_count=1, d2h_count=1, alloc_count=1, free_count=1)
+    assert table() == []
+
+
+def test_global_array_with_async_call_is_copied_back_after_wait(emulated, fresh_globals):
+    """An async call: the global's copy-back happens on the queue (OpenACC 3.3 §2.16)."""
+    x = np.arange(8, dtype=np.float64)
+    handle = add_into_global(x, async_=3)
+    assert table() == []  # counts change at once
+    assert handle.result() is None
+    acc.wait(3)
+    np.testing.assert_array_equal(G_ACC, x)
+
+
+def test_global_array_with_if_false_uses_host_data(emulated, fresh_globals):
+    """``if_=False``: the global is read and written on the host, nothing moves
+    (OpenACC 3.3 §2.5.6)."""
+    x = np.arange(8, dtype=np.float64)
+    with acc.data(copyin=[G_ACC]):
+        acc.reset_stats()
+        add_into_global(x, if_=False)
+        np.testing.assert_array_equal(G_ACC, x)  # the host copy was updated
+        np.testing.assert_array_equal(acc.deviceptr(G_ACC), 0.0)
+        expect_stats(h2d_count=0, d2h_count=0, launch_count=0)
+        assert rc(G_ACC) == (1, 0)
+
+
+def test_global_array_present_in_data_region_is_used_in_place(emulated, fresh_globals):
+    """OpenACC 3.3 §2.6.2: a present global array is used in place: no transfer, no
+    count change, and the kernel reads the device copy."""
+    y = np.zeros(8)
+    with acc.data(copyin=[G_IN]):
+        assert rc(G_IN) == (1, 0)
+        G_IN[:] = -1.0  # the host changes after the copy-in: the device copy is stale
+        acc.reset_stats()
+        scale_global(y)
+        scale_global(y)
+        # y is copied in and out each call; G_IN never moves
+        expect_stats(h2d_count=2, d2h_count=2, alloc_count=2, free_count=2, launch_count=2)
+        assert rc(G_IN) == (1, 0)
+        np.testing.assert_array_equal(y, 2.0 * np.arange(8))  # the device values
+    assert rc(G_IN) == (0, 0)
+    assert table() == []
+
+
+def test_written_global_array_in_data_region_stays_on_device(emulated, fresh_globals):
+    """OpenACC 3.3 §2.6.2: a present written global is updated on the device only and
+    copied back at the region's end."""
+    x = np.arange(8, dtype=np.float64)
+    with acc.data(copy=[G_ACC]):
+        acc.reset_stats()
+        add_into_global(x)
+        add_into_global(x)
+        expect_stats(h2d_count=2, d2h_count=0, launch_count=2)  # x only
+        assert rc(G_ACC) == (1, 0)
+        np.testing.assert_array_equal(G_ACC, 0.0)  # host not yet updated
+        np.testing.assert_array_equal(acc.deviceptr(G_ACC), 2.0 * x)
+    np.testing.assert_array_equal(G_ACC, 2.0 * x)
+    assert table() == []
+
+
+def test_global_array_entered_with_enter_data_is_used_in_place(emulated, fresh_globals):
+    """A dynamic (enter data) global: used in place, counts unchanged (§2.6.2)."""
+    acc.enter_data(copyin=[G_IN])
+    try:
+        acc.reset_stats()
+        y = np.zeros(8)
+        scale_global(y)
+        assert rc(G_IN) == (0, 1)
+        expect_stats(h2d_count=1, d2h_count=1)  # y only
+    finally:
+        acc.exit_data(delete=[G_IN])
+    assert table() == []
+
+
+def test_data_clause_may_name_a_global_present(device, fresh_globals):
+    """API.md §6.1: a data clause may name a global: ``present("G_IN")`` requires it."""
+    y = np.zeros(8)
+    if device == "emulated":
+        with pytest.raises(acc.NotPresentError):
+            scale_present_global(y)
+        assert table() == []
+    with acc.data(copyin=[G_IN]):
+        scale_present_global(y)
+    np.testing.assert_array_equal(y, 3.0 * G_IN)
+
+
+def test_data_clause_may_name_a_global_copyin(emulated, fresh_globals):
+    """``copyin("G_ACC")`` on a global the kernel writes: not copied back (§2.7.7)."""
+    x = np.ones(8)
+    add_into_global_copyin(x)
+    np.testing.assert_array_equal(G_ACC, 0.0)
+    expect_stats(h2d_count=2, d2h_count=0)
+    assert table() == []
+
+
+_ROUTINE_TABLE = np.ones(4)
+
+
+def _routine_reads_global_array(i):
+    return _ROUTINE_TABLE[i]
+
+
+def test_default_none_requires_a_clause_for_a_global_array(emulated, fresh_globals):
+    """Bad input (OpenACC 3.3 §2.5.16): under ``default(none)`` a global array needs a
+    data clause like any array."""
+    y = np.zeros(8)
+    with pytest.raises(acc.InvalidArgumentError, match="G_IN"):
+        global_without_clause(y)
+    assert table() == []
+    expect_stats(h2d_count=0, launch_count=0)
+
+
+def test_default_present_applies_to_a_global_array(emulated, fresh_globals):
+    """``default(present)`` (§2.5.16): an absent global is NotPresentError naming it;
+    present, it is used in place."""
+    y = np.zeros(8)
+    with acc.data(copy=[y]):
+        with pytest.raises(acc.NotPresentError, match="G_IN"):
+            global_default_present(y)
+        assert rc(y) == (1, 0)
+        with acc.data(copyin=[G_IN]):
+            acc.reset_stats()
+            global_default_present(y)
+            expect_stats(h2d_count=0, d2h_count=0, launch_count=1)
+    np.testing.assert_array_equal(y, G_IN + 1.0)
+    assert table() == []
+
+
+@pytest.mark.parametrize("value, error", [
+    ([0.0] * 8, acc.InvalidArgumentError),  # a list: not an array
+    ("text", acc.InvalidArgumentError),
+], ids=["list", "str"])
+def test_global_of_unsupported_type_is_invalid_argument(emulated, monkeypatch, value, error):
+    """Bad input: a global that is neither an array nor a numeric scalar is an
+    InvalidArgumentError naming it; nothing is mapped."""
+    y = np.zeros(8)
+    scale_global(y)  # compiled and bound with valid values first
+    acc.reset_stats()
+    monkeypatch.setitem(globals(), "G_IN", value)
+    with pytest.raises(error, match="G_IN"):
+        scale_global(y)
+    expect_stats(h2d_count=0, launch_count=0)
+    assert table() == []
+
+
+def test_strided_global_view_not_present_is_invalid_data_section(emulated, monkeypatch):
+    """Bad input: a non-contiguous global view that is not present cannot be mapped
+    (as for an argument); mapped whole first, it is used in place."""
+    y = np.zeros(8)
+    scale_global(y)
+    base = np.arange(16, dtype=np.float64)
+    monkeypatch.setitem(globals(), "G_IN", base[::2])
+    with pytest.raises(acc.InvalidDataSectionError, match="G_IN"):
+        scale_global(y)
+    assert table() == []
+    with acc.data(copyin=[base]):
+        scale_global(y)
+    np.testing.assert_array_equal(y, 2.0 * base[::2])
+
+
+def test_routine_reading_a_global_array_is_compile_error(emulated):
+    """API.md §6.1: only kernels may read global arrays; a routine that does is a
+    CompileError at the first call naming the array."""
+    @acc.parallel_loop
+    def calls_routine(y):
+        for i in range(y.shape[0]):
+            y[i] = _routine_reads_global_array(i)
+
+    y = np.zeros(4)
+    with pytest.raises(acc.CompileError) as info:
+        calls_routine(y)
+    assert "_ROUTINE_TABLE" in str(info.value)
+    assert table() == []
+    np.testing.assert_array_equal(y, 0.0)
+
+
+def test_kernel_reading_an_undefined_global_is_compile_error(emulated):
+    """Bad input: a name defined nowhere is a CompileError at the first call."""
+    @acc.parallel_loop
+    def reads_nothing_defined(y):
+        for i in range(y.shape[0]):
+            y[i] = NOT_DEFINED_ANYWHERE[i]  # noqa: F821
+
+    with pytest.raises(acc.CompileError) as info:
+        reads_nothing_defined(np.zeros(4))
+    assert "NOT_DEFINED_ANYWHERE" in str(info.value)
+    assert table() == []
+
+
+def test_global_deleted_after_first_call_is_a_clear_error(emulated, monkeypatch):
+    """Bad input: a global removed after the first call is a NameError naming it."""
+    y = np.zeros(8)
+    reads_late_global(y)
+    monkeypatch.delitem(globals(), "LATE")
+    with pytest.raises(NameError, match="LATE"):
+        reads_late_global(y)
+    assert table() == []
+
+
+# =========================================================================== 2. private(i)
+
+
+@acc.parallel_loop(private="i")
+def scale_private_index(x, y):
+    for i in range(x.shape[0]):
+        y[i] = 2.0 * x[i]
+
+
+@acc.parallel_loop(private="i, j")
+def row_sums_private_indices(a, s):
+    for i in range(a.shape[0]):
+        t = 0.0
+        for j in range(a.shape[1]):
+            t += a[i, j]
+        s[i] = t
+
+
+def test_private_naming_the_loop_index(device):
+    """API.md §6.1 / OpenACC 3.3 §2.5.13: ``private(i)`` of the loop index is accepted
+    (the index is private already)."""
+    x = np.arange(16, dtype=np.float64)
+    y = np.zeros(16)
+    scale_private_index(x, y)
+    np.testing.assert_array_equal(y, 2.0 * x)
+
+
+def test_private_naming_outer_and_inner_loop_indices(device):
+    """``private(i, j)``: both loop indices, the inner one of a sequential inner loop."""
+    a = np.arange(24, dtype=np.float64).reshape(6, 4)
+    s = np.zeros(6)
+    row_sums_private_indices(a, s)
+    np.testing.assert_array_equal(s, a.sum(axis=1))
+    if device == "emulated":
+        expect_stats(h2d_count=2, d2h_count=1)  # private names map nothing
+
+
+# =========================================================================== 3. written scalars
+
+
+@acc.kernels_loop
+def kernels_any_negative(x):
+    stop = False
+    for i in range(x.shape[0]):
+        if x[i] < 0.0:
+            stop = True
+    return stop
+
+
+@acc.kernels_loop
+def kernels_all_positive(x):
+    ok = True
+    for i in range(x.shape[0]):
+        if x[i] <= 0.0:
+            ok = False
+    return ok
+
+
+@acc.kernels_loop
+def kernels_last_negative(x):
+    v = 0.0
+    for i in range(x.shape[0]):
+        if x[i] < 0.0:
+            v = x[i]
+    return v
+
+
+@acc.parallel_loop(reduction="or:stop")
+def parallel_any_negative(x):
+    stop = False
+    for i in range(x.shape[0]):
+        if x[i] < 0.0:
+            stop = True
+    return stop
+
+
+@acc.parallel_loop("reduction(||:stop)")
+def parallel_any_negative_str(x):
+    stop = False
+    for i in range(x.shape[0]):
+        if x[i] < 0.0:
+            stop = True
+    return stop
+
+
+FLAG_CASES = [
+    (np.ones(50), False),
+    (np.concatenate([np.ones(30), [-1.0], np.ones(19)]), True),
+    (np.concatenate([[-2.0], np.ones(49)]), True),
+    (np.concatenate([np.ones(49), [-3.0]]), True),
+    (-np.ones(50), True),
+]
+
+
+@pytest.mark.parametrize("x, expected", FLAG_CASES, ids=["none", "middle", "first", "last", "all"])
+def test_kernels_flag_store_becomes_or_reduction(device, x, expected):
+    """API.md §6.1 / OpenACC 3.3 §2.6.2: in kernels a scalar stored in the loop is copy:
+    ``stop = True`` under a condition returns whether any iteration stored it."""
+    result = kernels_any_negative(x)
+    assert isinstance(result, (bool, np.bool_)) and bool(result) is expected
+    assert bool(kernels_all_positive(x)) is (not (x <= 0.0).any())
+    assert bool(parallel_any_negative(x)) is expected
+    assert bool(parallel_any_negative_str(x)) is expected
+
+
+def test_kernels_flag_loops_are_parallel():
+    """The flag stores are reductions (or / and): the loops stay parallel (§2.5.3)."""
+    for region in (kernels_any_negative, kernels_all_positive):
+        notes = plan_notes(region)
+        assert notes and all(note.parallel for note in notes), [(n.line, n.reason) for n in notes]
+
+
+@acc.kernels_loop
+def kernels_flag_read_in_loop(x, y):
+    stop = False
+    for i in range(x.shape[0]):
+        if x[i] < 0.0:
+            stop = True
+        if stop:
+            y[i] = 1.0
+    return stop
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG (compiler/planner.py): a kernels flag store that is also read inside the loop "
+    "is planned as a parallel reduction(or:stop) (acc.explain: 'parallel loop; "
+    "reduction(or:stop)'); iterations read a private copy that starts False, so y is "
+    "set only for i in 10..14 (the storing chunk) instead of 10..999, with any thread "
+    "count"))
+def test_kernels_flag_read_inside_the_loop_keeps_sequential_semantics(device):
+    """OpenACC 3.3 §2.6.2 / §2.5.3: the flag is also read in the loop (``if stop:``), so
+    iterations see earlier stores: the loop must keep the sequential meaning."""
+    x = np.ones(1000)
+    x[10] = -1.0
+    y = np.zeros(1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.PerformanceWarning)
+        assert bool(kernels_flag_read_in_loop(x, y)) is True
+    np.testing.assert_array_equal(y, (np.arange(1000) >= 10).astype(np.float64))
+
+
+@acc.kernels_loop
+def kernels_and_flag_read_in_loop(x, y):
+    ok = True
+    for i in range(x.shape[0]):
+        if x[i] < 0.0:
+            ok = False
+        if ok:
+            y[i] = 1.0
+    return ok
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG (compiler/planner.py): the same for a False-store planned as reduction(and:ok): "
+    "y is set for 98 of 100 elements instead of the first 10"))
+def test_kernels_and_flag_read_inside_the_loop_keeps_sequential_semantics(device):
+    """OpenACC 3.3 §2.6.2: ``ok = False`` stores read in the loop (``if ok:``)."""
+    x = np.ones(100)
+    x[10] = -1.0
+    y = np.zeros(100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.PerformanceWarning)
+        assert bool(kernels_and_flag_read_in_loop(x, y)) is False
+    np.testing.assert_array_equal(y, (np.arange(100) < 10).astype(np.float64))
+
+
+def test_kernels_other_live_out_scalar_runs_sequentially_keeping_last_value(device):
+    """OpenACC 3.3 §2.6.2: any other scalar the kernels loop assigns and the function reads
+    afterwards is kept: the loop runs sequentially and the last value is returned."""
+    x = np.array([1.0, -2.0, 3.0, -4.0, 5.0, -6.5, 7.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.PerformanceWarning)
+        assert kernels_last_negative(x) == -6.5
+        assert kernels_last_negative(np.ones(5)) == 0.0
+    notes = plan_notes(kernels_last_negative)
+    assert notes and not notes[0].parallel
+    assert "'v'" in notes[0].reason
+
+
+def test_parallel_live_out_scalar_without_reduction_is_compile_error():
+    """API.md §6.1 / OpenACC 3.3 §2.5.15: in parallel the scalar is firstprivate; writing
+    it and returning it without a reduction is a CompileError naming the variable and
+    suggesting ``reduction="or:stop"``."""
+    with pytest.raises(acc.CompileError) as info:
+        @acc.parallel_loop
+        def parallel_flag_without_reduction(x):
+            stop = False
+            for i in range(x.shape[0]):
+                if x[i] < 0.0:
+                    stop = True
+            return stop
+    message = str(info.value)
+    assert "'stop'" in message and 'reduction="or:stop"' in message, message
+
+
+def test_parallel_live_out_plain_assignment_is_compile_error():
+    """The same for a non-flag scalar (no silent initial value)."""
+    with pytest.raises(acc.CompileError, match="'v'"):
+        @acc.parallel_loop
+        def parallel_last_without_reduction(x):
+            v = 0.0
+            for i in range(x.shape[0]):
+                if x[i] < 0.0:
+                    v = x[i]
+            return v
+
+
+# =========================================================================== 4. dependence
+
+
+@acc.kernels_loop
+def flatten_scaled(a, b):
+    n = b.shape[1]
+    for i in range(b.shape[0]):
+        for j in range(n):
+            a[i * n + j] = 2.0 * b[i, j]
+
+
+@acc.kernels_loop
+def lu_step(a, n, k):
+    for i in range(k + 1, n):
+        a[i * n + k] /= a[k * n + k]
+        for j in range(k + 1, n):
+            a[i * n + j] -= a[i * n + k] * a[k * n + j]
+
+
+@acc.kernels_loop
+def bump_block(a, m, n):
+    for i in range(n):
+        for j in range(m):
+            a[i * n + j] += 1.0
+
+
+@acc.kernels_loop
+def row_recurrence(a, b):
+    n = b.shape[1]
+    for i in range(1, b.shape[0]):
+        for j in range(n):
+            a[i * n + j] = a[(i - 1) * n + j] + b[i, j]
+
+
+@acc.kernels_loop
+def shift_left(a):
+    for i in range(a.shape[0] - 1):
+        a[i] = a[i + 1]
+
+
+@acc.kernels_loop
+def running_sum(a):
+    for i in range(a.shape[0] - 1):
+        a[i + 1] += a[i]
+
+
+def _lu_plain(a, n):
+    for k in range(n):
+        for i in range(k + 1, n):
+            a[i * n + k] /= a[k * n + k]
+            for j in range(k + 1, n):
+                a[i * n + j] -= a[i * n + k] * a[k * n + j]
+
+
+def test_affine_flat_subscript_is_parallel(device):
+    """OpenACC 3.3 §2.5.3 (kernels: the compiler finds the parallelism): ``a[i*n + j]``
+    with ``j in range(n)`` never overlaps between iterations of ``i``."""
+    notes = plan_notes(flatten_scaled)
+    assert notes and notes[0].parallel, [(n.line, n.reason) for n in notes]
+    b = np.arange(35, dtype=np.float64).reshape(5, 7)
+    a = np.zeros(35)
+    flatten_scaled(a, b)
+    np.testing.assert_array_equal(a, 2.0 * b.ravel())
+
+
+def test_lu_step_is_parallel_under_runtime_conditions(device):
+    """§2.5.3: the LU update of step ``k`` is parallel when ``k >= 0`` and ``n-1-k >= 0``;
+    the factorisation equals a plain Python loop's."""
+    notes = plan_notes(lu_step)
+    assert notes and notes[0].parallel, [(n.line, n.reason) for n in notes]
+    assert notes[0].conditions
+    n = 12
+    rng = np.random.default_rng(3)
+    m = rng.random((n, n)) + n * np.eye(n)  # diagonally dominant: no pivoting needed
+    a = m.ravel().copy()
+    for k in range(n):
+        lu_step(a, n, k)
+    expected = m.ravel().copy()
+    _lu_plain(expected, n)
+    np.testing.assert_allclose(a, expected, rtol=1e-13, atol=1e-13)
+    lower = np.tril(a.reshape(n, n), -1) + np.eye(n)
+    upper = np.triu(a.reshape(n, n))
+    np.testing.assert_allclose(lower @ upper, m, rtol=1e-12, atol=1e-12)
+
+
+def test_lu_step_with_conditions_false_still_correct(device):
+    """A step whose run-time conditions fail (``k = n``: the loop is empty; ``k = -1``
+    is out of the proven range) still gives the plain loop's result."""
+    n = 5
+    m = np.arange(1.0, 26.0).reshape(n, n) + 10 * np.eye(n)
+    for k in (n, -1):
+        a = m.ravel().copy()
+        lu_step(a, n, k)
+        expected = m.ravel().copy()
+        for i in range(k + 1, n):
+            expected[i * n + k] /= expected[k * n + k]
+            for j in range(k + 1, n):
+                expected[i * n + j] -= expected[i * n + k] * expected[k * n + j]
+        np.testing.assert_array_equal(a, expected)
+
+
+@pytest.mark.parametrize("m, n", [(3, 5), (5, 5), (7, 4), (0, 3)])
+def test_runtime_condition_decides_parallel_or_sequential(device, m, n):
+    """§2.5.3: ``a[i*n + j]`` with ``j in range(m)`` is parallel only when ``m <= n``
+    (a run-time condition); when rows overlap (``m > n``) the result is still the plain
+    loop's."""
+    notes = plan_notes(bump_block)
+    assert notes and notes[0].parallel and notes[0].conditions
+    a = np.zeros(64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.PerformanceWarning)
+        bump_block(a, m, n)
+    expected = np.zeros(64)
+    for i in range(n):
+        for j in range(m):
+            expected[i * n + j] += 1.0
+    np.testing.assert_array_equal(a, expected)
+
+
+def test_row_recurrence_stays_sequential(device):
+    """§2.5.3: row ``i`` reads row ``i-1`` (``a[(i-1)*n + j]``): a carried dependence."""
+    notes = plan_notes(row_recurrence)
+    assert notes and not notes[0].parallel and "'a'" in notes[0].reason
+    b = np.ones((100, 10))
+    a = np.zeros(1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.PerformanceWarning)
+        row_recurrence(a, b)
+    np.testing.assert_array_equal(a.reshape(100, 10), np.repeat(np.arange(100.0)[:, None], 10, axis=1))
+
+
+@pytest.mark.parametrize("region, expected", [
+    (shift_left, lambda a: np.append(a[1:], a[-1])),
+    (running_sum, np.cumsum),
+], ids=["shift_left", "running_sum"])
+def test_loop_carried_dependence_stays_sequential(device, region, expected):
+    """§2.5.3: ``a[i] = a[i+1]`` and ``a[i+1] += a[i]`` carry a dependence: the kernels
+    loop runs sequentially (plain Python result)."""
+    notes = plan_notes(region)
+    assert notes and not notes[0].parallel
+    assert "a" in notes[0].reason
+    a = np.arange(1.0, 301.0)
+    want = expected(a.copy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.PerformanceWarning)
+        region(a)
+    np.testing.assert_array_equal(a, want)
+
+
+def test_sequential_kernels_loop_warns_once(emulated):
+    """API.md §6.1: a kernels loop that runs sequentially warns (PerformanceWarning)."""
+    @acc.kernels_loop
+    def shift_left_warns(a):
+        for i in range(a.shape[0] - 1):
+            a[i] = a[i + 1]
+
+    a = np.arange(10.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        shift_left_warns(a)
+        shift_left_warns(a)
+    perf = [w for w in caught if issubclass(w.category, acc.PerformanceWarning)]
+    assert len(perf) == 1, [str(w.message) for w in caught]
+    assert "shift_left_warns" in str(perf[0].message)
+
+
+# =========================================================================== 5. clause values
+
+
+@acc.parallel_loop("gang((n+127)/128) vector(128)")
+def scale_gangs(x, y, n):
+    for i in range(n):
+        y[i] = 2.0 * x[i]
+
+
+@acc.parallel_loop("if(n > 100)")
+def where_it_ran(flags, n):
+    for i in range(n):
+        if acc.on_device("host"):
+            flags[i] = 1.0
+        else:
+            flags[i] = 2.0
+
+
+@acc.parallel_loop(if_=False)
+def where_it_ran_if_false(flags, n):
+    for i in range(n):
+        if acc.on_device("host"):
+            flags[i] = 1.0
+        else:
+            flags[i] = 2.0
+
+
+IF_THRESHOLD = 100
+
+
+@acc.parallel_loop("if(n > IF_THRESHOLD)")
+def where_it_ran_global_threshold(flags, n):
+    for i in range(n):
+        if acc.on_device("host"):
+            flags[i] = 1.0
+        else:
+            flags[i] = 2.0
+
+
+@acc.parallel_loop("num_gangs(g) vector_length(v)")
+def fill_with_counts(x, g, v):
+    for i in range(x.shape[0]):
+        x[i] = 1.0
+
+
+@pytest.mark.parametrize("n", [1, 127, 128, 129, 1000])
+def test_gang_count_expression_evaluated_at_each_call(device, n):
+    """API.md §6.1 / OpenACC 3.3 §2.5.10: ``gang((n+127)/128)`` is evaluated with each
+    call's ``n``."""
+    x = np.arange(1000, dtype=np.float64)
+    y = np.zeros(1000)
+    scale_gangs(x, y, n)
+    np.testing.assert_array_equal(y[:n], 2.0 * x[:n])
+    np.testing.assert_array_equal(y[n:], 0.0)
+
+
+def test_gang_count_expression_evaluating_to_zero_is_invalid_argument(device):
+    """Bad input: a count that evaluates to 0 (``(0+127)/128`` truncates to 0) is an
+    InvalidArgumentError naming the clause; nothing is mapped."""
+    x = np.arange(8, dtype=np.float64)
+    y = np.zeros(8)
+    with pytest.raises(acc.InvalidArgumentError, match="gang"):
+        scale_gangs(x, y, 0)
+    np.testing.assert_array_equal(y, 0.0)
+    if device == "emulated":
+        expect_stats(h2d_count=0, launch_count=0)
+        assert table() == []
+
+
+def test_if_expression_false_runs_on_host_with_host_data(emulated):
+    """OpenACC 3.3 §2.5.6: ``if(n > 100)`` false runs on the host on host data, with no
+    data action; true runs on the device."""
+    flags = np.zeros(1000)
+    where_it_ran(flags, 50)
+    np.testing.assert_array_equal(flags[:50], 1.0)
+    np.testing.assert_array_equal(flags[50:], 0.0)
+    expect_stats(h2d_count=0, d2h_count=0, alloc_count=0, launch_count=0)
+    flags[:] = 0.0
+    where_it_ran(flags, 500)
+    np.testing.assert_array_equal(flags[:500], 2.0)
+    np.testing.assert_array_equal(flags[500:], 0.0)
+    expect_stats(h2d_count=1, d2h_count=1, launch_count=1)
+    assert table() == []
+
+
+def test_if_expression_on_host_device(host_device):
+    """On the host device both branches run on the host."""
+    flags = np.zeros(200)
+    where_it_ran(flags, 50)
+    where_it_ran(flags, 150)
+    np.testing.assert_array_equal(flags[:150], 1.0)
+
+
+def test_clause_expression_reads_globals_at_each_call(emulated, monkeypatch):
+    """API.md §6.1: clause expressions see the module's globals, with their values at
+    the call."""
+    flags = np.zeros(50)
+    where_it_ran_global_threshold(flags, 50)
+    np.testing.assert_array_equal(flags, 1.0)  # 50 > 100 is false: host
+    monkeypatch.setitem(globals(), "IF_THRESHOLD", 10)
+    where_it_ran_global_threshold(flags, 50)
+    np.testing.assert_array_equal(flags, 2.0)  # 50 > 10: device
+    expect_stats(launch_count=1)
+
+
+@pytest.mark.parametrize("g, v", [(1, 1), (3, 32), (2.9, 128)])
+def test_count_clause_expressions_valid(device, g, v):
+    """``num_gangs(g) vector_length(v)`` from parameters (a float count truncates as C's
+    conversion does)."""
+    x = np.zeros(16)
+    fill_with_counts(x, g, v)
+    np.testing.assert_array_equal(x, 1.0)
+
+
+@pytest.mark.parametrize("g, v, clause", [
+    (0, 32, "num_gangs"), (-1, 32, "num_gangs"), (2, 0, "vector_length"),
+    ("many", 32, "num_gangs"), (0.5, 32, "num_gangs"),
+])
+def test_count_clause_expressions_invalid(device, g, v, clause):
+    """Bad input: a count that is not a positive integer is an InvalidArgumentError
+    naming the clause; nothing is mapped or launched."""
+    x = np.zeros(16)
+    with pytest.raises(acc.InvalidArgumentError, match=clause):
+        fill_with_counts(x, g, v)
+    np.testing.assert_array_equal(x, 0.0)
+    expect_stats(h2d_count=0, launch_count=0)
+    assert table() == []
+
+
+def test_clause_expression_reading_undefined_name_is_compile_error(emulated):
+    """Bad input: a clause expression reading a name that is neither a parameter nor a
+    global is a CompileError at the first call."""
+    @acc.parallel_loop("if(nn > 100)")
+    def undefined_if_name(flags, n):
+        for i in range(n):
+            flags[i] = 1.0
+
+    flags = np.zeros(8)
+    with pytest.raises(acc.CompileError, match="nn"):
+        undefined_if_name(flags, 8)
+    assert table() == []
+    np.testing.assert_array_equal(flags, 0.0)
+
+
+# =========================================================================== 6. call-time if_
+
+
+def test_call_time_if_false_runs_on_host_with_no_data_action(emulated):
+    """API.md §6.1 / OpenACC 3.3 §2.5.6: ``f(x, if_=False)`` runs on the host on host data
+    with no transfers."""
+    flags = np.zeros(500)
+    where_it_ran(flags, 500, if_=False)
+    np.testing.assert_array_equal(flags, 1.0)
+    expect_stats(h2d_count=0, d2h_count=0, alloc_count=0, free_count=0, launch_count=0)
+    assert table() == []
+
+
+def test_call_time_if_false_inside_data_region_uses_host_copy(emulated):
+    """``if_=False`` with present data: the host copy is written, the device copy is not,
+    and counts are unchanged."""
+    flags = np.zeros(500)
+    with acc.data(copyin=[flags]):
+        acc.reset_stats()
+        where_it_ran(flags, 500, if_=False)
+        np.testing.assert_array_equal(flags, 1.0)
+        np.testing.assert_array_equal(acc.deviceptr(flags), 0.0)
+        assert rc(flags) == (1, 0)
+        expect_stats(h2d_count=0, d2h_count=0, launch_count=0)
+
+
+def test_call_time_if_true_overrides_false_clause(emulated):
+    """A call's ``if_=True`` overrides the decorator's ``if(false)``."""
+    flags = np.zeros(20)
+    where_it_ran_if_false(flags, 20)
+    np.testing.assert_array_equal(flags, 1.0)
+    where_it_ran_if_false(flags, 20, if_=True)
+    np.testing.assert_array_equal(flags, 2.0)
+    expect_stats(launch_count=1, h2d_count=1, d2h_count=1)
+    # also over an if(n > 100) expression that is false for this call
+    where_it_ran(flags, 10, if_=True)
+    np.testing.assert_array_equal(flags[:10], 2.0)
+    expect_stats(launch_count=2)
+
+
+def test_call_time_async_and_wait(emulated):
+    """``async_=`` and ``wait=`` at the call (OpenACC 3.3 §2.16)."""
+    flags = np.zeros(300)
+    handle = where_it_ran(flags, 300, async_=1)
+    assert handle.result() is None
+    acc.wait(1)
+    np.testing.assert_array_equal(flags, 2.0)
+    x = np.arange(300, dtype=np.float64)
+    y = np.zeros(300)
+    scale_gangs(x, y, 300, async_=2)
+    where_it_ran(flags, 300, wait=[2])
+    acc.wait_all()
+    np.testing.assert_array_equal(y, 2.0 * x)
+    assert table() == []
+
+
+# =========================================================================== 7. array reductions
+
+
+@acc.parallel_loop(reduction="+:hist")
+def hist_add(keys, hist):
+    for i in range(keys.shape[0]):
+        b = keys[i] % hist.shape[0]
+        hist[b] += 1
+
+
+@acc.parallel_loop(reduction="max:out")
+def bin_max(keys, v, out):
+    for i in range(keys.shape[0]):
+        b = keys[i] % out.shape[0]
+        out[b] = max(out[b], v[i])
+
+
+@acc.parallel_loop(reduction="min:out")
+def bin_min(keys, v, out):
+    for i in range(keys.shape[0]):
+        b = keys[i] % out.shape[0]
+        out[b] = min(out[b], v[i])
+
+
+@acc.parallel_loop(reduction="*:out")
+def bin_prod(keys, v, out):
+    for i in range(keys.shape[0]):
+        b = keys[i] % out.shape[0]
+        out[b] *= v[i]
+
+
+@acc.parallel_loop(reduction="|:out")
+def bin_or(keys, v, out):
+    for i in range(keys.shape[0]):
+        b = keys[i] % out.shape[0]
+        out[b] |= v[i]
+
+
+@acc.parallel_loop(reduction="&:out")
+def bin_and(keys, v, out):
+    for i in range(keys.shape[0]):
+        b = keys[i] % out.shape[0]
+        out[b] &= v[i]
+
+
+@acc.parallel_loop(reduction="^:out")
+def bin_xor(keys, v, out):
+    for i in range(keys.shape[0]):
+        b = keys[i] % out.shape[0]
+        out[b] ^= v[i]
+
+
+@acc.parallel_loop(reduction="+:sums")
+def center_sums(x, labels, sums):
+    for i in range(x.shape[0]):
+        c = labels[i]
+        for j in range(x.shape[1]):
+            sums[c, j] += x[i, j]
+
+
+@acc.parallel_loop(reduction="+:hist")
+def hist_add_plain_form(keys, hist):
+    for i in range(keys.shape[0]):
+        b = keys[i] % hist.shape[0]
+        hist[b] = hist[b] + 1
+
+
+@acc.parallel_loop(reduction="+:hist, +:total")
+def hist_and_total(keys, hist):
+    total = 0
+    for i in range(keys.shape[0]):
+        hist[keys[i] % hist.shape[0]] += 1
+        total += keys[i]
+    return total
+
+
+KEYS = (np.arange(1000, dtype=np.int64) * 7) % 13
+
+
+def _binned(op, initial, keys, values):
+    out = initial.copy()
+    for k, v in zip(keys, values):
+        b = k % out.shape[0]
+        out[b] = op(out[b], v)
+    return out
+
+
+ARRAY_REDUCTIONS = {
+    "max": (bin_max, max, lambda: np.linspace(-5.0, 5.0, 1000), np.array([0.0, 100.0, -1e9, 3.0, 4.0])),
+    "min": (bin_min, min, lambda: np.linspace(-5.0, 5.0, 1000), np.array([0.0, -100.0, 1e9, 3.0, 4.0])),
+    "*": (bin_prod, lambda a, b: a * b, lambda: 1.0 + ((np.arange(1000) % 3) - 1) * 0.001,
+          np.array([2.0, -1.0, 0.5, 1.0, 3.0])),
+    "|": (bin_or, lambda a, b: a | b, lambda: (np.arange(1000, dtype=np.int64) * 37) % 256,
+          np.array([0, 1 << 10, 0, 3, 0], dtype=np.int64)),
+    "&": (bin_and, lambda a, b: a & b, lambda: ((np.arange(1000, dtype=np.int64) * 37) % 256) | 0x10,
+          np.array([-1, 0xFF, 0x30, 0x1F, -1], dtype=np.int64)),
+    "^": (bin_xor, lambda a, b: a ^ b, lambda: (np.arange(1000, dtype=np.int64) * 37) % 256,
+          np.array([0, 5, 0, 7, 1 << 12], dtype=np.int64)),
+}
+
+
+def test_array_reduction_histogram(device):
+    """API.md §6.1 / OpenACC 3.3 §2.5.15, §2.9.11: ``reduction(+:hist)`` on an array; the
+    original values take part once."""
+    hist = np.arange(5, dtype=np.int64) * 100  # non-zero start
+    hist_add(KEYS, hist)
+    np.testing.assert_array_equal(hist, np.arange(5) * 100 + np.bincount(KEYS % 5, minlength=5))
+    hist_add(KEYS, hist)
+    np.testing.assert_array_equal(hist, np.arange(5) * 100 + 2 * np.bincount(KEYS % 5, minlength=5))
+    if device == "emulated":
+        assert table() == []
+
+
+@pytest.mark.parametrize("op", list(ARRAY_REDUCTIONS))
+def test_array_reduction_operators(device, op):
+    """§2.5.15: ``max``, ``min``, ``*``, ``|``, ``&``, ``^`` array reductions equal a plain
+    loop, the original values included once."""
+    region, combine, values, initial = ARRAY_REDUCTIONS[op]
+    v = values()
+    out = initial.copy()
+    region(KEYS, v, out)
+    expected = _binned(combine, initial, KEYS, v)
+    if out.dtype.kind == "f":
+        np.testing.assert_allclose(out, expected, rtol=1e-12)
+    else:
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_array_reduction_two_dimensional(device):
+    """§2.9.11: a 2-D reduction array (k-means centre sums)."""
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 10, size=(200, 3)).astype(np.float64)  # exact sums
+    labels = (np.arange(200, dtype=np.int64) * 5) % 4
+    sums = np.ones((4, 3))
+    center_sums(x, labels, sums)
+    expected = np.ones((4, 3))
+    for c in range(4):
+        expected[c] += x[labels == c].sum(axis=0)
+    np.testing.assert_array_equal(sums, expected)
+
+
+def test_array_reduction_on_a_section_view(device):
+    """API.md §6.1: the reduction array may be an array-section view (``hist[2:6]``); the
+    elements outside the section are untouched."""
+    big = np.full(10, 7, dtype=np.int64)
+    hist_add(KEYS, big[2:6])
+    expected = np.full(10, 7)
+    expected[2:6] += np.bincount(KEYS % 4, minlength=4)
+    np.testing.assert_array_equal(big, expected)
+
+
+def test_array_reduction_written_as_plain_update(device):
+    """§2.5.15: ``hist[b] = hist[b] + 1`` is the same update as ``hist[b] += 1``."""
+    hist = np.full(6, 3, dtype=np.int64)
+    hist_add_plain_form(KEYS, hist)
+    np.testing.assert_array_equal(hist, 3 + np.bincount(KEYS % 6, minlength=6))
+
+
+def test_array_and_scalar_reductions_in_one_list(device):
+    """``"+:hist, +:total"``: an array and a scalar reduction together; the call
+    returns the scalar."""
+    hist = np.zeros(4, dtype=np.int64)
+    assert hist_and_total(KEYS, hist) == KEYS.sum()
+    np.testing.assert_array_equal(hist, np.bincount(KEYS % 4, minlength=4))
+
+
+def test_array_reduction_async(emulated):
+    """An async array reduction: the result is on the host after the wait."""
+    hist = np.zeros(5, dtype=np.int64)
+    handle = hist_add(KEYS, hist, async_=2)
+    assert handle.result() is None
+    acc.wait(2)
+    np.testing.assert_array_equal(hist, np.bincount(KEYS % 5, minlength=5))
+    assert table() == []
+
+
+def test_array_reduction_inside_data_region(emulated):
+    """A present reduction array is reduced into its device copy (no transfers)."""
+    hist = np.full(5, 1, dtype=np.int64)
+    with acc.data(copy=[hist], copyin=[KEYS]):
+        acc.reset_stats()
+        hist_add(KEYS, hist)
+        expect_stats(h2d_count=0, d2h_count=0, launch_count=1)
+        np.testing.assert_array_equal(hist, 1)
+        np.testing.assert_array_equal(acc.deviceptr(hist), 1 + np.bincount(KEYS % 5, minlength=5))
+    np.testing.assert_array_equal(hist, 1 + np.bincount(KEYS % 5, minlength=5))
+    assert table() == []
+
+
+def test_array_reduction_reading_the_array_is_compile_error():
+    """Bad input (§2.5.15): the loop may not read the reduction array (except its shape)."""
+    with pytest.raises(acc.CompileError, match="hist"):
+        @acc.parallel_loop(reduction="+:hist")
+        def reads_reduction_array(keys, hist, out):
+            for i in range(keys.shape[0]):
+                b = keys[i] % hist.shape[0]
+                hist[b] += 1
+                out[i] = hist[b]
+
+
+def test_array_reduction_plain_store_is_compile_error():
+    """Bad input: ``hist[b] = 1`` is not a reduction update."""
+    with pytest.raises(acc.CompileError, match="hist"):
+        @acc.parallel_loop(reduction="+:hist")
+        def stores_into_reduction_array(keys, hist):
+            for i in range(keys.shape[0]):
+                hist[keys[i] % hist.shape[0]] = 1
+
+
+def test_array_reduction_wrong_operator_update_is_compile_error():
+    """Bad input: ``*=`` under ``reduction(+:hist)`` is not the declared operator."""
+    with pytest.raises(acc.CompileError, match="hist"):
+        @acc.parallel_loop(reduction="+:hist")
+        def wrong_operator(keys, hist):
+            for i in range(keys.shape[0]):
+                hist[keys[i] % hist.shape[0]] *= 2
+
+
+# =========================================================================== 8. reduction lists
+
+
+@acc.parallel_loop(reduction="+:mass, +:te")
+def mass_energy(m, v):
+    mass = 0.0
+    te = 0.0
+    for i in range(m.shape[0]):
+        mass += m[i]
+        te += 0.5 * m[i] * v[i] * v[i]
+    return mass, te
+
+
+@acc.parallel_loop("reduction(+:a,b)")
+def two_sums(x):
+    a = 0.0
+    b = 1.0
+    for i in range(x.shape[0]):
+        a += x[i]
+        b += 2.0 * x[i]
+    return a, b
+
+
+@acc.parallel_loop(reduction="+:total max:mx")
+def total_and_max(x):
+    total = 0.0
+    mx = -1.0e300
+    for i in range(x.shape[0]):
+        total += x[i]
+        mx = max(mx, x[i])
+    return total, mx
+
+
+def test_reduction_list_comma_separated(device):
+    """API.md §6.1 / OpenACC 3.3 §2.5.15: ``"+:mass, +:te"`` returns a tuple."""
+    m = np.arange(1.0, 101.0)
+    v = np.arange(100) % 4 * 1.0
+    mass, te = mass_energy(m, v)
+    assert mass == m.sum()
+    assert te == pytest.approx(float((0.5 * m * v * v).sum()), rel=1e-14)
+
+
+def test_reduction_list_one_operator_several_names(device):
+    """``reduction(+:a,b)``: one operator, two variables."""
+    x = np.arange(64, dtype=np.float64)
+    assert two_sums(x) == (x.sum(), 1.0 + 2.0 * x.sum())
+
+
+def test_reduction_list_mixed_operators(device):
+    """``"+:total max:mx"``: two operators in one string."""
+    x = np.concatenate([np.arange(50.0), [-3.0, 999.0, 2.0]])
+    result = total_and_max(x)
+    assert isinstance(result, tuple)
+    assert result == (x.sum(), 999.0)
+
+
+@pytest.mark.parametrize("text", ["+:a,", "+:", "+:a max:"])
+def test_malformed_reduction_list_is_compile_error(text):
+    """Bad input: an empty name or list in a reduction list is a CompileError."""
+    with pytest.raises(acc.CompileError):
+        @acc.parallel_loop(reduction=text)
+        def bad_reduction_list(x):
+            a = 0.0
+            for i in range(x.shape[0]):
+                a += x[i]
+            return a
