@@ -62,10 +62,27 @@ def carried_scalar(body, outer, allowed):
                 first.setdefault(node.id, type(node.ctx).__name__)
                 if isinstance(node.ctx, ast.Store):
                     stored.add(node.id)
+    loaded = {n.id for stmt in body for n in ast.walk(stmt)
+              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     for name in sorted(stored):
-        if name in outer and name not in allowed and first.get(name) == "Load":
+        if name in outer and name not in allowed and (
+                first.get(name) == "Load" or (name in loaded and not _assigned_first(body, name))):
             return f"scalar {name!r} carries a value from one iteration to the next"
     return ""
+
+
+def _assigned_first(body, name) -> bool:
+    """True when every iteration assigns ``name`` before any read of it: the first
+    top-level statement that mentions it is a plain assignment to it (a store inside an
+    ``if`` does not happen in every iteration, so a later read may see the previous
+    iteration's value)."""
+    for stmt in body:
+        if not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(stmt)):
+            continue
+        return (isinstance(stmt, ast.Assign) and
+                any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets) and
+                not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(stmt.value)))
+    return True
 
 
 def fresh_locals(body, outer):

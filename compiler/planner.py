@@ -530,7 +530,11 @@ def _stores_of(nest, var):
 
 def _absorbing_op(nest, var):
     """``"or"`` when every store into ``var`` in the nest is ``var = True`` (``"and"``
-    for ``False``), else None."""
+    for ``False``) and the nest never reads it, else None (a read inside the loop would
+    see the iteration's private copy, not the running value)."""
+    if any(isinstance(n, ast.Name) and n.id == var and isinstance(n.ctx, ast.Load)
+           for n in ast.walk(nest)):
+        return None
     for op in ("or", "and"):
         stores = _stores_of(nest, var)
         if stores and all(is_absorbing_store(s, var, op) for s in stores):

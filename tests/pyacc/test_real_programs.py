@@ -561,12 +561,6 @@ def kernels_flag_read_in_loop(x, y):
     return stop
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (compiler/planner.py): a kernels flag store that is also read inside the loop "
-    "is planned as a parallel reduction(or:stop) (acc.explain: 'parallel loop; "
-    "reduction(or:stop)'); iterations read a private copy that starts False, so y is "
-    "set only for i in 10..14 (the storing chunk) instead of 10..999, with any thread "
-    "count"))
 def test_kernels_flag_read_inside_the_loop_keeps_sequential_semantics(device):
     """OpenACC 3.3 §2.6.2 / §2.5.3: the flag is also read in the loop (``if stop:``), so
     iterations see earlier stores: the loop must keep the sequential meaning."""
@@ -590,9 +584,6 @@ def kernels_and_flag_read_in_loop(x, y):
     return ok
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (compiler/planner.py): the same for a False-store planned as reduction(and:ok): "
-    "y is set for 98 of 100 elements instead of the first 10"))
 def test_kernels_and_flag_read_inside_the_loop_keeps_sequential_semantics(device):
     """OpenACC 3.3 §2.6.2: ``ok = False`` stores read in the loop (``if ok:``)."""
     x = np.ones(100)
