@@ -20,6 +20,12 @@ errors surface here, pointing at the offending line). At each call the launcher
 ``PYACC_DISABLE_JIT=1`` runs kernels as plain Python with the same data semantics.
 A kernel that fails raises ``ExecutionError``; its ``copy``/``copyout`` data is not
 copied back (the device data may be garbage) but every count is released.
+
+Before step 1 the call reads what it needs besides its arguments (``_call_inputs``: the
+values of the kernel's free parameters — module-level and closure names —, the clause
+expressions evaluated with the arguments, ``if_`` given at the call); a call that repeats
+a recent one replays its plan (``_replay.CallPlan``). A profiling or error callback that
+raises during the call does so once the region's data actions are complete.
 """
 
 from __future__ import annotations
@@ -28,9 +34,7 @@ import collections
 import dataclasses
 import functools
 import inspect
-import os
 import sys
-import weakref
 
 import numpy as np
 
@@ -46,7 +50,6 @@ from mapping import (
     InvalidArgumentError,
     InvalidDataSectionError,
     MapKind,
-    Mapped,
     MapRequest,
     PartlyPresentError,
     check_array,
@@ -54,7 +57,9 @@ from mapping import (
 
 from mapping.device import Pending
 
-from ._clauses import async_noval, queue_of, wait_for
+from ._clauses import queue_of, wait_for
+from ._call_inputs import clause_values, env_flag, environ_get, free_reader
+from ._replay import SCALARS, CallPlan, argument_kind, is_device_array, mapped_items
 from ._devices import ICVS, current_runtime
 from ._errors import directive_end, report
 from .observe._locate import Location
@@ -131,7 +136,7 @@ class ComputeRegion:
                 self._explicit[name] = kind
         self._deviceptr = frozenset(clauses.deviceptr)
         self._default = clauses.default
-        self._clause_values = _clause_values(clauses)  # (enabled, async, wait) of the clauses
+        self._clause_values = clause_values(clauses)  # (enabled, async, wait) of the clauses
         #: clause values written as expressions of the parameters (``"gang((n+127)/128)"``,
         #: ``"if(n > 100)"``): evaluated at each call (API.md §6.1)
         self._expressions = bool(clauses.expressions())
@@ -156,7 +161,7 @@ class ComputeRegion:
             raise InvalidArgumentError(
                 f"{info.where}: a clause value could not be evaluated for this call "
                 f"({texts}): {type(error).__name__}: {error}") from None
-        return _clause_values(clauses) + (clauses,)
+        return clause_values(clauses) + (clauses,)
 
     def _bind_free_names(self):
         """At the first call: resolve the module-level names the kernel reads (API.md
@@ -167,7 +172,7 @@ class ComputeRegion:
         # the enclosing default(...) matters only when some array parameter has no clause
         self._uses_default = self._default is None and any(
             name not in self._explicit and name not in self._deviceptr for name in info.kernel_params)
-        self._read_free = _free_reader(info)
+        self._read_free = free_reader(info)
         self._bound = True
 
     def __repr__(self) -> str:
@@ -209,8 +214,8 @@ class ComputeRegion:
     # The launch is the hot path of every compute call (budget: a few µs over a direct
     # Numba call), so it avoids per-call allocation where it can: clause lookups are
     # precomputed per parameter, the kernel is memoised per argument kinds, environment
-    # flags are read through ``_environ_get``, and a call that repeats a recent one
-    # replays its plan (``_CallPlan``: no classification, no present-table lookup).
+    # flags are read through ``environ_get``, and a call that repeats a recent one
+    # replays its plan (``CallPlan``: no classification, no present-table lookup).
 
     def _launch(self, args, async_, wait, clause_values):
         info = self.info
@@ -273,7 +278,7 @@ class ComputeRegion:
         if async_arg is not None:
             return AsyncResult(queue, value)
         if entries is not None:
-            plan = _CallPlan(runtime, self._call_key(), args, device_args, slots, map_kinds, memo,
+            plan = CallPlan(runtime, self._call_key(), args, device_args, slots, map_kinds, memo,
                              kernel)
             self._plans = (plan,) + self._plans[:_PLANS_KEPT - 1]
         return value
@@ -282,7 +287,7 @@ class ComputeRegion:
         """What else decides a call's plan: the enclosing default and the env flags (their
         raw values: a change of spelling only costs one full-path call)."""
         default = _enclosing_default() if self._uses_default else None
-        get = _environ_get
+        get = environ_get
         return (default, get(b"PYACC_DISABLE_JIT"), get(b"PYACC_BOUNDSCHECK"))
 
     def _replay(self, plan, runtime, args, arrays, entries, queue):
@@ -308,7 +313,7 @@ class ComputeRegion:
                 BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
                             info=self.info.clauses.construct, where=self._where)
             return value
-        self._exit_mapped(runtime, _mapped(arrays, plan.map_kinds, entries), queue, copy_back=True)
+        self._exit_mapped(runtime, mapped_items(arrays, plan.map_kinds, entries), queue, copy_back=True)
         return value
 
     def _exit(self, runtime, classified, entries, mapped, queue, *, copy_back):
@@ -321,7 +326,7 @@ class ComputeRegion:
                     BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
                                 info=self.info.clauses.construct, where=self._where)
                 return
-            mapped = _mapped(*classified, entries)
+            mapped = mapped_items(*classified, entries)
         self._exit_mapped(runtime, mapped, queue, copy_back=copy_back)
 
     def _exit_mapped(self, runtime, mapped, queue, *, copy_back):
@@ -338,7 +343,7 @@ class ComputeRegion:
         the launch shape is part of the code, so clause counts evaluated at the call
         (``"vector((n+31)/32*32)"``) each get their kernel; the CPU ignores them."""
         info = self.info
-        key = (device_type, _env_flag(b"PYACC_DISABLE_JIT"), _env_flag(b"PYACC_BOUNDSCHECK"), kinds)
+        key = (device_type, env_flag(b"PYACC_DISABLE_JIT"), env_flag(b"PYACC_BOUNDSCHECK"), kinds)
         target = "python" if key[1] else _TARGET_OF.get(device_type, "cpu")
         if target == "cuda" and len(clause_values) > 3:
             counts = clause_values[3]
@@ -353,7 +358,7 @@ class ComputeRegion:
 
     def _run_on_host(self, args):
         """``if(false)``: the region runs on the local thread with host data (§2.5.6)."""
-        target = "python" if _env_flag(b"PYACC_DISABLE_JIT") else "cpu"
+        target = "python" if env_flag(b"PYACC_DISABLE_JIT") else "cpu"
         return compiler.get_kernel(self.info, list(args), target=target, device_type="host")(*args)
 
     def _classify(self, runtime, args):
@@ -365,10 +370,10 @@ class ComputeRegion:
         default = None
         params = self.info.kernel_params
         for slot, value in enumerate(args):
-            kinds.append(_kind(value))
+            kinds.append(argument_kind(value))
             if type(value) is not np.ndarray and not isinstance(value, np.ndarray):
-                if type(value) not in _SCALARS:
-                    if _is_device_array(value):
+                if type(value) not in SCALARS:
+                    if is_device_array(value):
                         self._check_device_argument(runtime, params[slot], value)
                     else:
                         self._check_scalar_argument(params[slot], value)
@@ -485,147 +490,6 @@ _TARGET_OF = {"host": "cpu", "emulated": "cpu", "cuda": "cuda"}
 _KERNEL_DTYPES = frozenset("?bBhHiIlLqQfdFD")
 
 #: argument types that are certainly scalars (no device-array check needed)
-_SCALARS = frozenset({int, float, complex, bool, np.float64, np.float32, np.int64, np.int32,
-                      np.uint64, np.uint32, np.complex128, np.complex64, np.bool_})
-
-
-def _is_device_array(value) -> bool:
-    """An object exporting ``__cuda_array_interface__`` (CuPy, numba-cuda, PyTorch ...)."""
-    return getattr(value, "__cuda_array_interface__", None) is not None
-
-
-def _kind(value):
-    """The kernel-key kind of a pass-through argument: its type, or dtype and ndim for
-    arrays (``deviceptr`` device arrays are passed through as they are): numpy arrays,
-    and any ``__cuda_array_interface__`` object (its type, typestr and ndim)."""
-    if isinstance(value, np.ndarray):
-        return (value.dtype.char, value.dtype.byteorder, value.ndim)
-    kind = type(value)
-    if kind in _SCALARS:
-        return kind
-    interface = getattr(value, "__cuda_array_interface__", None)
-    if interface is None:
-        return kind
-    return (kind, interface.get("typestr"), len(interface.get("shape", ())))
-
-
-class _CallPlan:
-    """What a recent fast-path call of a region decided, to repeat it cheaply.
-
-    Keeps nothing alive: the arrays, their device arrays and (in the runtime's memo) their
-    entries are held by weak reference. The plan keeps the argument kinds (type of the
-    scalars, dtype and shape of the arrays) that chose the kernel. It applies while
-    ``arrays_of`` matches (the same array objects in the same argument slots, with the
-    same dtype and shape, and on a device with separate memory the same strides: a
-    deprecated in-place ``strides`` change can move the bytes out of the mapping, and the
-    full path then checks presence again) and ``rejoin_structured`` finds the present
-    table unchanged since the plan's call.
-
-    Under those two conditions a device array the plan used is still the one
-    ``device_array_of`` would make: the same entry at the same device address, and a host
-    array of the same layout. So a device array that is still alive (for a mapped array,
-    the entry keeps it) and still has that layout is used again; otherwise it is made anew.
-    """
-
-    __slots__ = ("runtime", "key", "map_kinds", "memo", "kernel", "scalars", "mapped", "views")
-
-    def __init__(self, runtime, key, args, device_args, slots, map_kinds, memo, kernel):
-        self.runtime = runtime
-        self.key = key
-        self.map_kinds = map_kinds
-        self.memo = memo
-        self.kernel = kernel
-        mapped = set(slots)
-        # arguments the kernel gets as they are (scalars, deviceptr arrays), with their kinds
-        self.scalars = [(slot, _kind(args[slot])) for slot in range(len(args)) if slot not in mapped]
-        shares_memory = runtime.device.shares_host_memory
-        self.mapped = [(slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].shape,
-                        None if shares_memory else args[slot].strides) for slot in slots]
-        #: weak references to the device arrays of the mapped slots (None: the host arrays)
-        self.views = None if shares_memory else [_weak(device_args[slot]) for slot in slots]
-
-    def arrays_of(self, args, key) -> list | None:
-        """The mapped arrays of this call, or None when the plan does not apply."""
-        if key != self.key:
-            return None
-        for slot, kind in self.scalars:
-            value = args[slot]
-            if type(value) is not kind and _kind(value) != kind:
-                return None
-        arrays = []
-        for slot, reference, dtype, shape, strides in self.mapped:
-            array = args[slot]
-            if reference() is not array:
-                return None  # another array (or no array) in this slot
-            if array.shape != shape or (array.dtype is not dtype and array.dtype != dtype):
-                return None  # changed in place
-            if strides is not None and array.strides != strides:
-                return None
-            arrays.append(array)
-        return arrays
-
-    def device_args(self, runtime, args, arrays, entries) -> list:
-        """The kernel's arguments: ``args`` with each mapped array replaced by its device
-        array (see the class docstring for when a kept one is reused)."""
-        device_args = list(args)
-        views = self.views
-        for index, (slot, _, dtype, shape, strides) in enumerate(self.mapped):
-            view = views[index]()
-            # a kept device array may have been changed in place since (one that
-            # acc.deviceptr handed out, say): then it is made anew
-            if view is None or view.shape != shape or view.strides != strides or view.dtype != dtype:
-                view = runtime.device_array_of(entries[index], arrays[index])
-                views[index] = _weak(view)
-            device_args[slot] = view
-        return device_args
-
-
-def _weak(value):
-    """A weak reference to ``value``, or a stand-in that is always dead (types without
-    weak references: their device arrays are made anew at every call)."""
-    try:
-        return weakref.ref(value)
-    except TypeError:
-        return _dead
-
-
-def _dead():
-    return None
-
-
-def _mapped(arrays, map_kinds, entries) -> list[Mapped]:
-    """The ``Mapped`` items of a fast-path call, for the full structured exit."""
-    return [Mapped(MapRequest(kind, array, name), entry)
-            for (array, (kind, name)), entry in zip(zip(arrays, map_kinds), entries)]
-
-
-def _clause_values(clauses):
-    """``(enabled, async, wait)`` of a launch from its (evaluated) clauses."""
-    enabled = True if clauses.if_ is None else bool(clauses.if_)
-    async_clause = async_noval if clauses.async_ == compiler.ASYNC_NOVAL else clauses.async_
-    wait_clause = None if clauses.wait in (None, False) else ([] if clauses.wait is True else clauses.wait)
-    return enabled, async_clause, wait_clause
-
-
-def _free_reader(info):
-    """A function returning the current values of ``info.free_params`` (global and
-    closure variables, read at each call), or None when the kernel has none."""
-    names = info.free_params
-    if not names:
-        return None
-    func = info.func
-    cells = dict(zip(func.__code__.co_freevars, func.__closure__ or ()))
-    namespace = func.__globals__
-    readers = [(cells[name], None) if name in cells else (None, name) for name in names]
-
-    def read():
-        try:
-            return [cell.cell_contents if cell is not None else namespace[name]
-                    for cell, name in readers]
-        except (KeyError, ValueError):  # deleted since: a clear NameError
-            return info.free_values()
-
-    return read
 
 
 def _is_kernel_failure(error) -> bool:
@@ -640,25 +504,6 @@ def _enclosing_default():
         if region.default is not None:
             return region.default
     return None
-
-
-_ENVIRON = getattr(os.environ, "_data", None)  # the bytes dict behind os.environ (POSIX)
-
-
-def _environ_get_portable(name: bytes):  # pragma: no cover - non-POSIX
-    return os.environ.get(name.decode())
-
-
-#: ``_environ_get(b"NAME")``: the raw value of an environment variable, or None, read at
-#: every launch so that a change takes effect at once. ``os.environ.get`` costs ~0.5 µs a
-#: call; the dict behind it, which ``os.environ`` keeps in step, ~0.05 µs.
-_environ_get = _ENVIRON.get if _ENVIRON is not None else _environ_get_portable
-
-
-def _env_flag(name: bytes) -> bool:
-    """An on/off environment flag: set and not "" or "0"."""
-    value = _environ_get(name)
-    return value is not None and value not in (b"", b"0", "", "0")
 
 
 def explain(region) -> str:

@@ -22,7 +22,7 @@ import pytest
 import compiler
 import pyacc as acc
 from mapping import EmulatedDevice
-from pyacc import _compute, _devices
+from pyacc import _compute, _devices, _replay
 
 no_gpu = pytest.mark.skipif(acc.get_num_devices("cuda") > 0, reason="a GPU is usable here")
 
@@ -466,9 +466,9 @@ def test_device_arrays_of_other_dtypes_get_their_own_kernel():
     one = CudaArrayLike(np.zeros(3))
     two = CudaArrayLike(np.zeros(3, np.float32))
     three = CudaArrayLike(np.zeros((3, 3)))
-    kinds = {_compute._kind(x) for x in (one, two, three, CudaArrayLike(np.ones(5)))}
+    kinds = {_replay.argument_kind(x) for x in (one, two, three, CudaArrayLike(np.ones(5)))}
     assert len(kinds) == 3
-    assert _compute._kind(1.5) is float and _compute._kind(np.float32(1)) is np.float32
+    assert _replay.argument_kind(1.5) is float and _replay.argument_kind(np.float32(1)) is np.float32
 
 
 def test_routines_hand_device_arrays_to_extent_of(extents):
