@@ -18,8 +18,13 @@ classes; ``compiler`` has its own ``CompileError`` and never sees this module.
     ├── DeviceUnavailableError               device_unavailable: no device with that number
     ├── DeviceTypeUnavailableError           device_type_unavailable: unknown or unusable device type
     ├── ExecutionError                       execution: a device operation or kernel failed
+    │   └── MemoryCheckError                 PYACC_CHECK=memory: device memory touched out of
+    │                                        bounds or after its block was freed
+    ├── StaleDataError                       stale_data: PYACC_CHECK=stale:error found a missing
+    │                                        update device or a lost host update
     └── ConsistencyError (AssertionError)    consistency: PYACC_CHECK found the runtime's
                                              bookkeeping wrong (a pyacc bug, or memory corrupted)
+    StaleDataWarning (UserWarning)           PYACC_CHECK=stale: the same findings, as warnings
 
 Every error carries its facts as attributes (``name``, ``host_range``, ``mapping_range``
 where they apply) and a message in one notation: ``[0x7f3a5c000000,+800]`` for a host or
@@ -45,6 +50,9 @@ __all__ = [
     "DeviceUnavailableError",
     "DeviceTypeUnavailableError",
     "ExecutionError",
+    "MemoryCheckError",
+    "StaleDataError",
+    "StaleDataWarning",
     "format_range",
     "describe_array",
 ]
@@ -164,6 +172,33 @@ class ExecutionError(AccError):
     """A device operation or a kernel failed; device data touched by it may be garbage."""
 
     code = "execution"
+
+
+class MemoryCheckError(ExecutionError):
+    """``PYACC_CHECK=memory`` (emulated device, like compute-sanitizer's memcheck): device
+    memory was written outside its block (a guard zone changed), after its block was freed
+    (a poisoned block changed), or a kernel or copy touched a block that is not allocated.
+    Raised at the next check point (after a kernel or copy, at a wait, a directive's end).
+
+    Attributes: ``name`` (the array, when known), ``block`` (``(begin, nbytes)`` device
+    range of the block), ``touched`` (``(begin, nbytes)`` of the bytes found changed or
+    touched), ``findings`` (every finding's text)."""
+
+
+class StaleDataError(AccError):
+    """``PYACC_CHECK=stale:error``: a compute region read device data whose host copy
+    changed since the last transfer (a missing ``update device``), or a copy back was
+    about to overwrite host changes never sent to the device (a lost host update).
+    Raised once the action that found it is complete. Attributes: ``name``, ``problem``
+    (``"missing update device"`` or ``"lost host update"``)."""
+
+    code = "stale_data"
+
+
+class StaleDataWarning(UserWarning):
+    """``PYACC_CHECK=stale``: a missing ``update device`` or a lost host update (see
+    ``StaleDataError``); the message names the array, where it was used and the last
+    transfer of its mapping."""
 
 
 class ConsistencyError(AccError, AssertionError):

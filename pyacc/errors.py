@@ -14,7 +14,10 @@
     ├── DeviceUnavailableError               device_unavailable
     ├── DeviceTypeUnavailableError           device_type_unavailable
     ├── ExecutionError                       execution
+    │   └── MemoryCheckError                 execution (PYACC_CHECK=memory: out of bounds, use after free)
+    ├── StaleDataError                       stale_data (PYACC_CHECK=stale:error)
     └── ConsistencyError (AssertionError)    consistency (PYACC_CHECK: runtime bookkeeping wrong)
+    StaleDataWarning (UserWarning)           PYACC_CHECK=stale: missing update device, lost host update
     CompileError (Exception)                 a kernel that cannot be compiled (not an AccError)
 
 The runtime classes are defined in ``mapping.errors``; ``CompileError`` in
@@ -32,10 +35,13 @@ from mapping.errors import (
     InvalidArgumentError,
     InvalidAsyncError,
     InvalidDataSectionError,
+    MemoryCheckError,
     NotPresentError,
     OutOfMemoryError,
     PartlyPresentError,
     PresentError,
+    StaleDataError,
+    StaleDataWarning,
 )
 
 __all__ = [
@@ -49,8 +55,11 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidAsyncError",
     "InvalidDataSectionError",
+    "MemoryCheckError",
     "NotPresentError",
     "OutOfMemoryError",
     "PartlyPresentError",
     "PresentError",
+    "StaleDataError",
+    "StaleDataWarning",
 ]
