@@ -331,12 +331,16 @@ class ModuleBuilder:
         cache: Emit ``cache=True`` (False for the in-memory probe).
         serial: Ignore the plan: every loop runs as written (probe, ``serial``).
         interchange: Let the target interchange loops of a nest (``interchange``).
+        serial_below: Give straight-line nests a serial twin run below this trip count
+            (``crossover``; 0: none).
     """
 
     def __init__(self, target: Target, *, device_type: str, boundscheck: bool,
                  arg_types: dict, cache: bool = True, serial: bool = False,
-                 interchange: bool = False):
+                 interchange: bool = False, serial_below: int = 0):
         self.target = target
+        self.serial_below = serial_below
+        self.serial_twins: dict = {}  # line of a nest -> trip count below which it is serial
         self.interchange = interchange
         self.device_type = markers.normalise_device_type(device_type)
         self.boundscheck = boundscheck

@@ -24,7 +24,7 @@ from . import interchange, runtime
 from .atomics import INTRINSICS
 from .codegen import RT, Target
 from .reductions import COMBINE, NP
-from .templates import Renamer, fill_body, indent, is_const, range_bounds
+from .templates import Renamer, fill, fill_body, indent, is_const, range_bounds
 
 __all__ = ["CpuTarget"]
 
@@ -62,8 +62,53 @@ class CpuTarget(Target):
             interchanged = _interchange(nest, body, prefix, slots)
             if interchanged and self.builder is not None:
                 self.builder.interchanged.add(nest.levels[0].lineno)
-            return _native_nest(nest, body, prefix, interchanged)
-        return _chunked_nest(nest, body, prefix, slots)
+            stmts = _native_nest(nest, body, prefix, interchanged)
+        else:
+            stmts = _chunked_nest(nest, body, prefix, slots)
+        below = self.builder.serial_below if self.builder is not None else 0
+        # the serial twin gives the same results: no reductions (independent iterations),
+        # or the chunked form (the same chunks, combined in the same order); a native
+        # reduction's order is Numba's thread split, so those nests stay parallel
+        if below and _straight_line(body) and not (native and nest.reductions):
+            self.builder.serial_twins[nest.levels[0].lineno] = below
+            return _with_serial_twin(nest, stmts, prefix, below)
+        return stmts
+
+
+def _straight_line(body) -> bool:
+    """True when the nest's body has no loop and calls no routine: each iteration's cost
+    is then small and even, the case where waking the threads can cost more than the
+    loop (bodies with loops or routine calls always run in parallel)."""
+    for node in (n for stmt in body for n in ast.walk(stmt)):
+        if isinstance(node, (ast.For, ast.While)):
+            return False
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id.startswith("_acc_r"):
+            return False
+    return True
+
+
+def _with_serial_twin(nest, stmts, p, below):
+    """``if trips < below: <the nest on one thread> else: <the nest>``: the serial copy
+    is the same code with ``range`` for ``prange`` (``crossover``)."""
+    exprs, factors = {}, []
+    for depth, level in enumerate(nest.levels):
+        start, stop, step = range_bounds(level)
+        exprs.update({f"START{depth}": start, f"STOP{depth}": stop, f"STEP{depth}": step})
+        factors.append(f"{RT}.trip_count(START{depth}, STOP{depth}, STEP{depth})")
+    text = (f"{p}tt = {' * '.join(factors)}\nif {p}tt < {below}:\n    SERIAL\n"
+            f"else:\n    PARALLEL")
+    serial = [_Serial().visit(copy.deepcopy(stmt)) for stmt in stmts]
+    return fill(text, exprs, {"SERIAL": serial, "PARALLEL": stmts}, nest.levels[0])
+
+
+class _Serial(ast.NodeTransformer):
+    """``_acc_prange(...)`` → ``range(...)``."""
+
+    def visit_Name(self, node):
+        if node.id == "_acc_prange":
+            return ast.copy_location(ast.Name(id="range", ctx=node.ctx), node)
+        return node
 
 
 def _interchange(nest, body, prefix, slots):

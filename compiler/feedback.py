@@ -67,6 +67,9 @@ def _loop_text(note) -> str:
         text += f"; private({', '.join(note.private)})"
     if note.interchange:
         text += "; inner loops interchanged (matrix-product form, unit-stride inner loop)"
+    if note.serial_below:
+        text += (f"; runs on one thread below {note.serial_below} iterations "
+                 f"(PYACC_SERIAL_BELOW; same results)")
     if note.conditions:
         text += ("; parallel only when " + " and ".join(note.conditions) +
                  " (checked at each call; otherwise the loop runs as written)")

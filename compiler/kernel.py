@@ -38,7 +38,7 @@ from numba.core.compiler_machinery import FunctionPass, register_pass
 from numba.core.registry import cpu_target
 from numba.core.typed_passes import NopythonTypeInference
 
-from . import feedback, markers
+from . import crossover, feedback, markers
 from .analysis import KernelInfo, check_free_names
 from .planner import Planner
 from .codegen import KERNEL_NAME, ModuleBuilder
@@ -85,13 +85,14 @@ def get_kernel(info: KernelInfo, args, target: str = "cpu", device_type: str = "
         # (globals, closure variables) itself at each call
         return _reading_free_values(get_kernel(info, (*args, *info.free_values()), target,
                                                device_type), info)
-    key = (target, device_type, boundscheck_enabled(), _kind_key(args))
+    key = (target, device_type, boundscheck_enabled(), _kind_key(args),
+           crossover.serial_below() if target == "cpu" else 0)
     kernel = info.kernels.get(key)
     if kernel is None:
         with _lock:
             kernel = info.kernels.get(key)
             if kernel is None:
-                kernel = _build(info, tuple(args), target, device_type, key[2], key[3])
+                kernel = _build(info, tuple(args), target, device_type, key[2], key[3], key[4])
                 info.kernels[key] = kernel
     return kernel
 
@@ -154,7 +155,7 @@ def cache_dir() -> Path:
 # -------------------------------------------------------------------------------- build
 
 
-def _build(info, args, target, device_type, boundscheck, kinds):
+def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
     device = markers.normalise_device_type(device_type)
     if len(args) != len(info.kernel_params):
         raise TypeError(f"{info.where} takes {len(info.kernel_params)} arguments "
@@ -181,7 +182,7 @@ def _build(info, args, target, device_type, boundscheck, kinds):
         builder = ModuleBuilder(_target(target), device_type=device,
                                 boundscheck=boundscheck,
                                 arg_types=dict(zip(info.kernel_params, arg_types)),
-                                interchange=interchange)
+                                interchange=interchange, serial_below=serial_below)
         builder.clauses = info.clauses
         _add_function(builder, info, plan)
         return (builder, *builder.text(header))
@@ -204,6 +205,7 @@ def _build(info, args, target, device_type, boundscheck, kinds):
         builder, text, linemap = generate(False)  # the file was written that way
     for note in plan.notes:
         note.interchange = note.line in builder.interchanged
+        note.serial_below = builder.serial_twins.get(note.line, 0)
     info.notes, info.arg_types = plan.notes, dict(zip(info.kernel_params, arg_types))
     feedback.report_build(info, plan.notes, info.arg_types)
     module = _import(path, f"_pyacc_kernel_{digest}", builder.injected)

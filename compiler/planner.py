@@ -88,6 +88,8 @@ class LoopNote:
         private: Private variables (declared) of the loop.
         construct: The construct the loop belongs to (``kernels``, ``parallel`` ...).
         interchange: Set by code generation when it interchanged the nest's inner loops.
+        serial_below: Set by code generation: the trip count below which the nest runs
+            on one thread (its serial twin, ``crossover``; 0: always parallel).
         conditions: Run-time conditions (source, each ``expr >= 0``) under which the
             dependence test proved the loop parallel; when one fails at a call, the
             loop runs sequentially.
@@ -104,6 +106,7 @@ class LoopNote:
     construct: str = ""
     interchange: bool = False
     conditions: tuple = ()
+    serial_below: int = 0
 
 
 @dataclass

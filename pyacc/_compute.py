@@ -343,14 +343,15 @@ class ComputeRegion:
         the launch shape is part of the code, so clause counts evaluated at the call
         (``"vector((n+31)/32*32)"``) each get their kernel; the CPU ignores them."""
         info = self.info
-        key = (device_type, env_flag(b"PYACC_DISABLE_JIT"), env_flag(b"PYACC_BOUNDSCHECK"), kinds)
+        key = (device_type, env_flag(b"PYACC_DISABLE_JIT"), env_flag(b"PYACC_BOUNDSCHECK"), kinds,
+               environ_get(b"PYACC_SERIAL_BELOW"))
         target = "python" if key[1] else _TARGET_OF.get(device_type, "cpu")
         if target == "cuda" and len(clause_values) > 3:
             counts = clause_values[3]
             key += ((counts.num_gangs, counts.num_workers, counts.vector_length),)
         kernel = self._kernels.get(key)
         if kernel is None:
-            if len(key) > 4:
+            if len(key) > 5:
                 info = dataclasses.replace(info, clauses=clause_values[3], kernels={})
             kernel = compiler.get_kernel(info, device_args, target=target, device_type=device_type)
             self._kernels[key] = kernel
