@@ -6,7 +6,12 @@ what happens at interpreter exit. Each diagnostic is one module:
 - ``notify``       ``PYACC_NOTIFY=<bitmask>``: a line per event on stderr
 - ``timing``       ``PYACC_TIME=1``: a per-location timing report at exit
 - ``trace``        ``PYACC_TRACE=<file>.json``: a Chrome/Perfetto timeline, written at exit
-- ``checking``     ``PYACC_CHECK=1``: the consistency checker after every directive
+- ``checking``     ``PYACC_CHECK=<modes>``, a comma list (API.md §11): ``counters`` (or
+  ``1``) the consistency checker after every directive; ``memory`` (``memcheck``)
+  guard zones and poisoned freed blocks on ``emulated``; ``stale`` (``stale``)
+  missing ``update device`` and lost host updates, ``stale:error`` raising instead of
+  warning. Each mode also on demand: ``enable_check(mode)`` / ``disable_check(mode)``
+  (``pyacc.testing.check(mode)``)
 - ``autocompare``  ``PYACC_AUTOCOMPARE=1``: host re-runs compared at every copy back
 - ``PYACC_DEBUG=1``: presence errors come with a dump of the whole present table, the
   mappings still live at exit are listed, and every event is a debug record on the
@@ -32,17 +37,78 @@ from mapping import BUS, EventKind
 
 from .autocompare import AutoCompare, tolerances_from_environment
 from .checking import Checker, live_runtimes, verify_all
+from .memcheck import MemoryChecker
+from .stale import StaleChecker
 from .notify import Notifier, parse_mask
 from .timing import TimeReport
 from .trace import TraceWriter
 
-__all__ = ["configure", "flush", "active", "debug_enabled", "verify_all"]
+__all__ = ["configure", "flush", "active", "debug_enabled", "verify_all", "parse_check",
+           "enable_check", "disable_check", "CHECK_MODES"]
 
 _LOG = logging.getLogger("pyacc")
 _LOCK = threading.RLock()
 #: what ``configure`` installed: name -> subscriber object
 _ACTIVE: dict = {}
 _EXIT_HOOK = []
+#: PYACC_CHECK modes -> the name of their diagnostic in ``active()``
+CHECK_MODES = {"counters": "check", "memory": "memory", "stale": "stale"}
+#: modes switched on by the program (``enable_check``): mode -> [count, settings]
+_DEMANDED: dict = {}
+
+
+def parse_check(text: str) -> dict:
+    """The modes of a ``PYACC_CHECK`` value: ``{mode: settings}`` (settings: True, or
+    ``"error"`` for ``stale:error``). ``""`` and ``"0"`` are no mode, ``"1"`` is
+    ``counters``.
+
+    Raises:
+        ValueError: an unknown mode (the message lists the valid ones).
+    """
+    text = text.strip()
+    if text in ("", "0"):
+        return {}
+    modes = {}
+    for part in text.split(","):
+        word = part.strip().lower()
+        if not word:
+            continue
+        mode, _, option = word.partition(":")
+        mode = {"1": "counters", "true": "counters", "yes": "counters", "on": "counters",
+                "memcheck": "memory"}.get(mode, mode)
+        if mode not in CHECK_MODES or (option and (mode, option) != ("stale", "error")):
+            raise ValueError(
+                f"PYACC_CHECK={text!r}: unknown mode {part.strip()!r}; use a comma list of "
+                "counters (or 1), memory, stale, stale:error, e.g. PYACC_CHECK=counters,memory,stale")
+        modes[mode] = option or True
+    return modes
+
+
+def enable_check(mode: str, *, error: bool = False) -> None:
+    """Switch a ``PYACC_CHECK`` mode on now (``counters``, ``memory``, ``stale``;
+    ``error=True`` with ``stale`` raises instead of warning), whatever the environment
+    says; calls nest with ``disable_check``."""
+    settings = parse_check(f"{mode}:error" if error else mode)
+    with _LOCK:
+        for name, value in settings.items():
+            record = _DEMANDED.setdefault(name, [0, value])
+            record[0] += 1
+            record[1] = value
+        configure()
+
+
+def disable_check(mode: str) -> None:
+    """Undo one ``enable_check(mode)`` (the mode stays on while the environment asks
+    for it or other ``enable_check`` calls are still open)."""
+    settings = parse_check(mode)
+    with _LOCK:
+        for name in settings:
+            record = _DEMANDED.get(name)
+            if record is not None:
+                record[0] -= 1
+                if record[0] <= 0:
+                    del _DEMANDED[name]
+        configure()
 
 
 def _flag(environ, name: str) -> bool:
@@ -116,8 +182,17 @@ def _wanted(environ) -> dict:
     trace = environ.get("PYACC_TRACE", "").strip()
     if trace:
         wanted["trace"] = (trace, lambda: TraceWriter(trace, _memory_in_use()))
-    if _flag(environ, "PYACC_CHECK"):
+    modes = parse_check(environ.get("PYACC_CHECK", ""))
+    for mode, (_, settings) in _DEMANDED.items():
+        if settings == "error" or mode not in modes:
+            modes[mode] = settings  # stale:error if either asks for it
+    if "counters" in modes:
         wanted["check"] = (True, Checker)
+    if "memory" in modes:
+        wanted["memory"] = (True, MemoryChecker)
+    if "stale" in modes:
+        error = modes["stale"] == "error"
+        wanted["stale"] = (error, lambda: StaleChecker(error=error))
     if _flag(environ, "PYACC_AUTOCOMPARE"):
         tolerances = tolerances_from_environment()
         wanted["autocompare"] = (tolerances, lambda: AutoCompare(*tolerances))
@@ -154,7 +229,7 @@ def configure(environ=None) -> dict:
 
 def active(name: str):
     """The installed diagnostic called ``name`` ("notify", "time", "trace", "check",
-    "autocompare"), or None."""
+    "memory", "stale", "autocompare"), or None."""
     with _LOCK:
         entry = _ACTIVE.get(name)
     return None if entry is None else entry[1]

@@ -1,0 +1,186 @@
+"""``PYACC_CHECK=memory``: device memory checking on the ``emulated`` device, like
+compute-sanitizer's memcheck for device memory.
+
+Owns: ``MemoryChecker``. While installed, ``mapping.emulated`` gives every new device
+block guard zones and poisons and quarantines freed blocks (``set_memcheck``); this
+subscriber checks them at the check points and raises ``acc.MemoryCheckError`` naming
+the array, its block ``[0x…,+nbytes]`` and the bytes touched:
+
+- a kernel launch or a copy whose device array does not lie inside a live block (it
+  reaches into a guard zone, or lies in a freed block: a stale device array) — at once,
+  when the operation is queued (the launch still completes first: pyacc's actions are
+  never interrupted half-way), and again when it runs (a block freed while the operation
+  was queued);
+- after each kernel and copy has run: the guard zones of every live block (an
+  out-of-bounds write);
+- at every wait, the end of every directive and routine (``acc.free``, ``acc.delete`` ...),
+  and the exit of every region: the guard zones, and the poison of every quarantined
+  block (a write through a stale device array after its block was freed), plus what was
+  found on a queue's worker thread since.
+
+What a queue's worker thread finds is reported by the next check point on a program
+thread (the wait that covers the queue, at the latest). Each changed guard or poison byte
+is reported once (the pattern is restored). Only writes are seen (a read leaves the
+patterns as they are), only on ``emulated`` devices, and a write of exactly the pattern
+byte (0xFB guard, 0xFD poison) goes unnoticed.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from mapping import BUS, EventKind, MemoryCheckError
+from mapping.emulated import set_memcheck
+from mapping.errors import format_range
+
+from .. import _devices
+from ._entries import device_extent
+from ._locate import location_of
+
+__all__ = ["MemoryChecker"]
+
+_KINDS = (EventKind.LAUNCH, EventKind.UPLOAD, EventKind.DOWNLOAD, EventKind.DEVICE_COPY,
+          EventKind.DONE, EventKind.WAIT, EventKind.DIRECTIVE_END, EventKind.REGION_EXIT,
+          EventKind.ENTER_DATA, EventKind.RESET)
+_TRANSFERS = (EventKind.UPLOAD, EventKind.DOWNLOAD, EventKind.DEVICE_COPY)
+_FULL = (EventKind.WAIT, EventKind.DIRECTIVE_END)
+
+
+class MemoryChecker:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._names: dict = {}  # (device identity, block address) -> array name
+        self._pending: dict = {}  # device identity -> [message] found on worker threads
+        self._devices: dict = {}
+
+    def install(self) -> None:
+        set_memcheck(True)
+        BUS.subscribe(self, _KINDS)
+
+    def uninstall(self) -> None:
+        BUS.unsubscribe(self, _KINDS)
+        set_memcheck(False)
+
+    def _device(self, identity):
+        device = self._devices.get(identity)
+        if device is None:
+            for runtime in _devices.live_runtimes(identity[0]):
+                if runtime.device.number == identity[1]:
+                    device = self._devices[identity] = runtime.device
+        return device
+
+    # -- events ----------------------------------------------------------------------------
+    def __call__(self, event) -> None:
+        identity = event.device
+        if identity[0] != "emulated":
+            return
+        kind = event.kind
+        if kind is EventKind.ENTER_DATA:
+            entry = event.info
+            if event.counters[0] == (0, 0) and entry.name:
+                self._names[(identity, entry.device_address)] = entry.name
+            return
+        if kind is EventKind.RESET:
+            self._devices.pop(identity, None)
+            self._pending.pop(identity, None)
+            return
+        device = self._device(identity)
+        if device is None or not hasattr(device, "memcheck_scan"):
+            return
+        if kind is EventKind.DONE:
+            self._done(device, event)
+        elif kind is EventKind.LAUNCH or kind in _TRANSFERS:
+            problems = self._arrays_outside(device, event)
+            if problems:
+                self._raise(problems, f"when {self._what(event)} was queued")
+        else:  # WAIT, DIRECTIVE_END, REGION_EXIT: a check point on a program thread
+            problems = self._scan(device, poison=kind in _FULL)
+            with self._lock:
+                problems = self._pending.pop(identity, []) + problems
+            if problems:
+                where = location_of(event)
+                self._raise(problems, f"at {event.name or event.info or kind.name.lower()} "
+                                      f"({where.file}:{where.line})")
+
+    def _done(self, device, done) -> None:
+        enqueued = done.info
+        problems = self._arrays_outside(device, enqueued, running=True)
+        problems += self._scan(device, poison=False, after=enqueued)
+        if not problems:
+            return
+        if done.queue is None:
+            self._raise(problems, f"after {self._what(enqueued)} ran")
+        with self._lock:  # a queue's worker thread: the next check point reports it
+            self._pending.setdefault(device.identity, []).extend(
+                (f"{text} (found after {self._what(enqueued)} ran on queue {done.queue})", name, finding)
+                for text, name, finding in problems)
+
+    # -- findings --------------------------------------------------------------------------
+    def _arrays(self, event):
+        """``(label, device array)`` of the device arrays an operation touches."""
+        if event.kind is EventKind.LAUNCH:
+            info, args = event.info
+            names = info.kernel_params if info is not None else ()
+            return [(f"argument '{name}'", array) for name, array in zip(names, args)
+                    if isinstance(array, np.ndarray)]
+        destination, source = event.info
+        if event.kind is EventKind.UPLOAD:
+            return [("destination", destination)]
+        if event.kind is EventKind.DOWNLOAD:
+            return [("source", source)]
+        return [("destination", destination), ("source", source)]
+
+    def _arrays_outside(self, device, event, running=False) -> list[str]:
+        problems = []
+        for label, array in self._arrays(event):
+            extent = device_extent(array)
+            if extent is None:
+                continue
+            finding = device.memcheck_state(extent[1], extent[2])
+            if finding is not None:
+                when = "while it ran" if running else "when queued"
+                span = format_range(extent[1], extent[2] - extent[1])
+                if finding.kind == "use after free":
+                    how = f"lies in the freed block of {self._block(device, finding)}"
+                else:
+                    how = (f"reaches bytes {format_range(*finding.touched)} {finding.detail} of "
+                           f"{self._block(device, finding)}")
+                problems.append(self._problem(device, finding,
+                    f"{finding.kind}: the {label} of {self._what(event)} (shape {array.shape}, "
+                    f"dtype {array.dtype}) at {span} {how} ({when})"))
+        return problems
+
+    def _scan(self, device, *, poison: bool, after=None) -> list[str]:
+        return [self._problem(device, finding,
+                              f"{finding.kind}: bytes {format_range(*finding.touched)} written "
+                              f"{finding.detail} of {'the freed block of ' if finding.kind == 'use after free' else ''}"
+                              f"{self._block(device, finding)}")
+                for finding in device.memcheck_scan(poison=poison)]
+
+    def _problem(self, device, finding, text):
+        return (text, self._names.get((device.identity, finding.block[0])), finding)
+
+    def _block(self, device, finding) -> str:
+        name = self._names.get((device.identity, finding.block[0]))
+        owner = f"'{name}'" if name else "acc.malloc memory"
+        return f"{owner} (device block {format_range(*finding.block)})"
+
+    @staticmethod
+    def _what(event) -> str:
+        if event.kind is EventKind.LAUNCH:
+            where = event.where
+            at = f" ({where.file}:{where.line})" if where is not None else ""
+            return f"kernel '{event.name}'{at}"
+        label = {EventKind.UPLOAD: "upload", EventKind.DOWNLOAD: "download",
+                 EventKind.DEVICE_COPY: "device copy"}[event.kind]
+        return f"the {label}" + (f" of '{event.name}'" if event.name else "")
+
+    def _raise(self, problems, when) -> None:
+        texts = [text for text, _, _ in problems]
+        _, name, finding = problems[0]
+        raise MemoryCheckError(
+            f"PYACC_CHECK=memory: {len(problems)} device memory error(s) found {when}:\n  - "
+            + "\n  - ".join(texts), name=name, block=finding.block, touched=finding.touched,
+            kind=finding.kind, findings=tuple(texts))
