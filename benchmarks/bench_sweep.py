@@ -1,0 +1,123 @@
+"""Size sweep of a trivial compute call (issue: compute calls as cheap as a Numba call).
+
+``c[i] = a[i] + 2*b[i]`` with its three arrays present (inside ``acc.data``), from 8 to
+1e7 elements, on ``host`` and ``emulated``, side by side in one run with the same kernel
+hand-written for Numba, serial (``njit``) and parallel (``njit(parallel=True)`` with
+``prange``). Per size: medians of interleaved samples, each sample the mean of enough
+calls to last ~2 ms. Target: pyacc ≤ 1.05 × the better of the two Numba versions + 1.0 µs.
+
+Run: ``python benchmarks/bench_sweep.py [--quick] [--plot FILE.png]`` (the plot needs
+matplotlib: ``pip install -e '.[bench]'``).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+import pyacc as acc
+from compiler import crossover
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_compute import settle  # noqa: E402
+from bench_runtime import machine_description  # noqa: E402
+
+SIZES = [8, 100, 1000, 10_000, 100_000, 1_000_000, 10_000_000]
+
+
+@acc.parallel_loop
+def acc_triad(a, b, c):
+    for i in range(a.shape[0]):
+        c[i] = a[i] + 2.0 * b[i]
+
+
+@njit(nogil=True)
+def numba_serial(a, b, c):
+    for i in range(a.shape[0]):
+        c[i] = a[i] + 2.0 * b[i]
+
+
+@njit(parallel=True, nogil=True)
+def numba_parallel(a, b, c):
+    for i in prange(a.shape[0]):
+        c[i] = a[i] + 2.0 * b[i]
+
+
+def per_call_seconds(function, args, calls):
+    start = time.perf_counter()
+    for _ in range(calls):
+        function(*args)
+    return (time.perf_counter() - start) / calls
+
+
+def measure(n, device, repeats):
+    acc.set_device_type(device)
+    a, b, c = np.ones(n), np.full(n, 2.0), np.zeros(n)
+    candidates = {"pyacc": acc_triad, "numba serial": numba_serial,
+                  "numba parallel": numba_parallel}
+    with acc.data(copyin=[a, b], copy=[c]):
+        for function in candidates.values():  # warm-up, compile
+            function(a, b, c)
+        first = per_call_seconds(numba_serial, (a, b, c), 3)
+        calls = max(1, min(20_000, int(0.002 / max(first, 1e-9))))
+        samples = {name: [] for name in candidates}
+        for _ in range(repeats):
+            for name, function in candidates.items():
+                settle()
+                samples[name].append(per_call_seconds(function, (a, b, c), calls))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples")
+    parser.add_argument("--plot", help="write a log-log plot of the sweep to this PNG")
+    args = parser.parse_args()
+    repeats = 5 if args.quick else 11
+    print(f"machine: {machine_description()}; numba threads: {numba.get_num_threads()}; "
+          f"serial below: {crossover.serial_below()}")
+    print("| device | elements | pyacc µs | Numba serial µs | Numba parallel µs | "
+          "pyacc ÷ best | pyacc − 1.05 × best (µs) | target ≤ 1.05 × best + 1 µs |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    rows = []
+    for device in ("host", "emulated"):
+        for n in SIZES:
+            t = measure(n, device, repeats)
+            best = min(t["numba serial"], t["numba parallel"])
+            excess = (t["pyacc"] - 1.05 * best) * 1e6
+            met = "met" if excess <= 1.0 else "NOT met"
+            rows.append((device, n, t))
+            print(f"| {device} | {n:,} | {t['pyacc'] * 1e6:.2f} | {t['numba serial'] * 1e6:.2f} | "
+                  f"{t['numba parallel'] * 1e6:.2f} | {t['pyacc'] / best:.2f} | {excess:+.2f} | {met} |")
+    if args.plot:
+        plot(rows, args.plot)
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    for axis, device in zip(axes, ("host", "emulated")):
+        data = [(n, t) for d, n, t in rows if d == device]
+        sizes = [n for n, _ in data]
+        for name, style in (("pyacc", "o-"), ("numba serial", "s--"), ("numba parallel", "^--")):
+            axis.loglog(sizes, [t[name] * 1e6 for _, t in data], style, label=name)
+        axis.set_title(f"c[i] = a[i] + 2 b[i], present arrays, {device}")
+        axis.set_xlabel("elements")
+        axis.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("µs per call (median)")
+    axes[0].legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
+if __name__ == "__main__":
+    main()
