@@ -82,7 +82,69 @@ def sequential_loop_around_nests(u, steps):
         u[0] = u[0] + u[1]
 
 
+# -- what real OpenACC programs need (API.md §6.1): globals, flags, array reductions ...
+
+CASE_TABLE = np.arange(40.0)     # a module-level array read by a kernel (a C global)
+CASE_ALPHA = 2.5                 # a module-level scalar, read at each call
+
+
+def reads_globals(y):
+    for i in range(y.shape[0]):
+        y[i] = CASE_ALPHA * CASE_TABLE[i]
+
+
+def histogram_and_max(x, hist, top):
+    for i in range(x.shape[0]):
+        b = int(x[i]) % hist.shape[0]
+        hist[b] += 1
+        top[b] = max(top[b], x[i])
+
+
+def kernels_flag(x, limit):
+    found = False
+    for i in range(x.shape[0]):
+        if x[i] > limit:
+            found = True
+    return found
+
+
+def flat_rows(a, b):
+    n = b.shape[1]
+    for i in range(b.shape[0]):
+        for j in range(n):
+            a[i * n + j] = 2.0 * b[i, j]
+
+
+def private_index(x):
+    for i in range(x.shape[0]):
+        x[i] = i * 0.5
+
+
+def sums_of_list(x):
+    mass = 0.0
+    te = 0.0
+    mx = -1.0
+    for i in range(x.shape[0]):
+        mass += x[i]
+        te += x[i] * x[i]
+        mx = max(mx, x[i])
+    return mass, te, mx
+
+
 CASES = [
+    Case("global_array_and_scalar", reads_globals, "parallel_loop", lambda: (np.zeros(40),)),
+    Case("array_reductions_plus_and_max", histogram_and_max, "parallel_loop",
+         lambda: (np.arange(97.0), np.ones(5, dtype=np.int64), np.full(5, -1.0)),
+         {"reduction": "+:hist max:top"}),
+    Case("kernels_flag_is_an_or_reduction", kernels_flag, "kernels_loop",
+         lambda: (np.arange(50.0), 30.0)),
+    Case("kernels_loop_flat_index_is_parallel", flat_rows, "kernels_loop",
+         lambda: (np.zeros(6 * 7), np.arange(42.0).reshape(6, 7))),
+    Case("private_names_the_loop_index", private_index, "parallel_loop",
+         lambda: (np.zeros(33),), {"private": "i"}),
+    Case("reduction_list_as_c_writes_it", sums_of_list, "parallel_loop",
+         lambda: (np.linspace(0.0, 2.0, 81),), {"reduction": "+:mass, +:te max:mx"}),
+
     Case("every_operator_on_ints", K.int_reductions, "parallel_loop", _ints,
          {"reduction": K.INT_CLAUSES}),
     Case("initial_value_participates_once_with_empty_loop", K.int_reductions,

@@ -63,7 +63,8 @@ def test_returning_an_element_asks_for_a_variable():
 
 
 def test_kernel_is_memoised_per_argument_kinds():
-    info = analyze(CASES[3].func, parse_clauses("parallel_loop"))
+    case = next(c for c in CASES if c.name == "implicit_reduction_int_to_float")
+    info = analyze(case.func, parse_clauses("parallel_loop"))
     first = get_kernel(info, (np.zeros(5),), target="cuda", device_type="cuda")
     assert get_kernel(info, (np.zeros(9),), target="cuda", device_type="cuda") is first
     assert get_kernel(info, (np.zeros(5, np.float32),), target="cuda",
