@@ -34,8 +34,6 @@ __all__ = ["Planner", "Plan", "NestPlan", "LoopNote"]
 log = logging.getLogger("pyacc")
 
 
-
-
 @dataclass
 class NestPlan:
     """One loop nest of a kernel and how it runs.

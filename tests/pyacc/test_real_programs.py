@@ -14,7 +14,10 @@ movement matters:
 5. clause values as expressions of the parameters evaluated at each call (§2.5.6, §2.5.10);
 6. call-time ``if_=`` (§2.5.6), ``async_=``, ``wait=``;
 7. array reductions (§2.5.15, §2.9.11);
-8. reduction lists as C writes them.
+8. reduction lists as C writes them;
+9. ``declare`` data used in place by kernels (§2.13);
+10. bad input refused with a clear error before anything runs (API.md §7), and a partly
+    present argument's message suggesting the section (§2.7.3).
 
 Kernels are defined once at module level (each costs a Numba compile) and shared by
 parametrised tests. On ``emulated`` device contents are seen through ``acc.deviceptr``.
@@ -1286,3 +1289,131 @@ def test_malformed_reduction_list_is_compile_error(text):
             for i in range(x.shape[0]):
                 a += x[i]
             return a
+
+
+# ===================================================== 9. declare with kernels (§2.13)
+
+DECLARED = np.arange(8.0)
+
+
+@acc.parallel_loop
+def reads_declared(y):
+    for i in range(y.shape[0]):
+        y[i] = DECLARED[i] * 2.0
+
+
+def test_declared_global_is_used_in_place_by_kernels(emulated):
+    """OpenACC 3.3 §2.13: ``declare copyin`` data stays present; a kernel reading the
+    global uses the device copy in place (no transfer of it), and the host copy changing
+    is not seen until ``update device``."""
+    acc.declare(copyin=[DECLARED])
+    try:
+        assert rc(DECLARED) == (0, 1)
+        y = np.zeros(8)
+        acc.reset_stats()
+        reads_declared(y)
+        np.testing.assert_array_equal(y, np.arange(8.0) * 2.0)
+        expect_stats(h2d_count=1, d2h_count=1)  # y in and out; DECLARED stays on the device
+        DECLARED[:] = 100.0
+        reads_declared(y)
+        np.testing.assert_array_equal(y, np.arange(8.0) * 2.0)  # the device copy
+        acc.update(device=[DECLARED])
+        reads_declared(y)
+        np.testing.assert_array_equal(y, 200.0)
+        assert rc(DECLARED) == (0, 1)
+    finally:
+        acc.shutdown()
+        DECLARED[:] = np.arange(8.0)
+
+
+# ============================================ 10. bad input: clear errors before running
+
+
+@acc.parallel_loop
+def copies_first(x, y):
+    for i in range(x.shape[0]):
+        x[i] = y[0]
+
+
+@pytest.mark.parametrize("bad, words", [
+    ([1.0, 2.0], ["'y' is a list", "np.asarray"]),
+    ({"a": 1}, ["'y' is a dict"]),
+    (np.zeros(3, ">f8"), ["'y'", ">f8", "native-endian"]),
+    (np.zeros(3, np.longdouble), ["'y'", "float128", "astype"]),
+    (np.zeros(3, object), ["'y'", "object"]),
+])
+def test_bad_kernel_arguments_are_refused_before_anything_runs(device, bad, words):
+    """API.md §7: a list, an object or an array of a dtype kernels cannot use is an
+    ``InvalidArgumentError`` naming the argument, raised before any data action."""
+    x = np.zeros(3)
+    acc.reset_stats()
+    with pytest.raises(acc.InvalidArgumentError) as info:
+        copies_first(x, bad)
+    for word in words:
+        assert word in str(info.value), str(info.value)
+    expect_stats(h2d_count=0, alloc_count=0, launch_count=0)
+    assert table() == []
+
+
+def test_bad_clause_names_the_decorators_file_and_line():
+    """API.md §6: a bad clause is a ``CompileError`` at the decorator's line."""
+    with pytest.raises(acc.CompileError) as info:
+        @acc.parallel_loop("reduction(max:)")  # MARK-BAD-CLAUSE
+        def bad(x):
+            for i in range(x.shape[0]):
+                x[i] = 1.0
+    line = next(n for n, text in enumerate(open(__file__), 1) if "MARK-BAD-CLAUSE" in text
+                and "next(" not in text)
+    assert info.value.filename == __file__ and info.value.lineno == line
+    assert f"{__file__}:{line}" in str(info.value)
+
+
+@acc.parallel_loop
+def raises_its_own_index_error(x):
+    for i in range(x.shape[0]):
+        if x[i] > 1.0:
+            raise IndexError("boom")
+        x[i] = 2.0
+
+
+def test_boundscheck_keeps_the_programs_own_index_error(device, monkeypatch):
+    """``PYACC_BOUNDSCHECK=1`` reports bounds errors by array; an ``IndexError`` the kernel
+    raises itself is reported as what it is, not as 'index out of bounds on array None'."""
+    monkeypatch.setenv("PYACC_BOUNDSCHECK", "1")
+    with pytest.raises(acc.ExecutionError) as info:
+        raises_its_own_index_error(np.full(4, 5.0))
+    assert "IndexError: boom" in str(info.value)
+    assert "array None" not in str(info.value)
+
+
+@acc.parallel_loop
+def reads_zero_d(x, s):
+    for i in range(x.shape[0]):
+        x[i] = s[()] + i
+
+
+def test_zero_d_array_read_inside_the_loop(device):
+    """A 0-d array read in a parallel loop (``s[()]``) is hoisted out of the loop (Numba's
+    parallel lowering cannot index it inside)."""
+    x = np.zeros(5)
+    reads_zero_d(x, np.array(3.0))
+    np.testing.assert_array_equal(x, 3.0 + np.arange(5))
+
+
+@acc.parallel_loop
+def whole_vector(x):
+    for i in range(x.shape[0]):
+        x[i] += 1.0
+
+
+def test_partly_present_argument_suggests_the_section(emulated):
+    """OpenACC 3.3 §2.7.3: a kernel over a whole array of which only a section is present
+    is an error; the message says to pass the present section."""
+    x = np.zeros(100)
+    with acc.data(copy=[x[10:20]]):
+        with pytest.raises(acc.PartlyPresentError, match="pass the section that is present"):
+            whole_vector(x)
+        assert rc(x[10:20]) == (1, 0)
+        whole_vector(x[10:20])  # the suggested fix
+    np.testing.assert_array_equal(x[10:20], 1.0)
+    assert table() == []
