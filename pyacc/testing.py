@@ -28,6 +28,17 @@ injected. With no arguments it only counts::
 Wait for queued work inside the block: a copy or launch that runs after it ends is
 neither counted nor failed.
 
+``check("memory")`` (a context manager; ``enable_check``/``disable_check`` as functions)
+switches a ``PYACC_CHECK`` mode on for the block, whatever the environment says (API.md
+§11): ``"counters"`` (the consistency checker), ``"memory"`` (guard zones and poisoned
+freed blocks on ``emulated``: ``acc.MemoryCheckError``), ``"stale"`` (missing
+``update device`` and lost host updates: ``acc.StaleDataWarning``; ``error=True``
+raises ``acc.StaleDataError`` instead); several modes as a comma list or several
+arguments::
+
+    with acc.testing.check("memory", "stale", error=True):
+        run_my_port()
+
 ``check_consistency()`` runs the consistency checker of ``PYACC_CHECK=1`` now, on every
 device in use (``pyacc.observe.verify_all``): it raises ``acc.ConsistencyError`` naming
 the entry or block that is wrong.
@@ -60,7 +71,8 @@ from mapping.emulated import FaultPlan
 from ._clauses import async_value
 from ._devices import current_runtime
 
-__all__ = ["hold_queue", "inject_faults", "FaultPlan", "check_consistency"]
+__all__ = ["hold_queue", "inject_faults", "FaultPlan", "check_consistency", "check",
+           "enable_check", "disable_check"]
 
 
 @contextmanager
@@ -103,3 +115,50 @@ def check_consistency() -> None:
     from .observe import verify_all  # the diagnostics import the device registry
 
     verify_all()
+
+
+def _modes(modes) -> list[str]:
+    names = [part.strip() for mode in modes for part in str(mode).split(",") if part.strip()]
+    if not names:
+        raise InvalidArgumentError("check: name at least one mode: counters, memory, stale")
+    return names
+
+
+def enable_check(*modes, error: bool = False) -> None:
+    """Switch ``PYACC_CHECK`` modes on now (``"counters"``, ``"memory"``, ``"stale"``;
+    ``error=True``: ``stale`` raises ``acc.StaleDataError`` instead of warning). Each
+    call is undone by one ``disable_check`` of the same modes.
+
+    Raises:
+        InvalidArgumentError: an unknown mode.
+    """
+    from . import observe
+
+    names = _modes(modes)
+    for mode in names:  # all validated before any is switched on
+        try:
+            observe.parse_check(mode)
+        except ValueError as problem:
+            raise InvalidArgumentError(f"check: {problem}") from None
+    for mode in names:
+        observe.enable_check(mode, error=error and mode == "stale")
+
+
+def disable_check(*modes) -> None:
+    """Undo ``enable_check(*modes)``."""
+    from . import observe
+
+    for mode in _modes(modes):
+        observe.disable_check(mode)
+
+
+@contextmanager
+def check(*modes, error: bool = False):
+    """``with acc.testing.check("memory", "stale"):`` — the modes are on inside the
+    block (``enable_check``), and off again after it unless the environment or an
+    enclosing block asks for them. Yields nothing."""
+    enable_check(*modes, error=error)
+    try:
+        yield
+    finally:
+        disable_check(*modes)

@@ -2,23 +2,32 @@
 device's results with the host's whenever data comes back (NVHPC PCAST's redundant
 execution with autocompare).
 
-Owns: ``AutoCompare``. For each non-host device it keeps a *shadow* of device memory in
-host RAM, one buffer per device allocation (ALLOC/FREE events), holding what the device
-data would be had every kernel run on the host:
+Owns: ``AutoCompare``. After each kernel has run on the device (in queue order), the same
+compute region runs on the host (a kernel compiled for device type ``host``) on the
+**program's host arrays** (API.md §11): a device array that belongs to a mapping is
+replaced by the host array it maps, which the host run reads and writes in place — the
+host arrays evolve as a host-only run of the program would, so host data never sent to
+the device (a missing ``update device``) makes the host run differ from the device's.
+For each non-host device it also keeps a *shadow* of device memory in host RAM, one
+buffer per device allocation (ALLOC/FREE events), holding what the device data would be
+had every kernel run on the host:
 
 - an upload (copyin, ``update device``) writes the host data into the shadow too;
 - a device-to-device copy copies shadow to shadow;
-- after each kernel has run on the device (in queue order), the same compute region runs
-  on the host (a kernel compiled for device type ``host``) with the shadows in place of
-  the device arrays and copies of the host-side arguments;
+- after a host run, the values it wrote to mapped host arrays are copied into their
+  shadows; device memory of no mapping (``acc.malloc``, ``deviceptr``) is run on its
+  shadow directly;
 - at every download (copyout, ``copy`` at region exit, ``update self``) the values that
   arrived from the device are compared with the shadow, with relative and absolute
   tolerances (``PYACC_AUTOCOMPARE_RTOL``, default 1e-6; ``PYACC_AUTOCOMPARE_ATOL``,
   default 0): a line on stderr names the variable, where it came back, how many
-  elements differ and the first few (index, device value, host value).
+  elements differ and the first few (index, device value, host value); the device's
+  values are then copied as usual.
 A summary is printed at exit. Device memory written outside pyacc's verbs (through
 ``host_data`` or ``deviceptr`` by other libraries) is not mirrored; reductions returned
-by value are not compared.
+by value are not compared. The host runs write the program's host arrays (of async
+regions: on the queue's worker thread), so do not combine it with ``PYACC_CHECK=stale``
+(the host runs' writes look like host changes never sent).
 """
 
 from __future__ import annotations
@@ -32,11 +41,13 @@ import numpy as np
 import compiler
 from mapping import BUS, EventKind
 
+from ._entries import EntryIndex
 from ._locate import location_of
 
 __all__ = ["AutoCompare", "tolerances_from_environment"]
 
-_KINDS = (EventKind.ALLOC, EventKind.FREE, EventKind.RESET, EventKind.DONE, EventKind.DOWNLOAD)
+_KINDS = (EventKind.ALLOC, EventKind.FREE, EventKind.RESET, EventKind.DONE, EventKind.DOWNLOAD,
+          EventKind.ENTER_DATA, EventKind.EXIT_DATA)
 _SHOWN = 5  # differing elements listed per report
 
 
@@ -64,6 +75,7 @@ class AutoCompare:
         self.compared = 0  # downloads compared
         self.differences: list[str] = []  # one report per download that differed
         self.host_failures: list[str] = []  # kernels whose host run failed
+        self._entries = EntryIndex()  # mappings by device address (host runs' arrays)
 
     def install(self) -> None:
         BUS.subscribe(self, _KINDS)
@@ -81,12 +93,20 @@ class AutoCompare:
             return
         with self._lock:
             shadows = self._shadows.setdefault(event.device, {})
-            if kind is EventKind.ALLOC:
+            if kind is EventKind.ENTER_DATA:
+                if event.counters[0] == (0, 0):
+                    self._entries.add(event.device, event.info, None)
+            elif kind is EventKind.EXIT_DATA:
+                if event.counters[1] == (0, 0):
+                    self._entries.ended(event.device, event.info)
+            elif kind is EventKind.ALLOC:
                 shadows[event.device_begin] = np.zeros(event.nbytes, dtype=np.uint8)
             elif kind is EventKind.FREE:
                 shadows.pop(event.device_begin, None)
+                self._entries.freed(event.device, event.device_begin)
             elif kind is EventKind.RESET:
                 shadows.clear()
+                self._entries.reset(event.device)
             else:
                 self._done(shadows, event)
 
@@ -122,12 +142,33 @@ class AutoCompare:
                 self._compare(destination, shadow, enqueued)
 
     # -- the host run --------------------------------------------------------------------
+    def _host_array_of(self, identity, device_array):
+        """The program's host array behind a device array of a mapping (same shape and
+        strides), or None. A read-only host array is given as a copy."""
+        found = self._entries.find(identity, device_array)
+        if found is None:
+            return None
+        entry, _, offset = found
+        buffer = entry.host_bytes()
+        host = np.ndarray(device_array.shape, device_array.dtype, buffer=buffer, offset=offset,
+                          strides=device_array.strides)
+        return host if host.flags.writeable else host.copy()
+
     def _rerun_on_host(self, shadows, launch) -> None:
         region_info, args = launch.info
         if region_info is None:
             return
-        host_args = []
-        for argument in args:
+        host_args, written = [], []
+        names = region_info.kernel_params
+        for index, argument in enumerate(args):
+            name = names[index] if index < len(names) else None
+            host = self._host_array_of(launch.device, argument) if isinstance(argument, np.ndarray) else None
+            if host is not None:  # the program's host data (NVHPC redundant execution)
+                host_args.append(host)
+                shadow = self._shadow_of(shadows, argument)
+                if shadow is not None and name in region_info.written:
+                    written.append((shadow, host))
+                continue
             shadow = self._shadow_of(shadows, argument)
             if shadow is not None:
                 host_args.append(shadow)
@@ -138,6 +179,8 @@ class AutoCompare:
         target = "python" if os.environ.get("PYACC_DISABLE_JIT", "") not in ("", "0") else "cpu"
         try:
             compiler.get_kernel(region_info, host_args, target=target, device_type="host")(*host_args)
+            for shadow, host in written:  # what the host run wrote, for the downloads
+                shadow[...] = host
         except Exception as error:  # reported, never raised into the program
             self.host_failures.append(f"{region_info.where}: {type(error).__name__}: {error}")
             print(f"pyacc autocompare: the host run of {region_info.where} failed: "

@@ -27,6 +27,7 @@ byte (0xFB guard, 0xFD poison) goes unnoticed.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
@@ -91,31 +92,41 @@ class MemoryChecker:
             return
         if kind is EventKind.DONE:
             self._done(device, event)
-        elif kind is EventKind.LAUNCH or kind in _TRANSFERS:
-            problems = self._arrays_outside(device, event)
-            if problems:
-                self._raise(problems, f"when {self._what(event)} was queued")
+        elif kind is EventKind.LAUNCH or kind in _TRANSFERS:  # reported once it has run
+            self._keep(device, self._arrays_outside(device, event))
         else:  # WAIT, DIRECTIVE_END, REGION_EXIT: a check point on a program thread
-            problems = self._scan(device, poison=kind in _FULL)
-            with self._lock:
-                problems = self._pending.pop(identity, []) + problems
-            if problems:
-                where = location_of(event)
-                self._raise(problems, f"at {event.name or event.info or kind.name.lower()} "
-                                      f"({where.file}:{where.line})")
+            where = location_of(event)
+            self._report(device, self._scan(device, poison=kind in _FULL),
+                         f"at {event.name or event.info or kind.name.lower()} "
+                         f"({where.file}:{where.line})")
 
     def _done(self, device, done) -> None:
         enqueued = done.info
         problems = self._arrays_outside(device, enqueued, running=True)
         problems += self._scan(device, poison=False, after=enqueued)
-        if not problems:
-            return
         if done.queue is None:
-            self._raise(problems, f"after {self._what(enqueued)} ran")
-        with self._lock:  # a queue's worker thread: the next check point reports it
-            self._pending.setdefault(device.identity, []).extend(
-                (f"{text} (found after {self._what(enqueued)} ran on queue {done.queue})", name, finding)
-                for text, name, finding in problems)
+            self._report(device, problems, f"after {self._what(enqueued)} ran")
+        elif problems:  # a queue's worker thread: the next check point reports it
+            self._keep(device, [(f"{text} (found after {self._what(enqueued)} ran on queue "
+                                 f"{done.queue})", name, finding) for text, name, finding in problems])
+
+    def _keep(self, device, problems) -> None:
+        if problems:
+            with self._lock:
+                self._pending.setdefault(device.identity, []).extend(problems)
+
+    def _report(self, device, problems, when) -> None:
+        """Raise what was found, with what earlier operations left pending — unless an
+        exception is already on its way out (the problems wait for the next check
+        point rather than replace it)."""
+        with self._lock:
+            problems = self._pending.pop(device.identity, []) + problems
+            if not problems:
+                return
+            if sys.exc_info()[1] is not None:
+                self._pending[device.identity] = problems
+                return
+        self._raise(problems, when)
 
     # -- findings --------------------------------------------------------------------------
     def _arrays(self, event):

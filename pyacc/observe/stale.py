@@ -94,6 +94,24 @@ class StaleChecker:
 
     def install(self) -> None:
         BUS.subscribe(self, _KINDS)
+        self._adopt()
+
+    def _adopt(self) -> None:
+        """Mappings present when checking begins: their host copies as they are now are
+        taken as the last transfer's."""
+        from .checking import live_runtimes
+
+        began = Location("<PYACC_CHECK=stale switched on>", 0, "?")
+        for runtime in live_runtimes():
+            device = runtime.device
+            if device.shares_host_memory:
+                continue
+            with runtime.table.locked(), self._lock:
+                for entry in runtime.table.entries():
+                    if self._index.find(device.identity, device.view(entry.device_address,
+                                                                     entry.host_array)) is None:
+                        self._index.add(device.identity, entry, _Replica(
+                            entry.host_bytes().copy(), ("present when checking began", began)))
 
     def uninstall(self) -> None:
         BUS.unsubscribe(self, _KINDS)

@@ -52,7 +52,7 @@ def test_autocompare_follows_update_device_and_async_queues(emulated, observe):
     compare = observe(PYACC_AUTOCOMPARE=1)["autocompare"]
     x = np.ones(30)
     acc.copyin(x)
-    x[:] = 4.0
+    x[10:20] = 4.0  # the host change is sent: a correct program (API.md §11)
     acc.update_device(x[10:20])  # the shadow follows the upload
     scale(x, 3.0, async_=1)
     acc.update_self(x, async_=1)
