@@ -48,6 +48,7 @@ from .errors import __all__ as _error_names
 import mapping.ranges as _mapping_ranges
 
 from . import _names, observe, profiling
+from . import omp
 
 __version__ = "0.1.0"
 
@@ -66,7 +67,7 @@ except ValueError as _error:  # a bad value must not make ``import pyacc`` (or t
 __all__ = (
     ["CompileError", "PerformanceWarning", "explain", "atomic", "loop", "on_device", "async_noval", "async_sync",
      "parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "data", "declare", "enter_data", "exit_data", "host_data", "update",
-     "register_error_callback", "unregister_error_callback", "observe", "profiling", "OffloadFallbackWarning", "__version__"]
+     "register_error_callback", "unregister_error_callback", "observe", "profiling", "omp", "OffloadFallbackWarning", "__version__"]
     + list(_routine_names)
     + list(_error_names)
 )

@@ -1,0 +1,720 @@
+"""OpenMP clause strings and keywords → one normalised value (OpenMP 5.2 ch. 5, 13, 18).
+
+Owns: :func:`parse` (a clause string such as ``"map(always, to: a) map(tofrom: y)
+collapse(2) reduction(max:err) nowait"`` and/or keyword clauses → :class:`OmpClauses`),
+the clause sets of each construct, and error messages as good as the OpenACC ones
+(``compiler/clauses.py``): the clause quoted with a caret under the offending place, and
+the closest valid clause suggested.
+
+Items of data clauses are *names* when they come from a clause string (a compute
+decorator's parameters, or variables of the caller for the data constructs) and whatever
+the user passed when they come from keywords (names or arrays); the constructs resolve
+them.
+
+Keyword spellings (API.md §9): ``map_to``, ``map_from``, ``map_tofrom``, ``map_alloc``,
+``map_release``, ``map_delete``, modifiers as prefixes (``map_always_to``,
+``map_present_alloc``, ``map_always_present_tofrom`` …); ``hold=True`` is LLVM's
+``ompx_hold`` on every map of the construct; ``to``/``from_`` for ``target update``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from compiler.clauses import ClauseExpr
+from compiler.errors import CompileError
+from mapping import ClauseError
+
+__all__ = ["MapSpec", "OmpClauses", "parse", "caret", "MAP_TYPES", "CONSTRUCT_CLAUSES"]
+
+#: OpenMP map types (5.2 §5.8.3); ``release``/``delete`` only on exits
+MAP_TYPES = ("to", "from", "tofrom", "alloc", "release", "delete")
+#: map-type modifiers pyacc implements (``close`` is accepted: a hint, no effect)
+MAP_MODIFIERS = ("always", "present", "close", "ompx_hold")
+_UNSUPPORTED_MODIFIERS = {
+    "mapper": "user-defined mappers (declare mapper) are not supported",
+    "iterator": "iterator modifiers are not supported",
+}
+
+#: reduction operators of OpenMP (5.2 §5.5.5) that pyacc compiles; ``&&``/``||`` become
+#: and/or; ``-`` is ``+`` (deprecated in 5.2, as in C)
+_REDUCTION_OPS = {"+": "+", "-": "+", "*": "*", "max": "max", "min": "min", "&": "&", "|": "|",
+                  "^": "^", "&&": "and", "||": "or", "and": "and", "or": "or"}
+
+
+@dataclass(frozen=True)
+class MapSpec:
+    """One map clause item: its map type and modifiers."""
+
+    type: str = "tofrom"
+    always: bool = False
+    present: bool = False
+    hold: bool = False
+
+    def text(self) -> str:
+        mods = [m for m, on in (("always", self.always), ("present", self.present),
+                                ("ompx_hold", self.hold)) if on]
+        return f"map({', '.join(mods) + ', ' if mods else ''}{self.type}: …)"
+
+
+@dataclass
+class OmpClauses:
+    """The clauses of one OpenMP construct, normalised.
+
+    ``maps`` is a list of ``(item, MapSpec)`` in the order written; ``motions`` (target
+    update) a list of ``(item, direction, present)`` with direction ``"to"``/``"from"``.
+    Expressions of the parameters (``if(n > 100)``, ``num_teams((n+127)/128)``,
+    ``device(d)``) are :class:`ClauseExpr` values.
+    """
+
+    construct: str
+    maps: list = field(default_factory=list)
+    motions: list = field(default_factory=list)
+    firstprivate: list = field(default_factory=list)
+    private: list = field(default_factory=list)
+    is_device_ptr: list = field(default_factory=list)
+    use_device: list = field(default_factory=list)
+    reductions: list = field(default_factory=list)  # "op:var" strings (OpenACC spelling)
+    defaultmap: str | None = None
+    collapse: int | None = None
+    num_teams: Any = None
+    thread_limit: Any = None
+    device: Any = None
+    if_: Any = None
+    nowait: bool = False
+    depend: list = field(default_factory=list)  # (type, item)
+    hold: bool = False
+    device_type: str | None = None
+    loop_flags: dict = field(default_factory=dict)  # declare_target's seq/gang/...
+
+
+# -- clause sets (OpenMP 5.2 ch. 13 device directives, §17 combined constructs) ----------------
+_TARGET = ("map", "defaultmap", "firstprivate", "private", "is_device_ptr", "has_device_addr",
+           "device", "if", "nowait", "depend", "thread_limit", "hold", "in_reduction_unsupported")
+_LOOP = ("collapse", "reduction", "private", "firstprivate", "shared", "default", "order",
+         "schedule")
+CONSTRUCT_CLAUSES = {
+    "target": _TARGET,
+    "target_teams_distribute_parallel_for": _TARGET + _LOOP + ("num_teams", "dist_schedule",
+                                                               "num_threads", "proc_bind"),
+    "target_teams_distribute_parallel_for_simd": _TARGET + _LOOP + (
+        "num_teams", "dist_schedule", "num_threads", "proc_bind", "simdlen", "safelen"),
+    "target_parallel_for": _TARGET + _LOOP + ("num_threads", "proc_bind"),
+    "target_teams_loop": _TARGET + _LOOP + ("num_teams", "bind"),
+    "target_parallel_loop": _TARGET + _LOOP + ("num_threads", "bind", "proc_bind"),
+    "target_data": ("map", "device", "if", "use_device_ptr", "use_device_addr", "hold"),
+    "target_enter_data": ("map", "device", "if", "nowait", "depend"),
+    "target_exit_data": ("map", "device", "if", "nowait", "depend"),
+    "target_update": ("to", "from", "device", "if", "nowait", "depend"),
+    "declare_target": ("device_type", "indirect", "enter", "to", "link", "seq"),
+}
+CONSTRUCT_CLAUSES = {k: tuple(c for c in v if not c.endswith("_unsupported"))
+                     for k, v in CONSTRUCT_CLAUSES.items()}
+
+#: map types allowed per construct (5.2 §5.8.3 restrictions)
+_MAP_TYPES_OF = {
+    "target_data": ("to", "from", "tofrom", "alloc"),
+    "target_enter_data": ("to", "alloc"),
+    "target_exit_data": ("from", "release", "delete"),
+}
+_COMPUTE_MAP_TYPES = ("to", "from", "tofrom", "alloc")
+
+#: clauses OpenMP has that pyacc does not implement, with why (never silently ignored)
+_NOT_SUPPORTED = {
+    "lastprivate": "lastprivate is not supported: return the value from the function instead",
+    "linear": "linear is not supported",
+    "allocate": "allocate is not supported (device memory comes from pyacc's allocator)",
+    "uses_allocators": "uses_allocators is not supported",
+    "in_reduction": "in_reduction (task reductions) is not supported",
+    "ordered": "ordered loops are not supported",
+    "nogroup": "nogroup is not supported",
+    "link": "declare target link is not supported; use enter/to",
+}
+
+# keyword aliases: Python keywords and OpenMP spellings
+_KEYWORD_ALIAS = {"if_": "if", "from_": "from", "async_": "async"}
+
+
+def caret(text: str | None, pos: int | None) -> str:
+    """The clause string with a caret under ``pos`` (as compiler/clauses.py prints it)."""
+    if text is None or pos is None:
+        return ""
+    return f"\n    {text}\n    {' ' * pos}^"
+
+
+class _Bad(ValueError):
+    """A malformed clause argument at ``offset`` into the argument text."""
+
+    def __init__(self, message: str, offset: int = 0):
+        super().__init__(message)
+        self.offset = offset
+
+
+def _error(kind, message):
+    return kind(message) if kind is CompileError else kind(message, clause=None)
+
+
+def parse(construct: str, clause_string: str | None = None, *, error=CompileError,
+          **keywords) -> OmpClauses:
+    """Parse an OpenMP clause string and/or keyword clauses of ``construct``.
+
+    Raises:
+        CompileError (compute decorators) or ClauseError (data constructs; ``error``):
+            an unknown clause (the closest valid one suggested), a clause not valid on
+            the construct, a malformed argument — with the clause string and a caret.
+    """
+    result = OmpClauses(construct)
+    if clause_string is not None:
+        if not isinstance(clause_string, str):
+            raise _error(error, f"omp {_spell(construct)}: clauses must be a string or keywords, got "
+                                f"{type(clause_string).__name__}")
+        _parse_string(result, clause_string, error)
+    for name, value in keywords.items():
+        _keyword(result, name, value, error)
+    _check_map_types(result, error)
+    return result
+
+
+def _spell(construct: str) -> str:
+    return construct.replace("_", " ")
+
+
+# == clause strings ================================================================================
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _parse_string(result: OmpClauses, text: str, error) -> None:
+    construct = result.construct
+    valid = CONSTRUCT_CLAUSES[construct]
+    pos = 0
+    while True:
+        while pos < len(text) and (text[pos].isspace() or text[pos] == ","):
+            pos += 1
+        if pos >= len(text):
+            return
+        match = _WORD.match(text, pos)
+        if match is None:
+            raise _error(error, f"omp {_spell(construct)}: malformed clause string: expected a "
+                                f"clause name" + caret(text, pos))
+        word, start = match.group(), match.start()
+        pos = match.end()
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        args = args_at = None
+        if pos < len(text) and text[pos] == "(":
+            close = _matching_paren(text, pos, construct, error)
+            args, args_at, pos = text[pos + 1:close], pos + 1, close + 1
+        elif pos < len(text) and not (text[pos].isspace() or text[pos] == ","):
+            raise _error(error, f"omp {_spell(construct)}: malformed clause string: unexpected "
+                                f"{text[pos]!r} after {word!r}" + caret(text, pos))
+        _check_valid(construct, word, valid, text, start, error)
+        try:
+            _apply(result, word, args)
+        except _Bad as bad:
+            at = start if args_at is None else args_at + bad.offset
+            raise _error(error, f"omp {_spell(construct)}: bad clause {text[start:pos]!r}: {bad}"
+                         + caret(text, at)) from None
+
+
+def _matching_paren(text, open_pos, construct, error):
+    depth = 0
+    for index in range(open_pos, len(text)):
+        if text[index] == "(":
+            depth += 1
+        elif text[index] == ")":
+            depth -= 1
+            if depth == 0:
+                return index
+    raise _error(error, f"omp {_spell(construct)}: malformed clause string: unbalanced '('"
+                 + caret(text, open_pos))
+
+
+def _check_valid(construct, word, valid, text, pos, error):
+    if word in valid:
+        return
+    where = f"omp {_spell(construct)}"
+    if word in _NOT_SUPPORTED:
+        raise _error(error, f"{where}: {_NOT_SUPPORTED[word]}" + caret(text, pos))
+    known = {c for clauses in CONSTRUCT_CLAUSES.values() for c in clauses}
+    if word in known:
+        reason = (f"{where}: clause {word!r} is not valid on this construct; valid clauses: "
+                  f"{', '.join(valid)}")
+    elif word in _ACC_WORDS:
+        reason = (f"{where}: {word!r} is an OpenACC clause; the OpenMP spelling is "
+                  f"{_ACC_WORDS[word]!r}")
+    else:
+        reason = f"{where}: unknown clause {word!r}"
+        close = difflib.get_close_matches(word, valid, n=1, cutoff=0.5)
+        if close:
+            reason += f"; did you mean {close[0]!r}?"
+    raise _error(error, reason + caret(text, pos))
+
+
+#: OpenACC habits, answered with the OpenMP clause
+_ACC_WORDS = {"copyin": "map(to: ...)", "copyout": "map(from: ...)", "copy": "map(tofrom: ...)",
+              "create": "map(alloc: ...)", "present": "map(present, alloc: ...)",
+              "deviceptr": "is_device_ptr(...)", "async": "nowait", "num_gangs": "num_teams",
+              "vector_length": "thread_limit", "gang": "(implied by teams distribute)",
+              "wait": "depend(...) or omp.taskwait()"}
+
+
+def _required(word, args):
+    if args is None or not args.strip():
+        raise _Bad(f"{word} needs an argument in parentheses", 0)
+
+
+def _apply(result: OmpClauses, word: str, args: str | None) -> None:
+    """One clause of a string (``args``: the text inside the parentheses, or None)."""
+    if word in ("nowait", "seq", "indirect"):
+        if args is not None and word != "nowait":
+            raise _Bad(f"{word} takes no argument", 0)
+        if word == "nowait":
+            result.nowait = True if args is None else _flag_expr(args)
+        elif word == "seq":
+            result.loop_flags["seq"] = True
+        return
+    if word == "hold":  # pyacc's keyword spelling also works in strings
+        result.hold = True
+        return
+    _required(word, args)
+    if word == "map":
+        spec, items = _map_arg(args)
+        result.maps += [(name, spec) for name in items]
+    elif word in ("to", "from"):
+        present, names = _motion_arg(args)
+        if result.construct == "declare_target":
+            result.maps += [(name, MapSpec("to")) for name in names]
+        else:
+            result.motions += [(name, word, present) for name in names]
+    elif word == "enter":
+        result.maps += [(name, MapSpec("to")) for name in _names(args)]
+    elif word in ("firstprivate", "private"):
+        getattr(result, word).extend(_names(args))
+    elif word in ("is_device_ptr", "has_device_addr"):
+        result.is_device_ptr.extend(_names(args))
+    elif word in ("use_device_ptr", "use_device_addr"):
+        result.use_device.extend(_names(args))
+    elif word == "shared":
+        _names(args)  # arrays are shared already; names are checked
+    elif word == "reduction":
+        result.reductions.append(_reduction_arg(args))
+    elif word == "collapse":
+        result.collapse = _positive_literal(args, "collapse")
+    elif word == "defaultmap":
+        result.defaultmap = _defaultmap(args)
+    elif word in ("num_teams", "thread_limit", "num_threads"):
+        value = _expr(args)
+        if word != "num_threads":
+            setattr(result, word, value)
+    elif word == "device":
+        result.device = _device_arg(args)
+    elif word == "if":
+        result.if_ = _if_arg(args, result.construct)
+    elif word == "depend":
+        result.depend += _depend_arg(args)
+    elif word == "device_type":
+        value = args.strip()
+        if value not in ("host", "nohost", "any"):
+            raise _Bad(f"device_type takes host, nohost or any, got {value!r}", 0)
+        result.device_type = value
+    elif word == "default":
+        value = args.strip()
+        if value not in ("shared", "none", "firstprivate", "private"):
+            raise _Bad(f"default takes shared, none, firstprivate or private, got {value!r}", 0)
+    elif word == "order":
+        if args.strip().split(":")[-1].strip() != "concurrent":
+            raise _Bad("order takes concurrent (optionally reproducible:/unconstrained:)", 0)
+    elif word == "bind":
+        if args.strip() not in ("teams", "parallel", "thread"):
+            raise _Bad(f"bind takes teams, parallel or thread, got {args.strip()!r}", 0)
+    elif word in ("schedule", "dist_schedule"):
+        kind = args.split(",")[0].split(":")[-1].strip()
+        if kind not in ("static", "dynamic", "guided", "auto", "runtime"):
+            raise _Bad(f"unknown schedule kind {kind!r}", 0)
+    elif word in ("proc_bind", "simdlen", "safelen"):
+        pass  # hints without effect here
+    else:  # pragma: no cover - every valid clause is handled above
+        raise _Bad(f"{word} is not implemented", 0)
+
+
+def _names(text: str, base: int = 0) -> list[str]:
+    """A list of variable names (``a, b``); an empty item is an error."""
+    names, offset = [], 0
+    for piece in text.split(","):
+        if not piece.strip():
+            raise _Bad("empty item in the list", base + offset + len(piece))
+        for word in re.finditer(r"\S+", piece):
+            item = word.group()
+            if not item.isidentifier():
+                hint = ""
+                if "[" in item or ":" in item:
+                    hint = (" (array sections are written as Python views and passed as "
+                            "arguments: map the array, index it in the loop)")
+                raise _Bad(f"{item!r} is not a variable name{hint}", base + offset + word.start())
+            names.append(item)
+        offset += len(piece) + 1
+    return names
+
+
+def _split_colon(text: str):
+    """``(head, head_at, tail, tail_at)`` at the first ':' outside brackets, or
+    ``(None, 0, text, 0)``."""
+    depth = 0
+    for index, char in enumerate(text):
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif char == ":" and depth == 0:
+            return text[:index], 0, text[index + 1:], index + 1
+    return None, 0, text, 0
+
+
+def _map_arg(args: str):
+    """``[modifier[,] ...] type: list`` or just ``list`` (type tofrom)."""
+    head, _, tail, tail_at = _split_colon(args)
+    if head is None:
+        return MapSpec("tofrom"), _names(args)
+    words = [(m.group(), m.start()) for m in re.finditer(r"[^\s,]+", head)]
+    if not words:
+        raise _Bad("missing map type before ':' (to, from, tofrom, alloc, release, delete)", 0)
+    map_type, type_at = words[-1]
+    if map_type not in MAP_TYPES:
+        if map_type in MAP_MODIFIERS:
+            raise _Bad(f"{map_type!r} is a map-type modifier; a map type (to, from, tofrom, "
+                       f"alloc, release, delete) must follow it", type_at)
+        close = difflib.get_close_matches(map_type, MAP_TYPES + MAP_MODIFIERS, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise _Bad(f"unknown map type {map_type!r} (valid: {', '.join(MAP_TYPES)}){hint}", type_at)
+    flags = {"always": False, "present": False, "ompx_hold": False}
+    for word, at in words[:-1]:
+        key = word.split("(")[0]
+        if key in _UNSUPPORTED_MODIFIERS:
+            raise _Bad(_UNSUPPORTED_MODIFIERS[key], at)
+        if word == "close":
+            continue
+        if word not in flags:
+            close = difflib.get_close_matches(word, MAP_MODIFIERS, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise _Bad(f"unknown map-type modifier {word!r} (valid: "
+                       f"{', '.join(MAP_MODIFIERS)}){hint}", at)
+        if flags[word]:
+            raise _Bad(f"map-type modifier {word!r} given twice", at)
+        flags[word] = True
+    spec = MapSpec(map_type, flags["always"], flags["present"], flags["ompx_hold"])
+    return spec, _names(tail, tail_at)
+
+
+def _motion_arg(args: str):
+    """``to([present:] list)`` / ``from(...)`` of target update (5.2 §5.9)."""
+    head, _, tail, tail_at = _split_colon(args)
+    if head is None:
+        return False, _names(args)
+    if head.strip() != "present":
+        raise _Bad(f"unknown motion modifier {head.strip()!r} (valid: present)",
+                   len(head) - len(head.lstrip()))
+    return True, _names(tail, tail_at)
+
+
+def _reduction_arg(args: str) -> str:
+    """``[modifier,] op: list`` → the OpenACC spelling ``op:list``."""
+    head, _, tail, tail_at = _split_colon(args)
+    if head is None:
+        raise _Bad("expected 'op: list' (e.g. 'reduction(+: sum)')", 0)
+    parts = [p.strip() for p in head.split(",")]
+    op = parts[-1]
+    for modifier in parts[:-1]:
+        if modifier != "default":
+            raise _Bad(f"reduction modifier {modifier!r} is not supported (inscan and task "
+                       "reductions are not implemented)", 0)
+    if op not in _REDUCTION_OPS:
+        close = difflib.get_close_matches(op, list(_REDUCTION_OPS), n=1, cutoff=0.3)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise _Bad(f"unknown reduction operator {op!r} (valid: {' '.join(_REDUCTION_OPS)})"
+                   f"{hint}", head.index(op) if op else 0)
+    names = _names(tail, tail_at)
+    return f"{_REDUCTION_OPS[op]}:{','.join(names)}"
+
+
+def _positive_literal(text: str, what: str) -> int:
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        raise _Bad(f"{what} needs a positive integer literal, got {text.strip()!r}", 0) from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _Bad(f"{what} needs a positive integer literal, got {value!r}", 0)
+    return value
+
+
+def _expr(text: str):
+    """A literal, or a :class:`ClauseExpr` evaluated at each call."""
+    lead = len(text) - len(text.lstrip())
+    body = text.strip()
+    try:
+        return ast.literal_eval(body)
+    except (ValueError, SyntaxError):
+        pass
+    try:
+        return ClauseExpr(body)
+    except CompileError as failure:
+        message = str(failure).split("\n")[0]
+        raise _Bad(message, lead) from None
+
+
+def _flag_expr(text: str):
+    value = _expr(text)
+    return bool(value) if not isinstance(value, ClauseExpr) else value
+
+
+def _device_arg(text: str):
+    head, _, tail, tail_at = _split_colon(text)
+    if head is not None:
+        if head.strip() == "ancestor":
+            raise _Bad("device(ancestor: ...) (reverse offload) is not supported", 0)
+        if head.strip() != "device_num":
+            raise _Bad(f"unknown device modifier {head.strip()!r} (valid: device_num)", 0)
+        return _expr(tail)
+    return _expr(text)
+
+
+def _if_arg(text: str, construct: str):
+    """``if([directive-name-modifier:] expr)``; the modifier must name this construct."""
+    head, _, tail, tail_at = _split_colon(text)
+    if head is not None and re.fullmatch(r"\s*[A-Za-z_ ]+\s*", head):
+        modifier = " ".join(head.split())
+        if modifier not in ("target", _spell(construct), "target data", "target enter data",
+                            "target exit data", "target update", "parallel", "teams", "simd"):
+            raise _Bad(f"if({modifier}: ...) does not name this construct", 0)
+        try:
+            return _expr(tail)
+        except _Bad as bad:
+            raise _Bad(str(bad), tail_at + bad.offset) from None
+    return _expr(text)
+
+
+_DEPEND_TYPES = ("in", "out", "inout", "mutexinoutset", "inoutset")
+
+
+def _depend_arg(text: str):
+    head, _, tail, tail_at = _split_colon(text)
+    if head is None:
+        raise _Bad("expected 'type: list' (in, out, inout)", 0)
+    kind = head.strip()
+    if kind not in _DEPEND_TYPES:
+        raise _Bad(f"unknown dependence type {kind!r} (valid: {', '.join(_DEPEND_TYPES)})", 0)
+    return [(kind, name) for name in _names(tail, tail_at)]
+
+
+_DEFAULTMAP = ("none", "present", "tofrom", "default", "firstprivate", "to", "from", "alloc")
+
+
+def _defaultmap(text: str) -> str:
+    """``defaultmap(behavior[: category])``: returns the behaviour for arrays (or
+    ``"scalar:..."`` forms reduced to what pyacc supports)."""
+    head, _, tail, tail_at = _split_colon(text)
+    behavior = (head if head is not None else text).strip()
+    category = tail.strip() if head is not None else "all"
+    return _defaultmap_value(behavior, category)
+
+
+def _defaultmap_value(behavior: str, category: str = "all") -> str:
+    if behavior not in _DEFAULTMAP:
+        close = difflib.get_close_matches(behavior, _DEFAULTMAP, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise _Bad(f"unknown defaultmap behaviour {behavior!r} (valid: {', '.join(_DEFAULTMAP)})"
+                   f"{hint}", 0)
+    if category not in ("all", "scalar", "aggregate", "pointer", "allocatable"):
+        raise _Bad(f"unknown defaultmap category {category!r} (valid: scalar, aggregate, "
+                   "pointer, all)", 0)
+    if category == "scalar":
+        if behavior in ("firstprivate", "default"):
+            return "default"
+        raise _Bad(f"defaultmap({behavior}: scalar) is not supported: scalars of a target "
+                   "region are firstprivate (return a reduction to get a value back)", 0)
+    if behavior in ("none", "present"):
+        return behavior
+    if behavior in ("tofrom", "default"):
+        return "default"
+    raise _Bad(f"defaultmap({behavior}) is not supported for arrays: name them in map "
+               "clauses (the implicit rule is map(tofrom:))", 0)
+
+
+# == keywords ======================================================================================
+_KEYWORD_MAP = re.compile(r"map_((?:always_|present_|ompx_hold_|hold_|close_)*)"
+                          r"(to|from|tofrom|alloc|release|delete)$")
+
+
+def keyword_names(construct: str) -> list[str]:
+    """Every keyword a construct accepts (for messages and suggestions)."""
+    valid = CONSTRUCT_CLAUSES[construct]
+    names = []
+    if "map" in valid:
+        types = _MAP_TYPES_OF.get(construct, _COMPUTE_MAP_TYPES)
+        for t in types:
+            names.append(f"map_{t}")
+        for t in types:
+            if t not in ("release", "delete"):
+                names += [f"map_always_{t}", f"map_present_{t}"]
+        if construct == "target_exit_data":
+            names += ["map_always_from", "map_present_from"]
+    for clause in valid:
+        if clause == "map":
+            continue
+        if clause == "if":
+            names.append("if_")
+        elif clause == "from":
+            names += ["from_", "present_from"]
+        elif clause == "to":
+            names += ["to", "present_to"]
+        elif clause == "reduction":
+            names.append("reduction")
+        else:
+            names.append(clause)
+    return list(dict.fromkeys(names))
+
+
+def _keyword(result: OmpClauses, raw: str, value, error) -> None:
+    construct = result.construct
+    where = f"omp.{construct}"
+    name = _KEYWORD_ALIAS.get(raw, raw)
+    valid = CONSTRUCT_CLAUSES[construct]
+    match = _KEYWORD_MAP.fullmatch(raw)
+    try:
+        if match is not None and "map" in valid:
+            mods = match.group(1)
+            spec = MapSpec(match.group(2), "always_" in mods, "present_" in mods,
+                           "hold_" in mods)
+            result.maps += [(item, spec) for item in _items(value)]
+            return
+        if raw in ("present_to", "present_from") and ("to" in valid):
+            result.motions += [(item, raw[8:], True) for item in _items(value)]
+            return
+        if name not in valid or name in ("map",):
+            raise _UnknownKeyword()
+        if name in ("to", "from"):
+            if construct == "declare_target":
+                result.maps += [(item, MapSpec("to")) for item in _items(value)]
+            else:
+                result.motions += [(item, name, False) for item in _items(value)]
+        elif name == "enter":
+            result.maps += [(item, MapSpec("to")) for item in _items(value)]
+        elif name in ("firstprivate", "private"):
+            getattr(result, name).extend(_items(value))
+        elif name in ("is_device_ptr", "has_device_addr"):
+            result.is_device_ptr.extend(_items(value))
+        elif name in ("use_device_ptr", "use_device_addr"):
+            result.use_device.extend(_items(value))
+        elif name == "shared":
+            _items(value)
+        elif name == "reduction":
+            items = [value] if isinstance(value, str) else list(value or ())
+            for item in items:
+                if not isinstance(item, str):
+                    raise _Bad(f"reduction items are 'op:var' strings, got {item!r}")
+                result.reductions.append(_reduction_arg(item))
+        elif name == "collapse":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise _Bad(f"collapse needs a positive int, got {value!r}")
+            result.collapse = value
+        elif name == "defaultmap":
+            if value is not None:
+                if not isinstance(value, str):
+                    raise _Bad(f"defaultmap takes a string such as 'none' or 'present', got {value!r}")
+                result.defaultmap = _defaultmap(value)
+        elif name in ("num_teams", "thread_limit"):
+            setattr(result, name, _count_keyword(name, value))
+        elif name in ("num_threads", "schedule", "dist_schedule", "order", "bind", "default",
+                      "proc_bind", "simdlen", "safelen", "indirect", "seq"):
+            if name == "seq":
+                result.loop_flags["seq"] = bool(value)
+        elif name == "device":
+            result.device = _expr(value) if isinstance(value, str) else value
+        elif name == "if":
+            result.if_ = _expr(value) if isinstance(value, str) else value
+        elif name == "nowait":
+            result.nowait = _expr(value) if isinstance(value, str) else value
+        elif name == "depend":
+            result.depend += _depend_keyword(value)
+        elif name == "hold":
+            result.hold = bool(value)
+        elif name == "device_type":
+            if value not in ("host", "nohost", "any"):
+                raise _Bad(f"device_type takes 'host', 'nohost' or 'any', got {value!r}")
+            result.device_type = value
+        else:  # pragma: no cover
+            raise _UnknownKeyword()
+    except _UnknownKeyword:
+        accepted = keyword_names(construct)
+        hint = difflib.get_close_matches(raw, accepted, n=1, cutoff=0.5)
+        extra = ""
+        if raw in ("copyin", "copyout", "copy", "create", "present", "async_", "deviceptr"):
+            extra = f" ({raw!r} is OpenACC; see API.md §9 for the OpenMP keywords)"
+        elif "hold" in raw and construct in ("target_enter_data", "target_exit_data"):
+            extra = " (ompx_hold is allowed only on target and target data, as in LLVM)"
+        raise _error(error, f"{where}: unknown clause {raw!r}"
+                     + (f" (did you mean {hint[0]!r}?)" if hint else "") + extra
+                     + f"; {where} accepts {', '.join(accepted)}") from None
+    except _Bad as bad:
+        raise _error(error, f"{where}: bad value for {raw}=: {bad}") from None
+
+
+class _UnknownKeyword(Exception):
+    pass
+
+
+def _items(value) -> list:
+    """A keyword clause value: one item, a list/tuple, or a string of names."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return _names(value) if value.strip() else []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def _count_keyword(name, value):
+    if value is None or isinstance(value, ClauseExpr):
+        return value
+    if isinstance(value, str):
+        return _expr(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _Bad(f"{name} needs a positive int, got {value!r}")
+    return value
+
+
+def _depend_keyword(value):
+    """``depend="in: a"``, ``depend=["out: a", "in: b"]`` or ``depend=[("in", a)]``."""
+    items = [value] if isinstance(value, (str, tuple)) else list(value or ())
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            out += _depend_arg(item)
+        elif isinstance(item, tuple) and len(item) == 2 and item[0] in _DEPEND_TYPES:
+            out.append(item)
+        else:
+            raise _Bad(f"depend items are 'type: names' strings or (type, array) pairs, got {item!r}")
+    return out
+
+
+def _check_map_types(result: OmpClauses, error) -> None:
+    """Map types a construct forbids (5.2 §5.8.3, §13.6, §13.7)."""
+    allowed = _MAP_TYPES_OF.get(result.construct, _COMPUTE_MAP_TYPES)
+    for _, spec in result.maps:
+        if result.construct == "declare_target":
+            continue
+        if spec.type not in allowed:
+            raise _error(error, f"omp {_spell(result.construct)}: map type {spec.type!r} is not "
+                                f"allowed here (allowed: {', '.join(allowed)})")
+        if spec.hold and result.construct in ("target_enter_data", "target_exit_data"):
+            raise _error(error, f"omp {_spell(result.construct)}: the ompx_hold map-type "
+                                "modifier is allowed only on target and target data (LLVM)")
+
+
+def replace(clauses: OmpClauses, **changes) -> OmpClauses:
+    return dataclasses.replace(clauses, **changes)
