@@ -1,10 +1,10 @@
-"""A stand-in for CuPy: the backend interface of ``mapping.cuda`` over host memory.
+"""A stand-in for CuPy: the backend interface of ``mapping.cuda_backend`` over host memory.
 
 Owns: ``FakeCudaBackend``. ``CudaDevice(n, backend=FakeCudaBackend())`` runs the whole
 ``cuda`` device — its transfers, packing, queues, events, deferred frees — without a GPU
 (tests, and ``PYACC_TESTING_FAKE_CUDA=1`` with kernels in Numba's CUDA simulator).
 
-How it stands in (the interface is listed in ``mapping.cuda``'s docstring):
+How it stands in (the interface is listed in ``mapping.cuda_backend``'s docstring):
 - device memory: one zero-filled numpy ``uint8`` buffer per allocation; its address is the
   buffer's, so device and host addresses never collide while both are alive. Device
   arrays are plain numpy views of those buffers (what the CUDA simulator runs kernels on);
@@ -22,7 +22,7 @@ elementwise device copy (pack/unpack) in ``elementwise_copies``, and checks what
 API would require: memcpy host buffers are contiguous and device ranges lie inside one
 live allocation.
 
-Invariants: ``_buffers`` (a ``mapping.cuda.BlockIndex``) holds every live buffer by its
+Invariants: ``_buffers`` (a ``mapping.cuda_backend.BlockIndex``) holds every live buffer by its
 address; its ``in_use`` is the sum of the requested sizes. It proves nothing about CuPy
 itself, real concurrency or timings.
 """
@@ -34,7 +34,7 @@ import threading
 
 import numpy as np
 
-from .cuda import BlockIndex
+from .cuda_backend import BlockIndex
 from .queues import WorkerQueue
 
 __all__ = ["FakeCudaBackend"]

@@ -1,35 +1,40 @@
-"""The device protocol: what the runtime asks of a device, and the queue it runs work on.
+"""The device protocol: what the runtime asks of a device.
 
 Owns: ``Device`` (the abstract protocol that ``host``, ``emulated`` and ``cuda`` implement,
-after numba-cuda's ``BaseCUDAMemoryManager``) and ``SyncQueue`` (the synchronous queue,
-``acc.async_sync``).
+after numba-cuda's ``BaseCUDAMemoryManager``), ``Timed`` (an operation that publishes its
+DONE event) and ``emit``. Queues live in ``queues`` (``Queue``, ``SyncQueue``,
+``Pending`` and ``raise_all`` are re-exported here for older imports).
 
 A device provides memory (``allocate``/``free`` of byte blocks addressed by integers),
 views of that memory shaped like host arrays (``view``), transfers (``upload``,
 ``download``, ``device_copy``: contiguous and strided, same shape on both sides), queues
-(``queue(async_value)``) and kernel launches (``launch``). The mapping runtime above it
-never touches device memory any other way.
+and kernel launches (``launch``). The mapping runtime above it never touches device
+memory any other way.
 
-Queues: every transfer and launch names the queue it runs on. ``SyncQueue`` runs each
-operation at once on the calling thread; asynchronous queues (``queues.WorkerQueue`` for
-devices whose work runs on host threads) keep the same interface — ``submit`` work,
-``defer`` a callback until the queue has passed this point (deferred frees),
-``synchronize`` — so the runtime verbs are the same for both.
+Queues: every transfer and launch names the queue it runs on. A device holds one
+``queues.QueueSet`` (``device.queues``), built from the queue factory it was given
+(``WorkerQueue`` unless the subclass passes its own, as ``cuda`` does) and its synchronous
+queue; ``queue(n)``, ``existing_queues``, ``join``, ``wait`` and ``synchronize`` are that
+set's.
 
-Every allocation, free, transfer and launch publishes one event on ``events.BUS``.
+Threading and event order: allocation, free, transfer and launch may be called from any
+thread (the table lock is held by the runtime verbs that call them; deferred frees run on
+a queue's thread without it). Every allocation, free, transfer and launch publishes one
+event on ``events.BUS``: ALLOC after the block is taken, FREE before it is given back
+(so each address's ALLOC and FREE alternate for every subscriber), a transfer's or
+launch's event when it is enqueued, its DONE once it has run.
 """
 
 from __future__ import annotations
 
 import abc
-import threading
 import time
 from typing import Callable
 
 import numpy as np
 
-from .errors import ExecutionError
 from .events import BUS, Event, EventKind
+from .queues import Pending, Queue, QueueSet, SyncQueue, WorkerQueue, raise_all
 
 __all__ = ["Device", "Queue", "SyncQueue", "Pending", "Timed", "emit", "raise_all"]
 
@@ -37,7 +42,6 @@ _ACTIVE = BUS.active
 _COUNT = BUS.count
 _LAUNCH = int(EventKind.LAUNCH)
 _DONE = int(EventKind.DONE)
-_WAIT = int(EventKind.WAIT)
 _clock = time.perf_counter
 _HOLD = BUS.holding()
 _TRANSFER_NAMES = {EventKind.UPLOAD: "upload", EventKind.DOWNLOAD: "download",
@@ -99,111 +103,6 @@ class Timed:
             skipped(description)
 
 
-class Queue(abc.ABC):
-    """An ordered stream of device operations (an OpenACC async queue)."""
-
-    #: the async value (``None`` for the synchronous queue)
-    async_value: int | None = None
-
-    @abc.abstractmethod
-    def submit(self, operation: Callable[[], None], description="an operation", *,
-               essential: bool = False) -> None:
-        """Run ``operation`` after everything submitted before it (``description`` names
-        it in the error raised if it fails)."""
-
-    @abc.abstractmethod
-    def defer(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` once the queue has passed this point (e.g. a deferred free)."""
-
-    @abc.abstractmethod
-    def synchronize(self) -> None:
-        """Block until every operation submitted so far has completed."""
-
-    @abc.abstractmethod
-    def is_idle(self) -> bool:
-        """True when every operation submitted so far has completed."""
-
-
-def raise_all(failures: list) -> None:
-    """Raise the errors of several queues as one: the first, or an ``ExecutionError``
-    that lists them all (none is lost by a wait on several queues)."""
-    if not failures:
-        return
-    if len(failures) == 1:
-        raise failures[0]
-    raise ExecutionError(
-        f"{len(failures)} queued operations failed: " + "; ".join(str(f) for f in failures),
-        failures=tuple(failures)) from failures[0]
-
-
-class Pending:
-    """A kernel queued on an asynchronous queue, and its result: the queue calls it;
-    ``value`` is set when the kernel has run, ``error`` when it failed or was skipped.
-    (One object rather than closures: enqueueing is on the host's critical path.)"""
-
-    __slots__ = ("kernel", "args", "name", "queue_number", "value", "error")
-
-    def __init__(self, kernel, args, name, queue_number):
-        self.kernel = kernel
-        self.args = args
-        self.name = name
-        self.queue_number = queue_number
-        self.value = None
-        self.error = None  # the kernel's exception, when it failed
-
-    def __call__(self):
-        try:
-            self.value = self.kernel(*self.args)
-        except BaseException as error:
-            self.error = error
-            raise
-        finally:
-            self.kernel = self.args = None  # release the arrays once it has run
-
-    def skipped(self, description):
-        self.kernel = self.args = None
-        self.error = ExecutionError(
-            f"kernel {self.name} was skipped: an earlier operation on queue "
-            f"{self.queue_number} failed")
-
-
-class _Countdown:
-    """A deferred free shared by several queues: it runs when the last of them gets there."""
-
-    __slots__ = ("remaining", "free", "address", "lock")
-
-    def __init__(self, count: int, free, address: int):
-        self.remaining = count
-        self.free = free
-        self.address = address
-        self.lock = threading.Lock()
-
-    def __call__(self) -> None:
-        with self.lock:
-            self.remaining -= 1
-            last = self.remaining == 0
-        if last:
-            self.free(self.address)
-
-
-class SyncQueue(Queue):
-    """The synchronous queue: each operation runs at once on the calling thread."""
-
-    async_value = None
-
-    def submit(self, operation, description="an operation", *, essential=False):
-        operation()
-
-    def defer(self, callback):
-        callback()
-
-    def synchronize(self):
-        pass
-
-    def is_idle(self):
-        return True
-
-
 class Device(abc.ABC):
     """One device of one type. Subclasses implement memory, transfers and launches.
 
@@ -217,12 +116,15 @@ class Device(abc.ABC):
     type_name: str = "abstract"
     shares_host_memory: bool = False
 
-    def __init__(self, number: int):
+    def __init__(self, number: int, *, queue_factory=WorkerQueue, sync_queue: Queue | None = None):
         self.number = number
         self.identity = (self.type_name, number)
-        self.sync_queue = SyncQueue()
-        self._queues: dict[int, Queue] = {}  # async value -> queue, created on first use
-        self._queues_lock = threading.Lock()
+        self.sync_queue = SyncQueue() if sync_queue is None else sync_queue
+        #: ``queue_factory(async_value, device_label)`` makes an asynchronous queue
+        self._queue_factory = queue_factory
+        #: the device's queues (``queues.QueueSet``), created on first use
+        self.queues = QueueSet(self._new_queue, self.identity, self.sync_queue)
+        self.queue = self.queues.queue  # bound once: on the path of every async enqueue
 
     # -- memory -------------------------------------------------------------------
     @abc.abstractmethod
@@ -245,22 +147,12 @@ class Device(abc.ABC):
 
     def release(self, address: int, queue: "Queue | None" = None) -> None:
         """Free the block at ``address`` once no queue can touch it any more: at once when
-        every asynchronous queue is idle (the common, synchronous case costs one check
-        per queue, nothing when no queue was ever created), else once every queue that
-        is busy now — and ``queue``, the one the caller queued the block's last copies on
-        — has passed this point (numba-cuda's ``_PendingDeallocs``; cudaFree synchronizes
-        instead). A block freed at once while a kernel or copy queued earlier still used
-        it would be handed to the next allocation and corrupted by that pending work."""
-        if not self._queues:
-            self.free(address)
-            return
-        busy = [q for q in self.existing_queues() if q is queue or not q.is_idle()]
-        if not busy:
-            self.free(address)
-            return
-        countdown = _Countdown(len(busy), self.free, address)
-        for waiting in busy:
-            waiting.defer(countdown)
+        every asynchronous queue is idle, else once every queue that is busy now — and
+        ``queue``, the one the caller queued the block's last copies on — has passed this
+        point (``QueueSet.release``; cudaFree synchronizes instead). A block freed at once
+        while a kernel or copy queued earlier still used it would be handed to the next
+        allocation and corrupted by that pending work."""
+        self.queues.release(self.free, address, queue)
 
     @abc.abstractmethod
     def allocation_of(self, address: int) -> tuple[int, int] | None:
@@ -334,33 +226,20 @@ class Device(abc.ABC):
     # -- queues and launches -------------------------------------------------------
     def queue(self, async_value: int | None) -> Queue:
         """The queue for an async value (``None``: the synchronous queue); asynchronous
-        queues are created on first use, each with its own worker thread."""
-        if async_value is None:
-            return self.sync_queue
-        queue = self._queues.get(async_value)
-        if queue is None:
-            with self._queues_lock:
-                queue = self._queues.get(async_value)
-                if queue is None:
-                    queue = self._queues[async_value] = self._new_queue(async_value)
-        return queue
+        queues are created on first use (``queues.QueueSet.queue``, bound per instance)."""
+        return self.queues.queue(async_value)
 
     def _new_queue(self, async_value: int) -> Queue:
-        from .queues import WorkerQueue  # the worker-thread queues (host-thread devices)
-
-        return WorkerQueue(async_value, f"{self.type_name} device {self.number}")
+        """A new asynchronous queue, from the device's queue factory."""
+        return self._queue_factory(async_value, f"{self.type_name} device {self.number}")
 
     def forget_queues(self) -> None:
-        """In the child of ``os.fork``: the parent's queues are not this process's (their
-        worker threads do not exist here); new ones are created empty on first use.
-        Work the parent had queued on them is neither run nor waited for here."""
-        self._queues_lock = threading.Lock()
-        self._queues = {}
+        """In the child of ``os.fork``: forget the parent's queues (``QueueSet.forget``)."""
+        self.queues.forget()
 
     def existing_queues(self) -> list[Queue]:
         """The asynchronous queues created so far."""
-        with self._queues_lock:
-            return list(self._queues.values())
+        return self.queues.existing()
 
     def launch(self, kernel: Callable, args, queue: Queue, *, name=None, where=None, info=None):
         """Run ``kernel(*args)`` on ``queue``. Returns the kernel's result on the
@@ -391,40 +270,17 @@ class Device(abc.ABC):
         return result
 
     def synchronize(self) -> None:
-        """Wait for every queue of this device; raise the first queued error (after
-        every queue has drained)."""
-        failures = []
-        start = _clock()
-        for queue in self.existing_queues():
-            try:
-                queue.synchronize()
-            except ExecutionError as error:
-                failures.append(error)
-        if _ACTIVE[_WAIT]:
-            BUS.publish(EventKind.WAIT, self.identity, start=start)
-        raise_all(failures)
+        """Wait for every queue of this device; raise the queued errors after every queue
+        has drained (``QueueSet.synchronize``)."""
+        self.queues.synchronize()
 
     def join(self, waiting: Queue, waited) -> None:
-        """``waiting`` starts its next operations only after everything already queued
-        on each of the ``waited`` queues has run (``acc_wait_async``, ``wait=``): a
-        device-side join through events when ``waiting`` is asynchronous, a host wait
-        when it is the synchronous queue (OpenACC 3.3 §2.16.2, §3.2.11)."""
-        for queue in waited:
-            if queue is waiting or queue is self.sync_queue:
-                continue
-            if waiting is self.sync_queue:
-                self.wait(queue)
-            else:
-                waiting.wait_event(queue.record_event())
+        """``waiting`` waits for the ``waited`` queues (``QueueSet.join``)."""
+        self.queues.join(waiting, waited)
 
     def wait(self, queue: Queue) -> None:
         """Block until ``queue`` has finished everything submitted to it."""
-        start = _clock()
-        try:
-            queue.synchronize()
-        finally:
-            if _ACTIVE[_WAIT]:
-                BUS.publish(EventKind.WAIT, self.identity, queue=queue.async_value, start=start)
+        self.queues.wait((queue,))
 
     # -- properties and lifetime ---------------------------------------------------
     @property

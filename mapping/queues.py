@@ -1,10 +1,23 @@
-"""Asynchronous queues for devices whose work runs on host threads (``emulated``, ``host``).
+"""Queues: every kind of OpenACC async queue, and the set of queues of one device.
 
-Owns: ``WorkerQueue`` — one OpenACC async queue (OpenACC 3.3 §2.16) served by one worker
-thread that runs the queue's operations in submission order. (``Pending``, the result
-slot of a queued kernel, lives in ``device`` with the launch that fills it.)
+Owns (OpenACC 3.3 §2.16, §3.2.9–3.2.14; API.md §5):
+- ``Queue`` — the protocol every queue implements, each method callers use declared:
+  ``submit``, ``defer``, ``synchronize``, ``is_idle``, ``record_event``, ``wait_event``,
+  ``hold``;
+- ``SyncQueue`` — the synchronous queue (``acc.async_sync``): each operation runs at once
+  on the calling thread;
+- ``WorkerQueue`` — an asynchronous queue served by one worker thread that runs the
+  queue's operations in submission order (devices whose work runs on host threads:
+  ``emulated``, ``host``; the fake CUDA backend's streams); ``QueueEvent`` its events;
+- ``Pending`` — the result slot of a kernel queued on an asynchronous queue;
+- ``raise_all`` — error collection: the errors of several queues raised as one;
+- ``QueueSet`` — the queues of one device: ``queue(n)`` (created on first use by the
+  device's queue factory), ``existing()``, ``join`` (a queue waits for others),
+  ``wait`` (the host waits for some), ``synchronize`` (the host waits for all),
+  ``release`` (a callback deferred until every busy queue has passed this point).
+  ``Device`` holds one and delegates to it; no other code waits on queues.
 
-Semantics (API.md §5):
+Semantics of an asynchronous queue (API.md §5):
 - operations on one queue run in order; different queues run concurrently with each other
   and with the host (copies release the GIL in numpy, kernels are compiled ``nogil``);
 - ``defer(callback)`` runs ``callback`` when the queue gets there (deferred frees:
@@ -23,22 +36,38 @@ Semantics (API.md §5):
 - ``hold()`` keeps the worker from starting further operations until the block ends:
   the hook that lets tests decide when work "completes" (trio's ``MockClock`` idea).
 
-Invariant: ``completed <= submitted``; the queue is idle iff they are equal and nothing is
-running. Closures of queued operations keep their host and device arrays alive until
-they have run.
+Invariants and threading:
+- a ``WorkerQueue``'s ``completed <= submitted``; the queue is idle iff they are equal
+  and nothing is running. Closures of queued operations keep their host and device arrays
+  alive until they have run;
+- a ``WorkerQueue``'s state is guarded by its condition; operations run on its worker
+  thread with no lock held (they may take the device's allocator lock, never the table
+  lock);
+- event order: a ``WAIT`` event is published after the wait it reports has ended, also
+  when the wait raised; ``QueueSet.wait`` drains every listed queue before it raises (no
+  error is lost), ``synchronize`` publishes one ``WAIT`` for all queues;
+- a ``QueueSet``'s dictionary is written under its lock and read without it (creation is
+  double-checked); after ``os.fork`` the child ``forget``s the parent's queues.
 """
 
 from __future__ import annotations
 
+import abc
 import collections
 import threading
+import time
 from contextlib import contextmanager
 from typing import Callable
 
-from .device import Pending, Queue
-from .errors import ExecutionError
+from .errors import AccError, ExecutionError
+from .events import BUS, EventKind
 
-__all__ = ["WorkerQueue", "QueueEvent"]
+__all__ = ["Queue", "SyncQueue", "WorkerQueue", "QueueEvent", "Pending", "QueueSet",
+           "raise_all", "describe_operation"]
+
+_ACTIVE = BUS.active
+_WAIT = int(EventKind.WAIT)
+_clock = time.perf_counter
 
 
 def describe_operation(description) -> str:
@@ -52,6 +81,74 @@ def describe_operation(description) -> str:
     return description
 
 
+def raise_all(failures: list) -> None:
+    """Raise the errors of several queues as one: the first, or an ``ExecutionError``
+    that lists them all (none is lost by a wait on several queues)."""
+    if not failures:
+        return
+    if len(failures) == 1:
+        raise failures[0]
+    raise ExecutionError(
+        f"{len(failures)} queued operations failed: " + "; ".join(str(f) for f in failures),
+        failures=tuple(failures)) from failures[0]
+
+
+def raise_waited_failure(event) -> None:
+    """Raise the failure ``event`` carries (an event of another queue waited for)."""
+    failure = getattr(event, "failure", None)
+    if failure is not None:
+        description, cause = failure
+        raise ExecutionError(
+            f"{describe_operation(description)} on {event.label}, which this queue waited "
+            f"for, failed: {type(cause).__name__}: {cause}") from cause
+
+
+class Queue(abc.ABC):
+    """An ordered stream of device operations (an OpenACC async queue)."""
+
+    #: the async value (``None`` for the synchronous queue)
+    async_value: int | None = None
+
+    @abc.abstractmethod
+    def submit(self, operation: Callable[[], None], description="an operation", *,
+               essential: bool = False) -> None:
+        """Run ``operation`` after everything submitted before it (``description`` names
+        it in the error raised if it fails). After a failure, operations behind it are
+        skipped until it is reported, except ``essential`` ones (releases, events)."""
+
+    @abc.abstractmethod
+    def defer(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the queue has passed this point (e.g. a deferred free)."""
+
+    @abc.abstractmethod
+    def synchronize(self) -> None:
+        """Block until every operation submitted so far has completed; raise the first
+        error of an operation that failed since the last synchronize (once)."""
+
+    @abc.abstractmethod
+    def is_idle(self) -> bool:
+        """True when every operation submitted so far has completed."""
+
+    @abc.abstractmethod
+    def record_event(self):
+        """An event completed once the queue has passed this point; its ``failure`` is
+        ``(description, error)`` of the queue's unreported failure there, or None."""
+
+    @abc.abstractmethod
+    def wait_event(self, event) -> None:
+        """Operations submitted after this start only once ``event`` has completed; a
+        failure it carries becomes this queue's."""
+
+    def hold(self):
+        """A context manager: while it is held, work may be queued but none starts
+        (a testing hook; only queues whose work runs on host threads can be held).
+
+        Raises:
+            ExecutionError: this queue cannot be held.
+        """
+        raise ExecutionError(f"{self!r} cannot be held")
+
+
 class QueueEvent(threading.Event):
     """An event of a queue (``record_event``): set when the queue has passed the point
     where it was recorded. ``failure`` is ``(description, error)`` of the queue's first
@@ -61,6 +158,65 @@ class QueueEvent(threading.Event):
         super().__init__()
         self.label = label
         self.failure = None
+
+
+class SyncQueue(Queue):
+    """The synchronous queue: each operation runs at once on the calling thread (so its
+    events are complete when recorded, and waiting for an event is a host wait)."""
+
+    async_value = None
+
+    def submit(self, operation, description="an operation", *, essential=False):
+        operation()
+
+    def defer(self, callback):
+        callback()
+
+    def synchronize(self):
+        pass
+
+    def is_idle(self):
+        return True
+
+    def record_event(self) -> QueueEvent:
+        event = QueueEvent("the synchronous queue")
+        event.set()
+        return event
+
+    def wait_event(self, event) -> None:
+        event.wait()
+        raise_waited_failure(event)
+
+
+class Pending:
+    """A kernel queued on an asynchronous queue, and its result: the queue calls it;
+    ``value`` is set when the kernel has run, ``error`` when it failed or was skipped.
+    (One object rather than closures: enqueueing is on the host's critical path.)"""
+
+    __slots__ = ("kernel", "args", "name", "queue_number", "value", "error")
+
+    def __init__(self, kernel, args, name, queue_number):
+        self.kernel = kernel
+        self.args = args
+        self.name = name
+        self.queue_number = queue_number
+        self.value = None
+        self.error = None  # the kernel's exception, when it failed
+
+    def __call__(self):
+        try:
+            self.value = self.kernel(*self.args)
+        except BaseException as error:
+            self.error = error
+            raise
+        finally:
+            self.kernel = self.args = None  # release the arrays once it has run
+
+    def skipped(self, description):
+        self.kernel = self.args = None
+        self.error = ExecutionError(
+            f"kernel {self.name} was skipped: an earlier operation on queue "
+            f"{self.queue_number} failed")
 
 
 class WorkerQueue(Queue):
@@ -143,12 +299,7 @@ class WorkerQueue(Queue):
 
         def wait():
             event.wait()
-            failure = getattr(event, "failure", None)
-            if failure is not None:
-                description, cause = failure
-                raise ExecutionError(
-                    f"{describe_operation(description)} on {event.label}, which this queue waited "
-                    f"for, failed: {type(cause).__name__}: {cause}") from cause
+            raise_waited_failure(event)
 
         self.submit(wait, "a wait for another queue", essential=True)
 
@@ -199,3 +350,123 @@ class WorkerQueue(Queue):
             self._holds = 0
             self._condition.notify_all()
         self._worker.join()
+
+
+class _Countdown:
+    """A callback shared by several queues: it runs when the last of them gets there."""
+
+    __slots__ = ("remaining", "callback", "argument", "lock")
+
+    def __init__(self, count: int, callback, argument):
+        self.remaining = count
+        self.callback = callback
+        self.argument = argument
+        self.lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self.lock:
+            self.remaining -= 1
+            last = self.remaining == 0
+        if last:
+            self.callback(self.argument)
+
+
+class QueueSet:
+    """The queues of one device: its synchronous queue and its asynchronous queues,
+    created on first use by ``new_queue(async_value)`` (``Device._new_queue``, which
+    calls the device's queue factory: ``WorkerQueue`` for host-thread devices).
+
+    Args:
+        new_queue: makes the asynchronous queue of an async value.
+        identity: the device's ``(type, number)``, for ``WAIT`` events.
+        sync_queue: the device's synchronous queue.
+    """
+
+    def __init__(self, new_queue, identity, sync_queue: Queue):
+        self.sync = sync_queue
+        self._new_queue = new_queue
+        self._identity = identity
+        self._queues: dict[int, Queue] = {}  # async value -> queue
+        self._lock = threading.Lock()
+
+    def queue(self, async_value: int | None) -> Queue:
+        """The queue for an async value (``None``: the synchronous queue)."""
+        if async_value is None:
+            return self.sync
+        queue = self._queues.get(async_value)
+        if queue is None:
+            with self._lock:
+                queue = self._queues.get(async_value)
+                if queue is None:
+                    queue = self._queues[async_value] = self._new_queue(async_value)
+        return queue
+
+    def existing(self) -> list[Queue]:
+        """The asynchronous queues created so far."""
+        with self._lock:
+            return list(self._queues.values())
+
+    def forget(self) -> None:
+        """In the child of ``os.fork``: the parent's queues are not this process's (their
+        worker threads do not exist here); new ones are created empty on first use."""
+        self._lock = threading.Lock()
+        self._queues = {}
+
+    def release(self, callback, argument, queue: Queue | None = None) -> None:
+        """``callback(argument)`` once no queue can touch what it releases: at once when
+        every asynchronous queue is idle (nothing to check when none was ever created),
+        else once every queue busy now — and ``queue``, where the caller queued the last
+        work on it — has passed this point (numba-cuda's ``_PendingDeallocs``)."""
+        if not self._queues:
+            callback(argument)
+            return
+        busy = [q for q in self.existing() if q is queue or not q.is_idle()]
+        if not busy:
+            callback(argument)
+            return
+        countdown = _Countdown(len(busy), callback, argument)
+        for waiting in busy:
+            waiting.defer(countdown)
+
+    def join(self, waiting: Queue, waited) -> None:
+        """``waiting`` starts its next operations only after everything already queued on
+        each of the ``waited`` queues has run (``acc_wait_async``, ``wait=``): a
+        device-side join through events when ``waiting`` is asynchronous, a host wait
+        when it is the synchronous queue (OpenACC 3.3 §2.16.2, §3.2.11)."""
+        for queue in waited:
+            if queue is waiting or queue is self.sync:
+                continue
+            if waiting is self.sync:
+                self.wait((queue,))
+            else:
+                waiting.wait_event(queue.record_event())
+
+    def wait(self, queues) -> None:
+        """The host blocks until each of ``queues`` has run everything submitted to it
+        (``acc.wait(q, ...)``); every one drains before their errors are raised together
+        (``raise_all``). One ``WAIT`` event per queue, published when its wait ends."""
+        failures = []
+        for queue in queues:
+            start = _clock()
+            try:
+                queue.synchronize()
+            except AccError as error:  # every queue drains; no error is lost
+                failures.append(error)
+            finally:
+                if _ACTIVE[_WAIT]:
+                    BUS.publish(EventKind.WAIT, self._identity, queue=queue.async_value, start=start)
+        raise_all(failures)
+
+    def synchronize(self) -> None:
+        """The host blocks until every queue has drained (``acc.wait()``, shutdown); one
+        ``WAIT`` event; the queues' errors raised together afterwards."""
+        failures = []
+        start = _clock()
+        for queue in self.existing():
+            try:
+                queue.synchronize()
+            except ExecutionError as error:
+                failures.append(error)
+        if _ACTIVE[_WAIT]:
+            BUS.publish(EventKind.WAIT, self._identity, start=start)
+        raise_all(failures)

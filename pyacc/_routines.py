@@ -25,8 +25,6 @@ from mapping import (
     check_array,
 )
 
-from mapping.device import raise_all
-
 from . import _devices
 from ._clauses import async_noval, async_value, queue_of, wait_values
 from ._devices import ICVS, canonical_type, current_runtime
@@ -340,19 +338,9 @@ def wait(*queues, async_=None) -> None:
     numbers = wait_values(list(queues))
     waited = [device.queue(number) for number in numbers] if queues else device.existing_queues()
     if target is None:
-        _wait_on_host(device, waited)
+        device.queues.wait(waited)  # every queue drains; no error is lost
     else:
         device.join(device.queue(target), waited)
-
-
-def _wait_on_host(device, queues) -> None:
-    failures = []
-    for queue in queues:
-        try:
-            device.wait(queue)
-        except AccError as error:  # every queue drains; no error is lost
-            failures.append(error)
-    raise_all(failures)
 
 
 @reported

@@ -1,0 +1,259 @@
+"""The CUDA backend: the only code that calls CuPy, and the block index of device memory.
+
+Owns: ``CupyBackend`` and ``BlockIndex``. ``cuda.CudaDevice`` talks to the GPU only
+through a backend; ``cuda_fake.FakeCudaBackend`` implements the same interface over host
+memory, so that the whole ``cuda`` device runs, and is tested, without a GPU.
+
+The backend interface (device ``n``; ``stream``/``event`` are backend objects; addresses
+are ints; "enqueue" means the call returns at once and the work runs in stream order):
+- memory: ``allocate(nbytes) -> (address, handle)`` (raises ``MemoryError`` when full;
+  ``handle`` keeps the block alive), ``free(handle)``, ``memory_info() -> (free, total)``;
+- device arrays: ``view(handle, offset, shape, dtype, strides)`` (a CuPy array; ``handle``
+  None: an empty one), ``foreign_view(address, shape, dtype, strides)`` (the same over
+  memory the program allocated, for ``acc.map_data``), ``interface_of(obj)`` (its ``__cuda_array_interface__`` dict, or
+  None when ``obj`` is not a device array), ``as_device_array(obj)`` (a view the backend
+  can copy elements of), ``is_device_memory(address)`` (memory of device ``n``:
+  ``cudaPointerGetAttributes``);
+- enqueued copies: ``copy(destination, source, stream)`` (elementwise, two same-shaped
+  device arrays of any strides: the pack/unpack kernel), ``memcpy_htod(address,
+  host_buffer, stream)``, ``memcpy_dtoh(host_buffer, address, stream)`` (``host_buffer``:
+  a contiguous numpy array, all of its bytes), ``memcpy_dtod(destination, source, nbytes,
+  stream)``; ``pinned(nbytes)``: a numpy ``uint8`` array in page-locked memory;
+- streams: ``new_stream(blocking=)``, ``synchronize(stream)``, ``stream_done(stream)``,
+  ``use_stream(stream)`` (context manager: the thread's current stream, CuPy's ``with
+  stream:``; compiled kernels launch on the current stream), ``launch(stream, fn)`` (run
+  ``fn``, which launches kernels on the current stream, in stream order),
+  ``launch_host_func(stream, fn)`` (``cudaLaunchHostFunc``: ``fn()`` on a driver thread
+  in stream order; it must not call CUDA);
+- events: ``record_event(stream)``, ``event_done(event)``, ``synchronize_event(event)``,
+  ``wait_event(stream, event)`` (the stream waits, the host does not);
+- identity: ``device_name()``, ``driver_version()``.
+
+Threading: a backend is called from any thread; CuPy's ``Device`` context is entered per
+call (``_device``), never kept. Host functions must not call the backend.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+
+import numpy as np
+
+from .cuda_layout import extent
+from .errors import DeviceTypeUnavailableError, DeviceUnavailableError
+
+__all__ = ["CupyBackend", "BlockIndex"]
+
+#: ``cudaMemoryType`` values of ``cudaPointerAttributes.type`` that are GPU memory
+_DEVICE_MEMORY, _MANAGED_MEMORY = 2, 3
+
+
+class BlockIndex:
+    """Live device blocks by start address, found from any address inside them (bisect on
+    the sorted starts). Used by ``CudaDevice`` and by ``cuda_fake.FakeCudaBackend``; the
+    owner holds its own lock around every call.
+
+    Invariant: ``_starts`` is the sorted list of the keys of ``_blocks`` (address →
+    ``(requested bytes, handle)``); ``in_use`` is the sum of the requested bytes. A
+    zero-byte block still holds its start address.
+    """
+
+    def __init__(self):
+        self._blocks: dict[int, tuple[int, object]] = {}
+        self._starts: list[int] = []
+        self.in_use = 0
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def add(self, address: int, nbytes: int, handle) -> None:
+        self._blocks[address] = (nbytes, handle)
+        bisect.insort(self._starts, address)
+        self.in_use += nbytes
+
+    def pop(self, address: int) -> tuple[int, object]:
+        """Remove the block that starts at ``address``; its ``(nbytes, handle)``."""
+        nbytes, handle = self._blocks.pop(address)
+        del self._starts[bisect.bisect_left(self._starts, address)]
+        self.in_use -= nbytes
+        return nbytes, handle
+
+    def find(self, address: int):
+        """``(begin, nbytes, handle)`` of the live block holding ``address``, or None."""
+        slot = bisect.bisect_right(self._starts, address) - 1
+        if slot < 0:
+            return None
+        begin = self._starts[slot]
+        nbytes, handle = self._blocks[begin]
+        return (begin, nbytes, handle) if address < begin + max(nbytes, 1) else None
+
+    def clear(self) -> list:
+        """Forget every block; their handles."""
+        handles = [handle for _, handle in self._blocks.values()]
+        self._blocks.clear()
+        self._starts.clear()
+        self.in_use = 0
+        return handles
+
+
+
+class CupyBackend:
+    """The backend interface (module docstring) over CuPy, for GPU ``number``.
+
+    Raises:
+        DeviceTypeUnavailableError: CuPy is not installed, or finds no CUDA driver/GPU.
+        DeviceUnavailableError: there is no GPU ``number``.
+    """
+
+    def __init__(self, number: int):
+        try:
+            import cupy
+        except ImportError as error:
+            raise DeviceTypeUnavailableError(
+                f"the cuda device type needs CuPy, which is not installed ({error}): "
+                "pip install 'pyacc[cuda]' (cupy-cuda12x)", device_type="cuda") from None
+        except Exception as error:  # a broken CUDA install raises more than ImportError
+            raise DeviceTypeUnavailableError(
+                f"the cuda device type needs CuPy, which failed to import: "
+                f"{type(error).__name__}: {error}", device_type="cuda") from None
+        self._cupy = cupy
+        self._runtime = cupy.cuda.runtime
+        self.number = number
+        try:
+            count = self._runtime.getDeviceCount()
+        except Exception as error:  # CUDARuntimeError: no driver, no GPU
+            raise DeviceTypeUnavailableError(
+                f"no usable CUDA driver or GPU: {type(error).__name__}: {error}",
+                device_type="cuda") from None
+        if not 0 <= number < count:
+            raise DeviceUnavailableError(
+                f"there is no cuda device {number}: {count} GPU(s) visible; check "
+                "CUDA_VISIBLE_DEVICES", device_num=number)
+
+    def _device(self):
+        # a new Device each time: its with-block keeps a per-object stack (not thread-safe)
+        return self._cupy.cuda.Device(self.number)
+
+    # -- memory ------------------------------------------------------------------------
+    def allocate(self, nbytes: int):
+        with self._device():  # MemoryPool.malloc raises cupy's OutOfMemoryError (a MemoryError)
+            memory = self._cupy.cuda.memory.alloc(max(nbytes, 1))  # alloc(0) has no address
+        return memory.ptr, memory
+
+    def free(self, handle) -> None:
+        """Nothing to do: the pool takes the block back when the last reference to its
+        ``MemoryPointer`` (ours, or a view's) goes."""
+
+    def memory_info(self):
+        with self._device():
+            return self._runtime.memGetInfo()
+
+    # -- device arrays -------------------------------------------------------------------
+    def view(self, handle, offset: int, shape, dtype, strides):
+        if handle is None:
+            with self._device():
+                return self._cupy.ndarray(shape, dtype)
+        return self._cupy.ndarray(shape, dtype, memptr=handle + offset, strides=strides)
+
+    def foreign_view(self, address: int, shape, dtype, strides):
+        """A CuPy array at ``address`` in memory CuPy's pool did not hand to pyacc (the
+        program's own allocation, which keeps it alive)."""
+        _, low, high = extent(address, shape, np.dtype(dtype).itemsize, strides)
+        memory = self._cupy.cuda.UnownedMemory(low, high - low, None, self.number)
+        pointer = self._cupy.cuda.MemoryPointer(memory, address - low)
+        return self._cupy.ndarray(shape, dtype, memptr=pointer, strides=strides)
+
+    def interface_of(self, obj):
+        try:
+            return getattr(obj, "__cuda_array_interface__", None)
+        except Exception:  # e.g. a CPU torch tensor refuses to export one
+            return None
+
+    def as_device_array(self, obj):
+        if isinstance(obj, self._cupy.ndarray):
+            return obj
+        with self._device():
+            return self._cupy.asarray(obj)  # zero-copy through __cuda_array_interface__
+
+    def is_device_memory(self, address: int) -> bool:
+        try:
+            attributes = self._runtime.pointerGetAttributes(address)
+        except self._runtime.CUDARuntimeError:  # CUDA < 11 for host pointers
+            return False
+        return attributes.type in (_DEVICE_MEMORY, _MANAGED_MEMORY) and attributes.device == self.number
+
+    # -- enqueued copies -----------------------------------------------------------------
+    def copy(self, destination, source, stream) -> None:
+        with self.use_stream(stream):
+            self._cupy.copyto(destination, source, casting="no")
+
+    def memcpy_htod(self, address: int, host_buffer: np.ndarray, stream) -> None:
+        self._memcpy(address, host_buffer.ctypes.data, host_buffer.nbytes,
+                     self._runtime.memcpyHostToDevice, stream)
+
+    def memcpy_dtoh(self, host_buffer: np.ndarray, address: int, stream) -> None:
+        self._memcpy(host_buffer.ctypes.data, address, host_buffer.nbytes,
+                     self._runtime.memcpyDeviceToHost, stream)
+
+    def memcpy_dtod(self, destination: int, source: int, nbytes: int, stream) -> None:
+        self._memcpy(destination, source, nbytes, self._runtime.memcpyDeviceToDevice, stream)
+
+    def _memcpy(self, destination, source, nbytes, kind, stream) -> None:
+        with self._device():
+            self._runtime.memcpyAsync(destination, source, nbytes, kind, stream.ptr)
+
+    def pinned(self, nbytes: int) -> np.ndarray:
+        memory = self._cupy.cuda.alloc_pinned_memory(nbytes)  # CuPy's pinned memory pool
+        return np.ndarray((nbytes,), dtype=np.uint8, buffer=memory)  # keeps ``memory`` alive
+
+    # -- streams and events --------------------------------------------------------------
+    def new_stream(self, *, blocking: bool):
+        with self._device():
+            return self._cupy.cuda.Stream(non_blocking=not blocking)
+
+    def synchronize(self, stream) -> None:
+        stream.synchronize()  # releases the GIL while it waits (host functions need it)
+
+    def stream_done(self, stream) -> bool:
+        return stream.done
+
+    @contextlib.contextmanager
+    def use_stream(self, stream):
+        with self._device(), stream:
+            yield stream
+
+    def launch(self, stream, fn) -> None:
+        with self.use_stream(stream):
+            fn()
+
+    def launch_host_func(self, stream, fn) -> None:
+        stream.launch_host_func(_call, fn)
+
+    def record_event(self, stream):
+        with self._device():
+            event = self._cupy.cuda.Event(disable_timing=True)
+            event.record(stream)
+        return event
+
+    def event_done(self, event) -> bool:
+        return event.done
+
+    def synchronize_event(self, event) -> None:
+        event.synchronize()
+
+    def wait_event(self, stream, event) -> None:
+        stream.wait_event(event)
+
+    # -- identity -------------------------------------------------------------------------
+    def device_name(self) -> str:
+        name = self._runtime.getDeviceProperties(self.number)["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+
+    def driver_version(self) -> str:
+        version = self._runtime.driverGetVersion()  # e.g. 12040
+        return f"CUDA driver {version // 1000}.{version % 1000 // 10}"
+
+
+def _call(function) -> None:
+    function()

@@ -1,0 +1,226 @@
+"""Transfers of the ``cuda`` device: the operations its queues run for each copy.
+
+Owns: ``HostTransfer`` (one upload or download), ``DeviceCopy`` (device to device),
+``block_for`` (where a packed block lives on the device) and ``run_synchronously`` (a
+transfer on the synchronous stream, complete on return), with their staging buffers and
+temporaries. Layout decisions come from ``cuda_layout``; the device (``cuda.CudaDevice``)
+gives memory, the backend and the queues.
+
+Transfers (``upload``/``download``/``device_copy``, same shape on both sides). Exactly one
+host↔device memcpy per transfer, of exactly the bytes of the elements:
+- a side whose elements fill one C- or F-ordered block is copied as it is; a strided side
+  (a column, a sub-block, ``a[::3]``, negative strides) is packed: on the device by one
+  elementwise copy into (or out of) a contiguous temporary, on the host by numpy into (or
+  out of) the staging buffer;
+- on an asynchronous queue the host data goes through a pinned staging buffer by host
+  functions enqueued on the stream, so the host array is read (upload) or written
+  (download) when the copy runs in stream order, never at enqueue time (OpenACC 3.3
+  §2.16.1); staging buffers and temporaries are released once the stream has passed them;
+- on the synchronous queue a contiguous host array is copied directly, a strided one
+  through a pinned buffer packed/unpacked on the calling thread, and the copy has
+  completed when the call returns.
+Device-to-device copies: one memcpy when both sides are contiguous in the same order,
+else one elementwise copy.
+
+Threading: a transfer object runs once, on the thread that enqueues it (a ``CudaQueue``
+runs operations on the calling thread); its host functions run later on a driver thread
+and only copy with numpy. It drops its arrays once it has run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from .cuda_layout import Packing, block_order, interface_layout
+from .errors import InvalidArgumentError
+
+__all__ = ["HostTransfer", "DeviceCopy", "block_for", "run_synchronously"]
+
+
+class HostTransfer:
+    """One upload or download between a host array and a same-shaped device array: the
+    operation its queue runs (module docstring, "Transfers")."""
+
+    __slots__ = ("device", "upload", "host", "device_array", "queue")
+
+    def __init__(self, device: "CudaDevice", upload: bool, host: np.ndarray, device_array, queue):
+        self.device = device
+        self.upload = upload
+        self.host = host
+        self.device_array = device_array
+        self.queue = queue
+
+    def __call__(self) -> None:
+        host, device_array = self.host, self.device_array
+        self.host = self.device_array = None
+        if host.size == 0:
+            return
+        packing = Packing(host, self.device.interface_of(device_array), self._what())
+        if self.queue is self.device.sync_queue:
+            run = self._upload_now if self.upload else self._download_now
+        else:
+            run = self._upload_async if self.upload else self._download_async
+        run(host, device_array, packing)
+
+    def skipped(self, description) -> None:
+        self.host = self.device_array = None
+
+    def _what(self) -> str:
+        return "upload" if self.upload else "download"
+
+    # -- asynchronous: host data moves through pinned staging in stream order -----------------
+    def _upload_async(self, host, device_array, packing: Packing) -> None:
+        backend, queue = self.device.backend, self.queue
+        staging = backend.pinned(packing.nbytes)
+        address, temporary = block_for(self.device, packing)
+        try:
+            queue.host_func(_CopyInto(packing.staged(staging), host))  # reads the host when it runs
+            backend.memcpy_htod(address, staging, queue.stream)
+            if temporary is not None:
+                backend.copy(backend.as_device_array(device_array), temporary.view, queue.stream)
+        finally:  # released once the stream has passed whatever was enqueued
+            queue.defer(_Release(self.device, temporary, staging))
+
+    def _download_async(self, host, device_array, packing: Packing) -> None:
+        backend, queue = self.device.backend, self.queue
+        staging = backend.pinned(packing.nbytes)
+        address, temporary = block_for(self.device, packing)
+        try:
+            if temporary is not None:
+                backend.copy(temporary.view, backend.as_device_array(device_array), queue.stream)
+            backend.memcpy_dtoh(staging, address, queue.stream)
+            queue.host_func(_CopyInto(host, packing.staged(staging)))  # writes the host when it runs
+        finally:
+            queue.defer(_Release(self.device, temporary, staging))
+
+    # -- synchronous: complete on return ---------------------------------------------------------
+    def _upload_now(self, host, device_array, packing: Packing) -> None:
+        backend, stream = self.device.backend, self.queue.stream
+        buffer = host
+        if packing.host_packed:
+            buffer = backend.pinned(packing.nbytes)
+            np.copyto(packing.staged(buffer), host, casting="no")
+        address, temporary = block_for(self.device, packing)
+
+        def enqueue():
+            backend.memcpy_htod(address, buffer, stream)
+            if temporary is not None:
+                backend.copy(backend.as_device_array(device_array), temporary.view, stream)
+
+        run_synchronously(self.device, enqueue, _Release(self.device, temporary, None))
+
+    def _download_now(self, host, device_array, packing: Packing) -> None:
+        backend, stream = self.device.backend, self.queue.stream
+        address, temporary = block_for(self.device, packing)
+        buffer = backend.pinned(packing.nbytes) if packing.host_packed else host
+
+        def enqueue():
+            if temporary is not None:
+                backend.copy(temporary.view, backend.as_device_array(device_array), stream)
+            backend.memcpy_dtoh(buffer, address, stream)
+
+        run_synchronously(self.device, enqueue, _Release(self.device, temporary, None))
+        if packing.host_packed:
+            np.copyto(host, packing.staged(buffer), casting="no")
+
+
+class DeviceCopy:
+    """A copy between two same-shaped device arrays: one memcpy when both are contiguous
+    in the same order, else one elementwise copy."""
+
+    __slots__ = ("device", "destination", "source", "queue")
+
+    def __init__(self, device: "CudaDevice", destination, source, queue):
+        self.device, self.destination, self.source, self.queue = device, destination, source, queue
+
+    def __call__(self) -> None:
+        destination, source = self.destination, self.source
+        self.destination = self.source = None
+        backend, stream = self.device.backend, self.queue.stream
+        interface_of = self.device.interface_of
+        to_address, shape, dtype, to_strides = interface_layout(interface_of(destination))
+        from_address, from_shape, from_dtype, from_strides = interface_layout(interface_of(source))
+        if shape != from_shape or dtype.str != from_dtype.str:
+            raise InvalidArgumentError(f"device copy: the destination (shape {shape}, dtype {dtype}) "
+                                       f"and the source (shape {from_shape}, dtype {from_dtype}) differ")
+        if any(n == 0 for n in shape):
+            return
+        order = block_order(shape, to_strides, dtype.itemsize)
+        if order is not None and order == block_order(shape, from_strides, dtype.itemsize):
+            nbytes = int(np.prod(shape)) * dtype.itemsize
+            enqueue = lambda: backend.memcpy_dtod(to_address, from_address, nbytes, stream)  # noqa: E731
+        else:
+            enqueue = lambda: backend.copy(backend.as_device_array(destination),  # noqa: E731
+                                           backend.as_device_array(source), stream)
+        if self.queue is self.device.sync_queue:
+            run_synchronously(self.device, enqueue, lambda: None)
+        else:
+            enqueue()
+
+    def skipped(self, description) -> None:
+        self.destination = self.source = None
+
+
+class _Temporary:
+    """A contiguous device block for packing one strided device view."""
+
+    __slots__ = ("address", "handle", "view")
+
+    def __init__(self, address: int, handle, view):
+        self.address, self.handle, self.view = address, handle, view
+
+
+class _CopyInto:
+    """``np.copyto(destination, source)``: a host function of a transfer."""
+
+    __slots__ = ("destination", "source")
+
+    def __init__(self, destination: np.ndarray, source: np.ndarray):
+        self.destination, self.source = destination, source
+
+    def __call__(self) -> None:
+        destination, source = self.destination, self.source
+        self.destination = self.source = None  # release the host array once it has run
+        np.copyto(destination, source, casting="no")
+
+
+class _Release:
+    """Frees a transfer's device temporary and drops its staging buffer (after the
+    stream has passed the transfer)."""
+
+    __slots__ = ("device", "temporary", "staging")
+
+    def __init__(self, device: "CudaDevice", temporary: _Temporary | None, staging):
+        self.device, self.temporary, self.staging = device, temporary, staging
+
+    def __call__(self) -> None:
+        temporary, self.temporary, self.staging = self.temporary, None, None
+        if temporary is not None:
+            self.device.backend.free(temporary.handle)
+
+
+def block_for(device, packing: Packing):
+    """``(address, temporary)``: where the packed block of a transfer lives on the device
+    — the device array itself when it is contiguous in the block's order, else a new
+    temporary (``_Temporary``) to pack into or unpack from."""
+    if not packing.device_packed:
+        return packing.device_address, None
+    address, handle = device.allocate_block(packing.nbytes)
+    view = device.backend.view(handle, 0, packing.shape, packing.dtype, packing.block_strides())
+    return address, _Temporary(address, handle, view)
+
+
+def run_synchronously(device, enqueue, release) -> None:
+    """Enqueue on the device's synchronous stream and wait; then ``release`` — also when
+    it failed, after the stream has drained what was enqueued."""
+    try:
+        enqueue()
+        device.sync_queue.synchronize()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            device.backend.synchronize(device.sync_queue.stream)
+        raise
+    finally:
+        release()
