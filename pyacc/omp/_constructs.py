@@ -119,7 +119,7 @@ class target_data:
 
     def __init__(self, clause_string=None, /, **clauses):
         try:
-            self._clauses = _parse("target_data", clause_string, clauses)
+            self._clauses = _parse("target_data", clause_string, clauses, depth=2)
             self._state = "new"
             self._target = None
             self._items = []
