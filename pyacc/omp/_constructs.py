@@ -21,7 +21,7 @@ from mapping import ClauseError, check_array
 from .._errors import directive_end, report
 from . import _devices
 from ._clauses import ClauseExpr, parse
-from ._maps import combine, enter_maps, exit_maps
+from ._maps import MapItem, check_present, combine, enter_maps, exit_maps
 from ._names import ConstructName
 
 __all__ = ["target_data", "target_enter_data", "target_exit_data", "target_update", "taskwait"]
@@ -220,8 +220,6 @@ def target_exit_data(clause_string=None, /, **clauses) -> None:
         return
     runtime = target.runtime
     items = _maps_of(parsed, runtime, "omp target exit data")
-    from ._maps import check_present
-
     check_present(runtime, items, "omp target exit data")
     exit_maps(runtime, items, _queue(target, parsed, "omp target exit data"))
 
@@ -242,12 +240,10 @@ def target_update(clause_string=None, /, **clauses) -> None:
         return
     runtime = target.runtime
     queue = _queue(target, parsed, "omp target update")
-    required = [(_DIRECTION[d], check_array(a, contiguous=False), None)
+    required = [MapItem(check_array(a, contiguous=False), runtime.namer(a), present=True,
+                        text=f"{d}(present: …)")
                 for a, d, present in parsed.motions if present]
-    if required and not runtime.device.shares_host_memory:
-        for _, array, _ in required:  # before anything moves (all or nothing)
-            if not runtime.is_present(array):
-                runtime.update([(UpdateDirection.DEVICE, array, None)], queue, if_present=False)
+    check_present(runtime, required, "omp target update")  # before anything moves
     items = [(_DIRECTION[d], check_array(a, contiguous=False), None) for a, d, _ in parsed.motions]
     runtime.update(items, queue, if_present=True)
 
