@@ -40,6 +40,7 @@ CASES = {
     "unstructured.py": (["--small"], OK),
     "needleman_wunsch.py": (["--small"], OK),
     "kmeans.py": (["--small"], OK),
+    "jacobi_omp.py": (["--n", "48", "--iterations", "20"], OK),
 }
 # Sizes for the fake cuda device, whose kernels run in Numba's CUDA simulator (~100 µs
 # per simulated thread, and atomics take a lock): a few thousand iterations per kernel.
@@ -53,6 +54,7 @@ SIMULATOR_ARGS = {
     "unstructured.py": ["--n", "300", "--steps", "10"],
     "needleman_wunsch.py": ["--n", "16"],
     "kmeans.py": ["--n", "200", "--features", "4", "--clusters", "3"],
+    "jacobi_omp.py": ["--n", "16", "--iterations", "8"],
 }
 DEVICES = ["host", "emulated"] + (["cuda"] if acc.get_num_devices("cuda") else [])
 #: PYACC_TESTING_FAKE_CUDA=1: cuda is the host-memory stand-in with simulated kernels
@@ -161,6 +163,9 @@ MUTATIONS = [
     # a data bug: the solution is never copied back to the host
     ("laplace2d.py", "with acc.data(copy=[a], create=[anew]):",
      "with acc.data(copyin=[a], create=[anew]):", "emulated"),
+    # the OpenMP spelling: map(to:) instead of map(tofrom:) never copies the field back
+    ("jacobi_omp.py", "with omp.target_data(map_tofrom=[a], map_alloc=[anew]):",
+     "with omp.target_data(map_to=[a], map_alloc=[anew]):", "emulated"),
     # a data bug: the centres the host recomputes never reach the device again
     ("kmeans.py", "while True:\n            acc.update(device=[clusters])",
      "while True:\n            pass", "emulated"),
