@@ -10,7 +10,9 @@ present data, in fresh processes (``_observe_child.py``) for:
 - ``off``: this tree, nothing enabled — the target: ≤ 3% over the baseline on the kernel
   call and ``is_present``;
 - ``notify=3``, ``time``, ``trace``, ``check``: this tree with one diagnostic on (the
-  notify lines go to /dev/null).
+  notify lines go to /dev/null);
+- ``memory``, ``stale``, ``all checks``: the ``PYACC_CHECK`` modes of API.md §11 alone
+  and together (``counters,memory,stale``).
 
 Run: ``python benchmarks/bench_observe.py [--quick] [--baseline COMMIT] [--json FILE]``.
 """
@@ -37,7 +39,9 @@ from bench_runtime import machine_description  # noqa: E402
 
 def variants(trace_path: str) -> dict[str, dict]:
     return {"off": {}, "notify=3": {"PYACC_NOTIFY": "3"}, "time": {"PYACC_TIME": "1"},
-            "trace": {"PYACC_TRACE": trace_path}, "check": {"PYACC_CHECK": "1"}}
+            "trace": {"PYACC_TRACE": trace_path}, "check": {"PYACC_CHECK": "1"},
+            "memory": {"PYACC_CHECK": "memory"}, "stale": {"PYACC_CHECK": "stale"},
+            "all checks": {"PYACC_CHECK": "counters,memory,stale"}}
 
 
 def run_child(tree: str, variables: dict, calls: int, repeats: int) -> dict:
