@@ -218,7 +218,9 @@ class ComputeRegion:
     # replays its plan (``CallPlan``: no classification, no present-table lookup).
 
     def _launch(self, args, async_, wait, clause_values):
-        info = self.info
+        """One compute call: its queue and waits, ``if(false)`` on the host, else enter the
+        region's data (replay, join or full entry), launch, exit; ``REGION_ENTER`` and
+        ``REGION_EXIT`` are published here and nowhere else."""
         runtime = ICVS.runtime or current_runtime()
         enabled, async_clause, wait_clause = clause_values[:3]
         async_arg = async_ if async_ is not None else async_clause
@@ -227,32 +229,70 @@ class ComputeRegion:
             wait_for(runtime, wait if wait is not None else wait_clause, queue)
         if not enabled:
             return self._run_on_host(args)
+        plan, arrays = self._matching_plan(runtime, args)
+        if _ACTIVE[_REGION_ENTER]:
+            BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=self.info.name,
+                        info=self.info.clauses.construct, where=self._where)
+        try:
+            ticket = self._enter(runtime, args, queue, plan, arrays, clause_values)
+            try:
+                value = runtime.device.launch(ticket.kernel, ticket.device_args, queue,
+                                              name=self.info.name, where=self._where, info=self.info)
+            except BaseException as error:
+                # the kernel did not complete (a compile error at the first call, a device
+                # failure of the launch, an interrupt): device data is not copied back
+                self._exit(runtime, ticket, queue, copy_back=False)
+                if _is_kernel_failure(error):
+                    raise self._execution_error(error) from error
+                raise
+            self._exit(runtime, ticket, queue, copy_back=True)
+        finally:
+            if _ACTIVE[_REGION_EXIT]:
+                BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
+                            info=self.info.clauses.construct, where=self._where)
+        if async_arg is not None:
+            return AsyncResult(queue, value)
+        if ticket.plan is None and ticket.entries is not None:  # a joined call: keep its plan
+            plan = CallPlan(runtime, self._call_key(), args, ticket.device_args, ticket.slots,
+                            ticket.map_kinds, ticket.memo, ticket.kernel)
+            self._plans = (plan,) + self._plans[:_PLANS_KEPT - 1]
+        return value
+
+    def _matching_plan(self, runtime, args):
+        """A recent call's plan that applies to these arguments, and their mapped arrays
+        (``CallPlan.arrays_of``: the same objects and layouts, the same enclosing default
+        and flags), or ``(None, None)``. Changes nothing."""
         if self._plans:
             key = self._call_key()
             for plan in self._plans:
                 if plan.runtime is runtime:
                     arrays = plan.arrays_of(args, key)
                     if arrays is not None:
-                        entries = runtime.rejoin_structured(plan.memo)
-                        if entries is not None:
-                            value = self._replay(plan, runtime, args, arrays, entries, queue)
-                            return value if async_arg is None else AsyncResult(queue, value)
+                        return plan, arrays
+        return None, None
+
+    def _enter(self, runtime, args, queue, plan, arrays, clause_values) -> "_Ticket":
+        """Enter the region's data, the cheapest way that is exact: replay ``plan`` while
+        the present table is unchanged since its call; else join data that is all present
+        (counts change at once, even for async calls); else the full structured entry
+        (present-or-create, copy-ins, all-or-nothing)."""
+        if plan is not None:
+            entries = runtime.rejoin_structured(plan.memo)
+            if entries is not None:
+                # with shared memory the host arrays are the device arrays
+                device_args = args if plan.views is None else \
+                    plan.device_args(runtime, args, arrays, entries)
+                return _Ticket(arrays, plan.map_kinds, entries, None, device_args, plan.kernel,
+                               plan=plan)
         arrays, map_kinds, slots, kinds = self._classify(runtime, args)
-        if _ACTIVE[_REGION_ENTER]:
-            BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=info.name,
-                        info=info.clauses.construct, where=self._where)
         device_args = list(args)
-        # fast path: every array already present (a compute call inside a data region);
-        # counts change at once even for async calls, and a lifetime that ends at the exit
-        # takes the full exit (frees deferred on the queue)
         memo = []
         entries = runtime.join_structured(arrays, memo)
-        requests = None
+        mapped = None
         if entries is not None:
             device_array_of = runtime.device_array_of
             for slot, array, entry in zip(slots, arrays, entries):
                 device_args[slot] = device_array_of(entry, array)
-            mapped = None
         else:
             requests = self._requests(runtime, arrays, map_kinds, slots)
             try:
@@ -263,25 +303,25 @@ class ComputeRegion:
             device_array = runtime.device_array
             for slot, item in zip(slots, mapped):
                 device_args[slot] = device_array(item)
+        ticket = _Ticket(arrays, map_kinds, entries, mapped, device_args, None, slots=slots,
+                         memo=memo)
         try:
-            kernel = self._kernel(runtime.device.type_name, device_args, kinds, clause_values)
-            value = runtime.device.launch(kernel, device_args, queue, name=info.name,
-                                          where=self._where, info=info)
-        except BaseException as error:
-            # the kernel did not complete (a compile error at the first call, a device
-            # failure of the launch, an interrupt): device data is not copied back
-            self._exit(runtime, (arrays, map_kinds), entries, mapped, queue, copy_back=False)
-            if _is_kernel_failure(error):
-                raise self._execution_error(error) from error
+            ticket.kernel = self._kernel(runtime.device.type_name, device_args, kinds, clause_values)
+        except BaseException:  # a compile error at the first call: leave the data again
+            self._exit(runtime, ticket, queue, copy_back=False)
             raise
-        self._exit(runtime, (arrays, map_kinds), entries, mapped, queue, copy_back=True)
-        if async_arg is not None:
-            return AsyncResult(queue, value)
-        if entries is not None:
-            plan = CallPlan(runtime, self._call_key(), args, device_args, slots, map_kinds, memo,
-                             kernel)
-            self._plans = (plan,) + self._plans[:_PLANS_KEPT - 1]
-        return value
+        return ticket
+
+    def _exit(self, runtime, ticket, queue, *, copy_back):
+        """Exit actions of the region: after a join or a replay, its decrements when no
+        lifetime ends (the common case); else the full structured exit (copy-backs,
+        frees; none with ``copy_back=False``)."""
+        mapped = ticket.mapped
+        if ticket.entries is not None:
+            if runtime.leave_structured(ticket.entries):
+                return
+            mapped = mapped_items(ticket.arrays, ticket.map_kinds, ticket.entries)
+        runtime.exit_structured(mapped, queue, copy_back=copy_back)
 
     def _call_key(self):
         """What else decides a call's plan: the enclosing default and the env flags (their
@@ -289,53 +329,6 @@ class ComputeRegion:
         default = _enclosing_default() if self._uses_default else None
         get = environ_get
         return (default, get(b"PYACC_DISABLE_JIT"), get(b"PYACC_BOUNDSCHECK"))
-
-    def _replay(self, plan, runtime, args, arrays, entries, queue):
-        """Repeat a recent call's plan: ``plan.arrays_of`` matched (the same array
-        objects, shapes, scalar kinds, enclosing default, env flags) and
-        ``rejoin_structured`` found the present table unchanged and took the structured
-        increments (``entries``)."""
-        if _ACTIVE[_REGION_ENTER]:
-            BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=self.info.name,
-                        info=self.info.clauses.construct, where=self._where)
-        try:
-            # with shared memory the host arrays are the device arrays
-            device_args = args if plan.views is None else plan.device_args(runtime, args, arrays, entries)
-            value = runtime.device.launch(plan.kernel, device_args, queue, name=self.info.name,
-                                          where=self._where, info=self.info)
-        except BaseException as error:
-            self._exit(runtime, (arrays, plan.map_kinds), entries, None, queue, copy_back=False)
-            if _is_kernel_failure(error):
-                raise self._execution_error(error) from error
-            raise
-        if runtime.leave_structured(entries):  # the common case: no lifetime ends here
-            if _ACTIVE[_REGION_EXIT]:
-                BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
-                            info=self.info.clauses.construct, where=self._where)
-            return value
-        self._exit_mapped(runtime, mapped_items(arrays, plan.map_kinds, entries), queue, copy_back=True)
-        return value
-
-    def _exit(self, runtime, classified, entries, mapped, queue, *, copy_back):
-        """Exit actions of the region: after the fast path (``entries``), its decrements
-        when no lifetime ends; else the full structured exit of ``mapped`` (copy-backs,
-        frees). ``classified`` is ``(arrays, map_kinds)`` from ``_classify``."""
-        if entries is not None:
-            if runtime.leave_structured(entries):
-                if _ACTIVE[_REGION_EXIT]:
-                    BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
-                                info=self.info.clauses.construct, where=self._where)
-                return
-            mapped = mapped_items(*classified, entries)
-        self._exit_mapped(runtime, mapped, queue, copy_back=copy_back)
-
-    def _exit_mapped(self, runtime, mapped, queue, *, copy_back):
-        try:
-            runtime.exit_structured(mapped, queue, copy_back=copy_back)
-        finally:
-            if _ACTIVE[_REGION_EXIT]:
-                BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
-                            info=self.info.clauses.construct, where=self._where)
 
     def _kernel(self, device_type, device_args, kinds, clause_values=()):
         """The compiled kernel for this device and these argument kinds (memoised here;
@@ -478,6 +471,28 @@ class ComputeRegion:
 #: x[lo:hi] per device and index the whole array)
 _SECTION_HINT = ("a compute region maps each array argument whole: pass the section that is "
                  "present (a view such as x[lo:hi]) and index it from 0, or map the whole array")
+
+class _Ticket:
+    """What entering a compute region's data gave: the mapped arrays and their
+    ``(MapKind, name)``, the present entries (a join or a replay: ``entries``) or the
+    full entry's ``Mapped`` items (``mapped``), the kernel's arguments and the kernel;
+    for a join, what its ``CallPlan`` keeps (``slots``, ``memo``); for a replay, its plan."""
+
+    __slots__ = ("arrays", "map_kinds", "entries", "mapped", "device_args", "kernel", "plan",
+                 "slots", "memo")
+
+    def __init__(self, arrays, map_kinds, entries, mapped, device_args, kernel, *, plan=None,
+                 slots=None, memo=None):
+        self.arrays = arrays
+        self.map_kinds = map_kinds
+        self.entries = entries
+        self.mapped = mapped
+        self.device_args = device_args
+        self.kernel = kernel
+        self.plan = plan
+        self.slots = slots
+        self.memo = memo
+
 
 #: fast-path plans a region keeps (each is tried in turn, newest first, before the full path)
 _PLANS_KEPT = 4
