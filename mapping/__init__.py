@@ -9,15 +9,27 @@ imports neither ``pyacc`` nor ``compiler``. Modules:
 - ``_ordered``    generic ordered container of non-overlapping ranges
 - ``entry``       a mapping with its structured and dynamic counters
 - ``table``       the present table of one device (lock, lookups returning a relation)
-- ``requests``    ``MapKind`` / ``MapRequest`` / ``Mapped``: what directives ask for
+- ``requests``    ``MapKind`` / ``MapRequest`` / ``UpdateItem`` / ``Mapped`` /
+  ``StructuredMemo``: what directives ask for and keep
+- ``plan``        pure planning: requests and the table → steps (and planning errors)
+- ``commit``      allocation, copy-back and removal for the runtime's commit phase
+- ``protocol``    ``MappingRuntime``: the verbs both runtimes implement side by side
 - ``runtime``     the verbs, plan-then-commit (devices with separate memory)
 - ``shared``      the same verbs for shared-memory devices (every clause a no-op)
-- ``device``      the device protocol and the synchronous queue
-- ``host_device`` / ``emulated``  the ``host`` and ``emulated`` devices
+- ``raw_memory``  ``acc.malloc`` / ``acc.free`` / ``acc.memcpy_*`` and ``Layout``
+- ``queues``      every queue, pending results, error collection, a device's queue set
+- ``device``      the device protocol
+- ``host_device`` / ``emulated`` / ``cuda`` (+ ``cuda_backend``, ``cuda_layout``,
+  ``cuda_queues``, ``cuda_transfers``, ``cuda_fake``)  the devices
 - ``events``      the one event stream and the statistics subscriber
+- ``check``       the consistency checker (``PYACC_CHECK``)
+
+Imports go one way (no cycles): ``errors``/``events``/``_probe`` ← ``ranges``/``entry``/
+``table``/``requests`` ← ``plan`` ← ``commit``/``raw_memory`` ← ``runtime``/``shared``;
+``queues`` ← ``device`` ← the devices.
 """
 
-from .device import Device, Queue, SyncQueue
+from .device import Device
 from .emulated import EmulatedDevice
 from .entry import Counter, EntryKind, MappingEntry
 from .errors import *  # noqa: F401,F403 - the error tree
@@ -25,8 +37,11 @@ from .errors import __all__ as _error_names
 from .events import BUS, STATS, Event, EventKind
 from .host_device import HostDevice
 from .ranges import HostRange, Relation, check_array
-from .requests import MapKind, Mapped, MapRequest, UpdateDirection
-from .runtime import DeviceRuntime, Layout, MappingRecord
+from .protocol import MappingRecord, MappingRuntime
+from .queues import Queue, QueueSet, SyncQueue
+from .raw_memory import Layout
+from .requests import MapKind, Mapped, MapRequest, StructuredMemo, UpdateDirection, UpdateItem
+from .runtime import DeviceRuntime
 from .shared import SharedMemoryRuntime
 from .table import Lookup, PresentTable
 
@@ -34,6 +49,7 @@ __all__ = [
     "Device", "Queue", "SyncQueue", "EmulatedDevice", "HostDevice",
     "Counter", "EntryKind", "MappingEntry", "BUS", "STATS", "Event", "EventKind",
     "HostRange", "Relation", "check_array", "MapKind", "Mapped", "MapRequest",
-    "UpdateDirection", "DeviceRuntime", "Layout", "MappingRecord", "SharedMemoryRuntime",
+    "UpdateDirection", "UpdateItem", "StructuredMemo", "DeviceRuntime", "Layout", "MappingRecord",
+    "MappingRuntime", "SharedMemoryRuntime", "QueueSet",
     "Lookup", "PresentTable",
 ] + list(_error_names)

@@ -83,8 +83,10 @@ def _contained_index(bounds, x):
     if high == low:
         return -1
     index = np.searchsorted(bounds[1], low, side="right")
-    if index < bounds.shape[1] and bounds[0, index] <= low and high <= bounds[1, index]:
-        return index
+    if index < bounds.shape[1] and bounds[0, index] < high:
+        if bounds[0, index] <= low and high <= bounds[1, index]:
+            return index
+        return -2  # overlaps a mapping without lying inside it
     return -1
 
 
@@ -107,8 +109,9 @@ def extent(x) -> tuple[int, int, int]:
 
 
 def contained_index(bounds: np.ndarray, x) -> int:
-    """Index of the range that wholly contains the elements of ``x``, or -1 (also for an
-    empty ``x``)."""
+    """Index of the range that wholly contains the elements of ``x``; -1 when they
+    overlap no range (also for an empty ``x``), -2 when they overlap one without lying
+    inside it."""
     try:
         return _contained_index(bounds, x)
     except Exception:
@@ -121,7 +124,7 @@ def contained_index_python(bounds: np.ndarray, x) -> int:
     if high == low:
         return -1
     first, _, code = lookup_range(bounds, low, high)
-    return first if code == CONTAINED else -1
+    return first if code == CONTAINED else -1 if code == DISJOINT else -2
 
 
 def lookup(bounds: np.ndarray, x) -> tuple[int, int, int, int, int, int]:

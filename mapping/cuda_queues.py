@@ -39,7 +39,7 @@ import time
 
 from .device import Pending, Timed
 from .errors import AccError, ExecutionError
-from .queues import Queue, QueueEvent, describe_operation, raise_waited_failure
+from .queues import Queue, SyncQueue, describe_operation
 
 __all__ = ["CudaQueue", "CudaQueueEvent", "CudaSyncQueue", "SyncKernel"]
 
@@ -318,10 +318,11 @@ class _TimedDone:
             self.timed.finish(self.start)
 
 
-class CudaSyncQueue(Queue):
+class CudaSyncQueue(SyncQueue):
     """The synchronous queue (``acc.async_sync``): each operation runs on a blocking
     stream of its own, which is synchronized before ``submit`` returns (so ``defer`` can
-    run its callback at once, as ``SyncQueue`` does)."""
+    run its callback at once, as ``SyncQueue`` does; its events are complete when
+    recorded, and waiting for one is a host wait, as there)."""
 
     async_value = None
 
@@ -349,17 +350,6 @@ class CudaSyncQueue(Queue):
 
     def is_idle(self) -> bool:
         return True
-
-    def record_event(self) -> QueueEvent:
-        """Complete at once: every operation has completed when ``submit`` returns."""
-        event = QueueEvent(self.label)
-        event.set()
-        return event
-
-    def wait_event(self, event) -> None:
-        """The host waits (the synchronous queue has nothing to enqueue a wait on)."""
-        event.wait()
-        raise_waited_failure(event)
 
 
 class SyncKernel:

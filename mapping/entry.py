@@ -2,7 +2,12 @@
 
 Owns: ``MappingEntry``, ``EntryKind`` and ``Counter``, and the counter transitions of
 OpenACC 3.3 §2.6.7 and §2.7.2 as small named methods (after LLVM's ``incRefCount`` /
-``decShouldRemove``).
+``decShouldRemove`` / ``resetRefCount``), with ``would_end`` — the question a fast path
+asks *before* it changes anything — and the batch forms the hot paths use
+(``increment_all``, ``leave_all_structured``, ``structured_exit_ends``).
+
+This is the only module that writes ``structured`` and ``dynamic``; the runtime and the
+planner read them and call these methods.
 
 Invariants:
 - ``structured`` and ``dynamic`` are stored separately and never go below 0; the data is
@@ -15,6 +20,9 @@ Invariants:
 - ``host_array`` holds a strong reference to the mapped host buffer, so its address
   cannot be reused while it is mapped (API.md §2).
 - ``device_address`` never changes; the entry owns the device block iff ``owns_memory``.
+
+Threading: counters change only with the device's table lock held (the runtime verbs hold
+it across a directive); reads without it (``acc.refcounts``) may see a count mid-directive.
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ import numpy as np
 from .errors import format_range
 from .ranges import HostRange
 
-__all__ = ["EntryKind", "Counter", "MappingEntry"]
+__all__ = ["EntryKind", "Counter", "MappingEntry", "increment_all", "leave_all_structured",
+           "structured_exit_ends"]
 
 
 class EntryKind(enum.Enum):
@@ -122,6 +131,17 @@ class MappingEntry:
         elif self.dynamic > floor:
             self.dynamic -= 1
 
+    def would_end(self, counter: Counter, *, finalize: bool = False, times: int = 1) -> bool:
+        """Whether ``times`` present decrements of ``counter`` (``decrement``) would end
+        the data lifetime — both counters at 0 — asked before anything changes (LLVM's
+        ``decShouldRemove``)."""
+        if counter is _STRUCTURED:
+            return not self.dynamic and self.structured <= times
+        kind = self.kind
+        if kind is _MAP_DATA or kind is _DECLARE:  # pinned: the dynamic count stays ≥ 1
+            return False
+        return not self.structured and (finalize or self.dynamic <= times)
+
     def declare(self) -> None:
         """The first count of a new ``acc.declare`` mapping (OpenACC 3.3 §2.13): the
         entry becomes DECLARE and its dynamic count is pinned at 1 — exit operations and
@@ -139,6 +159,11 @@ class MappingEntry:
     def restore(self, counters: tuple[int, int]) -> None:
         """Undo: put back counters saved before a directive that failed part-way."""
         self.structured, self.dynamic = counters
+
+    def reset(self) -> None:
+        """Both counters to 0: the lifetime ends at once (``unmap_data``, ``shutdown``;
+        LLVM's ``resetRefCount``)."""
+        self.structured = self.dynamic = 0
 
     # -- addresses -------------------------------------------------------------------
     def device_address_of(self, host_address: int) -> int:
@@ -161,3 +186,31 @@ class MappingEntry:
             f"[structured={self.structured}, dynamic={self.dynamic}"
             f"{'' if self.kind is EntryKind.NORMAL else ', ' + self.kind.value}]"
         )
+
+
+# -- batch transitions (the hot paths: one call for all the arrays of a directive) ---------
+def increment_all(entries, counter: Counter) -> None:
+    """``entry.increment(counter)`` for each entry (an entry listed twice gets two)."""
+    if counter is _STRUCTURED:
+        for entry in entries:
+            entry.structured += 1
+    else:
+        for entry in entries:
+            entry.dynamic += 1
+
+
+def structured_exit_ends(entries) -> bool:
+    """Whether one structured decrement per listed entry (an entry listed k times gets k)
+    would end some entry's lifetime: ``would_end`` for the whole list, before anything
+    changes."""
+    for entry in entries:
+        if not entry.dynamic and entry.structured <= (entries.count(entry) if len(entries) > 1 else 1):
+            return True
+    return False
+
+
+def leave_all_structured(entries) -> None:
+    """One structured decrement per listed entry, when ``structured_exit_ends`` is False
+    (no count goes below 1, so no floor applies)."""
+    for entry in entries:
+        entry.structured -= 1

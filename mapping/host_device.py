@@ -5,6 +5,10 @@ all data as present and every data clause as a no-op (OpenACC 3.3 §2.7.4: "if v
 shared memory, no action is taken"). The device still allocates (``acc.malloc`` returns a
 fresh numpy array), copies (``acc.memcpy_*`` between distinct arrays) and launches kernels,
 and it publishes those events like every device.
+
+Invariants and threading: ``_blocks`` (address → buffer from ``acc.malloc``) is read and
+written under ``_lock``; a buffer stays referenced until ``free`` has published FREE.
+Queues are the default ``queues.WorkerQueue``s (``Device``'s queue factory).
 """
 
 from __future__ import annotations

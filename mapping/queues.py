@@ -165,6 +165,7 @@ class SyncQueue(Queue):
     events are complete when recorded, and waiting for an event is a host wait)."""
 
     async_value = None
+    label = "the synchronous queue"
 
     def submit(self, operation, description="an operation", *, essential=False):
         operation()
@@ -179,11 +180,13 @@ class SyncQueue(Queue):
         return True
 
     def record_event(self) -> QueueEvent:
-        event = QueueEvent("the synchronous queue")
+        """Complete at once: every operation has completed when ``submit`` returns."""
+        event = QueueEvent(self.label)
         event.set()
         return event
 
     def wait_event(self, event) -> None:
+        """The host waits (there is nothing to enqueue a wait on)."""
         event.wait()
         raise_waited_failure(event)
 

@@ -1,8 +1,11 @@
-"""What a directive asks of the runtime, as values: ``MapKind``, ``MapRequest``, ``Mapped``.
+"""What a directive asks of the runtime, and what it keeps, as values.
 
 Owns: the vocabulary between ``pyacc`` (which turns user clauses into requests, in
-``pyacc/_clauses.py``) and the runtime verbs (which turn requests into table changes).
-Clause kinds are enum members, never boolean flags.
+``pyacc/_clauses.py``) and the runtime verbs (which turn requests into table changes):
+``MapKind``, ``MapRequest``, ``UpdateDirection``, ``UpdateItem`` (what directives ask),
+``Mapped`` and ``StructuredMemo`` (what a region keeps for its exit or its next call).
+Clause kinds are enum members, never boolean flags; records are typed, never positional
+lists.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["MapKind", "MapRequest", "Mapped", "UpdateDirection"]
+__all__ = ["MapKind", "MapRequest", "Mapped", "UpdateDirection", "UpdateItem", "StructuredMemo"]
 
 
 class MapKind(enum.Enum):
@@ -66,3 +69,25 @@ class Mapped(NamedTuple):
     request: MapRequest
     entry: object | None
     data: int | None = None
+
+
+class UpdateItem(NamedTuple):
+    """One array of an ``update`` directive: its direction, the (any strided) view and
+    its name for messages."""
+
+    direction: UpdateDirection
+    array: np.ndarray
+    name: str | None = None
+
+
+class StructuredMemo:
+    """What ``join_structured`` remembers for ``rejoin_structured``: the table's version
+    when it joined, and the entries it joined, weakly (it keeps nothing alive). Opaque to
+    its holder (the launcher's per-call-site cache)."""
+
+    __slots__ = ("version", "references", "entries")
+
+    def __init__(self, version: int = -1, references=(), entries=None):
+        self.version = version
+        self.references = references  #: weak references to the entries (separate memory)
+        self.entries = entries  #: the entries themselves (shared memory: all None)

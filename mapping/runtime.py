@@ -1,78 +1,59 @@
-"""The runtime verbs of one device with separate memory: plan, validate, then commit.
+"""The runtime verbs of one device with separate memory: plan, then commit.
 
 Owns: ``DeviceRuntime`` — a device, its present table, and the verbs the directives and
 data routines are made of: ``enter`` / ``exit_structured`` (data and compute regions),
-``enter`` / ``exit_dynamic`` (enter/exit data and the routines), ``update``, ``map_data``,
-``unmap_data``, queries, raw memory, ``shutdown``. ``shared.SharedMemoryRuntime`` gives
-the same verbs for devices that share host memory.
+``enter`` / ``enter_one`` / ``exit_dynamic`` (enter/exit data and the routines),
+``update``, ``map_data``, ``unmap_data``, ``declare``, queries, raw memory, ``shutdown``.
+It implements ``protocol.MappingRuntime``; ``shared.SharedMemoryRuntime`` implements the
+same protocol, side by side, for devices that share host memory.
 
 Every verb that can fail is all-or-nothing (API.md §4):
-1. *plan* — validate every array and look each one up, with no side effects; a later
-   request of the same directive sees the mappings planned by earlier ones;
+1. *plan* (``plan``) — validate every array and look each one up, with no side effects; a
+   later request of the same directive sees the mappings planned by earlier ones;
 2. *allocate* — device memory for new mappings; out of memory frees what was allocated;
-3. *commit* — insert entries, change counters, transfer; an exception here restores
-   the saved counters, removes new entries and frees their memory before re-raising.
+3. *commit* — insert entries, change counters (only through ``MappingEntry``'s named
+   transitions), transfer; an exception here restores the saved counters, removes new
+   entries and frees their memory before re-raising.
 Exits transfer before they remove anything: a failing copy-out leaves the table intact.
+Fast paths (``enter_one``, ``join_structured``/``rejoin_structured``/``leave_structured``,
+``leave_present``) ask ``would_end`` before they change anything, and fall back to the
+full verb when a lifetime would end.
 
-The table lock is held across each verb; counters change at once on the calling thread
-even when the transfers are queued (OpenACC 3.3 §2.6.7), and frees of ended lifetimes are
-deferred on the queue until it has passed their copy-outs (libgomp
-``gomp_remove_var_async``).
+Threading, lock and event order:
+- the table lock is held across each verb (plan and commit see one table); counters
+  change at once on the calling thread even when the transfers are queued (OpenACC 3.3
+  §2.6.7), and frees of ended lifetimes are deferred on the queue until it has passed
+  their copy-outs (libgomp ``gomp_remove_var_async``);
+- ENTER_DATA is published after an increment and before the copy-in it leads to (a
+  copy that fails is rolled back as a change observers have seen); EXIT_DATA after each
+  decrement, one per decrement; a rollback publishes the change back; subscribers'
+  exceptions wait for the end of the verb (``BUS.holding``).
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import weakref
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from . import _probe
+from . import _probe, raw_memory
 from .device import Device, Queue
-from .entry import Counter, EntryKind, MappingEntry
-from .errors import (
-    ExecutionError,
-    InvalidArgumentError,
-    NotPresentError,
-    OutOfMemoryError,
-    PartlyPresentError,
-    PresentError,
-    describe_array,
-    format_range,
-)
+from .commit import allocate, device_view, end_lifetimes
+from .entry import Counter, EntryKind, MappingEntry, increment_all, leave_all_structured, structured_exit_ends
+from .errors import ExecutionError
 from .events import BUS, EventKind
-from .ranges import HostRange, Relation, check_array
-from .requests import MapKind, MapRequest, Mapped, UpdateDirection
-from .table import Lookup, PresentTable
+from .plan import (EntryAction, EntryStep, check_exit_targets, check_update_targets, not_present, partly_present,
+                   plan_create, plan_declare, plan_entry, plan_exit, plan_map_data, plan_unmap_data, plan_update)
+from .protocol import MappingRecord, MappingRuntime
+from .raw_memory import Layout, byte_view
+from .requests import MapKind, MapRequest, Mapped, StructuredMemo, UpdateDirection
+from .ranges import check_array
+from .table import PresentTable
 
-__all__ = ["DeviceRuntime", "MappingRecord", "byte_view"]
-
-
-@dataclass(frozen=True, slots=True)
-class MappingRecord:
-    """One row of ``acc.present_table()``."""
-
-    host_begin: int
-    host_end: int
-    nbytes: int
-    shape: tuple
-    dtype: np.dtype
-    structured: int
-    dynamic: int
-    kind: str
-    name: str | None
-    device_begin: int
-
-    def __str__(self) -> str:
-        label = self.name or "?"
-        return (
-            f"{format_range(self.host_begin, self.nbytes)} -> {self.device_begin:#x}  "
-            f"{label} shape={self.shape} dtype={self.dtype}  "
-            f"structured={self.structured} dynamic={self.dynamic} {self.kind}"
-        )
-
+__all__ = ["DeviceRuntime", "MappingRecord", "Layout", "byte_view", "Declaration",
+           "not_present", "partly_present"]
 
 _LOG = logging.getLogger("pyacc")
 
@@ -82,69 +63,24 @@ _ENTER_DATA = int(EventKind.ENTER_DATA)
 _EXIT_DATA = int(EventKind.EXIT_DATA)
 _DYNAMIC = Counter.DYNAMIC
 _STRUCTURED = Counter.STRUCTURED
-_COPYOUT = MapKind.COPYOUT
-_SELF = UpdateDirection.SELF
+_CREATE = EntryAction.CREATE
+_SKIP = EntryAction.SKIP
+_INCREMENT = EntryAction.INCREMENT
+_CREATES = (MapKind.COPYIN, MapKind.CREATE, MapKind.COPY)
+_DEVICE = UpdateDirection.DEVICE
 #: ``with _HOLD:`` — an event subscriber's exception waits for the end of the verb
 _HOLD = BUS.holding()
 
 
-class _Action(enum.Enum):
-    SKIP = "skip"  # nothing to map (zero-size, no_create of absent data)
-    INCREMENT = "increment"  # present: join the existing entry
-    JOIN_NEW = "join_new"  # contained in a mapping created earlier in this directive
-    CREATE = "create"  # absent: allocate, maybe copy in
+class Declaration(NamedTuple):
+    """An ``acc.declare`` mapping of a device, and whether its data is copied back when
+    the declaration ends (``copy`` clause)."""
+
+    entry: MappingEntry
+    copies_out: bool
 
 
-@dataclass(slots=True)
-class _Step:
-    request: MapRequest
-    action: _Action
-    data: int = 0
-    low: int = 0
-    high: int = 0
-    entry: MappingEntry | None = None
-    creator: "_Step | None" = None
-    address: int | None = None  # device address allocated for CREATE
-
-
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """Shape, dtype and strides of an array not yet created (what ``Device.view`` reads)."""
-
-    shape: tuple
-    dtype: np.dtype
-    strides: tuple
-    size: int
-    nbytes: int
-
-    @classmethod
-    def c_contiguous(cls, shape, dtype) -> "Layout":
-        dimensions = shape if isinstance(shape, (tuple, list)) else (shape,)
-        if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in dimensions):
-            raise InvalidArgumentError(f"acc.malloc: shape {shape!r} must be an int or a tuple of ints")
-        shape = tuple(int(n) for n in dimensions)
-        try:
-            dtype = np.dtype(dtype)
-        except TypeError as error:
-            raise InvalidArgumentError(f"acc.malloc: {dtype!r} is not a numpy dtype ({error})") from None
-        if dtype.hasobject:
-            raise InvalidArgumentError(f"acc.malloc: dtype {dtype} holds Python objects; use a numeric dtype")
-        if any(n < 0 for n in shape):
-            raise InvalidArgumentError(f"acc.malloc: negative dimension in shape {shape}")
-        strides, step = [], dtype.itemsize
-        for extent in reversed(shape):
-            strides.append(step)
-            step *= extent
-        size = int(np.prod(shape, dtype=np.int64))
-        return cls(shape, dtype, tuple(reversed(strides)), size, size * dtype.itemsize)
-
-
-def byte_view(array: np.ndarray) -> np.ndarray:
-    """A contiguous array's bytes as a flat ``uint8`` array (shares memory)."""
-    return array.reshape(-1, order="A").view(np.uint8)
-
-
-class DeviceRuntime:
+class DeviceRuntime(MappingRuntime):
     """Verbs over one device that has memory of its own (``emulated``, ``cuda``)."""
 
     def __init__(self, device: Device):
@@ -156,14 +92,13 @@ class DeviceRuntime:
         #: ``is_present(array)``: bound straight to the table's lock-free check (one
         #: call frame less on the hottest query)
         self.is_present = self.table.contains
-        #: the ``acc.declare`` mappings of this device, with whether each is copied back
-        #: when its declaration ends (``copy`` clause): ``[(entry, copies_out), ...]``
-        self.declared: list[tuple[MappingEntry, bool]] = []
+        #: the ``acc.declare`` mappings of this device
+        self.declared: list[Declaration] = []
 
     def _name(self, request: MapRequest) -> str | None:
         return request.name or self.namer(request.array)
 
-    # == structured and dynamic entry ==================================================
+    # == entry ===========================================================================
     def enter(self, requests: list[MapRequest], counter: Counter, queue: Queue) -> list[Mapped]:
         """Entry actions of a data region, compute region or enter-data directive.
 
@@ -173,21 +108,49 @@ class DeviceRuntime:
             OutOfMemoryError: device memory ran out; nothing was mapped.
         """
         with self.table.locked(), _HOLD:
-            mapped = self._join_all_present(requests, counter, queue)
-            if mapped is not None:
-                return mapped
-            steps = self._plan_entry(requests)
-            self._allocate(steps)
+            entries = self._containing_all([request.array for request in requests])
+            if entries is not None:  # every array present: increments only
+                self._increment_all(entries, counter, queue, [request.name for request in requests])
+                return [Mapped(request, entry) for request, entry in zip(requests, entries)]
+            steps = plan_entry(requests, self.table, self.namer)
+            allocate(self.device, steps, self.namer)
             return self._commit_entry(steps, counter, queue)
 
-    # -- present increments: the fast paths (no data moves, nothing can fail) ------------
-    def join_structured(self, arrays, memo: list | None = None) -> list[MappingEntry] | None:
+    def enter_one(self, kind: MapKind, array, counter: Counter, queue: Queue | None = None):
+        """``acc.copyin`` / ``acc.create`` of one contiguous array: ``enter`` with one
+        table probe — present data gets its increment, absent data is planned from the
+        probe's answer (no second lookup) — and one device view. Returns the device array.
+        ``queue`` None: the synchronous queue."""
+        table = self.table
+        with table.locked():
+            entry = table.probe(array)
+            if entry.__class__ is MappingEntry:  # present: the hot path
+                if _ACTIVE[_ENTER_DATA]:
+                    self._increment_all((entry,), counter, queue, None)
+                else:
+                    entry.increment(counter)
+                return self.device_array_of(entry, array)
+            with _HOLD:
+                request = MapRequest(kind, array)
+                queue = queue or self.device.sync_queue
+                check_array(array)  # the fast callers validated only the common case
+                if entry is None and kind in _CREATES:  # overlaps no mapping
+                    steps = [plan_create(request, *_probe.extent(array))]
+                else:
+                    steps = plan_entry([request], table, self.namer)
+                allocate(self.device, steps, self.namer)
+                (mapped,) = self._commit_entry(steps, counter, queue)
+        return self.device_array(mapped)
+
+    # -- compute regions: the fast paths (no data moves, nothing can fail) ----------------
+    def join_structured(self, arrays, memo: StructuredMemo | list | None = None):
         """The hot path of a compute call inside a data region: when every array is
         present, their structured increments and their entries; else None, changing
         nothing. Pair with ``leave_structured``.
 
-        ``memo``, when given (an empty list), is filled for ``rejoin_structured``: the
-        table's version and the entries, weakly (it keeps nothing alive).
+        ``memo``, when given, is filled for ``rejoin_structured``: the table's version
+        and the entries, weakly (it keeps nothing alive). A ``StructuredMemo``, or an
+        empty list that receives one (the launcher's older spelling).
         """
         table = self.table
         with table.locked():
@@ -195,25 +158,30 @@ class DeviceRuntime:
             if entries is None:
                 return None
             if memo is not None:
-                memo[:] = [table.version, [weakref.ref(entry) for entry in entries]]
+                references = [weakref.ref(entry) for entry in entries]
+                if memo.__class__ is list:
+                    memo[:] = [StructuredMemo(table.version, references)]
+                else:
+                    memo.version, memo.references = table.version, references
             self._increment_all(entries, _STRUCTURED, None, None)
             return entries
 
-    def rejoin_structured(self, memo: list) -> list[MappingEntry] | None:
+    def rejoin_structured(self, memo) -> list[MappingEntry] | None:
         """``join_structured`` again, for the same array objects as the call that filled
         ``memo`` (the caller has checked that they are the same objects, with the same
         shape): while the table is unchanged since, the entries are still in it, so they
         get their structured increments without a lookup. Else None, changing nothing."""
+        if memo.__class__ is list:
+            memo = memo[0]
         table = self.table
         with table.locked():
-            if memo[0] != table.version:
+            if memo.version != table.version:
                 return None
-            entries = [reference() for reference in memo[1]]
+            entries = [reference() for reference in memo.references]
             if _ACTIVE[_ENTER_DATA]:
                 self._increment_all(entries, _STRUCTURED, None, None)
             else:
-                for entry in entries:
-                    entry.structured += 1
+                increment_all(entries, _STRUCTURED)
             return entries
 
     def leave_structured(self, entries: list[MappingEntry]) -> bool:
@@ -221,48 +189,21 @@ class DeviceRuntime:
         return True; else change nothing and return False (the caller then runs the full
         ``exit_structured``, which copies back and frees)."""
         with self.table.locked():
-            ends = False
-            for entry in entries:
-                entry.structured -= 1
-                if not (entry.structured or entry.dynamic):
-                    ends = True
-            if ends:
-                for entry in entries:
-                    entry.structured += 1
+            if structured_exit_ends(entries):
                 return False
-            if _ACTIVE[_EXIT_DATA]:
-                # published one decrement at a time, each from the counters it found: an
-                # entry listed twice (one array passed for two parameters, or two views of
-                # one mapping) has two decrements, (2, 0) → (1, 0) → (0, 0) for the
-                # PYACC_CHECK ledger, not twice the final (1, 0) → (0, 0)
+            if not _ACTIVE[_EXIT_DATA]:
+                leave_all_structured(entries)
+                return True
+            # published one decrement at a time, each from the counters it found: an
+            # entry listed twice (one array passed for two parameters, or two views of
+            # one mapping) has two decrements, (2, 0) → (1, 0) → (0, 0) for the
+            # PYACC_CHECK ledger, not twice the final (1, 0) → (0, 0)
+            with _HOLD:
                 for entry in entries:
-                    entry.structured += 1
-                with _HOLD:
-                    for entry in entries:
-                        before = entry.counters
-                        entry.decrement(_STRUCTURED)
-                        self._publish(EventKind.EXIT_DATA, entry, before, None, None)
+                    before = entry.counters
+                    entry.decrement(_STRUCTURED)
+                    self._publish(EventKind.EXIT_DATA, entry, before, None, None)
             return True
-
-    def join_present(self, array, counter: Counter):
-        """The hot path of ``acc.copyin``/``acc.create`` of present data: the present
-        increment and the device array, or None (nothing changed) when ``array`` is not
-        wholly inside a mapping. The caller has checked that ``array`` is contiguous."""
-        with self.table.locked():
-            entry = self.table.containing(array)
-            if entry is None:
-                return None
-            self._increment_all((entry,), counter, None, None)
-        return self.device_array_of(entry, array)
-
-    def _join_all_present(self, requests, counter: Counter, queue) -> list[Mapped] | None:
-        """``enter`` when every array is already present: present increments only.
-        Returns None, changing nothing, when any array is not present."""
-        entries = self._containing_all([request.array for request in requests])
-        if entries is None:
-            return None
-        self._increment_all(entries, counter, queue, [request.name for request in requests])
-        return [Mapped(request, entry) for request, entry in zip(requests, entries)]
 
     def _containing_all(self, arrays) -> list[MappingEntry] | None:
         containing = self.table.containing
@@ -272,8 +213,7 @@ class DeviceRuntime:
     def _increment_all(self, entries, counter: Counter, queue, names) -> None:
         """Present increments (OpenACC 3.3 §2.7.2), published when someone listens."""
         if not _ACTIVE[_ENTER_DATA]:
-            for entry in entries:
-                entry.increment(counter)
+            increment_all(entries, counter)
             return
         with _HOLD:  # a subscriber that raises waits until every increment is done
             for index, entry in enumerate(entries):
@@ -281,75 +221,7 @@ class DeviceRuntime:
                 entry.increment(counter)
                 self._publish(EventKind.ENTER_DATA, entry, before, queue, names[index] if names else None)
 
-    def device_array_of(self, entry: MappingEntry, array):
-        """Device array of ``array`` inside ``entry`` (cached for the mapped array itself,
-        re-made when its shape, strides or dtype were changed in place)."""
-        if array is entry.host_array:
-            device_array = entry.device_array
-            if (device_array is None or device_array.shape != array.shape
-                    or device_array.strides != array.strides or device_array.dtype != array.dtype):
-                device_array = entry.device_array = self.device.view(entry.device_address, array)
-            return device_array
-        return self.device_view(entry, array, None)
-
-    def _plan_entry(self, requests) -> list[_Step]:
-        steps: list[_Step] = []
-        creating: list[_Step] = []
-        for request in requests:
-            step = self._plan_one(request, creating)
-            if step.action is _Action.CREATE:
-                creating.append(step)
-            steps.append(step)
-        return steps
-
-    def _plan_one(self, request: MapRequest, creating: list[_Step]) -> _Step:
-        array = request.array
-        if array.size == 0:
-            return _Step(request, _Action.SKIP)
-        found = self.table.lookup(array)
-        low, high = found.extent.begin, found.extent.end
-        if request.kind.copies_out and not array.flags.writeable:
-            raise InvalidArgumentError(
-                f"{request.kind.value}: {describe_array(array, self._name(request), low)} is "
-                "read-only, so its device data could not be copied back; use copyin, or pass "
-                "a writeable array", name=self._name(request))
-        if found.relation is Relation.CONTAINED:
-            return _Step(request, _Action.INCREMENT, found.data, low, high, entry=found.entry)
-        if found.relation.is_partial:
-            raise partly_present(request.array, self._name(request), found)
-        for creator in creating:  # mappings planned earlier in this directive
-            if creator.low <= low and high <= creator.high:
-                return _Step(request, _Action.JOIN_NEW, found.data, low, high, creator=creator)
-            if creator.low < high and low < creator.high:
-                raise _partly_present_within(request, creator, found)
-        if request.kind is MapKind.PRESENT:
-            raise not_present(array, self._name(request), found, "present clause", self.table)
-        if request.kind is MapKind.NO_CREATE:
-            return _Step(request, _Action.SKIP, found.data)
-        return _Step(request, _Action.CREATE, found.data, low, high)
-
-    def _allocate(self, steps: list[_Step]) -> None:
-        done: list[_Step] = []
-        try:
-            for step in steps:
-                if step.action is _Action.CREATE:
-                    step.address = self.device.allocate(step.high - step.low)
-                    done.append(step)
-        except BaseException as error:
-            for step in done:
-                self.device.free(step.address)
-                step.address = None
-            if not isinstance(error, OutOfMemoryError):
-                raise
-            request = step.request
-            name = self._name(request)
-            raise OutOfMemoryError(
-                f"cannot map {describe_array(request.array, name, step.low)}: "
-                f"{error.message}; nothing of this directive was mapped",
-                name=name,
-                nbytes=request.array.nbytes,
-            ) from None
-
+    # -- allocate and commit ------------------------------------------------------------
     def _commit_entry(self, steps, counter: Counter, queue: Queue, *, declare: bool = False) -> list[Mapped]:
         saved = {id(s.entry): (s.entry, s.entry.counters) for s in steps if s.entry is not None}
         created: list[MappingEntry] = []
@@ -362,21 +234,22 @@ class DeviceRuntime:
                 self._restore(entry, (0, 0))
                 self.table.remove(entry)
             for step in steps:
-                if step.address is not None:  # after any copy already queued into it
-                    self.device.release(step.address, queue)
+                if step.device_address is not None:  # after any copy already queued into it
+                    self.device.release(step.device_address, queue)
             raise
 
-    def _commit_step(self, step: _Step, counter, queue, created, declare=False) -> Mapped:
+    def _commit_step(self, step: EntryStep, counter, queue, created, declare=False) -> Mapped:
         request = step.request
-        if step.action is _Action.SKIP:
-            return Mapped(request, None, step.data)
-        if step.action is _Action.CREATE:
-            entry = MappingEntry(step.low, step.high, request.array, step.address, name=self._name(request))
+        if step.action is _SKIP:
+            return Mapped(request, None, step.host_data)
+        if step.action is _CREATE:
+            entry = MappingEntry(step.host_begin, step.host_end, request.array, step.device_address,
+                                 name=self._name(request))
             self.table.insert(entry)
             created.append(entry)
             step.entry = entry
         else:
-            entry = step.entry if step.action is _Action.INCREMENT else step.creator.entry
+            entry = step.entry if step.action is _INCREMENT else step.creator.entry
         before = entry.counters
         if declare:
             entry.declare()
@@ -385,9 +258,12 @@ class DeviceRuntime:
         # published before the copy-in: a copy that fails is rolled back as a change
         # observers (the PYACC_CHECK ledger) have seen
         self._publish(EventKind.ENTER_DATA, entry, before, queue, request.name)
-        if step.action is _Action.CREATE and request.kind.copies_in:
-            self.device.upload(self.device_view(entry, request.array, step.data), request.array, queue, name=entry.name)
-        return Mapped(request, entry, step.data)
+        if step.action is _CREATE and request.kind.copies_in:
+            # the entry's own array: its cached device view serves the upload and the
+            # caller's device array (one view)
+            self.device.upload(self.device_array_of(entry, request.array), request.array, queue,
+                               name=entry.name)
+        return Mapped(request, entry, step.host_data)
 
     # == exits ==========================================================================
     def exit_structured(self, mapped: list[Mapped], queue: Queue, *, copy_back: bool = True) -> None:
@@ -403,13 +279,13 @@ class DeviceRuntime:
             publish = _ACTIVE[_EXIT_DATA]
             for item in mapped:
                 entry = item.entry
-                if entry is None or not (entry.structured or entry.dynamic):
+                if entry is None or not entry.is_present:
                     continue
                 before = entry.counters if publish else None
                 entry.decrement(_STRUCTURED)
                 if publish:
                     self._publish(EventKind.EXIT_DATA, entry, before, queue, item.request.name)
-                if not (entry.structured or entry.dynamic):
+                if not entry.is_present:
                     ended.append(entry)
             if ended:
                 copies = [
@@ -417,7 +293,7 @@ class DeviceRuntime:
                     for item in mapped
                     if copy_back and item.entry in ended and item.request.kind.copies_out
                 ]
-                self._end_lifetimes(ended, copies, queue, remove_on_failure=True)
+                end_lifetimes(self.device, self.table, ended, copies, queue, remove_on_failure=True)
 
     def exit_dynamic(self, requests: list[MapRequest], queue: Queue, *, finalize: bool = False) -> None:
         """``exit data`` / ``acc.copyout`` / ``acc.delete`` (OpenACC 3.3 §2.6.6, §3.2.19).
@@ -430,21 +306,11 @@ class DeviceRuntime:
             PartlyPresentError: a request overlaps a mapping without lying inside it
                 (checked for every request before anything changes).
         """
-        for request in requests:  # a copy-back could not land (API.md §4: nothing changes)
-            if request.kind is _COPYOUT and not request.array.flags.writeable:
-                _check_writeable("copyout", request.array, self._name(request))
+        check_exit_targets(requests, self.namer)
         with self.table.locked(), _HOLD:
             if len(requests) == 1 and self.leave_present(requests[0].array, finalize=finalize, queue=queue):
                 return
-            steps = []
-            for request in requests:
-                if request.array.size == 0:
-                    continue
-                found = self.table.lookup(request.array)
-                if found.relation.is_partial:
-                    raise partly_present(request.array, self._name(request), found)
-                if found.relation is Relation.CONTAINED:
-                    steps.append(Mapped(request, found.entry, found.data))
+            steps = plan_exit(requests, self.table, self.namer)
             ended, copies = [], []
             saved = [(item.entry, item.entry.counters) for item in steps]
             for item in steps:
@@ -452,14 +318,14 @@ class DeviceRuntime:
                 if not entry.is_present:
                     continue  # ended by an earlier request of this directive
                 before = entry.counters
-                entry.decrement(Counter.DYNAMIC, finalize=finalize)
+                entry.decrement(_DYNAMIC, finalize=finalize)
                 self._publish(EventKind.EXIT_DATA, entry, before, queue, item.request.name)
                 if not entry.is_present:
                     ended.append(entry)
                     if item.request.kind.copies_out:
                         copies.append(item)
             try:
-                self._end_lifetimes(ended, copies, queue)
+                end_lifetimes(self.device, self.table, ended, copies, queue)
             except BaseException:
                 for entry, counters in saved:
                     self._restore(entry, counters)
@@ -470,61 +336,20 @@ class DeviceRuntime:
         dynamic decrement alone. Returns False (changing nothing) in every other case."""
         with self.table.locked():
             entry = self.table.containing(array)
-            if entry is None:
+            if entry is None or entry.would_end(_DYNAMIC, finalize=finalize):
                 return False
+            if not _ACTIVE[_EXIT_DATA]:
+                entry.decrement(_DYNAMIC, finalize=finalize)
+                return True
             before = entry.counters
             entry.decrement(_DYNAMIC, finalize=finalize)
-            if not entry.structured and not entry.dynamic:
-                entry.restore(before)
-                return False
-            if _ACTIVE[_EXIT_DATA]:
-                self._publish(EventKind.EXIT_DATA, entry, before, queue, None)
+            self._publish(EventKind.EXIT_DATA, entry, before, queue, None)
             return True
 
-    def _end_lifetimes(self, ended: list[MappingEntry], copies: list[Mapped], queue: Queue,
-                       *, remove_on_failure: bool = False) -> None:
-        """Copy back ``copies`` (all of them, even after one fails), then remove ``ended``
-        and free their memory (deferred on ``queue``). Copies happen before any removal,
-        so a failing copy leaves the table as it was — unless ``remove_on_failure`` (a
-        structured region is over whatever happens: its entries are removed and freed,
-        then the first error propagates)."""
-        failure = None
-        # an exit that keeps its mappings when a copy fails (exit data) must leave every
-        # host buffer as it was too (API.md §4): on the synchronous queue, several
-        # copy-backs land in temporaries first and reach the host only once all succeeded
-        staged = [] if (not remove_on_failure and len(copies) > 1
-                        and queue.async_value is None) else None
-        for item in copies:
-            array = item.request.array
-            target = array if staged is None else np.empty_like(array)
-            try:
-                self.device.download(target, self.device_view(item.entry, array, item.data), queue,
-                                     name=item.request.name or item.entry.name)
-            except BaseException as error:  # the other copy-backs still run
-                failure = failure or error
-                if staged is not None:
-                    break
-            else:
-                if staged is not None:
-                    staged.append((array, target))
-        if failure is not None and not remove_on_failure:
-            raise failure
-        for array, target in staged or ():
-            np.copyto(array, target)
-        self._remove_entries(ended, queue)
-        if failure is not None:
-            raise failure
-
-    def _remove_entries(self, ended: list[MappingEntry], queue: Queue) -> None:
-        for entry in ended:
-            self.table.remove(entry)
-            if entry.owns_memory:
-                self.device.release(entry.device_address, queue)
-
     # == update ===========================================================================
-    def update(self, items: list[tuple[UpdateDirection, np.ndarray, str | None]], queue: Queue,
-               *, if_present: bool = False) -> None:
-        """``update self/device`` in the order given (OpenACC 3.3 §2.14.4).
+    def update(self, items, queue: Queue, *, if_present: bool = False) -> None:
+        """``update self/device`` of ``UpdateItem`` records (or any ``(direction, array,
+        name)`` triples) in the order given (OpenACC 3.3 §2.14.4).
 
         Any strided view of present data may be updated; only its elements move.
 
@@ -532,40 +357,22 @@ class DeviceRuntime:
             NotPresentError: absent data without ``if_present``.
             PartlyPresentError: data only partly present (even with ``if_present``).
         """
-        for direction, array, name in items:
-            if direction is _SELF and not array.flags.writeable:
-                _check_writeable("update self", array, name or self.namer(array))
+        check_update_targets(items, self.namer)
         with self.table.locked(), _HOLD:
-            moves = []
-            if len(items) == 1:  # fast path: one array inside a mapping (no relation needed)
-                direction, array, name = items[0]
-                entry = self.table.containing(array)
-                if entry is not None:
-                    items = ()
-                    moves.append((direction, array, name, self.device_array_of(entry, array)))
-            for direction, array, name in items:
-                if array.size == 0:
-                    continue
-                found = self.table.lookup(array)
-                if found.relation.is_partial:
-                    raise partly_present(array, name or self.namer(array), found)
-                if found.relation is Relation.DISJOINT:
-                    if if_present:
-                        continue
-                    raise not_present(array, name or self.namer(array), found, f"update {direction.value}",
-                                      self.table)
-                moves.append((direction, array, name, self.device_view(found.entry, array, found.data)))
+            moves = plan_update(items, self.table, self.namer, if_present=if_present)
+            views = [self.device_array_of(move.entry, move.array) if move.host_data is None
+                     else self.device_view(move.entry, move.array, move.host_data) for move in moves]
             # all or nothing for the host data (API.md §4): with several synchronous
             # moves, the host arrays written so far are put back if a later move fails
             saved = [] if len(moves) > 1 and queue.async_value is None else None
             try:
-                for direction, array, name, device_array in moves:
-                    if direction is UpdateDirection.DEVICE:
-                        self.device.upload(device_array, array, queue, name=name)
+                for move, device_array in zip(moves, views):
+                    if move.direction is _DEVICE:
+                        self.device.upload(device_array, move.array, queue, name=move.name)
                     else:
                         if saved is not None:
-                            saved.append((array, array.copy()))
-                        self.device.download(array, device_array, queue, name=name)
+                            saved.append((move.array, move.array.copy()))
+                        self.device.download(move.array, device_array, queue, name=move.name)
             except BaseException:
                 for array, before in reversed(saved or ()):
                     np.copyto(array, before)
@@ -585,38 +392,11 @@ class DeviceRuntime:
             return
         name = name or self.namer(array)
         with self.table.locked(), _HOLD:
-            found = self.table.lookup(array)
-            if found.relation is not Relation.DISJOINT:
-                raise PresentError(
-                    f"acc.map_data: {describe_array(array, name, found.extent.begin)} is already "
-                    f"present: {_describe_entries(found)}. Unmap or delete it first",
-                    name=name,
-                    host_range=found.extent,
-                )
-            address = self._check_map_target(array, device_array, name)
-            entry = MappingEntry(found.extent.begin, found.extent.end, array, address,
-                                 kind=EntryKind.MAP_DATA, name=name, dynamic=1)
+            host_begin, host_end, address = plan_map_data(array, device_array, name, self.table, self.device)
+            entry = MappingEntry(host_begin, host_end, array, address, kind=EntryKind.MAP_DATA, name=name)
+            entry.increment(_DYNAMIC)
             self.table.insert(entry)
             self._publish(EventKind.ENTER_DATA, entry, (0, 0), None, name)
-
-    def _check_map_target(self, array, device_array, name) -> int:
-        device_array = self.device.as_device_array(device_array)
-        data, low, high = self.device.extent_of(device_array)
-        _check_fits("acc.map_data", device_array, array, describe_array(array, name))
-        block = self.device.mappable_block(low, high)
-        if block is None or low + array.nbytes > block[0] + block[1]:
-            raise InvalidArgumentError(
-                f"acc.map_data: device range {format_range(low, array.nbytes)} is not inside "
-                "device memory allocated with acc.malloc"
-                + (" or by the program (a CuPy array)" if self.device.type_name == "cuda" else "")
-            )
-        users = self.table.entries_overlapping_device(low, low + array.nbytes)
-        if users:
-            raise PresentError(
-                f"acc.map_data: device range {format_range(low, array.nbytes)} already backs "
-                f"the mapping of {users[0].describe()}"
-            )
-        return data
 
     def unmap_data(self, array: np.ndarray, name: str | None = None) -> None:
         """End a ``map_data`` lifetime; the device memory is not freed.
@@ -628,22 +408,9 @@ class DeviceRuntime:
         if array.size == 0:
             return
         with self.table.locked(), _HOLD:
-            found = self.table.lookup(array)
-            entry = found.entry
-            what = describe_array(array, name or self.namer(array), found.extent.begin)
-            if entry is None or (entry.host_begin, entry.host_end) != tuple(found.extent):
-                state = _describe_entries(found) if found.entries else "it is not mapped"
-                raise PresentError(f"acc.unmap_data: {what} was not mapped by acc.map_data: {state}", name=name)
-            if entry.kind is not EntryKind.MAP_DATA:
-                raise PresentError(
-                    f"acc.unmap_data: {what} was not mapped by acc.map_data but by a data "
-                    f"clause or routine: {entry.describe()}; use acc.delete / exit_data", name=name)
-            if entry.structured:
-                raise PresentError(
-                    f"acc.unmap_data: {what} is still held by {entry.structured} structured "
-                    f"region(s): {entry.describe()}; unmap it after the region ends", name=name)
+            entry = plan_unmap_data(array, name, self.table, self.namer)
             before = entry.counters
-            entry.restore((0, 0))
+            entry.reset()
             self.table.remove(entry)
             self._publish(EventKind.EXIT_DATA, entry, before, None, name)
 
@@ -664,37 +431,12 @@ class DeviceRuntime:
             OutOfMemoryError: device memory ran out; nothing was declared.
         """
         with self.table.locked(), _HOLD:
-            steps = self._plan_entry(requests)
-            for step in steps:
-                if step.action is _Action.INCREMENT or step.action is _Action.JOIN_NEW:
-                    raise self._declared_present(step)
-            self._allocate(steps)
+            steps = plan_declare(requests, self.table, self.namer)
+            allocate(self.device, steps, self.namer)
             mapped = self._commit_entry(steps, _DYNAMIC, self.device.sync_queue, declare=True)
-            self.declared += [(item.entry, item.request.kind.copies_out)
+            self.declared += [Declaration(item.entry, item.request.kind.copies_out)
                               for item in mapped if item.entry is not None]
             return mapped
-
-    def _declared_present(self, step: _Step) -> PresentError:
-        request = step.request
-        name = self._name(request)
-        if step.action is _Action.JOIN_NEW:
-            other = step.creator.request
-            state = (f"it lies inside {describe_array(other.array, other.name)}, declared by "
-                     "the same call")
-        else:
-            entry = step.entry
-            state = ("it was declared already: " if entry.kind is EntryKind.DECLARE
-                     else "it is mapped by another directive: ") + entry.describe()
-        return PresentError(
-            f"acc.declare: {describe_array(request.array, name, step.low)} is already present; "
-            f"{state}. A declaration starts the data lifetime of its arrays for the whole "
-            "program (OpenACC 3.3 §2.13) and cannot join another one: declare each array once, "
-            "before any other directive maps it (or end that mapping first)",
-            name=name,
-            host_range=HostRange(step.low, step.high),
-            mapping_range=(step.entry.host_range if step.entry is not None
-                           else HostRange(step.creator.low, step.creator.high)),
-        )
 
     def end_declarations(self) -> None:
         """End every ``acc.declare`` lifetime of this device (``acc.shutdown``, program
@@ -718,9 +460,13 @@ class DeviceRuntime:
                     ended.append(entry)
                     if copies_out:
                         copies.append(Mapped(MapRequest(MapKind.COPY, entry.host_array, entry.name), entry))
-            self._end_lifetimes(ended, copies, self.device.sync_queue, remove_on_failure=True)
+            end_lifetimes(self.device, self.table, ended, copies, self.device.sync_queue, remove_on_failure=True)
 
     # == queries ==========================================================================
+    def is_present(self, array) -> bool:
+        """Replaced per instance by the table's lock-free ``contains`` (``__init__``)."""
+        return self.table.contains(array)
+
     def refcounts(self, array) -> tuple[int, int]:
         entry = self.table.containing(array)
         return entry.counters if entry is not None else (0, 0)
@@ -732,7 +478,7 @@ class DeviceRuntime:
         entry = self.table.containing(array)
         if entry is None:
             return None
-        return self.device_array(Mapped(MapRequest(None, array), entry))
+        return self.device_array_of(entry, array)
 
     def device_array(self, mapped: Mapped):
         """The device array for the outcome of an entry request: its device view, or the
@@ -746,12 +492,20 @@ class DeviceRuntime:
             return self.device_array_of(entry, array)
         return self.device_view(entry, array, mapped.data)
 
+    def device_array_of(self, entry: MappingEntry, array):
+        """Device array of ``array`` inside ``entry`` (cached for the mapped array itself,
+        re-made when its shape, strides or dtype were changed in place)."""
+        if array is entry.host_array:
+            device_array = entry.device_array
+            if (device_array is None or device_array.shape != array.shape
+                    or device_array.strides != array.strides or device_array.dtype != array.dtype):
+                device_array = entry.device_array = self.device.view(entry.device_address, array)
+            return device_array
+        return self.device_view(entry, array, None)
+
     def device_view(self, entry: MappingEntry, array: np.ndarray, data: int | None):
-        """Device array of ``array``, a view inside ``entry`` whose first element is at
-        host address ``data`` (computed when None)."""
-        if data is None:
-            data = array.__array_interface__["data"][0]
-        return self.device.view(entry.device_address_of(data), array)
+        """Device array of ``array`` inside ``entry``, first element at host ``data``."""
+        return device_view(self.device, entry, array, data)
 
     def hostptr(self, device_array):
         """The host array whose device copy is ``device_array``, or None."""
@@ -761,13 +515,8 @@ class DeviceRuntime:
         entry = self.table.entry_at_device_address(low, high)
         if entry is None:
             return None
-        return np.ndarray(
-            shape=device_array.shape,
-            dtype=device_array.dtype,
-            buffer=entry.host_bytes(),
-            offset=data - entry.device_address,
-            strides=device_array.strides,
-        )
+        return np.ndarray(shape=device_array.shape, dtype=device_array.dtype, buffer=entry.host_bytes(),
+                          offset=data - entry.device_address, strides=device_array.strides)
 
     def records(self) -> list[MappingRecord]:
         return [
@@ -776,64 +525,21 @@ class DeviceRuntime:
             for e in self.table.entries()
         ]
 
-    # == raw memory (OpenACC 3.3 §3.2.16–3.2.17, §3.2.26–3.2.28) ===========================
+    # == raw memory (``raw_memory``) =========================================================
     def malloc(self, shape, dtype):
-        """Raw device memory for a C-contiguous array of ``shape`` and ``dtype``."""
-        layout = Layout.c_contiguous(shape, dtype)
-        if layout.size == 0:
-            return np.empty(layout.shape, layout.dtype)
-        with self.table.locked(), _HOLD:  # device memory changes with the table lock held
-            return self.device.view(self.device.allocate(layout.nbytes), layout)
+        return raw_memory.malloc(self.device, self.table, shape, dtype)
 
     def free(self, device_array) -> None:
-        """Free memory from ``malloc``; refuses memory that backs a mapping."""
-        data, low, high = self.device.extent_of(device_array)
-        if high == low:
-            return
-        with self.table.locked(), _HOLD:
-            users = self.table.entries_overlapping_device(low, high)
-            if users:
-                raise PresentError(
-                    f"acc.free: device memory {format_range(low, high - low)} is still mapped: "
-                    f"{users[0].describe()}; unmap_data / delete it first",
-                    host_range=users[0].host_range,
-                )
-            block = self.device.allocation_of(low)
-            if block is None or block[0] != low:
-                raise InvalidArgumentError(
-                    f"acc.free: {describe_array(device_array)} at {format_range(low, high - low)} "
-                    "is not the start of a block from acc.malloc"
-                )
-            # not before every queue has passed the work already queued on it (a block
-            # reused while a kernel still writes it would corrupt its next owner)
-            self.device.release(low, self.device.sync_queue)
+        raw_memory.free(self.device, self.table, device_array)
 
     def memcpy_to_device(self, device_array, array, queue: Queue) -> None:
-        destination, source = self._raw_pair(device_array, array, "acc.memcpy_to_device")
-        with _HOLD:
-            self.device.upload(destination, source, queue)
+        raw_memory.memcpy_to_device(self.device, device_array, array, queue)
 
     def memcpy_from_device(self, array, device_array, queue: Queue) -> None:
-        source, destination = self._raw_pair(device_array, array, "acc.memcpy_from_device")
-        if not array.flags.writeable:
-            _check_writeable("acc.memcpy_from_device", array, self.namer(array), "the destination")
-        with _HOLD:
-            self.device.download(destination, source, queue)
+        raw_memory.memcpy_from_device(self.device, array, device_array, queue, self.namer(array))
 
     def memcpy_device(self, destination, source, queue: Queue) -> None:
-        destination = self.device.as_device_array(destination)
-        source = self.device.as_device_array(source)
-        to_bytes, from_bytes = _raw_bytes(destination, source, "acc.memcpy_device")
-        if to_bytes.size:
-            with _HOLD:
-                self.device.device_copy(to_bytes, from_bytes, queue)
-
-    def _raw_pair(self, device_array, array, routine):
-        """Byte views ``(device side, host side)`` of the ``array.nbytes`` bytes to copy."""
-        device_array = self.device.as_device_array(device_array)
-        check_array(array)
-        device_bytes, host_bytes = _raw_bytes(device_array, array, routine)
-        return device_bytes, host_bytes
+        raw_memory.memcpy_device(self.device, destination, source, queue)
 
     # == lifetime =========================================================================
     def shutdown(self) -> None:
@@ -882,95 +588,3 @@ class DeviceRuntime:
         entry.restore(counters)
         up = counters[0] + counters[1] > before[0] + before[1]
         self._publish(EventKind.ENTER_DATA if up else EventKind.EXIT_DATA, entry, before, None, None)
-
-
-# == shared helpers ========================================================================
-def _check_writeable(what: str, array, name, role: str = "") -> None:
-    """Raise ``InvalidArgumentError`` naming ``array`` when device data would be copied
-    into it but it is read-only (checked before anything changes: numpy's own "assignment
-    destination is read-only" would come from the middle of a directive, or from a queue
-    worker)."""
-    if isinstance(array, np.ndarray) and not array.flags.writeable:
-        _, low, high = _probe.extent(array)
-        label = f"{role} " if role else ""
-        raise InvalidArgumentError(
-            f"{what}: {label}{describe_array(array, name)} at {format_range(low, high - low)} is "
-            "read-only, so device data cannot be copied into it; pass a writeable array "
-            "(a.copy(), or set a.flags.writeable = True when you own its memory)"
-            + ("" if what.startswith("acc.memcpy") else
-               ", or end the mapping without copying (delete) / copy the other way (update device)"),
-            name=name)
-
-
-def _check_fits(routine: str, destination, source, what: str) -> None:
-    """``destination`` and ``source`` are contiguous and ``destination`` holds at least
-    the bytes of ``source`` (described as ``what`` in the message)."""
-    for array in (destination, source):
-        if not (array.flags.c_contiguous or array.flags.f_contiguous):
-            raise InvalidArgumentError(f"{routine}: {describe_array(array)} is not contiguous")
-    if destination.nbytes < source.nbytes:
-        raise InvalidArgumentError(
-            f"{routine}: the destination has {destination.nbytes} bytes, fewer than the "
-            f"{source.nbytes} bytes of {what}"
-        )
-
-
-def _raw_bytes(destination, source, routine):
-    """Byte views of ``destination[:source.nbytes]`` and ``source`` for a raw copy."""
-    _check_fits(routine, destination, source, f"the source {describe_array(source)}")
-    return byte_view(destination)[: source.nbytes], byte_view(source)
-
-
-def _describe_entries(found: Lookup) -> str:
-    return "; ".join(entry.describe() for entry in found.entries)
-
-
-def partly_present(array, name, found: Lookup) -> PartlyPresentError:
-    """The error for a range that overlaps mappings without lying inside one."""
-    extent = found.extent
-    return PartlyPresentError(
-        f"{describe_array(array, name)} at {extent} {found.relation.describe()} "
-        f"{_describe_entries(found)}. It is partly present (OpenACC 3.3 §2.7.3): map the "
-        "whole array once and use views of it, or end the other mapping first",
-        name=name,
-        host_range=extent,
-        mapping_range=found.entries[0].host_range,
-    )
-
-
-def _partly_present_within(request: MapRequest, creator: _Step, found: Lookup) -> PartlyPresentError:
-    other = creator.request
-    return PartlyPresentError(
-        f"{describe_array(request.array, request.name)} at {found.extent} overlaps "
-        f"{describe_array(other.array, other.name)} at {format_range(creator.low, creator.high - creator.low)}"
-        f", mapped earlier by the same directive, without lying inside it (OpenACC 3.3 §2.7.3)",
-        name=request.name,
-        host_range=found.extent,
-    )
-
-
-def not_present(array, name, found: Lookup, what: str, table: PresentTable | None = None) -> NotPresentError:
-    """The error for absent data where presence is required; it names the mappings on
-    either side of the range, when there are any (a near miss is often an off-by-one
-    view, or the wrong array)."""
-    return NotPresentError(
-        f"{what}: {describe_array(array, name)} at {found.extent} is not present on the "
-        "device. Map it first (acc.copyin / acc.create / an enclosing acc.data region), or "
-        f"pass if_present=True to skip absent data.{_nearby(table, found.extent)}",
-        name=name,
-        host_range=found.extent,
-    )
-
-
-def _nearby(table: PresentTable | None, extent) -> str:
-    if table is None:
-        return ""
-    before, after = table.neighbours(extent.begin, extent.end)
-    if before is None and after is None:
-        return " The present table is empty."
-    lines = [f" Nearest mappings ({len(table)} in the table):"]
-    if before is not None:
-        lines.append(f"below: {before.describe()}, ends {extent.begin - before.host_end} bytes before it")
-    if after is not None:
-        lines.append(f"above: {after.describe()}, starts {after.host_begin - extent.end} bytes after it")
-    return " ".join(lines[:1]) + " " + "; ".join(lines[1:])

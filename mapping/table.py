@@ -10,8 +10,12 @@ Invariants:
   directive;
 - mutations (``insert``/``remove``) happen with the table lock held, taken through
   ``with table.locked():`` for the whole of a directive (LLVM's ``ProtectedObj``);
-  ``lookup`` takes the (re-entrant) lock itself; ``containing`` — the hot path of
-  ``is_present`` — runs lock-free under the container's sequence lock (``_ordered``).
+  ``lookup`` takes the (re-entrant) lock itself; ``probe`` — the hot path of
+  ``acc.copyin`` — runs with the caller holding it; ``containing``/``contains`` — the hot
+  path of ``is_present`` — run lock-free under the container's sequence lock
+  (``_ordered``);
+- the table knows nothing of counters (libgomp's ``splay-tree.c``): ``entry`` changes
+  them, ``plan`` decides from them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ from ._ordered import SortedRanges
 from .entry import MappingEntry
 from .ranges import RELATIONS, HostRange, Relation
 
-__all__ = ["PresentTable", "Lookup"]
+__all__ = ["PresentTable", "Lookup", "PARTIAL"]
+
+#: what ``PresentTable.probe`` returns for a range that is partly present
+PARTIAL = object()
 
 
 class Lookup(NamedTuple):
@@ -111,6 +118,20 @@ class PresentTable:
                 index = _probe.contained_index(ranges.bounds, array)
                 entry = ranges.values[index] if index >= 0 else None
         return entry
+
+    def probe(self, array):
+        """With the lock held: the entry wholly containing the elements of ``array``;
+        None when they overlap no entry (or ``array`` is empty); ``PARTIAL`` when they
+        overlap one without lying inside it. One compiled search: the hot path of
+        ``acc.copyin``, whose absent case is planned from this answer alone."""
+        ranges = self._ranges
+        try:
+            index = _contained_index(ranges.bounds, array)
+        except Exception:  # an array Numba cannot type: the pure-Python search
+            index = _probe.contained_index_python(ranges.bounds, array)
+        if index >= 0:
+            return ranges.values[index]
+        return None if index == -1 else PARTIAL
 
     def contains(self, array) -> bool:
         """True when the elements of ``array`` lie inside one mapping, or it is empty

@@ -6,29 +6,8 @@ created on first use, shared by all threads), and the internal control variables
 OpenACC 3.3 §2.3: ``acc-current-device-type-var``, ``acc-current-device-num-var`` and
 ``acc-default-async-var``, one copy per host thread.
 
-It also owns the offload policy, ``PYACC_OFFLOAD`` (like OpenMP's ``OMP_TARGET_OFFLOAD``):
-what happens when the requested device type has no usable device here. It is read each
-time a selection is resolved (first use of a thread, ``set_device_type``,
-``set_device_num``, ``init``) and by ``get_num_devices``; values are case-insensitive:
-
-- unset or empty: an explicit request (``ACC_DEVICE_TYPE``, ``set_device_type``) of an
-  unavailable type is an error (``DeviceTypeUnavailableError``: ``set_device_type`` raises
-  at once, ``ACC_DEVICE_TYPE`` when the device is first used); the implicit default is
-  cuda when a usable GPU is found, else host, silently. This keeps the behaviour of pyacc
-  without the variable, so that a typo or a missing GPU is never hidden.
-- ``default``: a request of an unavailable non-host type falls back to host; the first
-  fallback of the process warns (``OffloadFallbackWarning``). The implicit default is as
-  when unset (not a request, so no warning).
-- ``mandatory``: a request of an unavailable type raises at once, and so does the implicit
-  default without a usable GPU (the default search wants cuda; ``emulated`` is used only
-  when asked for). An explicit ``host`` is allowed.
-- ``disabled``: offload is off; host is the only device. Every selection resolves to host
-  (``set_device_type("emulated")`` and ``ACC_DEVICE_TYPE=cuda`` select host, silently:
-  the user asked for it), ``get_device_type()`` is ``"host"``, ``get_num_devices`` of
-  emulated and cuda is 0, and their properties raise ``DeviceTypeUnavailableError``.
-
-When a type falls back to host, the device number becomes 0 (host has one device).
-A selection already resolved is not re-resolved when the variable changes later.
+It applies the offload policy, ``PYACC_OFFLOAD`` (``_offload``: what happens when the
+requested device type has no usable device here), each time a selection is resolved.
 
 The cuda device type is probed once, at first need (``_probe_cuda``): it is usable when
 CuPy imports, numba-cuda is installed, Numba's CUDA simulator is off and the CUDA driver
@@ -84,10 +63,12 @@ from mapping import (
     EmulatedDevice,
     HostDevice,
     InvalidArgumentError,
+    MappingRuntime,
     SharedMemoryRuntime,
 )
 
 from . import _names
+from ._offload import OFFLOAD_POLICIES, OffloadFallbackWarning, _Fallback, _user_stacklevel, offload_policy
 
 __all__ = [
     "DEVICE_TYPES",
@@ -215,53 +196,7 @@ def _fake_cuda_reason() -> str | None:
     return None
 
 
-# == offload policy (PYACC_OFFLOAD, like OMP_TARGET_OFFLOAD) =================================
-OFFLOAD_POLICIES = ("mandatory", "disabled", "default")
-
-#: pyacc/, mapping/, compiler/: frames skipped when a warning points at the user's code
-_INTERNAL = tuple(
-    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name) + os.sep
-    for name in ("pyacc", "mapping", "compiler")
-)
-
-
-class OffloadFallbackWarning(RuntimeWarning):
-    """A requested device type is unavailable; ``PYACC_OFFLOAD=default`` runs on host."""
-
-
-def offload_policy() -> str | None:
-    """``PYACC_OFFLOAD`` in lower case, or None when it is unset or empty.
-
-    Raises:
-        InvalidArgumentError: any other value than mandatory, disabled, default.
-    """
-    text = os.environ.get("PYACC_OFFLOAD", "").strip()
-    if not text:
-        return None
-    if text.lower() not in OFFLOAD_POLICIES:
-        raise InvalidArgumentError(
-            f"PYACC_OFFLOAD={text!r} is not an offload policy: use mandatory, disabled or "
-            "default (case-insensitive), or leave PYACC_OFFLOAD unset"
-        )
-    return text.lower()
-
-
-class _Fallback:
-    """The once-per-process fallback warning."""
-
-    lock = threading.Lock()
-    warned = False
-
-
-def _user_stacklevel() -> int:
-    """``stacklevel`` for a ``warnings.warn`` made by our caller: the first frame outside
-    pyacc, mapping and compiler (1 when there is none)."""
-    frame, level = sys._getframe(2), 2
-    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
-        frame, level = frame.f_back, level + 1
-    return level if frame is not None else 1
-
-
+# == offload policy (PYACC_OFFLOAD, in ``_offload``) ==========================================
 def _warn_fallback(device_type: str) -> None:
     with _Fallback.lock:
         if _Fallback.warned:
@@ -281,7 +216,7 @@ class _Registry:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._runtimes: dict[tuple[str, int], DeviceRuntime] = {}
+        self._runtimes: dict[tuple[str, int], MappingRuntime] = {}
         self._cuda: tuple[str | None, int] | None = None  # (reason, count); None: not probed
         self._emulated_count: int | None = None
 
@@ -305,7 +240,7 @@ class _Registry:
             return self._emulated_count
         return self._cuda_probe()[1]
 
-    def runtime(self, device_type: str, number: int) -> DeviceRuntime:
+    def runtime(self, device_type: str, number: int) -> MappingRuntime:
         key = (device_type, number)
         runtime = self._runtimes.get(key)
         if runtime is not None:
@@ -341,7 +276,7 @@ class _Registry:
                 device_num=number,
             )
 
-    def _create(self, device_type: str, number: int) -> DeviceRuntime:
+    def _create(self, device_type: str, number: int) -> MappingRuntime:
         if device_type == "host":
             runtime = SharedMemoryRuntime(HostDevice(number))
         elif device_type == "emulated":
@@ -351,11 +286,11 @@ class _Registry:
         runtime.namer = _names.variable_name
         return runtime
 
-    def live(self, device_type: str) -> list[DeviceRuntime]:
+    def live(self, device_type: str) -> list[MappingRuntime]:
         with self._lock:
             return [rt for (kind, _), rt in self._runtimes.items() if kind == device_type]
 
-    def all(self) -> list[DeviceRuntime]:
+    def all(self) -> list[MappingRuntime]:
         with self._lock:
             return list(self._runtimes.values())
 
@@ -485,13 +420,13 @@ def check_device(device_type: str, number: int) -> None:
     _REGISTRY.check(device_type, number)
 
 
-def runtime_of(device_type: str, number: int) -> DeviceRuntime:
+def runtime_of(device_type: str, number: int) -> MappingRuntime:
     if device_type != "host" and offload_policy() == "disabled":
         check_device(device_type, number)  # raises: the runtime may predate the policy
     return _REGISTRY.runtime(device_type, number)
 
 
-def live_runtimes(device_type: str) -> list[DeviceRuntime]:
+def live_runtimes(device_type: str) -> list[MappingRuntime]:
     return _REGISTRY.live(device_type)
 
 
@@ -581,7 +516,7 @@ class _ThreadICVs(threading.local):
         self._device_type: str | None = None
         self.device_num: dict[str, int] = {}
         self.default_async = 0
-        self.runtime: DeviceRuntime | None = None  # cache of the current device's runtime
+        self.runtime: MappingRuntime | None = None  # cache of the current device's runtime
         self.default_clause: list[str | None] = []  # default(...) of enclosing data regions
 
     @property
@@ -600,12 +535,15 @@ class _ThreadICVs(threading.local):
 ICVS = _ThreadICVs()
 
 
-def current_runtime() -> DeviceRuntime:
-    """The runtime of the calling thread's current device."""
-    runtime = ICVS.runtime
-    if runtime is None:
-        device_type = ICVS.device_type
-        runtime = ICVS.runtime = runtime_of(device_type, ICVS.device_num.get(device_type, 0))
+def current_runtime() -> MappingRuntime:
+    """The runtime of the calling thread's current device: the one spelling every caller
+    uses (the cached runtime, else ``_select_runtime``)."""
+    return ICVS.runtime or _select_runtime()
+
+
+def _select_runtime() -> MappingRuntime:
+    device_type = ICVS.device_type
+    runtime = ICVS.runtime = runtime_of(device_type, ICVS.device_num.get(device_type, 0))
     return runtime
 
 

@@ -19,9 +19,10 @@ from mapping import (
     InvalidArgumentError,
     MapKind,
     UpdateDirection,
+    UpdateItem,
     check_array,
 )
-from mapping.runtime import not_present, partly_present
+from mapping.plan import not_present, partly_present
 
 from ._clauses import arrays_of, check_clauses, queue_of, requests_of, wait_for
 from ._devices import ICVS, current_runtime
@@ -118,7 +119,7 @@ class data:
                 self.__exit__(type(error), error, error.__traceback__)
                 raise
             self._state = "done"
-            if hasattr(error, "code"):
+            if isinstance(error, AccError):
                 report(error)
             raise
         return self
@@ -137,7 +138,7 @@ class data:
         try:
             runtime.exit_structured(self._mapped, self._queue, copy_back=copy_back)
         except Exception as error:
-            if hasattr(error, "code"):
+            if isinstance(error, AccError):
                 report(error)
             raise
         finally:
@@ -219,7 +220,7 @@ def update(**clauses) -> None:
     for keyword, value in clauses.items():
         if keyword in _UPDATE_DIRECTION:
             for array in arrays_of(value, keyword):
-                items.append((_UPDATE_DIRECTION[keyword], check_array(array, contiguous=False), None))
+                items.append(UpdateItem(_UPDATE_DIRECTION[keyword], check_array(array, contiguous=False)))
     runtime = current_runtime()
     queue = queue_of(runtime, clauses.get("async_"))
     wait_for(runtime, clauses.get("wait"), queue)
@@ -243,7 +244,7 @@ def host_data(**clauses):
         device_arrays = _use_device(arrays, bool(clauses.get("if_present", False)),
                                     bool(clauses.get("if_", True)))
     except Exception as error:
-        if hasattr(error, "code"):
+        if isinstance(error, AccError):
             report(error)
         raise
     single = not isinstance(value, (list, tuple))

@@ -22,6 +22,7 @@ from mapping import (
     MapKind,
     MapRequest,
     UpdateDirection,
+    UpdateItem,
     check_array,
 )
 
@@ -43,17 +44,17 @@ __all__ = [
 
 
 _DYNAMIC = Counter.DYNAMIC  # Enum attribute access is slow on the hot path
+_COPYIN = MapKind.COPYIN
 _ACTIVE = BUS.active
 _DIRECTIVE_END = int(EventKind.DIRECTIVE_END)
 
 
 # == data routines (OpenACC 3.3 §3.2.18–3.2.28) ==========================================
 def _enter_one(kind: MapKind, array, async_):
-    runtime = ICVS.runtime or current_runtime()
+    runtime = current_runtime()
     queue = queue_of(runtime, async_)
     check_array(array)
-    (mapped,) = runtime.enter([MapRequest(kind, array)], Counter.DYNAMIC, queue)
-    return runtime.device_array(mapped)
+    return runtime.enter_one(kind, array, _DYNAMIC, queue)
 
 
 def copyin(a, *, async_=None):
@@ -64,11 +65,9 @@ def copyin(a, *, async_=None):
     """
     try:
         if async_ is None and type(a) is np.ndarray and (a.flags.c_contiguous or a.flags.f_contiguous):
-            # the hot path: present data gets its increment without building requests
-            device_array = (ICVS.runtime or current_runtime()).join_present(a, _DYNAMIC)
-            if device_array is not None:
-                return device_array
-        return _enter_one(MapKind.COPYIN, a, async_)
+            # the hot path: no request built, one table probe
+            return current_runtime().enter_one(_COPYIN, a, _DYNAMIC)
+        return _enter_one(_COPYIN, a, async_)
     except AccError as error:
         report(error)
         raise
@@ -84,7 +83,7 @@ def create(a, *, async_=None):
 
 
 def _exit_one(kind: MapKind, array, finalize, async_) -> None:
-    runtime = ICVS.runtime or current_runtime()
+    runtime = current_runtime()
     queue = queue_of(runtime, async_)
     check_array(array)
     runtime.exit_dynamic([MapRequest(kind, array)], queue, finalize=finalize)
@@ -102,7 +101,7 @@ def delete(a, *, finalize=False, async_=None) -> None:
     try:
         if async_ is None and type(a) is np.ndarray and (a.flags.c_contiguous or a.flags.f_contiguous):
             # the hot path: data that stays present only loses a dynamic count
-            if (ICVS.runtime or current_runtime()).leave_present(a, finalize=finalize):
+            if current_runtime().leave_present(a, finalize=finalize):
                 return
         _exit_one(MapKind.DELETE, a, finalize, async_)
     except AccError as error:
@@ -117,7 +116,7 @@ def _update_one(direction, array, if_present, async_) -> None:
     runtime = current_runtime()
     queue = queue_of(runtime, async_)
     check_array(array, contiguous=False)
-    runtime.update([(direction, array, None)], queue, if_present=if_present)
+    runtime.update([UpdateItem(direction, array)], queue, if_present=if_present)
 
 
 @reported
@@ -136,7 +135,7 @@ def update_self(a, *, if_present=False, async_=None) -> None:
 def is_present(a) -> bool:
     """True when every element of ``a`` (any view) is present on the current device."""
     try:  # the hot path: no wrapper frame
-        runtime = ICVS.runtime or current_runtime()
+        runtime = current_runtime()
         if type(a) is not np.ndarray:
             check_array(a, contiguous=False)
         return runtime.is_present(a)

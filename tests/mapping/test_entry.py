@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from mapping import Counter, EntryKind, MappingEntry
+from mapping.entry import structured_exit_ends
 
 
 def _entry(kind=EntryKind.NORMAL, structured=0, dynamic=0):
@@ -52,3 +53,40 @@ def test_host_bytes_of_fortran_ordered_array_share_memory():
     entry = MappingEntry(0, array.nbytes, array, 0)
     view = entry.host_bytes()
     assert view.nbytes == array.nbytes and np.shares_memory(view, array)
+
+
+@pytest.mark.parametrize(
+    "kind, counters, counter, finalize, times, expected",
+    [
+        (EntryKind.NORMAL, (0, 1), Counter.DYNAMIC, False, 1, True),
+        (EntryKind.NORMAL, (0, 2), Counter.DYNAMIC, False, 1, False),
+        (EntryKind.NORMAL, (0, 2), Counter.DYNAMIC, True, 1, True),
+        (EntryKind.NORMAL, (1, 1), Counter.DYNAMIC, True, 1, False),
+        (EntryKind.NORMAL, (1, 0), Counter.STRUCTURED, False, 1, True),
+        (EntryKind.NORMAL, (2, 0), Counter.STRUCTURED, False, 1, False),
+        (EntryKind.NORMAL, (2, 0), Counter.STRUCTURED, False, 2, True),
+        (EntryKind.NORMAL, (1, 1), Counter.STRUCTURED, False, 1, False),
+        (EntryKind.MAP_DATA, (0, 1), Counter.DYNAMIC, True, 1, False),
+        (EntryKind.DECLARE, (0, 1), Counter.DYNAMIC, False, 1, False),
+    ],
+)
+def test_would_end_answers_before_the_decrement_does(kind, counters, counter, finalize, times, expected):
+    entry = _entry(kind=kind, structured=counters[0], dynamic=counters[1])
+    assert entry.would_end(counter, finalize=finalize, times=times) is expected
+    assert entry.counters == counters  # the question changes nothing
+    for _ in range(times):
+        entry.decrement(counter, finalize=finalize)
+    assert (not entry.is_present) is expected
+
+
+def test_structured_exit_ends_counts_an_entry_listed_twice_twice():
+    shared, other = _entry(structured=2), _entry(structured=2, dynamic=1)
+    assert structured_exit_ends([shared, shared, other])
+    assert not structured_exit_ends([shared, other])
+    assert (shared.counters, other.counters) == ((2, 0), (2, 1))
+
+
+def test_reset_ends_the_lifetime():
+    entry = _entry(kind=EntryKind.MAP_DATA, structured=0, dynamic=1)
+    entry.reset()
+    assert entry.counters == (0, 0) and not entry.is_present

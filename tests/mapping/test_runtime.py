@@ -195,3 +195,43 @@ def test_structured_exit_whose_copy_back_fails_still_ends_the_region():
     with pytest.raises(ExecutionError):
         runtime.exit_structured(mapped, device.sync_queue)
     assert runtime.records() == [] and device.memory_in_use == 0
+
+
+def test_absent_copyin_probes_the_table_once_and_builds_one_view(monkeypatch):
+    runtime, device = _runtime()
+    a = np.arange(6.0)
+    lookups, views = [], []
+    monkeypatch.setattr(runtime.table, "lookup", lambda array: lookups.append(array))
+    real_view = device.view
+    monkeypatch.setattr(device, "view", lambda address, like: views.append(address) or real_view(address, like))
+    device_array = runtime.enter_one(MapKind.COPYIN, a, Counter.DYNAMIC)
+    assert lookups == [] and len(views) == 1
+    assert runtime.refcounts(a) == (0, 1) and np.array_equal(device_array, a)
+    assert _kinds(device.log) == ["alloc", "upload"]
+    assert runtime.enter_one(MapKind.COPYIN, a, Counter.DYNAMIC) is device_array  # present: cached view
+    assert runtime.refcounts(a) == (0, 2) and len(views) == 1
+
+
+def test_copyin_of_partly_present_data_is_planned_in_full():
+    runtime, device = _runtime()
+    a = np.arange(8.0)
+    runtime.enter_one(MapKind.COPYIN, a[:4], Counter.DYNAMIC)
+    with pytest.raises(PartlyPresentError):
+        runtime.enter_one(MapKind.COPYIN, a[2:6], Counter.DYNAMIC)
+    assert _snapshot(runtime) == [(a.ctypes.data, 32, 0, 1)]
+
+
+def test_host_and_separate_memory_runtimes_implement_the_protocol_side_by_side():
+    import inspect
+
+    from mapping import HostDevice, MappingRuntime, SharedMemoryRuntime
+
+    assert not issubclass(SharedMemoryRuntime, DeviceRuntime)
+    assert not issubclass(DeviceRuntime, SharedMemoryRuntime)
+    verbs = {name for name, member in inspect.getmembers(MappingRuntime)
+             if getattr(member, "__isabstractmethod__", False)}
+    for runtime_class in (DeviceRuntime, SharedMemoryRuntime):
+        assert verbs <= set(vars(runtime_class)), runtime_class
+    host = SharedMemoryRuntime(HostDevice(0))
+    a = np.ones(3)
+    assert host.enter_one(MapKind.COPYIN, a, Counter.DYNAMIC) is a and host.records() == []

@@ -1,0 +1,168 @@
+"""The runtime protocol: the verbs every device's runtime implements, and their records.
+
+Owns: ``MappingRuntime`` — the abstract protocol that ``runtime.DeviceRuntime`` (separate
+memory: ``emulated``, ``cuda``) and ``shared.SharedMemoryRuntime`` (shared memory:
+``host``) implement side by side; neither inherits the other's behaviour, and every verb
+is abstract here, so a verb added to the protocol must be written for both (a runtime
+that forgets one cannot be created) — and ``MappingRecord``, one row of
+``acc.present_table()``.
+
+What ``pyacc`` may call on a runtime is exactly what is declared here, plus the
+attributes ``device``, ``table`` (a ``PresentTable``; always empty for shared memory) and
+``namer`` (finds a variable name for an array; pyacc sets it).
+
+Threading: every verb may be called from any host thread; a verb that changes the table
+holds the table lock (``table.locked()``) for its whole duration; queries that read one
+entry (``is_present``, ``refcounts``) run without it.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import format_range
+
+__all__ = ["MappingRuntime", "MappingRecord"]
+
+
+@dataclass(frozen=True, slots=True)
+class MappingRecord:
+    """One row of ``acc.present_table()``."""
+
+    host_begin: int
+    host_end: int
+    nbytes: int
+    shape: tuple
+    dtype: np.dtype
+    structured: int
+    dynamic: int
+    kind: str
+    name: str | None
+    device_begin: int
+
+    def __str__(self) -> str:
+        label = self.name or "?"
+        return (
+            f"{format_range(self.host_begin, self.nbytes)} -> {self.device_begin:#x}  "
+            f"{label} shape={self.shape} dtype={self.dtype}  "
+            f"structured={self.structured} dynamic={self.dynamic} {self.kind}"
+        )
+
+
+class MappingRuntime(abc.ABC):
+    """The verbs of one device (OpenACC 3.3 §2.6–2.7, §2.13–2.14, §3.2)."""
+
+    # -- entry and exit (data regions, compute regions, enter/exit data, routines) --------
+    @abc.abstractmethod
+    def enter(self, requests, counter, queue):
+        """Entry actions of the requests; their ``Mapped`` outcomes (all or nothing)."""
+
+    @abc.abstractmethod
+    def exit_structured(self, mapped, queue, *, copy_back=True) -> None:
+        """Exit actions of a data or compute region for what its ``enter`` mapped."""
+
+    @abc.abstractmethod
+    def exit_dynamic(self, requests, queue, *, finalize=False) -> None:
+        """``exit data`` / ``acc.copyout`` / ``acc.delete`` (all or nothing)."""
+
+    @abc.abstractmethod
+    def join_structured(self, arrays, memo=None):
+        """Compute-call fast path: structured increments of present arrays, or None."""
+
+    @abc.abstractmethod
+    def rejoin_structured(self, memo):
+        """``join_structured`` again from its memo while the table is unchanged, or None."""
+
+    @abc.abstractmethod
+    def leave_structured(self, entries) -> bool:
+        """Undo ``join_structured`` when no lifetime ends (True), else change nothing."""
+
+    @abc.abstractmethod
+    def enter_one(self, kind, array, counter, queue=None):
+        """``acc.copyin``/``acc.create`` of one contiguous array; its device array."""
+
+    @abc.abstractmethod
+    def leave_present(self, array, *, finalize=False, queue=None) -> bool:
+        """``acc.delete`` fast path: decrement data that stays present (True), or nothing."""
+
+    @abc.abstractmethod
+    def update(self, items, queue, *, if_present=False) -> None:
+        """``update self/device`` of ``UpdateItem`` records, in order."""
+
+    @abc.abstractmethod
+    def declare(self, requests):
+        """``acc.declare``: map for the rest of the program."""
+
+    @abc.abstractmethod
+    def end_declarations(self) -> None:
+        """End every ``acc.declare`` lifetime (``acc.shutdown``, program exit)."""
+
+    @abc.abstractmethod
+    def map_data(self, array, device_array, name=None) -> None:
+        """``acc.map_data``."""
+
+    @abc.abstractmethod
+    def unmap_data(self, array, name=None) -> None:
+        """``acc.unmap_data``."""
+
+    # -- queries -----------------------------------------------------------------------
+    @abc.abstractmethod
+    def is_present(self, array) -> bool:
+        """Every element of ``array`` is present."""
+
+    @abc.abstractmethod
+    def refcounts(self, array) -> tuple[int, int]:
+        """``(structured, dynamic)`` of the mapping holding ``array``; (0, 0) if none."""
+
+    @abc.abstractmethod
+    def deviceptr(self, array):
+        """The device array of present ``array``, or None."""
+
+    @abc.abstractmethod
+    def hostptr(self, device_array):
+        """The host array whose device copy is ``device_array``, or None."""
+
+    @abc.abstractmethod
+    def device_array(self, mapped):
+        """The device array for a ``Mapped`` outcome of ``enter``."""
+
+    @abc.abstractmethod
+    def device_array_of(self, entry, array):
+        """The device array of ``array`` inside ``entry`` (from ``join_structured``)."""
+
+    @abc.abstractmethod
+    def records(self) -> list[MappingRecord]:
+        """Every mapping, in host-address order."""
+
+    # -- raw memory (``raw_memory``) ------------------------------------------------------
+    @abc.abstractmethod
+    def malloc(self, shape, dtype):
+        """``acc.malloc``."""
+
+    @abc.abstractmethod
+    def free(self, device_array) -> None:
+        """``acc.free``."""
+
+    @abc.abstractmethod
+    def memcpy_to_device(self, device_array, array, queue) -> None:
+        """``acc.memcpy_to_device``."""
+
+    @abc.abstractmethod
+    def memcpy_from_device(self, array, device_array, queue) -> None:
+        """``acc.memcpy_from_device``."""
+
+    @abc.abstractmethod
+    def memcpy_device(self, destination, source, queue) -> None:
+        """``acc.memcpy_device``."""
+
+    # -- lifetime ------------------------------------------------------------------------
+    @abc.abstractmethod
+    def shutdown(self) -> None:
+        """End every data lifetime and free all device memory (§3.2.8)."""
+
+    @abc.abstractmethod
+    def after_fork_in_child(self) -> None:
+        """In the child of ``os.fork``: new locks, the parent's queues forgotten."""
