@@ -85,3 +85,64 @@ def test_a_kernel_skipped_after_a_failure_on_its_queue_has_no_value(emulated, mo
     with pytest.raises(acc.ExecutionError, match="skipped"):
         second.result()
     assert acc.present_table() == [] and acc.stats()["memory_in_use"] == 0
+
+
+# == QueueSet: the queues of one device ===========================================================
+def _queue_set():
+    from mapping.queues import QueueSet, SyncQueue
+
+    made = []
+
+    def new_queue(async_value):
+        made.append(async_value)
+        return WorkerQueue(async_value, "test device")
+
+    return QueueSet(new_queue, ("test", 0), SyncQueue()), made
+
+
+def test_queue_set_creates_each_queue_once_and_none_is_the_synchronous_queue():
+    queues, made = _queue_set()
+    assert queues.queue(None) is queues.sync and queues.existing() == []
+    first = queues.queue(1)
+    assert queues.queue(1) is first and made == [1] and queues.existing() == [first]
+    first.close()
+
+
+def test_queue_set_wait_drains_every_queue_before_raising_all_errors():
+    queues, _ = _queue_set()
+    ran = []
+    queues.queue(1).submit(lambda: 1 / 0, "a division")
+    queues.queue(2).submit(lambda: [][1], "an index")
+    queues.queue(3).submit(lambda: ran.append("done"))
+    with pytest.raises(ExecutionError, match="2 queued operations failed") as caught:
+        queues.wait(queues.existing())
+    assert len(caught.value.failures) == 2 and ran == ["done"]
+    queues.synchronize()  # reported once
+    for queue in queues.existing():
+        queue.close()
+
+
+def test_queue_set_release_waits_for_every_busy_queue():
+    queues, _ = _queue_set()
+    freed = []
+    queues.release(freed.append, 1)  # no queue yet: at once
+    assert freed == [1]
+    busy = queues.queue(1)
+    with busy.hold():
+        busy.submit(lambda: None)
+        queues.release(freed.append, 2)
+        assert freed == [1]
+    queues.synchronize()
+    assert freed == [1, 2]
+    busy.close()
+
+
+def test_the_synchronous_queue_declares_the_whole_protocol():
+    from mapping.queues import SyncQueue
+
+    queue = SyncQueue()
+    event = queue.record_event()
+    assert event.is_set() and event.failure is None
+    queue.wait_event(event)
+    with pytest.raises(ExecutionError, match="cannot be held"):
+        queue.hold()
