@@ -30,11 +30,15 @@ and only copy with numpy. It drops its arrays once it has run.
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .cuda_layout import Packing, block_order, interface_layout
 from .errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # the device module imports this one
+    from .cuda import CudaDevice
 
 __all__ = ["HostTransfer", "DeviceCopy", "block_for", "run_synchronously"]
 

@@ -86,7 +86,7 @@ class UpdateMove:
     array: np.ndarray
     name: str | None
     entry: MappingEntry
-    host_data: int | None  #: host address of its first element (None: read when needed)
+    host_data: int  #: host address of its first element
 
 
 # == entry (data regions, compute regions, enter data, declare) ============================
@@ -192,11 +192,6 @@ def plan_update(items: list[UpdateItem], table: PresentTable, namer, *,
         PartlyPresentError: data only partly present (even with ``if_present``).
     """
     moves = []
-    if len(items) == 1:  # one array inside a mapping: no relation needed
-        direction, array, name = items[0]
-        entry = table.containing(array)
-        if entry is not None:
-            return [UpdateMove(direction, array, name, entry, None)]
     for direction, array, name in items:
         if array.size == 0:
             continue
@@ -273,8 +268,9 @@ def plan_declare(requests, table: PresentTable, namer) -> list[EntryStep]:
     """``plan_entry`` for ``acc.declare``, where every array must be absent.
 
     Raises:
-        PresentError: an array is already present (declared before included), or lies
-            inside another array of this call.
+        PresentError: an array is already present (declared before included: a
+            declaration starts its data's lifetime and cannot join another one), or two
+            arrays of this call lie one inside the other.
         PartlyPresentError, InvalidArgumentError: as ``plan_entry``.
     """
     steps = plan_entry(requests, table, namer)

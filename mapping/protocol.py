@@ -93,6 +93,10 @@ class MappingRuntime(abc.ABC):
         """``update self/device`` of ``UpdateItem`` records, in order."""
 
     @abc.abstractmethod
+    def update_one(self, direction, array, queue, *, name=None, if_present=False) -> None:
+        """``update`` of one array (``acc.update_device``/``acc.update_self``)."""
+
+    @abc.abstractmethod
     def declare(self, requests):
         """``acc.declare``: map for the rest of the program."""
 

@@ -44,11 +44,12 @@ from .commit import allocate, device_view, end_lifetimes
 from .entry import Counter, EntryKind, MappingEntry, increment_all, leave_all_structured, structured_exit_ends
 from .errors import ExecutionError
 from .events import BUS, EventKind
-from .plan import (EntryAction, EntryStep, check_exit_targets, check_update_targets, not_present, partly_present,
+from .plan import (EntryAction, EntryStep, check_exit_targets, check_update_targets, check_writeable,
+                   not_present, partly_present,
                    plan_create, plan_declare, plan_entry, plan_exit, plan_map_data, plan_unmap_data, plan_update)
 from .protocol import MappingRecord, MappingRuntime
 from .raw_memory import Layout, byte_view
-from .requests import MapKind, MapRequest, Mapped, StructuredMemo, UpdateDirection
+from .requests import MapKind, MapRequest, Mapped, StructuredMemo, UpdateDirection, UpdateItem
 from .ranges import check_array
 from .table import PresentTable
 
@@ -357,11 +358,33 @@ class DeviceRuntime(MappingRuntime):
             NotPresentError: absent data without ``if_present``.
             PartlyPresentError: data only partly present (even with ``if_present``).
         """
+        if len(items) == 1:
+            direction, array, name = items[0]
+            self.update_one(direction, array, queue, name=name, if_present=if_present)
+            return
+        self._update_planned(items, queue, if_present)
+
+    def update_one(self, direction: UpdateDirection, array, queue: Queue, *, name=None,
+                   if_present: bool = False) -> None:
+        """``update`` of one array (``acc.update_device``/``acc.update_self``): one
+        containment probe for data inside a mapping (no plan, no record), else the
+        planned ``update``."""
+        if direction is not _DEVICE and not array.flags.writeable:
+            check_writeable("update self", array, name or self.namer(array))
+        with self.table.locked(), _HOLD:
+            entry = self.table.containing(array)
+            if entry is None:  # absent, partly present or empty: the planned path decides
+                self._update_planned((UpdateItem(direction, array, name),), queue, if_present)
+            elif direction is _DEVICE:
+                self.device.upload(self.device_array_of(entry, array), array, queue, name=name)
+            else:
+                self.device.download(array, self.device_array_of(entry, array), queue, name=name)
+
+    def _update_planned(self, items, queue: Queue, if_present: bool) -> None:
         check_update_targets(items, self.namer)
         with self.table.locked(), _HOLD:
             moves = plan_update(items, self.table, self.namer, if_present=if_present)
-            views = [self.device_array_of(move.entry, move.array) if move.host_data is None
-                     else self.device_view(move.entry, move.array, move.host_data) for move in moves]
+            views = [self.device_view(move.entry, move.array, move.host_data) for move in moves]
             # all or nothing for the host data (API.md §4): with several synchronous
             # moves, the host arrays written so far are put back if a later move fails
             saved = [] if len(moves) > 1 and queue.async_value is None else None
@@ -381,13 +404,7 @@ class DeviceRuntime(MappingRuntime):
     # == map_data / unmap_data (OpenACC 3.3 §3.2.21–3.2.22) ================================
     def map_data(self, array: np.ndarray, device_array, name: str | None = None) -> None:
         """Map host ``array`` onto existing device memory; dynamic count pinned at 1.
-
-        Raises:
-            PresentError: any part of ``array`` is already present, or the device memory
-                already backs another mapping.
-            InvalidArgumentError: ``device_array`` is not allocated memory of this device,
-                is not contiguous, or is smaller than ``array``.
-        """
+        Raises what ``plan.plan_map_data`` raises (``PresentError``, ``InvalidArgumentError``)."""
         if array.size == 0:
             return
         name = name or self.namer(array)
@@ -399,12 +416,8 @@ class DeviceRuntime(MappingRuntime):
             self._publish(EventKind.ENTER_DATA, entry, (0, 0), None, name)
 
     def unmap_data(self, array: np.ndarray, name: str | None = None) -> None:
-        """End a ``map_data`` lifetime; the device memory is not freed.
-
-        Raises:
-            PresentError: ``array`` was not mapped by ``map_data`` (absent included), or a
-                structured region still holds it (OpenACC 3.3 §3.2.22).
-        """
+        """End a ``map_data`` lifetime; the device memory is not freed. Raises
+        ``PresentError`` as ``plan.plan_unmap_data`` says (OpenACC 3.3 §3.2.22)."""
         if array.size == 0:
             return
         with self.table.locked(), _HOLD:
@@ -419,16 +432,10 @@ class DeviceRuntime(MappingRuntime):
         """``acc.declare``: map each array for the rest of the program, dynamic count
         pinned at 1 (``copyin``/``copy``: copied in; ``create``/``device_resident``:
         allocated only). The lifetimes end at ``end_declarations`` (``acc.shutdown``,
-        interpreter exit), where ``copy`` data is copied back. All or nothing.
-
-        Raises:
-            PresentError: an array is already present (declared before included: a
-                declaration starts its data's lifetime and cannot join another one, as a
-                second ``declare`` of the same variable is an error in C), or two arrays
-                of this call overlap one inside the other.
-            PartlyPresentError: an array overlaps a mapping without lying inside it.
-            InvalidArgumentError: a ``copy`` array is read-only.
-            OutOfMemoryError: device memory ran out; nothing was declared.
+        interpreter exit), where ``copy`` data is copied back. All or nothing: raises
+        what ``plan.plan_declare`` raises (an array already present, declared before
+        included: a second ``declare`` of a variable is an error in C), or
+        ``OutOfMemoryError`` with nothing declared.
         """
         with self.table.locked(), _HOLD:
             steps = plan_declare(requests, self.table, self.namer)

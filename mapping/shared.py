@@ -84,6 +84,9 @@ class SharedMemoryRuntime(MappingRuntime):
     def update(self, items, queue, *, if_present=False) -> None:
         pass
 
+    def update_one(self, direction, array, queue, *, name=None, if_present=False) -> None:
+        pass
+
     def declare(self, requests) -> list[Mapped]:
         return [Mapped(request, None) for request in requests]
 

@@ -22,7 +22,6 @@ from mapping import (
     MapKind,
     MapRequest,
     UpdateDirection,
-    UpdateItem,
     check_array,
 )
 
@@ -116,7 +115,7 @@ def _update_one(direction, array, if_present, async_) -> None:
     runtime = current_runtime()
     queue = queue_of(runtime, async_)
     check_array(array, contiguous=False)
-    runtime.update([UpdateItem(direction, array)], queue, if_present=if_present)
+    runtime.update_one(direction, array, queue, if_present=if_present)
 
 
 @reported
