@@ -1,4 +1,5 @@
-"""``PYACC_CHECK=1``: the consistency checker run after every directive.
+"""``PYACC_CHECK=counters`` (or ``1``): the consistency checker run after every directive.
+(The other modes: ``memcheck`` for ``memory``, ``stale`` for ``stale``; API.md §11.)
 
 Owns: ``Checker`` — attaches ``mapping.check.LEDGER`` (the second bookkeeping, see that
 module for what is checked) and verifies the device of each checkpoint: the end of every
@@ -42,7 +43,8 @@ def verify_all() -> None:
     """Check every device in use now (``acc.testing.check_consistency``)."""
     if not LEDGER.attached:
         raise RuntimeError("the consistency checker is off: set PYACC_CHECK=1 (before the "
-                           "program starts, or then call pyacc.observe.configure())")
+                           "program starts, or then call pyacc.observe.configure()), or use "
+                           "pyacc.testing.check('counters')")
     for runtime in live_runtimes():
         LEDGER.verify(runtime, "acc.testing.check_consistency()")
 
