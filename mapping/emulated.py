@@ -506,8 +506,8 @@ class EmulatedDevice(Device):
         base = self._base
         return [MemoryFinding("use after free", (address, nbytes),
                               (base + first, last - first),
-                              f"{int(changed.size)} byte(s) of the freed block changed, at offsets "
-                              f"{first - raw - GUARD}..{last - 1 - raw - GUARD} of the block")]
+                              f"at offsets {first - raw - GUARD}..{last - 1 - raw - GUARD} "
+                              f"({int(changed.size)} byte(s) changed)")]
 
     def memcheck_scan(self, *, poison: bool = True) -> list[MemoryFinding]:
         """What memory checking found since the last scan: every guard byte of a live
@@ -594,7 +594,7 @@ class EmulatedDevice(Device):
             if quarantined is not None:
                 _, address, nbytes = quarantined
                 return MemoryFinding("use after free", (address, nbytes), (low, high - low),
-                                     "the array lies in a block that was freed")
+                                     "in a freed block")
             address = base + raw + GUARD
             guarded = self._guarded.get(address)
             if guarded is None or guarded[0] != raw:
