@@ -1,8 +1,10 @@
 """The ``emulated`` device: separate device memory in host RAM, with a real allocator.
 
 Owns: ``Arena`` (a best-fit allocator over one block of bytes, 256-byte aligned like
-``cudaMalloc``, coalescing freed neighbours), ``EmulatedDevice`` and ``FaultPlan`` (fault
-injection for reliability tests: the k-th allocation, copy or kernel launch fails).
+``cudaMalloc``, coalescing freed neighbours) and ``EmulatedDevice``. Its fault injection
+lives in ``faults`` (``FaultPlan``) and its memory checking in ``memcheck``
+(``GuardedMemory``, the mixin that guards, poisons and scans blocks); the rules of both
+are described here.
 
 Device memory is one numpy ``uint8`` array of ``capacity`` bytes (``PYACC_EMULATED_MEMORY``,
 default 4 GiB), reserved lazily by the OS: untouched pages cost nothing. Device arrays are
@@ -53,7 +55,6 @@ import bisect
 import collections
 import os
 import threading
-import weakref
 
 import numpy as np
 
@@ -67,6 +68,9 @@ from .errors import (
     format_range,
 )
 from .events import EventKind
+from .faults import FaultPlan, _FaultyKernel
+from .memcheck import (GUARD, GUARD_BYTE, POISON_BYTE, GuardedMemory, MemoryFinding,  # noqa: F401
+                       memcheck_enabled, set_memcheck, _DEVICES, _MEMCHECK)
 
 __all__ = ["Arena", "EmulatedDevice", "FaultPlan", "DEFAULT_CAPACITY", "ALIGNMENT",
            "set_memcheck", "memcheck_enabled", "MemoryFinding", "GUARD", "GUARD_BYTE",
@@ -74,50 +78,6 @@ __all__ = ["Arena", "EmulatedDevice", "FaultPlan", "DEFAULT_CAPACITY", "ALIGNMEN
 
 DEFAULT_CAPACITY = 4 << 30
 ALIGNMENT = 256
-#: memory checking: guard bytes before each block (and at least as many after it)
-GUARD = ALIGNMENT
-GUARD_BYTE = 0xFB
-POISON_BYTE = 0xFD
-#: bytes of freed blocks kept poisoned (out of the allocator) before they are reused
-QUARANTINE_BYTES = 16 << 20
-
-_MEMCHECK = [False]
-_DEVICES: "weakref.WeakSet" = weakref.WeakSet()  # every emulated device (set_memcheck)
-
-
-def set_memcheck(enabled: bool) -> None:
-    """Switch memory checking on or off for every emulated device (module docstring).
-    Off: quarantined blocks go back to the allocator (their poison checked first: what
-    changed is kept for the next ``memcheck_scan``)."""
-    _MEMCHECK[0] = bool(enabled)
-    if not enabled:
-        for device in list(_DEVICES):
-            device._flush_quarantine(0)
-
-
-def memcheck_enabled() -> bool:
-    return _MEMCHECK[0]
-
-
-class MemoryFinding:
-    """One memory-check finding: bytes that changed in a guard zone or in a freed block,
-    or a device array that reached outside a live block.
-
-    Attributes:
-        kind: ``"out of bounds"``, ``"use after free"``.
-        block: ``(begin, nbytes)`` of the block asked for (device addresses).
-        touched: ``(begin, nbytes)`` of the bytes found changed or touched.
-        detail: words on where (``"8 bytes past the end"``).
-    """
-
-    __slots__ = ("kind", "block", "touched", "detail")
-
-    def __init__(self, kind, block, touched, detail):
-        self.kind, self.block, self.touched, self.detail = kind, block, touched, detail
-
-    def __repr__(self) -> str:
-        return (f"MemoryFinding({self.kind}: block {format_range(*self.block)}, bytes "
-                f"{format_range(*self.touched)}, {self.detail})")
 
 
 def _round_up(nbytes: int) -> int:
@@ -241,107 +201,7 @@ class Arena:
             return problems
 
 
-class FaultPlan:
-    """Which allocations, copies and kernel launches of a device fail (fault injection).
-
-    Operations are counted from 1, per kind, from the moment the plan is installed
-    (``EmulatedDevice.inject_faults``): allocations when they are asked for, copies and
-    launches when they run. A plan with no targets only counts — run a scenario once
-    under it to learn how many operations of each kind it does.
-
-    Args:
-        alloc, copy, launch: the index (an int ≥ 1) of the operation of that kind that
-            fails, an iterable of indexes, or None (none fails).
-        error: raise this instead of the realistic device error (an exception class,
-            called with the message, or an instance) — e.g. ``KeyboardInterrupt``, to
-            check that an interrupt arriving during a device operation rolls back too.
-
-    Attributes:
-        counts: ``{"alloc": n, "copy": n, "launch": n}``, operations seen so far.
-        fired: ``(kind, index, what)`` of every failure injected so far.
-    """
-
-    KINDS = ("alloc", "copy", "launch")
-
-    def __init__(self, *, alloc=None, copy=None, launch=None, error=None):
-        self.error = error
-        self._targets = {kind: _indexes(kind, value)
-                         for kind, value in zip(self.KINDS, (alloc, copy, launch))}
-        self.counts = dict.fromkeys(self.KINDS, 0)
-        self.fired: list[tuple[str, int, str]] = []
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        targets = ", ".join(f"{kind}={sorted(indexes)}" for kind, indexes in self._targets.items() if indexes)
-        return f"FaultPlan({targets or 'counting only'}; seen {self.counts}, fired {len(self.fired)})"
-
-    def fails(self, kind: str, what: str) -> int | None:
-        """Count one operation of ``kind`` (described as ``what``); return its index when
-        it is to fail, else None."""
-        with self._lock:
-            index = self.counts[kind] = self.counts[kind] + 1
-            if index not in self._targets[kind]:
-                return None
-            self.fired.append((kind, index, what))
-            return index
-
-    def failure(self, default: BaseException) -> BaseException:
-        """The exception to raise for an injected failure: ``default`` (the realistic
-        device error) unless the plan names another."""
-        if self.error is None:
-            return default
-        if isinstance(self.error, BaseException):
-            return self.error
-        return self.error(str(default))
-
-
-_POISON_WORD = np.uint64(int.from_bytes(bytes([POISON_BYTE]) * 8, "little"))
-_GUARD_WORD = np.uint64(int.from_bytes(bytes([GUARD_BYTE]) * 8, "little"))
-
-
-def _out_of_bounds(base, address, nbytes, first, last) -> MemoryFinding:
-    """Bytes ``[first, last)`` (arena offsets) outside the block ``address, nbytes``."""
-    begin, end = base + first, base + last
-    if begin < address:
-        where = f"{address - begin} byte(s) before the start of the block"
-    else:
-        where = f"at offsets {begin - address}..{end - 1 - address}, past the end of the block"
-    return MemoryFinding("out of bounds", (address, nbytes), (begin, end - begin), where)
-
-
-def _indexes(kind: str, value) -> frozenset:
-    if value is None:
-        return frozenset()
-    values = [value] if isinstance(value, (int, np.integer)) else list(value)
-    for index in values:
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 1:
-            raise InvalidArgumentError(f"inject_faults: {kind}={value!r}: operations are counted "
-                                       "from 1; give an int >= 1 or a list of them")
-    return frozenset(int(index) for index in values)
-
-
-class _FaultyKernel:
-    """A kernel whose launch is counted when it runs, and fails if the plan says so."""
-
-    __slots__ = ("kernel", "plan", "device", "name")
-
-    def __init__(self, kernel, plan: FaultPlan, device: "EmulatedDevice", name):
-        self.kernel = kernel
-        self.plan = plan
-        self.device = device
-        self.name = name
-
-    def __call__(self, *args):
-        index = self.plan.fails("launch", f"launch of kernel {self.name}")
-        if index is not None:
-            raise self.plan.failure(ExecutionError(
-                f"emulated device {self.device.number}: launch #{index} (kernel {self.name}) "
-                "failed: injected fault (like CUDA_ERROR_LAUNCH_FAILED); the kernel did not run",
-                kernel=self.name, injected=True))
-        return self.kernel(*args)
-
-
-class EmulatedDevice(Device):
+class EmulatedDevice(GuardedMemory, Device):
     """A discrete device whose memory is a separate block of host RAM.
 
     Args:
@@ -427,186 +287,6 @@ class EmulatedDevice(Device):
             return (self._base + block[0], block[1])
         return self._user_block(block, address)
 
-    def _user_block(self, block, address):
-        """``allocation_of`` while some blocks have guards: the block asked for (guards
-        excluded), None inside a guard zone or a quarantined block."""
-        raw, size = block
-        if raw in self._quarantine:
-            return None
-        begin = self._base + raw + GUARD
-        guarded = self._guarded.get(begin)
-        if guarded is None or guarded[0] != raw:  # allocated before checking began
-            return (self._base + raw, size)
-        user_size = size - 2 * GUARD
-        return (begin, user_size) if begin <= address < begin + user_size else None
-
-    # -- memory checking (module docstring) ----------------------------------------------
-    def _allocate_guarded(self, nbytes: int) -> int:
-        with self._check_lock:
-            raw = self._arena.allocate(nbytes + 2 * GUARD)
-            if raw is None and self._quarantine:  # quarantine must not cause out of memory
-                self._flush_quarantine(0)
-                raw = self._arena.allocate(nbytes + 2 * GUARD)
-            if raw is None:
-                raise self._out_of_memory(nbytes)
-            size = self._arena._live[raw]
-            memory = self._memory
-            memory[raw:raw + GUARD] = GUARD_BYTE
-            memory[raw + GUARD + nbytes:raw + size] = GUARD_BYTE
-            address = self._base + raw + GUARD
-            self._guarded[address] = (raw, size, nbytes)
-            self._overhead += 2 * GUARD
-            self._guard_index = None
-        self._requested[address] = nbytes
-        emit(EventKind.ALLOC, self.identity, nbytes, device_begin=address)
-        return address
-
-    def _free_guarded(self, address: int) -> None:
-        with self._check_lock:
-            raw, size, nbytes = self._guarded.pop(address)
-            self._guard_index = None
-            self._findings += self._guard_findings(address, raw, size, nbytes)
-            self._overhead -= 2 * GUARD
-            if not _MEMCHECK[0]:
-                self._arena.free(raw)
-                return
-            self._memory[raw:raw + size] = POISON_BYTE
-            self._quarantine[raw] = (size, address, nbytes)
-            self._quarantined_bytes += size
-            self._overhead += size
-            self._flush_quarantine(QUARANTINE_BYTES)
-
-    def _flush_quarantine(self, keep: int) -> None:
-        """Give quarantined blocks back to the allocator, oldest first, until at most
-        ``keep`` bytes stay (their poison checked first)."""
-        with self._check_lock:
-            while self._quarantine and self._quarantined_bytes > keep:
-                raw, (size, address, nbytes) = self._quarantine.popitem(last=False)
-                self._findings += self._poison_findings(raw, size, address, nbytes)
-                self._quarantined_bytes -= size
-                self._overhead -= size
-                self._arena.free(raw)
-
-    def _guard_findings(self, address, raw, size, nbytes) -> list[MemoryFinding]:
-        findings = []
-        memory = self._memory
-        for low, high in ((raw, raw + GUARD), (raw + GUARD + nbytes, raw + size)):
-            changed = np.flatnonzero(memory[low:high] != GUARD_BYTE)
-            if changed.size:
-                first, last = low + int(changed[0]), low + int(changed[-1]) + 1
-                findings.append(_out_of_bounds(self._base, address, nbytes, first, last))
-        return findings
-
-    def _poison_findings(self, raw, size, address, nbytes) -> list[MemoryFinding]:
-        words = self._memory[raw:raw + size].view(np.uint64)
-        if not (words != _POISON_WORD).any():
-            return []
-        changed = np.flatnonzero(self._memory[raw:raw + size] != POISON_BYTE)
-        first, last = raw + int(changed[0]), raw + int(changed[-1]) + 1
-        base = self._base
-        return [MemoryFinding("use after free", (address, nbytes),
-                              (base + first, last - first),
-                              f"at offsets {first - raw - GUARD}..{last - 1 - raw - GUARD} "
-                              f"({int(changed.size)} byte(s) changed)")]
-
-    def memcheck_scan(self, *, poison: bool = True) -> list[MemoryFinding]:
-        """What memory checking found since the last scan: every guard byte of a live
-        block that changed, and (``poison``) every byte of a quarantined block that
-        changed, plus what frees and evictions found meanwhile. A guard or poison byte
-        that changed is reported once (it is restored)."""
-        with self._check_lock:
-            findings, self._findings = self._findings, []
-            if self._memory is None:
-                return findings
-            if self._guarded:
-                findings += self._scan_guards()
-            if poison and self._quarantine:
-                findings += self._scan_quarantine()
-            return findings
-
-    def _scan_quarantine(self) -> list[MemoryFinding]:
-        """Changed bytes of quarantined blocks: one comparison per run of adjacent blocks
-        (frees in a row usually quarantine neighbours), block by block only when a run
-        changed; the poison is restored."""
-        words = self._memory.view(np.uint64)
-        blocks = sorted(self._quarantine.items())
-        findings = []
-        start = 0
-        while start < len(blocks):
-            end = start + 1
-            while end < len(blocks) and blocks[end][0] == blocks[end - 1][0] + blocks[end - 1][1][0]:
-                end += 1
-            low = blocks[start][0]
-            high = blocks[end - 1][0] + blocks[end - 1][1][0]
-            if (words[low // 8:high // 8] != _POISON_WORD).any():
-                for raw, (size, address, nbytes) in blocks[start:end]:
-                    found = self._poison_findings(raw, size, address, nbytes)
-                    if found:
-                        self._memory[raw:raw + size] = POISON_BYTE
-                        findings += found
-            start = end
-        return findings
-
-    def _scan_guards(self) -> list[MemoryFinding]:
-        index = self._guard_index
-        if index is None:
-            index = self._guard_index = self._build_guard_index()
-        words, partial = index
-        memory = self._memory
-        if not ((memory.view(np.uint64)[words] != _GUARD_WORD).any()
-                or (partial.size and (memory[partial] != GUARD_BYTE).any())):
-            return []
-        findings = []
-        for address, (raw, size, nbytes) in self._guarded.items():
-            found = self._guard_findings(address, raw, size, nbytes)
-            if found:
-                memory[raw:raw + GUARD] = GUARD_BYTE
-                memory[raw + GUARD + nbytes:raw + size] = GUARD_BYTE
-                findings += found
-        return findings
-
-    def _build_guard_index(self):
-        """Every guard byte of the live blocks, as the indexes of the 8-byte words that
-        lie wholly in guards (offsets are 8-aligned: raw offsets and ``GUARD`` are) and
-        the indexes of the few bytes before the first such word of each tail zone."""
-        words, partial = [], []
-        for raw, size, nbytes in self._guarded.values():
-            words.append(np.arange(raw // 8, (raw + GUARD) // 8, dtype=np.int64))
-            tail = raw + GUARD + nbytes
-            aligned = (tail + 7) // 8 * 8
-            partial.append(np.arange(tail, aligned, dtype=np.int64))
-            words.append(np.arange(aligned // 8, (raw + size) // 8, dtype=np.int64))
-        return np.concatenate(words), np.concatenate(partial)
-
-    def memcheck_state(self, low: int, high: int) -> MemoryFinding | None:
-        """None when device bytes ``[low, high)`` lie inside one live block as asked for
-        (or memory checking knows nothing of them); else the finding: they reach into a
-        guard zone (out of bounds) or lie in a quarantined block (use after free)."""
-        if self._memory is None or high <= low or not (self._guarded or self._quarantine):
-            return None
-        base = self._base
-        with self._check_lock:
-            block = self._arena.block_of(low - base)
-            if block is None:
-                return None
-            raw, size = block
-            quarantined = self._quarantine.get(raw)
-            if quarantined is not None:
-                _, address, nbytes = quarantined
-                return MemoryFinding("use after free", (address, nbytes), (low, high - low),
-                                     "in a freed block")
-            address = base + raw + GUARD
-            guarded = self._guarded.get(address)
-            if guarded is None or guarded[0] != raw:
-                return None
-            nbytes = guarded[2]
-            if address <= low and high <= address + nbytes:
-                return None
-            if low < address:
-                first, last = max(low, base + raw), min(high, address)
-            else:
-                first, last = max(low, address + nbytes), min(high, base + raw + size)
-            return _out_of_bounds(base, address, nbytes, first - base, last - base)
 
     def view(self, address: int, like: np.ndarray):
         if like.size == 0:
