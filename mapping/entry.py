@@ -203,14 +203,21 @@ def structured_exit_ends(entries) -> bool:
     """Whether one structured decrement per listed entry (an entry listed k times gets k)
     would end some entry's lifetime: ``would_end`` for the whole list, before anything
     changes."""
+    several = len(entries) > 1
     for entry in entries:
-        if not entry.dynamic and entry.structured <= (entries.count(entry) if len(entries) > 1 else 1):
+        if not entry.dynamic and entry.structured <= (entries.count(entry) if several else 1):
             return True
     return False
 
 
-def leave_all_structured(entries) -> None:
-    """One structured decrement per listed entry, when ``structured_exit_ends`` is False
-    (no count goes below 1, so no floor applies)."""
+def leave_all_structured(entries) -> bool:
+    """One structured decrement per listed entry unless that would end a lifetime
+    (``structured_exit_ends``, asked first): then nothing changes and the answer is
+    False (the caller runs the full exit, which copies back and frees)."""
+    several = len(entries) > 1
+    for entry in entries:
+        if not entry.dynamic and entry.structured <= (entries.count(entry) if several else 1):
+            return False
     for entry in entries:
         entry.structured -= 1
+    return True

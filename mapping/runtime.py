@@ -190,11 +190,10 @@ class DeviceRuntime(MappingRuntime):
         return True; else change nothing and return False (the caller then runs the full
         ``exit_structured``, which copies back and frees)."""
         with self.table.locked():
+            if not _ACTIVE[_EXIT_DATA]:
+                return leave_all_structured(entries)  # asks structured_exit_ends first
             if structured_exit_ends(entries):
                 return False
-            if not _ACTIVE[_EXIT_DATA]:
-                leave_all_structured(entries)
-                return True
             # published one decrement at a time, each from the counters it found: an
             # entry listed twice (one array passed for two parameters, or two views of
             # one mapping) has two decrements, (2, 0) → (1, 0) → (0, 0) for the

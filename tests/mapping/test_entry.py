@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from mapping import Counter, EntryKind, MappingEntry
-from mapping.entry import structured_exit_ends
+from mapping.entry import leave_all_structured, structured_exit_ends
 
 
 def _entry(kind=EntryKind.NORMAL, structured=0, dynamic=0):
@@ -90,3 +90,11 @@ def test_reset_ends_the_lifetime():
     entry = _entry(kind=EntryKind.MAP_DATA, structured=0, dynamic=1)
     entry.reset()
     assert entry.counters == (0, 0) and not entry.is_present
+
+
+def test_leave_all_structured_changes_nothing_when_a_lifetime_would_end():
+    ending, staying = _entry(structured=1), _entry(structured=2)
+    assert not leave_all_structured([staying, ending])
+    assert (staying.counters, ending.counters) == ((2, 0), (1, 0))
+    assert leave_all_structured([staying])
+    assert staying.counters == (1, 0)
