@@ -292,7 +292,7 @@ def _set_environment(args) -> None:
         "PYACC_NOTIFY": args.notify,
         "PYACC_TIME": "1" if args.time else None,
         "PYACC_TRACE": args.trace,
-        "PYACC_CHECK": "1" if args.check else None,
+        "PYACC_CHECK": args.check_modes or ("1" if args.check else None),
         "ACC_DEVICE_TYPE": args.device,
         "PYACC_OFFLOAD": args.offload,
     }
@@ -350,7 +350,9 @@ def _add_run(commands) -> None:
                      help="PYACC_NOTIFY=N: one stderr line per event (1 launches, 2 transfers, ...)")
     run.add_argument("--time", action="store_true", help="PYACC_TIME=1: timing report at exit")
     run.add_argument("--trace", metavar="FILE", help="PYACC_TRACE=FILE: write a trace to FILE")
-    run.add_argument("--check", action="store_true", help="PYACC_CHECK=1: data-movement checks")
+    run.add_argument("--check", action="store_true", help="PYACC_CHECK=1: the counters check")
+    run.add_argument("--check-modes", metavar="MODES",
+                     help="PYACC_CHECK=MODES: a comma list of counters, memory, stale, stale:error")
     run.add_argument("--device", type=_device_type_name, metavar="TYPE",
                      help="ACC_DEVICE_TYPE=TYPE (host, emulated, cuda, ...)")
     run.add_argument("--offload", choices=_devices.OFFLOAD_POLICIES, type=str.lower,

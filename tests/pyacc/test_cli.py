@@ -186,6 +186,13 @@ def test_run_sets_the_variables_configures_then_runs_the_script(observe, script)
     assert sys.argv == argv  # restored
 
 
+def test_run_check_modes_sets_the_checker_modes(observe, script):
+    """``--check-modes memory,stale`` sets ``PYACC_CHECK`` to those modes (API.md §11)."""
+    path, _ = script
+    assert _cli.main(["run", "--check-modes", "memory,stale", path]) == 0
+    assert observe[-1]["PYACC_CHECK"] == "memory,stale"
+
+
 def test_run_without_options_sets_nothing(observe, script):
     path, results = script
     assert _cli.main(["run", path]) == 0
