@@ -36,8 +36,8 @@ import numpy as np
 from .errors import format_range
 from .ranges import HostRange
 
-__all__ = ["EntryKind", "Counter", "MappingEntry", "increment_all", "leave_all_structured",
-           "structured_exit_ends"]
+__all__ = ["EntryKind", "Counter", "MappingEntry", "increment_all", "increment_referenced",
+           "leave_all_structured", "structured_exit_ends"]
 
 
 class EntryKind(enum.Enum):
@@ -199,13 +199,21 @@ def increment_all(entries, counter: Counter) -> None:
             entry.dynamic += 1
 
 
+def increment_referenced(references) -> list:
+    """The entries behind weak ``references`` (all alive: the caller knows the table is
+    unchanged), each with a structured increment; returned in order."""
+    entries = [reference() for reference in references]
+    for entry in entries:
+        entry.structured += 1
+    return entries
+
+
 def structured_exit_ends(entries) -> bool:
     """Whether one structured decrement per listed entry (an entry listed k times gets k)
     would end some entry's lifetime: ``would_end`` for the whole list, before anything
     changes."""
-    several = len(entries) > 1
     for entry in entries:
-        if not entry.dynamic and entry.structured <= (entries.count(entry) if several else 1):
+        if not entry.dynamic and entry.structured <= entries.count(entry):
             return True
     return False
 
@@ -214,9 +222,8 @@ def leave_all_structured(entries) -> bool:
     """One structured decrement per listed entry unless that would end a lifetime
     (``structured_exit_ends``, asked first): then nothing changes and the answer is
     False (the caller runs the full exit, which copies back and frees)."""
-    several = len(entries) > 1
     for entry in entries:
-        if not entry.dynamic and entry.structured <= (entries.count(entry) if several else 1):
+        if not entry.dynamic and entry.structured <= entries.count(entry):
             return False
     for entry in entries:
         entry.structured -= 1

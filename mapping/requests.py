@@ -80,14 +80,11 @@ class UpdateItem(NamedTuple):
     name: str | None = None
 
 
-class StructuredMemo:
-    """What ``join_structured`` remembers for ``rejoin_structured``: the table's version
-    when it joined, and the entries it joined, weakly (it keeps nothing alive). Opaque to
-    its holder (the launcher's per-call-site cache)."""
+class StructuredMemo(list):
+    """What ``join_structured`` remembers for ``rejoin_structured`` (it appends one to
+    the caller's memo list, which the caller treats as opaque): weak references to the
+    entries it joined, in order (it keeps nothing alive; on shared memory, None for each
+    array), and ``version``, the table's version when it joined. A list subclass with one
+    named field, so that the compute-call hot path builds it for the cost of its list."""
 
-    __slots__ = ("version", "references", "entries")
-
-    def __init__(self, version: int = -1, references=(), entries=None):
-        self.version = version
-        self.references = references  #: weak references to the entries (separate memory)
-        self.entries = entries  #: the entries themselves (shared memory: all None)
+    __slots__ = ("version",)  #: set by its maker, right after the list is built

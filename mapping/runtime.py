@@ -41,7 +41,8 @@ import numpy as np
 from . import _probe, raw_memory
 from .device import Device, Queue
 from .commit import allocate, device_view, end_lifetimes
-from .entry import Counter, EntryKind, MappingEntry, increment_all, leave_all_structured, structured_exit_ends
+from .entry import (Counter, EntryKind, MappingEntry, increment_all, increment_referenced, leave_all_structured,
+                    structured_exit_ends)
 from .errors import ExecutionError
 from .events import BUS, EventKind
 from .plan import (EntryAction, EntryStep, check_exit_targets, check_update_targets, check_writeable,
@@ -51,7 +52,7 @@ from .protocol import MappingRecord, MappingRuntime
 from .raw_memory import Layout, byte_view
 from .requests import MapKind, MapRequest, Mapped, StructuredMemo, UpdateDirection, UpdateItem
 from .ranges import check_array
-from .table import PresentTable
+from .table import PARTIAL, PresentTable
 
 __all__ = ["DeviceRuntime", "MappingRecord", "Layout", "byte_view", "Declaration",
            "not_present", "partly_present"]
@@ -69,6 +70,7 @@ _SKIP = EntryAction.SKIP
 _INCREMENT = EntryAction.INCREMENT
 _CREATES = (MapKind.COPYIN, MapKind.CREATE, MapKind.COPY)
 _DEVICE = UpdateDirection.DEVICE
+_Memo = StructuredMemo
 #: ``with _HOLD:`` — an event subscriber's exception waits for the end of the verb
 _HOLD = BUS.holding()
 
@@ -144,14 +146,14 @@ class DeviceRuntime(MappingRuntime):
         return self.device_array(mapped)
 
     # -- compute regions: the fast paths (no data moves, nothing can fail) ----------------
-    def join_structured(self, arrays, memo: StructuredMemo | list | None = None):
+    def join_structured(self, arrays, memo: list | None = None):
         """The hot path of a compute call inside a data region: when every array is
         present, their structured increments and their entries; else None, changing
         nothing. Pair with ``leave_structured``.
 
-        ``memo``, when given, is filled for ``rejoin_structured``: the table's version
-        and the entries, weakly (it keeps nothing alive). A ``StructuredMemo``, or an
-        empty list that receives one (the launcher's older spelling).
+        ``memo``, when given (an empty list, opaque to the caller), receives one
+        ``StructuredMemo`` for ``rejoin_structured``: the table's version and the
+        entries, weakly (it keeps nothing alive).
         """
         table = self.table
         with table.locked():
@@ -159,30 +161,26 @@ class DeviceRuntime(MappingRuntime):
             if entries is None:
                 return None
             if memo is not None:
-                references = [weakref.ref(entry) for entry in entries]
-                if memo.__class__ is list:
-                    memo[:] = [StructuredMemo(table.version, references)]
-                else:
-                    memo.version, memo.references = table.version, references
+                record = _Memo([weakref.ref(entry) for entry in entries])
+                record.version = table.version
+                memo.append(record)
             self._increment_all(entries, _STRUCTURED, None, None)
             return entries
 
-    def rejoin_structured(self, memo) -> list[MappingEntry] | None:
+    def rejoin_structured(self, memo: list) -> list[MappingEntry] | None:
         """``join_structured`` again, for the same array objects as the call that filled
         ``memo`` (the caller has checked that they are the same objects, with the same
         shape): while the table is unchanged since, the entries are still in it, so they
         get their structured increments without a lookup. Else None, changing nothing."""
-        if memo.__class__ is list:
-            memo = memo[0]
+        record = memo[0]
         table = self.table
         with table.locked():
-            if memo.version != table.version:
+            if record.version != table.version:
                 return None
-            entries = [reference() for reference in memo.references]
-            if _ACTIVE[_ENTER_DATA]:
-                self._increment_all(entries, _STRUCTURED, None, None)
-            else:
-                increment_all(entries, _STRUCTURED)
+            if not _ACTIVE[_ENTER_DATA]:
+                return increment_referenced(record)
+            entries = [reference() for reference in record]
+            self._increment_all(entries, _STRUCTURED, None, None)
             return entries
 
     def leave_structured(self, entries: list[MappingEntry]) -> bool:
@@ -206,9 +204,11 @@ class DeviceRuntime(MappingRuntime):
             return True
 
     def _containing_all(self, arrays) -> list[MappingEntry] | None:
-        containing = self.table.containing
-        entries = [containing(array) for array in arrays]
-        return None if None in entries else entries
+        """The entries holding each array, or None when one is not inside a mapping
+        (table lock held: ``probe``, no sequence-lock checks)."""
+        probe = self.table.probe
+        entries = [probe(array) for array in arrays]
+        return None if None in entries or PARTIAL in entries else entries
 
     def _increment_all(self, entries, counter: Counter, queue, names) -> None:
         """Present increments (OpenACC 3.3 §2.7.2), published when someone listens."""

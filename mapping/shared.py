@@ -63,17 +63,15 @@ class SharedMemoryRuntime(MappingRuntime):
 
     def join_structured(self, arrays, memo=None):
         """Everything is present and nothing is counted: one ``None`` entry per array."""
-        entries = [None] * len(arrays)
+        entries = StructuredMemo([None] * len(arrays))
+        entries.version = 0  # the (empty) table never changes
         if memo is not None:
-            if memo.__class__ is list:  # the launcher's older spelling
-                memo[:] = [StructuredMemo(0, (), entries)]
-            else:
-                memo.version, memo.entries = 0, entries
+            memo.append(entries)
         return entries
 
     def rejoin_structured(self, memo):
         """As ``join_structured``: the table never changes, so the memo always holds."""
-        return (memo[0] if memo.__class__ is list else memo).entries
+        return memo[0]
 
     def leave_structured(self, entries) -> bool:
         return True
