@@ -49,7 +49,10 @@ when a cuda kernel is built), ``errors``.
 """
 from __future__ import annotations
 
+from . import threading_layer
 from . import markers
+
+threading_layer.select()  # oneTBB when installed: thread and fork safe (threading_layer)
 from .analysis import KernelInfo, analyze, bind_free_names
 from .clauses import ASYNC_NOVAL, ClauseExpr, ComputeClauses, parse_clauses
 from .errors import CompileError, KernelIndexError, PerformanceWarning

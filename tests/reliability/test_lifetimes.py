@@ -184,6 +184,42 @@ def test_fork_after_async_use_gives_the_child_working_queues():
     assert "child 0 parent 0.0" in result.stdout, result.stdout + result.stderr
 
 
+def test_fork_after_a_parallel_kernel_the_child_runs_kernels(tmp_path):
+    """A child forked after a parallel kernel ran can run kernels itself (os.fork and a
+    multiprocessing fork pool): the threading layer is oneTBB, which survives fork (GNU
+    OpenMP kills such a child: compiler/threading_layer.py)."""
+    script = tmp_path / "fork_after_kernel.py"  # kernels must live in a file
+    script.write_text(textwrap.dedent("""
+        import multiprocessing, os, signal
+        import numpy as np
+        import pyacc as acc
+
+        @acc.parallel_loop
+        def bump(x):
+            for i in range(x.shape[0]):
+                x[i] += 1.0
+
+        def work(n):
+            z = np.zeros(n)
+            bump(z)
+            return float(z.sum())
+
+        bump(np.zeros(50_000))
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(60)
+            os._exit(0 if work(50_000) == 50_000.0 else 3)
+        _, status = os.waitpid(pid, 0)
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            sums = pool.map(work, [50_000, 50_000])
+        print("child", os.waitstatus_to_exitcode(status), "pool", sums, "parent", work(10), flush=True)
+    """))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            timeout=180, cwd=_ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "child 0 pool [50000.0, 50000.0] parent 10.0" in result.stdout, result.stdout + result.stderr
+
+
 # == callbacks that raise never corrupt the bookkeeping ======================================
 class _Boom(Exception):
     pass
