@@ -116,3 +116,21 @@ def test_non_native_byte_order_takes_the_python_fallback():
     table.insert(MappingEntry(begin, begin + array.nbytes, array, 0))
     assert table.lookup(array[2:4]).relation is Relation.CONTAINED
     assert table.containing(array[2:4]) is not None
+
+
+@pytest.mark.parametrize(
+    "lo, hi, expected",
+    [(5, 7, "entry"), (0, 4, "absent"), (12, 16, "absent"), (2, 6, "partial"),
+     (6, 10, "partial"), (0, 16, "partial"), (3, 3, "absent")],
+)
+def test_probe_tells_contained_from_absent_from_partly_present(table_with_two, lo, hi, expected):
+    from mapping.table import PARTIAL
+
+    buf, table = table_with_two
+    view = buf[lo:hi]
+    with table.locked():
+        found = table.probe(view)
+    assert {"entry": isinstance(found, MappingEntry), "absent": found is None,
+            "partial": found is PARTIAL}[expected]
+    if expected == "entry":
+        assert found is table.containing(view)
