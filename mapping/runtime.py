@@ -68,7 +68,7 @@ _STRUCTURED = Counter.STRUCTURED
 _CREATE = EntryAction.CREATE
 _SKIP = EntryAction.SKIP
 _INCREMENT = EntryAction.INCREMENT
-_CREATES = (MapKind.COPYIN, MapKind.CREATE, MapKind.COPY)
+_CREATES = (MapKind.COPYIN, MapKind.CREATE)  # absent data: allocate (and copy in), nothing to check
 _DEVICE = UpdateDirection.DEVICE
 _Memo = StructuredMemo
 #: ``with _HOLD:`` — an event subscriber's exception waits for the end of the verb
@@ -135,7 +135,8 @@ class DeviceRuntime(MappingRuntime):
                 return self.device_array_of(entry, array)
             with _HOLD:
                 request = MapRequest(kind, array)
-                queue = queue or self.device.sync_queue
+                if queue is None:
+                    queue = self.device.sync_queue
                 check_array(array)  # the fast callers validated only the common case
                 if entry is None and kind in _CREATES:  # overlaps no mapping
                     steps = [plan_create(request, *_probe.extent(array))]
