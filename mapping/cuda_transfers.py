@@ -30,15 +30,11 @@ and only copy with numpy. It drops its arrays once it has run.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .cuda_layout import Packing, block_order, interface_layout
 from .errors import InvalidArgumentError
-
-if TYPE_CHECKING:  # the device module imports this one
-    from .cuda import CudaDevice
 
 __all__ = ["HostTransfer", "DeviceCopy", "block_for", "run_synchronously"]
 
@@ -49,7 +45,7 @@ class HostTransfer:
 
     __slots__ = ("device", "upload", "host", "device_array", "queue")
 
-    def __init__(self, device: "CudaDevice", upload: bool, host: np.ndarray, device_array, queue):
+    def __init__(self, device, upload: bool, host: np.ndarray, device_array, queue):
         self.device = device
         self.upload = upload
         self.host = host
@@ -136,7 +132,7 @@ class DeviceCopy:
 
     __slots__ = ("device", "destination", "source", "queue")
 
-    def __init__(self, device: "CudaDevice", destination, source, queue):
+    def __init__(self, device, destination, source, queue):
         self.device, self.destination, self.source, self.queue = device, destination, source, queue
 
     def __call__(self) -> None:
@@ -196,7 +192,7 @@ class _Release:
 
     __slots__ = ("device", "temporary", "staging")
 
-    def __init__(self, device: "CudaDevice", temporary: _Temporary | None, staging):
+    def __init__(self, device, temporary: _Temporary | None, staging):
         self.device, self.temporary, self.staging = device, temporary, staging
 
     def __call__(self) -> None:
