@@ -239,8 +239,7 @@ def _chunked_nest(nest, body, p, slots):
     chunk = []
     for op, var in nest.reductions:
         if var in arrays:  # a private copy of the array, every element the identity
-            chunk += [f"{p}rv_{var} = {p}pv_{var}[{p}c]",
-                      f"{p}rv_{var}.fill({slots.identity(p, op, var)})"]
+            chunk.append(f"{p}pv_{var}[{p}c].fill({slots.identity(p, op, var)})")
         else:
             chunk.append(f"{p}rv_{var} = {slots.identity(p, op, var)}")
     chunk += [f"{p}pp_{name} = {RT}.private_copy({name})" for name in nest.private]
@@ -251,9 +250,36 @@ def _chunked_nest(nest, body, p, slots):
     chunk += _iteration_lines(nest, names, p)
     chunk += [f"{p}pv_{var}[{p}c] = {p}rv_{var}" for _, var in nest.reductions
               if var not in arrays]
+    if arrays:
+        body = [_PrivateCopies(p, arrays).visit(copy.deepcopy(stmt)) for stmt in body]
     text = "\n".join(setup) + f"\nfor {p}c in _acc_prange({p}nch):\n" + \
         indent("\n".join(chunk), 1) + "\n" + _combine_lines(nest, p)
     return fill_body(text, exprs, body, nest.levels[0])
+
+
+class _PrivateCopies(ast.NodeTransformer):
+    """An array reduction's element ``rv[k]`` becomes ``pv[c, k]``: the chunk's row of
+    the partials, indexed directly (a per-chunk view ``pv[c]`` indexed in the loop ran
+    17% slower on the k-means cluster sums); ``rv.shape`` becomes the array's own."""
+
+    def __init__(self, p, arrays):
+        self.p = p
+        self.private = {f"{p}rv_{var}": var for var in arrays}
+
+    def visit_Subscript(self, node):
+        if not (isinstance(node.value, ast.Name) and node.value.id in self.private):
+            return self.generic_visit(node)
+        node.slice = self.visit(node.slice)
+        index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        row = ast.Name(id=f"{self.p}c", ctx=ast.Load())
+        node.value = ast.Name(id=f"{self.p}pv_{self.private[node.value.id]}", ctx=ast.Load())
+        node.slice = ast.Tuple(elts=[row, *index], ctx=ast.Load())
+        return node
+
+    def visit_Name(self, node):
+        if node.id in self.private:  # hist.shape, len(hist): the array's own
+            return ast.copy_location(ast.Name(id=self.private[node.id], ctx=node.ctx), node)
+        return node
 
 
 def _iteration_lines(nest, names, p):
