@@ -55,7 +55,7 @@ from mapping import (
     check_array,
 )
 
-from mapping.device import Pending
+from mapping.queues import Pending
 
 from ._clauses import queue_of, wait_for
 from ._call_inputs import clause_values, env_flag, environ_get, free_reader
@@ -197,7 +197,7 @@ class ComputeRegion:
             with _HOLDING:
                 return self._launch(args, async_, wait, values)
         except Exception as error:
-            if hasattr(error, "code"):
+            if isinstance(error, AccError):
                 report(error)
             if _ACTIVE[_DIRECTIVE_END]:  # a checkpoint after a failed call, too
                 directive_end(self.info.where)
@@ -221,7 +221,7 @@ class ComputeRegion:
         """One compute call: its queue and waits, ``if(false)`` on the host, else enter the
         region's data (replay, join or full entry), launch, exit; ``REGION_ENTER`` and
         ``REGION_EXIT`` are published here and nowhere else."""
-        runtime = ICVS.runtime or current_runtime()
+        runtime = current_runtime()
         enabled, async_clause, wait_clause = clause_values[:3]
         async_arg = async_ if async_ is not None else async_clause
         queue = queue_of(runtime, async_arg)
@@ -510,7 +510,7 @@ _KERNEL_DTYPES = frozenset("?bBhHiIlLqQfdFD")
 
 def _is_kernel_failure(error) -> bool:
     """Errors raised by the kernel itself (not pyacc's own errors or interrupts)."""
-    return isinstance(error, Exception) and not hasattr(error, "code") and not isinstance(error, CompileError)
+    return isinstance(error, Exception) and not isinstance(error, (AccError, CompileError))
 
 
 def _enclosing_default():
