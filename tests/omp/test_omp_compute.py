@@ -219,7 +219,7 @@ def test_clause_errors_point_at_the_clause():
         omp.target_teams_distribute_parallel_for("map(to: x) colapse(2)")
     text = str(info.value)
     assert "did you mean 'collapse'" in text and "^" in text
-    assert "test_compute.py" in text
+    assert "test_omp_compute.py" in text
     with pytest.raises(acc.CompileError, match="unknown map type 'tofro'.*did you mean 'tofrom'"):
         omp.target_teams_distribute_parallel_for("map(tofro: x)")
     with pytest.raises(acc.CompileError, match="OpenACC clause"):
