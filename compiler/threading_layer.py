@@ -59,7 +59,10 @@ def select() -> str:
     if _SELECTED:
         return _SELECTED[0]
     chosen = numba.config.THREADING_LAYER
-    if "NUMBA_THREADING_LAYER" not in os.environ and chosen == "default" and _load_tbb():
+    # oneTBB is loaded by path whenever it may be used: when pyacc chooses it, and when
+    # the user asks for it (by name or by a category Numba fills with it)
+    usable = chosen in ("default", "tbb", "safe", "threadsafe", "forksafe") and _load_tbb()
+    if "NUMBA_THREADING_LAYER" not in os.environ and chosen == "default" and usable:
         numba.config.THREADING_LAYER = chosen = "tbb"
     _SELECTED.append(chosen)
     return chosen
