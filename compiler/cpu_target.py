@@ -234,14 +234,13 @@ def _chunked_nest(nest, body, p, slots):
     wanted = runtime.threads_wanted() if arrays else runtime.chunks_wanted()
     setup.append(f"{p}nch = {RT}.chunk_count({p}total, {wanted})")
     for op, var in nest.reductions:
-        shape = f"({p}nch,) + {var}.shape" if var in arrays else f"{p}nch"
-        setup.append(f"{p}pv_{var} = {NP}.empty({shape}, {slots.dtype(p, op, var)})")
-    chunk = []
-    for op, var in nest.reductions:
-        if var in arrays:  # a private copy of the array, every element the identity
-            chunk.append(f"{p}pv_{var}[{p}c].fill({slots.identity(p, op, var)})")
+        if var in arrays:  # a private copy of the array per chunk, every element the identity
+            setup.append(f"{p}pv_{var} = {NP}.full(({p}nch,) + {var}.shape, "
+                         f"{slots.identity(p, op, var)}, {slots.dtype(p, op, var)})")
         else:
-            chunk.append(f"{p}rv_{var} = {slots.identity(p, op, var)}")
+            setup.append(f"{p}pv_{var} = {NP}.empty({p}nch, {slots.dtype(p, op, var)})")
+    chunk = [f"{p}rv_{var} = {slots.identity(p, op, var)}" for op, var in nest.reductions
+             if var not in arrays]
     chunk += [f"{p}pp_{name} = {RT}.private_copy({name})" for name in nest.private]
     chunk += [f"{p}pp_{name} = {RT}.firstprivate_copy({name})"
               for name in nest.firstprivate]
