@@ -87,10 +87,11 @@ def directive_end(name: str) -> None:
         BUS.publish(EventKind.DIRECTIVE_END, runtime.device.identity, info=name)
 
 
-def reported(function):
+def reported(function, prefix: str = "acc"):
     """Wrap a public routine so its ``AccError`` goes through ``report`` first, and its
-    end is published (DIRECTIVE_END) when someone listens, whether it raised or not."""
-    name = f"acc.{function.__name__}"
+    end is published (DIRECTIVE_END, named ``<prefix>.<function>``) when someone listens,
+    whether it raised or not."""
+    name = f"{prefix}.{function.__name__}"
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):

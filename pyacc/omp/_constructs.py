@@ -12,13 +12,12 @@ that has ``depend`` clauses first waits for the thread's nowait work.
 
 from __future__ import annotations
 
-import functools
 import sys
 
 from mapping import BUS, AccError, EventKind, ExecutionError, InvalidArgumentError, UpdateDirection
 from mapping import ClauseError, check_array
 
-from .._errors import directive_end, report
+from .._errors import directive_end, report, reported
 from . import _devices
 from ._clauses import ClauseExpr, parse
 from ._maps import MapItem, check_present, combine, enter_maps, exit_maps
@@ -32,22 +31,9 @@ _TARGET_DATA = ConstructName("data", "target_data")
 
 
 def _reported(function):
-    """As pyacc's ``reported``: errors reach the error callbacks, and the end of the
-    construct is published (DIRECTIVE_END, a PYACC_CHECK checkpoint) as ``omp.<name>``."""
-    name = f"omp.{function.__name__}"
-
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        try:
-            return function(*args, **kwargs)
-        except AccError as error:
-            report(error)
-            raise
-        finally:
-            if _ACTIVE[_DIRECTIVE_END]:
-                directive_end(name)
-
-    return wrapper
+    """pyacc's ``reported`` for OpenMP routines: errors reach the error callbacks, and the
+    end is published (DIRECTIVE_END, a PYACC_CHECK checkpoint) as ``omp.<name>``."""
+    return reported(function, prefix="omp")
 
 
 def _parse(construct, clause_string, keywords, depth=3):

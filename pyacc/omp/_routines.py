@@ -11,40 +11,26 @@ on host memory: ``target_alloc`` returns a host buffer, copies are host copies.
 
 from __future__ import annotations
 
-import functools
 import itertools
 
 import numpy as np
 
-from mapping import AccError, EventKind, BUS, InvalidArgumentError, check_array
+from mapping import InvalidArgumentError, check_array
 from mapping.runtime import byte_view
 
-from .._errors import directive_end, report
+from .._errors import reported
 from . import _devices
 
 __all__ = ["target_is_present", "target_alloc", "target_free", "target_memcpy",
            "target_memcpy_rect", "target_associate_ptr", "target_disassociate_ptr",
            "get_mapped_ptr"]
 
-_ACTIVE = BUS.active
-_DIRECTIVE_END = int(EventKind.DIRECTIVE_END)
 
 
 def _reported(function):
-    name = f"omp.{function.__name__}"
-
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        try:
-            return function(*args, **kwargs)
-        except AccError as error:
-            report(error)
-            raise
-        finally:
-            if _ACTIVE[_DIRECTIVE_END]:
-                directive_end(name)
-
-    return wrapper
+    """pyacc's ``reported`` for OpenMP routines: errors reach the error callbacks, and the
+    end is published (DIRECTIVE_END, a PYACC_CHECK checkpoint) as ``omp.<name>``."""
+    return reported(function, prefix="omp")
 
 
 def _target(device, what):
