@@ -141,7 +141,7 @@ class ClauseExpr:
         if problem is not None:
             message, offset = problem
             raise CompileError(f"bad clause expression {text!r}: {message}"
-                               + _caret(text, offset))
+                               + caret(text, offset))
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "names", _free_names(tree))
         object.__setattr__(self, "_code", compile(tree, f"<clause {text}>", "eval"))
@@ -387,11 +387,13 @@ def _check_valid(construct, name, what, text, pos):
         close = difflib.get_close_matches(name, valid, n=1, cutoff=0.5)
         if close:
             reason += f"; did you mean {close[0]!r}?"
-    raise CompileError(reason + _caret(text, pos))
+    raise CompileError(reason + caret(text, pos))
 
 
-def _caret(text, pos):
-    if text is None:
+def caret(text: str | None, pos: int | None) -> str:
+    """The clause string quoted with a caret under ``pos`` ('' without a string), the one
+    spelling of clause errors (also ``pyacc.omp``'s)."""
+    if text is None or pos is None:
         return ""
     return f"\n    {text}\n    {' ' * pos}^"
 
@@ -432,7 +434,7 @@ def _normalise_keyword(name, value, construct):
         source = exc.source if exc.source is not None else (
             value if isinstance(value, str) else None)
         raise CompileError(f"{construct}: bad value for {name}=: {exc}"
-                           + _caret(source, exc.offset)) from None
+                           + caret(source, exc.offset)) from None
     except (TypeError, ValueError) as exc:
         raise CompileError(f"{construct}: bad value for {name}=: {exc}") from None
 
@@ -613,7 +615,7 @@ def _parse_string(construct, text):
         match = _NAME_RE.match(text, pos)
         if match is None:
             raise CompileError(f"{construct}: malformed clause string: expected a clause "
-                               f"name" + _caret(text, pos))
+                               f"name" + caret(text, pos))
         word, start = match.group(1), match.start(1)
         pos = match.end()
         args = args_at = None
@@ -622,7 +624,7 @@ def _parse_string(construct, text):
             args, args_at, pos = text[pos + 1:close], pos + 1, close + 1
         elif pos < len(text) and not (text[pos].isspace() or text[pos] == ","):
             raise CompileError(f"{construct}: malformed clause string: unexpected "
-                               f"{text[pos]!r} after {word!r}" + _caret(text, pos))
+                               f"{text[pos]!r} after {word!r}" + caret(text, pos))
         name = _STRING_ALIASES.get(word, word)
         _check_valid(construct, name, "clause", text, start)
         try:
@@ -632,10 +634,11 @@ def _parse_string(construct, text):
             if isinstance(exc, _ArgError) and args_at is not None:
                 at = args_at + exc.offset
             raise CompileError(f"{construct}: bad clause {text[start:pos]!r}: {exc}"
-                               + _caret(text, at)) from None
+                               + caret(text, at)) from None
 
 
-def _matching_paren(text, open_pos, construct):
+def closing_paren(text: str, open_pos: int) -> int | None:
+    """Index of the ``)`` that closes the ``(`` at ``open_pos``, or None (unbalanced)."""
     depth = 0
     for index in range(open_pos, len(text)):
         if text[index] == "(":
@@ -644,8 +647,15 @@ def _matching_paren(text, open_pos, construct):
             depth -= 1
             if depth == 0:
                 return index
-    raise CompileError(f"{construct}: malformed clause string: unbalanced '('"
-                       + _caret(text, open_pos))
+    return None
+
+
+def _matching_paren(text, open_pos, construct):
+    close = closing_paren(text, open_pos)
+    if close is None:
+        raise CompileError(f"{construct}: malformed clause string: unbalanced '('"
+                           + caret(text, open_pos))
+    return close
 
 
 def _literal(arg):

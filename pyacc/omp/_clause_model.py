@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.clauses import caret  # noqa: F401 - the one spelling of clause errors
 from compiler.errors import CompileError
 
 __all__ = ["MapSpec", "OmpClauses", "caret", "MAP_TYPES", "MAP_MODIFIERS", "CONSTRUCT_CLAUSES"]
@@ -118,13 +119,6 @@ _NOT_SUPPORTED = {
 
 # keyword aliases: Python keywords and OpenMP spellings
 _KEYWORD_ALIAS = {"if_": "if", "from_": "from", "async_": "async"}
-
-
-def caret(text: str | None, pos: int | None) -> str:
-    """The clause string with a caret under ``pos`` (as compiler/clauses.py prints it)."""
-    if text is None or pos is None:
-        return ""
-    return f"\n    {text}\n    {' ' * pos}^"
 
 
 class _Bad(ValueError):

@@ -24,7 +24,7 @@ import dataclasses
 import difflib
 import re
 
-from compiler.clauses import ClauseExpr
+from compiler.clauses import ClauseExpr, closing_paren
 from compiler.errors import CompileError
 
 from ._clause_model import (  # noqa: F401 - re-exported names
@@ -99,16 +99,11 @@ def _parse_string(result: OmpClauses, text: str, error) -> None:
 
 
 def _matching_paren(text, open_pos, construct, error):
-    depth = 0
-    for index in range(open_pos, len(text)):
-        if text[index] == "(":
-            depth += 1
-        elif text[index] == ")":
-            depth -= 1
-            if depth == 0:
-                return index
-    raise _error(error, f"omp {_spell(construct)}: malformed clause string: unbalanced '('"
-                 + caret(text, open_pos))
+    close = closing_paren(text, open_pos)
+    if close is None:
+        raise _error(error, f"omp {_spell(construct)}: malformed clause string: unbalanced '('"
+                     + caret(text, open_pos))
+    return close
 
 
 def _check_valid(construct, word, valid, text, pos, error):
