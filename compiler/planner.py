@@ -290,13 +290,12 @@ class Planner:
         nest = levels[0]
         outer = self._defined_outside(nest)
         inside = {id(n) for n in ast.walk(nest)}
-        in_loop = any(isinstance(n, (ast.For, ast.While)) and n is not nest and
-                      id(nest) in {id(m) for m in ast.walk(n)} for n in ast.walk(self.source.tree))
+        in_loop = _in_loop(self.source.tree, nest)
+        indices = {level.target.id for level in levels}
         stores = {}
         for node in ast.walk(nest):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and \
-                    node.id in outer and node.id not in skip and \
-                    node.id not in {level.target.id for level in levels}:
+                    node.id in outer and node.id not in skip and node.id not in indices:
                 stores.setdefault(node.id, node.lineno)
         found = []
         for node in ast.walk(self.source.tree):
@@ -520,6 +519,16 @@ class Planner:
 
 
 # ------------------------------------------------------------------------ AST helpers
+
+
+def _in_loop(tree, target) -> bool:
+    """True when ``target`` sits inside a ``for``/``while`` loop of ``tree``."""
+    def visit(node, looping):
+        if node is target:
+            return looping
+        inner = looping or isinstance(node, (ast.For, ast.While))
+        return any(visit(child, inner) for child in ast.iter_child_nodes(node))
+    return visit(tree, False)
 
 
 def _stores_of(nest, var):
