@@ -13,7 +13,8 @@ then summed (target: pyacc ≤ 1.10 × that), and against ``acc.atomic.add`` (th
 workaround before array reductions). The results go to ``RESULTS.md`` by hand, with the
 machine line printed here.
 
-Run: ``python benchmarks/bench_array_reduction.py [--quick]``.
+Run: ``python benchmarks/bench_array_reduction.py [--quick] [--smoke]`` (``--smoke``:
+every case once at tiny sizes, results still checked, no figures).
 """
 from __future__ import annotations
 
@@ -127,12 +128,14 @@ def kmeans_case(n, features, clusters, repeats):
     return interleaved(runs, repeats, reset)
 
 
-def main():
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer samples")
-    args = parser.parse_args()
-    repeats = 5 if args.quick else 15
-    n = 10**6 if args.quick else 10**7
+    parser.add_argument("--smoke", action="store_true",
+                        help="every case once at tiny sizes (results checked, no figures)")
+    args = parser.parse_args(argv)
+    repeats = 1 if args.smoke else 5 if args.quick else 15
+    n = 10**4 if args.smoke else 10**6 if args.quick else 10**7
     print(f"machine: {machine_description()}; numba threads: {numba.get_num_threads()}")
     print("| case | pyacc | hand-written Numba (per-thread partials) | pyacc ÷ Numba | "
           "acc.atomic.add | target |")
@@ -150,7 +153,10 @@ def main():
     print(f"| k-means cluster sums, {points:.0e} points × 8 → 16 | {t['pyacc'] * 1e3:.2f} ms | "
           f"{t['numba per-thread'] * 1e3:.2f} ms | {ratio:.3f} | – | ≤ 1.10: "
           f"{'met' if ratio <= 1.10 else 'NOT met'} |")
+    if args.smoke:
+        print("smoke run: every case ran once at tiny sizes, results checked (targets not)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -13,7 +13,11 @@ Side by side in one run, with warm-up and medians of interleaved repeats:
   disk cache, the time pyacc spends before the first result (target ≤ 0.3 s);
 - a data region around 100 Jacobi steps on the emulated device: its transfers.
 
-Run: ``python benchmarks/bench_compute.py [--quick] [--json FILE]``.
+The OpenMP spelling of each kernel (``pyacc.omp``, the same loops) runs beside the
+OpenACC one.
+
+Run: ``python benchmarks/bench_compute.py [--quick] [--smoke] [--json FILE]``
+(``--smoke``: every kernel and measure once at tiny sizes, no targets checked).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import numpy as np
 from numba import njit, prange
 
 import pyacc as acc
+from pyacc import omp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_runtime import machine_description  # noqa: E402
@@ -82,6 +87,50 @@ def acc_matmul(a, b, c):
 def acc_trivial(x, y, z):
     for i in range(x.shape[0]):
         z[i] = x[i] + y[i]
+
+
+# == the same kernels spelled with OpenMP target directives (pyacc.omp) ======================
+# The loops of the OpenACC kernels above, written as an OpenMP-offload user writes them;
+# they go through the same compiler (tests/omp/test_omp_same_code.py checks that the
+# generated kernels are the same). benchmarks/suite.py times them beside the others.
+
+
+@omp.target_teams_distribute_parallel_for("map(to: x) map(tofrom: y)")
+def omp_saxpy(a, x, y):
+    for i in range(x.shape[0]):
+        y[i] = a * x[i] + y[i]
+
+
+@omp.target_teams_distribute_parallel_for(
+    "map(present, to: u) map(present, tofrom: unew) collapse(2) reduction(max: err)")
+def omp_jacobi(u, unew):
+    n, m = u.shape
+    err = 0.0
+    for i in range(1, n - 1):
+        for j in range(1, m - 1):
+            unew[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+            err = max(err, abs(unew[i, j] - u[i, j]))
+    return err
+
+
+@omp.target_teams_distribute_parallel_for("map(to: x, y) reduction(+: total)")
+def omp_dot(x, y):
+    total = 0.0
+    for i in range(x.shape[0]):
+        total += x[i] * y[i]
+    return total
+
+
+@omp.target_teams_distribute_parallel_for("map(to: a, b) map(from: c) collapse(2)")
+def omp_matmul(a, b, c):
+    n, k_max = a.shape
+    m = b.shape[1]
+    for i in range(n):
+        for j in range(m):
+            total = 0.0
+            for k in range(k_max):
+                total += a[i, k] * b[k, j]
+            c[i, j] = total
 
 
 # == hand-written Numba (what a user would write without pyacc) =============================
@@ -215,21 +264,41 @@ def jacobi_steps(step, steps):
     return run
 
 
-def kernel_rows(quick: bool) -> list[dict]:
-    repeats = 3 if quick else 7
+#: (vector length, Jacobi grid, Jacobi steps, matmul size, repeats) of each run mode;
+#: ``smoke`` runs every kernel at tiny sizes (a check that the benchmark works, no figures)
+SIZES = {"full": (10**7, 2048, 100, 1024, 7), "quick": (10**6, 512, 20, 256, 3),
+         "smoke": (1000, 16, 2, 8, 1)}
+
+
+#: (calls per sample, samples) of the launch-overhead loops of each run mode
+CALLS = {"full": (20000, 9), "quick": (2000, 5), "smoke": (10, 1)}
+
+
+def run_mode(args) -> str:
+    return "smoke" if getattr(args, "smoke", False) else "quick" if args.quick else "full"
+
+
+def _mode(mode: str | bool) -> str:
+    """A run mode from a mode name or the older ``quick`` flag."""
+    return {True: "quick", False: "full"}.get(mode, mode)
+
+
+def kernel_rows(mode: str | bool) -> list[dict]:
+    """pyacc (its OpenACC and OpenMP spellings), hand-written Numba and NumPy, side by
+    side per kernel; ``mode`` is a key of ``SIZES`` (True/False: quick/full)."""
+    n, size, steps, matmul_size, repeats = SIZES[_mode(mode)]
     rows = []
 
-    n = 10**6 if quick else 10**7
     x, y = problem_arrays("saxpy", n).values()  # placed apart in the caches: fields.py
     with acc.data(copyin=[x], copy=[y]):
         times = interleaved({
             "pyacc": lambda: acc_saxpy(2.0, x, y),
+            "pyacc_omp": lambda: omp_saxpy(2.0, x, y),
             "numba": lambda: nb_saxpy(2.0, x, y),
             "numpy": lambda: np_saxpy(2.0, x, y),
         }, repeats)
     rows.append(dict(kernel=f"saxpy {n:.0e}", **times))
 
-    size, steps = (512, 20) if quick else (2048, 100)
     u, unew, start = problem_arrays("jacobi", size).values()
 
     def reset():  # the host device shares memory: this resets the kernels' data too
@@ -239,6 +308,7 @@ def kernel_rows(quick: bool) -> list[dict]:
     with acc.data(copy=[u, unew]):
         times = interleaved({
             "pyacc": lambda: jacobi_steps(acc_jacobi, steps)(u, unew),
+            "pyacc_omp": lambda: jacobi_steps(omp_jacobi, steps)(u, unew),
             "numba": lambda: jacobi_steps(nb_jacobi, steps)(u, unew),
             "numpy": lambda: jacobi_steps(np_jacobi, steps)(u, unew),
         }, max(3, repeats // 2), reset=reset)
@@ -247,28 +317,29 @@ def kernel_rows(quick: bool) -> list[dict]:
     with acc.data(copyin=[x, y]):
         times = interleaved({
             "pyacc": lambda: acc_dot(x, y),
+            "pyacc_omp": lambda: omp_dot(x, y),
             "numba": lambda: nb_dot(x, y),
             "numpy": lambda: np_dot(x, y),
         }, repeats)
     rows.append(dict(kernel=f"dot {n:.0e}", **times))
 
-    size = 256 if quick else 1024
-    a, b, c = problem_arrays("matmul", size).values()
+    a, b, c = problem_arrays("matmul", matmul_size).values()
     with acc.data(copyin=[a, b], copyout=[c]):
         times = interleaved({
             "pyacc": lambda: acc_matmul(a, b, c),
+            "pyacc_omp": lambda: omp_matmul(a, b, c),
             "numba": lambda: nb_matmul(a, b, c),
             "numba_ikj": lambda: nb_matmul_ikj(a, b, c),
             "numpy": lambda: np_matmul(a, b, c),
         }, max(3, repeats // 2))
-    rows.append(dict(kernel=f"matmul {size}²", **times))
+    rows.append(dict(kernel=f"matmul {matmul_size}²", **times))
     return rows
 
 
-def launch_overhead_us(quick: bool) -> tuple[float, float]:
+def launch_overhead_us(mode: str | bool) -> tuple[float, float]:
     """Per-call µs of the trivial kernel via pyacc and via direct Numba, 3 present arrays."""
     x, y, z = np.ones(8), np.ones(8), np.zeros(8)
-    calls = 2000 if quick else 20000
+    calls, samples = CALLS[_mode(mode)]
     with acc.data(copyin=[x, y], copy=[z]):
         def pyacc_loop():
             for _ in range(calls):
@@ -278,16 +349,16 @@ def launch_overhead_us(quick: bool) -> tuple[float, float]:
             for _ in range(calls):
                 nb_trivial(x, y, z)
 
-        times = interleaved({"pyacc": pyacc_loop, "numba": numba_loop}, 5 if quick else 9)
+        times = interleaved({"pyacc": pyacc_loop, "numba": numba_loop}, samples)
     return times["pyacc"] / calls * 1e6, times["numba"] / calls * 1e6
 
 
-def alternating_overhead_us(quick: bool) -> tuple[float, float]:
+def alternating_overhead_us(mode: str | bool) -> tuple[float, float]:
     """Per-call µs of the trivial kernel called with its arrays always in one order, and
     with two orders in turn (``f(x, y, z)``, ``f(y, x, z)``: the Jacobi pattern
     ``step(u, unew)``, ``step(unew, u)``), measured side by side."""
     x, y, z = np.ones(8), np.ones(8), np.zeros(8)
-    calls = 2000 if quick else 20000
+    calls, samples = CALLS[_mode(mode)]
     with acc.data(copyin=[x, y], copy=[z]):
         def same_order():
             for _ in range(calls // 2):
@@ -299,7 +370,7 @@ def alternating_overhead_us(quick: bool) -> tuple[float, float]:
                 acc_trivial(x, y, z)
                 acc_trivial(y, x, z)
 
-        times = interleaved({"same": same_order, "alternating": alternating}, 5 if quick else 9)
+        times = interleaved({"same": same_order, "alternating": alternating}, samples)
     return times["same"] / calls * 1e6, times["alternating"] / calls * 1e6
 
 
@@ -343,13 +414,14 @@ def compile_and_cache_times() -> dict[str, float]:
             "warm_import": warm["import"]}
 
 
-def emulated_jacobi_transfers() -> dict:
+def emulated_jacobi_transfers(size: int = 256, pairs: int = 50) -> dict:
+    """A data region around ``2 * pairs`` Jacobi steps on the emulated device: its stats."""
     acc.set_device_type("emulated")
-    u = np.zeros((256, 256)); u[0] = 1.0
+    u = np.zeros((size, size)); u[0] = 1.0
     unew = u.copy()
     acc.reset_stats()
     with acc.data(copy=[u], copyin=[unew]):
-        for _ in range(50):
+        for _ in range(pairs):
             acc_jacobi(u, unew)
             acc_jacobi(unew, u)
     stats = acc.stats()
@@ -360,36 +432,42 @@ def emulated_jacobi_transfers() -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
+    parser.add_argument("--smoke", action="store_true",
+                        help="run every kernel and measure once at tiny sizes, check nothing "
+                             "against the targets, write nothing (exit 0 unless something fails)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
+    mode = run_mode(args)
     acc.set_device_type("host")
 
     print(f"machine: {machine_description()}, numba {numba.__version__}, "
           f"{numba.config.NUMBA_NUM_THREADS} threads ({numba.config.THREADING_LAYER} layer)")
-    rows = kernel_rows(args.quick)
+    rows = kernel_rows(mode)
     ok = True
-    print(f"{'kernel':22} {'pyacc s':>9} {'numba s':>9} {'numpy s':>9} {'pyacc/numba':>12}  target")
+    print(f"{'kernel':22} {'pyacc s':>9} {'numba s':>9} {'numpy s':>9} {'pyacc/numba':>12}  target"
+          f"   (pyacc.omp s, ÷ numba)")
     for row in rows:
         # against the best hand-written Numba: for matmul, the loops as written or
         # interchanged by hand (what pyacc's compiler does, see compiler/interchange.py)
         numba_best = min(row["numba"], row.get("numba_ikj", row["numba"]))
         ratio = row["pyacc"] / numba_best
         row["ratio"] = ratio
-        verdict = "PASS" if ratio <= 1.05 else "FAIL"
-        ok &= ratio <= 1.05
+        row["omp_ratio"] = row["pyacc_omp"] / numba_best
+        verdict = "PASS" if ratio <= 1.05 and row["omp_ratio"] <= 1.05 else "FAIL"
+        ok &= ratio <= 1.05 and row["omp_ratio"] <= 1.05
         print(f"{row['kernel']:22} {row['pyacc']:9.4f} {numba_best:9.4f} {row['numpy']:9.4f} "
-              f"{ratio:12.3f}  ≤ 1.05 {verdict}")
+              f"{ratio:12.3f}  ≤ 1.05 {verdict}   ({row['pyacc_omp']:.4f} s, {row['omp_ratio']:.3f})")
         if "numba_ikj" in row:
             print(f"{'':22} hand-written Numba: {row['numba']:.4f} s with the loops as "
                   f"written, {row['numba_ikj']:.4f} s interchanged by hand (i-k-j)")
 
-    pyacc_us, numba_us = launch_overhead_us(args.quick)
+    pyacc_us, numba_us = launch_overhead_us(mode)
     extra = pyacc_us - numba_us
     ok &= extra <= 5
     print(f"trivial kernel, 3 present arrays: pyacc {pyacc_us:.2f} µs, numba {numba_us:.2f} µs, "
           f"extra {extra:.2f} µs (≤ 5 {'PASS' if extra <= 5 else 'FAIL'})")
 
-    same_us, alternating_us = alternating_overhead_us(args.quick)
+    same_us, alternating_us = alternating_overhead_us(mode)
     print(f"trivial kernel, argument orders in turn: {alternating_us:.2f} µs per call against "
           f"{same_us:.2f} µs in one order (ratio {alternating_us / same_us:.2f}; each order "
           "replays its own plan)")
@@ -401,10 +479,10 @@ def main(argv=None) -> int:
           f"cache: {compile_times['warm_first_call']:.3f} s in pyacc before the first result (≤ 0.3 "
           f"{'PASS' if compile_times['warm_first_call'] <= 0.3 else 'FAIL'}), import {compile_times['warm_import']:.2f} s")
 
-    stats = emulated_jacobi_transfers()
+    stats = emulated_jacobi_transfers(*((16, 2) if mode == "smoke" else ()))
     exact = (stats["h2d_count"], stats["d2h_count"]) == (2, 1)
     ok &= exact
-    print(f"emulated data region around 100 Jacobi steps: {stats['h2d_count']} copy-ins "
+    print(f"emulated data region around Jacobi steps: {stats['h2d_count']} copy-ins "
           f"({stats['h2d_bytes']} B), {stats['d2h_count']} copy-out ({stats['d2h_bytes']} B), "
           f"{stats['launch_count']} launches ({'PASS' if exact else 'FAIL'}: u and unew in once, u out once)")
     if args.json:
@@ -413,6 +491,9 @@ def main(argv=None) -> int:
                        "launch_us": {"pyacc": pyacc_us, "numba": numba_us},
                        "alternating_us": {"same_order": same_us, "alternating": alternating_us},
                        "compile": compile_times, "emulated_stats": stats}, out, indent=1)
+    if mode == "smoke":
+        print("smoke run: every kernel and measure ran once at tiny sizes (targets not checked)")
+        return 0
     return 0 if ok else 1
 
 

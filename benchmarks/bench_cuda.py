@@ -25,7 +25,9 @@ The results go to the "GPU suite" section of ``benchmarks/RESULTS.md`` (between 
 BEGIN/END markers, with the GPU's name; the rest of the file is kept) and to
 ``benchmarks/results_cuda.json``.
 
-Run: ``python benchmarks/bench_cuda.py [--quick] [--no-write] [--json FILE] [--note TEXT]``
+Run: ``python benchmarks/bench_cuda.py [--quick] [--smoke] [--no-write] [--json FILE] [--note TEXT]``
+(``--smoke``: every kernel and measure once at tiny sizes, correctness checked, nothing
+written; without a GPU it says why and exits 0)
 (``pip install -e '.[cuda]'`` first).
 """
 
@@ -374,20 +376,27 @@ def problem(kernel: str, size: int, steps: int, cupy, nb):
     return candidates, cleanup
 
 
-def kernel_problems(quick: bool) -> list[tuple[str, str, int, int]]:
-    if quick:
+#: samples per measure of each run mode (``smoke``: one, at tiny sizes)
+REPEATS = {"full": (5, 7), "quick": (3, 3), "smoke": (1, 1)}
+
+
+def kernel_problems(mode: str) -> list[tuple[str, str, int, int]]:
+    if mode == "smoke":
+        return [("saxpy 1e3", "saxpy", 1000, 0), ("jacobi 32² × 2", "jacobi", 32, 2),
+                ("dot 1e3", "dot", 1000, 0), ("matmul 32²", "matmul", 32, 0)]
+    if mode == "quick":
         return [("saxpy 1e6", "saxpy", 10**6, 0), ("jacobi 512² × 20", "jacobi", 512, 20),
                 ("dot 1e6", "dot", 10**6, 0), ("matmul 512²", "matmul", 512, 0)]
     return [("saxpy 1e8", "saxpy", 10**8, 0), ("jacobi 4096² × 100", "jacobi", 4096, 100),
             ("dot 1e8", "dot", 10**8, 0), ("matmul 4096²", "matmul", 4096, 0)]
 
 
-def run_kernels(quick, cupy, nb, budget) -> list[dict]:
+def run_kernels(mode, cupy, nb, budget) -> list[dict]:
     rows = []
-    for label, kernel, size, steps in kernel_problems(quick):
+    for label, kernel, size, steps in kernel_problems(mode):
         candidates, cleanup = problem(kernel, size, steps, cupy, nb)
         try:
-            times, failed = measure(candidates, 3 if quick else 5, budget)
+            times, failed = measure(candidates, REPEATS[mode][0], budget)
         finally:
             cleanup()
         rows.append({"label": label, "kernel": kernel, "size": size, "steps": steps,
@@ -400,11 +409,11 @@ def run_kernels(quick, cupy, nb, budget) -> list[dict]:
 # == bandwidth ===============================================================================
 
 
-def run_bandwidth(quick, cupy, budget) -> dict:
+def run_bandwidth(mode, cupy, budget) -> dict:
     """``acc.update`` async through pyacc's pinned staging against CuPy's copies."""
     import cupyx
 
-    nbytes = (64 << 20) if quick else (1 << 30)
+    nbytes = {"full": 1 << 30, "quick": 64 << 20, "smoke": 1 << 20}[mode]
     n = nbytes // 8
     a = np.random.default_rng(2).random(n)
     acc.enter_data(copyin=[a])
@@ -442,7 +451,7 @@ def run_bandwidth(quick, cupy, budget) -> dict:
         ("pyacc h2d", pyacc_h2d), ("cupy pinned h2d", cupy_h2d), ("cupy pageable h2d", cupy_h2d_pageable),
         ("pyacc d2h", pyacc_d2h), ("cupy pinned d2h", cupy_d2h), ("cupy pageable d2h", cupy_d2h_pageable))}
     try:
-        times, failed = measure(candidates, 3 if quick else 7, budget)
+        times, failed = measure(candidates, REPEATS[mode][1], budget)
     finally:
         acc.exit_data(delete=[a])
         del d, pinned
@@ -455,11 +464,11 @@ def run_bandwidth(quick, cupy, budget) -> dict:
 # == launch overhead =========================================================================
 
 
-def run_launch(quick, cupy, nb, budget) -> dict:
+def run_launch(mode, cupy, nb, budget) -> dict:
     """µs per launch of a trivial kernel (8 elements, 3 arrays): pyacc on present data
     against the raw numba-cuda launch, waited for each time and queued."""
     cuda = nb.cuda
-    calls = 200 if quick else 2000
+    calls = {"full": 2000, "quick": 200, "smoke": 10}[mode]
     x, y, z = np.ones(8), np.ones(8), np.zeros(8)
     dx, dy, dz = cuda.to_device(x), cuda.to_device(y), cuda.to_device(z)
     stream = cuda.stream()
@@ -488,7 +497,7 @@ def run_launch(quick, cupy, nb, budget) -> dict:
                                  "numba-cuda sync": Candidate(numba_sync),
                                  "pyacc async": Candidate(pyacc_async),
                                  "numba-cuda async": Candidate(numba_async)},
-                                3 if quick else 7, budget)
+                                REPEATS[mode][1], budget)
     us = {name: seconds / calls * 1e6 for name, seconds in times.items()}
     print("  launch (µs): " + ", ".join(f"{k} {v:.2f}" for k, v in us.items()))
     return {"calls": calls, "us": us, "notes": failed}
@@ -497,9 +506,9 @@ def run_launch(quick, cupy, nb, budget) -> dict:
 # == strided column update ===================================================================
 
 
-def run_strided(quick, cupy, budget) -> dict:
+def run_strided(mode, cupy, budget) -> dict:
     """``acc.update`` of one column of an n × n float64 array: transfers, exactness, time."""
-    n = 1024 if quick else 8192
+    n = {"full": 8192, "quick": 1024, "smoke": 64}[mode]
     column = 17
     a = np.zeros((n, n))
     acc.enter_data(copyin=[a])
@@ -525,7 +534,7 @@ def run_strided(quick, cupy, budget) -> dict:
             "pyacc update self": Candidate(with_sync(lambda: acc.update(self=[view]), sync)),
             "pyacc update device": Candidate(with_sync(lambda: acc.update(device=[view]), sync)),
             "cupy column get": Candidate(with_sync(lambda: device[:, column].get(), sync)),
-        }, 3 if quick else 7, budget)
+        }, REPEATS[mode][1], budget)
     finally:
         acc.exit_data(delete=[a])
     counts = {"update_self": {k: d2h[k] for k in ("h2d_count", "d2h_count", "d2h_bytes")},
@@ -655,14 +664,21 @@ def section(report: dict, args) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats (~1 min)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="every kernel and measure once at tiny sizes, correctness checked, "
+                             "nothing written (no GPU: says why, exit 0)")
     parser.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md (print only)")
     parser.add_argument("--json", help="also write every figure to this JSON file")
     parser.add_argument("--note", help="a sentence to put in the RESULTS.md section")
     args = parser.parse_args(argv)
 
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    if mode == "smoke":
+        args.no_write = True
     reason = gpu_unavailable_reason()
     if reason:
-        print(f"bench_cuda.py: not run, no usable GPU here: {reason}")
+        print(f"bench_cuda.py: not run, no usable GPU here: {reason}"
+              + (" (smoke run skipped: it needs a GPU)" if args.smoke else ""))
         return 0
     import cupy
 
@@ -673,14 +689,15 @@ def main(argv=None) -> int:
     m = report["machine"]
     print(f"GPU: {m['gpu']} (cc {m['compute_capability']}), driver {m['driver']}, CuPy {m['cupy']}, "
           f"numba-cuda {m['numba_cuda']}")
-    budget = 2.0 if args.quick else 10.0  # seconds of timed rounds per problem (at least)
+    # seconds of timed rounds per problem (at least)
+    budget = {"full": 10.0, "quick": 2.0, "smoke": 0.0}[mode]
     start = time.perf_counter()
     report["checks"] = check_kernels(cupy, nb)
     print("correctness: " + ", ".join(f"{k} {'ok' if v else 'WRONG'}" for k, v in report["checks"].items()))
-    report["kernels"] = run_kernels(args.quick, cupy, nb, budget)
-    report["bandwidth"] = run_bandwidth(args.quick, cupy, budget)
-    report["launch"] = run_launch(args.quick, cupy, nb, budget)
-    report["strided"] = run_strided(args.quick, cupy, budget)
+    report["kernels"] = run_kernels(mode, cupy, nb, budget)
+    report["bandwidth"] = run_bandwidth(mode, cupy, budget)
+    report["launch"] = run_launch(mode, cupy, nb, budget)
+    report["strided"] = run_strided(mode, cupy, budget)
     report["seconds"] = time.perf_counter() - start
 
     print()
@@ -695,6 +712,16 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as out:
             json.dump(report, out, indent=1, default=str)
+    if mode == "smoke":
+        failures = [f"{row['label']}, {k}: {v}" for row in report["kernels"] for k, v in row["notes"].items()]
+        failures += [f"{key}, {k}: {v}" for key in ("bandwidth", "launch", "strided")
+                     for k, v in report[key]["notes"].items()]
+        for failure in failures:
+            print(f"smoke run: FAILED: {failure}", file=sys.stderr)
+        if failures or not all(report["checks"].values()):
+            return 1
+        print("smoke run: every kernel and measure ran once at tiny sizes (targets not checked)")
+        return 0
     return 0 if all(report["checks"].values()) else 1
 
 

@@ -14,7 +14,10 @@ present data, in fresh processes (``_observe_child.py``) for:
 - ``memory``, ``stale``, ``all checks``: the ``PYACC_CHECK`` modes of API.md §11 alone
   and together (``counters,memory,stale``).
 
-Run: ``python benchmarks/bench_observe.py [--quick] [--baseline COMMIT] [--json FILE]``.
+Run: ``python benchmarks/bench_observe.py [--quick] [--smoke] [--baseline COMMIT] [--json FILE]``.
+``--smoke`` runs every variant's child once with a few calls, in this tree only (no
+baseline worktree), the caller's ``PYACC_*`` settings kept under each variant's, the
+children's stderr passed through; no figures.
 """
 
 from __future__ import annotations
@@ -44,12 +47,16 @@ def variants(trace_path: str) -> dict[str, dict]:
             "all checks": {"PYACC_CHECK": "counters,memory,stale"}}
 
 
-def run_child(tree: str, variables: dict, calls: int, repeats: int) -> dict:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYACC_")}
+def run_child(tree: str, variables: dict, calls: int, repeats: int, smoke: bool = False) -> dict:
+    """The child's figures in ``tree`` with ``variables`` set. Measuring, the caller's
+    PYACC_* variables are dropped; in a smoke run they are kept (under ``variables``) and
+    the child's stderr goes to this process's."""
+    environ = {k: v for k, v in os.environ.items() if smoke or not k.startswith("PYACC_")}
     environ.update(variables)
     environ["PYTHONPATH"] = tree
     done = subprocess.run([sys.executable, CHILD, str(calls), str(repeats)], env=environ,
-                          capture_output=True, text=True, timeout=600, cwd=tree)
+                          stdout=subprocess.PIPE, stderr=None if smoke else subprocess.PIPE,
+                          text=True, timeout=600, cwd=tree)
     if done.returncode != 0:
         raise RuntimeError(f"benchmark child failed ({variables}):\n{done.stderr}")
     figures = json.loads(done.stdout.strip().splitlines()[-1])
@@ -88,8 +95,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls and rounds")
     parser.add_argument("--baseline", default=BASELINE, help="commit to compare against")
+    parser.add_argument("--smoke", action="store_true",
+                        help="every variant once, a few calls, this tree only, no figures")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
+    if args.smoke:
+        with tempfile.TemporaryDirectory() as scratch:
+            for name, environ in variants(os.path.join(scratch, "trace.json")).items():
+                run_child(ROOT, environ, 20, 1, smoke=True)
+                print(f"{name}: ran")
+        print("smoke run: every variant's child ran once (no baseline, no figures)")
+        return 0
     rounds, calls, repeats = (3, 2000, 3) if args.quick else (7, 20000, 5)
     with tempfile.TemporaryDirectory() as worktree:
         subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-q", worktree,
