@@ -77,6 +77,11 @@ class SortedRanges:
         finally:
             self.version += 1
 
+    def touch(self) -> None:
+        """Change ``version`` without changing the ranges (a value changed in place:
+        callers memoising lookups on the version must look again)."""
+        self.version += 2
+
     def _grow(self) -> None:
         grown = np.full((2, 2 * self.bounds.shape[1]), PAD, dtype=np.int64)
         grown[:, : self.count] = self.bounds[:, : self.count]

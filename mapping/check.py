@@ -20,6 +20,8 @@ the table lock held:
 - every entry the ledger still expects to be present is in the table;
 - every block the ledger knows is still allocated on the device, and the device's memory
   in use equals those blocks (plus what was allocated before checking began);
+- under oversubscription (EVICT/RESTORE events), an entry is evicted iff the events say
+  so, keeps its saved copy while evicted, and owns the block it was restored into;
 - when no queue of the device has work pending, no block of a removed entry is still
   allocated: device memory in use = live allocations + pending deferred frees, and with
   nothing pending the second term is 0.
@@ -45,7 +47,7 @@ from .events import BUS, EventKind
 __all__ = ["Ledger", "LEDGER"]
 
 _KINDS = (EventKind.ENTER_DATA, EventKind.EXIT_DATA, EventKind.ALLOC, EventKind.FREE,
-          EventKind.RESET)
+          EventKind.RESET, EventKind.EVICT, EventKind.RESTORE)
 
 
 class _DeviceBooks:
@@ -56,6 +58,8 @@ class _DeviceBooks:
         self.blocks: dict[int, list] = {}  # device address -> [bytes asked, owner entry]
         self.unknown_bytes = 0  # in use before the ledger was attached (adopted)
         self.problems: list[str] = []  # found while replaying events, reported at verify
+        self.evicted: dict[int, object] = {}  # id(entry) -> entry, evicted (EVICT, no RESTORE)
+        self.restored: set[int] = set()  # ids of entries restored into a block seen allocated
 
 
 class Ledger:
@@ -93,6 +97,8 @@ class Ledger:
             books = self._books[identity] = _DeviceBooks()
             for entry in runtime.table.entries():
                 books.counters[id(entry)] = [entry, entry.structured, entry.dynamic]
+                if entry.evicted:
+                    books.evicted[id(entry)] = entry
             books.unknown_bytes = runtime.device.memory_in_use
 
     def _device(self, identity) -> _DeviceBooks:
@@ -112,6 +118,10 @@ class Ledger:
                 books.blocks[event.device_begin] = [event.nbytes, None]
             elif kind is EventKind.FREE:
                 self._freed(books, event)
+            elif kind is EventKind.EVICT:
+                books.evicted[id(event.info)] = event.info
+            elif kind is EventKind.RESTORE:
+                self._restored(books, event)
             else:  # RESET: the device forgot everything
                 self._books[event.device] = _DeviceBooks()
 
@@ -137,7 +147,19 @@ class Ledger:
                 "without going through the runtime's verbs")
         record[1], record[2] = after
         if after == (0, 0):
-            del books.counters[id(entry)]
+            del books.counters[id(entry)]  # (an evicted entry may still be restored for
+            # its copy-back: its residency records go when it has left the table)
+
+    def _restored(self, books: _DeviceBooks, event) -> None:
+        """RESTORE (oversubscription): the entry owns the block just allocated for it."""
+        entry = event.info
+        if books.evicted.pop(id(entry), None) is None:
+            books.problems.append(f"{entry.describe()} was restored, but the checker never saw "
+                                  "it evicted")
+        block = books.blocks.get(event.device_begin)
+        if block is not None:
+            block[1] = entry
+            books.restored.add(id(entry))
 
     def _freed(self, books: _DeviceBooks, event) -> None:
         address = event.device_begin
@@ -162,6 +184,7 @@ class Ledger:
             problems += runtime.table.structure_problems()
             entries = runtime.table.entries()
             problems += _entry_problems(books, entries)
+            problems += _residency_problems(books, entries)
             problems += _memory_problems(books, runtime.device, entries)
         return problems
 
@@ -203,6 +226,31 @@ def _entry_problems(books: _DeviceBooks, entries) -> list[str]:
         if key not in in_table:
             problems.append(f"{entry.describe()} should be present (structured={structured}, "
                             f"dynamic={dynamic}) but is missing from the present table")
+    return problems
+
+
+def _residency_problems(books: _DeviceBooks, entries) -> list[str]:
+    """Oversubscription (``residency``): an entry is evicted iff the checker saw it
+    evicted and not restored since; an evicted entry has its saved copy; an entry the
+    checker saw restored owns a block the checker saw allocated (none shared)."""
+    problems = []
+    live = {id(entry) for entry in entries}
+    for key in [key for key in books.evicted if key not in live]:  # ended while evicted
+        del books.evicted[key]
+    books.restored &= live
+    for entry in entries:
+        seen_evicted = id(entry) in books.evicted
+        if entry.evicted != seen_evicted:
+            problems.append(f"{entry.describe()} is {'evicted' if entry.evicted else 'resident'}, but "
+                            f"the EVICT/RESTORE events say it is {'evicted' if seen_evicted else 'resident'}")
+        if entry.evicted and (entry.saved is None or entry.saved.nbytes < entry.nbytes):
+            problems.append(f"{entry.describe()} is evicted but its saved copy is missing or short")
+        if not entry.evicted and id(entry) in books.restored:
+            block = books.blocks.get(entry.device_address)
+            if block is None or block[1] is not entry:
+                problems.append(f"{entry.describe()} was restored, but its device block at "
+                                f"{format_range(entry.device_address, entry.nbytes)} is not one "
+                                "the checker saw allocated for it")
     return problems
 
 

@@ -6,6 +6,9 @@ Owns: ``allocate`` (device memory for the CREATE steps of a plan; all or nothing
 calls them with the table lock held, between planning and publishing; they never change a
 counter (``entry`` does) and never decide policy (``plan`` does).
 
+``allocate`` takes anything with the device's ``allocate``/``free`` (the device, or while
+oversubscribing ``residency``'s evicting allocator).
+
 Invariants: a failure in ``allocate`` frees every block it allocated; ``end_lifetimes``
 transfers before it removes anything, so a failing copy-back leaves the table as it was
 (unless the caller says the lifetimes end regardless); frees are deferred on the queue
@@ -64,13 +67,22 @@ def device_view(device, entry: MappingEntry, array: np.ndarray, host_data: int |
 
 
 def end_lifetimes(device, table, ended: list[MappingEntry], copies: list[Mapped], queue: Queue,
-                  *, remove_on_failure: bool = False) -> None:
+                  *, remove_on_failure: bool = False, residency=None) -> None:
     """Copy back ``copies`` (all of them, even after one fails), then remove ``ended``
     and free their memory (deferred on ``queue``). Copies happen before any removal, so a
     failing copy leaves the table as it was — unless ``remove_on_failure`` (a structured
     region is over whatever happens: its entries are removed and freed, then the first
-    error propagates)."""
+    error propagates). Evicted entries (``residency``) are restored before their copy-back
+    (a restore that fails counts as a failed copy); their blocks were freed at eviction."""
     failure = None
+    if residency is not None and any(item.entry.evicted for item in copies):
+        entries = [item.entry for item in copies]
+        try:
+            residency.restore_all([entry for entry in entries if entry.evicted], queue, entries)
+        except BaseException as error:
+            if not remove_on_failure:
+                raise
+            failure, copies = error, []
     # an exit that keeps its mappings when a copy fails (exit data) must leave every host
     # buffer as it was too (API.md §4): on the synchronous queue, several copy-backs land
     # in temporaries first and reach the host only once all succeeded
@@ -94,7 +106,7 @@ def end_lifetimes(device, table, ended: list[MappingEntry], copies: list[Mapped]
         np.copyto(array, target)
     for entry in ended:
         table.remove(entry)
-        if entry.owns_memory:
+        if entry.owns_memory and not entry.evicted:
             device.release(entry.device_address, queue)
     if failure is not None:
         raise failure

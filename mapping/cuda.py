@@ -201,6 +201,10 @@ class CudaDevice(Device):
                 else EventKind.UPLOAD if to_device else EventKind.DOWNLOAD)
         self._transfer_operation(kind, destination, source, self.sync_queue)()
 
+    def host_buffer(self, nbytes: int) -> np.ndarray:
+        """Pinned host memory for an evicted device copy (fast, asynchronous restores)."""
+        return self.backend.pinned(nbytes)
+
     # -- queues and launches -------------------------------------------------------
     def launch(self, kernel, args, queue, **options):
         """``Device.launch`` with the queue's stream current while the kernel launches

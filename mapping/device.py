@@ -223,6 +223,21 @@ class Device(abc.ABC):
         it. (Devices whose copies are enqueued on a stream, ``cuda``, return their own.)"""
         return lambda: self._copy(destination, source)
 
+    # -- oversubscription's copies (``residency``): not the program's transfers ---------
+    def host_buffer(self, nbytes: int) -> np.ndarray:
+        """Host memory the runtime owns for an evicted device copy (flat ``uint8``)."""
+        return np.empty(nbytes, dtype=np.uint8)
+
+    def save(self, host: np.ndarray, device_array) -> None:
+        """Copy ``device_array`` into runtime-owned ``host`` now (an eviction). Counted as
+        an EVICT by the caller, never as a DOWNLOAD: no transfer event is published."""
+        self._transfer_operation(EventKind.DOWNLOAD, host, device_array, self.sync_queue)()
+
+    def restore(self, device_array, host: np.ndarray, queue: Queue, description) -> None:
+        """Copy runtime-owned ``host`` into ``device_array`` on ``queue`` (a restore,
+        in order before the work that needs it); no transfer event is published."""
+        queue.submit(self._transfer_operation(EventKind.UPLOAD, device_array, host, queue), description)
+
     # -- queues and launches -------------------------------------------------------
     def queue(self, async_value: int | None) -> Queue:
         """The queue for an async value (``None``: the synchronous queue); asynchronous

@@ -19,7 +19,12 @@ Invariants:
   ``MAP_DATA`` it owns its device block.
 - ``host_array`` holds a strong reference to the mapped host buffer, so its address
   cannot be reused while it is mapped (API.md §2).
-- ``device_address`` never changes; the entry owns the device block iff ``owns_memory``.
+- the entry owns the device block iff ``owns_memory``; ``device_address`` changes only
+  when oversubscription (``residency``) evicts the block and restores the data into a new
+  one: while ``evicted``, the entry has no device block (``device_address`` is the old,
+  freed one) and its device bytes live in ``saved``, host memory the runtime owns — never
+  the user's ``host_array``. The residency fields (``saved``, ``evicted``, ``dirty``,
+  ``last_use``, ``wont_use``, ``uses``, ``handed``) are written only by ``residency``.
 
 Threading: counters change only with the device's table lock held (the runtime verbs hold
 it across a directive); reads without it (``acc.refcounts``) may see a count mid-directive.
@@ -85,6 +90,21 @@ class MappingEntry:
     #: the device array of ``host_array`` itself (built on first use; the common case
     #: ``acc.copyin(a)`` of the array that was mapped returns it without a new view)
     device_array: object = field(default=None, repr=False)
+    # -- residency (``residency``: oversubscription, StarPU's replicates) ---------------
+    #: True while the device block is evicted (the data is in ``saved``)
+    evicted: bool = field(default=False, repr=False)
+    #: runtime-owned host copy of the device bytes (flat uint8), kept after a restore
+    saved: np.ndarray | None = field(default=None, repr=False)
+    #: the device copy may differ from ``saved`` (written since the last save/restore)
+    dirty: bool = field(default=True, repr=False)
+    #: LRU stamp of the last device access (``Residency.clock``)
+    last_use: int = field(default=0, repr=False)
+    #: ``acc.wont_use`` hint: evicted first (cleared by the next use)
+    wont_use: bool = field(default=False, repr=False)
+    #: markers of queued uses: each ``done`` once its queue has passed the use
+    uses: list | None = field(default=None, repr=False)
+    #: weak references to device arrays handed to the program (``deviceptr``...)
+    handed: list | None = field(default=None, repr=False)
 
     @property
     def nbytes(self) -> int:

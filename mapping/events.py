@@ -54,6 +54,13 @@ class EventKind(enum.IntEnum):
     DONE = 12
     DIRECTIVE_END = 13  #: a public directive or data routine returned (checkpoints)
     RESET = 14  #: ``acc.shutdown``: every mapping ended, all device memory forgotten
+    #: oversubscription (``residency``): a mapping's device block saved to runtime-owned
+    #: host memory and freed (``device_begin``: the freed block; ``nbytes`` moved, 0 when
+    #: the saved copy was still valid; ``info``: the entry). Published before its FREE.
+    EVICT = 15
+    #: ... and its data put back into a new block (``device_begin``: the new block;
+    #: ``nbytes`` moved; ``info``: the entry). Published after its ALLOC, before the copy.
+    RESTORE = 16
 
 
 class Event:
@@ -157,12 +164,16 @@ class EventBus:
         #: ``active[int(kind)]``: someone subscribes to ``kind``. Hot paths read this list
         #: with plain-int indexes (an IntEnum index costs more than the whole check).
         self.active: list[bool] = [False for _ in EventKind]
+        #: ``silent[0]``: no subscriber listens to any kind (tallies aside): a hot path
+        #: that reads this once may skip every ``active`` check and ``holding`` of its call
+        self.silent: list[bool] = [True]
 
     def subscribe(self, callback, kinds=tuple(EventKind)) -> None:
         with self._lock:
             for kind in kinds:
                 self._by_kind[kind] = self._by_kind[kind] + (callback,)
                 self.active[kind] = True
+            self.silent[0] = not any(self.active)
 
     def unsubscribe(self, callback, kinds=tuple(EventKind)) -> None:
         with self._lock:
@@ -172,6 +183,7 @@ class EventBus:
                     subscribers.remove(callback)
                 self._by_kind[kind] = tuple(subscribers)
                 self.active[kind] = bool(subscribers)
+            self.silent[0] = not any(self.active)
 
     def subscribe_tally(self, callback) -> None:
         """Subscribe ``callback(kind, device, nbytes)`` to the compact form of the
@@ -227,6 +239,8 @@ _COUNTED = {
     EventKind.DOWNLOAD: ("d2h_count", "d2h_bytes"),
     EventKind.DEVICE_COPY: ("d2d_count", "d2d_bytes"),
     EventKind.LAUNCH: ("launch_count", None),
+    EventKind.EVICT: ("evict_count", "evict_bytes"),
+    EventKind.RESTORE: ("restore_count", "restore_bytes"),
 }
 
 STAT_KEYS = tuple(key for pair in _COUNTED.values() for key in pair if key)
@@ -238,7 +252,8 @@ for _kind, (_count_key, _bytes_key) in _COUNTED.items():
 
 
 class Stats:
-    """Per-device counts and bytes of transfers, allocations, frees and launches.
+    """Per-device counts and bytes of transfers, allocations, frees, launches, and
+    oversubscription's evictions and restores (their bytes are not in ``h2d``/``d2h``).
 
     A tally subscriber of ``BUS``; ``snapshot(device)`` is what ``acc.stats()`` returns
     (plus the device's memory in use, which the device itself reports).

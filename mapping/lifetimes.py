@@ -75,7 +75,7 @@ class LifetimeVerbs:
         """
         with self.table.locked(), _HOLD:
             steps = plan_declare(requests, self.table, self.namer)
-            allocate(self.device, steps, self.namer)
+            allocate(self._allocator(), steps, self.namer)
             mapped = self._commit_entry(steps, _DYNAMIC, self.device.sync_queue, declare=True)
             self.declared += [Declaration(item.entry, item.request.kind.copies_out)
                               for item in mapped if item.entry is not None]
@@ -103,5 +103,6 @@ class LifetimeVerbs:
                     ended.append(entry)
                     if copies_out:
                         copies.append(Mapped(MapRequest(MapKind.COPY, entry.host_array, entry.name), entry))
-            end_lifetimes(self.device, self.table, ended, copies, self.device.sync_queue, remove_on_failure=True)
+            end_lifetimes(self.device, self.table, ended, copies, self.device.sync_queue, remove_on_failure=True,
+                          residency=self.residency)
 

@@ -73,8 +73,8 @@ class MappingRuntime(abc.ABC):
         """Compute-call fast path: structured increments of present arrays, or None."""
 
     @abc.abstractmethod
-    def rejoin_structured(self, memo):
-        """``join_structured`` again from its memo while the table is unchanged, or None."""
+    def rejoin_structured(self, record):
+        """``join_structured`` again from its record while the table is unchanged, or None."""
 
     @abc.abstractmethod
     def leave_structured(self, entries) -> bool:
@@ -161,6 +161,32 @@ class MappingRuntime(abc.ABC):
     @abc.abstractmethod
     def memcpy_device(self, destination, source, queue) -> None:
         """``acc.memcpy_device``."""
+
+    # -- residency (API.md §10; ``oversubscribe``, ``residency``) --------------------------
+    #: True only while oversubscription is on (a plain attribute: the compute path reads
+    #: it on every call and then calls ``note_use``)
+    tracks_use: bool = False
+
+    @abc.abstractmethod
+    def set_oversubscribe(self, enabled: bool) -> None:
+        """``acc.set_oversubscribe``: evict unused device copies when memory runs out."""
+
+    @abc.abstractmethod
+    def note_use(self, entries, queue=None, written=None) -> bool:
+        """Entries a kernel is about to use on ``queue``: restored, stamped, kept resident
+        while in use; True when something was restored."""
+
+    @abc.abstractmethod
+    def end_use(self) -> None:
+        """The calling thread's synchronous work on its noted entries is over."""
+
+    @abc.abstractmethod
+    def prefetch(self, array, queue=None, *, if_present=False, name=None) -> None:
+        """``acc.prefetch``: bring present data's device copy back ahead of use."""
+
+    @abc.abstractmethod
+    def wont_use(self, array, name=None) -> None:
+        """``acc.wont_use``: present data's device copy is evicted first."""
 
     # -- lifetime ------------------------------------------------------------------------
     @abc.abstractmethod

@@ -44,6 +44,7 @@ from .entry import (Counter, MappingEntry, increment_all, increment_referenced, 
 from .errors import ExecutionError
 from .events import BUS, EventKind
 from .lifetimes import Declaration, LifetimeVerbs
+from .oversubscribe import OversubscriptionVerbs
 from .plan import (EntryAction, EntryStep, check_exit_targets, check_update_targets, check_writeable,
                    not_present, partly_present,
                    plan_create, plan_entry, plan_exit, plan_update)
@@ -74,7 +75,7 @@ _Memo = StructuredMemo
 _HOLD = BUS.holding()
 
 
-class DeviceRuntime(LifetimeVerbs, MappingRuntime):
+class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
     """Verbs over one device that has memory of its own (``emulated``, ``cuda``)."""
 
     def __init__(self, device: Device):
@@ -88,6 +89,8 @@ class DeviceRuntime(LifetimeVerbs, MappingRuntime):
         self.is_present = self.table.contains
         #: the ``acc.declare`` mappings of this device
         self.declared: list[Declaration] = []
+        #: oversubscribing (API.md §10): a plain attribute, read on the compute hot path
+        self.tracks_use = False
 
     def _name(self, request: MapRequest) -> str | None:
         return request.name or self.namer(request.array)
@@ -102,12 +105,14 @@ class DeviceRuntime(LifetimeVerbs, MappingRuntime):
             OutOfMemoryError: device memory ran out; nothing was mapped.
         """
         with self.table.locked(), _HOLD:
+            if self.tracks_use:  # oversubscribing: restores, notes the use (``oversubscribe``)
+                return self._enter_tracked(requests, counter, queue)
             entries = self._containing_all([request.array for request in requests])
             if entries is not None:  # every array present: increments only
                 self._increment_all(entries, counter, queue, [request.name for request in requests])
                 return [Mapped(request, entry) for request, entry in zip(requests, entries)]
             steps = plan_entry(requests, self.table, self.namer)
-            allocate(self.device, steps, self.namer)
+            allocate(self._allocator(), steps, self.namer)
             return self._commit_entry(steps, counter, queue)
 
     def enter_one(self, kind: MapKind, array, counter: Counter, queue: Queue | None = None):
@@ -119,6 +124,8 @@ class DeviceRuntime(LifetimeVerbs, MappingRuntime):
         with table.locked():
             entry = table.probe(array)
             if entry.__class__ is MappingEntry:  # present: the hot path
+                if self.tracks_use:
+                    return self._enter_one_tracked(entry, array, counter, queue)
                 if _ACTIVE[_ENTER_DATA]:
                     self._increment_all((entry,), counter, queue, None)
                 else:
@@ -133,8 +140,10 @@ class DeviceRuntime(LifetimeVerbs, MappingRuntime):
                     steps = [plan_create(request, *_probe.extent(array))]
                 else:
                     steps = plan_entry([request], table, self.namer)
-                allocate(self.device, steps, self.namer)
+                allocate(self._allocator(), steps, self.namer)
                 (mapped,) = self._commit_entry(steps, counter, queue)
+                if self.tracks_use:
+                    return self._hand_out(mapped, queue)
         return self.device_array(mapped)
 
     # -- compute regions: the fast paths (no data moves, nothing can fail) ----------------
@@ -196,7 +205,11 @@ class DeviceRuntime(LifetimeVerbs, MappingRuntime):
 
     def _containing_all(self, arrays) -> list[MappingEntry] | None:
         """The entries holding each array, or None when one is not inside a mapping
-        (table lock held: ``probe``, no sequence-lock checks)."""
+        (table lock held: ``probe``, no sequence-lock checks). Always None while
+        oversubscribing: the callers' fast paths then take ``enter``, which restores
+        evicted entries and notes their use (``oversubscribe``)."""
+        if self.tracks_use:
+            return None
         probe = self.table.probe
         entries = [probe(array) for array in arrays]
         return None if None in entries or PARTIAL in entries else entries
@@ -284,7 +297,8 @@ class DeviceRuntime(LifetimeVerbs, MappingRuntime):
                     for item in mapped
                     if copy_back and item.entry in ended and item.request.kind.copies_out
                 ]
-                end_lifetimes(self.device, self.table, ended, copies, queue, remove_on_failure=True)
+                end_lifetimes(self.device, self.table, ended, copies, queue, remove_on_failure=True,
+                              residency=self.residency)
 
     def exit_dynamic(self, requests: list[MapRequest], queue: Queue, *, finalize: bool = False) -> None:
         """``exit data`` / ``acc.copyout`` / ``acc.delete`` (OpenACC 3.3 §2.6.6, §3.2.19).
@@ -316,7 +330,7 @@ class DeviceRuntime(LifetimeVerbs, MappingRuntime):
                     if item.request.kind.copies_out:
                         copies.append(item)
             try:
-                end_lifetimes(self.device, self.table, ended, copies, queue)
+                end_lifetimes(self.device, self.table, ended, copies, queue, residency=self.residency)
             except BaseException:
                 for entry, counters in saved:
                     self._restore(entry, counters)
@@ -365,7 +379,10 @@ class DeviceRuntime(LifetimeVerbs, MappingRuntime):
             entry = self.table.containing(array)
             if entry is None:  # absent, partly present or empty: the planned path decides
                 self._update_planned((UpdateItem(direction, array, name),), queue, if_present)
-            elif direction is _DEVICE:
+                return
+            if self.tracks_use:  # restored first if evicted (``oversubscribe``)
+                self.residency.note_use((entry,), queue, (direction is _DEVICE,))
+            if direction is _DEVICE:
                 self.device.upload(self.device_array_of(entry, array), array, queue, name=name)
             else:
                 self.device.download(array, self.device_array_of(entry, array), queue, name=name)
@@ -374,6 +391,9 @@ class DeviceRuntime(LifetimeVerbs, MappingRuntime):
         check_update_targets(items, self.namer)
         with self.table.locked(), _HOLD:
             moves = plan_update(items, self.table, self.namer, if_present=if_present)
+            if self.tracks_use:
+                self.residency.note_use([move.entry for move in moves], queue,
+                                        [move.direction is _DEVICE for move in moves])
             views = [self.device_view(move.entry, move.array, move.host_data) for move in moves]
             # all or nothing for the host data (API.md §4): with several synchronous
             # moves, the host arrays written so far are put back if a later move fails
@@ -407,6 +427,8 @@ class DeviceRuntime(LifetimeVerbs, MappingRuntime):
         entry = self.table.containing(array)
         if entry is None:
             return None
+        if self.tracks_use:  # restored, and kept resident while the program holds it
+            return self._deviceptr_tracked(entry, array)
         return self.device_array_of(entry, array)
 
     def device_array(self, mapped: Mapped):
@@ -456,7 +478,7 @@ class DeviceRuntime(LifetimeVerbs, MappingRuntime):
 
     # == raw memory (``raw_memory``) =========================================================
     def malloc(self, shape, dtype):
-        return raw_memory.malloc(self.device, self.table, shape, dtype)
+        return raw_memory.malloc(self._allocator(), self.table, shape, dtype)
 
     def free(self, device_array) -> None:
         raw_memory.free(self.device, self.table, device_array)
@@ -489,6 +511,8 @@ class DeviceRuntime(LifetimeVerbs, MappingRuntime):
                 entry.device_array = None
             self.table.clear()
             self.declared = []
+            if self.residency is not None:
+                self.residency.forget()
             self.device.reset()
             BUS.publish(EventKind.RESET, self.device.identity)
             if failure is not None:

@@ -69,9 +69,9 @@ class SharedMemoryRuntime(MappingRuntime):
             memo.append(entries)
         return entries
 
-    def rejoin_structured(self, memo):
-        """As ``join_structured``: the table never changes, so the memo always holds."""
-        return memo[0]
+    def rejoin_structured(self, record):
+        """As ``join_structured``: the table never changes, so the record always holds."""
+        return record
 
     def leave_structured(self, entries) -> bool:
         return True
@@ -119,6 +119,22 @@ class SharedMemoryRuntime(MappingRuntime):
 
     def records(self) -> list[MappingRecord]:
         return []
+
+    # == residency: one memory, nothing to evict (API.md §10) =============================
+    def set_oversubscribe(self, enabled: bool) -> None:
+        pass
+
+    def note_use(self, entries, queue=None, written=None) -> bool:
+        return False
+
+    def end_use(self) -> None:
+        pass
+
+    def prefetch(self, array, queue=None, *, if_present=False, name=None) -> None:
+        check_array(array, name=name, contiguous=False)
+
+    def wont_use(self, array, name=None) -> None:
+        check_array(array, name=name, contiguous=False)
 
     # == raw memory: real (host arrays are device arrays) =================================
     def malloc(self, shape, dtype):

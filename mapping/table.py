@@ -79,8 +79,17 @@ class PresentTable:
 
     @property
     def version(self) -> int:
-        """Changes with every insert and remove (callers may memoise lookups on it)."""
+        """Changes with every insert and remove, and when an entry's device block moves
+        (``touch``: eviction and restore) — callers may memoise lookups and device
+        arrays on it."""
         return self._ranges.version
+
+    def touch(self) -> None:
+        """An entry's device block moved (oversubscription evicted or restored it): the
+        version changes so that no memo keeps a device array of the old block (table
+        lock held)."""
+        with self._lock:
+            self._ranges.touch()
 
     # -- lookups -----------------------------------------------------------------------
     def lookup(self, array) -> Lookup:
@@ -156,7 +165,7 @@ class PresentTable:
         device-to-host lookups are rare, as in libgomp's ``acc_hostptr``)."""
         for entry in self.entries():
             begin = entry.device_address
-            if begin <= low and high <= begin + entry.nbytes:
+            if begin <= low and high <= begin + entry.nbytes and not entry.evicted:
                 return entry
         return None
 
@@ -165,6 +174,7 @@ class PresentTable:
             entry
             for entry in self.entries()
             if entry.device_address < high and low < entry.device_address + entry.nbytes
+            and not entry.evicted
         ]
 
     def neighbours(self, begin: int, end: int) -> tuple[MappingEntry | None, MappingEntry | None]:

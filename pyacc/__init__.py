@@ -14,6 +14,7 @@ private modules below, and re-exported here:
 - ``_clauses``    clause validation, async values (``async_sync``, ``async_noval``)
 - ``_devices``    device types and the per-thread ICVs
 - ``_errors``     error callbacks
+- ``_placement``  acquire, prefetch, wont_use, set_oversubscribe (API.md §10)
 - ``errors``      the public error tree (from ``mapping.errors``)
 - ``openacc``     the C spellings (``acc_copyin``, ``acc_copyin_async`` ...)
 - ``observe``     diagnostics on the event stream (PYACC_NOTIFY, _TIME, _TRACE, _CHECK,
@@ -40,6 +41,7 @@ from ._compute import explain, kernels, kernels_loop, parallel, parallel_loop, r
 from ._directives import data, declare, enter_data, exit_data, host_data, update
 from ._devices import OffloadFallbackWarning
 from ._errors import register_error_callback, unregister_error_callback
+from ._placement import acquire, get_oversubscribe, prefetch, set_oversubscribe, wont_use
 from ._routines import *  # noqa: F401,F403
 from ._routines import __all__ as _routine_names
 from .errors import *  # noqa: F401,F403
@@ -67,7 +69,8 @@ except ValueError as _error:  # a bad value must not make ``import pyacc`` (or t
 __all__ = (
     ["CompileError", "PerformanceWarning", "explain", "atomic", "loop", "on_device", "async_noval", "async_sync",
      "parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "data", "declare", "enter_data", "exit_data", "host_data", "update",
-     "register_error_callback", "unregister_error_callback", "observe", "profiling", "omp", "OffloadFallbackWarning", "__version__"]
+     "register_error_callback", "unregister_error_callback", "observe", "profiling", "omp", "OffloadFallbackWarning", "__version__",
+     "acquire", "prefetch", "wont_use", "set_oversubscribe", "get_oversubscribe"]
     + list(_routine_names)
     + list(_error_names)
 )

@@ -101,6 +101,8 @@ TYPE_NAMES = (*_ALIASES, "not_host", "default")
 
 #: hints for common names that are not device types
 _HINTS = {"gpu": "cuda", "cpu": "host", "device": "not_host"}
+#: values of PYACC_OVERSUBSCRIBE that switch oversubscription on (API.md §10)
+_ON = ("1", "true", "yes", "on")
 
 
 def _probe_cuda() -> tuple[str | None, int]:
@@ -284,6 +286,8 @@ class _Registry:
         else:
             runtime = DeviceRuntime(_cuda_device(number, fake=_fake_cuda_requested()))
         runtime.namer = _names.variable_name
+        if device_type != "host" and os.environ.get("PYACC_OVERSUBSCRIBE", "").strip().lower() in _ON:
+            runtime.set_oversubscribe(True)  # API.md §10 (pyacc._placement)
         return runtime
 
     def live(self, device_type: str) -> list[MappingRuntime]:

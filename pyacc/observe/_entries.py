@@ -2,7 +2,9 @@
 ``PYACC_AUTOCOMPARE`` find the host data behind a kernel's or a copy's device array).
 
 Owns: ``EntryIndex`` — per device, the mappings seen created (ENTER_DATA from (0, 0)),
-keyed by device address, each with a record the subscriber attaches. A mapping whose
+keyed by device address, each with a record the subscriber attaches. Under
+oversubscription a mapping's device block moves: ``evicted`` (EVICT) sets its record
+aside, ``restored`` (RESTORE) files it again under its new device address. A mapping whose
 counters reached (0, 0) is marked ended but kept until its device block is freed (FREE)
 or a new mapping takes its device range: the copy-backs that end a lifetime are
 published after its last EXIT_DATA. Callers hold their own lock.
@@ -41,6 +43,7 @@ class EntryIndex:
 
     def __init__(self):
         self._books: dict = {}  # device identity -> [sorted begins, {begin: [entry, record, ended]}]
+        self._evicted: dict = {}  # (device identity, id(entry)) -> (entry, record)
 
     def _device(self, identity):
         books = self._books.get(identity)
@@ -82,6 +85,22 @@ class EntryIndex:
 
     def reset(self, identity) -> None:
         self._books.pop(identity, None)
+        self._evicted = {key: item for key, item in self._evicted.items() if key[0] != identity}
+
+    def evicted(self, identity, entry, address) -> None:
+        """EVICT: ``entry``'s block at ``address`` is going; its record is set aside."""
+        books = self._books.get(identity)
+        if books is not None:
+            item = books[1].get(address)
+            if item is not None and item[0] is entry:
+                self.remove(identity, address)
+                self._evicted[(identity, id(entry))] = (entry, item[1])
+
+    def restored(self, identity, entry) -> None:
+        """RESTORE: ``entry`` lives at its new device address with the record it had."""
+        item = self._evicted.pop((identity, id(entry)), None)
+        if item is not None and item[0] is entry:
+            self.add(identity, entry, item[1])
 
     def find(self, identity, array):
         """``(entry, record, byte offset of array's first element in the mapping)`` of

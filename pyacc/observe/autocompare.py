@@ -23,11 +23,13 @@ had every kernel run on the host:
   default 0): a line on stderr names the variable, where it came back, how many
   elements differ and the first few (index, device value, host value); the device's
   values are then copied as usual.
-A summary is printed at exit. Device memory written outside pyacc's verbs (through
+Under oversubscription a block's shadow follows its data: set aside at EVICT, copied
+into the new block's shadow at RESTORE. A summary is printed at exit. Device memory written outside pyacc's verbs (through
 ``host_data`` or ``deviceptr`` by other libraries) is not mirrored; reductions returned
 by value are not compared. The host runs write the program's host arrays (of async
-regions: on the queue's worker thread), so do not combine it with ``PYACC_CHECK=stale``
-(the host runs' writes look like host changes never sent).
+regions: on the queue's worker thread); with ``PYACC_CHECK=stale`` on too, each host run
+is bracketed by the stale checker's ``host_run`` (``stale`` is set by
+``pyacc.observe.configure``), so its writes are not taken for host changes never sent.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -47,7 +50,7 @@ from ._locate import location_of
 __all__ = ["AutoCompare", "tolerances_from_environment"]
 
 _KINDS = (EventKind.ALLOC, EventKind.FREE, EventKind.RESET, EventKind.DONE, EventKind.DOWNLOAD,
-          EventKind.ENTER_DATA, EventKind.EXIT_DATA)
+          EventKind.ENTER_DATA, EventKind.EXIT_DATA, EventKind.EVICT, EventKind.RESTORE)
 _SHOWN = 5  # differing elements listed per report
 
 
@@ -76,6 +79,8 @@ class AutoCompare:
         self.differences: list[str] = []  # one report per download that differed
         self.host_failures: list[str] = []  # kernels whose host run failed
         self._entries = EntryIndex()  # mappings by device address (host runs' arrays)
+        self.stale = None  # the StaleChecker, when PYACC_CHECK=stale is on too
+        self._evicted: dict = {}  # (device, id(entry)) -> shadow of an evicted block
 
     def install(self) -> None:
         BUS.subscribe(self, _KINDS)
@@ -106,9 +111,23 @@ class AutoCompare:
                 self._entries.freed(event.device, event.device_begin)
             elif kind is EventKind.RESET:
                 shadows.clear()
+                self._evicted.clear()
                 self._entries.reset(event.device)
+            elif kind is EventKind.EVICT:  # oversubscription: the shadow moves with the data
+                self._evicted[(event.device, id(event.info))] = shadows.pop(event.device_begin, None)
+                self._entries.evicted(event.device, event.info, event.device_begin)
+            elif kind is EventKind.RESTORE:
+                self._restored(shadows, event)
             else:
                 self._done(shadows, event)
+
+    def _restored(self, shadows, event) -> None:
+        saved = self._evicted.pop((event.device, id(event.info)), None)
+        shadow = shadows.get(event.device_begin)
+        if saved is not None and shadow is not None:
+            count = min(saved.size, shadow.size)
+            shadow[:count] = saved[:count]
+        self._entries.restored(event.device, event.info)
 
     def _shadow_of(self, shadows, device_array):
         """The shadow array of a device array (None when it is not device memory)."""
@@ -158,13 +177,15 @@ class AutoCompare:
         region_info, args = launch.info
         if region_info is None:
             return
-        host_args, written = [], []
+        host_args, written, mirrored = [], [], []
         names = region_info.kernel_params
         for index, argument in enumerate(args):
             name = names[index] if index < len(names) else None
             host = self._host_array_of(launch.device, argument) if isinstance(argument, np.ndarray) else None
             if host is not None:  # the program's host data (NVHPC redundant execution)
                 host_args.append(host)
+                if name in region_info.written:
+                    mirrored.append(argument)
                 shadow = self._shadow_of(shadows, argument)
                 if shadow is not None and name in region_info.written:
                     written.append((shadow, host))
@@ -177,8 +198,10 @@ class AutoCompare:
             else:
                 host_args.append(argument)
         target = "python" if os.environ.get("PYACC_DISABLE_JIT", "") not in ("", "0") else "cpu"
+        stale = self.stale
         try:
-            compiler.get_kernel(region_info, host_args, target=target, device_type="host")(*host_args)
+            with stale.host_run(launch.device, mirrored) if stale is not None and mirrored else nullcontext():
+                compiler.get_kernel(region_info, host_args, target=target, device_type="host")(*host_args)
             for shadow, host in written:  # what the host run wrote, for the downloads
                 shadow[...] = host
         except Exception as error:  # reported, never raised into the program

@@ -24,7 +24,8 @@ LAUNCHES, TRANSFERS, REGIONS, WAITS, ALLOCATIONS = 1, 2, 4, 8, 16
 #: bit -> the event kinds it shows
 BITS = {
     LAUNCHES: (EventKind.LAUNCH,),
-    TRANSFERS: (EventKind.UPLOAD, EventKind.DOWNLOAD, EventKind.DEVICE_COPY),
+    TRANSFERS: (EventKind.UPLOAD, EventKind.DOWNLOAD, EventKind.DEVICE_COPY, EventKind.EVICT,
+                EventKind.RESTORE),  # oversubscription's evictions and restores (API.md §10)
     REGIONS: (EventKind.REGION_ENTER, EventKind.REGION_EXIT, EventKind.ENTER_DATA,
               EventKind.EXIT_DATA),
     WAITS: (EventKind.WAIT,),
@@ -43,6 +44,8 @@ _VERBS = {
     EventKind.WAIT: "wait",
     EventKind.ALLOC: "alloc",
     EventKind.FREE: "free",
+    EventKind.EVICT: "evict",
+    EventKind.RESTORE: "restore",
 }
 
 
@@ -68,7 +71,8 @@ def format_event(event) -> str:
         parts.append(f"construct={event.info}")
     if kind is EventKind.WAIT:
         parts.append("queue=all" if event.queue is None else f"queue={event.queue}")
-    elif kind not in (EventKind.ALLOC, EventKind.FREE, EventKind.REGION_ENTER, EventKind.REGION_EXIT):
+    elif kind not in (EventKind.ALLOC, EventKind.FREE, EventKind.REGION_ENTER, EventKind.REGION_EXIT,
+                      EventKind.EVICT):
         parts.append("queue=sync" if event.queue is None else f"queue={event.queue}")
     if event.name is not None:
         label = "kernel" if kind in (EventKind.LAUNCH, EventKind.REGION_ENTER,

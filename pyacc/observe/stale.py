@@ -24,6 +24,11 @@ is raised instead, once the action that found it is complete. A finding re-bases
 snapshot: each change is reported once. While a copy back is queued and has not
 arrived, its mapping is not checked (the host is in flux). Only ``emulated`` (and other
 separate-memory) devices; the snapshots cost one copy of every mapped array's bytes.
+
+With ``PYACC_AUTOCOMPARE=1`` too, the host twin of each kernel writes the program's host
+arrays: ``host_run`` brackets it, and the bytes it changes that the program had not
+changed since the last transfer join the snapshot (they are the host-only run's values,
+not host updates never sent); a change the program had made is still reported.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import ast
 import threading
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -43,7 +49,8 @@ from ._locate import Location, location_of
 __all__ = ["StaleChecker", "element_reads"]
 
 _KINDS = (EventKind.ENTER_DATA, EventKind.EXIT_DATA, EventKind.UPLOAD, EventKind.DOWNLOAD,
-          EventKind.LAUNCH, EventKind.DONE, EventKind.FREE, EventKind.RESET)
+          EventKind.LAUNCH, EventKind.DONE, EventKind.FREE, EventKind.RESET, EventKind.EVICT,
+          EventKind.RESTORE)
 _SHAPE_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "itemsize", "nbytes", "strides"})
 
 
@@ -138,6 +145,12 @@ class StaleChecker:
                 found = None
             elif kind is EventKind.FREE:
                 self._index.freed(identity, event.device_begin)
+                found = None
+            elif kind is EventKind.EVICT:  # oversubscription: the replicates are unchanged
+                self._index.evicted(identity, event.info, event.device_begin)
+                found = None
+            elif kind is EventKind.RESTORE:
+                self._index.restored(identity, event.info)
                 found = None
             else:  # RESET
                 self._index.reset(identity)
@@ -237,6 +250,28 @@ class StaleChecker:
             if name in info.written:
                 replica.device_written = event.where
         return problem
+
+    @contextmanager
+    def host_run(self, device, arrays):
+        """Around ``PYACC_AUTOCOMPARE``'s host run of a kernel that writes the program's
+        host arrays behind the device arrays ``arrays`` of device ``device``: checks wait
+        for it (the host is in flux), and afterwards each byte it changed whose value
+        before it equalled the snapshot takes the new value in the snapshot."""
+        with self._lock:
+            before = []
+            for array in arrays:
+                found = self._index.find(device, array)
+                if found is not None:
+                    entry, replica, offset = found
+                    before.append((array, entry, replica, offset,
+                                   host_view(entry.host_bytes(), offset, array).copy()))
+            yield
+            for array, entry, replica, offset, was in before:
+                now = host_view(entry.host_bytes(), offset, array)
+                snapshot = host_view(replica.snapshot, offset, array)
+                ran = (now != was) & (was == snapshot)
+                if ran.any():
+                    snapshot[ran] = now[ran]
 
     def _report(self, problem, entry, message, where) -> None:
         text = f"PYACC_CHECK=stale: {message}"

@@ -27,7 +27,7 @@ __all__ = ["TimeReport"]
 _COMPUTE = "compute"
 _DATA = "data"
 _KINDS = (EventKind.REGION_ENTER, EventKind.LAUNCH, EventKind.UPLOAD, EventKind.DOWNLOAD,
-          EventKind.DEVICE_COPY, EventKind.DONE)
+          EventKind.DEVICE_COPY, EventKind.DONE, EventKind.EVICT, EventKind.RESTORE)
 
 
 class _Timer:
@@ -137,4 +137,5 @@ class TimeReport:
 
 def _transfer_label(kind) -> str:
     return {EventKind.UPLOAD: "uploads", EventKind.DOWNLOAD: "downloads",
-            EventKind.DEVICE_COPY: "device copies"}[kind]
+            EventKind.DEVICE_COPY: "device copies", EventKind.EVICT: "evictions",
+            EventKind.RESTORE: "restores"}[kind]

@@ -28,7 +28,7 @@ __all__ = ["TraceWriter"]
 
 _KINDS = (EventKind.LAUNCH, EventKind.UPLOAD, EventKind.DOWNLOAD, EventKind.DEVICE_COPY,
           EventKind.DONE, EventKind.WAIT, EventKind.ALLOC, EventKind.FREE,
-          EventKind.REGION_ENTER, EventKind.REGION_EXIT)
+          EventKind.REGION_ENTER, EventKind.REGION_EXIT, EventKind.EVICT, EventKind.RESTORE)
 
 _CATEGORY = {EventKind.LAUNCH: "kernel", EventKind.UPLOAD: "upload",
              EventKind.DOWNLOAD: "download", EventKind.DEVICE_COPY: "device copy"}
@@ -66,6 +66,8 @@ class TraceWriter:
                 self._wait(event)
             elif kind is EventKind.ALLOC or kind is EventKind.FREE:
                 self._counter(event)
+            elif kind is EventKind.EVICT or kind is EventKind.RESTORE:
+                self._residency(event)
             else:
                 self._region(event)
 
@@ -123,6 +125,14 @@ class TraceWriter:
         pid, _ = self._track(event.device, "memory")
         self._events.append({"ph": "C", "name": "device memory in use", "pid": pid,
                              "ts": self._us(event.timestamp), "args": {"bytes": in_use}})
+
+    def _residency(self, event) -> None:
+        """Oversubscription: an instant event on the device's memory track."""
+        pid, tid = self._track(event.device, "memory")
+        verb = "evict" if event.kind is EventKind.EVICT else "restore"
+        self._events.append({"ph": "i", "s": "t", "name": f"{verb} {event.name or ''}".rstrip(),
+                             "cat": verb, "pid": pid, "tid": tid, "ts": self._us(event.timestamp),
+                             "args": {"bytes": event.nbytes or 0}})
 
     def _region(self, event) -> None:
         pid, tid = self._host_track(event)
