@@ -221,6 +221,9 @@ def configure(environ=None) -> dict:
                 subscriber = factory()
                 subscriber.install()
                 _ACTIVE[name] = (settings, subscriber)
+        compare, stale = _ACTIVE.get("autocompare"), _ACTIVE.get("stale")
+        if compare is not None:  # the host runs' writes are not host changes never sent
+            compare[1].stale = None if stale is None else stale[1]
         if not _EXIT_HOOK:
             atexit.register(_at_exit)
             _EXIT_HOOK.append(True)
