@@ -315,6 +315,15 @@ def problem_candidates(kernel: str, size: int, steps: int, server):
         calls = [lambda f=f: f(2.0, x, y)
                  for f in (bc.acc_saxpy, bc.omp_saxpy, bc.nb_saxpy, bc.np_saxpy)]
         resident = dict(copyin=[x, y])
+        y_start = y.copy()
+
+        def reset():
+            # every sample starts from the same y, and the emulated device's copy of y is
+            # the host's (the host candidates change y: without the update the emulated
+            # ones would read a stale device copy, which PYACC_CHECK=stale reports)
+            y[:] = y_start
+            if acc.get_device_type() == "emulated":
+                acc.update_device(y)
     elif kernel == "dot":
         x, y = arrays["x"], arrays["y"]
         calls = [lambda f=f: f(x, y) for f in (bc.acc_dot, bc.omp_dot, bc.nb_dot, bc.np_dot)]
