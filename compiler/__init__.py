@@ -12,7 +12,9 @@ Interface used by the launcher (``pyacc/_compute.py``)::
     clauses = parse_clauses(construct, clause_string=None, **keyword_clauses)
     info = analyze(func, clauses)       # decoration time; raises CompileError
     kernel = get_kernel(info, args, target="cpu", device_type="host")
+    kernel = kernel_for(info, args, device_type)   # the device's target (or "python")
     value = kernel(*args)               # None, a scalar, or a tuple of reduction values
+    kernel_env()                        # what in the environment decides a kernel
 
 * ``construct``: ``"parallel"``, ``"parallel_loop"``, ``"kernels"``, ``"kernels_loop"``,
   ``"serial"`` or ``"routine"``. Keyword clauses use ``async_``/``if_``; a clause string
@@ -23,8 +25,11 @@ Interface used by the launcher (``pyacc/_compute.py``)::
   reductions, func``. ``written`` over-approximates the parameters whose *elements* the
   kernel may write: an array not in ``written`` need not be copied back (OpenACC
   implicit present-or-copy of read-only arrays, API.md §6).
-* ``get_kernel``: memoised per info on (target, device type, ``PYACC_BOUNDSCHECK``,
-  argument dtypes/ndims); cheap to call on every launch, or keep the kernel. Targets:
+* ``get_kernel``: the only kernel cache, ``info.kernels``, keyed by ``kernel_key`` (target,
+  device type, ``PYACC_BOUNDSCHECK``, ``argument_kind`` of each argument, the serial
+  crossover; on cuda a launch shape evaluated at the call); cheap to call on every
+  launch, or keep the kernel while ``kernel_env()`` and the argument kinds are the same.
+  The loops are planned once, at ``analyze`` (``KernelInfo.plan``). Targets:
   ``"cpu"`` (Numba ``parallel=True``; the kernel *is* the Numba dispatcher),
   ``"cuda"`` (numba-cuda kernels launched by a plain-Python driver on CuPy's current
   stream; arguments are GPU arrays, see ``cuda_target``) and ``"python"`` (the function
@@ -58,11 +63,11 @@ from .clauses import ASYNC_NOVAL, ClauseExpr, ComputeClauses, parse_clauses
 from .errors import CompileError, KernelIndexError, PerformanceWarning
 from .feedback import explain
 from .frontend import ROUTINE_ATTR
-from .kernel import cache_dir, get_kernel
+from .kernel import argument_kind, cache_dir, get_kernel, kernel_env, kernel_for
 
 __all__ = ["ComputeClauses", "parse_clauses", "CompileError", "KernelInfo", "analyze",
            "bind_free_names", "ClauseExpr", "PerformanceWarning", "explain",
-           "get_kernel", "markers", "KernelIndexError", "mark_routine", "cache_dir",
+           "get_kernel", "kernel_for", "kernel_env", "argument_kind", "markers", "KernelIndexError", "mark_routine", "cache_dir",
            "ASYNC_NOVAL"]
 
 

@@ -75,6 +75,10 @@ class KernelInfo:
     source: FunctionSource = field(repr=False)
     kernels: dict = field(default_factory=dict, repr=False)
     free_params: tuple[str, ...] = ()
+    #: the planner's decisions (``Plan``), made once: at decoration, again only when the
+    #: first call adds free parameters (``bind_free_names``); code generation and
+    #: ``acc.explain`` use it
+    plan: object = field(default=None, repr=False)
     #: set at the first compile: the planner's notes and the argument types (feedback)
     notes: list | None = field(default=None, repr=False)
     arg_types: dict | None = field(default=None, repr=False)
@@ -139,7 +143,7 @@ def analyze(func, clauses: ComputeClauses) -> KernelInfo:
                       lineno=source.lineno, params=user_params, clauses=clauses,
                       written=frozenset(written), read=frozenset(read),
                       reductions=reductions, func=source.func, source=source,
-                      free_params=source.params[len(user_params):])
+                      free_params=source.params[len(user_params):], plan=plan)
 
 
 def bind_free_names(info: KernelInfo) -> None:
@@ -157,6 +161,7 @@ def bind_free_names(info: KernelInfo) -> None:
         scope = Scope(info.func, local_names(info.source.tree))
         written, read = access_sets(info.source, scope)
         info.written, info.read = frozenset(written), frozenset(read)
+        info.plan = Planner(info.source, info.clauses, scope).plan()
     clauses, scope = info.clauses, Scope(info.func, set(info.params))
     for name in sorted(clauses.expression_names()):
         if name not in info.params and scope.lookup(name) is MISSING:

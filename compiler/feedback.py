@@ -14,6 +14,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import warnings
@@ -22,7 +23,9 @@ from numba.core import types as nbtypes
 
 from .errors import PerformanceWarning
 
-__all__ = ["explain", "warn_sequential", "report_build", "info_enabled"]
+__all__ = ["explain", "warn_sequential", "report_build", "info_enabled", "log_decisions"]
+
+_LOG = logging.getLogger("pyacc")
 
 _KERNELS = ("kernels", "kernels_loop")
 
@@ -122,3 +125,18 @@ def report_build(info, notes, arg_types) -> None:
     warn_sequential(info, notes)
     if info_enabled():
         print(explain(info, notes, arg_types), file=sys.stderr)
+
+
+def log_decisions(info, notes) -> None:
+    """Debug records (logger ``pyacc``) of the planner's decisions, at a kernel's
+    compile: each loop that runs sequentially and why, each reduction found."""
+    if not _LOG.isEnabledFor(logging.DEBUG):
+        return
+    for note in notes:
+        if not note.parallel:
+            _LOG.debug("%s: loop at %s:%d runs sequentially: %s", info.name, info.filename,
+                       note.line, note.reason)
+        for op, var in note.reductions:
+            if var in note.implicit:
+                _LOG.debug("%s: %r is updated with '%s' in the loop at %s:%d; treated as "
+                           "reduction(%s:%s)", info.name, var, op, info.filename, note.line, op, var)

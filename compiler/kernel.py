@@ -5,9 +5,12 @@ finds the types of reduction variables, the mapping of Numba errors to
 :class:`CompileError`, and the bounds-check wrapper that raises :class:`KernelIndexError`.
 
 Invariants:
-    * ``get_kernel`` is memoised per ``KernelInfo`` on (target, device type, bounds
-      checking, argument kinds), where an array's kind is ``(dtype, ndim)`` and a
-      scalar's is its Python type; a repeated call costs a tuple build and a dict lookup.
+    * ``info.kernels`` is the only kernel cache: keyed by ``kernel_key`` (target, device
+      type, bounds checking, argument kinds — an array's ``(dtype, ndim)``, a scalar's
+      Python type —, the serial crossover, on cuda a launch shape evaluated at the
+      call); a repeated call costs a tuple build and a dict lookup.
+    * The loops are planned once (``KernelInfo.plan``, made by ``analyze``); every build
+      of a region generates code from that plan.
     * The kernel returned for ``target="cpu"`` is the Numba dispatcher itself (without
       bounds checking), so ``kernel(*args)`` goes straight into Numba.
     * A generated file is named by the hash of its text and the key material, written
@@ -19,6 +22,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import linecache
@@ -46,7 +50,8 @@ from .cpu_target import CpuTarget
 from .errors import CompileError, KernelIndexError
 from .frontend import Scope, local_names
 
-__all__ = ["get_kernel", "cache_dir", "TARGETS", "boundscheck_enabled"]
+__all__ = ["get_kernel", "kernel_for", "kernel_key", "kernel_env", "argument_kind", "jit_disabled",
+           "cache_dir", "TARGETS", "boundscheck_enabled"]
 
 #: Code-generating targets by name; ``"python"`` is handled separately (no codegen).
 TARGETS = {"cpu": CpuTarget()}
@@ -57,6 +62,10 @@ _generator_version: str | None = None
 
 
 _environ = os.environ
+#: the bytes-keyed dict behind ``os.environ`` (kept in step by it; ~0.05 µs a read instead
+#: of ~0.5 µs), where the platform has one
+_environ_data_get = getattr(os.environ, "_data", {}).get if os.name == "posix" else \
+    (lambda name: os.environ.get(name.decode()))
 
 
 def boundscheck_enabled() -> bool:
@@ -64,14 +73,21 @@ def boundscheck_enabled() -> bool:
     return _environ.get("PYACC_BOUNDSCHECK", "0") not in ("", "0")
 
 
-def get_kernel(info: KernelInfo, args, target: str = "cpu", device_type: str = "host"):
+def get_kernel(info: KernelInfo, args, target: str = "cpu", device_type: str = "host",
+               clauses=None):
     """The compiled kernel of ``info`` for these arguments, target and device.
+
+    The only kernel cache there is: ``info.kernels``, keyed by :func:`kernel_key`.
 
     Args:
         info: From :func:`analyze`.
         args: Device arrays and scalars in parameter order (numpy arrays on the CPU).
-        target: ``"cpu"`` (Numba, parallel) or ``"python"`` (the function as written).
+        target: ``"cpu"`` (Numba, parallel), ``"cuda"`` or ``"python"`` (the function as
+            written).
         device_type: ``"host"``, ``"emulated"``, ... (decides ``on_device``).
+        clauses: The clauses evaluated for this call when some are expressions
+            (``"vector((n+31)/32*32)"``); on the cuda target the launch shape is part of
+            the code, so each evaluated shape gets its kernel (the CPU ignores them).
 
     Returns:
         A callable ``kernel(*args)`` returning what the function returns (None, a
@@ -84,17 +100,55 @@ def get_kernel(info: KernelInfo, args, target: str = "cpu", device_type: str = "
         # called with the user's arguments only: the kernel reads its free parameters
         # (globals, closure variables) itself at each call
         return _reading_free_values(get_kernel(info, (*args, *info.free_values()), target,
-                                               device_type), info)
-    key = (target, device_type, boundscheck_enabled(), _kind_key(args),
-           crossover.serial_below() if target == "cpu" else 0)
+                                               device_type, clauses), info)
+    key = kernel_key(info, args, target, device_type, clauses)
     kernel = info.kernels.get(key)
     if kernel is None:
         with _lock:
             kernel = info.kernels.get(key)
             if kernel is None:
-                kernel = _build(info, tuple(args), target, device_type, key[2], key[3], key[4])
+                built = info
+                if len(key) > 5:  # a launch shape evaluated at the call (cuda)
+                    built = dataclasses.replace(info, clauses=clauses, kernels={}, plan=None)
+                kernel = _build(built, tuple(args), target, device_type, key[2], key[3], key[4])
                 info.kernels[key] = kernel
     return kernel
+
+
+def kernel_for(info: KernelInfo, args, device_type: str, clauses=None):
+    """The kernel a compute call on a device of ``device_type`` runs with ``args``: the
+    device's target (``host`` and ``emulated`` kernels run on CPU threads, ``cuda`` on
+    the GPU), or the function as written under ``PYACC_DISABLE_JIT=1``."""
+    target = "python" if jit_disabled() else _TARGET_OF.get(device_type, "cpu")
+    return get_kernel(info, args, target=target, device_type=device_type, clauses=clauses)
+
+
+def kernel_key(info: KernelInfo, args, target: str, device_type: str, clauses=None) -> tuple:
+    """What decides which kernel ``get_kernel`` returns: the target, the device type,
+    bounds checking, the arguments' kinds (:func:`argument_kind`) and the serial
+    crossover; on the cuda target also a launch shape evaluated at the call."""
+    key = (target, device_type, boundscheck_enabled(), tuple(map(argument_kind, args)),
+           crossover.serial_below() if target == "cpu" else 0)
+    if target == "cuda" and clauses is not None and clauses.expressions():
+        key += ((clauses.num_gangs, clauses.num_workers, clauses.vector_length),)
+    return key
+
+
+def kernel_env() -> tuple:
+    """The raw values of the environment variables that decide a kernel
+    (``PYACC_DISABLE_JIT``, ``PYACC_BOUNDSCHECK``, ``PYACC_SERIAL_BELOW``): a caller that
+    keeps a kernel compares them to know it still applies (~0.1 µs)."""
+    get = _environ_data_get
+    return (get(b"PYACC_DISABLE_JIT"), get(b"PYACC_BOUNDSCHECK"), get(b"PYACC_SERIAL_BELOW"))
+
+
+def jit_disabled() -> bool:
+    """True when ``PYACC_DISABLE_JIT`` is set to something other than ``""``/``"0"``."""
+    return _environ.get("PYACC_DISABLE_JIT", "0") not in ("", "0")
+
+
+#: the compiler target of each device type (host and emulated kernels run on CPU threads)
+_TARGET_OF = {"host": "cpu", "emulated": "cpu", "cuda": "cuda"}
 
 
 def _reading_free_values(kernel, info):
@@ -111,18 +165,22 @@ def _reading_free_values(kernel, info):
     return call
 
 
-def _kind_key(args):
-    # dtype.char/ndim are cheap attribute reads; hashing dtype objects is not.
-    kinds = []
-    for a in args:
-        if type(a) is np.ndarray or isinstance(a, np.ndarray):
-            kinds.append((a.dtype.char, a.dtype.byteorder, a.ndim))
-        elif _is_device_array(a):
-            dtype, ndim = _device_dtype_ndim(a)
-            kinds.append((dtype.char, dtype.byteorder, ndim))
-        else:
-            kinds.append(type(a))
-    return tuple(kinds)
+def argument_kind(value):
+    """The kind of a kernel argument, part of the kernel key: ``(dtype char, byteorder,
+    ndim)`` for a host or device array (any ``__cuda_array_interface__`` object), the
+    Python type for a scalar. Cheap attribute reads (hashing dtype objects is not)."""
+    if type(value) is np.ndarray or isinstance(value, np.ndarray):
+        return (value.dtype.char, value.dtype.byteorder, value.ndim)
+    kind = type(value)
+    if kind in _SCALAR_TYPES or not _is_device_array(value):
+        return kind
+    dtype, ndim = _device_dtype_ndim(value)
+    return (dtype.char, dtype.byteorder, ndim)
+
+
+#: argument types that are certainly scalars (no device-array check needed)
+_SCALAR_TYPES = frozenset({int, float, complex, bool, np.float64, np.float32, np.int64, np.int32,
+                           np.uint64, np.uint32, np.complex128, np.complex64, np.bool_})
 
 
 def _is_device_array(value) -> bool:
@@ -174,7 +232,10 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
     source = info.source
     scope = Scope(source.func, local_names(source.tree))
     check_free_names(source, scope, strict=True)
-    plan = Planner(source, info.clauses, scope, log_decisions=True).plan()
+    plan = info.plan
+    if plan is None:  # a copy with clauses evaluated at the call (kernel_key)
+        plan = info.plan = Planner(source, info.clauses, scope).plan()
+    feedback.log_decisions(info, plan.notes)
     header = (f"# pyacc generated kernel for {info.where}; target={target} "
               f"device={device} boundscheck={boundscheck}; do not edit")
 

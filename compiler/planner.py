@@ -20,7 +20,6 @@ Invariants:
 from __future__ import annotations
 
 import ast
-import logging
 from dataclasses import dataclass, field
 
 from .clauses import ComputeClauses, parse_loop_clauses
@@ -31,7 +30,6 @@ from . import dependence
 
 __all__ = ["Planner", "Plan", "NestPlan", "LoopNote"]
 
-log = logging.getLogger("pyacc")
 
 
 @dataclass
@@ -135,15 +133,15 @@ class Planner:
         source: The function.
         clauses: The construct's clauses.
         scope: Name resolution for the function.
-        log_decisions: Emit debug records (at first call, not at decoration).
+
+    Its decisions are logged at a kernel's first compile from the notes
+    (``feedback.log_decisions``), not here: the plan is made once, at decoration.
     """
 
-    def __init__(self, source: FunctionSource, clauses: ComputeClauses, scope: Scope,
-                 *, log_decisions: bool = False):
+    def __init__(self, source: FunctionSource, clauses: ComputeClauses, scope: Scope):
         self.source = source
         self.clauses = clauses
         self.scope = scope
-        self.log_decisions = log_decisions
         self.result = Plan()
 
     def plan(self) -> Plan:
@@ -308,9 +306,6 @@ class Planner:
     def _note_sequential(self, node, reason):
         self.result.notes.append(LoopNote(node.lineno, False, reason=reason,
                                           construct=self.clauses.construct))
-        if self.log_decisions:
-            log.debug("%s: loop at %s:%d runs sequentially: %s",
-                      self.source.func.__name__, self.source.filename, node.lineno, reason)
 
     def _marker_clauses(self, loop: ast.For):
         """The clauses of ``acc.loop(...)`` wrapping the loop's iterable, or None."""
@@ -444,10 +439,6 @@ class Planner:
                 continue
             op = ops.pop()
             result.append((op, var))
-            if self.log_decisions:
-                log.debug("%s: %r is updated with '%s' in the loop at %s:%d; treated as "
-                          "reduction(%s:%s)", self.source.func.__name__, var, op,
-                          self.source.filename, levels[0].lineno, op, var)
         return tuple(result), tuple(arrays)
 
     def _is_array_reduction(self, body, var, op) -> bool:

@@ -57,8 +57,10 @@ class MappingRuntime(abc.ABC):
 
     # -- entry and exit (data regions, compute regions, enter/exit data, routines) --------
     @abc.abstractmethod
-    def enter(self, requests, counter, queue):
-        """Entry actions of the requests; their ``Mapped`` outcomes (all or nothing)."""
+    def enter(self, requests, counter, queue, *, at_once=True):
+        """Entry actions of the requests; their ``Mapped`` outcomes (all or nothing).
+        ``at_once`` False (data directives): while oversubscribing, the requests' data
+        need not fit in device memory together (API.md §10)."""
 
     @abc.abstractmethod
     def exit_structured(self, mapped, queue, *, copy_back=True) -> None:

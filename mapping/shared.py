@@ -49,7 +49,7 @@ class SharedMemoryRuntime(MappingRuntime):
         self.namer = lambda array: None
 
     # == entry and exit: no action (OpenACC 3.3 §2.7.4) ===================================
-    def enter(self, requests: list[MapRequest], counter: Counter, queue: Queue) -> list[Mapped]:
+    def enter(self, requests: list[MapRequest], counter: Counter, queue: Queue, *, at_once=True) -> list[Mapped]:
         return [Mapped(request, None) for request in requests]
 
     def enter_one(self, kind: MapKind, array, counter: Counter, queue: Queue | None = None):

@@ -31,7 +31,6 @@ raises during the call does so once the region's data actions are complete.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import functools
 import inspect
 import sys
@@ -55,11 +54,13 @@ from mapping import (
     check_array,
 )
 
+from mapping.compute import enter_compute, exit_compute
 from mapping.queues import Pending
+from compiler import kernel_env
 
 from ._clauses import queue_of, wait_for
-from ._call_inputs import clause_values, env_flag, environ_get, free_reader
-from ._replay import SCALARS, CallPlan, argument_kind, is_device_array, mapped_items
+from ._call_inputs import clause_values, free_reader
+from ._replay import SCALARS, CallPlan, is_device_array
 from ._devices import ICVS, current_runtime
 from ._errors import directive_end, report
 from .observe._locate import Location
@@ -69,6 +70,7 @@ __all__ = ["parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "ro
 
 _ACTIVE = BUS.active
 _HOLDING = BUS.holding()
+_SILENT = BUS.silent
 _STRUCTURED = Counter.STRUCTURED
 _REGION_ENTER = int(EventKind.REGION_ENTER)
 _REGION_EXIT = int(EventKind.REGION_EXIT)
@@ -141,10 +143,13 @@ class ComputeRegion:
         #: ``"if(n > 100)"``): evaluated at each call (API.md §6.1)
         self._expressions = bool(clauses.expressions())
         self._signature = inspect.signature(function)
-        self._kernels = {}  # (device type, no-jit, boundscheck, argument kinds) -> kernel
-        # the last fast-path calls (newest first), for the next ones: a Jacobi loop calls
-        # step(u, unew) and step(unew, u) in turn, and each needs its own plan
+        self._arity = len(info.params)
+        # the last joined calls' plans (newest first), for the next ones: a Jacobi loop
+        # calls step(u, unew) and step(unew, u) in turn, and each needs its own plan
         self._plans: tuple = ()
+        #: a call with no call-time clauses may go straight to ``_launch`` with the
+        #: clauses' values: they are constants, the region runs on the synchronous queue
+        self._direct = False
         self._uses_default = True
         self._read_free = None  # reads the free parameters' values (None: there are none)
         self._bound = False  # free parameters resolved (at the first call)
@@ -174,6 +179,9 @@ class ComputeRegion:
             name not in self._explicit and name not in self._deviceptr for name in info.kernel_params)
         self._read_free = free_reader(info)
         self._bound = True
+        enabled, async_clause, wait_clause = self._clause_values[:3]
+        self._direct = (not self._expressions and enabled and async_clause is None
+                        and wait_clause is None)
 
     def __repr__(self) -> str:
         return f"<pyacc {self.info.clauses.construct} region {self.info.where}>"
@@ -182,7 +190,32 @@ class ComputeRegion:
         return self if instance is None else functools.partial(self, instance)
 
     def __call__(self, *args, async_=None, wait=None, if_=None, **kwargs):
-        if kwargs or len(args) != len(self.info.params):
+        if self._direct and async_ is None and wait is None and if_ is None and not kwargs \
+                and len(args) == self._arity and _SILENT[0]:
+            # the common call: constant clauses, synchronous, nobody observing events;
+            # exact as the full path (a subscriber that comes now sees the next call)
+            try:
+                if self._read_free is not None:
+                    args = (*args, *self._read_free())
+                runtime = ICVS.runtime or current_runtime()
+                plan = None
+                if self._plans:  # _matching_plan, inlined: this is the hot path
+                    key = (kernel_env(), _enclosing_default() if self._uses_default else None)
+                    for candidate in self._plans:
+                        if candidate.applies(runtime, key, args):
+                            plan = candidate
+                            break
+                return self._launch(runtime, args, runtime.device.sync_queue, None, True, plan)
+            except AccError as error:
+                report(error)
+                raise
+        return self._call(args, async_, wait, if_, kwargs)
+
+    def _call(self, args, async_, wait, if_, kwargs):
+        """A call in full: bind the arguments, read the clauses (expressions evaluated
+        with the arguments, ``if_``/``async_``/``wait`` given at the call), the queue and
+        its waits; then ``_launch`` (or the host, under ``if(false)``)."""
+        if kwargs or len(args) != self._arity:
             args = self._bind(args, kwargs)
         try:
             if not self._bound:
@@ -195,7 +228,17 @@ class ComputeRegion:
             # a profiling or error callback that raises does so only once the region's
             # data actions are complete and the table is consistent (API.md §11)
             with _HOLDING:
-                return self._launch(args, async_, wait, values)
+                runtime = current_runtime()
+                enabled, async_clause, wait_clause = values[:3]
+                async_arg = async_ if async_ is not None else async_clause
+                queue = queue_of(runtime, async_arg)
+                if wait is not None or wait_clause is not None:
+                    wait_for(runtime, wait if wait is not None else wait_clause, queue)
+                if not enabled:
+                    return self._run_on_host(args)
+                value = self._launch(runtime, args, queue, values[3] if len(values) > 3 else None, False,
+                                     self._matching_plan(runtime, args))
+                return value if async_arg is None else AsyncResult(queue, value)
         except Exception as error:
             if isinstance(error, AccError):
                 report(error)
@@ -211,160 +254,92 @@ class ComputeRegion:
         return bound.args
 
     # -- the launch ----------------------------------------------------------------------
-    # The launch is the hot path of every compute call (budget: a few µs over a direct
-    # Numba call), so it avoids per-call allocation where it can: clause lookups are
-    # precomputed per parameter, the kernel is memoised per argument kinds, environment
-    # flags are read through ``environ_get``, and a call that repeats a recent one
-    # replays its plan (``CallPlan``: no classification, no present-table lookup).
+    # The launch is the hot path of every compute call (budget: 1 µs over a direct Numba
+    # call), so it avoids per-call allocation where it can: a call that repeats a recent
+    # one finds its plan (``CallPlan``: the kernel, and the mapping runtime's memo that
+    # ``enter_compute`` replays without classification or present-table lookup).
 
-    def _launch(self, args, async_, wait, clause_values):
-        """One compute call: its queue and waits, ``if(false)`` on the host, else enter the
-        region's data (replay, join or full entry), launch, exit; ``REGION_ENTER`` and
-        ``REGION_EXIT`` are published here and nowhere else."""
-        runtime = current_runtime()
-        enabled, async_clause, wait_clause = clause_values[:3]
-        async_arg = async_ if async_ is not None else async_clause
-        queue = queue_of(runtime, async_arg)
-        if wait is not None or wait_clause is not None:
-            wait_for(runtime, wait if wait is not None else wait_clause, queue)
-        if not enabled:
-            return self._run_on_host(args)
-        plan, arrays = self._matching_plan(runtime, args)
-        if _ACTIVE[_REGION_ENTER]:
+    def _launch(self, runtime, args, queue, clauses, silent, plan):
+        """One compute call on ``runtime`` and ``queue``: enter the region's data
+        (``mapping.compute.enter_compute``: replay ``plan``'s memo, join or full entry),
+        launch the kernel, exit (``exit_compute``). ``REGION_ENTER``/``REGION_EXIT`` are
+        published here and nowhere else (not at all when ``silent``: nobody listened when
+        the call began). ``clauses``: the clause values evaluated for this call, when
+        some are expressions."""
+        if not silent and _ACTIVE[_REGION_ENTER]:
             BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=self.info.name,
                         info=self.info.clauses.construct, where=self._where)
         try:
-            ticket = self._enter(runtime, args, queue, plan, arrays, clause_values)
+            ticket = self._enter(runtime, args, queue, plan)
+            kernel = plan.kernel if ticket.replayed else self._kernel(runtime, ticket, queue, clauses)
             try:
-                value = runtime.device.launch(ticket.kernel, ticket.device_args, queue,
+                value = runtime.device.launch(kernel, ticket.device_args, queue,
                                               name=self.info.name, where=self._where, info=self.info)
             except BaseException as error:
-                # the kernel did not complete (a compile error at the first call, a device
-                # failure of the launch, an interrupt): device data is not copied back
-                self._exit(runtime, ticket, queue, copy_back=False)
+                # the kernel did not complete (a device failure of the launch, an
+                # interrupt): device data is not copied back
+                exit_compute(runtime, ticket, queue, copy_back=False)
                 if _is_kernel_failure(error):
                     raise self._execution_error(error) from error
                 raise
-            self._exit(runtime, ticket, queue, copy_back=True)
+            exit_compute(runtime, ticket, queue)
         finally:
-            if _ACTIVE[_REGION_EXIT]:
+            if not silent and _ACTIVE[_REGION_EXIT]:
                 BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
                             info=self.info.clauses.construct, where=self._where)
-        if async_arg is not None:
-            return AsyncResult(queue, value)
-        if ticket.plan is None and ticket.entries is not None:  # a joined call: keep its plan
-            plan = CallPlan(runtime, self._call_key(), args, ticket.device_args, ticket.slots,
-                            ticket.map_kinds, ticket.memo, ticket.kernel)
+        if ticket.memo is not None and not ticket.replayed:  # a joined call: keep its plan
+            plan = CallPlan(runtime, self._call_key(), args, ticket.memo, kernel)
             self._plans = (plan,) + self._plans[:_PLANS_KEPT - 1]
         return value
 
     def _matching_plan(self, runtime, args):
-        """A recent call's plan that applies to these arguments, and their mapped arrays
-        (``CallPlan.arrays_of``: the same objects and layouts, the same enclosing default
-        and flags), or ``(None, None)``. Changes nothing."""
+        """A recent call's plan that holds for this call (``CallPlan.applies``), or None.
+        Changes nothing."""
         if self._plans:
             key = self._call_key()
             for plan in self._plans:
-                if plan.runtime is runtime:
-                    arrays = plan.arrays_of(args, key)
-                    if arrays is not None:
-                        return plan, arrays
-        return None, None
+                if plan.applies(runtime, key, args):
+                    return plan
+        return None
 
-    def _enter(self, runtime, args, queue, plan, arrays, clause_values) -> "_Ticket":
-        """Enter the region's data, the cheapest way that is exact: replay ``plan`` while
-        the present table is unchanged since its call; else join data that is all present
-        (counts change at once, even for async calls); else the full structured entry
-        (present-or-create, copy-ins, all-or-nothing)."""
-        if plan is not None:
-            entries = runtime.rejoin_structured(plan.memo)
-            if entries is not None:
-                # with shared memory the host arrays are the device arrays
-                device_args = args if plan.views is None else \
-                    plan.device_args(runtime, args, arrays, entries)
-                return _Ticket(arrays, plan.map_kinds, entries, None, device_args, plan.kernel,
-                               plan=plan)
-        arrays, map_kinds, slots, kinds = self._classify(runtime, args)
-        device_args = list(args)
-        memo = []
-        entries = runtime.join_structured(arrays, memo)
-        mapped = None
-        if entries is not None:
-            device_array_of = runtime.device_array_of
-            for slot, array, entry in zip(slots, arrays, entries):
-                device_args[slot] = device_array_of(entry, array)
-        else:
-            requests = self._requests(runtime, arrays, map_kinds, slots)
-            try:
-                mapped = runtime.enter(requests, _STRUCTURED, queue)
-            except PartlyPresentError as error:
-                error.args = (f"{error.args[0] if error.args else error}; {_SECTION_HINT}",) + error.args[1:]
-                raise
-            device_array = runtime.device_array
-            for slot, item in zip(slots, mapped):
-                device_args[slot] = device_array(item)
-        ticket = _Ticket(arrays, map_kinds, entries, mapped, device_args, None, slots=slots,
-                         memo=memo)
+    def _enter(self, runtime, args, queue, plan):
+        """``enter_compute``, the section hint added to a partly-present error."""
         try:
-            ticket.kernel = self._kernel(runtime.device.type_name, device_args, kinds, clause_values)
-        except BaseException:  # a compile error at the first call: leave the data again
-            self._exit(runtime, ticket, queue, copy_back=False)
+            return enter_compute(runtime, args, queue, self, None if plan is None else plan.memo)
+        except PartlyPresentError as error:
+            error.args = (f"{error.args[0] if error.args else error}; {_SECTION_HINT}",) + error.args[1:]
             raise
-        return ticket
 
-    def _exit(self, runtime, ticket, queue, *, copy_back):
-        """Exit actions of the region: after a join or a replay, its decrements when no
-        lifetime ends (the common case); else the full structured exit (copy-backs,
-        frees; none with ``copy_back=False``)."""
-        mapped = ticket.mapped
-        if ticket.entries is not None:
-            if runtime.leave_structured(ticket.entries):
-                return
-            mapped = mapped_items(ticket.arrays, ticket.map_kinds, ticket.entries)
-        runtime.exit_structured(mapped, queue, copy_back=copy_back)
+    def _kernel(self, runtime, ticket, queue, clauses):
+        """The compiled kernel for the ticket's arguments on this device (the compiler's
+        cache, ``compiler.kernel_for``). A compile error at the first call leaves the
+        region's data again before it propagates."""
+        try:
+            return compiler.kernel_for(self.info, ticket.device_args, runtime.device.type_name, clauses)
+        except BaseException:
+            exit_compute(runtime, ticket, queue, copy_back=False)
+            raise
 
     def _call_key(self):
-        """What else decides a call's plan: the enclosing default and the env flags (their
-        raw values: a change of spelling only costs one full-path call)."""
-        default = _enclosing_default() if self._uses_default else None
-        get = environ_get
-        return (default, get(b"PYACC_DISABLE_JIT"), get(b"PYACC_BOUNDSCHECK"))
-
-    def _kernel(self, device_type, device_args, kinds, clause_values=()):
-        """The compiled kernel for this device and these argument kinds (memoised here;
-        ``compiler.get_kernel`` is asked only for a new combination). On the cuda target
-        the launch shape is part of the code, so clause counts evaluated at the call
-        (``"vector((n+31)/32*32)"``) each get their kernel; the CPU ignores them."""
-        info = self.info
-        key = (device_type, env_flag(b"PYACC_DISABLE_JIT"), env_flag(b"PYACC_BOUNDSCHECK"), kinds,
-               environ_get(b"PYACC_SERIAL_BELOW"))
-        target = "python" if key[1] else _TARGET_OF.get(device_type, "cpu")
-        if target == "cuda" and len(clause_values) > 3:
-            counts = clause_values[3]
-            key += ((counts.num_gangs, counts.num_workers, counts.vector_length),)
-        kernel = self._kernels.get(key)
-        if kernel is None:
-            if len(key) > 5:
-                info = dataclasses.replace(info, clauses=clause_values[3], kernels={})
-            kernel = compiler.get_kernel(info, device_args, target=target, device_type=device_type)
-            self._kernels[key] = kernel
-        return kernel
+        """What else decides a call's kernel and data: the kernel environment
+        (``compiler.kernel_env``: a change of spelling only costs one full-path call)
+        and the enclosing ``default`` when an array parameter has no clause."""
+        return (kernel_env(), _enclosing_default() if self._uses_default else None)
 
     def _run_on_host(self, args):
         """``if(false)``: the region runs on the local thread with host data (§2.5.6)."""
-        target = "python" if env_flag(b"PYACC_DISABLE_JIT") else "cpu"
-        return compiler.get_kernel(self.info, list(args), target=target, device_type="host")(*args)
+        return compiler.kernel_for(self.info, list(args), "host")(*args)
 
-    def _classify(self, runtime, args):
-        """Sort the arguments (OpenACC 3.3 §2.6.2): returns the arrays to map, their
-        ``(MapKind, name)``, their argument slots, and the arguments' kinds (dtype and ndim
-        of arrays, type of scalars: the kernel key). Scalars are firstprivate;
-        ``deviceptr`` arrays are passed as they are."""
-        arrays, map_kinds, slots, kinds = [], [], [], []
+    # -- the ArgumentSorter of mapping.compute.enter_compute ---------------------------------
+    def sort(self, runtime, args):
+        """Sort the arguments (OpenACC 3.3 §2.6.2): the slots of the arrays to map and
+        their ``(MapKind, name)``. Scalars are firstprivate; ``deviceptr`` arrays and
+        device arrays are passed as they are (after the device has checked that they are
+        its memory); anything else is refused here, before any data action."""
+        map_kinds, slots = [], []
         default = None
         params = self.info.kernel_params
         for slot, value in enumerate(args):
-            kinds.append(argument_kind(value))
             if type(value) is not np.ndarray and not isinstance(value, np.ndarray):
                 if type(value) not in SCALARS:
                     if is_device_array(value):
@@ -383,10 +358,19 @@ class ComputeRegion:
                 if default is None:
                     default = self._default or _enclosing_default() or ""
                 kind = self._kind_of(name, default)
-            arrays.append(value)
             map_kinds.append((kind, name))
             slots.append(slot)
-        return arrays, map_kinds, slots, tuple(kinds)
+        return slots, map_kinds
+
+    def requests(self, runtime, arrays, map_kinds):
+        """Validated map requests, for the full entry."""
+        requests = []
+        for array, (kind, name) in zip(arrays, map_kinds):
+            check_array(array, name=name, contiguous=False)
+            if not (array.flags.c_contiguous or array.flags.f_contiguous):
+                kind = self._strided_kind(runtime, array, name)
+            requests.append(MapRequest(kind, array, name))
+        return requests
 
     def _check_scalar_argument(self, name, value) -> None:
         """Anything but an array must be a number, a boolean or a tuple of them (kernel
@@ -423,16 +407,6 @@ class ComputeRegion:
                 f"with __cuda_array_interface__), but the {clause} clause takes host (numpy) "
                 "arrays: name it in deviceptr=... instead, or pass the host array", name=name)
         runtime.device.extent_of(value)  # must be memory of this device
-
-    def _requests(self, runtime, arrays, map_kinds, slots):
-        """Validated map requests, for the full ``enter`` path."""
-        requests = []
-        for array, (kind, name) in zip(arrays, map_kinds):
-            check_array(array, name=name, contiguous=False)
-            if not (array.flags.c_contiguous or array.flags.f_contiguous):
-                kind = self._strided_kind(runtime, array, name)
-            requests.append(MapRequest(kind, array, name))
-        return requests
 
     def _kind_of(self, name, default) -> MapKind:
         """The implicit data attribute of an array parameter without a clause (§2.6.2)."""
@@ -472,41 +446,12 @@ class ComputeRegion:
 _SECTION_HINT = ("a compute region maps each array argument whole: pass the section that is "
                  "present (a view such as x[lo:hi]) and index it from 0, or map the whole array")
 
-class _Ticket:
-    """What entering a compute region's data gave: the mapped arrays and their
-    ``(MapKind, name)``, the present entries (a join or a replay: ``entries``) or the
-    full entry's ``Mapped`` items (``mapped``), the kernel's arguments and the kernel;
-    for a join, what its ``CallPlan`` keeps (``slots``, ``memo``); for a replay, its plan."""
-
-    __slots__ = ("arrays", "map_kinds", "entries", "mapped", "device_args", "kernel", "plan",
-                 "slots", "memo")
-
-    def __init__(self, arrays, map_kinds, entries, mapped, device_args, kernel, *, plan=None,
-                 slots=None, memo=None):
-        self.arrays = arrays
-        self.map_kinds = map_kinds
-        self.entries = entries
-        self.mapped = mapped
-        self.device_args = device_args
-        self.kernel = kernel
-        self.plan = plan
-        self.slots = slots
-        self.memo = memo
-
-
 #: fast-path plans a region keeps (each is tried in turn, newest first, before the full path)
 _PLANS_KEPT = 4
-
-#: the compiler target of each device type (host and emulated kernels run on CPU threads)
-_TARGET_OF = {"host": "cpu", "emulated": "cpu", "cuda": "cuda"}
-
 
 #: dtype characters of the arrays a kernel can take (bool, signed and unsigned integers,
 #: float32/64, complex64/128; not float16, long double, objects, strings, records)
 _KERNEL_DTYPES = frozenset("?bBhHiIlLqQfdFD")
-
-#: argument types that are certainly scalars (no device-array check needed)
-
 
 def _is_kernel_failure(error) -> bool:
     """Errors raised by the kernel itself (not pyacc's own errors or interrupts)."""
@@ -536,9 +481,7 @@ def explain(region) -> str:
     info = region.info
     notes = info.notes
     if notes is None:  # not compiled yet: the planner's decisions at decoration
-        from compiler.frontend import Scope, local_names
-        from compiler.planner import Planner
-        notes = Planner(info.source, info.clauses, Scope(info.func, local_names(info.source.tree))).plan().notes
+        notes = info.plan.notes
     return compiler.explain(info, notes, info.arg_types)
 
 

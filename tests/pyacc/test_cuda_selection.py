@@ -382,11 +382,10 @@ def _double(x):
 ])
 def test_kernel_target_follows_the_device_type(monkeypatch, device_type, disable_jit, target):
     seen = []
-    monkeypatch.setattr(compiler, "get_kernel",
-                        lambda info, args, target, device_type: seen.append((target, device_type)) or "k")
+    monkeypatch.setattr(compiler.kernel, "get_kernel",
+                        lambda info, args, target, device_type, clauses: seen.append((target, device_type)) or "k")
     monkeypatch.setenv("PYACC_DISABLE_JIT", disable_jit)
-    monkeypatch.setattr(_double, "_kernels", {})
-    assert _double._kernel(device_type, [np.zeros(3)], ("kinds",)) == "k"
+    assert compiler.kernel_for(_double.info, [np.zeros(3)], device_type) == "k"
     assert seen == [(target, device_type)]
 
 
@@ -466,9 +465,9 @@ def test_device_arrays_of_other_dtypes_get_their_own_kernel():
     one = CudaArrayLike(np.zeros(3))
     two = CudaArrayLike(np.zeros(3, np.float32))
     three = CudaArrayLike(np.zeros((3, 3)))
-    kinds = {_replay.argument_kind(x) for x in (one, two, three, CudaArrayLike(np.ones(5)))}
+    kinds = {compiler.argument_kind(x) for x in (one, two, three, CudaArrayLike(np.ones(5)))}
     assert len(kinds) == 3
-    assert _replay.argument_kind(1.5) is float and _replay.argument_kind(np.float32(1)) is np.float32
+    assert compiler.argument_kind(1.5) is float and compiler.argument_kind(np.float32(1)) is np.float32
 
 
 def test_routines_hand_device_arrays_to_extent_of(extents):

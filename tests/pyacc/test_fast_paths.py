@@ -142,9 +142,9 @@ def test_alternating_argument_orders_each_keep_a_replay_plan(emulated, monkeypat
     their own plan instead of taking the full path every other call."""
     u, unew = np.zeros(6), np.zeros(6)
     full_path = []
-    classify = acc._compute.ComputeRegion._classify
-    monkeypatch.setattr(acc._compute.ComputeRegion, "_classify",
-                        lambda self, *a: full_path.append(1) or classify(self, *a))
+    sort = acc._compute.ComputeRegion.sort
+    monkeypatch.setattr(acc._compute.ComputeRegion, "sort",
+                        lambda self, *a: full_path.append(1) or sort(self, *a))
     with acc.data(copy=[u, unew]):
         for _ in range(5):
             copy_into(unew, u)

@@ -1,0 +1,208 @@
+"""A compute region's data: the one entry and the one exit of a compute call.
+
+Owns :func:`enter_compute` and :func:`exit_compute`, the typed :class:`ComputeTicket` the
+entry returns, and :class:`ComputeMemo`, what an entry remembers so that the next call
+with the same arrays can replay it.
+
+``enter_compute`` enters a compute region's data the cheapest way that is exact
+(OpenACC 3.3 §2.6.2, §2.7; API.md §6):
+
+1. **replay** — the caller found a memo of an earlier call of the same region that
+   matches these arguments (:meth:`ComputeMemo.matches`: the same host array objects in
+   the same argument slots, with the same dtype and shape, and on a device with separate
+   memory the same strides) and the present table is unchanged since that call (its
+   ``version``): the same entries get their structured increments without a lookup, and
+   the device arrays made for that call are used again;
+2. **join** — every array of the call lies wholly inside a present mapping: structured
+   increments at once (even for an async call: counts change at once, §2.6.7), and a new
+   memo for the next call;
+3. **full entry** — the structured entry actions: present-or-create, copy-ins, all or
+   nothing (``runtime.enter``).
+
+``exit_compute`` undoes whichever it was: after a replay or a join, the structured
+decrements when no lifetime ends by them (the common case); otherwise the full
+structured exit (copy-backs unless the kernel failed, frees).
+
+The caller (``pyacc``'s launcher) knows the clauses, so it sorts the arguments: it passes
+an :class:`ArgumentSorter`, asked only when the replay does not apply.
+
+Invariants:
+    * A memo keeps nothing alive: the host arrays, the entries and the device arrays are
+      held by weak reference.
+    * While a memo matches and the table version is unchanged, each device array it kept
+      is still what ``device_array_of`` would make (the same entry, at the same device
+      address, for a host array of the same layout); one changed in place since (its
+      shape, strides or dtype) is made anew.
+    * Nothing here changes a counter directly: increments and decrements go through the
+      runtime's ``join_structured``/``rejoin_structured``/``leave_structured`` and
+      ``enter``/``exit_structured``, which hold the table lock and publish the events.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Protocol
+
+from .entry import Counter
+from .requests import MapRequest, Mapped
+
+__all__ = ["ArgumentSorter", "ComputeMemo", "ComputeTicket", "enter_compute", "exit_compute"]
+
+_STRUCTURED = Counter.STRUCTURED
+
+
+class ArgumentSorter(Protocol):
+    """What the caller knows of a compute region's arguments (its data clauses)."""
+
+    def sort(self, runtime, args) -> tuple[list[int], list[tuple]]:
+        """The argument slots of the arrays to map and their ``(MapKind, name)``, in
+        slot order (OpenACC 3.3 §2.6.2); validates what needs no table lookup."""
+
+    def requests(self, runtime, arrays, map_kinds) -> list[MapRequest]:
+        """The validated map requests of the full entry."""
+
+
+class ComputeTicket:
+    """What ``enter_compute`` gave; ``exit_compute`` takes it back.
+
+    Attributes:
+        device_args: The kernel's arguments: the call's, each mapped array replaced by
+            its device array (the call's own tuple when the device shares host memory).
+        memo: The memo of a replay or a join (None after a full entry).
+        replayed: True when ``memo`` was replayed (the caller's kernel for it applies).
+        entries: The joined entries (replay or join), or None.
+        mapped: The ``Mapped`` items of a full entry, or None.
+        args: The call's arguments (the arrays of a full exit after a join).
+    """
+
+    __slots__ = ("device_args", "memo", "replayed", "entries", "mapped", "args")
+
+    def __init__(self, device_args, memo, replayed, entries, mapped, args):
+        self.device_args = device_args
+        self.memo = memo
+        self.replayed = replayed
+        self.entries = entries
+        self.mapped = mapped
+        self.args = args
+
+
+class ComputeMemo:
+    """What a joined compute call remembers, so that the next call with the same arrays
+    replays it (module docstring). Keeps nothing alive.
+
+    Attributes:
+        slots: The argument slots of the mapped arrays.
+        map_kinds: Their ``(MapKind, name)`` (for a full exit after a replay).
+        owner: The caller's own data for this memo (the launcher keeps its kernel here).
+    """
+
+    __slots__ = ("slots", "map_kinds", "owner", "_record", "_host", "_views")
+
+    def __init__(self, runtime, args, slots, map_kinds, record, device_args):
+        self.slots = slots
+        self.map_kinds = map_kinds
+        self.owner = None
+        self._record = record  # the runtime's StructuredMemo: table version, weak entries
+        shares_memory = runtime.device.shares_host_memory
+        self._host = tuple((slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].shape,
+                            None if shares_memory else args[slot].strides) for slot in slots)
+        #: weak references to the device arrays of the mapped slots (None: host arrays)
+        self._views = None if shares_memory else [_weak(device_args[slot]) for slot in slots]
+
+    def matches(self, args) -> bool:
+        """Whether ``args`` hold the same host array objects in the mapped slots, with
+        the same dtype and shape (and on separate memory the same strides: a deprecated
+        in-place ``strides`` change can move the bytes out of the mapping). Changes
+        nothing; the table's version is checked by the replay itself."""
+        for slot, reference, dtype, shape, strides in self._host:
+            array = args[slot]
+            if reference() is not array:
+                return False  # another array (or no array) in this slot
+            if array.shape != shape or (array.dtype is not dtype and array.dtype != dtype):
+                return False  # changed in place
+            if strides is not None and array.strides != strides:
+                return False
+        return True
+
+    def arrays(self, args) -> list:
+        """The mapped arrays among ``args``."""
+        return [args[slot] for slot in self.slots]
+
+    def replay(self, runtime, args) -> ComputeTicket | None:
+        """Replay the memo's call for ``args`` (which ``matches``): while the present
+        table is unchanged since that call, the same entries get their structured
+        increments and the ticket has the kernel's arguments; else None, changing
+        nothing."""
+        entries = runtime.rejoin_structured(self._record)
+        if entries is None:
+            return None
+        views = self._views
+        if views is None:  # shared memory: the host arrays are the device arrays
+            return ComputeTicket(args, self, True, entries, None, args)
+        device_args = list(args)
+        for index, (slot, _, dtype, shape, strides) in enumerate(self._host):
+            view = views[index]()
+            # a kept device array may have been changed in place since (one that
+            # acc.deviceptr handed out, say): then it is made anew
+            if view is None or view.shape != shape or view.strides != strides or view.dtype != dtype:
+                view = runtime.device_array_of(entries[index], args[slot])
+                views[index] = _weak(view)
+            device_args[slot] = view
+        return ComputeTicket(device_args, self, True, entries, None, args)
+
+
+def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMemo | None = None) -> ComputeTicket:
+    """Enter the data of a compute call with arguments ``args``: replay ``memo`` (the
+    caller checked ``memo.matches(args)``) while the table is unchanged since its call;
+    else join data that is all present; else the full structured entry (module
+    docstring). All or nothing: on an exception no counter has changed."""
+    if memo is not None:
+        ticket = memo.replay(runtime, args)
+        if ticket is not None:
+            return ticket
+    slots, map_kinds = sorter.sort(runtime, args)
+    arrays = [args[slot] for slot in slots]
+    records = []
+    entries = runtime.join_structured(arrays, records)
+    if entries is not None:
+        device_args = list(args)
+        device_array_of = runtime.device_array_of
+        for slot, array, entry in zip(slots, arrays, entries):
+            device_args[slot] = device_array_of(entry, array)
+        memo = ComputeMemo(runtime, args, slots, map_kinds, records[0], device_args)
+        return ComputeTicket(device_args, memo, False, entries, None, args)
+    mapped = runtime.enter(sorter.requests(runtime, arrays, map_kinds), _STRUCTURED, queue)
+    device_args = list(args)
+    device_array = runtime.device_array
+    for slot, item in zip(slots, mapped):
+        device_args[slot] = device_array(item)
+    return ComputeTicket(device_args, None, False, None, mapped, args)
+
+
+def exit_compute(runtime, ticket: ComputeTicket, queue, *, copy_back: bool = True) -> None:
+    """The exit actions of a compute call entered with ``ticket``: after a replay or a
+    join, its structured decrements when no lifetime ends by them; else the full
+    structured exit (copy-backs of ``copy``/``copyout`` data unless ``copy_back`` is
+    False — the kernel failed —, frees once ``queue`` has passed them)."""
+    mapped = ticket.mapped
+    entries = ticket.entries
+    if entries is not None:
+        if runtime.leave_structured(entries):
+            return
+        memo = ticket.memo
+        mapped = [Mapped(MapRequest(kind, array, name), entry) for array, (kind, name), entry
+                  in zip(memo.arrays(ticket.args), memo.map_kinds, entries)]
+    runtime.exit_structured(mapped, queue, copy_back=copy_back)
+
+
+def _weak(value):
+    """A weak reference to ``value``, or a stand-in that is always dead (types without
+    weak references: their device arrays are made anew at every call)."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return _dead
+
+
+def _dead():
+    return None
