@@ -41,7 +41,7 @@ Invariants:
 from __future__ import annotations
 
 import weakref
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from .entry import Counter
 from .requests import MapRequest, Mapped
@@ -62,65 +62,87 @@ class ArgumentSorter(Protocol):
         """The validated map requests of the full entry."""
 
 
-class ComputeTicket:
-    """What ``enter_compute`` gave; ``exit_compute`` takes it back.
+class ComputeTicket(NamedTuple):
+    """What ``enter_compute`` gave; ``exit_compute`` takes it back. (A named tuple: made
+    by ``tuple.__new__`` on the hot path, without a Python frame.)"""
 
-    Attributes:
-        device_args: The kernel's arguments: the call's, each mapped array replaced by
-            its device array (the call's own tuple when the device shares host memory).
-        memo: The memo of a replay or a join (None after a full entry).
-        replayed: True when ``memo`` was replayed (the caller's kernel for it applies).
-        entries: The joined entries (replay or join), or None.
-        mapped: The ``Mapped`` items of a full entry, or None.
-        args: The call's arguments (the arrays of a full exit after a join).
-    """
+    #: The kernel's arguments: the call's, each mapped array replaced by its device
+    #: array (the call's own tuple when the device shares host memory).
+    device_args: object
+    #: The memo of a replay or a join (None after a full entry).
+    memo: object
+    #: True when ``memo`` was replayed (the caller's kernel for it applies).
+    replayed: bool
+    #: The joined entries (replay or join; None for a replay on a device that shares
+    #: host memory, where nothing is counted, and for a held replay), or None.
+    entries: object
+    #: The ``Mapped`` items of a full entry, or None.
+    mapped: object
+    #: The call's arguments (the arrays of a full exit after a join).
+    args: tuple
+    #: A held replay: the table lock is held until ``exit_compute``
+    #: (``DeviceRuntime.hold_structured``).
+    held: bool = False
 
-    __slots__ = ("device_args", "memo", "replayed", "entries", "mapped", "args")
 
-    def __init__(self, device_args, memo, replayed, entries, mapped, args):
-        self.device_args = device_args
-        self.memo = memo
-        self.replayed = replayed
-        self.entries = entries
-        self.mapped = mapped
-        self.args = args
+#: ``_ticket(ComputeTicket, (fields...))``: a ticket without ``NamedTuple.__new__``'s frame
+_ticket = tuple.__new__
 
 
 class ComputeMemo:
     """What a joined compute call remembers, so that the next call with the same arrays
-    replays it (module docstring). Keeps nothing alive.
+    replays it (module docstring). Keeps nothing alive that a free would wait for.
+
+    Three forms, by device:
+    * shared host memory: the host arrays are the device arrays and nothing is counted;
+      a match needs the same objects with the same dtype and ndim (the kernel's kinds);
+    * device views that hold no memory (``Device.views_hold_memory`` False: emulated's
+      windows on its pool): the memo keeps its own device arrays, which nobody else can
+      change, and the kernel's arguments are built from them without any check;
+    * otherwise (CuPy views hold their allocation): weak references to the entries'
+      device arrays, each checked for an in-place layout change before it is used again.
 
     Attributes:
         slots: The argument slots of the mapped arrays.
         map_kinds: Their ``(MapKind, name)`` (for a full exit after a replay).
-        owner: The caller's own data for this memo (the launcher keeps its kernel here).
     """
 
-    __slots__ = ("slots", "map_kinds", "owner", "_record", "_host", "_views")
+    __slots__ = ("slots", "map_kinds", "_record", "_host", "_shared", "_views", "_kept")
 
     def __init__(self, runtime, args, slots, map_kinds, record, device_args):
         self.slots = slots
         self.map_kinds = map_kinds
-        self.owner = None
         self._record = record  # the runtime's StructuredMemo: table version, weak entries
-        shares_memory = runtime.device.shares_host_memory
+        device = runtime.device
+        self._shared = device.shares_host_memory
+        self._views = self._kept = None
+        if self._shared:
+            self._host = tuple((slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].ndim)
+                               for slot in slots)
+            return
         self._host = tuple((slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].shape,
-                            None if shares_memory else args[slot].strides) for slot in slots)
-        #: weak references to the device arrays of the mapped slots (None: host arrays)
-        self._views = None if shares_memory else [_weak(device_args[slot]) for slot in slots]
+                            args[slot].strides) for slot in slots)
+        if device.views_hold_memory:
+            self._views = [_weak(device_args[slot]) for slot in slots]
+        else:  # the memo's own device arrays: nobody else can change them in place
+            self._kept = tuple((slot, _own_view(device_args[slot])) for slot in slots)
 
     def matches(self, args) -> bool:
         """Whether ``args`` hold the same host array objects in the mapped slots, with
-        the same dtype and shape (and on separate memory the same strides: a deprecated
-        in-place ``strides`` change can move the bytes out of the mapping). Changes
-        nothing; the table's version is checked by the replay itself."""
+        the same dtype and ndim, and on separate memory the same shape and strides (a
+        deprecated in-place ``strides`` change can move the bytes out of the mapping).
+        Changes nothing; the table's version is checked by the replay itself."""
+        if self._shared:
+            for slot, reference, dtype, ndim in self._host:
+                array = args[slot]
+                if reference() is not array or array.ndim != ndim or (
+                        array.dtype is not dtype and array.dtype != dtype):
+                    return False
+            return True
         for slot, reference, dtype, shape, strides in self._host:
             array = args[slot]
-            if reference() is not array:
-                return False  # another array (or no array) in this slot
-            if array.shape != shape or (array.dtype is not dtype and array.dtype != dtype):
-                return False  # changed in place
-            if strides is not None and array.strides != strides:
+            if reference() is not array or array.shape != shape or array.strides != strides or (
+                    array.dtype is not dtype and array.dtype != dtype):
                 return False
         return True
 
@@ -128,18 +150,37 @@ class ComputeMemo:
         """The mapped arrays among ``args``."""
         return [args[slot] for slot in self.slots]
 
-    def replay(self, runtime, args) -> ComputeTicket | None:
+    def replay(self, runtime, args, hold=False) -> ComputeTicket | None:
         """Replay the memo's call for ``args`` (which ``matches``): while the present
         table is unchanged since that call, the same entries get their structured
-        increments and the ticket has the kernel's arguments; else None, changing
-        nothing."""
-        entries = runtime.rejoin_structured(self._record)
-        if entries is None:
-            return None
-        views = self._views
-        if views is None:  # shared memory: the host arrays are the device arrays
-            return ComputeTicket(args, self, True, entries, None, args)
+        increments — or, with ``hold`` (a synchronous call nobody observes), the table
+        lock is held instead until ``exit_compute`` — and the ticket has the kernel's
+        arguments; else None, changing nothing."""
+        if self._shared:  # no counts; the host arrays are the device arrays
+            return _ticket(ComputeTicket, (args, self, True, None, None, args, False))
+        if hold:
+            if not runtime.hold_structured(self._record):
+                return None
+            entries = None
+        else:
+            entries = runtime.rejoin_structured(self._record)
+            if entries is None:
+                return None
+        if self._kept is not None:
+            device_args = list(args)
+            for slot, view in self._kept:
+                device_args[slot] = view
+        else:
+            if entries is None:  # held: the entries, for device arrays made anew
+                entries = [reference() for reference in self._record]
+            device_args = self._device_args(runtime, args, entries)
+        return _ticket(ComputeTicket, (device_args, self, True, entries, None, args, hold))
+
+    def _device_args(self, runtime, args, entries) -> list:
+        """``args`` with each mapped array replaced by the entry's device array kept
+        from the memo's call, while it still has that layout; else made anew."""
         device_args = list(args)
+        views = self._views
         for index, (slot, _, dtype, shape, strides) in enumerate(self._host):
             view = views[index]()
             # a kept device array may have been changed in place since (one that
@@ -148,16 +189,19 @@ class ComputeMemo:
                 view = runtime.device_array_of(entries[index], args[slot])
                 views[index] = _weak(view)
             device_args[slot] = view
-        return ComputeTicket(device_args, self, True, entries, None, args)
+        return device_args
 
 
-def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMemo | None = None) -> ComputeTicket:
+def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMemo | None = None,
+                  *, hold: bool = False) -> ComputeTicket:
     """Enter the data of a compute call with arguments ``args``: replay ``memo`` (the
     caller checked ``memo.matches(args)``) while the table is unchanged since its call;
     else join data that is all present; else the full structured entry (module
-    docstring). All or nothing: on an exception no counter has changed."""
+    docstring). ``hold``: the call is synchronous and nobody observes events, so a
+    replay may hold the table lock instead of counting (``ComputeMemo.replay``). All or
+    nothing: on an exception no counter has changed."""
     if memo is not None:
-        ticket = memo.replay(runtime, args)
+        ticket = memo.replay(runtime, args, hold)
         if ticket is not None:
             return ticket
     slots, map_kinds = sorter.sort(runtime, args)
@@ -170,13 +214,13 @@ def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMem
         for slot, array, entry in zip(slots, arrays, entries):
             device_args[slot] = device_array_of(entry, array)
         memo = ComputeMemo(runtime, args, slots, map_kinds, records[0], device_args)
-        return ComputeTicket(device_args, memo, False, entries, None, args)
+        return _ticket(ComputeTicket, (device_args, memo, False, entries, None, args, False))
     mapped = runtime.enter(sorter.requests(runtime, arrays, map_kinds), _STRUCTURED, queue)
     device_args = list(args)
     device_array = runtime.device_array
     for slot, item in zip(slots, mapped):
         device_args[slot] = device_array(item)
-    return ComputeTicket(device_args, None, False, None, mapped, args)
+    return _ticket(ComputeTicket, (device_args, None, False, None, mapped, args, False))
 
 
 def exit_compute(runtime, ticket: ComputeTicket, queue, *, copy_back: bool = True) -> None:
@@ -184,7 +228,9 @@ def exit_compute(runtime, ticket: ComputeTicket, queue, *, copy_back: bool = Tru
     join, its structured decrements when no lifetime ends by them; else the full
     structured exit (copy-backs of ``copy``/``copyout`` data unless ``copy_back`` is
     False — the kernel failed —, frees once ``queue`` has passed them)."""
-    mapped = ticket.mapped
+    if ticket.held:  # a held replay counted nothing: let the others at the table again
+        runtime.release_hold()
+        return
     entries = ticket.entries
     if entries is not None:
         if runtime.leave_structured(entries):
@@ -192,7 +238,17 @@ def exit_compute(runtime, ticket: ComputeTicket, queue, *, copy_back: bool = Tru
         memo = ticket.memo
         mapped = [Mapped(MapRequest(kind, array, name), entry) for array, (kind, name), entry
                   in zip(memo.arrays(ticket.args), memo.map_kinds, entries)]
+    else:
+        mapped = ticket.mapped
+        if mapped is None:  # a replay on shared memory: nothing was counted
+            return
     runtime.exit_structured(mapped, queue, copy_back=copy_back)
+
+
+def _own_view(device_array):
+    """A device array of the memo's own: a new numpy array object over the same memory,
+    with the same layout (devices whose views hold no memory hand out numpy windows)."""
+    return device_array.view()
 
 
 def _weak(value):

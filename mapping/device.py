@@ -39,7 +39,6 @@ from .queues import Pending, Queue, QueueSet, SyncQueue, WorkerQueue, raise_all
 __all__ = ["Device", "Queue", "SyncQueue", "Pending", "Timed", "emit", "raise_all"]
 
 _ACTIVE = BUS.active
-_COUNT = BUS.count
 _LAUNCH = int(EventKind.LAUNCH)
 _DONE = int(EventKind.DONE)
 _clock = time.perf_counter
@@ -51,7 +50,7 @@ _TRANSFER_NAMES = {EventKind.UPLOAD: "upload", EventKind.DOWNLOAD: "download",
 def emit(kind: EventKind, device: tuple[str, int], nbytes=None, **fields) -> None:
     """Publish a counted action (alloc, free, transfer, launch): its compact form to the
     tally subscribers, and a full ``Event`` when someone subscribes to its kind."""
-    _COUNT(kind, device, nbytes)
+    BUS.count(kind, device, nbytes)
     if _ACTIVE[kind]:
         BUS.publish(kind, device, nbytes=nbytes, **fields)
 
@@ -111,10 +110,15 @@ class Device(abc.ABC):
         number: the device number within its type.
         shares_host_memory: True when host arrays are device arrays (every data clause is
             a no-op, OpenACC 3.3 §2.7.4 "shared memory").
+        views_hold_memory: True when a device array made by ``view`` keeps its block's
+            memory alive (CuPy views hold their allocation); False when its device arrays
+            are numpy windows on memory that lives anyway (``emulated``'s one pool), so a
+            caller may keep views of them without delaying any free.
     """
 
     type_name: str = "abstract"
     shares_host_memory: bool = False
+    views_hold_memory: bool = True
 
     def __init__(self, number: int, *, queue_factory=WorkerQueue, sync_queue: Queue | None = None):
         self.number = number
@@ -206,7 +210,7 @@ class Device(abc.ABC):
 
     def _transfer(self, kind, destination, source, queue, name) -> None:
         nbytes = source.nbytes
-        _COUNT(kind, self.identity, nbytes)
+        BUS.count(kind, self.identity, nbytes)
         operation = self._transfer_operation(kind, destination, source, queue)
         if _ACTIVE[kind] or _ACTIVE[_DONE]:
             with _HOLD:  # a subscriber that raises does so once the copy is queued
@@ -261,7 +265,7 @@ class Device(abc.ABC):
         synchronous queue; on an asynchronous one a ``Pending`` whose ``value`` is set
         when the kernel has run. ``where`` (the construct's source location) and
         ``info`` (the launcher's description of the kernel) go into the LAUNCH event."""
-        _COUNT(_LAUNCH, self.identity)
+        BUS.count(_LAUNCH, self.identity)
         if _ACTIVE[_LAUNCH] or _ACTIVE[_DONE]:
             with _HOLD:  # a subscriber that raises does so once the kernel is launched
                 event = _announce(_LAUNCH, self.identity, queue.async_value, None, name, where,

@@ -211,6 +211,7 @@ class EmulatedDevice(GuardedMemory, Device):
 
     type_name = "emulated"
     shares_host_memory = False
+    views_hold_memory = False  # views are windows on the one pool (``view``)
 
     def __init__(self, number: int, capacity: int | None = None):
         super().__init__(number)

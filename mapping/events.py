@@ -191,10 +191,15 @@ class EventBus:
         so statistics cost almost nothing on hot paths."""
         with self._lock:
             self._tallies = self._tallies + (callback,)
+            # one subscriber (the statistics, always): called directly, one frame less
+            self.count = callback if len(self._tallies) == 1 else self._count_all
 
     def count(self, kind: int, device: tuple[str, int], nbytes=None) -> None:
-        """The compact form of an event, for tally subscribers (producers call this and,
+        """The compact form of an event, for tally subscribers (producers call
+        ``BUS.count`` — looked up at each call: ``subscribe_tally`` replaces it — and,
         when ``active[kind]``, ``publish`` with the full record)."""
+
+    def _count_all(self, kind: int, device: tuple[str, int], nbytes=None) -> None:
         for callback in self._tallies:
             callback(kind, device, nbytes)
 
@@ -269,7 +274,7 @@ class Stats:
         self._baseline: dict[tuple[str, int], list[int]] = {}
         bus.subscribe_tally(self.add)
 
-    def add(self, kind: int, device: tuple[str, int], nbytes) -> None:
+    def add(self, kind: int, device: tuple[str, int], nbytes=None) -> None:
         try:
             table = self._local.table
         except AttributeError:  # this thread's first count

@@ -183,6 +183,25 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
             self._increment_all(entries, _STRUCTURED, None, None)
             return entries
 
+    def hold_structured(self, record: StructuredMemo) -> bool:
+        """The held form of ``rejoin_structured``, for a synchronous call nobody observes:
+        while the table is unchanged since ``record``, take the table lock and keep it
+        (True) until ``release_hold``; else False, holding nothing. While held, no other
+        thread changes the table or reads a count (``refcounts`` and ``records`` take the
+        lock), so the call is atomic with respect to every other data action of the
+        device: it stands for the structured increments and decrements it skips
+        (libgomp's and LLVM's mapping tables are likewise changed under one lock)."""
+        lock = self.table.locked()
+        lock.acquire()
+        if record.version == self.table.version:
+            return True
+        lock.release()
+        return False
+
+    def release_hold(self) -> None:
+        """End a ``hold_structured`` that answered True."""
+        self.table.locked().release()
+
     def leave_structured(self, entries: list[MappingEntry]) -> bool:
         """Undo ``join_structured`` when no lifetime ends by it (the common case) and
         return True; else change nothing and return False (the caller then runs the full
@@ -417,8 +436,12 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         return self.table.contains(array)
 
     def refcounts(self, array) -> tuple[int, int]:
-        entry = self.table.containing(array)
-        return entry.counters if entry is not None else (0, 0)
+        """The counts of the entry holding ``array``, read under the table lock (a held
+        compute call, ``hold_structured``, stands for counts it does not write)."""
+        table = self.table
+        with table.locked():
+            entry = table.containing(array)
+            return entry.counters if entry is not None else (0, 0)
 
     def deviceptr(self, array):
         """The device array of present host data (a view at the matching offset), or None."""
@@ -470,11 +493,12 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
                           offset=data - entry.device_address, strides=device_array.strides)
 
     def records(self) -> list[MappingRecord]:
-        return [
-            MappingRecord(e.host_begin, e.host_end, e.nbytes, e.host_array.shape, e.host_array.dtype,
-                          e.structured, e.dynamic, e.kind.value, e.name, e.device_address)
-            for e in self.table.entries()
-        ]
+        with self.table.locked():  # counts are read under the lock (``hold_structured``)
+            return [
+                MappingRecord(e.host_begin, e.host_end, e.nbytes, e.host_array.shape, e.host_array.dtype,
+                              e.structured, e.dynamic, e.kind.value, e.name, e.device_address)
+                for e in self.table.entries()
+            ]
 
     # == raw memory (``raw_memory``) =========================================================
     def malloc(self, shape, dtype):

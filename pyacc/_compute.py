@@ -199,14 +199,17 @@ class ComputeRegion:
                     args = (*args, *self._read_free())
                 runtime = ICVS.runtime or current_runtime()
                 plan = None
-                if self._plans:  # _matching_plan, inlined: this is the hot path
-                    key = (kernel_env(), _enclosing_default() if self._uses_default else None)
+                if self._plans:  # _matching_plan and CallPlan.applies, inlined: the hot path
+                    key = (kernel_env(), ICVS.default_clause.innermost_default if self._uses_default else None)
                     for candidate in self._plans:
-                        if candidate.applies(runtime, key, args):
+                        if candidate.runtime is runtime and candidate.key == key and (
+                                not candidate.scalars or candidate.scalars_match(args)) and \
+                                candidate.memo.matches(args):
                             plan = candidate
                             break
                 return self._launch(runtime, args, runtime.device.sync_queue, None, True, plan)
             except AccError as error:
+                _add_section_hint(error)
                 report(error)
                 raise
         return self._call(args, async_, wait, if_, kwargs)
@@ -241,6 +244,7 @@ class ComputeRegion:
                 return value if async_arg is None else AsyncResult(queue, value)
         except Exception as error:
             if isinstance(error, AccError):
+                _add_section_hint(error)
                 report(error)
             if _ACTIVE[_DIRECTIVE_END]:  # a checkpoint after a failed call, too
                 directive_end(self.info.where)
@@ -270,7 +274,9 @@ class ComputeRegion:
             BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=self.info.name,
                         info=self.info.clauses.construct, where=self._where)
         try:
-            ticket = self._enter(runtime, args, queue, plan)
+            # a silent call is synchronous: its replay may hold the table instead of counting
+            ticket = enter_compute(runtime, args, queue, self, None if plan is None else plan.memo,
+                                   hold=silent)
             kernel = plan.kernel if ticket.replayed else self._kernel(runtime, ticket, queue, clauses)
             try:
                 value = runtime.device.launch(kernel, ticket.device_args, queue,
@@ -301,14 +307,6 @@ class ComputeRegion:
                 if plan.applies(runtime, key, args):
                     return plan
         return None
-
-    def _enter(self, runtime, args, queue, plan):
-        """``enter_compute``, the section hint added to a partly-present error."""
-        try:
-            return enter_compute(runtime, args, queue, self, None if plan is None else plan.memo)
-        except PartlyPresentError as error:
-            error.args = (f"{error.args[0] if error.args else error}; {_SECTION_HINT}",) + error.args[1:]
-            raise
 
     def _kernel(self, runtime, ticket, queue, clauses):
         """The compiled kernel for the ticket's arguments on this device (the compiler's
@@ -453,6 +451,13 @@ _PLANS_KEPT = 4
 #: float32/64, complex64/128; not float16, long double, objects, strings, records)
 _KERNEL_DTYPES = frozenset("?bBhHiIlLqQfdFD")
 
+def _add_section_hint(error) -> None:
+    """A partly present argument (only ``enter_compute`` raises it in a compute call):
+    the message says what to pass instead."""
+    if isinstance(error, PartlyPresentError) and _SECTION_HINT not in str(error):
+        error.args = (f"{error.args[0] if error.args else error}; {_SECTION_HINT}",) + error.args[1:]
+
+
 def _is_kernel_failure(error) -> bool:
     """Errors raised by the kernel itself (not pyacc's own errors or interrupts)."""
     return isinstance(error, Exception) and not isinstance(error, (AccError, CompileError))
@@ -460,11 +465,8 @@ def _is_kernel_failure(error) -> bool:
 
 def _enclosing_default():
     """``default(...)`` of the innermost open ``acc.data`` region of this thread that has
-    one (the regions push themselves on ``ICVS.default_clause``)."""
-    for region in reversed(ICVS.default_clause):
-        if region.default is not None:
-            return region.default
-    return None
+    one (the regions push themselves on ``ICVS.default_clause``, a ``RegionStack``)."""
+    return ICVS.default_clause.innermost_default
 
 
 def explain(region) -> str:

@@ -513,6 +513,34 @@ class _Initial:
         return device_type, max(number, 0) if device_type == requested else 0
 
 
+class RegionStack(list):
+    """A thread's open ``acc.data`` regions, innermost last (exits need not be LIFO), and
+    ``innermost_default``: the ``default(...)`` of the innermost one that has one (None),
+    kept by ``push``/``remove`` so a compute call reads it in one attribute access."""
+
+    __slots__ = ("innermost_default",)
+
+    def __init__(self):
+        super().__init__()
+        self.innermost_default = None
+
+    def push(self, region) -> None:
+        self.append(region)
+        self._refresh()
+
+    def remove_region(self, region) -> None:
+        """Remove ``region`` (by identity, from the innermost end)."""
+        for index in range(len(self) - 1, -1, -1):
+            if self[index] is region:
+                del self[index]
+                break
+        self._refresh()
+
+    def _refresh(self) -> None:
+        self.innermost_default = next(
+            (region.default for region in reversed(self) if region.default is not None), None)
+
+
 class _ThreadICVs(threading.local):
     """One copy per host thread; initial values come from the environment at first use."""
 
@@ -521,7 +549,7 @@ class _ThreadICVs(threading.local):
         self.device_num: dict[str, int] = {}
         self.default_async = 0
         self.runtime: MappingRuntime | None = None  # cache of the current device's runtime
-        self.default_clause: list[str | None] = []  # default(...) of enclosing data regions
+        self.default_clause = RegionStack()  # the open data regions (their default(...))
 
     @property
     def device_type(self) -> str:

@@ -128,11 +128,8 @@ class data:
         if self._state != "entered":
             return False
         self._state = "done"
-        # by identity, from the stack of the thread that entered it (exits need not be LIFO)
-        for index in range(len(self._stack) - 1, -1, -1):
-            if self._stack[index] is self:
-                del self._stack[index]
-                break
+        # from the stack of the thread that entered it (exits need not be LIFO)
+        self._stack.remove_region(self)
         runtime = self._runtime
         copy_back = not isinstance(exc, ExecutionError)
         try:

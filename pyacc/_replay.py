@@ -52,11 +52,15 @@ class CallPlan:
 
     def applies(self, runtime, key, args) -> bool:
         """Whether this plan holds for a call with ``args`` on ``runtime`` under ``key``
-        (kernel environment and enclosing default). Changes nothing."""
-        if runtime is not self.runtime or key != self.key:
-            return False
+        (kernel environment and enclosing default). Changes nothing. (The launcher's
+        hot path spells the same test out inline.)"""
+        return runtime is self.runtime and key == self.key and self.scalars_match(args) and \
+            self.memo.matches(args)
+
+    def scalars_match(self, args) -> bool:
+        """Whether the arguments the kernel gets as they are have the plan's kinds."""
         for slot, kind in self.scalars:
             value = args[slot]
             if type(value) is not kind and argument_kind(value) != kind:
                 return False
-        return self.memo.matches(args)
+        return True
