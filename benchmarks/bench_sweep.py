@@ -6,8 +6,12 @@ hand-written for Numba, serial (``njit``) and parallel (``njit(parallel=True)`` 
 ``prange``). Per size: medians of interleaved samples, each sample the mean of enough
 calls to last ~2 ms. Target: pyacc ≤ 1.05 × the better of the two Numba versions + 1.0 µs.
 
+Every size first checks that the three versions give the same ``c``.
+
 Run: ``python benchmarks/bench_sweep.py [--quick] [--plot FILE.png]`` (the plot needs
-matplotlib: ``pip install -e '.[bench]'``).
+matplotlib: ``pip install -e '.[bench]'``); ``--smoke`` runs each candidate at two tiny
+sizes on both devices, checks the results and times nothing (CI runs it under every
+checker: ``tests/test_benchmarks_checked.py``).
 """
 from __future__ import annotations
 
@@ -58,12 +62,15 @@ def per_call_seconds(function, args, calls):
 
 def measure(n, device, repeats):
     acc.set_device_type(device)
-    a, b, c = np.ones(n), np.full(n, 2.0), np.zeros(n)
+    a, b, c = np.arange(n, dtype=np.float64), np.full(n, 2.0), np.zeros(n)
     candidates = {"pyacc": acc_triad, "numba serial": numba_serial,
                   "numba parallel": numba_parallel}
     with acc.data(copyin=[a, b], copy=[c]):
         for function in candidates.values():  # warm-up, compile
             function(a, b, c)
+        check(n, device, a, b, c)
+        if not repeats:
+            return None
         first = per_call_seconds(numba_serial, (a, b, c), 3)
         calls = max(1, min(20_000, int(0.002 / max(first, 1e-9))))
         samples = {name: [] for name in candidates}
@@ -74,11 +81,33 @@ def measure(n, device, repeats):
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
+def check(n, device, a, b, c) -> None:
+    """The pyacc kernel's ``c`` (brought back from the device) equals Numba's."""
+    expected = np.empty_like(c)
+    numba_serial(a, b, expected)
+    got = c.copy()
+    c.fill(-1.0)
+    acc_triad(a, b, c)
+    acc.update_self(c)
+    if not np.array_equal(c, expected):
+        raise SystemExit(f"bench_sweep: pyacc's result differs from Numba's at n={n} on {device}")
+    c[:] = got
+    acc.update_device(c)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     parser.add_argument("--plot", help="write a log-log plot of the sweep to this PNG")
+    parser.add_argument("--smoke", action="store_true",
+                        help="check each candidate at two tiny sizes on both devices; time nothing")
     args = parser.parse_args()
+    if args.smoke:
+        for device in ("host", "emulated"):
+            for n in (8, 1000):
+                measure(n, device, 0)
+        print("bench_sweep --smoke: ok")
+        return
     repeats = 5 if args.quick else 11
     print(f"machine: {machine_description()}; numba threads: {numba.get_num_threads()}; "
           f"serial below: {crossover.serial_below()}")
