@@ -175,8 +175,8 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         get their structured increments without a lookup. Else None, changing nothing."""
         table = self.table
         with table.locked():
-            if record.version != table.version:
-                return None
+            if record.version != table.version or self.tracks_use:
+                return None  # (oversubscribing: every use goes through ``enter``)
             if not _ACTIVE[_ENTER_DATA]:
                 return increment_referenced(record)
             entries = [reference() for reference in record]
@@ -193,7 +193,7 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         (libgomp's and LLVM's mapping tables are likewise changed under one lock)."""
         lock = self.table.locked()
         lock.acquire()
-        if record.version == self.table.version:
+        if record.version == self.table.version and not self.tracks_use:
             return True
         lock.release()
         return False
