@@ -255,3 +255,72 @@ def test_a_device_array_reshaped_in_place_by_the_program_is_not_reused(emulated)
         iota(x)
         assert device_x.shape == (4, 2)
     np.testing.assert_array_equal(x, np.arange(8.0))
+
+
+def test_a_silent_synchronous_replay_holds_the_table_instead_of_counting(emulated, monkeypatch):
+    """With nobody subscribed to events, a replayed synchronous call holds the table lock
+    for its kernel (``hold_structured``) and counts nothing; the counts seen before and
+    after are those of the full path."""
+    x = np.zeros(8)
+    runtime = acc._devices.current_runtime()
+    held, counted = [], []
+    hold, rejoin = runtime.hold_structured, runtime.rejoin_structured
+    monkeypatch.setattr(runtime, "hold_structured", lambda record: held.append(1) or hold(record))
+    monkeypatch.setattr(runtime, "rejoin_structured", lambda record: counted.append(1) or rejoin(record))
+    with acc.data(copy=[x]):
+        for _ in range(3):
+            add_one(x)
+        assert acc.refcounts(x) == (1, 0)
+    assert len(held) == 2 and not counted
+    np.testing.assert_array_equal(x, 3.0)
+
+
+def test_an_observed_replay_counts_and_publishes_each_increment(emulated):
+    """A subscriber to ENTER_DATA sees the compute call's structured increment at every
+    call, replayed or not (the held form is for calls nobody observes)."""
+    x = np.zeros(8)
+    seen = []
+
+    def listener(event):
+        seen.append(event.counters)
+
+    with acc.data(copy=[x]):
+        add_one(x)
+        add_one(x)  # a plan exists now
+        BUS.subscribe(listener, (EventKind.ENTER_DATA,))
+        try:
+            add_one(x)
+            add_one(x)
+        finally:
+            BUS.unsubscribe(listener, (EventKind.ENTER_DATA,))
+    assert [after for _, after in seen] == [(2, 0), (2, 0)]
+    np.testing.assert_array_equal(x, 4.0)
+
+
+def test_an_enclosing_default_none_is_seen_by_a_replayed_call(emulated):
+    """The plan of a call made outside ``default(none)`` does not apply inside it: the
+    call without a data clause for its array is refused (OpenACC 3.3 §2.6.2)."""
+    x = np.zeros(4)
+    with acc.data(copy=[x]):
+        add_one(x)
+        add_one(x)
+        with acc.data(present=[x], default="none"):
+            with pytest.raises(acc.ClauseError, match="default"):
+                add_one(x)
+        add_one(x)
+    np.testing.assert_array_equal(x, 3.0)
+
+
+def test_a_serial_crossover_set_between_calls_takes_effect_at_the_next_call(emulated, monkeypatch):
+    """PYACC_SERIAL_BELOW decides the kernel (compiler.kernel_env): a replayed call made
+    after it changed compiles the kernel for the new value."""
+    x = np.zeros(4)
+    with acc.data(copy=[x]):
+        add_one(x)
+        add_one(x)
+        before = set(add_one.info.kernels)
+        monkeypatch.setenv("PYACC_SERIAL_BELOW", "0")
+        add_one(x)
+        added = set(add_one.info.kernels) - before
+    assert len(added) == 1 and next(iter(added))[4] == 0
+    np.testing.assert_array_equal(x, 3.0)

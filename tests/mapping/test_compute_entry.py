@@ -1,0 +1,207 @@
+"""``mapping.compute``: the one entry and the one exit of a compute call's data.
+
+Each test names the path it checks (replay, join, full entry, held replay) and the rule
+that makes the path exact: counters, presence and device arrays as the full path would
+give them (API.md §6; OpenACC 3.3 §2.6.2, §2.7).
+"""
+
+import threading
+
+import numpy as np
+import pytest
+
+from mapping import (Counter, DeviceRuntime, EmulatedDevice, HostDevice, MapKind, MapRequest,
+                     SharedMemoryRuntime, UpdateDirection, UpdateItem)
+from mapping.compute import ComputeMemo, ComputeTicket, enter_compute, exit_compute
+
+
+class CopyEverything:
+    """The ArgumentSorter of a region whose array parameters are all ``copy``."""
+
+    def __init__(self):
+        self.sorted = 0
+
+    def sort(self, runtime, args):
+        self.sorted += 1
+        slots = [slot for slot, value in enumerate(args) if isinstance(value, np.ndarray)]
+        return slots, [(MapKind.COPY, f"arg{slot}") for slot in slots]
+
+    def requests(self, runtime, arrays, map_kinds):
+        return [MapRequest(kind, array, name) for array, (kind, name) in zip(arrays, map_kinds)]
+
+
+@pytest.fixture
+def runtime():
+    runtime = DeviceRuntime(EmulatedDevice(0, capacity=1 << 20))
+    yield runtime
+    runtime.shutdown()
+
+
+def _present(runtime, *arrays):
+    runtime.enter([MapRequest(MapKind.COPYIN, array) for array in arrays], Counter.DYNAMIC,
+                  runtime.device.sync_queue)
+
+
+def _call(runtime, args, sorter, memo=None, hold=False):
+    queue = runtime.device.sync_queue
+    ticket = enter_compute(runtime, args, queue, sorter, memo, hold=hold)
+    return ticket, lambda copy_back=True: exit_compute(runtime, ticket, queue, copy_back=copy_back)
+
+
+def test_absent_data_takes_the_full_entry_and_its_exit_copies_back(runtime):
+    x = np.arange(4.0)
+    ticket, leave = _call(runtime, (x, 2.0), CopyEverything())
+    assert isinstance(ticket, ComputeTicket) and ticket.mapped is not None and ticket.memo is None
+    assert runtime.refcounts(x) == (1, 0)
+    ticket.device_args[0][:] = 7.0
+    assert ticket.device_args[1] == 2.0  # scalars pass as they are
+    leave()
+    assert not runtime.is_present(x)
+    np.testing.assert_array_equal(x, 7.0)
+
+
+def test_present_data_is_joined_counts_change_at_once_and_a_memo_is_made(runtime):
+    x = np.zeros(4)
+    _present(runtime, x)
+    ticket, leave = _call(runtime, (x,), CopyEverything())
+    assert ticket.entries is not None and not ticket.replayed
+    assert isinstance(ticket.memo, ComputeMemo)
+    assert runtime.refcounts(x) == (1, 1)
+    leave()
+    assert runtime.refcounts(x) == (0, 1)
+
+
+def test_a_matching_memo_replays_without_sorting_the_arguments(runtime):
+    x, y = np.zeros(4), np.ones(4)
+    _present(runtime, x, y)
+    sorter = CopyEverything()
+    first, leave = _call(runtime, (x, y), sorter)
+    leave()
+    assert first.memo.matches((x, y)) and not first.memo.matches((y, x))
+    ticket, leave = _call(runtime, (x, y), sorter, first.memo)
+    assert ticket.replayed and sorter.sorted == 1
+    assert runtime.refcounts(x) == (1, 1)
+    assert ticket.device_args[0].__array_interface__["data"][0] == \
+        runtime.deviceptr(x).__array_interface__["data"][0]
+    leave()
+    assert runtime.refcounts(x) == (0, 1)
+
+
+def test_a_memo_does_not_match_an_array_changed_in_place(runtime):
+    x = np.zeros(8)
+    _present(runtime, x)
+    ticket, leave = _call(runtime, (x,), CopyEverything())
+    leave()
+    x.shape = (4, 2)
+    assert not ticket.memo.matches((x,))
+    x.shape = (8,)
+    assert ticket.memo.matches((x,))
+    x.dtype = np.int64
+    assert not ticket.memo.matches((x,))
+
+
+def test_a_memo_is_not_replayed_once_the_table_changed(runtime):
+    """Unmapped and mapped again: a new device copy, so the memo's device arrays are
+    stale; the replay declines and the join takes over with the new entry."""
+    x = np.zeros(4)
+    _present(runtime, x)
+    first, leave = _call(runtime, (x,), CopyEverything())
+    leave()
+    runtime.exit_dynamic([MapRequest(MapKind.DELETE, x)], runtime.device.sync_queue)
+    _present(runtime, np.zeros(64))  # takes the freed block
+    _present(runtime, x)
+    ticket, leave = _call(runtime, (x,), CopyEverything(), first.memo)
+    assert not ticket.replayed and ticket.entries is not None
+    ticket.device_args[0][:] = 5.0
+    leave()
+    runtime.update([UpdateItem(UpdateDirection.SELF, x, "x")], runtime.device.sync_queue)
+    np.testing.assert_array_equal(x, 5.0)
+
+
+def test_a_held_replay_counts_nothing_and_other_threads_wait_for_it(runtime):
+    """The held form of the replay (a synchronous call nobody observes) holds the table
+    lock instead of counting: another thread's ``refcounts`` waits until the exit, so it
+    never sees the call's missing increment."""
+    x = np.zeros(4)
+    _present(runtime, x)
+    first, leave = _call(runtime, (x,), CopyEverything())
+    leave()
+    ticket, leave = _call(runtime, (x,), CopyEverything(), first.memo, hold=True)
+    assert ticket.replayed and ticket.held
+    seen, done = [], threading.Event()
+
+    def query():
+        seen.append(runtime.refcounts(x))
+        done.set()
+
+    other = threading.Thread(target=query)
+    other.start()
+    assert not done.wait(0.2), "refcounts read the table while a held call was running"
+    leave()
+    other.join(5)
+    assert seen == [(0, 1)]
+
+
+def test_a_held_replay_declines_when_the_table_changed(runtime):
+    x = np.zeros(4)
+    _present(runtime, x)
+    first, leave = _call(runtime, (x,), CopyEverything())
+    leave()
+    _present(runtime, np.zeros(2))  # a new entry: the table's version moves
+    assert not runtime.hold_structured(first.memo._record)
+    ticket, leave = _call(runtime, (x,), CopyEverything(), first.memo, hold=True)
+    assert not ticket.held and not ticket.replayed  # joined again, counted
+    assert runtime.refcounts(x) == (1, 1)
+    leave()
+    lock = runtime.table.locked()
+    assert lock.acquire(blocking=False)  # nothing is left holding the lock
+    lock.release()
+
+
+def test_a_replay_keeps_its_own_device_views_on_emulated(runtime):
+    """The emulated device's views are windows on its pool: the memo keeps its own, so a
+    device array the program reshapes in place does not change what a replay passes."""
+    x = np.zeros(8)
+    _present(runtime, x)
+    first, leave = _call(runtime, (x,), CopyEverything())
+    leave()
+    handed_out = runtime.deviceptr(x)
+    handed_out.shape = (4, 2)
+    ticket, leave = _call(runtime, (x,), CopyEverything(), first.memo, hold=True)
+    assert ticket.device_args[0].shape == (8,)
+    leave()
+
+
+def test_a_failed_kernel_exit_does_not_copy_back(runtime):
+    x = np.zeros(4)
+    ticket, leave = _call(runtime, (x,), CopyEverything())
+    ticket.device_args[0][:] = 9.0
+    leave(copy_back=False)
+    assert not runtime.is_present(x)
+    np.testing.assert_array_equal(x, 0.0)
+
+
+def test_an_exit_that_ends_a_lifetime_after_a_join_copies_back(runtime):
+    """Joined with the dynamic count, which another thread then drops: the exit's
+    decrement ends the lifetime, so the full exit runs (copy-back, free)."""
+    x = np.zeros(4)
+    _present(runtime, x)
+    ticket, leave = _call(runtime, (x,), CopyEverything())
+    ticket.device_args[0][:] = 3.0
+    runtime.exit_dynamic([MapRequest(MapKind.DELETE, x)], runtime.device.sync_queue)
+    assert runtime.refcounts(x) == (1, 0)
+    leave()
+    assert not runtime.is_present(x)
+    np.testing.assert_array_equal(x, 3.0)
+
+
+def test_shared_memory_replays_count_nothing_and_pass_the_host_arrays():
+    device = HostDevice(0)
+    runtime = SharedMemoryRuntime(device)
+    x = np.zeros(4)
+    first, leave = _call(runtime, (x, 1.5), CopyEverything())
+    leave()
+    ticket, leave = _call(runtime, (x, 1.5), CopyEverything(), first.memo, hold=True)
+    assert ticket.replayed and ticket.device_args[0] is x and ticket.entries is None
+    leave()
+    assert runtime.refcounts(x) == (0, 0)
