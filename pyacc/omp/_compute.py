@@ -27,9 +27,13 @@ if / private / firstprivate / collapse /   the same
 reduction
 =========================================  ===================================
 
-Counting: a target region's maps are released when the region ends, so the structured
-count pyacc's compute regions use gives the same transfers and presence as OpenMP's one
-count (and a concurrent ``map(delete:)`` cannot pull data from under a running kernel).
+Counting: the maps go through pyacc's compute path and take the *structured* count
+(API.md §9 says the dynamic one). Counts, presence and transfers before and after the
+kernel are the same either way; while it runs, ``acc.refcounts`` shows the structured
+reference, and a ``target_exit_data`` by another thread cannot unmap the data (OpenMP's
+one count would, and the kernel's exit would then do nothing):
+tests/omp/test_omp_dynamic_count.py (xfail until ``pyacc/_compute.py`` enters and exits
+``pyacc.omp`` regions' maps on the dynamic count).
 ``always`` maps add an update before (``to``) / after (``from``) the kernel when the
 data was already present; ``device(n)`` runs on OpenMP device ``n``
 (``get_initial_device()``: on the host, on host data, as ``if(false)``).
@@ -70,6 +74,8 @@ _ACC_CONSTRUCT = {
 }
 
 _ACC_KIND = {"to": "copyin", "from": "copyout", "tofrom": "copy", "alloc": "create"}
+_REGION_CALL = ComputeRegion.__call__
+_THREAD = _devices._STATE
 
 
 def _translate(omp, construct: str):
@@ -162,6 +168,10 @@ class TargetRegion(ComputeRegion):
         self._omp_depend = bool(omp.depend)
         self._always_to = always_to
         self._always_from = always_from
+        #: no OpenMP clause acts at the call (nowait, device, depend, always): a call that
+        #: passes none either is the OpenACC region's call (``__call__``'s fast path)
+        self._plain = (not omp.nowait and omp.device is None and not omp.depend
+                       and not always_to and not always_from)
 
     def __repr__(self) -> str:
         return f"<pyacc.omp {self.info.clauses.construct} region {self.info.where}>"
@@ -178,6 +188,14 @@ class TargetRegion(ComputeRegion):
                                        f"be evaluated for this call: {type(error).__name__}: {error}") from None
 
     def __call__(self, *args, nowait=None, device=None, if_=None, depend=None, **kwargs):
+        if self._plain and nowait is None and device is None and depend is None:
+            thread = _THREAD  # the thread's OpenMP state, read without a call (hot path)
+            if thread.started and not thread.on_initial or _devices.default_is_current():
+                # on the current device, synchronous: exactly what the full path below
+                # does (resolve → that device's runtime, no switch; _call_on → the call)
+                if if_ is None and not kwargs:
+                    return _REGION_CALL(self, *args)
+                return _REGION_CALL(self, *args, if_=if_, **kwargs)
         try:
             nowait = self._call_value(self._omp_nowait if nowait is None else nowait, args, kwargs)
             device = self._call_value(self._omp_device if device is None else device, args, kwargs)

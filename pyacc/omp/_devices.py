@@ -186,6 +186,14 @@ class Target:
         return self.runtime is None
 
 
+def default_is_current() -> bool:
+    """Whether a construct that names no device runs on pyacc's current device (the
+    default device is not the initial device): the compute decorators' fast path."""
+    if not _STATE.started:
+        _start()
+    return not _STATE.on_initial
+
+
 def resolve(device, what: str) -> Target:
     """The target of a construct with ``device`` clause value ``device`` (None: default).
 

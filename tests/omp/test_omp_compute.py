@@ -190,6 +190,23 @@ def test_device_initial_runs_on_host(emulated):
     assert acc.stats()["h2d_count"] == 0
 
 
+def test_default_device_initial_runs_on_host_and_back(emulated):
+    """The default device set to the initial device: a construct naming no device runs
+    on the host (the compute call's fast path must not skip this); back to device 0, it
+    maps again."""
+    a, b = np.ones(8), np.ones(8)
+    omp.set_default_device(omp.get_initial_device())
+    try:
+        add_into(a, b)
+        np.testing.assert_array_equal(a, 2.0)
+        assert acc.stats()["h2d_count"] == 0
+    finally:
+        omp.set_default_device(0)
+    add_into(a, b)
+    np.testing.assert_array_equal(a, 3.0)
+    assert acc.stats()["h2d_count"] == 2 and acc.stats()["d2h_count"] == 1
+
+
 def test_if_false_runs_on_host(emulated):
     a, b = np.ones(8), np.ones(8)
     add_into(a, b, if_=False)
