@@ -72,17 +72,10 @@ def end_lifetimes(device, table, ended: list[MappingEntry], copies: list[Mapped]
     and free their memory (deferred on ``queue``). Copies happen before any removal, so a
     failing copy leaves the table as it was — unless ``remove_on_failure`` (a structured
     region is over whatever happens: its entries are removed and freed, then the first
-    error propagates). Evicted entries (``residency``) are restored before their copy-back
-    (a restore that fails counts as a failed copy); their blocks were freed at eviction."""
+    error propagates). An evicted entry (``residency``) is restored just before its own
+    copy-back (one at a time: copied-back entries may make room for the next; a restore
+    that fails counts as a failed copy); blocks freed at eviction are not freed again."""
     failure = None
-    if residency is not None and any(item.entry.evicted for item in copies):
-        entries = [item.entry for item in copies]
-        try:
-            residency.restore_all([entry for entry in entries if entry.evicted], queue, entries)
-        except BaseException as error:
-            if not remove_on_failure:
-                raise
-            failure, copies = error, []
     # an exit that keeps its mappings when a copy fails (exit data) must leave every host
     # buffer as it was too (API.md §4): on the synchronous queue, several copy-backs land
     # in temporaries first and reach the host only once all succeeded
@@ -91,6 +84,8 @@ def end_lifetimes(device, table, ended: list[MappingEntry], copies: list[Mapped]
         array = item.request.array
         target = array if staged is None else np.empty_like(array)
         try:
+            if residency is not None and item.entry.evicted:  # restored alone, used by the copy
+                residency.note_use((item.entry,), queue, (False,))
             device.download(target, device_view(device, item.entry, array, item.data), queue,
                             name=item.request.name or item.entry.name)
         except BaseException as error:  # the other copy-backs still run

@@ -29,7 +29,7 @@ from .commit import allocate
 from .entry import MappingEntry
 from .errors import OutOfMemoryError
 from .events import BUS
-from .plan import not_present, partly_present, plan_entry
+from .plan import EntryAction, not_present, partly_present, plan_entry
 from .queues import Queue
 from .ranges import check_array
 from .requests import MapKind, Mapped
@@ -39,6 +39,7 @@ __all__ = ["OversubscriptionVerbs"]
 
 _HOLD = BUS.holding()
 _COPYIN = MapKind.COPYIN
+_CREATE = EntryAction.CREATE
 
 
 class OversubscriptionVerbs:
@@ -148,11 +149,21 @@ class OversubscriptionVerbs:
         or while oversubscribing, the residency's evicting allocator."""
         return self.residency.allocator(keep) if self.tracks_use else self.device
 
-    def _enter_tracked(self, requests, counter, queue: Queue) -> list[Mapped]:
-        """``enter`` while oversubscribing: plan, allocate (evicting others), restore the
-        evicted entries the requests join, commit, note the use. All or nothing: a
-        failure before the commit frees this directive's new blocks."""
+    def _enter_tracked(self, requests, counter, queue: Queue, at_once: bool = True) -> list[Mapped]:
+        """``enter`` while oversubscribing: plan (validating every request), then enter
+        them together; when they do not fit together and ``at_once`` is False (a data
+        directive, not a kernel), each request alone (``_enter_one_by_one``)."""
         steps = plan_entry(requests, self.table, self.namer)
+        try:
+            return self._enter_steps(steps, counter, queue)
+        except OutOfMemoryError as error:
+            if at_once or len(requests) == 1 or getattr(error, "injected", False):
+                raise
+        return self._enter_one_by_one(requests, counter, queue)
+
+    def _enter_steps(self, steps, counter, queue: Queue) -> list[Mapped]:
+        """Allocate (evicting others), restore the evicted entries the steps join, commit,
+        note the use. All or nothing: a failure before the commit frees the new blocks."""
         joined = [step.entry for step in steps if step.entry is not None]
         allocate(self.residency.allocator(joined), steps, self.namer)
         try:
@@ -167,6 +178,33 @@ class OversubscriptionVerbs:
         used = [item for item in mapped if item.entry is not None]
         self.residency.note_use([item.entry for item in used], queue,
                                 [item.request.kind is not _COPYIN for item in used])
+        return mapped
+
+    def _enter_one_by_one(self, requests, counter, queue: Queue) -> list[Mapped]:
+        """A data directive whose data does not fit at once: each request enters alone,
+        its data evicting the earlier requests' if need be (as StarPU registers data of
+        any size). All or nothing over the directive: a failure puts back the counters
+        of the entries it joined and removes the ones it created."""
+        mapped, saved, created = [], {}, []
+        try:
+            for request in requests:
+                steps = plan_entry([request], self.table, self.namer)
+                for step in steps:
+                    entry = step.entry
+                    if entry is not None and id(entry) not in saved and not any(entry is c for c in created):
+                        saved[id(entry)] = (entry, entry.counters)
+                outcome = self._enter_steps(steps, counter, queue)
+                created += [item.entry for item, step in zip(outcome, steps) if step.action is _CREATE]
+                mapped += outcome
+        except BaseException:
+            for entry, counters in saved.values():
+                self._restore(entry, counters)
+            for entry in created:
+                self._restore(entry, (0, 0))
+                self.table.remove(entry)
+                if not entry.evicted:
+                    self.device.release(entry.device_address, queue)
+            raise
         return mapped
 
     def _enter_one_tracked(self, entry: MappingEntry, array, counter, queue: Queue | None):

@@ -32,9 +32,11 @@ Rules:
   work that needs it; on ``cuda`` an asynchronous queue copies through pinned staging),
   publish RESTORE, change the version. A failing copy on the synchronous queue frees the
   block and leaves the entry evicted.
+- When nothing is evictable but queued work holds data, the host waits for those queues
+  to pass their uses (``_wait_for_queued_uses``) and tries again.
 - ``OutOfMemoryError`` only when evicting every evictable entry does not make room: the
-  data one operation needs at once exceeds the memory (or is held by queued work or by
-  device arrays the program keeps).
+  data one operation needs at once exceeds the memory (or is held by other threads'
+  running work or by device arrays the program keeps).
 - Residency is not part of what all-or-nothing restores: an operation that fails may
   leave other data evicted or restored — counters, presence and every buffer's contents
   are as before.
@@ -61,12 +63,13 @@ _get_ident = threading.get_ident
 
 
 class Use:
-    """A marker queued behind a use of some entries: ``done`` once the queue passed it."""
+    """A marker queued behind a use of some entries: ``done`` once ``queue`` passed it."""
 
-    __slots__ = ("done",)
+    __slots__ = ("done", "queue")
 
-    def __init__(self):
+    def __init__(self, queue: Queue):
         self.done = False
+        self.queue = queue
 
     def __call__(self) -> None:
         self.done = True
@@ -98,17 +101,17 @@ class Residency:
             ExecutionError: a restore's copy failed (injected fault, device error).
         """
         restored = self.restore_all([entry for entry in entries if entry.evicted], queue, entries)
-        self.clock += 1
         stamp = self.clock
-        for index, entry in enumerate(entries):
-            entry.last_use = stamp
+        self.clock += len(entries)
+        for index, entry in enumerate(entries):  # in list order: the first is the oldest
+            entry.last_use = stamp + index + 1
             entry.wont_use = False
             if written is None or written[index]:
                 entry.dirty = True
         if queue.async_value is None:
             self._sync[_get_ident()] = tuple(entries)
         elif entries:
-            marker = Use()
+            marker = Use(queue)
             for entry in entries:
                 uses = entry.uses
                 entry.uses = [marker] if uses is None else [use for use in uses if not use.done] + [marker]
@@ -147,9 +150,10 @@ class Residency:
                 if getattr(error, "injected", False):
                     raise
                 victim = self._victim(keep)
-                if victim is None:
+                if victim is not None:
+                    self._evict(victim)
+                elif not self._wait_for_queued_uses(keep):
                     raise self._no_room(error, nbytes, keep) from None
-                self._evict(victim)
 
     def allocator(self, keep=()) -> "_Allocator":
         """An object with the device's ``allocate``/``free`` that evicts to make room
@@ -166,8 +170,28 @@ class Residency:
                 best = entry
         return best
 
+    def _wait_for_queued_uses(self, keep) -> bool:
+        """Nothing is evictable now, but queued work holds some data: the host waits until
+        those queues have passed their uses (as CUDA managed memory waits for the kernels
+        using a page) without taking their errors, which their own ``wait`` still
+        reports. False when no queued use holds anything."""
+        kept = {id(entry) for entry in keep}
+        queues = {}
+        for entry in self.table.entries():
+            if id(entry) not in kept and not entry.evicted and entry.uses:
+                for use in entry.uses:
+                    if not use.done:
+                        queues[id(use.queue)] = use.queue
+        for queue in queues.values():
+            queue.record_event().wait()
+            poll = getattr(queue, "poll", None)  # cuda: run the callbacks the stream passed
+            if poll is not None:
+                poll()
+        return bool(queues)
+
     def _evictable(self, entry) -> bool:
-        if entry.evicted or not entry.owns_memory or not entry.is_present or not entry.nbytes:
+        if entry.evicted or not entry.owns_memory or not entry.nbytes:  # (ended entries whose
+            # copy-back has run may go: they are in the table until their exit removes them)
             return False
         if entry.uses and not all(use.done for use in entry.uses):
             return False

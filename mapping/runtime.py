@@ -96,8 +96,11 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         return request.name or self.namer(request.array)
 
     # == entry ===========================================================================
-    def enter(self, requests: list[MapRequest], counter: Counter, queue: Queue) -> list[Mapped]:
+    def enter(self, requests: list[MapRequest], counter: Counter, queue: Queue, *,
+              at_once: bool = True) -> list[Mapped]:
         """Entry actions of a data region, compute region or enter-data directive.
+        ``at_once`` False (data directives, not kernels): while oversubscribing, the
+        requests' data may exceed device memory together (``oversubscribe``).
 
         Raises:
             NotPresentError: a ``present`` request is absent.
@@ -106,7 +109,7 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         """
         with self.table.locked(), _HOLD:
             if self.tracks_use:  # oversubscribing: restores, notes the use (``oversubscribe``)
-                return self._enter_tracked(requests, counter, queue)
+                return self._enter_tracked(requests, counter, queue, at_once)
             entries = self._containing_all([request.array for request in requests])
             if entries is not None:  # every array present: increments only
                 self._increment_all(entries, counter, queue, [request.name for request in requests])

@@ -105,9 +105,10 @@ class data:
                     for device_array in self._deviceptrs:
                         runtime.device.extent_of(device_array)  # must be this device's memory
                     wait_for(runtime, self._wait, queue)
-                    self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue)
+                    self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue,
+                                                 at_once=False)  # API.md §10
                 self._stack = ICVS.default_clause
-                self._stack.append(self)
+                self._stack.push(self)
                 _publish_region(EventKind.REGION_ENTER, runtime, "data")
         except BaseException as error:
             if self._stack is not None:
@@ -175,7 +176,7 @@ def enter_data(**clauses) -> None:
     runtime = current_runtime()
     queue = queue_of(runtime, clauses.get("async_"))
     wait_for(runtime, clauses.get("wait"), queue)
-    runtime.enter(requests, Counter.DYNAMIC, queue)
+    runtime.enter(requests, Counter.DYNAMIC, queue, at_once=False)  # API.md §10
 
 
 @reported
