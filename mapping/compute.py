@@ -44,11 +44,14 @@ import weakref
 from typing import NamedTuple, Protocol
 
 from .entry import Counter
-from .requests import MapRequest, Mapped
+from .requests import MapKind, MapRequest, Mapped
 
 __all__ = ["ArgumentSorter", "ComputeMemo", "ComputeTicket", "enter_compute", "exit_compute"]
 
 _STRUCTURED = Counter.STRUCTURED
+_DYNAMIC = Counter.DYNAMIC
+_COPYOUT = MapKind.COPYOUT
+_DELETE = MapKind.DELETE
 
 
 class ArgumentSorter(Protocol):
@@ -60,6 +63,10 @@ class ArgumentSorter(Protocol):
 
     def requests(self, runtime, arrays, map_kinds) -> list[MapRequest]:
         """The validated map requests of the full entry."""
+
+    def counter_of(self, name) -> Counter:
+        """The count a map of parameter ``name`` holds: ``STRUCTURED`` for OpenACC data
+        clauses and OpenMP ``ompx_hold`` maps, ``DYNAMIC`` for OpenMP maps (API.md §9)."""
 
 
 class ComputeTicket(NamedTuple):
@@ -83,6 +90,9 @@ class ComputeTicket(NamedTuple):
     #: A held replay: the table lock is held until ``exit_compute``
     #: (``DeviceRuntime.hold_structured``).
     held: bool = False
+    #: The full entry's requests that took the dynamic count (OpenMP maps), released
+    #: by the exit like ``target exit data``.
+    released: tuple = ()
 
 
 #: ``_ticket(ComputeTicket, (fields...))``: a ticket without ``NamedTuple.__new__``'s frame
@@ -157,7 +167,7 @@ class ComputeMemo:
         lock is held instead until ``exit_compute`` — and the ticket has the kernel's
         arguments; else None, changing nothing."""
         if self._shared:  # no counts; the host arrays are the device arrays
-            return _ticket(ComputeTicket, (args, self, True, None, None, args, False))
+            return _ticket(ComputeTicket, (args, self, True, None, None, args, False, ()))
         if hold:
             if not runtime.hold_structured(self._record):
                 return None
@@ -174,7 +184,7 @@ class ComputeMemo:
             if entries is None:  # held: the entries, for device arrays made anew
                 entries = [reference() for reference in self._record]
             device_args = self._device_args(runtime, args, entries)
-        return _ticket(ComputeTicket, (device_args, self, True, entries, None, args, hold))
+        return _ticket(ComputeTicket, (device_args, self, True, entries, None, args, hold, ()))
 
     def _device_args(self, runtime, args, entries) -> list:
         """``args`` with each mapped array replaced by the entry's device array kept
@@ -206,6 +216,9 @@ def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMem
             return ticket
     slots, map_kinds = sorter.sort(runtime, args)
     arrays = [args[slot] for slot in slots]
+    counters = [sorter.counter_of(name) for _, name in map_kinds]
+    if _DYNAMIC in counters:
+        return _enter_counting_dynamic(runtime, args, queue, sorter, slots, arrays, map_kinds, counters)
     records = []
     entries = runtime.join_structured(arrays, records)
     if entries is not None:
@@ -214,13 +227,39 @@ def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMem
         for slot, array, entry in zip(slots, arrays, entries):
             device_args[slot] = device_array_of(entry, array)
         memo = ComputeMemo(runtime, args, slots, map_kinds, records[0], device_args)
-        return _ticket(ComputeTicket, (device_args, memo, False, entries, None, args, False))
+        return _ticket(ComputeTicket, (device_args, memo, False, entries, None, args, False, ()))
     mapped = runtime.enter(sorter.requests(runtime, arrays, map_kinds), _STRUCTURED, queue)
     device_args = list(args)
     device_array = runtime.device_array
     for slot, item in zip(slots, mapped):
         device_args[slot] = device_array(item)
-    return _ticket(ComputeTicket, (device_args, None, False, None, mapped, args, False))
+    return _ticket(ComputeTicket, (device_args, None, False, None, mapped, args, False, ()))
+
+
+def _enter_counting_dynamic(runtime, args, queue, sorter, slots, arrays, map_kinds, counters):
+    """The full entry of a region some of whose maps take the dynamic count (OpenMP maps,
+    OpenMP 5.2 §5.8.3: one reference count per mapping): those enter like ``target enter
+    data``, the others (``ompx_hold``) like a data region. All or nothing: when the
+    second entry fails, the first is released again. No memo: such calls are not
+    replayed (the fast paths count the structured reference)."""
+    requests = sorter.requests(runtime, arrays, map_kinds)
+    dynamic = [(slot, request) for slot, request, counter in zip(slots, requests, counters)
+               if counter is _DYNAMIC]
+    held = [(slot, request) for slot, request, counter in zip(slots, requests, counters)
+            if counter is not _DYNAMIC]
+    entered = runtime.enter([request for _, request in dynamic], _DYNAMIC, queue)
+    try:
+        mapped = runtime.enter([request for _, request in held], _STRUCTURED, queue) if held else []
+    except BaseException:
+        runtime.exit_dynamic([MapRequest(_DELETE, request.array, request.name) for _, request in dynamic],
+                             queue)
+        raise
+    device_args = list(args)
+    device_array = runtime.device_array
+    for (slot, _), item in zip(dynamic + held, entered + mapped):
+        device_args[slot] = device_array(item)
+    released = tuple(request for _, request in dynamic)
+    return _ticket(ComputeTicket, (device_args, None, False, None, mapped, args, False, released))
 
 
 def exit_compute(runtime, ticket: ComputeTicket, queue, *, copy_back: bool = True) -> None:
@@ -242,6 +281,10 @@ def exit_compute(runtime, ticket: ComputeTicket, queue, *, copy_back: bool = Tru
         mapped = ticket.mapped
         if mapped is None:  # a replay on shared memory: nothing was counted
             return
+        if ticket.released:  # like target exit data: from/tofrom copy out at the last release
+            runtime.exit_dynamic([MapRequest(_COPYOUT if copy_back and request.kind.copies_out else _DELETE,
+                                             request.array, request.name) for request in ticket.released],
+                                 queue)
     runtime.exit_structured(mapped, queue, copy_back=copy_back)
 
 

@@ -360,6 +360,11 @@ class ComputeRegion:
             slots.append(slot)
         return slots, map_kinds
 
+    def counter_of(self, name):
+        """OpenACC data clauses hold the structured count (OpenACC 3.3 §2.6.7);
+        ``pyacc.omp`` regions override this (API.md §9)."""
+        return _STRUCTURED
+
     def requests(self, runtime, arrays, map_kinds):
         """Validated map requests, for the full entry."""
         requests = []

@@ -16,15 +16,22 @@ from mapping.compute import ComputeMemo, ComputeTicket, enter_compute, exit_comp
 
 
 class CopyEverything:
-    """The ArgumentSorter of a region whose array parameters are all ``copy``."""
+    """The ArgumentSorter of a region whose array parameters are all ``copy`` (or the
+    kinds given by slot), holding the structured count, or the dynamic one for the
+    parameters named in ``dynamic`` (OpenMP maps)."""
 
-    def __init__(self):
+    def __init__(self, dynamic=(), kinds=None):
         self.sorted = 0
+        self.dynamic = frozenset(dynamic)
+        self.kinds = kinds or {}
+
+    def counter_of(self, name):
+        return Counter.DYNAMIC if name in self.dynamic else Counter.STRUCTURED
 
     def sort(self, runtime, args):
         self.sorted += 1
         slots = [slot for slot, value in enumerate(args) if isinstance(value, np.ndarray)]
-        return slots, [(MapKind.COPY, f"arg{slot}") for slot in slots]
+        return slots, [(self.kinds.get(slot, MapKind.COPY), f"arg{slot}") for slot in slots]
 
     def requests(self, runtime, arrays, map_kinds):
         return [MapRequest(kind, array, name) for array, (kind, name) in zip(arrays, map_kinds)]
@@ -205,3 +212,43 @@ def test_shared_memory_replays_count_nothing_and_pass_the_host_arrays():
     assert ticket.replayed and ticket.device_args[0] is x and ticket.entries is None
     leave()
     assert runtime.refcounts(x) == (0, 0)
+
+
+def test_openmp_maps_take_the_dynamic_count_and_copy_out_at_the_last_release(runtime):
+    """API.md §9 (OpenMP 5.2 §5.8.3): a compute construct's OpenMP maps change the one
+    (dynamic) count; ``ompx_hold`` maps the structured one."""
+    x, y = np.zeros(4), np.zeros(4)
+    ticket, leave = _call(runtime, (x, y), CopyEverything(dynamic={"arg0"}))
+    assert ticket.memo is None  # not replayed: the fast paths count the structured reference
+    assert runtime.refcounts(x) == (0, 1) and runtime.refcounts(y) == (1, 0)
+    ticket.device_args[0][:] = 2.0
+    ticket.device_args[1][:] = 3.0
+    leave()
+    assert not runtime.is_present(x) and not runtime.is_present(y)
+    np.testing.assert_array_equal(x, 2.0)
+    np.testing.assert_array_equal(y, 3.0)
+
+
+def test_an_openmp_map_deleted_during_the_kernel_is_left_alone_by_its_exit(runtime):
+    """``target exit data map(delete:)`` while the kernel runs sets the one count to 0:
+    the data is unmapped at once and the kernel's exit does nothing (no copy back)."""
+    x = np.zeros(4)
+    _present(runtime, x)
+    ticket, leave = _call(runtime, (x,), CopyEverything(dynamic={"arg0"}))
+    assert runtime.refcounts(x) == (0, 2)
+    ticket.device_args[0][:] = 9.0
+    runtime.exit_dynamic([MapRequest(MapKind.DELETE, x)], runtime.device.sync_queue, finalize=True)
+    assert not runtime.is_present(x)
+    leave()
+    np.testing.assert_array_equal(x, 0.0)
+
+
+def test_a_failed_held_map_releases_the_openmp_maps_already_entered(runtime):
+    """All or nothing: the ``ompx_hold`` part of the entry fails (``present`` of absent
+    data), so the dynamic part entered first is released again."""
+    x, y = np.zeros(4), np.zeros(4)
+    sorter = CopyEverything(dynamic={"arg0"}, kinds={1: MapKind.PRESENT})
+    with pytest.raises(Exception, match="not present|present"):
+        _call(runtime, (x, y), sorter)
+    assert not runtime.is_present(x) and not runtime.is_present(y)
+    assert runtime.records() == []
