@@ -160,9 +160,35 @@ def test_a_held_replay_declines_when_the_table_changed(runtime):
     assert not ticket.held and not ticket.replayed  # joined again, counted
     assert runtime.refcounts(x) == (1, 1)
     leave()
-    lock = runtime.table.locked()
-    assert lock.acquire(blocking=False)  # nothing is left holding the lock
-    lock.release()
+    assert _lock_is_free(runtime)
+
+
+def _lock_is_free(runtime) -> bool:
+    """Whether another thread can take the table lock at once (the lock is re-entrant:
+    asking from this thread would say yes even while this thread holds it)."""
+    answer = []
+
+    def probe():
+        lock = runtime.table.locked()
+        answer.append(lock.acquire(blocking=False))
+        if answer[0]:
+            lock.release()
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join(5)
+    return answer == [True]
+
+
+def test_a_held_replay_whose_kernel_failed_lets_go_of_the_table(runtime):
+    x = np.zeros(4)
+    _present(runtime, x)
+    first, leave = _call(runtime, (x,), CopyEverything())
+    leave()
+    ticket, leave = _call(runtime, (x,), CopyEverything(), first.memo, hold=True)
+    assert ticket.held and not _lock_is_free(runtime)
+    leave(copy_back=False)
+    assert _lock_is_free(runtime) and runtime.refcounts(x) == (0, 1)
 
 
 def test_a_replay_keeps_its_own_device_views_on_emulated(runtime):

@@ -324,3 +324,26 @@ def test_a_serial_crossover_set_between_calls_takes_effect_at_the_next_call(emul
         added = set(add_one.info.kernels) - before
     assert len(added) == 1 and next(iter(added))[4] == 0
     np.testing.assert_array_equal(x, 3.0)
+
+
+def test_a_kernel_failing_in_a_held_replay_lets_other_threads_at_the_table(emulated):
+    """The held replay's exit runs when the kernel raises too: another thread can map
+    data right after the failed call."""
+    import threading
+    x = np.zeros(4)
+    with acc.data(copy=[x]):
+        add_one(x)
+        add_one(x)
+        with acc.testing.inject_faults(launch=1):
+            with pytest.raises(acc.ExecutionError):
+                add_one(x)
+        done = []
+
+        def other():
+            acc.set_device_type("emulated")  # device selection is per thread
+            done.append(acc.refcounts(x))
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(5)
+        assert done == [(1, 0)]
