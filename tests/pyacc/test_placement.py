@@ -280,3 +280,30 @@ def test_stats_notify_and_time_report_show_evictions_and_restores(tmp_path):
     assert "restores: 1, 2048 bytes" in done.stderr  # at the update_self line
     names = [event.get("cat") for event in json.loads(trace.read_text())["traceEvents"]]
     assert names.count("evict") == 3 and names.count("restore") == 1
+
+
+# == the benchmark's measure (acceptance: ≤ 1.2× the bytes of an ideal LRU) ===============
+def _bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_oversubscribe.py"
+    spec = importlib.util.spec_from_file_location("bench_oversubscribe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmark_baseline_counts_misses_and_dirty_write_backs_only():
+    lru_bytes = _bench().lru_bytes
+    ops = [("enter", "a"), ("enter", "b"), ("enter", "c"),  # a out, dirty: 1
+           ("use", [("a", False)]),  # b out (dirty) 1, a in 1
+           ("use", [("b", False)]),  # c out (dirty) 1, b in 1
+           ("use", [("c", False)])]  # a out clean 0, c in 1
+    assert lru_bytes(ops, capacity=2, nbytes=1) == 6
+
+
+def test_an_oversubscribed_sweep_moves_at_most_1_2_times_the_lru_bytes(emulated):
+    result = _bench().measure("emulated", blocks=9, elements=1024, steps=4, capacity_blocks=6)
+    assert result["bit_identical"] and result["working_set_over_capacity"] == 3.0
+    assert result["evictions"] > 0 and result["moved_over_lru"] <= 1.2
