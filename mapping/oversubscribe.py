@@ -153,6 +153,13 @@ class OversubscriptionVerbs:
         """``enter`` while oversubscribing: plan (validating every request), then enter
         them together; when they do not fit together and ``at_once`` is False (a data
         directive, not a kernel), each request alone (``_enter_one_by_one``)."""
+        probe = self.table.probe
+        entries = [probe(request.array) for request in requests]
+        if not any(entry is None or entry.__class__ is not MappingEntry for entry in entries):
+            # all present (resident or not): restore and note, then increments only
+            self.residency.note_use(entries, queue, [request.kind is not _COPYIN for request in requests])
+            self._increment_all(entries, counter, queue, [request.name for request in requests])
+            return [Mapped(request, entry) for request, entry in zip(requests, entries)]
         steps = plan_entry(requests, self.table, self.namer)
         try:
             return self._enter_steps(steps, counter, queue)
