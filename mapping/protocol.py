@@ -42,6 +42,9 @@ class MappingRecord:
     kind: str
     name: str | None
     device_begin: int
+    #: oversubscription (API.md §10): the device copy is saved in host memory for now
+    #: (``device_begin`` is where it was); it is restored before its next use
+    evicted: bool = False
 
     def __str__(self) -> str:
         label = self.name or "?"
@@ -49,6 +52,7 @@ class MappingRecord:
             f"{format_range(self.host_begin, self.nbytes)} -> {self.device_begin:#x}  "
             f"{label} shape={self.shape} dtype={self.dtype}  "
             f"structured={self.structured} dynamic={self.dynamic} {self.kind}"
+            + ("  evicted" if self.evicted else "")
         )
 
 

@@ -499,7 +499,7 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         with self.table.locked():  # counts are read under the lock (``hold_structured``)
             return [
                 MappingRecord(e.host_begin, e.host_end, e.nbytes, e.host_array.shape, e.host_array.dtype,
-                              e.structured, e.dynamic, e.kind.value, e.name, e.device_address)
+                              e.structured, e.dynamic, e.kind.value, e.name, e.device_address, e.evicted)
                 for e in self.table.entries()
             ]
 

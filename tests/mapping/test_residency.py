@@ -341,3 +341,54 @@ def test_cuda_evicts_to_pinned_host_memory_and_restores_on_the_using_stream(cuda
     for index, array in enumerate(arrays):
         np.testing.assert_array_equal(array, _array(index))
     assert runtime.device.memory_in_use == 0
+
+
+def _program(runtime, arrays):
+    """Directives that evict and restore on a device of four arrays, one at a time."""
+    sync = runtime.device.sync_queue
+    steps = [lambda a=a: _copyin(runtime, a) for a in arrays]
+    steps += [lambda: runtime.update([UpdateItem(UpdateDirection.SELF, arrays[0], None)], sync),
+              lambda: runtime.enter([MapRequest(MapKind.PRESENT, a) for a in arrays[1:4]], _STRUCTURED, sync),
+              lambda: runtime.exit_dynamic([MapRequest(MapKind.COPYOUT, arrays[4])], sync),
+              lambda: runtime.update([UpdateItem(UpdateDirection.DEVICE, arrays[5], None)], sync),
+              lambda: runtime.exit_dynamic([MapRequest(MapKind.COPYOUT, arrays[0])], sync)]
+    return steps
+
+
+def test_every_injected_fault_during_eviction_or_restore_leaves_its_directive_undone():
+    """Each copy and allocation of the program fails in turn: the directive that meets it
+    raises with every counter and host array as before, the device copies keep their
+    values, and the program then finishes with the right data."""
+    with_faults = 0
+    for kind in ("copy", "alloc"):
+        for index in range(1, 40):
+            runtime = DeviceRuntime(EmulatedDevice(0, capacity=4 * BLOCK))
+            runtime.set_oversubscribe(True)
+            arrays = [_array(k) for k in range(6)]
+            plan = FaultPlan(**{kind: index})
+            runtime.device.inject_faults(plan)
+            failed = False
+            for step in _program(runtime, arrays):
+                before = [(runtime.refcounts(a), a.copy()) for a in arrays]
+                try:
+                    step()
+                except (ExecutionError, OutOfMemoryError):
+                    failed = True
+                    for array, (counts, values) in zip(arrays, before):
+                        assert runtime.refcounts(array) == counts, (kind, index, step)
+                        np.testing.assert_array_equal(array, values)
+                    runtime.device.inject_faults(None)
+                    step()  # the same directive, without the fault, now succeeds
+            runtime.device.inject_faults(None)
+            for k, array in enumerate(arrays):  # every device copy still holds its values
+                if runtime.is_present(array):
+                    runtime.note_use([_entry(runtime, array)], None)
+                    np.testing.assert_array_equal(_device_values(runtime, array), _array(k))
+                else:
+                    np.testing.assert_array_equal(array, _array(k))
+            assert runtime.device.check_memory() == []
+            runtime.shutdown()
+            if not plan.fired:
+                break
+            with_faults += failed
+    assert with_faults > 10  # the sweep reached evictions and restores, not only copy-ins
