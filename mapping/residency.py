@@ -53,7 +53,7 @@ import weakref
 import numpy as np
 
 from .device import emit
-from .errors import OutOfMemoryError, format_range
+from .errors import OutOfMemoryError
 from .events import EventKind
 from .queues import Queue
 
@@ -270,17 +270,6 @@ class Residency:
         evicted = [entry for entry in self.table.entries() if entry.evicted]
         self.restore_all(evicted, queue, evicted)
 
-    def resident_bytes(self) -> tuple[int, int]:
-        """``(resident, evicted)`` bytes of the table's owned mappings."""
-        resident = evicted = 0
-        for entry in self.table.entries():
-            if entry.owns_memory:
-                if entry.evicted:
-                    evicted += entry.nbytes
-                else:
-                    resident += entry.nbytes
-        return resident, evicted
-
     def forget(self) -> None:
         """``acc.shutdown``: every mapping ended."""
         self._sync.clear()
@@ -304,9 +293,3 @@ class _Allocator:
     def view(self, address: int, like: np.ndarray):
         return self.residency.device.view(address, like)
 
-
-def describe_residency(entry) -> str:
-    """``entry``'s residency, for messages."""
-    if entry.evicted:
-        return f"evicted (saved in host memory, {entry.nbytes} bytes)"
-    return f"resident at {format_range(entry.device_address, entry.nbytes)}"
