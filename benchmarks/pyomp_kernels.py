@@ -19,6 +19,10 @@ them:
 
 Two modes:
 
+``jacobi-target`` is Jacobi in PyOMP's OpenMP *target* spelling (``target data`` +
+``target teams distribute parallel for`` on ``device(1)``, the host as an offload device
+with its own memory), the spelling ``pyacc.omp`` users port from: ``omp_jacobi_target``.
+
 - batch: ``python pyomp_kernels.py --kernel jacobi --size 2048 --steps 100 --repeats 5``
   prints one JSON object: warm-up (compile) seconds, every repeat, the median, and whether
   the result matched NumPy;
@@ -77,6 +81,42 @@ else:
         return row_max.max()
 
     @njit
+    def omp_jacobi_target(u, unew, steps, row_max):
+        """``steps`` (even) Jacobi steps in PyOMP's *target* spelling, on ``device(1)`` (the
+        host as an offload device, with its own memory: pyomp_probe.py): the grids mapped
+        once by a ``target data`` region around the loop, each step a ``target teams
+        distribute parallel for`` whose per-row maxima come back by ``target update`` for
+        the host to take the step's error, as pyacc's Jacobi returns it every step. (One
+        loop per direction: a ``target update`` inside a region whose loop branches on the
+        step's parity crashed PyOMP 0.6.)"""
+        n = u.shape[0]
+        m = u.shape[1]
+        err = 0.0
+        with openmp("target data device(1) map(tofrom: u, unew) map(to: row_max)"):
+            for s in range(steps // 2):
+                with openmp("target teams distribute parallel for device(1)"):
+                    for i in range(1, n - 1):
+                        e = 0.0
+                        for j in range(1, m - 1):
+                            unew[i, j] = 0.25 * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1])
+                            e = max(e, abs(unew[i, j] - u[i, j]))
+                        row_max[i] = e
+                with openmp("target update device(1) from(row_max)"):
+                    pass
+                err = row_max.max()
+                with openmp("target teams distribute parallel for device(1)"):
+                    for i in range(1, n - 1):
+                        e = 0.0
+                        for j in range(1, m - 1):
+                            u[i, j] = 0.25 * (unew[i - 1, j] + unew[i + 1, j] + unew[i, j - 1] + unew[i, j + 1])
+                            e = max(e, abs(u[i, j] - unew[i, j]))
+                        row_max[i] = e
+                with openmp("target update device(1) from(row_max)"):
+                    pass
+                err = row_max.max()
+        return err
+
+    @njit
     def omp_dot(x, y):
         n = x.shape[0]
         total = 0.0
@@ -109,13 +149,15 @@ class Problem:
     def __init__(self, kernel: str, size: int, steps: int = 0):
         self.kernel, self.size, self.steps = kernel, size, steps
         # x, y | u, unew, start | a, b, c: the suite's data, placed as the suite places it
-        self.__dict__.update(problem_arrays(kernel, size))
+        self.__dict__.update(problem_arrays("jacobi" if kernel == "jacobi-target" else kernel, size))
+        if kernel == "jacobi-target":
+            self.row_max = np.zeros(size)
 
     def reset(self):
         """Back to the initial grid (Jacobi; untimed, before every sample): every
         implementation then times the same steps from the same values, none of them
         on a grid that has drifted into subnormal numbers."""
-        if self.kernel == "jacobi":
+        if self.kernel in ("jacobi", "jacobi-target"):
             self.u[:] = self.start
             self.unew[:] = self.start
 
@@ -124,6 +166,8 @@ class Problem:
             omp_saxpy(2.0, self.x, self.y)
         elif self.kernel == "dot":
             return omp_dot(self.x, self.y)
+        elif self.kernel == "jacobi-target":
+            return omp_jacobi_target(self.u, self.unew, self.steps, self.row_max)
         elif self.kernel == "jacobi":
             for _ in range(self.steps // 2):
                 omp_jacobi(self.u, self.unew)
@@ -141,6 +185,16 @@ class Problem:
         if self.kernel == "dot":
             x, y = rng.random(10007), rng.random(10007)
             return bool(np.isclose(omp_dot(x, y), x @ y, rtol=1e-12))
+        if self.kernel == "jacobi-target":  # 4 steps against NumPy's: both grids, the error
+            a = rng.random((37, 41))
+            u, unew, b = a.copy(), a.copy(), a.copy()
+            err = omp_jacobi_target(u, unew, 4, np.zeros(37))
+            for step in range(4):
+                src, dst = (a, b) if step % 2 == 0 else (b, a)
+                dst[1:-1, 1:-1] = 0.25 * (src[:-2, 1:-1] + src[2:, 1:-1] + src[1:-1, :-2] + src[1:-1, 2:])
+                expected = np.abs(dst[1:-1, 1:-1] - src[1:-1, 1:-1]).max()
+            return bool(np.allclose(u, a, rtol=1e-13, atol=0) and np.allclose(unew, b, rtol=1e-13, atol=0)
+                        and np.isclose(err, expected, rtol=1e-12))
         if self.kernel == "jacobi":
             u = rng.random((37, 41))
             unew = u.copy()
@@ -223,7 +277,7 @@ def main(argv=None) -> int:
     parser.add_argument("--serve", action="store_true", help="answer JSON requests on stdin")
     parser.add_argument("--settle", type=float, default=0.3,
                         help="seconds to wait after each run before answering (--serve)")
-    parser.add_argument("--kernel", choices=["saxpy", "jacobi", "dot", "matmul"])
+    parser.add_argument("--kernel", choices=["saxpy", "jacobi", "jacobi-target", "dot", "matmul"])
     parser.add_argument("--size", type=int, default=10**6)
     parser.add_argument("--steps", type=int, default=100, help="Jacobi steps per run")
     parser.add_argument("--repeats", type=int, default=5)

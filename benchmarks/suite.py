@@ -15,6 +15,11 @@ the median of the repeats, the same data and sizes for everyone):
   emulated devices at first use) and the launch-overhead, compile-time and transfer
   measures of ``bench_compute.py`` (imported).
 
+PyOMP runs each kernel as ``parallel for`` on the host threads (``pyomp_kernels.py``), and
+Jacobi also in its OpenMP *target* spelling (``target data`` + ``target teams distribute
+parallel for`` on ``device(1)``, the host as an offload device with its own memory:
+``pyomp-target``, in a second PyOMP process), the spelling ``pyacc.omp`` ports.
+
 PyOMP pins an older Numba than pyacc, so it runs in its own virtual environment,
 ``benchmarks/.venv-pyomp``, which the suite creates on first use (``python -m venv`` +
 ``pip install pyomp==0.6.0``), driving ``benchmarks/pyomp_kernels.py`` there as a
@@ -70,15 +75,15 @@ PLOT = HERE / "jacobi_scaling.png"
 BEGIN = "<!-- BEGIN CPU SUITE: written by benchmarks/suite.py, replaced on each run -->"
 END = "<!-- END CPU SUITE -->"
 IMPLEMENTATIONS = ["pyacc", "pyacc-emu", "pyacc-omp", "pyacc-omp-emu", "numba", "numba-ikj",
-                   "numpy", "pyomp"]
+                   "numpy", "pyomp", "pyomp-target"]
 LABELS = {"pyacc": "pyacc (host)", "pyacc-emu": "pyacc (emulated)",
           "pyacc-omp": "pyacc.omp (host)", "pyacc-omp-emu": "pyacc.omp (emulated)",
           "numba": "hand-written Numba",
           "numba-ikj": "hand-written Numba, loops interchanged by hand", "numpy": "NumPy",
-          "pyomp": "PyOMP"}
+          "pyomp": "PyOMP", "pyomp-target": "PyOMP, target device(1)"}
 #: The Jacobi sweep has no hand-interchanged variant.
 SCALING_IMPLEMENTATIONS = ["pyacc", "pyacc-emu", "pyacc-omp", "pyacc-omp-emu", "numba", "numpy",
-                           "pyomp"]
+                           "pyomp", "pyomp-target"]
 #: the memory-bound kernels: bytes each must move per (float64) element at the least
 #: (saxpy reads x and y and writes y; dot reads x and y)
 MINIMAL_BYTES_PER_ELEMENT = {"saxpy": 24, "dot": 16}
@@ -221,7 +226,10 @@ def measure(candidates: dict[str, Candidate], repeats: int, budget_s: float,
     warm-up so that a sample of the fastest candidate lasts ≥ 20 ms (a 1 ms kernel is
     otherwise at the mercy of one scheduler tick). The number of rounds is at least
     ``repeats`` and grows, up to ``max_repeats``, while the rounds fit in ``budget_s``:
-    more samples, steadier medians on a noisy machine.
+    more samples, steadier medians on a noisy machine. Each timed round starts one
+    candidate further along the list, so that no candidate always runs right after the
+    same one (a candidate timed just after PyOMP, or after NumPy's BLAS, can find the
+    other process's threads, or cache state, in its way).
     """
     samples = {name: [] for name in candidates}
     failed = {}
@@ -238,8 +246,9 @@ def measure(candidates: dict[str, Candidate], repeats: int, budget_s: float,
             run()
         return (time.perf_counter() - start) / number
 
-    def round_(numbers, keep, only=None):
-        for name, candidate in candidates.items():
+    def round_(numbers, keep, only=None, start=0):
+        order = list(candidates.items())
+        for name, candidate in order[start % len(order):] + order[:start % len(order)]:
             if name in failed or (only is not None and name not in only):
                 continue
             try:
@@ -260,8 +269,8 @@ def measure(candidates: dict[str, Candidate], repeats: int, budget_s: float,
                for name, seconds in warm.items()}
     per_round = sum(warm[name] * numbers[name] + SETTLE_S for name in warm) or 1e-3
     rounds = max(repeats, min(max_repeats, int(budget_s / per_round)))
-    for _ in range(rounds):
-        round_(numbers, keep=True)
+    for index in range(rounds):
+        round_(numbers, keep=True, start=index)
     medians = {name: statistics.median(values) for name, values in samples.items() if values}
     return medians, failed
 
@@ -305,9 +314,10 @@ def pyomp_candidate(server: PyOMPServer | None, kernel: str, size: int, steps: i
                      self_timed=True), None
 
 
-def problem_candidates(kernel: str, size: int, steps: int, server):
+def problem_candidates(kernel: str, size: int, steps: int, server, target_server=None):
     """The candidates for one problem, their data resident on the emulated device for
-    ``pyacc-emu``; returns (candidates, cleanup, notes)."""
+    ``pyacc-emu``; for Jacobi also PyOMP's target spelling (``target_server``: a second
+    PyOMP process); returns (candidates, cleanup, notes)."""
     arrays = problem_arrays(kernel, size)  # the same data and placement as PyOMP's
     notes, extra, reset = {}, {}, _nothing
     if kernel == "saxpy":
@@ -368,6 +378,12 @@ def problem_candidates(kernel: str, size: int, steps: int, server):
         candidates["pyomp"] = omp
     elif why:
         notes["pyomp"] = why
+    if kernel == "jacobi" and target_server is not None:
+        omp, why = pyomp_candidate(target_server, "jacobi-target", size, steps)
+        if omp is not None:
+            candidates["pyomp-target"] = omp
+        elif why:
+            notes["pyomp-target"] = why
 
     def cleanup():
         acc.set_device_type("host")
@@ -377,8 +393,8 @@ def problem_candidates(kernel: str, size: int, steps: int, server):
     return candidates, cleanup, notes
 
 
-def run_problem(kernel, size, steps, server, repeats, budget_s):
-    candidates, cleanup, notes = problem_candidates(kernel, size, steps, server)
+def run_problem(kernel, size, steps, server, repeats, budget_s, target_server=None):
+    candidates, cleanup, notes = problem_candidates(kernel, size, steps, server, target_server)
     try:
         medians, failed = measure(candidates, repeats, budget_s)
     finally:
@@ -534,16 +550,18 @@ def kernel_table(rows) -> list[str]:
     pyacc.omp ÷ PyOMP (the OpenMP spelling faster than PyOMP: < 1)."""
     head = ("| kernel | " + " | ".join(f"{LABELS[k]} (s)" for k in IMPLEMENTATIONS)
             + " | pyacc ÷ best Numba (≤ 1.05) | pyacc.omp ÷ best Numba (≤ 1.05) "
-            "| PyOMP ÷ pyacc (≥ 2) | pyacc.omp ÷ PyOMP (< 1) |")
-    lines = [head, "|---|" + "---:|" * (len(IMPLEMENTATIONS) + 4)]
+            "| PyOMP ÷ pyacc (≥ 2) | pyacc.omp ÷ PyOMP (< 1) | pyacc.omp ÷ PyOMP target (< 1) |")
+    lines = [head, "|---|" + "---:|" * (len(IMPLEMENTATIONS) + 5)]
     for row in rows:
         t = row["times"]
         acc_numba = _ratio(t, "pyacc", ["numba", "numba-ikj"])
         omp_numba = _ratio(t, "pyacc-omp", ["numba", "numba-ikj"])
         speedup = _ratio(t, "pyomp", ["pyacc"])
         omp_pyomp = _ratio(t, "pyacc-omp", ["pyomp"])
+        omp_target = _ratio(t, "pyacc-omp", ["pyomp-target"])
         cells = [_verdict(acc_numba, lambda r: r <= 1.05), _verdict(omp_numba, lambda r: r <= 1.05),
-                 _verdict(speedup, lambda r: r >= 2, "{:.2f}×"), _verdict(omp_pyomp, lambda r: r < 1)]
+                 _verdict(speedup, lambda r: r >= 2, "{:.2f}×"), _verdict(omp_pyomp, lambda r: r < 1),
+                 _verdict(omp_target, lambda r: r < 1)]
         lines.append(f"| {row['label']} | " + " | ".join(_fmt(t.get(k)) for k in IMPLEMENTATIONS)
                      + " | " + " | ".join(cells) + " |")
     return lines
@@ -570,13 +588,13 @@ def traffic_table(rows) -> list[str]:
 
 def scaling_table(scaling) -> list[str]:
     lines = ["| grid | steps | " + " | ".join(f"{LABELS[k]} (ms/step)" for k in SCALING_IMPLEMENTATIONS)
-             + " | pyacc ÷ Numba | pyacc.omp ÷ Numba | pyacc.omp ÷ PyOMP |",
-             "|---:|---:|" + "---:|" * (len(SCALING_IMPLEMENTATIONS) + 3)]
+             + " | pyacc ÷ Numba | pyacc.omp ÷ Numba | pyacc.omp ÷ PyOMP | pyacc.omp ÷ PyOMP target |",
+             "|---:|---:|" + "---:|" * (len(SCALING_IMPLEMENTATIONS) + 4)]
     for row in scaling:
         t = row["times"]
         per = {k: t[k] / row["steps"] * 1e3 for k in t}
         ratios = [_ratio(t, "pyacc", ["numba"]), _ratio(t, "pyacc-omp", ["numba"]),
-                  _ratio(t, "pyacc-omp", ["pyomp"])]
+                  _ratio(t, "pyacc-omp", ["pyomp"]), _ratio(t, "pyacc-omp", ["pyomp-target"])]
         lines.append(f"| {row['size']}² | {row['steps']} | "
                      + " | ".join(_fmt(per.get(k), 3) for k in SCALING_IMPLEMENTATIONS)
                      + " | " + " | ".join(_fmt(r, 3) for r in ratios) + " |")
@@ -592,7 +610,7 @@ def plot_scaling(scaling, path: Path) -> str | None:
         return f"no plot: matplotlib is not installed ({error}); pip install -e \".[bench]\""
     figure, axes = plt.subplots(figsize=(7, 4.5))
     markers = {"pyacc": "o", "pyacc-emu": "s", "pyacc-omp": "x", "pyacc-omp-emu": "+",
-               "numba": "^", "numpy": "v", "pyomp": "D"}
+               "numba": "^", "numpy": "v", "pyomp": "D", "pyomp-target": "d"}
     for name in SCALING_IMPLEMENTATIONS:
         points = [(row["size"], row["times"][name] / row["steps"]) for row in scaling
                   if name in row["times"]]
@@ -661,7 +679,7 @@ def section(report: dict, args) -> str:
             "process (`benchmarks/.venv-pyomp`), one timed sample per round like the others "
             "(kernels shorter than 20 ms are run several times per sample, everywhere), "
             "with its result checked against NumPy first.", ""]
-    out += [f"Correctness before timing (pyacc host and emulated vs Numba/NumPy on small data): "
+    out += [f"Correctness before timing (pyacc host and emulated, both spellings, vs Numba/NumPy on small data): "
             + ", ".join(f"{k} {'ok' if v else 'WRONG'}" for k, v in report["checks"].items()), ""]
     out += ["### Kernels", ""] + kernel_table(report["kernels"]) + [""]
     notes = [f"- {row['label']}, {LABELS.get(k, k)}: {v}" for row in report["kernels"]
@@ -735,7 +753,7 @@ def main(argv=None) -> int:
     print(f"machine: {info['description']}, numba {info['numba']} ({info['threads']} threads, "
           f"{info['layer']} layer), load {info['load_start']}")
 
-    server, status = None, "left out (--no-pyomp)"
+    server, target_server, status = None, None, "left out (--no-pyomp)"
     if not args.no_pyomp:
         python, status = ensure_pyomp(PYOMP_VENV, PYOMP_REQUIREMENT, not args.no_pyomp_install)
         if python is not None:
@@ -744,8 +762,12 @@ def main(argv=None) -> int:
                 i = server.info
                 status = (f"pyomp {i['pyomp']} (numba {i['numba']}, numpy {i['numpy']}, "
                           f"{i['omp_threads']} OpenMP threads) in `benchmarks/.venv-pyomp`")
+                # a second process for Jacobi's target spelling (one problem per process)
+                target_server = PyOMPServer(python)
             except Exception as error:  # noqa: BLE001
                 status = f"unavailable: the PyOMP process failed to start: {error}"
+                if server is not None:
+                    server.close()
                 server = None
         else:
             status = f"unavailable: {status}"
@@ -760,7 +782,7 @@ def main(argv=None) -> int:
         print("correctness: " + ", ".join(f"{k} {'ok' if v else 'WRONG'}" for k, v in report["checks"].items()))
         rows = []
         for label, kernel, size, steps, repeats in kernel_problems(mode):
-            times, notes = run_problem(kernel, size, steps, server, repeats, budget)
+            times, notes = run_problem(kernel, size, steps, server, repeats, budget, target_server)
             rows.append({"label": label, "kernel": kernel, "size": size, "steps": steps,
                          "times": times, "notes": notes})
             print(f"  {label}: " + ", ".join(f"{k} {v:.4f}s" for k, v in times.items())
@@ -770,14 +792,15 @@ def main(argv=None) -> int:
         if not args.no_scaling:
             for size, steps in scaling_problems(mode):
                 times, notes = run_problem("jacobi", size, steps, server,
-                                           1 if mode == "smoke" else 3, budget / 2)
+                                           1 if mode == "smoke" else 3, budget / 2, target_server)
                 scaling.append({"size": size, "steps": steps, "times": times, "notes": notes})
                 print(f"  jacobi {size}² × {steps}: " + ", ".join(
                     f"{k} {v / steps * 1e3:.3f} ms/step" for k, v in times.items()))
         report["scaling"] = scaling
     finally:
-        if server is not None:
-            server.close()
+        for process in (server, target_server):
+            if process is not None:
+                process.close()
 
     if not args.no_runtime:
         print("runtime micro-benchmarks (bench_runtime.py) ...")
