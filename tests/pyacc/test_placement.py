@@ -98,17 +98,25 @@ def test_acquire_of_absent_data_is_a_no_op_block(emulated):
     assert not acc.is_present(a) and acc.stats()["h2d_count"] == 0
 
 
-def test_acquire_with_async_orders_its_copies_on_the_queue(emulated):
-    a = np.zeros(1000)
+@acc.parallel_loop
+def fill(a, value):
+    for i in range(a.shape[0]):
+        a[i] = value
+
+
+def test_acquire_with_async_orders_its_copies_after_the_queued_work(emulated):
+    a = np.zeros(100_000)
     acc.copyin(a)
-    with acc.data(present=[a]):
-        acc.deviceptr(a)[:] = 1.0
-    acc.update_device(np.full_like(a, 4.0), if_present=True)  # absent temporary: nothing
+    fill(a, 1.0, async_=1)  # queued: the acquire's read must come after it
     with acc.acquire(a, "rw", async_=1):
         assert (a == 1.0).all()  # the copy has arrived when the block starts
         a[:] = 9.0
-    acc.wait(1)
+    acc.wait(1)  # the write was queued on 1 at the block's end
     assert (acc.deviceptr(a) == 9.0).all()
+    with acc.acquire(a, "w", async_=1):
+        a[:] = 5.0
+    acc.wait(1)
+    assert (acc.deviceptr(a) == 5.0).all() and acc.refcounts(a) == (0, 1)
 
 
 def test_acquire_rejects_a_bad_mode_naming_the_array(emulated):
