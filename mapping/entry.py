@@ -101,7 +101,7 @@ class MappingEntry:
     last_use: int = field(default=0, repr=False)
     #: ``acc.wont_use`` hint: evicted first (cleared by the next use)
     wont_use: bool = field(default=False, repr=False)
-    #: markers of queued uses: each ``done`` once its queue has passed the use
+    #: asynchronous queues it was used on: resident until each is idle
     uses: list | None = field(default=None, repr=False)
     #: weak references to device arrays handed to the program (``deviceptr``...)
     handed: list | None = field(default=None, repr=False)

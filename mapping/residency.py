@@ -14,9 +14,11 @@ dirty; the next device access restores the data (``starpu_data_prefetch_on_node`
 ``prefetch``).
 
 Rules:
-- **Evictable** (``_evictable``): a present entry that owns its block (not ``map_data``),
-  is resident, not kept by the operation that needs the room, not in use by queued work
-  (every marker in ``uses`` done: a queue's work and an eviction never race), not in use
+- **Evictable** (``_evictable``): an entry that owns its block (not ``map_data``), is
+  resident, not kept by the operation that needs the room, not in use by queued work
+  (every queue in ``uses`` — the asynchronous queues it was noted on — is idle: the
+  kernel a caller queues right after ``note_use`` is covered, so a queue's work and an
+  eviction never race), not in use
   by another thread's synchronous work (``note_use`` on the synchronous queue holds the
   entries for that thread until its next ``note_use`` or ``end_use``; the thread's own
   earlier synchronous work has completed when it allocates), and with no device array
@@ -42,7 +44,8 @@ Rules:
   are as before.
 
 Threading: every method runs with the table lock held (the runtime verbs hold it); the
-queue markers are set on queue threads without it (a plain attribute store).
+queues' own locks answer ``is_idle``, and waiting for a queue never needs the table lock
+(queue work never takes it).
 """
 
 from __future__ import annotations
@@ -57,22 +60,9 @@ from .errors import OutOfMemoryError
 from .events import EventKind
 from .queues import Queue
 
-__all__ = ["Residency", "Use"]
+__all__ = ["Residency"]
 
 _get_ident = threading.get_ident
-
-
-class Use:
-    """A marker queued behind a use of some entries: ``done`` once ``queue`` passed it."""
-
-    __slots__ = ("done", "queue")
-
-    def __init__(self, queue: Queue):
-        self.done = False
-        self.queue = queue
-
-    def __call__(self) -> None:
-        self.done = True
 
 
 class Residency:
@@ -110,12 +100,13 @@ class Residency:
                 entry.dirty = True
         if queue.async_value is None:
             self._sync[_get_ident()] = tuple(entries)
-        elif entries:
-            marker = Use(queue)
+        else:  # held until ``queue`` is idle: the kernel queued after this note included
             for entry in entries:
                 uses = entry.uses
-                entry.uses = [marker] if uses is None else [use for use in uses if not use.done] + [marker]
-            queue.defer(marker)
+                if uses is None:
+                    entry.uses = [queue]
+                elif not any(used is queue for used in uses):
+                    uses.append(queue)
         return restored
 
     def end_use(self) -> None:
@@ -176,25 +167,31 @@ class Residency:
         using a page) without taking their errors, which their own ``wait`` still
         reports. False when no queued use holds anything."""
         kept = {id(entry) for entry in keep}
+        entries = self.table.entries()
         queues = {}
-        for entry in self.table.entries():
+        for entry in entries:
             if id(entry) not in kept and not entry.evicted and entry.uses:
-                for use in entry.uses:
-                    if not use.done:
-                        queues[id(use.queue)] = use.queue
+                for queue in entry.uses:
+                    if not queue.is_idle():
+                        queues[id(queue)] = queue
         for queue in queues.values():
-            queue.record_event().wait()
+            queue.record_event().wait()  # recorded after every use noted (table lock held)
             poll = getattr(queue, "poll", None)  # cuda: run the callbacks the stream passed
             if poll is not None:
                 poll()
+        for entry in entries:  # those queues have passed every use noted so far
+            if entry.uses:
+                entry.uses = [queue for queue in entry.uses if id(queue) not in queues] or None
         return bool(queues)
 
     def _evictable(self, entry) -> bool:
         if entry.evicted or not entry.owns_memory or not entry.nbytes:  # (ended entries whose
             # copy-back has run may go: they are in the table until their exit removes them)
             return False
-        if entry.uses and not all(use.done for use in entry.uses):
-            return False
+        if entry.uses:
+            if not all(queue.is_idle() for queue in entry.uses):
+                return False
+            entry.uses = None
         if entry.handed and any(reference() is not None for reference in entry.handed):
             return False
         me = _get_ident()

@@ -167,14 +167,43 @@ def test_a_queued_use_keeps_its_entries_resident_until_the_queue_passes_it(runti
     queue = runtime.device.queue(1)
     entries = [_entry(runtime, a) for a in arrays[:4]]
     waiter = threading.Thread(target=_copyin, args=(runtime, arrays[4]))
+    seen = []
     with queue.hold():
         runtime.note_use(entries, queue)
+        views = [runtime.device_array_of(entry, entry.host_array) for entry in entries]
+        queue.submit(lambda: seen.extend(view.copy() for view in views), "the kernel")
         waiter.start()
         waiter.join(0.3)
         assert waiter.is_alive() and not any(e.evicted for e in entries)
     waiter.join(10)
     assert not waiter.is_alive() and runtime.is_present(arrays[4])
     assert sum(e.evicted for e in entries) == 1
+    for array, values in zip(arrays, seen):  # the kernel ran on the data, not on freed blocks
+        np.testing.assert_array_equal(values, array)
+
+
+def test_the_kernel_queued_after_note_use_keeps_its_entries_until_it_has_run(runtime):
+    """``note_use`` comes before the launch: the entries stay resident until the queue has
+    passed what was queued after the note too (not only up to the note)."""
+    import time
+
+    arrays = [_array(k) for k in range(5)]
+    _copyin(runtime, *arrays[:4])
+    queue = runtime.device.queue(3)
+    entries = [_entry(runtime, a) for a in arrays[:4]]
+    runtime.note_use(entries, queue)
+    views = [runtime.device_array_of(entry, entry.host_array) for entry in entries]
+    seen = []
+
+    def kernel():
+        time.sleep(0.2)
+        seen.extend(view.copy() for view in views)
+
+    queue.submit(kernel, "a slow kernel")
+    _copyin(runtime, arrays[4])  # needs a block: waits for the kernel, then evicts
+    assert len(seen) == 4 and sum(e.evicted for e in entries) == 1
+    for array, values in zip(arrays, seen):
+        np.testing.assert_array_equal(values, array)
 
 
 def test_a_restore_on_a_queue_runs_in_order_before_the_work_behind_it(runtime):
