@@ -16,7 +16,9 @@ The contract with the compute path (``pyacc._compute``):
   array of a block that moved;
 - ``note_use(entries, queue, written=None)`` may be called after entering a region's data
   and before launching its kernel (a second note of the same use is harmless). A use on
-  an asynchronous queue keeps the entries resident until the queue has passed it; a use
+  an asynchronous queue keeps the entries resident until that queue is idle — the kernel
+  queued right after the note included (an allocation that needs the room waits for
+  the queue); a use
   on the synchronous queue keeps them resident for the calling thread's work until its
   next ``note_use`` or ``end_use`` (another thread's allocation cannot evict data a
   running synchronous kernel uses; the thread's own later allocation may, its kernel
