@@ -81,8 +81,8 @@ class Residency:
         """Stamp ``entries`` as used now (LRU) and in use by ``queue`` until it is idle
         (the work queued after this call, the kernel, included; the synchronous queue: by
         this thread's work until its next ``note_use`` or ``end_use``); restore evicted
-        ones first. ``written``: one bool
-        per entry, whether the use may write the device copy (None: all may).
+        ones first. ``written``: one bool per entry, whether the use may write the device
+        copy (None: all may).
 
         Returns:
             True when something was restored (device arrays made earlier are stale).
