@@ -27,13 +27,12 @@ if / private / firstprivate / collapse /   the same
 reduction
 =========================================  ===================================
 
-Counting: the maps go through pyacc's compute path and take the *structured* count
-(API.md §9 says the dynamic one). Counts, presence and transfers before and after the
-kernel are the same either way; while it runs, ``acc.refcounts`` shows the structured
-reference, and a ``target_exit_data`` by another thread cannot unmap the data (OpenMP's
-one count would, and the kernel's exit would then do nothing):
-tests/omp/test_omp_dynamic_count.py (xfail until ``pyacc/_compute.py`` enters and exits
-``pyacc.omp`` regions' maps on the dynamic count).
+Counting (API.md §9, OpenMP 5.2 §5.8.3): the maps of a compute construct — explicit, or
+the implicit ``map(tofrom:)`` of an array — change the entry's one OpenMP count, the
+*dynamic* one: they enter like ``target enter data`` and leave like ``target exit data``
+(copy-out at the last release; nothing once another thread's ``map(delete:)`` has set
+the count to 0). ``ompx_hold`` maps (or ``hold=True``) take the structured count, as
+OpenACC's data clauses do (``TargetRegion.counter_of``; ``mapping.compute``).
 ``always`` maps add an update before (``to``) / after (``from``) the kernel when the
 data was already present; ``device(n)`` runs on OpenMP device ``n``
 (``get_initial_device()``: on the host, on host data, as ``if(false)``).
@@ -47,7 +46,7 @@ import sys
 import compiler
 from compiler import CompileError
 from compiler.clauses import ClauseExpr
-from mapping import AccError, InvalidArgumentError, UpdateDirection
+from mapping import AccError, Counter, InvalidArgumentError, UpdateDirection
 
 from .. import _devices as _acc_devices
 from .._compute import ComputeRegion
@@ -172,6 +171,14 @@ class TargetRegion(ComputeRegion):
         #: passes none either is the OpenACC region's call (``__call__``'s fast path)
         self._plain = (not omp.nowait and omp.device is None and not omp.depend
                        and not always_to and not always_from)
+        #: the parameters mapped with ``ompx_hold`` (all of them under ``hold=True``)
+        self._all_held = bool(omp.hold)
+        self._held = frozenset(item for item, spec in omp.maps if spec.hold)
+
+    def counter_of(self, name) -> Counter:
+        """OpenMP maps change the dynamic count; ``ompx_hold`` maps the structured one
+        (API.md §9; the ``ArgumentSorter`` of ``mapping.compute``)."""
+        return Counter.STRUCTURED if self._all_held or name in self._held else Counter.DYNAMIC
 
     def __repr__(self) -> str:
         return f"<pyacc.omp {self.info.clauses.construct} region {self.info.where}>"

@@ -2,18 +2,17 @@
 
 API.md §9: OpenMP maps — of compute constructs too — change the entry's *dynamic* count;
 ``hold`` maps the structured count; an exit whose dynamic count is already 0 does
-nothing. ``pyacc.omp``'s compute decorators run on pyacc's OpenACC compute path, whose
-explicit and implicit maps use the *structured* count. What a program can observe:
+nothing (``TargetRegion.counter_of``, ``mapping.compute``). What a program can observe:
 
-- agrees either way (tested plainly): counts and transfers before and after a kernel
-  (inside ``target_data`` or not), ``nowait`` kernels and a later ``target_exit_data``
-  (a construct changes counts at once, on the calling thread), ``hold`` kernels;
-- differs (``xfail(strict=True)``: these flip when the compute path takes the OpenMP
-  counter for ``pyacc.omp`` regions): ``acc.refcounts`` and the ``enter_data``/``exit_data``
-  profiling events *during* the kernel, and a ``target_exit_data(map_delete/map_release)``
-  made by another thread while the kernel runs — the structured reference keeps the data
-  mapped and the kernel's exit copies it back; OpenMP's one count unmaps it at once and
-  the kernel's exit, finding the dynamic count at 0, does nothing.
+- the same as with OpenACC's structured count: counts and transfers before and after a
+  kernel (inside ``target_data`` or not), ``nowait`` kernels and a later
+  ``target_exit_data`` (a construct changes counts at once, on the calling thread),
+  ``hold`` kernels;
+- OpenMP's own: ``acc.refcounts`` and the ``enter_data``/``exit_data`` profiling events
+  *during* the kernel show the dynamic count, and a
+  ``target_exit_data(map_delete/map_release)`` made by another thread while the kernel
+  runs unmaps the data at once; the kernel's exit, finding the dynamic count at 0, does
+  nothing (a structured reference would have kept the data mapped and copied it back).
 
 The tests run the other thread's action from an ``enqueue_launch`` profiling callback's
 wait (the callback itself only waits: callbacks must not call pyacc), on ``emulated``,
@@ -29,12 +28,6 @@ import pytest
 
 import pyacc as acc
 from pyacc import omp
-
-_XFAIL = pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "pyacc.omp compute constructs map on the structured count (pyacc/_compute.py's OpenACC "
-    "path); API.md §9 says the dynamic count, with an exit that does nothing once the dynamic "
-    "count is 0 (see tests/omp/test_omp_dynamic_count.py's docstring)"))
-
 
 @omp.target_teams_distribute_parallel_for("map(tofrom: a)")
 def fill(a):
@@ -86,7 +79,7 @@ def during(kernel, action, *args):
     finally:
         acc.profiling.unregister("enqueue_launch", at_launch)
         thread.join(10)
-    if waited != [True] or len(result) != 1:  # not an AssertionError: the xfails expect those
+    if waited != [True] or len(result) != 1:
         raise RuntimeError("the other thread's action did not run during the kernel")
     return result[0]
 
@@ -128,8 +121,7 @@ def test_hold_maps_are_structured_during_the_kernel(emulated):
     assert not acc.is_present(a) and (a == 1.0).all()  # the held map's exit copied back
 
 
-# == what differs: the count the kernel's maps hold =====================================
-@_XFAIL
+# == OpenMP's one count: what the kernel's maps hold =====================================
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.info.name)
 def test_refcounts_during_the_kernel_show_the_dynamic_count(emulated, kernel):
     a = np.zeros(8)
@@ -138,7 +130,6 @@ def test_refcounts_during_the_kernel_show_the_dynamic_count(emulated, kernel):
         assert during(kernel, lambda: acc.refcounts(a), a) == (0, 2)
 
 
-@_XFAIL
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.info.name)
 def test_the_kernel_maps_are_dynamic_in_the_profiling_events(emulated, kernel):
     seen = []
@@ -157,7 +148,6 @@ def test_the_kernel_maps_are_dynamic_in_the_profiling_events(emulated, kernel):
     assert seen == [("enter_data", "dynamic"), ("exit_data", "dynamic")]
 
 
-@_XFAIL
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.info.name)
 def test_a_delete_during_the_kernel_unmaps_at_once_and_the_kernel_exit_does_nothing(emulated, kernel):
     a = np.zeros(8)
@@ -172,7 +162,6 @@ def test_a_delete_during_the_kernel_unmaps_at_once_and_the_kernel_exit_does_noth
     assert (a == 0.0).all()  # the kernel's exit found the count at 0: no copy back
 
 
-@_XFAIL
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.info.name)
 def test_a_release_during_the_kernel_ends_the_kernels_own_map(emulated, kernel):
     a = np.zeros(8)
