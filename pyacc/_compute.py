@@ -200,7 +200,8 @@ class ComputeRegion:
                 runtime = ICVS.runtime or current_runtime()
                 plan = None
                 if self._plans:  # _matching_plan and CallPlan.applies, inlined: the hot path
-                    key = (kernel_env(), ICVS.default_clause.innermost_default if self._uses_default else None)
+                    key = (kernel_env(), ICVS.default_clause.innermost_default if self._uses_default else None,
+                           None)
                     for candidate in self._plans:
                         if candidate.runtime is runtime and candidate.key == key and (
                                 not candidate.scalars or candidate.scalars_match(args)) and \
@@ -239,8 +240,9 @@ class ComputeRegion:
                     wait_for(runtime, wait if wait is not None else wait_clause, queue)
                 if not enabled:
                     return self._run_on_host(args)
-                value = self._launch(runtime, args, queue, values[3] if len(values) > 3 else None, False,
-                                     self._matching_plan(runtime, args))
+                clauses = values[3] if len(values) > 3 else None
+                value = self._launch(runtime, args, queue, clauses, False,
+                                     self._matching_plan(runtime, args, clauses))
                 return value if async_arg is None else AsyncResult(queue, value)
         except Exception as error:
             if isinstance(error, AccError):
@@ -294,15 +296,15 @@ class ComputeRegion:
                 BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
                             info=self.info.clauses.construct, where=self._where)
         if ticket.memo is not None and not ticket.replayed:  # a joined call: keep its plan
-            plan = CallPlan(runtime, self._call_key(), args, ticket.memo, kernel)
+            plan = CallPlan(runtime, self._call_key(clauses), args, ticket.memo, kernel)
             self._plans = (plan,) + self._plans[:_PLANS_KEPT - 1]
         return value
 
-    def _matching_plan(self, runtime, args):
+    def _matching_plan(self, runtime, args, clauses=None):
         """A recent call's plan that holds for this call (``CallPlan.applies``), or None.
         Changes nothing."""
         if self._plans:
-            key = self._call_key()
+            key = self._call_key(clauses)
             for plan in self._plans:
                 if plan.applies(runtime, key, args):
                     return plan
@@ -318,11 +320,13 @@ class ComputeRegion:
             exit_compute(runtime, ticket, queue, copy_back=False)
             raise
 
-    def _call_key(self):
+    def _call_key(self, clauses=None):
         """What else decides a call's kernel and data: the kernel environment
-        (``compiler.kernel_env``: a change of spelling only costs one full-path call)
-        and the enclosing ``default`` when an array parameter has no clause."""
-        return (kernel_env(), _enclosing_default() if self._uses_default else None)
+        (``compiler.kernel_env``: a change of spelling only costs one full-path call),
+        the enclosing ``default`` when an array parameter has no clause, and the launch
+        shape of clauses evaluated at this call (on cuda it is part of the kernel)."""
+        shape = None if clauses is None else (clauses.num_gangs, clauses.num_workers, clauses.vector_length)
+        return (kernel_env(), _enclosing_default() if self._uses_default else None, shape)
 
     def _run_on_host(self, args):
         """``if(false)``: the region runs on the local thread with host data (§2.5.6)."""

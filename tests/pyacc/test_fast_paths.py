@@ -347,3 +347,22 @@ def test_a_kernel_failing_in_a_held_replay_lets_other_threads_at_the_table(emula
         thread.start()
         thread.join(5)
         assert done == [(1, 0)]
+
+
+@acc.parallel_loop("num_gangs((n + 127) / 128)")
+def add_n(x, n):
+    for i in range(x.shape[0]):
+        x[i] = x[i] + n
+
+
+def test_a_launch_shape_evaluated_at_the_call_is_part_of_the_plan(emulated):
+    """On cuda a launch shape is part of the kernel: a call whose clause expression
+    evaluates to another shape does not replay the plan of the first (API.md §6.1)."""
+    x = np.zeros(4)
+    with acc.data(copy=[x]):
+        add_n(x, 1)
+        add_n(x, 1)  # replayed: the same shape
+        assert len(add_n._plans) == 1
+        add_n(x, 1000)  # 8 gangs instead of 1: its own plan
+        assert len(add_n._plans) == 2
+    np.testing.assert_array_equal(x, 1002.0)
