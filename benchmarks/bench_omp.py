@@ -16,6 +16,9 @@ their data in a data region. Method, for ratios that hold on a noisy 2-core VM:
 - every sample starts from the same data (``reset``) once the previous one's threads are
   quiet (``bench_compute.settle``).
 
+Then the cost of a call: a trivial kernel on 3 present arrays (8 elements) in both
+spellings, on the host and the emulated device (µs per call, rotated rounds).
+
 Prints a table (times, omp ÷ Numba, acc ÷ Numba, omp ÷ acc) and the machine and load.
 Run: ``python benchmarks/bench_omp.py [--rounds N] [--smoke] [--json FILE]`` (``--smoke``:
 every kernel once at tiny sizes, no figures).
@@ -35,7 +38,10 @@ import bench_compute as bc  # noqa: E402  (the kernels, settle)
 from bench_runtime import machine_description  # noqa: E402
 from fields import problem_arrays  # noqa: E402
 
+import numpy as np  # noqa: E402
+
 import pyacc as acc  # noqa: E402
+from pyacc import omp  # noqa: E402
 
 #: label, kernel, size, steps: bench_compute.py's full sizes (smoke: tiny)
 PROBLEMS = {"full": [("saxpy 1e7", "saxpy", 10**7, 0), ("jacobi 2048² × 100", "jacobi", 2048, 100),
@@ -104,6 +110,37 @@ def measure(calls: dict, reset, rounds: int, min_sample_s: float) -> dict[str, f
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
+@acc.parallel_loop(present="x y z")
+def acc_trivial(x, y, z):
+    for i in range(x.shape[0]):
+        z[i] = x[i] + y[i]
+
+
+@omp.target_teams_distribute_parallel_for("map(present, to: x, y) map(present, tofrom: z)")
+def omp_trivial(x, y, z):
+    for i in range(x.shape[0]):
+        z[i] = x[i] + y[i]
+
+
+def call_cost_us(rounds: int, calls: int) -> dict[str, dict[str, float]]:
+    """µs per call of the trivial kernel, both spellings, host and emulated devices."""
+    out = {}
+    x, y, z = np.ones(8), np.ones(8), np.zeros(8)
+    for device in ("host", "emulated"):
+        acc.set_device_type(device)
+        with acc.data(copyin=[x, y], copy=[z]):
+            loops = {}
+            for name, kernel in (("omp", omp_trivial), ("acc", acc_trivial)):
+                def loop(kernel=kernel):
+                    for _ in range(calls):
+                        kernel(x, y, z)
+                loops[name] = loop
+            times = measure(loops, None, rounds, 0.0)
+        out[device] = {name: seconds / calls * 1e6 for name, seconds in times.items()}
+    acc.set_device_type("host")
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -123,6 +160,7 @@ def main(argv=None) -> int:
         numba = min(t for name, t in times.items() if name.startswith("nb"))
         rows.append({"kernel": label, "times": times, "omp_numba": times["omp"] / numba,
                      "acc_numba": times["acc"] / numba, "omp_acc": times["omp"] / times["acc"]})
+    costs = call_cost_us(rounds, 10 if args.smoke else 5000)
     load_end = os.getloadavg()
     print(f"{'kernel':20} {'omp ms':>9} {'acc ms':>9} {'Numba ms':>9} {'omp÷Numba':>10} "
           f"{'acc÷Numba':>10} {'omp÷acc':>8}")
@@ -131,6 +169,9 @@ def main(argv=None) -> int:
         numba = min(v for k, v in t.items() if k.startswith("nb"))
         print(f"{row['kernel']:20} {t['omp'] * 1e3:9.3f} {t['acc'] * 1e3:9.3f} {numba * 1e3:9.3f} "
               f"{row['omp_numba']:10.3f} {row['acc_numba']:10.3f} {row['omp_acc']:8.3f}")
+    for device, cost in costs.items():
+        print(f"trivial kernel, 3 present arrays, {device}: omp {cost['omp']:.2f} µs, acc "
+              f"{cost['acc']:.2f} µs per call (omp − acc {cost['omp'] - cost['acc']:.2f} µs)")
     print(f"load {load_end[0]:.2f} at the end; {rounds} rotated rounds, medians")
     if args.smoke:
         print("smoke run: every kernel ran at tiny sizes (no figures)")
@@ -138,7 +179,7 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"machine": machine_description(), "load": [load, load_end], "rounds": rounds,
-                       "rows": rows}, out, indent=1)
+                       "rows": rows, "call_us": costs}, out, indent=1)
     return 0
 
 
