@@ -44,14 +44,12 @@ import weakref
 from typing import NamedTuple, Protocol
 
 from .entry import Counter
-from .requests import MapKind, MapRequest, Mapped
+from .requests import MapRequest, Mapped
 
 __all__ = ["ArgumentSorter", "ComputeMemo", "ComputeTicket", "enter_compute", "exit_compute"]
 
 _STRUCTURED = Counter.STRUCTURED
 _DYNAMIC = Counter.DYNAMIC
-_COPYOUT = MapKind.COPYOUT
-_DELETE = MapKind.DELETE
 
 
 class ArgumentSorter(Protocol):
@@ -83,16 +81,16 @@ class ComputeTicket(NamedTuple):
     #: The joined entries (replay or join; None for a replay on a device that shares
     #: host memory, where nothing is counted, and for a held replay), or None.
     entries: object
-    #: The ``Mapped`` items of a full entry, or None.
+    #: The ``Mapped`` items of a full entry on the structured count, or None.
     mapped: object
     #: The call's arguments (the arrays of a full exit after a join).
     args: tuple
     #: A held replay: the table lock is held until ``exit_compute``
     #: (``DeviceRuntime.hold_structured``).
     held: bool = False
-    #: The full entry's requests that took the dynamic count (OpenMP maps), released
-    #: by the exit like ``target exit data``.
-    released: tuple = ()
+    #: The ``Mapped`` items of a full entry that took the dynamic count (OpenMP maps),
+    #: released by the exit like ``target exit data``.
+    released: object = ()
 
 
 #: ``_ticket(ComputeTicket, (fields...))``: a ticket without ``NamedTuple.__new__``'s frame
@@ -115,13 +113,15 @@ class ComputeMemo:
     Attributes:
         slots: The argument slots of the mapped arrays.
         map_kinds: Their ``(MapKind, name)`` (for a full exit after a replay).
+        counter: The count the call's maps hold (structured; dynamic for OpenMP maps).
     """
 
-    __slots__ = ("slots", "map_kinds", "_record", "_host", "_shared", "_views", "_kept")
+    __slots__ = ("slots", "map_kinds", "counter", "_record", "_host", "_shared", "_views", "_kept")
 
     def __init__(self, runtime, args, slots, map_kinds, record, device_args):
         self.slots = slots
         self.map_kinds = map_kinds
+        self.counter = record.counter
         self._record = record  # the runtime's StructuredMemo: table version, weak entries
         device = runtime.device
         self._shared = device.shares_host_memory
@@ -206,21 +206,23 @@ def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMem
                   *, hold: bool = False) -> ComputeTicket:
     """Enter the data of a compute call with arguments ``args``: replay ``memo`` (the
     caller checked ``memo.matches(args)``) while the table is unchanged since its call;
-    else join data that is all present; else the full structured entry (module
-    docstring). ``hold``: the call is synchronous and nobody observes events, so a
-    replay may hold the table lock instead of counting (``ComputeMemo.replay``). All or
-    nothing: on an exception no counter has changed."""
+    else join data that is all present; else the full entry (module docstring). Maps
+    count on the counter ``sorter.counter_of`` gives (structured; dynamic for OpenMP
+    maps). ``hold``: the call is synchronous and nobody observes events, so a replay may
+    hold the table lock instead of counting (``ComputeMemo.replay``). All or nothing: on
+    an exception no counter has changed."""
     if memo is not None:
         ticket = memo.replay(runtime, args, hold)
         if ticket is not None:
             return ticket
     slots, map_kinds = sorter.sort(runtime, args)
     arrays = [args[slot] for slot in slots]
-    counters = [sorter.counter_of(name) for _, name in map_kinds]
-    if _DYNAMIC in counters:
-        return _enter_counting_dynamic(runtime, args, queue, sorter, slots, arrays, map_kinds, counters)
+    counters = {sorter.counter_of(name) for _, name in map_kinds}
+    if len(counters) > 1:  # OpenMP maps beside ompx_hold maps
+        return _enter_mixed(runtime, args, queue, sorter, slots, arrays, map_kinds)
+    counter = counters.pop() if counters else _STRUCTURED
     records = []
-    entries = runtime.join_structured(arrays, records)
+    entries = runtime.join_structured(arrays, records, counter)
     if entries is not None:
         device_args = list(args)
         device_array_of = runtime.device_array_of
@@ -228,64 +230,62 @@ def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMem
             device_args[slot] = device_array_of(entry, array)
         memo = ComputeMemo(runtime, args, slots, map_kinds, records[0], device_args)
         return _ticket(ComputeTicket, (device_args, memo, False, entries, None, args, False, ()))
-    mapped = runtime.enter(sorter.requests(runtime, arrays, map_kinds), _STRUCTURED, queue)
+    mapped = runtime.enter(sorter.requests(runtime, arrays, map_kinds), counter, queue)
     device_args = list(args)
     device_array = runtime.device_array
     for slot, item in zip(slots, mapped):
         device_args[slot] = device_array(item)
+    if counter is _DYNAMIC:
+        return _ticket(ComputeTicket, (device_args, None, False, None, [], args, False, mapped))
     return _ticket(ComputeTicket, (device_args, None, False, None, mapped, args, False, ()))
 
 
-def _enter_counting_dynamic(runtime, args, queue, sorter, slots, arrays, map_kinds, counters):
-    """The full entry of a region some of whose maps take the dynamic count (OpenMP maps,
-    OpenMP 5.2 §5.8.3: one reference count per mapping): those enter like ``target enter
-    data``, the others (``ompx_hold``) like a data region. All or nothing: when the
-    second entry fails, the first is released again. No memo: such calls are not
-    replayed (the fast paths count the structured reference)."""
+def _enter_mixed(runtime, args, queue, sorter, slots, arrays, map_kinds):
+    """The full entry of a region whose OpenMP maps (dynamic count, OpenMP 5.2 §5.8.3)
+    sit beside ``ompx_hold`` maps (structured count): the first enter like ``target
+    enter data``, the others like a data region. All or nothing: when the second entry
+    fails, the first is released again. Not replayed (no memo)."""
     requests = sorter.requests(runtime, arrays, map_kinds)
+    counters = [sorter.counter_of(name) for _, name in map_kinds]
     dynamic = [(slot, request) for slot, request, counter in zip(slots, requests, counters)
                if counter is _DYNAMIC]
     held = [(slot, request) for slot, request, counter in zip(slots, requests, counters)
             if counter is not _DYNAMIC]
-    entered = runtime.enter([request for _, request in dynamic], _DYNAMIC, queue)
+    released = runtime.enter([request for _, request in dynamic], _DYNAMIC, queue)
     try:
-        mapped = runtime.enter([request for _, request in held], _STRUCTURED, queue) if held else []
+        mapped = runtime.enter([request for _, request in held], _STRUCTURED, queue)
     except BaseException:
-        runtime.exit_dynamic([MapRequest(_DELETE, request.array, request.name) for _, request in dynamic],
-                             queue)
+        runtime.exit_structured(released, queue, copy_back=False, counter=_DYNAMIC)
         raise
     device_args = list(args)
     device_array = runtime.device_array
-    for (slot, _), item in zip(dynamic + held, entered + mapped):
+    for (slot, _), item in zip(dynamic + held, released + mapped):
         device_args[slot] = device_array(item)
-    released = tuple(request for _, request in dynamic)
     return _ticket(ComputeTicket, (device_args, None, False, None, mapped, args, False, released))
 
 
 def exit_compute(runtime, ticket: ComputeTicket, queue, *, copy_back: bool = True) -> None:
     """The exit actions of a compute call entered with ``ticket``: after a replay or a
-    join, its structured decrements when no lifetime ends by them; else the full
-    structured exit (copy-backs of ``copy``/``copyout`` data unless ``copy_back`` is
-    False — the kernel failed —, frees once ``queue`` has passed them)."""
+    join, its decrements when no lifetime ends by them; else the full exit (copy-backs
+    of ``copy``/``copyout`` data unless ``copy_back`` is False — the kernel failed —,
+    frees once ``queue`` has passed them). Maps on the dynamic count leave like ``target
+    exit data``: nothing for a count another thread set to 0 meanwhile."""
     if ticket.held:  # a held replay counted nothing: let the others at the table again
         runtime.release_hold()
         return
     entries = ticket.entries
     if entries is not None:
-        if runtime.leave_structured(entries):
-            return
         memo = ticket.memo
+        if runtime.leave_structured(entries, memo.counter):
+            return
         mapped = [Mapped(MapRequest(kind, array, name), entry) for array, (kind, name), entry
                   in zip(memo.arrays(ticket.args), memo.map_kinds, entries)]
-    else:
-        mapped = ticket.mapped
-        if mapped is None:  # a replay on shared memory: nothing was counted
-            return
-        if ticket.released:  # like target exit data: from/tofrom copy out at the last release
-            runtime.exit_dynamic([MapRequest(_COPYOUT if copy_back and request.kind.copies_out else _DELETE,
-                                             request.array, request.name) for request in ticket.released],
-                                 queue)
-    runtime.exit_structured(mapped, queue, copy_back=copy_back)
+        runtime.exit_structured(mapped, queue, copy_back=copy_back, counter=memo.counter)
+        return
+    if ticket.released:
+        runtime.exit_structured(ticket.released, queue, copy_back=copy_back, counter=_DYNAMIC)
+    if ticket.mapped:  # (None: a replay on shared memory, where nothing was counted)
+        runtime.exit_structured(ticket.mapped, queue, copy_back=copy_back)
 
 
 def _own_view(device_array):

@@ -42,7 +42,7 @@ from .errors import format_range
 from .ranges import HostRange
 
 __all__ = ["EntryKind", "Counter", "MappingEntry", "increment_all", "increment_referenced",
-           "leave_all_structured", "structured_exit_ends"]
+           "leave_all_structured", "structured_exit_ends", "leave_all_dynamic", "dynamic_exit_is_plain"]
 
 
 class EntryKind(enum.Enum):
@@ -219,12 +219,11 @@ def increment_all(entries, counter: Counter) -> None:
             entry.dynamic += 1
 
 
-def increment_referenced(references) -> list:
+def increment_referenced(references, counter: Counter = Counter.STRUCTURED) -> list:
     """The entries behind weak ``references`` (all alive: the caller knows the table is
-    unchanged), each with a structured increment; returned in order."""
+    unchanged), each with an increment of ``counter``; returned in order."""
     entries = [reference() for reference in references]
-    for entry in entries:
-        entry.structured += 1
+    increment_all(entries, counter)
     return entries
 
 
@@ -236,6 +235,29 @@ def structured_exit_ends(entries) -> bool:
         if not entry.dynamic and entry.structured <= entries.count(entry):
             return True
     return False
+
+
+def dynamic_exit_is_plain(entries) -> bool:
+    """Whether one dynamic decrement per listed entry (k for an entry listed k times)
+    takes back increments that are all still there and ends no lifetime: no entry's
+    count was set to 0 meanwhile (an OpenMP ``map(delete:)``: its exit must then do
+    nothing), none is pinned (``map_data``, ``declare``), and none reaches (0, 0)."""
+    for entry in entries:
+        times = entries.count(entry)
+        if entry.dynamic < times or entry.kind is not EntryKind.NORMAL or (
+                not entry.structured and entry.dynamic <= times):
+            return False
+    return True
+
+
+def leave_all_dynamic(entries) -> bool:
+    """One dynamic decrement per listed entry when ``dynamic_exit_is_plain``; else
+    nothing changes and the answer is False (the caller runs the full exit)."""
+    if not dynamic_exit_is_plain(entries):
+        return False
+    for entry in entries:
+        entry.dynamic -= 1
+    return True
 
 
 def leave_all_structured(entries) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .entry import Counter
 from .errors import format_range
 
 __all__ = ["MappingRuntime", "MappingRecord"]
@@ -67,7 +68,7 @@ class MappingRuntime(abc.ABC):
         need not fit in device memory together (API.md §10)."""
 
     @abc.abstractmethod
-    def exit_structured(self, mapped, queue, *, copy_back=True) -> None:
+    def exit_structured(self, mapped, queue, *, copy_back=True, counter=Counter.STRUCTURED) -> None:
         """Exit actions of a data or compute region for what its ``enter`` mapped."""
 
     @abc.abstractmethod
@@ -75,15 +76,15 @@ class MappingRuntime(abc.ABC):
         """``exit data`` / ``acc.copyout`` / ``acc.delete`` (all or nothing)."""
 
     @abc.abstractmethod
-    def join_structured(self, arrays, memo=None):
-        """Compute-call fast path: structured increments of present arrays, or None."""
+    def join_structured(self, arrays, memo=None, counter=Counter.STRUCTURED):
+        """Compute-call fast path: increments (of ``counter``) of present arrays, or None."""
 
     @abc.abstractmethod
     def rejoin_structured(self, record):
         """``join_structured`` again from its record while the table is unchanged, or None."""
 
     @abc.abstractmethod
-    def leave_structured(self, entries) -> bool:
+    def leave_structured(self, entries, counter=Counter.STRUCTURED) -> bool:
         """Undo ``join_structured`` when no lifetime ends (True), else change nothing."""
 
     @abc.abstractmethod

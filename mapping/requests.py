@@ -87,4 +87,6 @@ class StructuredMemo(list):
     array), and ``version``, the table's version when it joined. A list subclass with one
     named field, so that the compute-call hot path builds it for the cost of its list."""
 
-    __slots__ = ("version",)  #: set by its maker, right after the list is built
+    #: set by its maker, right after the list is built: the table's version, and the
+    #: counter the joined call incremented (structured; dynamic for OpenMP maps)
+    __slots__ = ("version", "counter")

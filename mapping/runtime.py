@@ -39,8 +39,8 @@ import numpy as np
 from . import _probe, raw_memory
 from .device import Device, Queue
 from .commit import allocate, device_view, end_lifetimes
-from .entry import (Counter, MappingEntry, increment_all, increment_referenced, leave_all_structured,
-                    structured_exit_ends)
+from .entry import (Counter, MappingEntry, dynamic_exit_is_plain, increment_all, increment_referenced,
+                    leave_all_dynamic, leave_all_structured, structured_exit_ends)
 from .errors import ExecutionError
 from .events import BUS, EventKind
 from .lifetimes import Declaration, LifetimeVerbs
@@ -150,14 +150,14 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         return self.device_array(mapped)
 
     # -- compute regions: the fast paths (no data moves, nothing can fail) ----------------
-    def join_structured(self, arrays, memo: list | None = None):
+    def join_structured(self, arrays, memo: list | None = None, counter: Counter = _STRUCTURED):
         """The hot path of a compute call inside a data region: when every array is
-        present, their structured increments and their entries; else None, changing
-        nothing. Pair with ``leave_structured``.
+        present, their increments of ``counter`` (structured; dynamic for OpenMP maps)
+        and their entries; else None, changing nothing. Pair with ``leave_structured``.
 
         ``memo``, when given (an empty list, opaque to the caller), receives one
-        ``StructuredMemo`` for ``rejoin_structured``: the table's version and the
-        entries, weakly (it keeps nothing alive).
+        ``StructuredMemo`` for ``rejoin_structured``: the table's version, the counter
+        and the entries, weakly (it keeps nothing alive).
         """
         table = self.table
         with table.locked():
@@ -167,23 +167,25 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
             if memo is not None:
                 record = _Memo([weakref.ref(entry) for entry in entries])
                 record.version = table.version
+                record.counter = counter
                 memo.append(record)
-            self._increment_all(entries, _STRUCTURED, None, None)
+            self._increment_all(entries, counter, None, None)
             return entries
 
     def rejoin_structured(self, record: StructuredMemo) -> list[MappingEntry] | None:
         """``join_structured`` again, for the same array objects as the call that made
         ``record`` (the caller has checked that they are the same objects, with the same
         shape): while the table is unchanged since, the entries are still in it, so they
-        get their structured increments without a lookup. Else None, changing nothing."""
+        get their increments (of ``record.counter``) without a lookup. Else None,
+        changing nothing."""
         table = self.table
         with table.locked():
             if record.version != table.version or self.tracks_use:
                 return None  # (oversubscribing: every use goes through ``enter``)
             if not _ACTIVE[_ENTER_DATA]:
-                return increment_referenced(record)
+                return increment_referenced(record, record.counter)
             entries = [reference() for reference in record]
-            self._increment_all(entries, _STRUCTURED, None, None)
+            self._increment_all(entries, record.counter, None, None)
             return entries
 
     def hold_structured(self, record: StructuredMemo) -> bool:
@@ -205,14 +207,15 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         """End a ``hold_structured`` that answered True."""
         self.table.locked().release()
 
-    def leave_structured(self, entries: list[MappingEntry]) -> bool:
-        """Undo ``join_structured`` when no lifetime ends by it (the common case) and
-        return True; else change nothing and return False (the caller then runs the full
-        ``exit_structured``, which copies back and frees)."""
+    def leave_structured(self, entries: list[MappingEntry], counter: Counter = _STRUCTURED) -> bool:
+        """Undo ``join_structured`` (its ``counter``) when no lifetime ends by it (the
+        common case) and return True; else change nothing and return False (the caller
+        then runs the full ``exit_structured``, which copies back and frees; for the
+        dynamic count also when another thread set it to 0 meanwhile)."""
         with self.table.locked():
-            if not _ACTIVE[_EXIT_DATA]:
-                return leave_all_structured(entries)  # asks structured_exit_ends first
-            if structured_exit_ends(entries):
+            if not _ACTIVE[_EXIT_DATA]:  # each asks whether the decrements are plain first
+                return leave_all_structured(entries) if counter is _STRUCTURED else leave_all_dynamic(entries)
+            if structured_exit_ends(entries) if counter is _STRUCTURED else not dynamic_exit_is_plain(entries):
                 return False
             # published one decrement at a time, each from the counters it found: an
             # entry listed twice (one array passed for two parameters, or two views of
@@ -221,7 +224,7 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
             with _HOLD:
                 for entry in entries:
                     before = entry.counters
-                    entry.decrement(_STRUCTURED)
+                    entry.decrement(counter)
                     self._publish(EventKind.EXIT_DATA, entry, before, None, None)
             return True
 
@@ -292,10 +295,13 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         return Mapped(request, entry, step.host_data)
 
     # == exits ==========================================================================
-    def exit_structured(self, mapped: list[Mapped], queue: Queue, *, copy_back: bool = True) -> None:
+    def exit_structured(self, mapped: list[Mapped], queue: Queue, *, copy_back: bool = True,
+                        counter: Counter = _STRUCTURED) -> None:
         """Exit actions of a data or compute region (OpenACC 3.3 §2.7.4–2.7.10).
 
-        Each mapped item's structured count drops by one. An entry whose lifetime ends
+        Each mapped item's structured count drops by one (``counter`` DYNAMIC: its dynamic
+        count, for OpenMP maps, OpenMP 5.2 §5.8.3 — a count already at 0, or an entry
+        another thread unmapped meanwhile, is left alone). An entry whose lifetime ends
         here is copied back through the views this region named in ``copy``/``copyout``
         clauses (unless ``copy_back`` is False: the region failed on the device), then
         removed and its memory freed once the queue has passed the copies.
@@ -308,7 +314,7 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
                 if entry is None or not entry.is_present:
                     continue
                 before = entry.counters if publish else None
-                entry.decrement(_STRUCTURED)
+                entry.decrement(counter)
                 if publish:
                     self._publish(EventKind.EXIT_DATA, entry, before, queue, item.request.name)
                 if not entry.is_present:

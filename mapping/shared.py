@@ -55,16 +55,17 @@ class SharedMemoryRuntime(MappingRuntime):
     def enter_one(self, kind: MapKind, array, counter: Counter, queue: Queue | None = None):
         return array
 
-    def exit_structured(self, mapped, queue, *, copy_back=True) -> None:
+    def exit_structured(self, mapped, queue, *, copy_back=True, counter=None) -> None:
         pass
 
     def exit_dynamic(self, requests, queue, *, finalize=False) -> None:
         pass
 
-    def join_structured(self, arrays, memo=None):
+    def join_structured(self, arrays, memo=None, counter=None):
         """Everything is present and nothing is counted: one ``None`` entry per array."""
         entries = StructuredMemo([None] * len(arrays))
         entries.version = 0  # the (empty) table never changes
+        entries.counter = counter
         if memo is not None:
             memo.append(entries)
         return entries
@@ -73,7 +74,7 @@ class SharedMemoryRuntime(MappingRuntime):
         """As ``join_structured``: the table never changes, so the record always holds."""
         return record
 
-    def leave_structured(self, entries) -> bool:
+    def leave_structured(self, entries, counter=None) -> bool:
         return True
 
     def leave_present(self, array, *, finalize=False, queue=None) -> bool:

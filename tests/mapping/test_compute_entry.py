@@ -278,3 +278,38 @@ def test_a_failed_held_map_releases_the_openmp_maps_already_entered(runtime):
         _call(runtime, (x, y), sorter)
     assert not runtime.is_present(x) and not runtime.is_present(y)
     assert runtime.records() == []
+
+
+def test_openmp_maps_of_present_data_join_and_replay_on_the_dynamic_count(runtime):
+    """A region whose maps are all OpenMP maps joins present data on the dynamic count
+    and replays it, counted or held, the same way."""
+    x = np.zeros(4)
+    _present(runtime, x)
+    sorter = CopyEverything(dynamic={"arg0"})
+    first, leave = _call(runtime, (x,), sorter)
+    assert first.memo is not None and first.memo.counter is Counter.DYNAMIC
+    assert runtime.refcounts(x) == (0, 2)
+    leave()
+    assert runtime.refcounts(x) == (0, 1)
+    ticket, leave = _call(runtime, (x,), sorter, first.memo)
+    assert ticket.replayed and runtime.refcounts(x) == (0, 2)
+    leave()
+    ticket, leave = _call(runtime, (x,), sorter, first.memo, hold=True)
+    assert ticket.held
+    leave()
+    assert runtime.refcounts(x) == (0, 1) and sorter.sorted == 1
+
+
+def test_a_replayed_openmp_map_deleted_meanwhile_is_left_alone_by_its_exit(runtime):
+    x = np.zeros(4)
+    _present(runtime, x)
+    sorter = CopyEverything(dynamic={"arg0"})
+    first, leave = _call(runtime, (x,), sorter)
+    leave()
+    ticket, leave = _call(runtime, (x,), sorter, first.memo)
+    ticket.device_args[0][:] = 4.0
+    runtime.exit_dynamic([MapRequest(MapKind.DELETE, x)], runtime.device.sync_queue, finalize=True)
+    _present(runtime, x)  # mapped again by the other thread: a new entry, not the kernel's
+    leave()
+    assert runtime.refcounts(x) == (0, 1)
+    np.testing.assert_array_equal(x, 0.0)
