@@ -11,17 +11,22 @@ with the same arrays can replay it.
    matches these arguments (:meth:`ComputeMemo.matches`: the same host array objects in
    the same argument slots, with the same dtype and shape, and on a device with separate
    memory the same strides) and the present table is unchanged since that call (its
-   ``version``): the same entries get their structured increments without a lookup, and
-   the device arrays made for that call are used again;
-2. **join** — every array of the call lies wholly inside a present mapping: structured
-   increments at once (even for an async call: counts change at once, §2.6.7), and a new
-   memo for the next call;
-3. **full entry** — the structured entry actions: present-or-create, copy-ins, all or
-   nothing (``runtime.enter``).
+   ``version``): the same entries get their increments without a lookup, and the device
+   arrays made for that call are used again. A synchronous call nobody observes holds
+   the table lock for its kernel instead of counting (a *held* replay: atomic for every
+   other thread, ``DeviceRuntime.hold_structured``);
+2. **join** — every array of the call lies wholly inside a present mapping: increments
+   at once (even for an async call: counts change at once, §2.6.7), and a new memo for
+   the next call;
+3. **full entry** — the entry actions: present-or-create, copy-ins, all or nothing
+   (``runtime.enter``).
 
-``exit_compute`` undoes whichever it was: after a replay or a join, the structured
-decrements when no lifetime ends by them (the common case); otherwise the full
-structured exit (copy-backs unless the kernel failed, frees).
+Maps count on the counter the caller gives per parameter (``ArgumentSorter.counter_of``):
+structured for OpenACC data clauses and OpenMP ``ompx_hold`` maps, dynamic for OpenMP
+maps (API.md §9; a region mixing both takes the full entry). ``exit_compute`` undoes
+whichever it was: after a replay or a join, the decrements when no lifetime ends by them
+(the common case); otherwise the full exit (copy-backs unless the kernel failed, frees;
+for the dynamic count nothing where another thread set it to 0 meanwhile).
 
 The caller (``pyacc``'s launcher) knows the clauses, so it sorts the arguments: it passes
 an :class:`ArgumentSorter`, asked only when the replay does not apply.
@@ -181,9 +186,15 @@ class ComputeMemo:
             for slot, view in self._kept:
                 device_args[slot] = view
         else:
-            if entries is None:  # held: the entries, for device arrays made anew
-                entries = [reference() for reference in self._record]
-            device_args = self._device_args(runtime, args, entries)
+            try:
+                if entries is None:  # held: the entries, for device arrays made anew
+                    entries = [reference() for reference in self._record]
+                device_args = self._device_args(runtime, args, entries)
+            except BaseException:  # nothing entered after all
+                exit_compute(runtime, _ticket(ComputeTicket, (None, self, True, entries, None, args,
+                                                              hold, ())), runtime.device.sync_queue,
+                             copy_back=False)
+                raise
         return _ticket(ComputeTicket, (device_args, self, True, entries, None, args, hold, ()))
 
     def _device_args(self, runtime, args, entries) -> list:
