@@ -50,7 +50,8 @@ from .cpu_target import CpuTarget
 from .errors import CompileError, KernelIndexError
 from .frontend import Scope, local_names
 
-__all__ = ["get_kernel", "kernel_for", "kernel_key", "kernel_env", "argument_kind", "jit_disabled",
+__all__ = ["get_kernel", "kernel_for", "kernel_key", "kernel_env", "argument_kind", "SCALAR_TYPES",
+           "jit_disabled",
            "cache_dir", "TARGETS", "boundscheck_enabled"]
 
 #: Code-generating targets by name; ``"python"`` is handled separately (no codegen).
@@ -172,14 +173,14 @@ def argument_kind(value):
     if type(value) is np.ndarray or isinstance(value, np.ndarray):
         return (value.dtype.char, value.dtype.byteorder, value.ndim)
     kind = type(value)
-    if kind in _SCALAR_TYPES or not _is_device_array(value):
+    if kind in SCALAR_TYPES or not _is_device_array(value):
         return kind
     dtype, ndim = _device_dtype_ndim(value)
     return (dtype.char, dtype.byteorder, ndim)
 
 
 #: argument types that are certainly scalars (no device-array check needed)
-_SCALAR_TYPES = frozenset({int, float, complex, bool, np.float64, np.float32, np.int64, np.int32,
+SCALAR_TYPES = frozenset({int, float, complex, bool, np.float64, np.float32, np.int64, np.int32,
                            np.uint64, np.uint32, np.complex128, np.complex64, np.bool_})
 
 

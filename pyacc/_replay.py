@@ -16,16 +16,14 @@ Invariants:
 
 from __future__ import annotations
 
-import numpy as np
 
-from compiler import argument_kind
+from compiler.kernel import SCALAR_TYPES, argument_kind
 
 __all__ = ["CallPlan", "is_device_array", "SCALARS"]
 
 
-#: argument types that are certainly scalars (no device-array check needed)
-SCALARS = frozenset({int, float, complex, bool, np.float64, np.float32, np.int64, np.int32,
-                      np.uint64, np.uint32, np.complex128, np.complex64, np.bool_})
+#: argument types that are certainly scalars (no device-array check needed): the compiler's
+SCALARS = SCALAR_TYPES
 
 
 def is_device_array(value) -> bool:
