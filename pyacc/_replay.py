@@ -16,7 +16,6 @@ Invariants:
 
 from __future__ import annotations
 
-
 from compiler.kernel import SCALAR_TYPES, argument_kind
 
 __all__ = ["CallPlan", "is_device_array", "SCALARS"]
