@@ -2,7 +2,7 @@
 on or off, the use notes that keep eviction safe, ``prefetch`` and ``wont_use``.
 
 Owns: ``OversubscriptionVerbs``, a mixin of ``runtime.DeviceRuntime`` (it uses its
-``device``, ``table``, ``namer``, ``_commit_entry``, ``_increment_all``) that joins the
+``device``, ``table``, ``namer``, ``_commit_entry``, ``_increment_all``, ``_undo_entry``) that joins the
 runtime to its ``residency.Residency`` (where eviction and restore live). ``runtime``
 calls in here at each device access it makes (``enter``, ``enter_one``, ``update``,
 ``deviceptr``, copy-backs) only while ``tracks_use`` is True.
@@ -206,11 +206,8 @@ class OversubscriptionVerbs:
                 created += [item.entry for item, step in zip(outcome, steps) if step.action is _CREATE]
                 mapped += outcome
         except BaseException:
-            for entry, counters in saved.values():
-                self._restore(entry, counters)
+            self._undo_entry(saved, created)
             for entry in created:
-                self._restore(entry, (0, 0))
-                self.table.remove(entry)
                 if not entry.evicted:
                     self.device.release(entry.device_address, queue)
             raise

@@ -257,15 +257,21 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         try:
             return [self._commit_step(step, counter, queue, created, declare) for step in steps]
         except BaseException:
-            for entry, counters in saved.values():
-                self._restore(entry, counters)
-            for entry in created:
-                self._restore(entry, (0, 0))
-                self.table.remove(entry)
+            self._undo_entry(saved, created)
             for step in steps:
                 if step.device_address is not None:  # after any copy already queued into it
                     self.device.release(step.device_address, queue)
             raise
+
+    def _undo_entry(self, saved, created) -> None:
+        """Roll back a failed entry: put back the counters ``saved`` (``{id: (entry,
+        counters)}``) and take the entries it ``created`` out of the table (their memory
+        is the caller's to release)."""
+        for entry, counters in saved.values():
+            self._restore(entry, counters)
+        for entry in created:
+            self._restore(entry, (0, 0))
+            self.table.remove(entry)
 
     def _commit_step(self, step: EntryStep, counter, queue, created, declare=False) -> Mapped:
         request = step.request
