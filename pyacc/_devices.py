@@ -516,7 +516,7 @@ class _Initial:
 class RegionStack(list):
     """A thread's open ``acc.data`` regions, innermost last (exits need not be LIFO), and
     ``innermost_default``: the ``default(...)`` of the innermost one that has one (None),
-    kept by ``push``/``remove`` so a compute call reads it in one attribute access."""
+    kept by ``push``/``remove_region`` so a compute call reads it in one attribute access."""
 
     __slots__ = ("innermost_default",)
 
