@@ -5,17 +5,19 @@ Owns: ``parallel``, ``parallel_loop``, ``kernels``, ``kernels_loop``, ``serial``
 (DESIGN.md). At decoration time the function is analysed (``compiler.analyze``: compile
 errors surface here, pointing at the offending line). At each call the launcher
 
-1. classifies every argument (OpenACC 3.3 §2.6.2 implicit data attributes):
-   an explicit data clause applies as written; otherwise arrays are present-or-copy —
-   ``copy`` when the kernel may write them, ``copyin`` when it only reads them (nothing is
-   copied back) — or ``present`` under ``default="present"`` (the decorator's, or that of
-   the innermost enclosing ``acc.data`` region); ``default="none"`` requires a clause;
-   ``deviceptr`` arrays are already device memory; scalars are firstprivate;
-2. enters a structured region around the call (present data is used in place; a strided
-   view of present data becomes the matching strided device view),
-3. gets the kernel for the device's target and arguments (``compiler.get_kernel``,
-   memoised), launches it on the queue, and
-4. exits the region (copy-backs, frees), returning the reductions.
+1. classifies every argument (``ComputeRegion.sort``, OpenACC 3.3 §2.6.2 implicit data
+   attributes): an explicit data clause applies as written; otherwise arrays are
+   present-or-copy — ``copy`` when the kernel may write them, ``copyin`` when it only
+   reads them (nothing is copied back) — or ``present`` under ``default="present"`` (the
+   decorator's, or that of the innermost enclosing ``acc.data`` region);
+   ``default="none"`` requires a clause; ``deviceptr`` arrays are already device memory;
+   scalars are firstprivate;
+2. enters the region's data through ``mapping.compute.enter_compute`` (replay, join or
+   full entry; present data is used in place, a strided view of present data becomes the
+   matching strided device view), which returns a ``ComputeTicket``;
+3. gets the kernel for the device's target and arguments (``compiler.kernel_for``: the
+   compiler's one cache), launches it on the queue, and
+4. exits through ``exit_compute`` (copy-backs, frees), returning the reductions.
 
 ``PYACC_DISABLE_JIT=1`` runs kernels as plain Python with the same data semantics.
 A kernel that fails raises ``ExecutionError``; its ``copy``/``copyout`` data is not
@@ -24,8 +26,11 @@ copied back (the device data may be garbage) but every count is released.
 Before step 1 the call reads what it needs besides its arguments (``_call_inputs``: the
 values of the kernel's free parameters — module-level and closure names —, the clause
 expressions evaluated with the arguments, ``if_`` given at the call); a call that repeats
-a recent one replays its plan (``_replay.CallPlan``). A profiling or error callback that
-raises during the call does so once the region's data actions are complete.
+a recent one skips step 1 and replays its plan (``_replay.CallPlan``: the kernel and the
+mapping's memo). A synchronous call with constant clauses and no event subscriber takes
+``__call__``'s direct path (no clause reading, no holding). A profiling or error
+callback that raises during the call does so once the region's data actions are
+complete.
 """
 
 from __future__ import annotations
