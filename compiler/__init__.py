@@ -43,7 +43,8 @@ Interface used by the launcher (``pyacc/_compute.py``)::
   ``routine`` construct, stored on the function). Plain Python functions called from a
   kernel are compiled as implicit ``routine seq`` (OpenACC 3.3 §2.15.1).
 
-Modules: ``clauses`` (clause values and parsing), ``markers`` (plain-Python markers),
+Modules: ``clauses`` (clause values and parsing), ``clause_text`` (clause expressions,
+counts, reduction lists, the shared text helpers), ``markers`` (plain-Python markers),
 ``frontend`` (source, name resolution), ``analysis`` (loop plans, written/read),
 ``codegen`` (targets and module text), ``templates`` (source templates of generated
 code), ``interchange`` (loop interchange of matrix-product nests on the CPU), ``kernel``

@@ -1,9 +1,10 @@
 """Compute-construct clauses: the value object and its two spellings.
 
-Owns :class:`ComputeClauses` (a frozen, hashable value with normalised fields),
-:class:`ClauseExpr` (a clause value computed from the parameters at each call) and
+Owns :class:`ComputeClauses` (a frozen, hashable value with normalised fields) and
 :func:`parse_clauses`, which accepts keyword clauses, one OpenACC clause string, or both,
-and yields the very same value for equivalent spellings.
+and yields the very same value for equivalent spellings. What a clause value may be
+written as (:class:`ClauseExpr`, counts, reduction lists) and the shared text helpers
+live in ``clause_text`` (re-exported here).
 
 Invariants:
     * Every field of a ``ComputeClauses`` is normalised: names are tuples of ``str`` in
@@ -33,16 +34,14 @@ Invariants:
 from __future__ import annotations
 
 import ast
-import builtins
 import dataclasses
 import difflib
-import math
-import numbers
-import operator
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .clause_text import (EXPR_BUILTINS, REDUCTION_OPS, ArgError, ClauseExpr,  # noqa: F401 - re-exported
+                          caret, closing_paren, count_value, parse_expression, reduction_list)
 from .errors import CompileError
 
 __all__ = ["ComputeClauses", "ClauseExpr", "parse_clauses", "parse_loop_clauses",
@@ -51,10 +50,6 @@ __all__ = ["ComputeClauses", "ClauseExpr", "parse_clauses", "parse_loop_clauses"
 
 CONSTRUCTS = ("parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine",
               "loop")
-
-#: Reduction operators (OpenACC 3.3 §2.5.15); ``&&``/``||`` are accepted as aliases.
-REDUCTION_OPS = ("+", "*", "max", "min", "&", "|", "^", "and", "or")
-_OP_ALIASES = {"&&": "and", "||": "or"}
 
 #: Value of ``async_`` for a bare ``async`` clause in a clause string (OpenACC
 #: ``acc_async_noval``); the launcher maps it to its own constant.
@@ -91,139 +86,6 @@ _VALID["kernels_loop"] = _VALID["kernels"] + _LOOP_ONLY
 _KEYWORD_ALIASES = {"async": "async_", "if": "if_"}
 # Spellings in clause strings.
 _STRING_ALIASES = {"async": "async_", "if": "if_", "reduction": "reduction"}
-
-
-# ------------------------------------------------------------------------- expressions
-
-#: The builtins a clause expression may call, and the only builtins it sees.
-EXPR_BUILTINS = {name: getattr(builtins, name)
-                 for name in ("abs", "bool", "float", "int", "len", "max", "min", "round")}
-
-# What a clause expression may contain: names, constants, arithmetic, boolean and
-# comparison operators, conditional expressions, subscripts (with slices and tuples),
-# attribute reads and calls of EXPR_BUILTINS.
-_EXPR_NODES = (ast.Expression, ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp,
-               ast.Compare, ast.IfExp, ast.Subscript, ast.Slice, ast.Tuple, ast.Attribute,
-               ast.Call, ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
-               ast.expr_context)
-_NODE_WORDS = {"Lambda": "a lambda", "NamedExpr": "':=' (an assignment expression)",
-               "Await": "'await'", "ListComp": "a comprehension",
-               "SetComp": "a comprehension", "DictComp": "a comprehension",
-               "GeneratorExp": "a generator expression",
-               "JoinedStr": "an f-string", "Starred": "'*' unpacking",
-               "keyword": "a keyword argument", "Yield": "'yield'", "YieldFrom": "'yield'"}
-
-
-@dataclass(frozen=True)
-class ClauseExpr:
-    """A clause value written as a Python expression, evaluated at each call.
-
-    ``ClauseExpr("(n+127)/128")`` validates and compiles the text once. Equal and hashed
-    by ``text`` (the expression as written, outer blanks stripped); ``names`` are the free
-    names it reads, in order of first use (the builtins it calls are not among them).
-
-    Raises:
-        CompileError: The text is not one Python expression, or uses something other than
-            names, constants, operators, conditional expressions, subscripts, attribute
-            reads and calls of :data:`EXPR_BUILTINS` (message with a caret).
-    """
-
-    text: str
-    names: tuple[str, ...] = field(init=False, compare=False)
-    _code: Any = field(init=False, compare=False, repr=False)
-
-    def __post_init__(self):
-        if not isinstance(self.text, str):
-            raise CompileError(f"a clause expression must be a string, got "
-                               f"{type(self.text).__name__}")
-        text = self.text.strip()
-        tree, problem = _parse_expression(text)
-        if problem is not None:
-            message, offset = problem
-            raise CompileError(f"bad clause expression {text!r}: {message}"
-                               + caret(text, offset))
-        object.__setattr__(self, "text", text)
-        object.__setattr__(self, "names", _free_names(tree))
-        object.__setattr__(self, "_code", compile(tree, f"<clause {text}>", "eval"))
-
-    def __repr__(self) -> str:
-        return f"ClauseExpr({self.text!r})"
-
-    def __reduce__(self):
-        return ClauseExpr, (self.text,)  # the code object does not pickle; recompile
-
-    def evaluate(self, namespace: Mapping[str, Any]) -> Any:
-        """The expression's value with its names looked up in ``namespace`` (parameter
-        values by name, then the function's globals; any mapping, not modified), and
-        only :data:`EXPR_BUILTINS` as builtins. Exceptions of the expression propagate."""
-        return eval(self._code, {"__builtins__": EXPR_BUILTINS}, namespace)
-
-
-def _parse_expression(text):
-    """``(tree, None)`` for a valid clause expression, else
-    ``(None, (message, offset))``."""
-    if not text:
-        return None, ("empty expression", 0)
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError as exc:
-        offset = max((exc.offset or 1) - 1, 0)
-        return None, (f"not a Python expression ({exc.msg})", offset)
-    for node in ast.walk(tree):
-        problem = _node_problem(node)
-        if problem is not None:
-            return None, (problem, getattr(node, "col_offset", 0))
-    return tree, None
-
-
-def _node_problem(node):
-    if not isinstance(node, _EXPR_NODES):
-        what = _NODE_WORDS.get(type(node).__name__, f"{type(node).__name__} syntax")
-        return (f"{what} is not allowed in a clause expression (names, constants, "
-                f"operators, subscripts, attributes and calls of "
-                f"{', '.join(EXPR_BUILTINS)} are)")
-    if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name)
-                                           and node.func.id in EXPR_BUILTINS):
-        return f"a clause expression may call only {', '.join(EXPR_BUILTINS)}"
-    if isinstance(node, ast.Attribute) and node.attr.startswith("__"):
-        return f"attribute {node.attr!r} is not allowed in a clause expression"
-    return None
-
-
-def _free_names(tree) -> tuple[str, ...]:
-    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
-    names = sorted((node.lineno, node.col_offset, node.id) for node in ast.walk(tree)
-                   if isinstance(node, ast.Name) and id(node) not in called)
-    return tuple(dict.fromkeys(name for _, _, name in names))
-
-
-def count_value(value: Any, clause_name: str) -> int:
-    """The positive count a ``num_gangs``/``num_workers``/``vector_length`` (or
-    ``gang``/``worker``/``vector`` count) value means (OpenACC 3.3 §2.5.10-2.5.12).
-
-    Integers (Python or NumPy) are taken as they are; a real value is truncated toward
-    zero as C integer division does for positive operands, so ``(n+127)/128`` gives what
-    it gives in C. (Only the final value is truncated: write ``n//128*4`` for C's
-    ``n/128*4``.)
-
-    Raises:
-        ValueError: The value is not a number, not finite, a bool, or below 1; the
-            message names the clause and the value.
-    """
-    must = "; it must be a positive integer"
-    if isinstance(value, bool) or value is None:
-        raise ValueError(f"{clause_name} evaluated to {value!r}{must}")
-    try:
-        count, note = operator.index(value), ""
-    except TypeError:
-        if not isinstance(value, numbers.Real) or not math.isfinite(value):
-            raise ValueError(f"{clause_name} evaluated to {value!r} "
-                             f"({type(value).__name__}){must}") from None
-        count = int(value)
-        note = f" (truncated to {count})"
-    if count < 1:
-        raise ValueError(f"{clause_name} evaluated to {value!r}{note}{must}")
-    return count
 
 
 # ----------------------------------------------------------------------------- value
@@ -390,24 +252,6 @@ def _check_valid(construct, name, what, text, pos):
     raise CompileError(reason + caret(text, pos))
 
 
-def caret(text: str | None, pos: int | None) -> str:
-    """The clause string quoted with a caret under ``pos`` ('' without a string), the one
-    spelling of clause errors (also ``pyacc.omp``'s)."""
-    if text is None or pos is None:
-        return ""
-    return f"\n    {text}\n    {' ' * pos}^"
-
-
-class _ArgError(ValueError):
-    """A malformed clause argument: ``offset`` is where it is in the argument text (or in
-    ``source``, a keyword list item, when set)."""
-
-    def __init__(self, message, offset=0, source=None):
-        super().__init__(message)
-        self.offset = offset
-        self.source = source
-
-
 def _normalise_keyword(name, value, construct):
     """Normalise one keyword clause value; returns the value for field ``name``."""
     try:
@@ -430,7 +274,7 @@ def _normalise_keyword(name, value, construct):
         if isinstance(value, str) and not (name == "async_" and value == ASYNC_NOVAL):
             return _value_arg(value)[1]  # async_="q", if_="n > 100": as in a string
         return value  # async_, if_: raw
-    except _ArgError as exc:
+    except ArgError as exc:
         source = exc.source if exc.source is not None else (
             value if isinstance(value, str) else None)
         raise CompileError(f"{construct}: bad value for {name}=: {exc}"
@@ -458,10 +302,10 @@ def _name_list(text) -> tuple[str, ...]:
     names, offset = [], 0
     for piece in text.split(","):
         if not piece.strip():
-            raise _ArgError("empty item in the name list", offset + len(piece))
+            raise ArgError("empty item in the name list", offset + len(piece))
         for word in re.finditer(r"\S+", piece):
             if not word.group().isidentifier():
-                raise _ArgError(f"{word.group()!r} is not a parameter name",
+                raise ArgError(f"{word.group()!r} is not a parameter name",
                                 offset + word.start())
             names.append(word.group())
         offset += len(piece) + 1
@@ -522,64 +366,11 @@ def _reductions(value) -> tuple[tuple[str, str], ...]:
         if not isinstance(item, str):
             raise ValueError(f"{item!r} is not of the form 'op:var[,var...]'")
         try:
-            out += _reduction_list(item)
-        except _ArgError as exc:
+            out += reduction_list(item)
+        except ArgError as exc:
             exc.source = item
             raise
     return tuple(out)
-
-
-# An item of a reduction list: an operator (any run of operator characters or a word)
-# and ':', a variable name, or a separating comma.
-_RED_TOKEN = re.compile(r"\s*(?:(?P<op>[-+*/%&|^<>!~=]+|[A-Za-z_]\w*|)\s*:"
-                        r"|(?P<name>[A-Za-z_]\w*)|(?P<sep>,))")
-
-
-def _reduction_list(text) -> list[tuple[str, str]]:
-    """``(op, var)`` pairs of a reduction list as C writes it (OpenACC 3.3 §2.5.15):
-    ``+:a,b``, ``+:a, +:b``, ``+:total max:mx``. An item starts at ``op:``; names follow,
-    separated by commas or blanks, up to the next ``op:``."""
-    pairs, op, op_at, named, last, pos = [], None, 0, 0, None, 0
-    while text[pos:].strip():
-        match = _RED_TOKEN.match(text, pos)
-        if match is None:
-            at = len(text) - len(text[pos:].lstrip())
-            raise _ArgError(f"unexpected {text[at]!r} in the reduction list", at)
-        if match.group("op") is not None:
-            if op is not None and not named:
-                raise _ArgError(f"'{op}:' names no variable", op_at)
-            op_at = match.start("op")
-            op, named, last = _reduction_op(match.group("op"), op_at), 0, "op"
-        elif match.group("name") is not None:
-            if op is None:
-                raise _ArgError(f"expected 'op:var[,var...]' (e.g. '+:sum'), got "
-                                f"{match.group('name')!r}", match.start("name"))
-            pairs.append((op, match.group("name")))
-            named, last = named + 1, "name"
-        else:
-            if last != "name":
-                raise _ArgError("empty item in the reduction list", match.start("sep"))
-            last = "sep"
-        pos = match.end()
-    if op is None:
-        raise _ArgError("empty reduction list; expected 'op:var[,var...]'", 0)
-    if not named:
-        raise _ArgError(f"'{op}:' names no variable", op_at)
-    if last == "sep":
-        raise _ArgError("empty item in the reduction list", text.rindex(","))
-    return pairs
-
-
-def _reduction_op(raw, at):
-    op = _OP_ALIASES.get(raw, raw)
-    if op in REDUCTION_OPS:
-        return op
-    if not raw:
-        raise _ArgError("missing reduction operator before ':'", at)
-    close = difflib.get_close_matches(raw, REDUCTION_OPS, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise _ArgError(f"unknown reduction operator {raw!r} (valid: "
-                    f"{' '.join(REDUCTION_OPS + tuple(_OP_ALIASES))}){hint}", at)
 
 
 def _check_disjoint(construct, values):
@@ -631,23 +422,10 @@ def _parse_string(construct, text):
             yield _string_value(name, args)
         except (TypeError, ValueError, SyntaxError) as exc:
             at = start
-            if isinstance(exc, _ArgError) and args_at is not None:
+            if isinstance(exc, ArgError) and args_at is not None:
                 at = args_at + exc.offset
             raise CompileError(f"{construct}: bad clause {text[start:pos]!r}: {exc}"
                                + caret(text, at)) from None
-
-
-def closing_paren(text: str, open_pos: int) -> int | None:
-    """Index of the ``)`` that closes the ``(`` at ``open_pos``, or None (unbalanced)."""
-    depth = 0
-    for index in range(open_pos, len(text)):
-        if text[index] == "(":
-            depth += 1
-        elif text[index] == ")":
-            depth -= 1
-            if depth == 0:
-                return index
-    return None
 
 
 def _matching_paren(text, open_pos, construct):
@@ -682,7 +460,7 @@ def _string_value(name, args):
     if name in DATA_CLAUSES + PRIVATE_CLAUSES:
         return name, _name_list(args)
     if name == "reduction":
-        return "reduction", tuple(_reduction_list(args))
+        return "reduction", tuple(reduction_list(args))
     if name == "default":
         return name, _default(args.strip())
     if name == "collapse":  # the loop structure: a literal (OpenACC 3.3 §2.9.1)
@@ -696,7 +474,7 @@ def _string_value(name, args):
 
 def _required(name, args):
     if args is None or not args.strip():
-        raise _ArgError(f"{name.rstrip('_')} needs an argument in parentheses", 0)
+        raise ArgError(f"{name.rstrip('_')} needs an argument in parentheses", 0)
 
 
 def _flag_with_count(name, args):
@@ -708,14 +486,14 @@ def _flag_with_count(name, args):
     modifier = re.match(r"\s*([A-Za-z_]\w*)\s*:", args)
     if modifier is not None:
         if modifier.group(1) != _COUNT_MODIFIER[name]:
-            raise _ArgError(f"{name}({modifier.group(1)}:...) is not supported; "
+            raise ArgError(f"{name}({modifier.group(1)}:...) is not supported; "
                             f"expected {name}(n) or {name}({_COUNT_MODIFIER[name]}:n)",
                             modifier.start(1))
         offset = modifier.end()
     try:
         count = _count_arg(name, args[offset:])
-    except _ArgError as exc:
-        raise _ArgError(str(exc), offset + exc.offset) from None
+    except ArgError as exc:
+        raise ArgError(str(exc), offset + exc.offset) from None
     return name, (True, _COUNT_OF[name], count)
 
 
@@ -728,7 +506,7 @@ def _count_arg(clause, text):
             return _positive_int(value, clause)
         return count_value(value, clause) if kind == "folded" else value
     except ValueError as exc:
-        raise _ArgError(str(exc), len(text) - len(text.lstrip())) from None
+        raise ArgError(str(exc), len(text) - len(text.lstrip())) from None
 
 
 def _wait_list(text):
@@ -738,17 +516,17 @@ def _wait_list(text):
     modifier = re.match(r"\s*([A-Za-z_]\w*)\s*:", text)
     if modifier is not None:
         if modifier.group(1) != "queues":
-            raise _ArgError(f"wait({modifier.group(1)}:...) is not supported; expected "
+            raise ArgError(f"wait({modifier.group(1)}:...) is not supported; expected "
                             f"wait(q, ...) or wait(queues: q, ...)", modifier.start(1))
         offset = modifier.end()
     items = []
     for piece, at in _split_top(text[offset:]):
         if not piece.strip():
-            raise _ArgError("empty item in the wait list", offset + at + len(piece))
+            raise ArgError("empty item in the wait list", offset + at + len(piece))
         try:
             items.append(_value_arg(piece)[1])
-        except _ArgError as exc:
-            raise _ArgError(str(exc), offset + at + exc.offset) from None
+        except ArgError as exc:
+            raise ArgError(str(exc), offset + at + exc.offset) from None
     return tuple(items)
 
 
@@ -771,10 +549,10 @@ def _value_arg(text):
     expression without free names, or ``("expr", ClauseExpr)``."""
     lead = len(text) - len(text.lstrip())
     body = text.strip()
-    tree, problem = _parse_expression(body)
+    tree, problem = parse_expression(body)
     if problem is not None:
         message, offset = problem
-        raise _ArgError(message, lead + offset)
+        raise ArgError(message, lead + offset)
     try:
         return "literal", ast.literal_eval(tree.body)
     except ValueError:
@@ -785,7 +563,7 @@ def _value_arg(text):
     try:
         return "folded", expr.evaluate({})
     except Exception as exc:  # 1/0, len(3): the user's expression fails
-        raise _ArgError(f"{body!r} cannot be evaluated ({type(exc).__name__}: {exc})",
+        raise ArgError(f"{body!r} cannot be evaluated ({type(exc).__name__}: {exc})",
                         lead) from None
 
 
