@@ -134,6 +134,12 @@ class target_data:
                         self._items, self._target = items, target
                         _publish(EventKind.REGION_ENTER, runtime)
         except BaseException as error:
+            if self._target is not None:
+                # the maps were entered, then a profiling callback raised: the block will
+                # not run and Python will not call __exit__, so the region ends here (as
+                # acc.data's does) before the callback's exception propagates
+                self.__exit__(type(error), error, error.__traceback__)
+                raise
             self._state = "done"
             if isinstance(error, AccError):
                 report(error)

@@ -267,6 +267,22 @@ def test_raising_on_enter_data_inside_a_data_region_entry_releases_it(emulated, 
     acc.testing.check_consistency()
 
 
+@pytest.mark.parametrize("event", ["data_construct_start", "enter_data"])
+def test_raising_on_an_omp_target_data_entry_releases_its_maps(emulated, checked, raising, event):
+    """The same rule for ``omp.target_data``: the maps are entered, the callback's
+    exception comes after, and the block that will not run leaves them again."""
+    from pyacc import omp
+
+    a, b = np.ones(4), np.ones(4)
+    acc.copyin(b)
+    raising(event)
+    with pytest.raises(_Boom):
+        with omp.target_data(map_tofrom=[a, b]):
+            pytest.fail("the block must not run")
+    assert acc.refcounts(a) == (0, 0) and acc.refcounts(b) == (0, 1)
+    acc.testing.check_consistency()
+
+
 def test_raising_on_exit_data_still_copies_back_and_removes_the_entry(emulated, checked, raising):
     """The issue: raising on an exit_data event left a (0, 0) entry in the table and
     skipped the copy-back."""
