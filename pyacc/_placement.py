@@ -16,7 +16,7 @@ counters as they were.
 
 from __future__ import annotations
 
-from mapping import (AccError, Counter, ExecutionError, InvalidArgumentError, MapKind, MapRequest,
+from mapping import (BUS, AccError, Counter, ExecutionError, InvalidArgumentError, MapKind, MapRequest,
                      NotPresentError, UpdateDirection, UpdateItem, check_array)
 from mapping.errors import describe_array
 
@@ -68,17 +68,26 @@ class acquire:  # noqa: N801 - a context manager spelled like the other directiv
             raise error
         self._state = "entered"
         try:
-            runtime = self._runtime = current_runtime()
-            queue = self._queue = queue_of(runtime, self._async)
-            try:
-                self._mapped = runtime.enter([MapRequest(MapKind.PRESENT, self._array)],
-                                             Counter.STRUCTURED, queue)
-            except NotPresentError:  # absent: a no-op block
-                return self._array
-            if self._reads:
-                self._read(runtime, queue)
-        except AccError as error:
-            report(error)
+            with BUS.holding():  # a profiling callback's exception waits for the entry
+                runtime = self._runtime = current_runtime()
+                queue = self._queue = queue_of(runtime, self._async)
+                try:
+                    self._mapped = runtime.enter([MapRequest(MapKind.PRESENT, self._array)],
+                                                 Counter.STRUCTURED, queue)
+                except NotPresentError:  # absent: a no-op block
+                    return self._array
+                if self._reads:
+                    self._read(runtime, queue)
+        except BaseException as error:
+            mapped, self._mapped = self._mapped, None
+            if mapped is not None:
+                # held, then a profiling callback raised: the block will not run and
+                # Python will not call __exit__, so the hold is released here (nothing is
+                # written back) before the callback's exception propagates
+                self._state = "done"
+                runtime.exit_structured(mapped, queue, copy_back=False)
+            if isinstance(error, AccError):
+                report(error)
             raise
         return self._array
 

@@ -283,6 +283,22 @@ def test_raising_on_an_omp_target_data_entry_releases_its_maps(emulated, checked
     acc.testing.check_consistency()
 
 
+@pytest.mark.parametrize("mode", ["r", "w", "rw"])
+def test_raising_on_an_acquire_entry_releases_its_hold(emulated, checked, raising, mode):
+    """``acc.acquire`` holds the structured count for its block: a callback raising on
+    the entry's enter_data leaves that hold released, and nothing is written back."""
+    a = np.ones(4)
+    acc.copyin(a)
+    acc.deviceptr(a)[:] = 2.0
+    raising("enter_data")
+    with pytest.raises(_Boom):
+        with acc.acquire(a, mode):
+            pytest.fail("the block must not run")
+    assert acc.refcounts(a) == (0, 1)
+    np.testing.assert_array_equal(acc.deviceptr(a), 2.0)
+    acc.testing.check_consistency()
+
+
 def test_raising_on_exit_data_still_copies_back_and_removes_the_entry(emulated, checked, raising):
     """The issue: raising on an exit_data event left a (0, 0) entry in the table and
     skipped the copy-back."""
