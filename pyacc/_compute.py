@@ -502,16 +502,23 @@ def explain(region) -> str:
 
 
 # == decorators ==============================================================================
+def at_caller(error: CompileError, depth: int) -> CompileError:
+    """``error`` located at the line of the frame ``depth`` levels above this function's
+    (the decorator expression in the user's code), unless it has a location already
+    (API.md §6: a bad clause names the file and line of the decorator; also
+    ``pyacc.omp``'s decorators)."""
+    if error.filename is not None:
+        return error
+    frame = sys._getframe(depth)
+    return CompileError(error.reason, frame.f_code.co_filename, frame.f_lineno)
+
+
 def _parse_at_caller(construct, clause_string, clauses):
-    """``compiler.parse_clauses``, with a clause error located at the decorator's line
-    (API.md §6: a bad clause names the file and line of the decorator)."""
+    """``compiler.parse_clauses``, with a clause error located at the decorator's line."""
     try:
         return compiler.parse_clauses(construct, clause_string, **clauses)
     except CompileError as error:
-        if error.filename is not None:
-            raise
-        frame = sys._getframe(2)  # the decorator expression in the user's code
-        raise CompileError(error.reason, frame.f_code.co_filename, frame.f_lineno) from None
+        raise at_caller(error, 3) from None
 
 
 def _decorator(construct: str):

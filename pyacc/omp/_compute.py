@@ -41,7 +41,6 @@ data was already present; ``device(n)`` runs on OpenMP device ``n``
 from __future__ import annotations
 
 import collections
-import sys
 
 import compiler
 from compiler import CompileError
@@ -49,7 +48,7 @@ from compiler.clauses import ClauseExpr
 from mapping import AccError, Counter, InvalidArgumentError, UpdateDirection
 
 from .. import _devices as _acc_devices
-from .._compute import ComputeRegion
+from .._compute import ComputeRegion, at_caller
 from .._devices import ICVS
 from .._errors import report
 from . import _devices
@@ -139,14 +138,6 @@ def _translate(omp, construct: str):
 def _bad(where, field, value):
     raise CompileError(f"{where}: {field} names the function's parameters (strings), got "
                        f"{type(value).__name__}")
-
-
-def _at_caller(error: CompileError, depth: int) -> CompileError:
-    """A clause error located at the decorator's line (as pyacc's decorators do)."""
-    if error.filename is not None:
-        return error
-    frame = sys._getframe(depth)
-    return CompileError(error.reason, frame.f_code.co_filename, frame.f_lineno)
 
 
 class TargetRegion(ComputeRegion):
@@ -259,7 +250,7 @@ def _decorator(construct: str):
             keywords, always_to, always_from = _translate(omp, construct)
             parsed = compiler.parse_clauses(name, None, **keywords)
         except CompileError as error:
-            raise _at_caller(error, 2) from None
+            raise at_caller(error, 2) from None
 
         def wrap(func):
             if not callable(func):
@@ -302,7 +293,7 @@ def declare_target(function=None, clause_string=None, /, **clauses):
     try:
         omp = parse("declare_target", clause_string, **clauses)
     except CompileError as error:
-        raise _at_caller(error, 2) from None
+        raise at_caller(error, 2) from None
     if omp.maps:
         if function is not None or clause_string is not None and any(isinstance(i, str) for i, _ in omp.maps):
             raise CompileError("omp.declare_target(enter=[...]) takes arrays (module-level data), "
