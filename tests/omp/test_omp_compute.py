@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import pyacc as acc
+from compiler import CompileError
 from pyacc import omp
 
 N = 1024
@@ -245,3 +246,17 @@ def test_clause_errors_point_at_the_clause():
         omp.target_parallel_for("map(delete: x)")
     with pytest.raises(acc.CompileError, match="lastprivate is not supported"):
         omp.target_parallel_for("lastprivate(x)")
+
+
+def test_a_clause_error_names_the_decorators_file_and_line():
+    """As pyacc's decorators do (API.md §6): the error points at the decorator."""
+    import inspect
+
+    line = inspect.currentframe().f_lineno + 3
+    with pytest.raises(CompileError) as caught:
+        @omp.target_teams_distribute_parallel_for("map(tofrom: a) colapse(2)")
+        def misspelled(a):
+            for i in range(a.shape[0]):
+                a[i] = 1.0
+    assert caught.value.filename == __file__ and caught.value.lineno == line
+    assert "did you mean 'collapse'" in str(caught.value)
