@@ -252,7 +252,7 @@ def test_a_clause_error_names_the_decorators_file_and_line():
     """As pyacc's decorators do (API.md §6): the error points at the decorator."""
     import inspect
 
-    line = inspect.currentframe().f_lineno + 3
+    line = inspect.currentframe().f_lineno + 2  # the decorator below
     with pytest.raises(CompileError) as caught:
         @omp.target_teams_distribute_parallel_for("map(tofrom: a) colapse(2)")
         def misspelled(a):
