@@ -4,7 +4,7 @@ Owns: ``MappingEntry``, ``EntryKind`` and ``Counter``, and the counter transitio
 OpenACC 3.3 §2.6.7 and §2.7.2 as small named methods (after LLVM's ``incRefCount`` /
 ``decShouldRemove`` / ``resetRefCount``), with ``would_end`` — the question a fast path
 asks *before* it changes anything — and the batch forms the hot paths use
-(``increment_all``, ``leave_all_structured``, ``structured_exit_ends``).
+(``increment_all``, ``leave_all``, ``exit_is_plain`` and their structured and dynamic forms).
 
 This is the only module that writes ``structured`` and ``dynamic``; the runtime and the
 planner read them and call these methods.
@@ -42,7 +42,8 @@ from .errors import format_range
 from .ranges import HostRange
 
 __all__ = ["EntryKind", "Counter", "MappingEntry", "increment_all", "increment_referenced",
-           "leave_all_structured", "structured_exit_ends", "leave_all_dynamic", "dynamic_exit_is_plain"]
+           "leave_all_structured", "structured_exit_ends", "leave_all_dynamic", "dynamic_exit_is_plain",
+           "leave_all", "exit_is_plain"]
 
 
 class EntryKind(enum.Enum):
@@ -270,3 +271,17 @@ def leave_all_structured(entries) -> bool:
     for entry in entries:
         entry.structured -= 1
     return True
+
+
+def exit_is_plain(entries, counter: Counter) -> bool:
+    """Whether one decrement of ``counter`` per listed entry leaves the full exit nothing
+    to do: no lifetime ends (``structured_exit_ends``), and for the dynamic count the
+    increments are all still there (``dynamic_exit_is_plain``)."""
+    if counter is _STRUCTURED:
+        return not structured_exit_ends(entries)
+    return dynamic_exit_is_plain(entries)
+
+
+def leave_all(entries, counter: Counter) -> bool:
+    """``leave_all_structured`` or ``leave_all_dynamic``, by ``counter``."""
+    return leave_all_structured(entries) if counter is _STRUCTURED else leave_all_dynamic(entries)

@@ -39,8 +39,7 @@ import numpy as np
 from . import _probe, raw_memory
 from .device import Device, Queue
 from .commit import allocate, device_view, end_lifetimes
-from .entry import (Counter, MappingEntry, dynamic_exit_is_plain, increment_all, increment_referenced,
-                    leave_all_dynamic, leave_all_structured, structured_exit_ends)
+from .entry import Counter, MappingEntry, exit_is_plain, increment_all, increment_referenced, leave_all
 from .errors import ExecutionError
 from .events import BUS, EventKind
 from .lifetimes import Declaration, LifetimeVerbs
@@ -213,9 +212,9 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         then runs the full ``exit_structured``, which copies back and frees; for the
         dynamic count also when another thread set it to 0 meanwhile)."""
         with self.table.locked():
-            if not _ACTIVE[_EXIT_DATA]:  # each asks whether the decrements are plain first
-                return leave_all_structured(entries) if counter is _STRUCTURED else leave_all_dynamic(entries)
-            if structured_exit_ends(entries) if counter is _STRUCTURED else not dynamic_exit_is_plain(entries):
+            if not _ACTIVE[_EXIT_DATA]:
+                return leave_all(entries, counter)  # asks exit_is_plain first
+            if not exit_is_plain(entries, counter):
                 return False
             # published one decrement at a time, each from the counters it found: an
             # entry listed twice (one array passed for two parameters, or two views of
