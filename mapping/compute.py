@@ -182,9 +182,7 @@ class ComputeMemo:
             if entries is None:
                 return None
         if self._kept is not None:
-            device_args = list(args)
-            for slot, view in self._kept:
-                device_args[slot] = view
+            device_args = _substituted(args, self._kept)
         else:
             try:
                 if entries is None:  # held: the entries, for device arrays made anew
@@ -235,17 +233,11 @@ def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMem
     records = []
     entries = runtime.join_structured(arrays, records, counter)
     if entries is not None:
-        device_args = list(args)
-        device_array_of = runtime.device_array_of
-        for slot, array, entry in zip(slots, arrays, entries):
-            device_args[slot] = device_array_of(entry, array)
+        device_args = _substituted(args, zip(slots, map(runtime.device_array_of, entries, arrays)))
         memo = ComputeMemo(runtime, args, slots, map_kinds, records[0], device_args)
         return _ticket(ComputeTicket, (device_args, memo, False, entries, None, args, False, ()))
     mapped = runtime.enter(sorter.requests(runtime, arrays, map_kinds), counter, queue)
-    device_args = list(args)
-    device_array = runtime.device_array
-    for slot, item in zip(slots, mapped):
-        device_args[slot] = device_array(item)
+    device_args = _substituted(args, zip(slots, map(runtime.device_array, mapped)))
     if counter is _DYNAMIC:
         return _ticket(ComputeTicket, (device_args, None, False, None, [], args, False, mapped))
     return _ticket(ComputeTicket, (device_args, None, False, None, mapped, args, False, ()))
@@ -268,10 +260,8 @@ def _enter_mixed(runtime, args, queue, sorter, slots, arrays, map_kinds):
     except BaseException:
         runtime.exit_structured(released, queue, copy_back=False, counter=_DYNAMIC)
         raise
-    device_args = list(args)
-    device_array = runtime.device_array
-    for (slot, _), item in zip(dynamic + held, released + mapped):
-        device_args[slot] = device_array(item)
+    device_args = _substituted(args, zip([slot for slot, _ in dynamic + held],
+                                         map(runtime.device_array, released + mapped)))
     return _ticket(ComputeTicket, (device_args, None, False, None, mapped, args, False, released))
 
 
@@ -297,6 +287,14 @@ def exit_compute(runtime, ticket: ComputeTicket, queue, *, copy_back: bool = Tru
         runtime.exit_structured(ticket.released, queue, copy_back=copy_back, counter=_DYNAMIC)
     if ticket.mapped:  # (None: a replay on shared memory, where nothing was counted)
         runtime.exit_structured(ticket.mapped, queue, copy_back=copy_back)
+
+
+def _substituted(args, replacements) -> list:
+    """``args`` as a list, with the ``(slot, device array)`` ``replacements`` put in."""
+    device_args = list(args)
+    for slot, device_array in replacements:
+        device_args[slot] = device_array
+    return device_args
 
 
 def _own_view(device_array):
