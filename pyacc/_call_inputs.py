@@ -1,20 +1,18 @@
 """What a compute call reads besides its arguments, at each call.
 
 Owns the reading of a kernel's free parameters (global and closure values,
-:func:`free_reader`), the launch's ``(enabled, async, wait)`` from its (evaluated)
-clauses (:func:`clause_values`), and the environment flags the launcher reads per call
-(:func:`environ_get`, :func:`env_flag`: a change takes effect at the next call).
+:func:`free_reader`) and the launch's ``(enabled, async, wait)`` from its (evaluated)
+clauses (:func:`clause_values`). The environment that decides a kernel is read at each
+call by ``compiler.kernel_env``.
 """
 
 from __future__ import annotations
-
-import os
 
 import compiler
 
 from ._clauses import async_noval
 
-__all__ = ["free_reader", "clause_values", "environ_get", "env_flag"]
+__all__ = ["free_reader", "clause_values"]
 
 
 def clause_values(clauses):
@@ -44,22 +42,3 @@ def free_reader(info):
             return info.free_values()
 
     return read
-
-
-_ENVIRON = getattr(os.environ, "_data", None)  # the bytes dict behind os.environ (POSIX)
-
-
-def environ_get_portable(name: bytes):  # pragma: no cover - non-POSIX
-    return os.environ.get(name.decode())
-
-
-#: ``environ_get(b"NAME")``: the raw value of an environment variable, or None, read at
-#: every launch so that a change takes effect at once. ``os.environ.get`` costs ~0.5 µs a
-#: call; the dict behind it, which ``os.environ`` keeps in step, ~0.05 µs.
-environ_get = _ENVIRON.get if _ENVIRON is not None else environ_get_portable
-
-
-def env_flag(name: bytes) -> bool:
-    """An on/off environment flag: set and not "" or "0"."""
-    value = environ_get(name)
-    return value is not None and value not in (b"", b"0", "", "0")
