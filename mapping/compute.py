@@ -226,10 +226,10 @@ def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMem
             return ticket
     slots, map_kinds = sorter.sort(runtime, args)
     arrays = [args[slot] for slot in slots]
-    counters = {sorter.counter_of(name) for _, name in map_kinds}
-    if len(counters) > 1:  # OpenMP maps beside ompx_hold maps
-        return _enter_mixed(runtime, args, queue, sorter, slots, arrays, map_kinds)
-    counter = counters.pop() if counters else _STRUCTURED
+    counters = [sorter.counter_of(name) for _, name in map_kinds]
+    if len(set(counters)) > 1:  # OpenMP maps beside ompx_hold maps
+        return _enter_mixed(runtime, args, queue, sorter, slots, arrays, map_kinds, counters)
+    counter = counters[0] if counters else _STRUCTURED
     records = []
     entries = runtime.join_structured(arrays, records, counter)
     if entries is not None:
@@ -243,13 +243,12 @@ def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMem
     return _ticket(ComputeTicket, (device_args, None, False, None, mapped, args, False, ()))
 
 
-def _enter_mixed(runtime, args, queue, sorter, slots, arrays, map_kinds):
+def _enter_mixed(runtime, args, queue, sorter, slots, arrays, map_kinds, counters):
     """The full entry of a region whose OpenMP maps (dynamic count, OpenMP 5.2 §5.8.3)
     sit beside ``ompx_hold`` maps (structured count): the first enter like ``target
     enter data``, the others like a data region. All or nothing: when the second entry
     fails, the first is released again. Not replayed (no memo)."""
     requests = sorter.requests(runtime, arrays, map_kinds)
-    counters = [sorter.counter_of(name) for _, name in map_kinds]
     dynamic = [(slot, request) for slot, request, counter in zip(slots, requests, counters)
                if counter is _DYNAMIC]
     held = [(slot, request) for slot, request, counter in zip(slots, requests, counters)
