@@ -62,10 +62,11 @@ from mapping import (
 from mapping.compute import enter_compute, exit_compute
 from mapping.queues import Pending
 from compiler import kernel_env
+from compiler.kernel import SCALAR_TYPES
 
 from ._clauses import queue_of, wait_for
 from ._call_inputs import clause_values, free_reader
-from ._replay import SCALARS, CallPlan, is_device_array
+from ._replay import CallPlan, is_device_array
 from ._devices import ICVS, current_runtime
 from ._errors import directive_end, report
 from .observe._locate import Location
@@ -348,7 +349,7 @@ class ComputeRegion:
         params = self.info.kernel_params
         for slot, value in enumerate(args):
             if type(value) is not np.ndarray and not isinstance(value, np.ndarray):
-                if type(value) not in SCALARS:
+                if type(value) not in SCALAR_TYPES:
                     if is_device_array(value):
                         self._check_device_argument(runtime, params[slot], value)
                     else:

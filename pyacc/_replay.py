@@ -16,13 +16,9 @@ Invariants:
 
 from __future__ import annotations
 
-from compiler.kernel import SCALAR_TYPES, argument_kind
+from compiler.kernel import argument_kind
 
-__all__ = ["CallPlan", "is_device_array", "SCALARS"]
-
-
-#: argument types that are certainly scalars (no device-array check needed): the compiler's
-SCALARS = SCALAR_TYPES
+__all__ = ["CallPlan", "is_device_array"]
 
 
 def is_device_array(value) -> bool:
