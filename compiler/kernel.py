@@ -130,7 +130,7 @@ def kernel_key(info: KernelInfo, args, target: str, device_type: str, clauses=No
     crossover; on the cuda target also a launch shape evaluated at the call."""
     key = (target, device_type, boundscheck_enabled(), tuple(map(argument_kind, args)),
            crossover.serial_below() if target == "cpu" else 0)
-    if target == "cuda" and clauses is not None and clauses.expressions():
+    if target == "cuda" and clauses is not None:  # (given only when they were evaluated)
         key += ((clauses.num_gangs, clauses.num_workers, clauses.vector_length),)
     return key
 

@@ -385,3 +385,22 @@ def test_clauses_evaluate_at_the_call():
         "parallel", "num_gangs(4)")
     with pytest.raises(ValueError, match=r"num_gangs evaluated to 0\.0 \(truncated to 0"):
         clauses.evaluate({"n": -127, "q": 1})
+
+
+def _gangs(x, n):
+    for i in range(x.shape[0]):
+        x[i] = n
+
+
+def test_a_launch_shape_evaluated_at_the_call_is_part_of_the_cuda_kernel_key():
+    """On cuda the launch shape is compiled into the kernel: clause expressions evaluated
+    to another shape must give another kernel (the CPU ignores the shape)."""
+    from compiler import analyze, parse_clauses
+    from compiler.kernel import kernel_key
+
+    info = analyze(_gangs, parse_clauses("parallel_loop", "num_gangs((n + 127) / 128)"))
+    args = (np.zeros(4), 1000)
+    one, eight = info.clauses.evaluate({"n": 1}), info.clauses.evaluate({"n": 1000})
+    assert one.num_gangs == 1 and eight.num_gangs == 8
+    assert kernel_key(info, args, "cuda", "cuda", one) != kernel_key(info, args, "cuda", "cuda", eight)
+    assert kernel_key(info, args, "cpu", "host", one) == kernel_key(info, args, "cpu", "host", eight)
