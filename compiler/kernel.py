@@ -50,7 +50,8 @@ from .cpu_target import CpuTarget
 from .errors import CompileError, KernelIndexError
 from .frontend import Scope, local_names
 
-__all__ = ["get_kernel", "kernel_for", "kernel_key", "kernel_env", "argument_kind", "SCALAR_TYPES",
+__all__ = ["get_kernel", "kernel_for", "kernel_key", "kernel_env", "KERNEL_ENV_KEYS", "argument_kind",
+           "SCALAR_TYPES",
            "jit_disabled",
            "cache_dir", "TARGETS", "boundscheck_enabled"]
 
@@ -135,10 +136,15 @@ def kernel_key(info: KernelInfo, args, target: str, device_type: str, clauses=No
     return key
 
 
+#: the environment variables that decide a kernel, as ``os.environ._data`` keys them
+KERNEL_ENV_KEYS = (b"PYACC_DISABLE_JIT", b"PYACC_BOUNDSCHECK", b"PYACC_SERIAL_BELOW")
+
+
 def kernel_env() -> tuple:
     """The raw values of the environment variables that decide a kernel
-    (``PYACC_DISABLE_JIT``, ``PYACC_BOUNDSCHECK``, ``PYACC_SERIAL_BELOW``): a caller that
-    keeps a kernel compares them to know it still applies (~0.1 µs)."""
+    (``KERNEL_ENV_KEYS``: ``PYACC_DISABLE_JIT``, ``PYACC_BOUNDSCHECK``,
+    ``PYACC_SERIAL_BELOW``): a caller that keeps a kernel compares them to know it still
+    applies (~0.1 µs)."""
     get = _environ_data_get
     return (get(b"PYACC_DISABLE_JIT"), get(b"PYACC_BOUNDSCHECK"), get(b"PYACC_SERIAL_BELOW"))
 

@@ -48,6 +48,7 @@ from __future__ import annotations
 import weakref
 from typing import NamedTuple, Protocol
 
+from .device import Device
 from .entry import Counter
 from .requests import MapRequest, Mapped
 
@@ -160,6 +161,26 @@ class ComputeMemo:
                     array.dtype is not dtype and array.dtype != dtype):
                 return False
         return True
+
+    def express(self, runtime, args):
+        """What pyacc's express lane (``pyacc/_fastcall.c``) must check and launch to
+        repeat this memo's replay for ``args`` (just replayed) without Python:
+        ``(version_holder, table, version, arrays, exact)``; None where the replay does
+        more than that (a device whose views hold memory or whose launch is not
+        ``Device.launch``, oversubscription). ``arrays``: ``(slot, host array, device
+        array or None)``; ``exact``: the same host objects with the same layout (separate
+        memory; the table's version is checked under its lock, held for the kernel), else
+        arrays of the same kinds (shared memory: nothing is mapped)."""
+        device = runtime.device
+        if "launch" in vars(device) or type(device).launch is not Device.launch:
+            return None  # (a fault plan or a device's own launch)
+        if self._shared:
+            return None, None, 0, tuple((slot, args[slot], None) for slot in self.slots), False
+        if self._kept is None or runtime.tracks_use:
+            return None
+        table = runtime.table
+        return (table.version_holder, table, self._record.version,
+                tuple((slot, args[slot], view) for slot, view in self._kept), True)
 
     def arrays(self, args) -> list:
         """The mapped arrays among ``args``."""

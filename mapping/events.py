@@ -249,6 +249,7 @@ _COUNTED = {
 }
 
 STAT_KEYS = tuple(key for pair in _COUNTED.values() for key in pair if key)
+_LAUNCHES = STAT_KEYS.index("launch_count")
 
 
 _SLOTS: list = [None] * len(EventKind)  # int(kind) -> (count index, bytes index or None)
@@ -272,7 +273,16 @@ class Stats:
         self._local = threading.local()
         self._tables: list[dict] = []  # every thread's {device: row}
         self._baseline: dict[tuple[str, int], list[int]] = {}
+        #: {device: [launches]}: counted by callers outside Python (``launch_cell``)
+        self._launch_cells: dict[tuple[str, int], list[int]] = {}
         bus.subscribe_tally(self.add)
+
+    def launch_cell(self, device: tuple[str, int]) -> list[int]:
+        """A one-element list whose item counts launches on ``device`` besides ``add``'s:
+        pyacc's express lane (``pyacc/_fastcall.c``) adds to it in C, atomically under the
+        GIL, instead of calling ``add`` (a Python call costs more than its whole check)."""
+        with self._lock:
+            return self._launch_cells.setdefault(device, [0])
 
     def add(self, kind: int, device: tuple[str, int], nbytes=None) -> None:
         try:
@@ -293,6 +303,7 @@ class Stats:
         totals = [0] * len(STAT_KEYS)
         with self._lock:
             tables = list(self._tables)
+            totals[_LAUNCHES] = self._launch_cells.get(device, (0,))[0]
         for table in tables:
             row = table.get(device)
             if row is not None:

@@ -84,6 +84,13 @@ class PresentTable:
         arrays on it."""
         return self._ranges.version
 
+    @property
+    def version_holder(self):
+        """The object whose ``version`` attribute is ``version`` (read by a caller that
+        checks the version without calling back: ``pyacc/_fastcall.c``, which also reads
+        the lock as the attribute ``_lock``, at each use: a fork replaces it)."""
+        return self._ranges
+
     def touch(self) -> None:
         """An entry's device block moved (oversubscription evicted or restored it): the
         version changes so that no memo keeps a device array of the old block (table

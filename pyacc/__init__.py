@@ -37,7 +37,7 @@ from compiler.errors import CompileError, PerformanceWarning
 from compiler.markers import atomic, loop, on_device
 
 from ._clauses import async_noval, async_sync
-from ._compute import explain, kernels, kernels_loop, parallel, parallel_loop, routine, serial
+from ._compute import explain, express_lane, kernels, kernels_loop, parallel, parallel_loop, routine, serial
 from ._directives import data, declare, enter_data, exit_data, host_data, update
 from ._devices import OffloadFallbackWarning
 from ._errors import register_error_callback, unregister_error_callback
@@ -70,7 +70,7 @@ __all__ = (
     ["CompileError", "PerformanceWarning", "explain", "atomic", "loop", "on_device", "async_noval", "async_sync",
      "parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "data", "declare", "enter_data", "exit_data", "host_data", "update",
      "register_error_callback", "unregister_error_callback", "observe", "profiling", "omp", "OffloadFallbackWarning", "__version__",
-     "acquire", "prefetch", "wont_use", "set_oversubscribe", "get_oversubscribe"]
+     "acquire", "prefetch", "wont_use", "set_oversubscribe", "get_oversubscribe", "express_lane"]
     + list(_routine_names)
     + list(_error_names)
 )

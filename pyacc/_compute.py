@@ -38,6 +38,7 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import os
 import sys
 
 import numpy as np
@@ -60,9 +61,10 @@ from mapping import (
 )
 
 from mapping.compute import enter_compute, exit_compute
+from mapping.events import STATS
 from mapping.queues import Pending
 from compiler import kernel_env
-from compiler.kernel import SCALAR_TYPES
+from compiler.kernel import KERNEL_ENV_KEYS, SCALAR_TYPES
 
 from ._clauses import queue_of, wait_for
 from ._call_inputs import clause_values, free_reader
@@ -72,9 +74,45 @@ from ._errors import directive_end, report
 from .observe._locate import Location
 
 __all__ = ["parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "ComputeRegion",
-           "explain"]
+           "explain", "express_lane"]
 
 _ACTIVE = BUS.active
+
+
+def _express_base():
+    """The base class of ``ComputeRegion``: the C express lane (``pyacc/_fastcall.c``,
+    built at install when a C compiler is there; ``PYACC_EXPRESS=0`` turns it off), else
+    ``object`` (every call takes the Python launcher: same results, ~3 µs more a call)."""
+    if os.environ.get("PYACC_EXPRESS", "1").strip() in ("0", "") or os.name != "posix":
+        return object
+    try:
+        from . import _fastcall
+    except ImportError:
+        return object
+    _fastcall.configure(ICVS, os.environ._data, KERNEL_ENV_KEYS, BUS.silent, np.ndarray)
+    return _fastcall.FastCall
+
+
+_CALL_BASE = _express_base()
+
+
+def express_lane() -> bool:
+    """True when compute calls that repeat a replayed call take the C express lane
+    (``pyacc/_fastcall.c``), False when every call takes the Python launcher."""
+    return _CALL_BASE is not object and _fastcall_enabled(None)
+
+
+def _fastcall_enabled(flag):
+    """Whether the express lane tries its plans; ``flag`` True/False sets it (returns the
+    previous value), None only asks."""
+    if _CALL_BASE is object:
+        return False
+    from . import _fastcall
+    previous = _fastcall.set_enabled(True if flag is None else flag)
+    if flag is None:
+        _fastcall.set_enabled(previous)
+    return previous
+
 _HOLDING = BUS.holding()
 _SILENT = BUS.silent
 _STRUCTURED = Counter.STRUCTURED
@@ -123,13 +161,17 @@ class AsyncResult:
         return self._queue.is_idle()
 
 
-class ComputeRegion:
+class ComputeRegion(_CALL_BASE):
     """A decorated compute-region function; calling it launches the kernel.
 
     Call as ``f(*args, async_=None, wait=None, if_=None)``; keyword arguments by parameter
     name are accepted too. ``if_`` given at the call overrides the ``if`` clause: false runs
     the region on the host on host data (OpenACC 3.3 §2.5.6). Returns the reduction value (a tuple for several; None without), or an
     ``AsyncResult`` when ``async_`` names a queue.
+
+    The call itself is the express lane's (``_fastcall.FastCall``, in C) when it is
+    built: a call that repeats one the Python launcher replayed (``_arm_express``) is
+    checked and launched there; any other goes to ``_call_slow``, the Python launcher.
     """
 
     def __init__(self, function, info):
@@ -159,6 +201,8 @@ class ComputeRegion:
         self._uses_default = True
         self._read_free = None  # reads the free parameters' values (None: there are none)
         self._bound = False  # free parameters resolved (at the first call)
+        #: a replayed direct call may become an express plan (``_arm_express``)
+        self._expressable = False
 
     def _evaluate_clauses(self, args):
         """Evaluate the clause expressions with this call's arguments (parameters by
@@ -188,6 +232,7 @@ class ComputeRegion:
         enabled, async_clause, wait_clause = self._clause_values[:3]
         self._direct = (not self._expressions and enabled and async_clause is None
                         and wait_clause is None)
+        self._expressable = self._direct and self._read_free is None and _CALL_BASE is not object
 
     def __repr__(self) -> str:
         return f"<pyacc {self.info.clauses.construct} region {self.info.where}>"
@@ -195,7 +240,9 @@ class ComputeRegion:
     def __get__(self, instance, owner):
         return self if instance is None else functools.partial(self, instance)
 
-    def __call__(self, *args, async_=None, wait=None, if_=None, **kwargs):
+    def _call_slow(self, *args, async_=None, wait=None, if_=None, **kwargs):
+        """The Python launcher: every call the express lane does not take (``__call__``
+        itself without it)."""
         if self._direct and async_ is None and wait is None and if_ is None and not kwargs \
                 and len(args) == self._arity and _SILENT[0]:
             # the common call: constant clauses, synchronous, nobody observing events;
@@ -304,7 +351,37 @@ class ComputeRegion:
         if ticket.memo is not None and not ticket.replayed:  # a joined call: keep its plan
             plan = CallPlan(runtime, self._call_key(clauses), args, ticket.memo, kernel)
             self._plans = (plan,) + self._plans[:_PLANS_KEPT - 1]
+        if silent and self._expressable and plan is not None and (
+                ticket.replayed or runtime.device.shares_host_memory):
+            # a replay (on shared memory, where nothing is mapped, a join already is one)
+            self._arm_express(runtime, plan, args)
         return value
+
+    def _arm_express(self, runtime, plan, args):
+        """Give the express lane (``_fastcall.FastCall``) what this replayed direct call
+        checked and launched, so that the next such calls repeat it in C: the plan's
+        kernel, environment and enclosing default, the runtime, the kinds of the
+        arguments it passes as they are, and the memo's arrays and table guard
+        (``ComputeMemo.express``). Not when the replay did more than the lane checks."""
+        guard = plan.memo.express(runtime, args)
+        if guard is None or not all(isinstance(kind, type) for _, kind in plan.scalars):
+            return
+        holder, table, version, arrays, exact = guard
+        env, default, _ = plan.key
+        self._arm_plan((len(args), runtime, holder, table, version, plan.kernel, self._uses_default,
+                        default, env, STATS.launch_cell(runtime.device.identity), arrays,
+                        plan.scalars, exact))
+
+    def _express_failed(self, error):
+        """The kernel of an express call raised ``error``: raise what ``_launch`` would
+        (the express lane has released the table already)."""
+        if _is_kernel_failure(error):
+            wrapped = self._execution_error(error)
+            wrapped.__cause__ = error
+            error = wrapped
+        if isinstance(error, AccError):
+            report(error)
+        raise error
 
     def _matching_plan(self, runtime, args, clauses=None):
         """A recent call's plan that holds for this call (``CallPlan.applies``), or None.
@@ -452,6 +529,10 @@ class ComputeRegion:
                 kernel=error.kernel, name=error.array)
         return ExecutionError(f"kernel {self.info.where} failed: {type(error).__name__}: {error}",
                               kernel=self.info.where)
+
+
+if _CALL_BASE is object:  # no express lane: the Python launcher is the call
+    ComputeRegion.__call__ = ComputeRegion._call_slow
 
 
 #: what to do when a kernel argument is only partly present (multi-device codes map

@@ -5,6 +5,8 @@
 - ``host_device``: the same for the shared-memory ``host`` device.
 - ``device``: parametrised over every device type available here (host, emulated, and
   cuda when a GPU is usable), for end-to-end tests that must hold on all of them.
+- ``python_launcher``: compute calls take the Python launcher only, as where the C
+  express lane (``pyacc/_fastcall.c``) is not built.
 """
 
 import pytest
@@ -46,3 +48,11 @@ def device(request):
     _fresh(request.param)
     yield request.param
     acc.shutdown(request.param)
+
+
+@pytest.fixture
+def python_launcher():
+    from pyacc._compute import _fastcall_enabled
+    previous = _fastcall_enabled(False)
+    yield
+    _fastcall_enabled(previous)

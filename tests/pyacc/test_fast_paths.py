@@ -257,10 +257,12 @@ def test_a_device_array_reshaped_in_place_by_the_program_is_not_reused(emulated)
     np.testing.assert_array_equal(x, np.arange(8.0))
 
 
-def test_a_silent_synchronous_replay_holds_the_table_instead_of_counting(emulated, monkeypatch):
+def test_a_silent_synchronous_replay_holds_the_table_instead_of_counting(emulated, monkeypatch,
+                                                                         python_launcher):
     """With nobody subscribed to events, a replayed synchronous call holds the table lock
     for its kernel (``hold_structured``) and counts nothing; the counts seen before and
-    after are those of the full path."""
+    after are those of the full path. (The express lane holds it the same way, in C:
+    tests/pyacc/test_express.py.)"""
     x = np.zeros(8)
     runtime = acc._devices.current_runtime()
     held, counted = [], []

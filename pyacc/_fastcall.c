@@ -1,0 +1,651 @@
+/* pyacc._fastcall: the express lane of a compute call, in C.
+ *
+ * Owns the type ``FastCall``, the base class of ``pyacc.ComputeRegion``. Its ``tp_call``
+ * repeats a call that the Python launcher has just replayed (``ComputeRegion._arm_express``
+ * hands it an *express plan*: what that replay checked and what it launched) when every
+ * check of that replay still holds, and otherwise calls ``self._call_slow(*args, **kw)``,
+ * the Python launcher. The checks are exactly the Python replay's
+ * (``pyacc/_compute.py``, ``mapping/compute.py``), in the same order of cost:
+ *
+ *   - the call: positional arguments only, as many as the plan's; nobody subscribes to
+ *     any event (``BUS.silent[0]``);
+ *   - each mapped array: on a device with separate memory, the same object
+ *     (a weak reference) with the same data pointer, shape, strides, dtype and flags; on
+ *     the host device (shared memory, nothing mapped) an array of the same type, dtype
+ *     and number of dimensions (the kernel's argument kinds);
+ *   - each other argument: a scalar of the same type;
+ *   - the thread's current runtime (``ICVS.runtime``), the enclosing ``default`` when the
+ *     region reads it, the environment that decides a kernel (``kernel_env``);
+ *   - on a device with separate memory: the present table's version, read again once
+ *     the table lock is held; the lock is held until the kernel returns (a *held* replay,
+ *     ``DeviceRuntime.hold_structured``).
+ *
+ * Then it counts the launch (the statistics' launch cell of the device), calls the kernel
+ * with the plan's device arrays in place of the mapped host arrays, and releases the lock.
+ * A kernel that raises goes to ``self._express_failed(error)`` (Python), which raises what
+ * the Python launcher would.
+ *
+ * NumPy arrays are read through NumPy's array object layout (``PyArrayObject_fields``,
+ * numpy/ndarraytypes.h: part of NumPy's ABI, the same in NumPy 1.x and 2.x), so the module
+ * builds without NumPy's headers. Every array a plan reads was checked at arming to be a
+ * numpy.ndarray (or a subclass): an object of the same type has that layout.
+ *
+ * Invariants: a plan keeps no host array alive (weak references); it holds strong
+ * references only to what it compares by address (dtypes) and to what it launches
+ * (kernel, device arrays that hold no memory). The GIL is held throughout, except where
+ * the kernel or the lock releases it; a call holds its plans tuple for its duration, so
+ * re-arming by another thread never frees a plan in use.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+} ArrayFields;
+
+#define ARRAY(o) ((ArrayFields *)(o))
+/* NPY_ARRAY_C_CONTIGUOUS | F_CONTIGUOUS | ALIGNED | WRITEABLE: what Numba's typing reads */
+#define LAYOUT_FLAGS (0x0001 | 0x0002 | 0x0100 | 0x0400)
+
+/* -- module state, set once by configure() --------------------------------------------- */
+static PyObject *g_icvs;         /* pyacc._devices.ICVS (thread-local) */
+static PyObject *g_environ;      /* os.environ._data */
+static PyObject *g_env_keys;     /* tuple of bytes: the variables kernel_env() reads */
+static PyObject *g_silent;       /* BUS.silent: [bool] */
+static PyTypeObject *g_ndarray;  /* numpy.ndarray */
+static int g_enabled = 1;        /* set_enabled(): plans are tried at all */
+static PyObject *s_runtime, *s_default_clause, *s_innermost_default, *s_version, *s_lock,
+                *s_acquire, *s_release, *s_call_slow, *s_express_failed;
+
+/* -- plans ------------------------------------------------------------------------------ */
+typedef struct {
+    Py_ssize_t slot;
+    PyObject *ref;        /* weak reference to the host array (exact slots), else NULL */
+    PyTypeObject *type;   /* the host array's type */
+    PyObject *device;     /* what the kernel gets instead (strong), or NULL: the argument */
+    PyObject *descr;      /* strong: compared by address */
+    char *data;
+    int nd;
+    int flags;
+    Py_ssize_t *layout;   /* dims then strides (exact slots) */
+} ArraySlot;
+
+typedef struct {
+    Py_ssize_t slot;
+    PyTypeObject *type;
+} ScalarSlot;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t nargs;
+    PyObject *runtime;     /* the runtime the call ran on */
+    PyObject *ranges;      /* the present table's SortedRanges (its .version), or NULL */
+    PyObject *table;       /* the present table (its ._lock), or NULL: nothing held */
+    PyObject *version;
+    PyObject *kernel;
+    PyObject *check_default;  /* NULL: not read; else the expected innermost default */
+    PyObject *env_values;  /* tuple: the expected values (None: unset) */
+    PyObject *launch_cell; /* list [count] of the statistics */
+    int substitutes;       /* some slot has a device array */
+    Py_ssize_t narrays;
+    ArraySlot *arrays;
+    Py_ssize_t nscalars;
+    ScalarSlot *scalars;
+} Plan;
+
+static void plan_dealloc(Plan *plan) {
+    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+        ArraySlot *a = &plan->arrays[i];
+        Py_XDECREF(a->ref);
+        Py_XDECREF((PyObject *)a->type);
+        Py_XDECREF(a->device);
+        Py_XDECREF(a->descr);
+        PyMem_Free(a->layout);
+    }
+    PyMem_Free(plan->arrays);
+    for (Py_ssize_t i = 0; i < plan->nscalars; i++)
+        Py_XDECREF((PyObject *)plan->scalars[i].type);
+    PyMem_Free(plan->scalars);
+    Py_XDECREF(plan->runtime);
+    Py_XDECREF(plan->ranges);
+    Py_XDECREF(plan->table);
+    Py_XDECREF(plan->version);
+    Py_XDECREF(plan->kernel);
+    Py_XDECREF(plan->check_default);
+    Py_XDECREF(plan->env_values);
+    Py_XDECREF(plan->launch_cell);
+    Py_TYPE(plan)->tp_free((PyObject *)plan);
+}
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyacc._fastcall.Plan",
+    .tp_basicsize = sizeof(Plan),
+    .tp_dealloc = (destructor)plan_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An express plan (FastCall._arm).",
+};
+
+static int is_target(PyObject *ref, PyObject *object) {
+    /* whether weak reference ``ref`` still refers to ``object`` */
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *target = NULL;
+    if (PyWeakref_GetRef(ref, &target) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_XDECREF(target);  /* the caller holds ``object``: only the address is compared */
+    return target == object;
+#else
+    return PyWeakref_GET_OBJECT(ref) == object;
+#endif
+}
+
+/* -- the checks ---------------------------------------------------------------------------- */
+static int arrays_match(Plan *plan, PyObject *args) {
+    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+        ArraySlot *a = &plan->arrays[i];
+        PyObject *arg = PyTuple_GET_ITEM(args, a->slot);
+        if (a->ref != NULL) {
+            if (!is_target(a->ref, arg))
+                return 0;
+        } else if (Py_TYPE(arg) != a->type) {
+            return 0;
+        }
+        ArrayFields *f = ARRAY(arg);
+        if (f->descr != a->descr || f->nd != a->nd)
+            return 0;
+        if (a->layout != NULL) {
+            if (f->data != a->data || (f->flags & LAYOUT_FLAGS) != a->flags)
+                return 0;
+            size_t bytes = (size_t)a->nd * sizeof(Py_ssize_t);
+            if (bytes && (memcmp(f->dimensions, a->layout, bytes) != 0 ||
+                          memcmp(f->strides, a->layout + a->nd, bytes) != 0))
+                return 0;
+        }
+    }
+    for (Py_ssize_t i = 0; i < plan->nscalars; i++) {
+        if (Py_TYPE(PyTuple_GET_ITEM(args, plan->scalars[i].slot)) != plan->scalars[i].type)
+            return 0;
+    }
+    return 1;
+}
+
+/* 1: same; 0: not; -1: error */
+static int same_attr(PyObject *owner, PyObject *name, PyObject *expected, int by_value) {
+    PyObject *value = PyObject_GetAttr(owner, name);
+    if (value == NULL)
+        return -1;
+    int same = value == expected;
+    if (!same && by_value)
+        same = PyObject_RichCompareBool(value, expected, Py_EQ);
+    Py_DECREF(value);
+    return same;
+}
+
+static int context_matches(Plan *plan) {
+    int same = same_attr(g_icvs, s_runtime, plan->runtime, 0);
+    if (same != 1)
+        return same;
+    if (plan->check_default != NULL) {
+        PyObject *stack = PyObject_GetAttr(g_icvs, s_default_clause);
+        if (stack == NULL)
+            return -1;
+        same = same_attr(stack, s_innermost_default, plan->check_default, 1);
+        Py_DECREF(stack);
+        if (same != 1)
+            return same;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(g_env_keys);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *value = PyDict_GetItemWithError(g_environ, PyTuple_GET_ITEM(g_env_keys, i));
+        if (value == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            value = Py_None;
+        }
+        if (value != PyTuple_GET_ITEM(plan->env_values, i))
+            return 0;
+    }
+    return 1;
+}
+
+static int table_unchanged(Plan *plan) {
+    return same_attr(plan->ranges, s_version, plan->version, 1);
+}
+
+/* -- one call ----------------------------------------------------------------------------- */
+static PyObject *MISS = NULL;  /* sentinel (a private object()): the plan does not apply */
+static PyObject *g_one = NULL;
+
+static PyObject *kernel_arguments(Plan *plan, PyObject *args) {
+    if (!plan->substitutes) {
+        Py_INCREF(args);
+        return args;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *device_args = PyTuple_New(n);
+    if (device_args == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(args, i);
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(device_args, i, item);
+    }
+    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+        ArraySlot *a = &plan->arrays[i];
+        if (a->device != NULL) {
+            PyObject *old = PyTuple_GET_ITEM(device_args, a->slot);
+            Py_INCREF(a->device);
+            PyTuple_SET_ITEM(device_args, a->slot, a->device);
+            Py_DECREF(old);
+        }
+    }
+    return device_args;
+}
+
+static int count_launch(Plan *plan) {
+    PyObject *cell = plan->launch_cell;
+    PyObject *count = PyNumber_Add(PyList_GET_ITEM(cell, 0), g_one);
+    if (count == NULL)
+        return -1;
+    return PyList_SetItem(cell, 0, count);  /* steals count */
+}
+
+static int unlock(PyObject *lock) {
+    /* release ``lock``, keeping a pending exception (which came first); -1 when the
+     * release itself failed */
+    PyObject *type = NULL, *value = NULL, *traceback = NULL;
+    int pending = PyErr_Occurred() != NULL;
+    if (pending)
+        PyErr_Fetch(&type, &value, &traceback);
+    PyObject *done = PyObject_CallMethodNoArgs(lock, s_release);
+    if (pending) {
+        if (done == NULL)
+            PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+    }
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
+static PyObject *failed(PyObject *self) {
+    /* the kernel raised: self._express_failed(error) raises what the launcher would */
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL)
+        PyException_SetTraceback(value, traceback);
+    PyObject *result = value == NULL ? NULL
+        : PyObject_CallMethodOneArg(self, s_express_failed, value);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    return result;
+}
+
+/* The plan's call, or MISS (no reference) when a check fails; NULL on error. */
+static PyObject *run_plan(PyObject *self, Plan *plan, PyObject *args) {
+    if (PyTuple_GET_SIZE(args) != plan->nargs || !arrays_match(plan, args))
+        return MISS;
+    int ok = context_matches(plan);
+    if (ok != 1)
+        return ok == 0 ? MISS : NULL;
+    PyObject *lock = NULL;
+    if (plan->table != NULL) {
+        ok = table_unchanged(plan);  /* before the lock too: a lock from before a fork is */
+        if (ok != 1)                  /* never taken (the child's table version moved on) */
+            return ok == 0 ? MISS : NULL;
+        lock = PyObject_GetAttr(plan->table, s_lock);
+        if (lock == NULL)
+            return NULL;
+        PyObject *taken = PyObject_CallMethodNoArgs(lock, s_acquire);
+        if (taken == NULL) {
+            Py_DECREF(lock);
+            return NULL;
+        }
+        Py_DECREF(taken);
+        ok = table_unchanged(plan);  /* held: nobody changes the table until unlock */
+        if (ok != 1) {
+            int released = unlock(lock);
+            Py_DECREF(lock);
+            return ok == 0 && released == 0 ? MISS : NULL;
+        }
+    }
+    PyObject *result = NULL;
+    int kernel_failed = 0;
+    PyObject *device_args = kernel_arguments(plan, args);
+    if (device_args != NULL && count_launch(plan) == 0) {
+        result = PyObject_Call(plan->kernel, device_args, NULL);
+        kernel_failed = result == NULL;
+    }
+    Py_XDECREF(device_args);
+    if (lock != NULL) {
+        if (unlock(lock) < 0 && result != NULL)
+            Py_CLEAR(result);  /* (the release's error is pending) */
+        Py_DECREF(lock);
+    }
+    if (kernel_failed)
+        return failed(self);
+    return result;
+}
+
+/* -- FastCall ----------------------------------------------------------------------------- */
+typedef struct {
+    PyObject_HEAD
+    PyObject *plans;  /* tuple of Plan, newest first (empty: none) */
+} FastCall;
+
+static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs) {
+    if (g_enabled && (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0) && PyTuple_GET_SIZE(self->plans) &&
+            PyList_GET_ITEM(g_silent, 0) == Py_True) {
+        PyObject *plans = self->plans;
+        Py_INCREF(plans);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(plans); i++) {
+            PyObject *result = run_plan((PyObject *)self, (Plan *)PyTuple_GET_ITEM(plans, i), args);
+            if (result != MISS) {
+                Py_DECREF(plans);
+                return result;
+            }
+        }
+        Py_DECREF(plans);
+    }
+    PyObject *slow = PyObject_GetAttr((PyObject *)self, s_call_slow);
+    if (slow == NULL)
+        return NULL;
+    PyObject *result = PyObject_Call(slow, args, kwargs);
+    Py_DECREF(slow);
+    return result;
+}
+
+static int read_array(ArraySlot *a, PyObject *array, int exact) {
+    if (!PyObject_TypeCheck(array, g_ndarray)) {
+        PyErr_SetString(PyExc_TypeError, "FastCall._arm: a mapped argument is not a numpy array");
+        return -1;
+    }
+    ArrayFields *f = ARRAY(array);
+    a->type = Py_TYPE(array);
+    Py_INCREF(a->type);
+    a->descr = f->descr;
+    Py_INCREF(a->descr);
+    a->nd = f->nd;
+    if (!exact)
+        return 0;
+    a->ref = PyWeakref_NewRef(array, NULL);
+    if (a->ref == NULL)
+        return -1;
+    a->data = f->data;
+    a->flags = f->flags & LAYOUT_FLAGS;
+    a->layout = PyMem_Calloc((size_t)(2 * f->nd + 1), sizeof(Py_ssize_t));
+    if (a->layout == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (f->nd) {
+        memcpy(a->layout, f->dimensions, (size_t)f->nd * sizeof(Py_ssize_t));
+        memcpy(a->layout + f->nd, f->strides, (size_t)f->nd * sizeof(Py_ssize_t));
+    }
+    return 0;
+}
+
+static Plan *new_plan(PyObject *spec) {
+    /* spec: (nargs, runtime, ranges|None, table|None, version, kernel, reads_default,
+     *        default, env_values, launch_cell, arrays, scalars, exact)
+     * arrays: ((slot, host array, device array|None), ...); scalars: ((slot, type), ...) */
+    Py_ssize_t nargs;
+    PyObject *runtime, *ranges, *table, *version, *kernel, *default_, *env_values, *cell,
+             *arrays, *scalars;
+    int reads_default, exact;
+    if (!PyArg_ParseTuple(spec, "nOOOOOpOO!O!O!O!p", &nargs, &runtime, &ranges, &table, &version,
+                          &kernel, &reads_default, &default_, &PyTuple_Type, &env_values,
+                          &PyList_Type, &cell, &PyTuple_Type, &arrays, &PyTuple_Type, &scalars,
+                          &exact))
+        return NULL;
+    if (PyList_GET_SIZE(cell) != 1 || PyTuple_GET_SIZE(env_values) != PyTuple_GET_SIZE(g_env_keys)) {
+        PyErr_SetString(PyExc_ValueError, "FastCall._arm: a malformed plan");
+        return NULL;
+    }
+    Plan *plan = PyObject_New(Plan, &PlanType);
+    if (plan == NULL)
+        return NULL;
+    plan->nargs = nargs;
+    plan->narrays = plan->nscalars = 0;
+    plan->arrays = NULL;
+    plan->scalars = NULL;
+    plan->substitutes = 0;
+#define KEEP(field, value) (Py_INCREF(value), plan->field = (value))
+    KEEP(runtime, runtime);
+    plan->ranges = ranges == Py_None ? NULL : (Py_INCREF(ranges), ranges);
+    plan->table = table == Py_None ? NULL : (Py_INCREF(table), table);
+    KEEP(version, version);
+    KEEP(kernel, kernel);
+    plan->check_default = reads_default ? (Py_INCREF(default_), default_) : NULL;
+    KEEP(env_values, env_values);
+    KEEP(launch_cell, cell);
+#undef KEEP
+    Py_ssize_t n = PyTuple_GET_SIZE(arrays);
+    plan->arrays = PyMem_Calloc((size_t)n + 1, sizeof(ArraySlot));
+    Py_ssize_t m = PyTuple_GET_SIZE(scalars);
+    plan->scalars = PyMem_Calloc((size_t)m + 1, sizeof(ScalarSlot));
+    if (plan->arrays == NULL || plan->scalars == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t slot;
+        PyObject *host, *device;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(arrays, i), "nOO", &slot, &host, &device))
+            goto fail;
+        ArraySlot *a = &plan->arrays[plan->narrays++];
+        a->slot = slot;
+        if (slot < 0 || slot >= nargs) {
+            PyErr_SetString(PyExc_ValueError, "FastCall._arm: an argument slot out of range");
+            goto fail;
+        }
+        if (read_array(a, host, exact) < 0)
+            goto fail;
+        if (device != Py_None) {
+            Py_INCREF(device);
+            a->device = device;
+            plan->substitutes = 1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        Py_ssize_t slot;
+        PyObject *type;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(scalars, i), "nO!", &slot, &PyType_Type, &type))
+            goto fail;
+        if (slot < 0 || slot >= nargs) {
+            PyErr_SetString(PyExc_ValueError, "FastCall._arm: an argument slot out of range");
+            goto fail;
+        }
+        Py_INCREF(type);
+        plan->scalars[plan->nscalars].slot = slot;
+        plan->scalars[plan->nscalars++].type = (PyTypeObject *)type;
+    }
+    return plan;
+fail:
+    Py_DECREF(plan);
+    return NULL;
+}
+
+#define PLANS_KEPT 4
+
+static PyObject *fastcall_arm(FastCall *self, PyObject *spec) {
+    Plan *plan = new_plan(spec);
+    if (plan == NULL)
+        return NULL;
+    Py_ssize_t kept = PyTuple_GET_SIZE(self->plans);
+    if (kept > PLANS_KEPT - 1)
+        kept = PLANS_KEPT - 1;
+    PyObject *plans = PyTuple_New(kept + 1);
+    if (plans == NULL) {
+        Py_DECREF(plan);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(plans, 0, (PyObject *)plan);
+    for (Py_ssize_t i = 0; i < kept; i++) {
+        PyObject *old = PyTuple_GET_ITEM(self->plans, i);
+        Py_INCREF(old);
+        PyTuple_SET_ITEM(plans, i + 1, old);
+    }
+    Py_SETREF(self->plans, plans);
+    Py_RETURN_NONE;
+}
+
+static PyObject *fastcall_disarm(FastCall *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL)
+        return NULL;
+    Py_SETREF(self->plans, empty);
+    Py_RETURN_NONE;
+}
+
+static PyObject *fastcall_armed(FastCall *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromSsize_t(PyTuple_GET_SIZE(self->plans));
+}
+
+static PyObject *fastcall_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    FastCall *self = (FastCall *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->plans = PyTuple_New(0);
+    if (self->plans == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int fastcall_traverse(FastCall *self, visitproc visit, void *arg) {
+    Py_VISIT(self->plans);  /* (a heap subclass's traverse visits the type itself) */
+    return 0;
+}
+
+static int fastcall_clear(FastCall *self) {
+    Py_CLEAR(self->plans);
+    return 0;
+}
+
+static void fastcall_dealloc(FastCall *self) {
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    fastcall_clear(self);
+    type->tp_free((PyObject *)self);
+}
+
+static PyMethodDef fastcall_methods[] = {
+    {"_arm_plan", (PyCFunction)fastcall_arm, METH_O,
+     "Put an express plan first (at most four are kept; module docstring)."},
+    {"_disarm", (PyCFunction)fastcall_disarm, METH_NOARGS, "Forget every express plan."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef fastcall_getset[] = {
+    {"_express_plans", (getter)fastcall_armed, NULL, "How many express plans are kept.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject FastCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyacc._fastcall.FastCall",
+    .tp_basicsize = sizeof(FastCall),
+    .tp_dealloc = (destructor)fastcall_dealloc,
+    .tp_call = (ternaryfunc)fastcall_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Base of ComputeRegion: the express lane of its calls (module docstring).",
+    .tp_traverse = (traverseproc)fastcall_traverse,
+    .tp_clear = (inquiry)fastcall_clear,
+    .tp_methods = fastcall_methods,
+    .tp_getset = fastcall_getset,
+    .tp_new = fastcall_new,
+};
+
+/* -- the module ------------------------------------------------------------------------ */
+static PyObject *configure(PyObject *module, PyObject *args) {
+    PyObject *icvs, *environ, *keys, *silent, *ndarray;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!", &icvs, &PyDict_Type, &environ, &PyTuple_Type, &keys,
+                          &PyList_Type, &silent, &PyType_Type, &ndarray))
+        return NULL;
+    if (PyList_GET_SIZE(silent) != 1) {
+        PyErr_SetString(PyExc_ValueError, "configure: silent must be a list of one bool");
+        return NULL;
+    }
+    Py_INCREF(icvs);
+    Py_XSETREF(g_icvs, icvs);
+    Py_INCREF(environ);
+    Py_XSETREF(g_environ, environ);
+    Py_INCREF(keys);
+    Py_XSETREF(g_env_keys, keys);
+    Py_INCREF(silent);
+    Py_XSETREF(g_silent, silent);
+    Py_INCREF(ndarray);
+    Py_XSETREF(g_ndarray, (PyTypeObject *)ndarray);
+    Py_RETURN_NONE;
+}
+
+static PyObject *set_enabled(PyObject *module, PyObject *flag) {
+    int enabled = PyObject_IsTrue(flag);
+    if (enabled < 0)
+        return NULL;
+    PyObject *previous = PyBool_FromLong(g_enabled);
+    g_enabled = enabled;
+    return previous;
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_enabled", set_enabled, METH_O,
+     "set_enabled(flag) -> previous: whether calls try their express plans (tests, debugging)."},
+    {"configure", configure, METH_VARARGS,
+     "configure(icvs, environ_data, env_keys, silent, ndarray): what every plan reads."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "pyacc._fastcall",
+    "The express lane of a compute call, in C (see the source's header comment).", -1,
+    module_methods,
+};
+
+static PyObject *intern(const char *text) { return PyUnicode_InternFromString(text); }
+
+PyMODINIT_FUNC PyInit__fastcall(void) {
+    if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&FastCallType) < 0)
+        return NULL;
+    MISS = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
+    g_one = PyLong_FromLong(1);
+    if (MISS == NULL || g_one == NULL)
+        return NULL;
+    s_runtime = intern("runtime");
+    s_default_clause = intern("default_clause");
+    s_innermost_default = intern("innermost_default");
+    s_version = intern("version");
+    s_lock = intern("_lock");
+    s_acquire = intern("acquire");
+    s_release = intern("release");
+    s_call_slow = intern("_call_slow");
+    s_express_failed = intern("_express_failed");
+    if (!s_runtime || !s_default_clause || !s_innermost_default || !s_version || !s_lock ||
+            !s_acquire || !s_release || !s_call_slow || !s_express_failed)
+        return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL)
+        return NULL;
+    Py_INCREF(&FastCallType);
+    if (PyModule_AddObject(module, "FastCall", (PyObject *)&FastCallType) < 0) {
+        Py_DECREF(&FastCallType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

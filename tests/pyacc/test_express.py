@@ -1,0 +1,348 @@
+"""The express lane (``pyacc/_fastcall.c``): a compute call that repeats one the Python
+launcher has replayed is checked and launched in C. It must give exactly the answers of
+the Python launcher, so every change between calls that the Python replay would notice
+sends the call back to it. These tests also pass without the lane (``PYACC_EXPRESS=0``:
+``test_the_python_launcher_alone_passes_these_tests``), where every call is a slow one."""
+
+import gc
+import os
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+import pyacc.testing  # noqa: F401 - acc.testing
+from mapping import BUS, EventKind
+from pyacc._compute import ComputeRegion
+
+LANE = acc.express_lane()
+
+
+@acc.parallel_loop
+def add_one(x):
+    for i in range(x.shape[0]):
+        x[i] = x[i] + 1.0
+
+
+@acc.parallel_loop
+def increment(x):
+    for i in range(x.shape[0]):
+        x[i] = x[i] + 1
+
+
+@acc.parallel_loop
+def axpy(y, x, a):
+    for i in range(y.shape[0]):
+        y[i] = y[i] + a * x[i]
+
+
+@acc.parallel_loop(present=["x"])
+def add_one_present(x):
+    for i in range(x.shape[0]):
+        x[i] = x[i] + 1.0
+
+
+@acc.parallel_loop
+def shifted(x, shift):
+    for i in range(x.shape[0]):
+        x[i] = x[i + shift] + 1.0
+
+
+@acc.parallel_loop
+def relax(u, unew):
+    for i in range(1, u.shape[0] - 1):
+        unew[i] = 0.5 * (u[i - 1] + u[i + 1])
+
+
+def slow_calls(region, monkeypatch) -> list:
+    """A list that grows by one at each call of ``region`` that reaches the Python
+    launcher (``ComputeRegion._call_slow``)."""
+    calls = []
+    region._plans = ()  # what earlier tests left: every count starts from a first call
+    if LANE:  # the lane calls the instance's ``_call_slow`` when no plan holds
+        region._disarm()
+        launcher = type(region)._call_slow
+
+        def counted(*args, **kwargs):
+            calls.append(1)
+            return launcher(region, *args, **kwargs)
+
+        monkeypatch.setattr(region, "_call_slow", counted, raising=False)
+        return calls
+    launcher = ComputeRegion.__call__  # without it, the launcher is the call
+
+    def counted_call(self, *args, **kwargs):
+        if self is region:
+            calls.append(1)
+        return launcher(self, *args, **kwargs)
+
+    monkeypatch.setattr(ComputeRegion, "__call__", counted_call)
+    return calls
+
+
+def express(calls_in_c: int) -> int:
+    """How many of ``calls_in_c`` calls reach the Python launcher anyway: none with the
+    lane, all without it."""
+    return 0 if LANE else calls_in_c
+
+
+def test_the_express_lane_is_built_unless_turned_off():
+    """CI builds ``pyacc._fastcall`` (``pip install -e .``); a build that silently failed
+    would cost every call ~3 µs, so it is a failure here."""
+    assert LANE == (os.environ.get("PYACC_EXPRESS", "1") != "0")
+
+
+@pytest.mark.parametrize("device_type", ["host", "emulated"])
+def test_repeated_calls_take_the_express_lane_and_count_their_launches(device_type, monkeypatch):
+    acc.shutdown(device_type)
+    acc.set_device_type(device_type)
+    acc.reset_stats()
+    calls = slow_calls(add_one, monkeypatch)
+    x = np.zeros(8)
+    with acc.data(copy=[x]):
+        add_one(x)
+        add_one(x)  # a replay (on the host already the first call) arms the lane
+        calls.clear()
+        for _ in range(3):
+            add_one(x)
+    assert len(calls) == express(3)
+    assert acc.stats()["launch_count"] == 5
+    np.testing.assert_array_equal(x, 5.0)
+    acc.shutdown(device_type)
+
+
+def test_jacobi_swaps_keep_one_plan_per_argument_order(emulated, monkeypatch):
+    u, unew = np.linspace(0.0, 1.0, 16), np.zeros(16)
+    expected_u, expected_unew = u.copy(), unew.copy()
+    for _ in range(4):
+        expected_unew[1:-1] = 0.5 * (expected_u[:-2] + expected_u[2:])
+        expected_u[1:-1] = 0.5 * (expected_unew[:-2] + expected_unew[2:])
+    calls = slow_calls(relax, monkeypatch)
+    with acc.data(copy=[u, unew]):
+        for sweep in range(4):
+            relax(u, unew)
+            relax(unew, u)
+            if sweep == 1:  # each order has been joined and replayed: both are armed
+                calls.clear()
+    assert len(calls) == express(4)
+    np.testing.assert_allclose(u, expected_u)
+    np.testing.assert_allclose(unew, expected_unew)
+
+
+@pytest.mark.parametrize("device_type", ["host", "emulated"])
+def test_a_dtype_changed_in_place_is_launched_anew(device_type, monkeypatch):
+    """``x.dtype = ...`` keeps the object and its bytes: the kernel (and on emulated the
+    device array) of the old dtype must not run on it."""
+    acc.shutdown(device_type)
+    acc.set_device_type(device_type)
+    calls = slow_calls(increment, monkeypatch)
+    x = np.zeros(8)
+    with acc.data(copy=[x]):
+        increment(x)
+        increment(x)
+        increment(x)  # express
+        calls.clear()
+        acc.update_self(x)
+        x.dtype = np.int64  # the same bytes, read as integers
+        expected = x + 1
+        increment(x)
+        acc.update_self(x)
+        np.testing.assert_array_equal(x, expected)
+    assert len(calls) == 1
+    acc.shutdown(device_type)
+
+
+def test_a_host_plan_takes_other_arrays_of_the_same_kinds(host_device, monkeypatch):
+    """On the host nothing is mapped: a plan holds for any arrays of the same kinds (new
+    objects each call, such as slices), and for no others."""
+    calls = slow_calls(add_one, monkeypatch)
+    base = np.zeros(12)
+    add_one(base[:4])
+    add_one(base[:4])  # the lane is armed by now
+    calls.clear()
+    for start in (4, 8):
+        add_one(base[start:start + 4])
+    add_one(np.zeros(3, dtype=np.float32))  # another dtype: another kernel
+    np.testing.assert_array_equal(base, [2.0] * 4 + [1.0] * 8)
+    assert len(calls) == 1 + express(2)
+
+
+def test_data_that_left_the_device_is_not_present_for_an_express_call(emulated):
+    x = np.zeros(4)
+    acc.enter_data(copyin=[x])
+    add_one_present(x)
+    add_one_present(x)
+    add_one_present(x)
+    acc.exit_data(copyout=[x])
+    np.testing.assert_array_equal(x, 3.0)
+    with pytest.raises(acc.NotPresentError, match="'x'"):
+        add_one_present(x)
+    assert acc.refcounts(x) == (0, 0)
+
+
+def test_jit_turned_off_between_calls_reaches_the_python_launcher(emulated, monkeypatch):
+    calls = slow_calls(add_one, monkeypatch)
+    x = np.zeros(4)
+    with acc.data(copy=[x]):
+        add_one(x)
+        add_one(x)
+        add_one(x)
+        calls.clear()
+        monkeypatch.setenv("PYACC_DISABLE_JIT", "1")
+        add_one(x)
+        assert any(key[0] == "python" for key in add_one.info.kernels)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(x, 4.0)
+
+
+def test_another_current_device_is_used_at_the_next_call(host_device):
+    x = np.zeros(4)
+    add_one(x)
+    add_one(x)
+    add_one(x)  # an express host call
+    np.testing.assert_array_equal(x, 3.0)
+    acc.set_device_type("emulated")
+    try:
+        with acc.data(copy=[x]):
+            add_one(x)
+            np.testing.assert_array_equal(x, 3.0)  # ran on the emulated device's copy
+        np.testing.assert_array_equal(x, 4.0)
+    finally:
+        acc.shutdown("emulated")
+        acc.set_device_type("host")
+
+
+def test_a_subscriber_that_comes_sees_the_next_call(emulated):
+    x = np.zeros(4)
+    seen = []
+
+    def listener(event):
+        seen.append(event.kind)
+
+    with acc.data(copy=[x]):
+        for _ in range(3):
+            add_one(x)
+        BUS.subscribe(listener, (EventKind.LAUNCH,))
+        try:
+            add_one(x)
+        finally:
+            BUS.unsubscribe(listener, (EventKind.LAUNCH,))
+        add_one(x)
+    assert seen == [EventKind.LAUNCH]
+    np.testing.assert_array_equal(x, 5.0)
+
+
+def test_a_scalar_of_another_type_gets_its_own_kernel(emulated, monkeypatch):
+    calls = slow_calls(axpy, monkeypatch)
+    y, x = np.zeros(4), np.ones(4)
+    with acc.data(copy=[y], copyin=[x]):
+        axpy(y, x, 2.0)
+        axpy(y, x, 2.0)
+        calls.clear()
+        axpy(y, x, 0.5)  # the same type: express
+        axpy(y, x, 3)    # an int: the Python launcher picks the int kernel
+        axpy(y, x, np.float32(1.5))
+    assert len(calls) == 2 + express(1)
+    np.testing.assert_array_equal(y, 9.0)
+
+
+def test_a_kernel_that_fails_in_the_lane_raises_execution_error_and_releases_the_table(
+        emulated, monkeypatch):
+    monkeypatch.setenv("PYACC_BOUNDSCHECK", "1")
+    x = np.zeros(4)
+    with acc.data(copy=[x]):
+        shifted(x, 0)
+        shifted(x, 0)
+        shifted(x, 0)
+        with pytest.raises(acc.ExecutionError, match="out of bounds") as raised:
+            shifted(x, 100)
+        assert raised.value.__cause__ is not None
+        assert acc.refcounts(x) == (1, 0)
+        y = np.ones(2)
+        acc.copyin(y)  # the table lock is free again
+        acc.delete(y)
+        shifted(x, 0)
+    np.testing.assert_array_equal(x, 4.0)
+
+
+@pytest.mark.parametrize("device_type", ["host", "emulated"])
+def test_an_express_plan_keeps_no_host_array_alive(device_type):
+    acc.shutdown(device_type)
+    acc.set_device_type(device_type)
+    x = np.zeros(64)
+    with acc.data(copy=[x]):
+        for _ in range(3):
+            add_one(x)
+    reference = weakref.ref(x)
+    del x
+    gc.collect()
+    assert reference() is None
+    acc.shutdown(device_type)
+
+
+def test_fault_injection_reaches_calls_armed_before_it(emulated):
+    x = np.zeros(4)
+    with acc.data(copy=[x]):
+        for _ in range(3):
+            add_one(x)
+        with acc.testing.inject_faults(launch=1) as plan:
+            with pytest.raises(acc.ExecutionError, match="injected fault"):
+                add_one(x)
+        assert plan.fired
+        add_one(x)
+    np.testing.assert_array_equal(x, 4.0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_an_express_call_in_a_forked_child_takes_the_childs_table_lock(emulated):
+    """A fork replaces the table's lock in the child (another thread of the parent may
+    have held it); the lane reads the lock at each call, so the child never waits for
+    the parent's."""
+    import threading
+
+    x = np.zeros(4)
+    with acc.data(copy=[x]):
+        for _ in range(3):
+            add_one(x)
+        lock = acc._devices.current_runtime().table.locked()
+        taken, release = threading.Event(), threading.Event()
+
+        def hold():
+            with lock:
+                taken.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        taken.wait(30)
+        try:
+            pid = os.fork()
+            if pid == 0:  # the child: one express call, then leave at once
+                code = 1
+                try:
+                    add_one(x)
+                    acc.update_self(x)
+                    code = 0 if x[0] == 4.0 else 2
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+        finally:
+            release.set()
+            holder.join()
+        assert os.waitstatus_to_exitcode(status) == 0
+    np.testing.assert_array_equal(x, 3.0)
+
+
+@pytest.mark.skipif(not LANE, reason="runs the tests again without the lane")
+def test_the_python_launcher_alone_passes_these_tests():
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYACC_EXPRESS="0")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__,
+         str(root / "tests" / "pyacc" / "test_fast_paths.py")],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
