@@ -3,8 +3,9 @@
 ``c[i] = a[i] + 2*b[i]`` with its three arrays present (inside ``acc.data``), from 8 to
 1e7 elements, on ``host`` and ``emulated``, side by side in one run with the same kernel
 hand-written for Numba, serial (``njit``) and parallel (``njit(parallel=True)`` with
-``prange``). Per size: medians of interleaved samples, each sample the mean of enough
-calls to last ~2 ms. Target: pyacc ≤ 1.05 × the better of the two Numba versions + 1.0 µs.
+``prange``). Per size: medians of interleaved samples (the order of the three rotates
+from one round to the next, and they run back to back), each sample the mean of enough
+calls to last ~5 ms (at least 3). Target: pyacc ≤ 1.05 × the better of the two Numba versions + 1.0 µs.
 
 Every size first checks that the three versions give the same ``c``.
 
@@ -33,6 +34,8 @@ from bench_compute import settle  # noqa: E402
 from bench_runtime import machine_description  # noqa: E402
 
 SIZES = [8, 100, 1000, 10_000, 100_000, 1_000_000, 10_000_000]
+#: each sample is the mean of enough calls to last this long (at least 3 calls)
+SAMPLE_S = 0.005
 
 
 @acc.parallel_loop
@@ -72,12 +75,17 @@ def measure(n, device, repeats):
         if not repeats:
             return None
         first = per_call_seconds(numba_serial, (a, b, c), 3)
-        calls = max(1, min(20_000, int(0.002 / max(first, 1e-9))))
+        calls = max(3, min(20_000, int(SAMPLE_S / max(first, 1e-9))))
         samples = {name: [] for name in candidates}
-        for _ in range(repeats):
-            for name, function in candidates.items():
-                settle()
-                samples[name].append(per_call_seconds(function, (a, b, c), calls))
+        names = list(candidates)
+        for repeat in range(repeats):
+            # each candidate goes first, second and third in turn: none always follows
+            # another's cache state; the three run back to back, as a program's kernels
+            # do (a 10 ms sleep between samples made every parallel loop pay a cold
+            # wake-up on this VM: ``settle`` runs once a round only)
+            settle()
+            for name in names[repeat % 3:] + names[:repeat % 3]:
+                samples[name].append(per_call_seconds(candidates[name], (a, b, c), calls))
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -108,7 +116,7 @@ def main():
                 measure(n, device, 0)
         print("bench_sweep --smoke: ok")
         return
-    repeats = 5 if args.quick else 11
+    repeats = 6 if args.quick else 15
     print(f"machine: {machine_description()}; numba threads: {numba.get_num_threads()}; "
           f"serial below: {crossover.serial_below()}")
     print("| device | elements | pyacc µs | Numba serial µs | Numba parallel µs | "

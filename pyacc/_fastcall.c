@@ -95,6 +95,9 @@ typedef struct {
     PyObject *env_values;  /* tuple: the expected values (None: unset) */
     PyObject *launch_cell; /* list [count] of the statistics */
     int substitutes;       /* some slot has a device array */
+    PyObject *fixed_args;  /* the kernel's arguments when every slot has one, else NULL */
+    PyObject *lock;        /* the table lock last seen, its bound acquire and release */
+    PyObject *acquire, *release;
     Py_ssize_t narrays;
     ArraySlot *arrays;
     Py_ssize_t nscalars;
@@ -122,6 +125,10 @@ static void plan_dealloc(Plan *plan) {
     Py_XDECREF(plan->check_default);
     Py_XDECREF(plan->env_values);
     Py_XDECREF(plan->launch_cell);
+    Py_XDECREF(plan->fixed_args);
+    Py_XDECREF(plan->lock);
+    Py_XDECREF(plan->acquire);
+    Py_XDECREF(plan->release);
     Py_TYPE(plan)->tp_free((PyObject *)plan);
 }
 
@@ -231,6 +238,10 @@ static PyObject *kernel_arguments(Plan *plan, PyObject *args) {
         Py_INCREF(args);
         return args;
     }
+    if (plan->fixed_args != NULL) {  /* every argument is a device array of the plan */
+        Py_INCREF(plan->fixed_args);
+        return plan->fixed_args;
+    }
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     PyObject *device_args = PyTuple_New(n);
     if (device_args == NULL)
@@ -260,14 +271,14 @@ static int count_launch(Plan *plan) {
     return PyList_SetItem(cell, 0, count);  /* steals count */
 }
 
-static int unlock(PyObject *lock) {
-    /* release ``lock``, keeping a pending exception (which came first); -1 when the
-     * release itself failed */
+static int unlock(PyObject *release) {
+    /* call the lock's bound ``release``, keeping a pending exception (which came
+     * first); -1 when the release itself failed */
     PyObject *type = NULL, *value = NULL, *traceback = NULL;
     int pending = PyErr_Occurred() != NULL;
     if (pending)
         PyErr_Fetch(&type, &value, &traceback);
-    PyObject *done = PyObject_CallMethodNoArgs(lock, s_release);
+    PyObject *done = PyObject_CallNoArgs(release);
     if (pending) {
         if (done == NULL)
             PyErr_Clear();
@@ -294,6 +305,29 @@ static PyObject *failed(PyObject *self) {
     return result;
 }
 
+static int bind_lock(Plan *plan) {
+    /* the table's lock, read at each call (in the child of a fork the table has a new
+     * one), with its bound acquire and release made when it is not the one last seen */
+    PyObject *lock = PyObject_GetAttr(plan->table, s_lock);
+    if (lock == NULL)
+        return -1;
+    if (lock == plan->lock) {
+        Py_DECREF(lock);
+        return 0;
+    }
+    PyObject *acquire = PyObject_GetAttr(lock, s_acquire);
+    PyObject *release = acquire == NULL ? NULL : PyObject_GetAttr(lock, s_release);
+    if (release == NULL) {
+        Py_XDECREF(acquire);
+        Py_DECREF(lock);
+        return -1;
+    }
+    Py_XSETREF(plan->lock, lock);
+    Py_XSETREF(plan->acquire, acquire);
+    Py_XSETREF(plan->release, release);
+    return 0;
+}
+
 /* The plan's call, or MISS (no reference) when a check fails; NULL on error. */
 static PyObject *run_plan(PyObject *self, Plan *plan, PyObject *args) {
     if (PyTuple_GET_SIZE(args) != plan->nargs || !arrays_match(plan, args))
@@ -301,24 +335,23 @@ static PyObject *run_plan(PyObject *self, Plan *plan, PyObject *args) {
     int ok = context_matches(plan);
     if (ok != 1)
         return ok == 0 ? MISS : NULL;
-    PyObject *lock = NULL;
+    PyObject *release = NULL;
     if (plan->table != NULL) {
-        ok = table_unchanged(plan);  /* before the lock too: a lock from before a fork is */
-        if (ok != 1)                  /* never taken (the child's table version moved on) */
-            return ok == 0 ? MISS : NULL;
-        lock = PyObject_GetAttr(plan->table, s_lock);
-        if (lock == NULL)
+        if (bind_lock(plan) < 0)
             return NULL;
-        PyObject *taken = PyObject_CallMethodNoArgs(lock, s_acquire);
+        PyObject *acquire = Py_NewRef(plan->acquire);  /* (another thread may bind a */
+        release = Py_NewRef(plan->release);              /* new lock meanwhile) */
+        PyObject *taken = PyObject_CallNoArgs(acquire);
+        Py_DECREF(acquire);
         if (taken == NULL) {
-            Py_DECREF(lock);
+            Py_DECREF(release);
             return NULL;
         }
         Py_DECREF(taken);
         ok = table_unchanged(plan);  /* held: nobody changes the table until unlock */
         if (ok != 1) {
-            int released = unlock(lock);
-            Py_DECREF(lock);
+            int released = unlock(release);
+            Py_DECREF(release);
             return ok == 0 && released == 0 ? MISS : NULL;
         }
     }
@@ -330,10 +363,10 @@ static PyObject *run_plan(PyObject *self, Plan *plan, PyObject *args) {
         kernel_failed = result == NULL;
     }
     Py_XDECREF(device_args);
-    if (lock != NULL) {
-        if (unlock(lock) < 0 && result != NULL)
+    if (release != NULL) {
+        if (unlock(release) < 0 && result != NULL)
             Py_CLEAR(result);  /* (the release's error is pending) */
-        Py_DECREF(lock);
+        Py_DECREF(release);
     }
     if (kernel_failed)
         return failed(self);
@@ -347,7 +380,7 @@ typedef struct {
 } FastCall;
 
 static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs) {
-    if (g_enabled && (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0) && PyTuple_GET_SIZE(self->plans) &&
+    if (g_enabled && g_silent != NULL && (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0) && PyTuple_GET_SIZE(self->plans) &&
             PyList_GET_ITEM(g_silent, 0) == Py_True) {
         PyObject *plans = self->plans;
         Py_INCREF(plans);
@@ -423,6 +456,8 @@ static Plan *new_plan(PyObject *spec) {
     plan->arrays = NULL;
     plan->scalars = NULL;
     plan->substitutes = 0;
+    plan->fixed_args = NULL;
+    plan->lock = plan->acquire = plan->release = NULL;
 #define KEEP(field, value) (Py_INCREF(value), plan->field = (value))
     KEEP(runtime, runtime);
     plan->ranges = ranges == Py_None ? NULL : (Py_INCREF(ranges), ranges);
@@ -472,6 +507,22 @@ static Plan *new_plan(PyObject *spec) {
         Py_INCREF(type);
         plan->scalars[plan->nscalars].slot = slot;
         plan->scalars[plan->nscalars++].type = (PyTypeObject *)type;
+    }
+    if (plan->substitutes && plan->narrays == nargs && plan->nscalars == 0) {
+        PyObject *fixed = PyTuple_New(nargs);  /* the same device arrays at every call */
+        if (fixed == NULL)
+            goto fail;
+        for (Py_ssize_t i = 0; i < nargs; i++)
+            PyTuple_SET_ITEM(fixed, i, Py_NewRef(Py_None));
+        for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+            ArraySlot *a = &plan->arrays[i];
+            if (a->device == NULL) {  /* (an array passed as it is: built per call) */
+                Py_CLEAR(fixed);
+                break;
+            }
+            Py_SETREF(((PyTupleObject *)fixed)->ob_item[a->slot], Py_NewRef(a->device));
+        }
+        plan->fixed_args = fixed;
     }
     return plan;
 fail:
