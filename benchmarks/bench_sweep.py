@@ -3,9 +3,11 @@
 ``c[i] = a[i] + 2*b[i]`` with its three arrays present (inside ``acc.data``), from 8 to
 1e7 elements, on ``host`` and ``emulated``, side by side in one run with the same kernel
 hand-written for Numba, serial (``njit``) and parallel (``njit(parallel=True)`` with
-``prange``). Per size: medians of interleaved samples (the order of the three rotates
-from one round to the next, and they run back to back), each sample the mean of enough
-calls to last ~5 ms (at least 3). Target: pyacc ≤ 1.05 × the better of the two Numba versions + 1.0 µs.
+``prange``). Per size: medians of interleaved samples (the order of the candidates
+rotates from one round to the next, and they run back to back), each sample the mean of
+enough calls to last ~5 ms (at least 3). Where the express lane is built (``pyacc/
+_fastcall.c``) a fourth column times the same pyacc call with the lane off: the Python
+launcher alone. Target: pyacc ≤ 1.05 × the better of the two Numba versions + 1.0 µs.
 
 Every size first checks that the three versions give the same ``c``.
 
@@ -28,6 +30,7 @@ from numba import njit, prange
 
 import pyacc as acc
 from compiler import crossover
+from pyacc._compute import _fastcall_enabled
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_compute import settle  # noqa: E402
@@ -56,6 +59,15 @@ def numba_parallel(a, b, c):
         c[i] = a[i] + 2.0 * b[i]
 
 
+#: the column of pyacc's Python launcher alone (the express lane turned off for its samples)
+NO_LANE = "pyacc, Python launcher"
+
+
+def lane_column() -> bool:
+    """The Python launcher is timed beside the lane when the lane is built and on."""
+    return acc.express_lane()
+
+
 def per_call_seconds(function, args, calls):
     start = time.perf_counter()
     for _ in range(calls):
@@ -68,6 +80,8 @@ def measure(n, device, repeats):
     a, b, c = np.arange(n, dtype=np.float64), np.full(n, 2.0), np.zeros(n)
     candidates = {"pyacc": acc_triad, "numba serial": numba_serial,
                   "numba parallel": numba_parallel}
+    if lane_column():
+        candidates[NO_LANE] = acc_triad  # timed with the express lane off
     with acc.data(copyin=[a, b], copy=[c]):
         for function in candidates.values():  # warm-up, compile
             function(a, b, c)
@@ -84,8 +98,14 @@ def measure(n, device, repeats):
             # do (a 10 ms sleep between samples made every parallel loop pay a cold
             # wake-up on this VM: ``settle`` runs once a round only)
             settle()
-            for name in names[repeat % 3:] + names[:repeat % 3]:
-                samples[name].append(per_call_seconds(candidates[name], (a, b, c), calls))
+            turn = repeat % len(names)
+            for name in names[turn:] + names[:turn]:
+                lane = _fastcall_enabled(False) if name == NO_LANE else None
+                try:
+                    samples[name].append(per_call_seconds(candidates[name], (a, b, c), calls))
+                finally:
+                    if lane is not None:
+                        _fastcall_enabled(lane)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -119,9 +139,11 @@ def main():
     repeats = 6 if args.quick else 15
     print(f"machine: {machine_description()}; numba threads: {numba.get_num_threads()}; "
           f"serial below: {crossover.serial_below()}")
+    extra = lane_column()
     print("| device | elements | pyacc µs | Numba serial µs | Numba parallel µs | "
-          "pyacc ÷ best | pyacc − 1.05 × best (µs) | target ≤ 1.05 × best + 1 µs |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+          "pyacc ÷ best | pyacc − 1.05 × best (µs) | target ≤ 1.05 × best + 1 µs |"
+          + (" pyacc, Python launcher µs |" if extra else ""))
+    print("|---|---:|---:|---:|---:|---:|---:|---|" + ("---:|" if extra else ""))
     rows = []
     for device in ("host", "emulated"):
         for n in SIZES:
@@ -131,7 +153,8 @@ def main():
             met = "met" if excess <= 1.0 else "NOT met"
             rows.append((device, n, t))
             print(f"| {device} | {n:,} | {t['pyacc'] * 1e6:.2f} | {t['numba serial'] * 1e6:.2f} | "
-                  f"{t['numba parallel'] * 1e6:.2f} | {t['pyacc'] / best:.2f} | {excess:+.2f} | {met} |")
+                  f"{t['numba parallel'] * 1e6:.2f} | {t['pyacc'] / best:.2f} | {excess:+.2f} | {met} |"
+                  + (f" {t[NO_LANE] * 1e6:.2f} |" if extra else ""))
     if args.plot:
         plot(rows, args.plot)
 

@@ -104,14 +104,18 @@ def express_lane() -> bool:
 
 def _fastcall_enabled(flag):
     """Whether the express lane tries its plans; ``flag`` True/False sets it (returns the
-    previous value), None only asks."""
+    previous value), None only asks. (Turned off, no plan is armed either.)"""
     if _CALL_BASE is object:
         return False
-    from . import _fastcall
-    previous = _fastcall.set_enabled(True if flag is None else flag)
-    if flag is None:
-        _fastcall.set_enabled(previous)
+    previous = _LANE_ON[0]
+    if flag is not None:
+        from . import _fastcall
+        _fastcall.set_enabled(flag)
+        _LANE_ON[0] = bool(flag)
     return previous
+
+
+_LANE_ON = [_CALL_BASE is not object]
 
 _HOLDING = BUS.holding()
 _SILENT = BUS.silent
@@ -363,6 +367,8 @@ class ComputeRegion(_CALL_BASE):
         kernel, environment and enclosing default, the runtime, the kinds of the
         arguments it passes as they are, and the memo's arrays and table guard
         (``ComputeMemo.express``). Not when the replay did more than the lane checks."""
+        if not _LANE_ON[0]:
+            return
         guard = plan.memo.express(runtime, args)
         if guard is None or not all(isinstance(kind, type) for _, kind in plan.scalars):
             return
