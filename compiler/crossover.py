@@ -15,16 +15,15 @@ Invariants:
     * The value is baked into the generated source, so it is part of every kernel's
       cache key; changing ``PYACC_SERIAL_BELOW`` compiles the kernels again.
     * The measurement races the same streaming loop compiled serial and parallel at
-      doubling sizes from 256 to 2**20 (``_measure``): the first size from which parallel
-      wins twice in a row; 2**20 when it never does, and with one thread (so that big
-      loops still spread if threads are added later).
+      doubling sizes from 2**20 down to 256 (``_measure``): the smallest size of the run
+      where parallel wins; 2**20 when it does not win there, and with one thread (so that
+      big loops still spread if threads are added later).
 """
 from __future__ import annotations
 
 import json
 import os
 import platform
-import statistics
 import threading
 import time
 
@@ -75,7 +74,26 @@ def _machine_key() -> str:
 
 
 #: names the measurement (``_measure``): a value measured another way is measured again
-_METHOD = "race-stream"
+_METHOD = "race-stream-2"
+
+
+#: a race during which other processes (or neighbouring VMs: steal time) used more CPU
+#: than this share of its wall time is not kept: a loaded machine says parallel never
+#: pays, which would stay true for this machine's every later process
+_BUSY_SHARE = 0.25
+
+
+def _cpu_reading():
+    """The machine's busy CPU seconds (``/proc/stat``, steal time included) and this
+    process's, or None where ``/proc/stat`` cannot be read."""
+    try:
+        with open("/proc/stat") as file:
+            # user nice system idle iowait irq softirq steal (guest time is in user)
+            fields = [int(value) for value in file.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle, iowait
+    return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK"), time.process_time()
 
 
 def _load_or_measure() -> int:
@@ -89,7 +107,13 @@ def _load_or_measure() -> int:
             return known[key]
     except (OSError, ValueError):
         known = {}
+    before, start = _cpu_reading(), time.perf_counter()
     value = _measure()
+    after = _cpu_reading()
+    if before is not None and after is not None:
+        others = (after[0] - before[0]) - (after[1] - before[1])  # CPU s of other processes
+        if others > _BUSY_SHARE * (time.perf_counter() - start):
+            return value  # for this process only: the next one measures again
     known[key] = value
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -128,8 +152,9 @@ def _seconds_per_call(function, arrays, calls) -> float:
 
 
 def _race(n) -> tuple[float, float]:
-    """Median seconds per call of the serial and the parallel probe at ``n`` elements,
-    in alternating samples (neither always runs after the other)."""
+    """The fastest sample (seconds per call) of the serial and of the parallel probe at
+    ``n`` elements, in alternating samples (neither always runs after the other; the
+    fastest is what each form can do, whatever a neighbour did to one sample)."""
     arrays = (np.empty(n), np.ones(n), np.ones(n))
     calls = max(1, int(_SAMPLE_S / max(_seconds_per_call(_serial_probe, arrays, 1), 1e-9)))
     serial, parallel = [], []
@@ -137,27 +162,30 @@ def _race(n) -> tuple[float, float]:
         pair = [(_serial_probe, serial), (_parallel_probe, parallel)]
         for function, samples in pair if sample % 2 else pair[::-1]:
             samples.append(_seconds_per_call(function, arrays, calls))
-    return statistics.median(serial), statistics.median(parallel)
+    return min(serial), min(parallel)
 
 
 def _measure() -> int:
     """Race the serial and the parallel form of a streaming loop (``out = x + 2y``: two
-    loads and a store per element, what a straight-line nest is) at doubling sizes: the
-    crossover is the smallest size from which parallel wins by 3% at every larger size
-    raced. Between the caches and memory the two can take turns (on a 2-core VM parallel
-    won at 3·10⁴ elements, lost at 1.3·10⁵ and won again from 2.6·10⁵ on): the loop is
-    then serial up to the last size where parallel lost. A fork-join model alone
-    (wake-up cost over per-element cost) assumed the threads speed a streaming loop up
-    T-fold and put the crossover at 1.5·10⁴ on that VM."""
+    loads and a store per element, what a straight-line nest is) at doubling sizes, from
+    the largest down: the crossover is the smallest size of the run of sizes at which
+    parallel wins by 3%, a run that ends where parallel loses at two sizes in a row (one
+    loss alone, between the caches and memory where the two can trade places, or a noisy
+    sample, does not end it). A fork-join model alone (wake-up cost over per-element
+    cost) assumed the threads speed a streaming loop up T-fold; the race measures what
+    they do."""
     if numba.get_num_threads() <= 1:
         return HIGHEST
     small = (np.empty(8), np.ones(8), np.ones(8))
     for function in (_parallel_probe, _serial_probe):  # compile or load, warm up
         function(*small)
-    crossover = HIGHEST
+    crossover, losses = HIGHEST, 0
     for n in reversed(_PROBE_SIZES):
         serial, parallel = _race(n)
-        if parallel >= _MARGIN * serial:
-            break
-        crossover = n
+        if parallel < _MARGIN * serial:
+            crossover, losses = n, 0
+        else:
+            losses += 1
+            if losses == 2:
+                break
     return max(LOWEST, crossover)

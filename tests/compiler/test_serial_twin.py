@@ -7,6 +7,8 @@ schedule. ``PYACC_SERIAL_BELOW=n`` sets the crossover (0: never serial).
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -106,3 +108,38 @@ def test_nests_with_loops_or_native_reductions_have_no_twin(monkeypatch):
     info, kernel = _kernel(dot, x, x)
     assert kernel(x, x) == float(x @ x)
     assert [note.serial_below for note in info.notes] == [0]
+
+
+def _scripted_race(losses_at):
+    """A ``_race`` where parallel wins (0.5 × serial) except at the sizes in ``losses_at``."""
+    def race(n):
+        return 1.0, (1.0 if n in losses_at else 0.5)
+    return race
+
+
+@pytest.mark.parametrize("losses_at, expected", [
+    ((), crossover.LOWEST),                       # parallel wins everywhere
+    ({1 << 14, 1 << 13}, 1 << 15),                # two losses in a row end the run
+    ({1 << 17, 1 << 14, 1 << 13}, 1 << 15),       # one loss alone (a cache edge) does not
+    ({1 << 20, 1 << 19}, crossover.HIGHEST),      # never wins at the top: 2**20
+])
+def test_the_crossover_is_the_smallest_size_of_the_run_where_parallel_wins(monkeypatch, losses_at,
+                                                                         expected):
+    monkeypatch.setattr(crossover, "_race", _scripted_race(set(losses_at)))
+    monkeypatch.setattr(crossover.numba, "get_num_threads", lambda: 2)
+    assert crossover._measure() == expected
+
+
+def test_a_race_run_while_other_processes_were_busy_is_not_kept(monkeypatch, tmp_path):
+    """A machine under load says parallel never pays; that must not become the value of
+    every later process on this machine (``crossover.json``)."""
+    monkeypatch.setenv("PYACC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(crossover, "_measure", lambda: 4096)
+    readings = iter([(100.0, 1.0), (150.0, 1.0)])  # others used 50 CPU seconds meanwhile
+    monkeypatch.setattr(crossover, "_cpu_reading", lambda: next(readings))
+    assert crossover._load_or_measure() == 4096
+    assert not (tmp_path / "crossover.json").exists()
+    readings = iter([(100.0, 1.0), (100.0, 1.0)])  # a quiet machine: kept
+    monkeypatch.setattr(crossover, "_cpu_reading", lambda: next(readings))
+    assert crossover._load_or_measure() == 4096
+    assert json.loads((tmp_path / "crossover.json").read_text()) == {crossover._machine_key(): 4096}
