@@ -167,8 +167,10 @@ def plot(rows, path):
     for axis, device in zip(axes, ("host", "emulated")):
         data = [(n, t) for d, n, t in rows if d == device]
         sizes = [n for n, _ in data]
-        for name, style in (("pyacc", "o-"), ("numba serial", "s--"), ("numba parallel", "^--")):
-            axis.loglog(sizes, [t[name] * 1e6 for _, t in data], style, label=name)
+        for name, style in (("pyacc", "o-"), ("numba serial", "s--"), ("numba parallel", "^--"),
+                            (NO_LANE, "x:")):
+            if all(name in t for _, t in data):
+                axis.loglog(sizes, [t[name] * 1e6 for _, t in data], style, label=name)
         axis.set_title(f"c[i] = a[i] + 2 b[i], present arrays, {device}")
         axis.set_xlabel("elements")
         axis.grid(True, which="both", alpha=0.3)

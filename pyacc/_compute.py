@@ -374,7 +374,7 @@ class ComputeRegion(_CALL_BASE):
             return
         holder, table, version, arrays, exact = guard
         env, default, _ = plan.key
-        self._arm_plan((len(args), runtime, holder, table, version, plan.kernel, self._uses_default,
+        self._arm_plan((plan, len(args), runtime, holder, table, version, plan.kernel, self._uses_default,
                         default, env, STATS.launch_cell(runtime.device.identity), arrays,
                         plan.scalars, exact))
 

@@ -85,6 +85,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
+    PyObject *owner;       /* what the plan was made from (one plan per owner) */
     Py_ssize_t nargs;
     PyObject *runtime;     /* the runtime the call ran on */
     PyObject *ranges;      /* the present table's SortedRanges (its .version), or NULL */
@@ -117,6 +118,7 @@ static void plan_dealloc(Plan *plan) {
     for (Py_ssize_t i = 0; i < plan->nscalars; i++)
         Py_XDECREF((PyObject *)plan->scalars[i].type);
     PyMem_Free(plan->scalars);
+    Py_XDECREF(plan->owner);
     Py_XDECREF(plan->runtime);
     Py_XDECREF(plan->ranges);
     Py_XDECREF(plan->table);
@@ -432,15 +434,15 @@ static int read_array(ArraySlot *a, PyObject *array, int exact) {
 }
 
 static Plan *new_plan(PyObject *spec) {
-    /* spec: (nargs, runtime, ranges|None, table|None, version, kernel, reads_default,
-     *        default, env_values, launch_cell, arrays, scalars, exact)
+    /* spec: (owner, nargs, runtime, ranges|None, table|None, version, kernel,
+     *        reads_default, default, env_values, launch_cell, arrays, scalars, exact)
      * arrays: ((slot, host array, device array|None), ...); scalars: ((slot, type), ...) */
     Py_ssize_t nargs;
-    PyObject *runtime, *ranges, *table, *version, *kernel, *default_, *env_values, *cell,
-             *arrays, *scalars;
+    PyObject *owner, *runtime, *ranges, *table, *version, *kernel, *default_, *env_values,
+             *cell, *arrays, *scalars;
     int reads_default, exact;
-    if (!PyArg_ParseTuple(spec, "nOOOOOpOO!O!O!O!p", &nargs, &runtime, &ranges, &table, &version,
-                          &kernel, &reads_default, &default_, &PyTuple_Type, &env_values,
+    if (!PyArg_ParseTuple(spec, "OnOOOOOpOO!O!O!O!p", &owner, &nargs, &runtime, &ranges, &table,
+                          &version, &kernel, &reads_default, &default_, &PyTuple_Type, &env_values,
                           &PyList_Type, &cell, &PyTuple_Type, &arrays, &PyTuple_Type, &scalars,
                           &exact))
         return NULL;
@@ -451,6 +453,8 @@ static Plan *new_plan(PyObject *spec) {
     Plan *plan = PyObject_New(Plan, &PlanType);
     if (plan == NULL)
         return NULL;
+    plan->owner = plan->runtime = plan->ranges = plan->table = plan->version = NULL;
+    plan->kernel = plan->check_default = plan->env_values = plan->launch_cell = NULL;
     plan->nargs = nargs;
     plan->narrays = plan->nscalars = 0;
     plan->arrays = NULL;
@@ -459,6 +463,7 @@ static Plan *new_plan(PyObject *spec) {
     plan->fixed_args = NULL;
     plan->lock = plan->acquire = plan->release = NULL;
 #define KEEP(field, value) (Py_INCREF(value), plan->field = (value))
+    KEEP(owner, owner);
     KEEP(runtime, runtime);
     plan->ranges = ranges == Py_None ? NULL : (Py_INCREF(ranges), ranges);
     plan->table = table == Py_None ? NULL : (Py_INCREF(table), table);
@@ -533,24 +538,29 @@ fail:
 #define PLANS_KEPT 4
 
 static PyObject *fastcall_arm(FastCall *self, PyObject *spec) {
+    /* the new plan first, then the kept ones made from other owners (at most four) */
     Plan *plan = new_plan(spec);
     if (plan == NULL)
         return NULL;
-    Py_ssize_t kept = PyTuple_GET_SIZE(self->plans);
-    if (kept > PLANS_KEPT - 1)
-        kept = PLANS_KEPT - 1;
-    PyObject *plans = PyTuple_New(kept + 1);
+    PyObject *old = self->plans;
+    PyObject *plans = PyTuple_New(PLANS_KEPT);
     if (plans == NULL) {
         Py_DECREF(plan);
         return NULL;
     }
     PyTuple_SET_ITEM(plans, 0, (PyObject *)plan);
-    for (Py_ssize_t i = 0; i < kept; i++) {
-        PyObject *old = PyTuple_GET_ITEM(self->plans, i);
-        Py_INCREF(old);
-        PyTuple_SET_ITEM(plans, i + 1, old);
+    Py_ssize_t kept = 1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(old) && kept < PLANS_KEPT; i++) {
+        PyObject *previous = PyTuple_GET_ITEM(old, i);
+        if (((Plan *)previous)->owner == plan->owner)
+            continue;  /* replaced by the new plan */
+        PyTuple_SET_ITEM(plans, kept++, Py_NewRef(previous));
     }
-    Py_SETREF(self->plans, plans);
+    PyObject *trimmed = PyTuple_GetSlice(plans, 0, kept);  /* (the rest are still NULL) */
+    Py_DECREF(plans);
+    if (trimmed == NULL)
+        return NULL;
+    Py_SETREF(self->plans, trimmed);
     Py_RETURN_NONE;
 }
 
