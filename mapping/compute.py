@@ -173,7 +173,8 @@ class ComputeMemo:
         arrays of the same kinds (shared memory: nothing is mapped)."""
         device = runtime.device
         if "launch" in vars(device) or type(device).launch is not Device.launch:
-            return None  # (a fault plan or a device's own launch)
+            return None  # (a fault plan or a device's own launch; the lane checks the
+            # device's instance dict at each call, as a plan may be installed later)
         if self._shared:
             return None, None, 0, tuple((slot, args[slot], None) for slot in self.slots), False
         if self._kept is None or runtime.tracks_use:

@@ -167,6 +167,9 @@ class EventBus:
         #: ``silent[0]``: no subscriber listens to any kind (tallies aside): a hot path
         #: that reads this once may skip every ``active`` check and ``holding`` of its call
         self.silent: list[bool] = [True]
+        #: ``tally_alone[0]``: at most one tally subscriber (the statistics), which a hot
+        #: path may count for in place (``Stats.launch_cell``) instead of ``count``
+        self.tally_alone: list[bool] = [True]
 
     def subscribe(self, callback, kinds=tuple(EventKind)) -> None:
         with self._lock:
@@ -193,6 +196,22 @@ class EventBus:
             self._tallies = self._tallies + (callback,)
             # one subscriber (the statistics, always): called directly, one frame less
             self.count = callback if len(self._tallies) == 1 else self._count_all
+            self.tally_alone[0] = len(self._tallies) <= 1
+
+    def unsubscribe_tally(self, callback) -> None:
+        """Undo ``subscribe_tally(callback)``."""
+        with self._lock:
+            tallies = list(self._tallies)
+            if callback in tallies:
+                tallies.remove(callback)
+            self._tallies = tuple(tallies)
+            if len(tallies) == 1:
+                self.count = tallies[0]
+            else:  # none (the class's no-op) or several
+                self.__dict__.pop("count", None)
+                if tallies:
+                    self.count = self._count_all
+            self.tally_alone[0] = len(tallies) <= 1
 
     def count(self, kind: int, device: tuple[str, int], nbytes=None) -> None:
         """The compact form of an event, for tally subscribers (producers call

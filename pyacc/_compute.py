@@ -83,13 +83,15 @@ def _express_base():
     """The base class of ``ComputeRegion``: the C express lane (``pyacc/_fastcall.c``,
     built at install when a C compiler is there; ``PYACC_EXPRESS=0`` turns it off), else
     ``object`` (every call takes the Python launcher: same results, ~3 µs more a call)."""
-    if os.environ.get("PYACC_EXPRESS", "1").strip() in ("0", "") or os.name != "posix":
+    if os.environ.get("PYACC_EXPRESS", "1").strip() in ("0", "") or os.name != "posix" or \
+            sys.implementation.name != "cpython":  # (it reads CPython's and NumPy's structs)
         return object
     try:
         from . import _fastcall
     except ImportError:
         return object
-    _fastcall.configure(ICVS, os.environ._data, KERNEL_ENV_KEYS, BUS.silent, np.ndarray)
+    _fastcall.configure(ICVS, os.environ._data, KERNEL_ENV_KEYS, BUS.silent, BUS.tally_alone,
+                        np.ndarray)
     return _fastcall.FastCall
 
 
@@ -374,8 +376,9 @@ class ComputeRegion(_CALL_BASE):
             return
         holder, table, version, arrays, exact = guard
         env, default, _ = plan.key
+        device = runtime.device
         self._arm_plan((plan, len(args), runtime, holder, table, version, plan.kernel, self._uses_default,
-                        default, env, STATS.launch_cell(runtime.device.identity), arrays,
+                        default, env, STATS.launch_cell(device.identity), vars(device), arrays,
                         plan.scalars, exact))
 
     def _express_failed(self, error):

@@ -60,10 +60,11 @@ static PyObject *g_icvs;         /* pyacc._devices.ICVS (thread-local) */
 static PyObject *g_environ;      /* os.environ._data */
 static PyObject *g_env_keys;     /* tuple of bytes: the variables kernel_env() reads */
 static PyObject *g_silent;       /* BUS.silent: [bool] */
+static PyObject *g_tally_alone;  /* BUS.tally_alone: [bool], the statistics are the only tally */
 static PyTypeObject *g_ndarray;  /* numpy.ndarray */
 static int g_enabled = 1;        /* set_enabled(): plans are tried at all */
 static PyObject *s_runtime, *s_default_clause, *s_innermost_default, *s_version, *s_lock,
-                *s_acquire, *s_release, *s_call_slow, *s_express_failed;
+                *s_acquire, *s_release, *s_call_slow, *s_express_failed, *s_launch;
 
 /* -- plans ------------------------------------------------------------------------------ */
 typedef struct {
@@ -95,6 +96,7 @@ typedef struct {
     PyObject *check_default;  /* NULL: not read; else the expected innermost default */
     PyObject *env_values;  /* tuple: the expected values (None: unset) */
     PyObject *launch_cell; /* list [count] of the statistics */
+    PyObject *device_dict; /* the device's instance dict: no "launch" installed there */
     int substitutes;       /* some slot has a device array */
     PyObject *fixed_args;  /* the kernel's arguments when every slot has one, else NULL */
     PyObject *lock;        /* the table lock last seen, its bound acquire and release */
@@ -105,7 +107,35 @@ typedef struct {
     ScalarSlot *scalars;
 } Plan;
 
+static int plan_traverse(Plan *plan, visitproc visit, void *arg) {
+    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+        ArraySlot *a = &plan->arrays[i];
+        Py_VISIT(a->ref);
+        Py_VISIT((PyObject *)a->type);
+        Py_VISIT(a->device);
+        Py_VISIT(a->descr);
+    }
+    for (Py_ssize_t i = 0; i < plan->nscalars; i++)
+        Py_VISIT((PyObject *)plan->scalars[i].type);
+    Py_VISIT(plan->owner);
+    Py_VISIT(plan->runtime);
+    Py_VISIT(plan->ranges);
+    Py_VISIT(plan->table);
+    Py_VISIT(plan->version);
+    Py_VISIT(plan->kernel);
+    Py_VISIT(plan->check_default);
+    Py_VISIT(plan->env_values);
+    Py_VISIT(plan->launch_cell);
+    Py_VISIT(plan->device_dict);
+    Py_VISIT(plan->fixed_args);
+    Py_VISIT(plan->lock);
+    Py_VISIT(plan->acquire);
+    Py_VISIT(plan->release);
+    return 0;
+}
+
 static void plan_dealloc(Plan *plan) {
+    PyObject_GC_UnTrack(plan);
     for (Py_ssize_t i = 0; i < plan->narrays; i++) {
         ArraySlot *a = &plan->arrays[i];
         Py_XDECREF(a->ref);
@@ -127,6 +157,7 @@ static void plan_dealloc(Plan *plan) {
     Py_XDECREF(plan->check_default);
     Py_XDECREF(plan->env_values);
     Py_XDECREF(plan->launch_cell);
+    Py_XDECREF(plan->device_dict);
     Py_XDECREF(plan->fixed_args);
     Py_XDECREF(plan->lock);
     Py_XDECREF(plan->acquire);
@@ -139,7 +170,11 @@ static PyTypeObject PlanType = {
     .tp_name = "pyacc._fastcall.Plan",
     .tp_basicsize = sizeof(Plan),
     .tp_dealloc = (destructor)plan_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    /* no tp_clear: a plan is reached only through its region's plans, which the
+     * region's clear (FastCall's) drops, so a cycle through a plan is broken there */
+    .tp_traverse = (traverseproc)plan_traverse,
+    .tp_free = PyObject_GC_Del,
     .tp_doc = "An express plan (FastCall._arm).",
 };
 
@@ -170,8 +205,15 @@ static int arrays_match(Plan *plan, PyObject *args) {
             return 0;
         }
         ArrayFields *f = ARRAY(arg);
-        if (f->descr != a->descr || f->nd != a->nd)
+        if (f->nd != a->nd)
             return 0;
+        if (f->descr != a->descr) {  /* an equal dtype may be another object */
+            int equal = PyObject_RichCompareBool(f->descr, a->descr, Py_EQ);
+            if (equal != 1) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
         if (a->layout != NULL) {
             if (f->data != a->data || (f->flags & LAYOUT_FLAGS) != a->flags)
                 return 0;
@@ -201,9 +243,16 @@ static int same_attr(PyObject *owner, PyObject *name, PyObject *expected, int by
 }
 
 static int context_matches(Plan *plan) {
+    if (PyList_GET_ITEM(g_tally_alone, 0) != Py_True)
+        return 0;  /* another tally subscriber counts launches: BUS.count must see them */
     int same = same_attr(g_icvs, s_runtime, plan->runtime, 0);
     if (same != 1)
         return same;
+    PyObject *launch = PyDict_GetItemWithError(plan->device_dict, s_launch);
+    if (launch != NULL)
+        return 0;  /* a launch installed on the device (fault injection) */
+    if (PyErr_Occurred())
+        return -1;
     if (plan->check_default != NULL) {
         PyObject *stack = PyObject_GetAttr(g_icvs, s_default_clause);
         if (stack == NULL)
@@ -221,8 +270,12 @@ static int context_matches(Plan *plan) {
                 return -1;
             value = Py_None;
         }
-        if (value != PyTuple_GET_ITEM(plan->env_values, i))
-            return 0;
+        PyObject *expected = PyTuple_GET_ITEM(plan->env_values, i);
+        if (value != expected) {  /* (os.environ stores a new bytes object at each write) */
+            int equal = PyObject_RichCompareBool(value, expected, Py_EQ);
+            if (equal != 1)
+                return equal;
+        }
     }
     return 1;
 }
@@ -435,26 +488,36 @@ static int read_array(ArraySlot *a, PyObject *array, int exact) {
 
 static Plan *new_plan(PyObject *spec) {
     /* spec: (owner, nargs, runtime, ranges|None, table|None, version, kernel,
-     *        reads_default, default, env_values, launch_cell, arrays, scalars, exact)
+     *        reads_default, default, env_values, launch_cell, device_dict, arrays,
+     *        scalars, exact)
      * arrays: ((slot, host array, device array|None), ...); scalars: ((slot, type), ...) */
     Py_ssize_t nargs;
     PyObject *owner, *runtime, *ranges, *table, *version, *kernel, *default_, *env_values,
-             *cell, *arrays, *scalars;
+             *cell, *device_dict, *arrays, *scalars;
     int reads_default, exact;
-    if (!PyArg_ParseTuple(spec, "OnOOOOOpOO!O!O!O!p", &owner, &nargs, &runtime, &ranges, &table,
-                          &version, &kernel, &reads_default, &default_, &PyTuple_Type, &env_values,
-                          &PyList_Type, &cell, &PyTuple_Type, &arrays, &PyTuple_Type, &scalars,
-                          &exact))
+    if (!PyTuple_Check(spec)) {
+        PyErr_SetString(PyExc_TypeError, "FastCall._arm_plan: the plan must be a tuple");
         return NULL;
+    }
+    if (!PyArg_ParseTuple(spec, "OnOOOOOpOO!O!O!O!O!p", &owner, &nargs, &runtime, &ranges, &table,
+                          &version, &kernel, &reads_default, &default_, &PyTuple_Type, &env_values,
+                          &PyList_Type, &cell, &PyDict_Type, &device_dict, &PyTuple_Type, &arrays,
+                          &PyTuple_Type, &scalars, &exact))
+        return NULL;
+    if ((ranges == Py_None) != (table == Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "FastCall._arm_plan: a table needs its version holder");
+        return NULL;
+    }
     if (PyList_GET_SIZE(cell) != 1 || PyTuple_GET_SIZE(env_values) != PyTuple_GET_SIZE(g_env_keys)) {
         PyErr_SetString(PyExc_ValueError, "FastCall._arm: a malformed plan");
         return NULL;
     }
-    Plan *plan = PyObject_New(Plan, &PlanType);
+    Plan *plan = PyObject_GC_New(Plan, &PlanType);
     if (plan == NULL)
         return NULL;
     plan->owner = plan->runtime = plan->ranges = plan->table = plan->version = NULL;
     plan->kernel = plan->check_default = plan->env_values = plan->launch_cell = NULL;
+    plan->device_dict = NULL;
     plan->nargs = nargs;
     plan->narrays = plan->nscalars = 0;
     plan->arrays = NULL;
@@ -472,6 +535,7 @@ static Plan *new_plan(PyObject *spec) {
     plan->check_default = reads_default ? (Py_INCREF(default_), default_) : NULL;
     KEEP(env_values, env_values);
     KEEP(launch_cell, cell);
+    KEEP(device_dict, device_dict);
 #undef KEEP
     Py_ssize_t n = PyTuple_GET_SIZE(arrays);
     plan->arrays = PyMem_Calloc((size_t)n + 1, sizeof(ArraySlot));
@@ -529,6 +593,7 @@ static Plan *new_plan(PyObject *spec) {
         }
         plan->fixed_args = fixed;
     }
+    PyObject_GC_Track(plan);
     return plan;
 fail:
     Py_DECREF(plan);
@@ -542,9 +607,10 @@ static PyObject *fastcall_arm(FastCall *self, PyObject *spec) {
     Plan *plan = new_plan(spec);
     if (plan == NULL)
         return NULL;
-    PyObject *old = self->plans;
+    PyObject *old = Py_NewRef(self->plans);  /* (an allocation may run other threads) */
     PyObject *plans = PyTuple_New(PLANS_KEPT);
     if (plans == NULL) {
+        Py_DECREF(old);
         Py_DECREF(plan);
         return NULL;
     }
@@ -558,6 +624,7 @@ static PyObject *fastcall_arm(FastCall *self, PyObject *spec) {
     }
     PyObject *trimmed = PyTuple_GetSlice(plans, 0, kept);  /* (the rest are still NULL) */
     Py_DECREF(plans);
+    Py_DECREF(old);
     if (trimmed == NULL)
         return NULL;
     Py_SETREF(self->plans, trimmed);
@@ -594,7 +661,8 @@ static int fastcall_traverse(FastCall *self, visitproc visit, void *arg) {
 }
 
 static int fastcall_clear(FastCall *self) {
-    Py_CLEAR(self->plans);
+    /* an empty tuple, never NULL: a call may still reach a cleared region */
+    Py_XSETREF(self->plans, PyTuple_New(0));
     return 0;
 }
 
@@ -634,12 +702,16 @@ static PyTypeObject FastCallType = {
 
 /* -- the module ------------------------------------------------------------------------ */
 static PyObject *configure(PyObject *module, PyObject *args) {
-    PyObject *icvs, *environ, *keys, *silent, *ndarray;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!", &icvs, &PyDict_Type, &environ, &PyTuple_Type, &keys,
-                          &PyList_Type, &silent, &PyType_Type, &ndarray))
+    PyObject *icvs, *environ, *keys, *silent, *alone, *ndarray;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!", &icvs, &PyDict_Type, &environ, &PyTuple_Type, &keys,
+                          &PyList_Type, &silent, &PyList_Type, &alone, &PyType_Type, &ndarray))
         return NULL;
-    if (PyList_GET_SIZE(silent) != 1) {
-        PyErr_SetString(PyExc_ValueError, "configure: silent must be a list of one bool");
+    if (g_icvs != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure: already configured");
+        return NULL;
+    }
+    if (PyList_GET_SIZE(silent) != 1 || PyList_GET_SIZE(alone) != 1) {
+        PyErr_SetString(PyExc_ValueError, "configure: silent and tally_alone are lists of one bool");
         return NULL;
     }
     Py_INCREF(icvs);
@@ -650,6 +722,8 @@ static PyObject *configure(PyObject *module, PyObject *args) {
     Py_XSETREF(g_env_keys, keys);
     Py_INCREF(silent);
     Py_XSETREF(g_silent, silent);
+    Py_INCREF(alone);
+    Py_XSETREF(g_tally_alone, alone);
     Py_INCREF(ndarray);
     Py_XSETREF(g_ndarray, (PyTypeObject *)ndarray);
     Py_RETURN_NONE;
@@ -668,7 +742,8 @@ static PyMethodDef module_methods[] = {
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> previous: whether calls try their express plans (tests, debugging)."},
     {"configure", configure, METH_VARARGS,
-     "configure(icvs, environ_data, env_keys, silent, ndarray): what every plan reads."},
+     "configure(icvs, environ_data, env_keys, silent, tally_alone, ndarray): what every plan "
+     "reads (once)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -696,8 +771,9 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     s_release = intern("release");
     s_call_slow = intern("_call_slow");
     s_express_failed = intern("_express_failed");
+    s_launch = intern("launch");
     if (!s_runtime || !s_default_clause || !s_innermost_default || !s_version || !s_lock ||
-            !s_acquire || !s_release || !s_call_slow || !s_express_failed)
+            !s_acquire || !s_release || !s_call_slow || !s_express_failed || !s_launch)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)

@@ -346,3 +346,79 @@ def test_the_python_launcher_alone_passes_these_tests():
          str(root / "tests" / "pyacc" / "test_fast_paths.py")],
         cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+@acc.parallel_loop
+def add_one_2d(x):
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            x[i, j] = x[i, j] + 1.0 + j
+
+
+def test_an_array_reshaped_in_place_gets_a_device_array_of_its_new_shape(emulated, monkeypatch):
+    calls = slow_calls(add_one_2d, monkeypatch)
+    x = np.zeros((2, 4))
+    with acc.data(copy=[x]):
+        for _ in range(3):
+            add_one_2d(x)
+        calls.clear()
+        x.shape = (4, 2)  # the same bytes, another shape
+        add_one_2d(x)
+    assert len(calls) == 1
+    expected = (np.zeros((2, 4)) + 3.0 + np.arange(4) * 3.0).reshape(4, 2) + 1.0 + np.arange(2)
+    np.testing.assert_array_equal(x, expected)
+
+
+def test_an_environment_variable_written_again_with_its_value_keeps_the_lane(emulated, monkeypatch):
+    """``os.environ`` stores a new bytes object at each write: the lane compares values."""
+    monkeypatch.setenv("PYACC_SERIAL_BELOW", "1000")
+    calls = slow_calls(add_one, monkeypatch)
+    x = np.zeros(4)
+    with acc.data(copy=[x]):
+        add_one(x)
+        add_one(x)
+        calls.clear()
+        for _ in range(3):
+            monkeypatch.setenv("PYACC_SERIAL_BELOW", "1000")
+            add_one(x)
+    assert len(calls) == express(3)
+    np.testing.assert_array_equal(x, 5.0)
+
+
+def test_a_fault_plan_installed_on_the_device_itself_reaches_armed_calls(emulated):
+    from mapping.faults import FaultPlan
+
+    x = np.zeros(4)
+    device = acc._devices.current_runtime().device
+    with acc.data(copy=[x]):
+        for _ in range(3):
+            add_one(x)
+        plan = FaultPlan(launch=1)
+        previous = device.inject_faults(plan)  # no table change: the lane must still see it
+        try:
+            with pytest.raises(acc.ExecutionError, match="injected fault"):
+                add_one(x)
+        finally:
+            device.inject_faults(previous)
+        add_one(x)
+    np.testing.assert_array_equal(x, 4.0)
+
+
+def test_a_second_tally_subscriber_counts_express_launches(emulated):
+    x = np.zeros(4)
+    launches = []
+
+    def tally(kind, device, nbytes):
+        if kind == int(EventKind.LAUNCH):
+            launches.append(device)
+
+    with acc.data(copy=[x]):
+        for _ in range(3):
+            add_one(x)
+        BUS.subscribe_tally(tally)
+        try:
+            add_one(x)
+            add_one(x)
+        finally:
+            BUS.unsubscribe_tally(tally)
+    assert len(launches) == 2
