@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -243,6 +244,17 @@ def settle(step_s: float = 0.01, quiet_s: float = 0.001, limit_s: float = 1.0) -
             return
 
 
+def round_order(items: list, index: int) -> list:
+    """``items`` in the order of round ``index``: a fresh permutation each round (seeded by
+    the round, so runs repeat). Rotating the start of one fixed order kept every candidate
+    right after the same one in every round: in the suite, pyacc (host) always followed
+    NumPy, whose BLAS threads were still waking, and its dot read 1.2–1.5 × Numba's while
+    the same kernel called as pyacc.omp read 1.01."""
+    shuffled = list(items)
+    random.Random(index).shuffle(shuffled)
+    return shuffled
+
+
 def _machine_busy_s():
     """CPU seconds the machine's processes have used (user, nice, system, irq, softirq;
     not steal time), or None where ``/proc/stat`` cannot be read."""
@@ -259,16 +271,15 @@ def interleaved(candidates: dict, repeats: int, reset=None) -> dict[str, float]:
     ``reset()`` (untimed) runs before every sample, so that every candidate starts from
     the same data (a Jacobi grid must not drift into subnormal values for some only),
     and every sample starts once the previous candidate's threads are quiet (``settle``).
-    Each round starts one candidate further along (no candidate always runs right after
-    the same one: after NumPy's BLAS call, the first candidate measured up to 1.9× slower
-    than the same kernel measured second)."""
+    Each round runs the candidates in a new order (``round_order``: no candidate always
+    runs right after the same one; after NumPy's BLAS call, the first candidate measured
+    up to 1.9× slower than the same kernel measured second)."""
     samples = {name: [] for name in candidates}
     for name, run in candidates.items():  # warm-up (and compile)
         run()
     order = list(candidates.items())
     for index in range(repeats):
-        start = index % len(order)
-        for name, run in order[start:] + order[:start]:
+        for name, run in round_order(order, index):
             if reset is not None:
                 reset()
             settle()

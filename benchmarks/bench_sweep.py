@@ -3,8 +3,8 @@
 ``c[i] = a[i] + 2*b[i]`` with its three arrays present (inside ``acc.data``), from 8 to
 1e7 elements, on ``host`` and ``emulated``, side by side in one run with the same kernel
 hand-written for Numba, serial (``njit``) and parallel (``njit(parallel=True)`` with
-``prange``). Per size: medians of interleaved samples (the order of the candidates
-rotates from one round to the next, and they run back to back), each sample the mean of
+``prange``). Per size: medians of interleaved samples (the candidates in a new order
+each round, back to back), each sample the mean of
 enough calls to last ~5 ms (at least 3). Where the express lane is built (``pyacc/
 _fastcall.c``) a fourth column times the same pyacc call with the lane off: the Python
 launcher alone. Target: pyacc ≤ 1.05 × the better of the two Numba versions + 1.0 µs.
@@ -33,7 +33,7 @@ from compiler import crossover
 from pyacc._compute import _fastcall_enabled
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_compute import settle  # noqa: E402
+from bench_compute import round_order, settle  # noqa: E402
 from bench_runtime import machine_description  # noqa: E402
 
 SIZES = [8, 100, 1000, 10_000, 100_000, 1_000_000, 10_000_000]
@@ -93,13 +93,11 @@ def measure(n, device, repeats):
         samples = {name: [] for name in candidates}
         names = list(candidates)
         for repeat in range(repeats):
-            # each candidate goes first, second and third in turn: none always follows
-            # another's cache state; the three run back to back, as a program's kernels
-            # do (a 10 ms sleep between samples made every parallel loop pay a cold
+            # a new order each round: none always follows another's cache state; they
+            # run back to back, as a program's kernels do (a 10 ms sleep between samples made every parallel loop pay a cold
             # wake-up on this VM: ``settle`` runs once a round only)
             settle()
-            turn = repeat % len(names)
-            for name in names[turn:] + names[:turn]:
+            for name in round_order(names, repeat):
                 lane = _fastcall_enabled(False) if name == NO_LANE else None
                 try:
                     samples[name].append(per_call_seconds(candidates[name], (a, b, c), calls))

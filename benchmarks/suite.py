@@ -226,10 +226,11 @@ def measure(candidates: dict[str, Candidate], repeats: int, budget_s: float,
     warm-up so that a sample of the fastest candidate lasts ≥ 20 ms (a 1 ms kernel is
     otherwise at the mercy of one scheduler tick). The number of rounds is at least
     ``repeats`` and grows, up to ``max_repeats``, while the rounds fit in ``budget_s``:
-    more samples, steadier medians on a noisy machine. Each timed round starts one
-    candidate further along the list, so that no candidate always runs right after the
-    same one (a candidate timed just after PyOMP, or after NumPy's BLAS, can find the
-    other process's threads, or cache state, in its way).
+    more samples, steadier medians on a noisy machine. Each timed round runs the
+    candidates in a new order (``bench_compute.round_order``), so that no candidate always
+    runs right after the same one (a candidate timed just after PyOMP, or after NumPy's
+    BLAS, can find the other process's threads, or cache state, in its way; rotating the
+    start of one order did not help: the order around the cycle stayed the same).
     """
     samples = {name: [] for name in candidates}
     failed = {}
@@ -247,8 +248,7 @@ def measure(candidates: dict[str, Candidate], repeats: int, budget_s: float,
         return (time.perf_counter() - start) / number
 
     def round_(numbers, keep, only=None, start=0):
-        order = list(candidates.items())
-        for name, candidate in order[start % len(order):] + order[:start % len(order)]:
+        for name, candidate in bc.round_order(list(candidates.items()), start):
             if name in failed or (only is not None and name not in only):
                 continue
             try:
