@@ -134,7 +134,7 @@ def main():
                 measure(n, device, 0)
         print("bench_sweep --smoke: ok")
         return
-    repeats = 6 if args.quick else 15
+    repeats = 6 if args.quick else 31
     print(f"machine: {machine_description()}; numba threads: {numba.get_num_threads()}; "
           f"serial below: {crossover.serial_below()}")
     extra = lane_column()
