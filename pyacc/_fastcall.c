@@ -14,8 +14,10 @@
  *     the host device (shared memory, nothing mapped) an array of the same type, dtype
  *     and number of dimensions (the kernel's argument kinds);
  *   - each other argument: a scalar of the same type;
- *   - the thread's current runtime (``ICVS.runtime``), the enclosing ``default`` when the
- *     region reads it, the environment that decides a kernel (``kernel_env``);
+ *   - the thread's current runtime (``ICVS.runtime``), no launch installed on its device
+ *     (fault injection), the statistics as the only tally subscriber, the enclosing
+ *     ``default`` when the region reads it, the environment that decides a kernel
+ *     (``kernel_env``; values compared by value when not the same object);
  *   - on a device with separate memory: the present table's version, read again once
  *     the table lock is held; the lock is held until the kernel returns (a *held* replay,
  *     ``DeviceRuntime.hold_structured``).
@@ -31,8 +33,9 @@
  * numpy.ndarray (or a subclass): an object of the same type has that layout.
  *
  * Invariants: a plan keeps no host array alive (weak references); it holds strong
- * references only to what it compares by address (dtypes) and to what it launches
- * (kernel, device arrays that hold no memory). The GIL is held throughout, except where
+ * references only to what it compares (dtypes, the runtime, the table) and to what it
+ * launches (kernel, device arrays that hold no memory), and takes part in garbage
+ * collection. A region keeps at most four plans, one per call plan of the launcher. The GIL is held throughout, except where
  * the kernel or the lock releases it; a call holds its plans tuple for its duration, so
  * re-arming by another thread never frees a plan in use.
  */
