@@ -266,27 +266,43 @@ def _machine_busy_s():
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
-def interleaved(candidates: dict, repeats: int, reset=None) -> dict[str, float]:
-    """Median seconds of each candidate, run round-robin so load affects all alike;
+def interleaved(candidates: dict, repeats: int, reset=None, min_sample_s: float = 0.0) -> dict[str, float]:
+    """Median seconds per run of each candidate, run round-robin so load affects all alike;
     ``reset()`` (untimed) runs before every sample, so that every candidate starts from
     the same data (a Jacobi grid must not drift into subnormal values for some only),
     and every sample starts once the previous candidate's threads are quiet (``settle``).
     Each round runs the candidates in a new order (``round_order``: no candidate always
     runs right after the same one; after NumPy's BLAS call, the first candidate measured
-    up to 1.9× slower than the same kernel measured second)."""
-    samples = {name: [] for name in candidates}
-    for name, run in candidates.items():  # warm-up (and compile)
+    up to 1.9× slower than the same kernel measured second). A sample is one run, or
+    with ``min_sample_s`` as many back-to-back runs as last that long (from a timed run
+    after the warm-up)."""
+    numbers = {}
+    for name, run in candidates.items():  # warm-up (and compile), then the runs per sample
         run()
-    order = list(candidates.items())
+        numbers[name] = _runs_per_sample(run, reset, min_sample_s)
+    samples = {name: [] for name in candidates}
     for index in range(repeats):
-        for name, run in round_order(order, index):
+        for name, run in round_order(list(candidates.items()), index):
             if reset is not None:
                 reset()
             settle()
+            number = numbers[name]
             start = time.perf_counter()
-            run()
-            samples[name].append(time.perf_counter() - start)
+            for _ in range(number):
+                run()
+            samples[name].append((time.perf_counter() - start) / number)
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def _runs_per_sample(run, reset, min_sample_s: float) -> int:
+    """How many runs of ``run`` last ``min_sample_s`` (1 when it is 0: no timed run)."""
+    if min_sample_s <= 0:
+        return 1
+    if reset is not None:
+        reset()
+    start = time.perf_counter()
+    run()
+    return max(1, int(min_sample_s / max(time.perf_counter() - start, 1e-9)) + 1)
 
 
 def jacobi_steps(step, steps):

@@ -7,8 +7,9 @@ clause strings), their OpenACC spelling (``acc_*``) and hand-written Numba (``nb
 matmul the faster of the loops as written and interchanged by hand), on the host device,
 their data in a data region. Method, for ratios that hold on a noisy 2-core VM:
 
-- rounds: every candidate once per round, each round starting one candidate further along
-  (no candidate always follows the same one), 15 rounds after a warm-up round; medians;
+- rounds: every candidate once per round, in a new order each round (no candidate always
+  follows the same one: ``bench_compute.interleaved``), 15 rounds after a warm-up round;
+  medians;
 - each sample runs its kernel back to back for at least 50 ms (a 5-10 ms kernel timed once
   after an idle pause measured ~9-10 ms for all three implementations on the VM, back to
   back ~5.4 ms: an idle virtual CPU takes milliseconds to wake, and one call per sample
@@ -17,7 +18,7 @@ their data in a data region. Method, for ratios that hold on a noisy 2-core VM:
   quiet (``bench_compute.settle``).
 
 Then the cost of a call: a trivial kernel on 3 present arrays (8 elements) in both
-spellings, on the host and the emulated device (µs per call, rotated rounds).
+spellings, on the host and the emulated device (µs per call, shuffled rounds).
 
 Prints a table (times, omp ÷ Numba, acc ÷ Numba, omp ÷ acc) and the machine and load.
 Run: ``python benchmarks/bench_omp.py [--rounds N] [--smoke] [--json FILE]`` (``--smoke``:
@@ -29,9 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_compute as bc  # noqa: E402  (the kernels, settle)
@@ -84,38 +83,6 @@ def problem(kernel: str, size: int, steps: int):
     return calls, reset, clauses
 
 
-def measure(calls: dict, reset, rounds: int, min_sample_s: float) -> dict[str, float]:
-    """Median seconds per call of each candidate (rotated rounds, back-to-back samples)."""
-    numbers = {}
-    for name, run in calls.items():  # warm-up (compile), then the calls per sample
-        run()
-        if reset is not None:
-            reset()
-        start = time.perf_counter()
-        run()
-        numbers[name] = max(1, int(min_sample_s / max(time.perf_counter() - start, 1e-9)) + 1)
-    samples = {name: [] for name in calls}
-    order = list(calls.items())
-    for index in range(rounds):
-        first = index % len(order)
-        for name, run in order[first:] + order[:first]:
-            if reset is not None:
-                reset()
-            bc.settle()
-            number = numbers[name]
-            start = time.perf_counter()
-            for _ in range(number):
-                run()
-            samples[name].append((time.perf_counter() - start) / number)
-    return {name: statistics.median(values) for name, values in samples.items()}
-
-
-@acc.parallel_loop(present="x y z")
-def acc_trivial(x, y, z):
-    for i in range(x.shape[0]):
-        z[i] = x[i] + y[i]
-
-
 @omp.target_teams_distribute_parallel_for("map(present, to: x, y) map(present, tofrom: z)")
 def omp_trivial(x, y, z):
     for i in range(x.shape[0]):
@@ -130,12 +97,12 @@ def call_cost_us(rounds: int, calls: int) -> dict[str, dict[str, float]]:
         acc.set_device_type(device)
         with acc.data(copyin=[x, y], copy=[z]):
             loops = {}
-            for name, kernel in (("omp", omp_trivial), ("acc", acc_trivial)):
+            for name, kernel in (("omp", omp_trivial), ("acc", bc.acc_trivial)):
                 def loop(kernel=kernel):
                     for _ in range(calls):
                         kernel(x, y, z)
                 loops[name] = loop
-            times = measure(loops, None, rounds, 0.0)
+            times = bc.interleaved(loops, rounds)
         out[device] = {name: seconds / calls * 1e6 for name, seconds in times.items()}
     acc.set_device_type("host")
     return out
@@ -156,7 +123,7 @@ def main(argv=None) -> int:
     for label, kernel, size, steps in PROBLEMS[mode]:
         calls, reset, clauses = problem(kernel, size, steps)
         with acc.data(**clauses):
-            times = measure(calls, reset, rounds, min_sample)
+            times = bc.interleaved(calls, rounds, reset, min_sample)
         numba = min(t for name, t in times.items() if name.startswith("nb"))
         rows.append({"kernel": label, "times": times, "omp_numba": times["omp"] / numba,
                      "acc_numba": times["acc"] / numba, "omp_acc": times["omp"] / times["acc"]})
@@ -172,7 +139,7 @@ def main(argv=None) -> int:
     for device, cost in costs.items():
         print(f"trivial kernel, 3 present arrays, {device}: omp {cost['omp']:.2f} µs, acc "
               f"{cost['acc']:.2f} µs per call (omp − acc {cost['omp'] - cost['acc']:.2f} µs)")
-    print(f"load {load_end[0]:.2f} at the end; {rounds} rotated rounds, medians")
+    print(f"load {load_end[0]:.2f} at the end; {rounds} shuffled rounds, medians")
     if args.smoke:
         print("smoke run: every kernel ran at tiny sizes (no figures)")
         return 0
