@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit, prange
 
 import pyacc as acc
+from compiler.crossover import busy_cpu_seconds
 from pyacc import omp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -234,12 +235,12 @@ def settle(step_s: float = 0.01, quiet_s: float = 0.001, limit_s: float = 1.0) -
     start; with PyOMP, PyOMP follows NumPy (its dot took 0.025 s instead of 0.013 s)."""
     deadline = time.perf_counter() + limit_s
     while True:
-        before, machine = time.process_time(), _machine_busy_s()  # all the process's threads
+        before, machine = time.process_time(), busy_cpu_seconds(steal=False)  # (all our threads)
         time.sleep(step_s)
         quiet = time.process_time() - before < quiet_s
         if quiet and machine is not None:
             # (a core still spinning elsewhere costs a whole step of CPU time)
-            quiet = _machine_busy_s() - machine < 0.5 * step_s
+            quiet = busy_cpu_seconds(steal=False) - machine < 0.5 * step_s
         if quiet or time.perf_counter() > deadline:
             return
 
@@ -253,17 +254,6 @@ def round_order(items: list, index: int) -> list:
     shuffled = list(items)
     random.Random(index).shuffle(shuffled)
     return shuffled
-
-
-def _machine_busy_s():
-    """CPU seconds the machine's processes have used (user, nice, system, irq, softirq;
-    not steal time), or None where ``/proc/stat`` cannot be read."""
-    try:
-        with open("/proc/stat") as file:
-            user, nice, system, _, _, irq, softirq = (int(v) for v in file.readline().split()[1:8])
-    except (OSError, ValueError):
-        return None
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def interleaved(candidates: dict, repeats: int, reset=None, min_sample_s: float = 0.0) -> dict[str, float]:

@@ -31,7 +31,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["serial_below", "measured_crossover", "LOWEST", "HIGHEST"]
+__all__ = ["serial_below", "measured_crossover", "busy_cpu_seconds", "LOWEST", "HIGHEST"]
 
 LOWEST, HIGHEST = 256, 1 << 20
 _lock = threading.Lock()
@@ -83,17 +83,27 @@ _METHOD = "race-stream-2"
 _BUSY_SHARE = 0.25
 
 
-def _cpu_reading():
-    """The machine's busy CPU seconds (``/proc/stat``, steal time included) and this
-    process's, or None where ``/proc/stat`` cannot be read."""
+def busy_cpu_seconds(steal: bool = True):
+    """CPU seconds this machine's processes have used since boot (``/proc/stat``: user,
+    nice, system, irq and softirq time; guest time is in user), plus the time
+    neighbouring VMs took (steal) unless ``steal`` is False; None where ``/proc/stat``
+    cannot be read."""
     try:
         with open("/proc/stat") as file:
-            # user nice system idle iowait irq softirq steal (guest time is in user)
             fields = [int(value) for value in file.readline().split()[1:9]]
     except (OSError, ValueError):
         return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle, iowait
-    return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK"), time.process_time()
+    fields += [0] * (8 - len(fields))
+    user, nice, system, _, _, irq, softirq, stolen = fields
+    busy = user + nice + system + irq + softirq + (stolen if steal else 0)
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_reading():
+    """The machine's busy CPU seconds (steal time included) and this process's, or None
+    where ``/proc/stat`` cannot be read."""
+    busy = busy_cpu_seconds()
+    return None if busy is None else (busy, time.process_time())
 
 
 def _load_or_measure() -> int:
