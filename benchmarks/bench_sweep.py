@@ -30,7 +30,7 @@ from numba import njit, prange
 
 import pyacc as acc
 from compiler import crossover
-from pyacc._compute import _fastcall_enabled
+from pyacc._express import set_lane
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_compute import round_order, settle  # noqa: E402
@@ -98,12 +98,12 @@ def measure(n, device, repeats):
             # wake-up on this VM: ``settle`` runs once a round only)
             settle()
             for name in round_order(names, repeat):
-                lane = _fastcall_enabled(False) if name == NO_LANE else None
+                lane = set_lane(False) if name == NO_LANE else None
                 try:
                     samples[name].append(per_call_seconds(candidates[name], (a, b, c), calls))
                 finally:
                     if lane is not None:
-                        _fastcall_enabled(lane)
+                        set_lane(lane)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 

@@ -37,7 +37,8 @@ from compiler.errors import CompileError, PerformanceWarning
 from compiler.markers import atomic, loop, on_device
 
 from ._clauses import async_noval, async_sync
-from ._compute import explain, express_lane, kernels, kernels_loop, parallel, parallel_loop, routine, serial
+from ._compute import explain, kernels, kernels_loop, parallel, parallel_loop, routine, serial
+from ._express import express_lane
 from ._directives import data, declare, enter_data, exit_data, host_data, update
 from ._devices import OffloadFallbackWarning
 from ._errors import register_error_callback, unregister_error_callback

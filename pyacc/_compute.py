@@ -38,7 +38,6 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
-import os
 import sys
 
 import numpy as np
@@ -61,63 +60,23 @@ from mapping import (
 )
 
 from mapping.compute import enter_compute, exit_compute
-from mapping.events import STATS
 from mapping.queues import Pending
 from compiler import kernel_env
-from compiler.kernel import KERNEL_ENV_KEYS, SCALAR_TYPES
+from compiler.kernel import SCALAR_TYPES
 
 from ._clauses import queue_of, wait_for
 from ._call_inputs import clause_values, free_reader
 from ._replay import CallPlan, is_device_array
 from ._devices import ICVS, current_runtime
 from ._errors import directive_end, report
+from ._express import CALL_BASE, express_lane, plan_spec
 from .observe._locate import Location
 
 __all__ = ["parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "ComputeRegion",
-           "explain", "express_lane"]
+           "explain"]
 
 _ACTIVE = BUS.active
 
-
-def _express_base():
-    """The base class of ``ComputeRegion``: the C express lane (``pyacc/_fastcall.c``,
-    built at install when a C compiler is there; ``PYACC_EXPRESS=0`` turns it off), else
-    ``object`` (every call takes the Python launcher: same results, ~3 µs more a call)."""
-    if os.environ.get("PYACC_EXPRESS", "1").strip() in ("0", "") or os.name != "posix" or \
-            sys.implementation.name != "cpython":  # (it reads CPython's and NumPy's structs)
-        return object
-    try:
-        from . import _fastcall
-    except ImportError:
-        return object
-    _fastcall.configure(ICVS, os.environ._data, KERNEL_ENV_KEYS, BUS.silent, BUS.tally_alone,
-                        np.ndarray)
-    return _fastcall.FastCall
-
-
-_CALL_BASE = _express_base()
-
-
-def express_lane() -> bool:
-    """True when compute calls that repeat a replayed call take the C express lane
-    (``pyacc/_fastcall.c``), False when every call takes the Python launcher."""
-    return _CALL_BASE is not object and _fastcall_enabled(None)
-
-
-def _fastcall_enabled(flag):
-    """Whether the express lane tries its plans; ``flag`` True/False sets it (returns the
-    previous value), None only asks. (Turned off, no plan is armed either.)"""
-    if _CALL_BASE is object:
-        return False
-    previous = _LANE_ON[0]
-    if flag is not None:
-        from . import _fastcall
-        _fastcall.set_enabled(flag)
-        _LANE_ON[0] = bool(flag)
-    return previous
-
-
-_LANE_ON = [_CALL_BASE is not object]
 
 _HOLDING = BUS.holding()
 _SILENT = BUS.silent
@@ -167,7 +126,7 @@ class AsyncResult:
         return self._queue.is_idle()
 
 
-class ComputeRegion(_CALL_BASE):
+class ComputeRegion(CALL_BASE):
     """A decorated compute-region function; calling it launches the kernel.
 
     Call as ``f(*args, async_=None, wait=None, if_=None)``; keyword arguments by parameter
@@ -238,7 +197,7 @@ class ComputeRegion(_CALL_BASE):
         enabled, async_clause, wait_clause = self._clause_values[:3]
         self._direct = (not self._expressions and enabled and async_clause is None
                         and wait_clause is None)
-        self._expressable = self._direct and self._read_free is None and _CALL_BASE is not object
+        self._expressable = self._direct and self._read_free is None and CALL_BASE is not object
 
     def __repr__(self) -> str:
         return f"<pyacc {self.info.clauses.construct} region {self.info.where}>"
@@ -365,21 +324,12 @@ class ComputeRegion(_CALL_BASE):
 
     def _arm_express(self, runtime, plan, args):
         """Give the express lane (``_fastcall.FastCall``) what this replayed direct call
-        checked and launched, so that the next such calls repeat it in C: the plan's
-        kernel, environment and enclosing default, the runtime, the kinds of the
-        arguments it passes as they are, and the memo's arrays and table guard
-        (``ComputeMemo.express``). Not when the replay did more than the lane checks."""
-        if not _LANE_ON[0]:
-            return
-        guard = plan.memo.express(runtime, args)
-        if guard is None or not all(isinstance(kind, type) for _, kind in plan.scalars):
-            return
-        holder, table, version, arrays, exact = guard
-        env, default, _ = plan.key
-        device = runtime.device
-        self._arm_plan((plan, len(args), runtime, holder, table, version, plan.kernel, self._uses_default,
-                        default, env, STATS.launch_cell(device.identity), vars(device), arrays,
-                        plan.scalars, exact))
+        checked and launched (``_express.plan_spec``), so that the next such calls repeat
+        it in C. Not when the lane is off, nor when the replay did more than it checks."""
+        if express_lane():
+            spec = plan_spec(runtime, plan, args, self._uses_default)
+            if spec is not None:
+                self._arm_plan(spec)
 
     def _express_failed(self, error):
         """The kernel of an express call raised ``error``: raise what ``_launch`` would
@@ -540,7 +490,7 @@ class ComputeRegion(_CALL_BASE):
                               kernel=self.info.where)
 
 
-if _CALL_BASE is object:  # no express lane: the Python launcher is the call
+if CALL_BASE is object:  # no express lane: the Python launcher is the call
     ComputeRegion.__call__ = ComputeRegion._call_slow
 
 

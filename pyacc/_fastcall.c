@@ -741,9 +741,14 @@ static PyObject *set_enabled(PyObject *module, PyObject *flag) {
     return previous;
 }
 
+static PyObject *is_enabled(PyObject *module, PyObject *Py_UNUSED(ignored)) {
+    return PyBool_FromLong(g_enabled);
+}
+
 static PyMethodDef module_methods[] = {
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> previous: whether calls try their express plans (tests, debugging)."},
+    {"is_enabled", is_enabled, METH_NOARGS, "Whether calls try their express plans."},
     {"configure", configure, METH_VARARGS,
      "configure(icvs, environ_data, env_keys, silent, tally_alone, ndarray): what every plan "
      "reads (once)."},

@@ -52,7 +52,7 @@ def device(request):
 
 @pytest.fixture
 def python_launcher():
-    from pyacc._compute import _fastcall_enabled
-    previous = _fastcall_enabled(False)
+    from pyacc._express import set_lane
+    previous = set_lane(False)
     yield
-    _fastcall_enabled(previous)
+    set_lane(previous)

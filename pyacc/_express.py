@@ -1,0 +1,82 @@
+"""The express lane's Python side (the lane itself: ``pyacc/_fastcall.c``).
+
+Owns: loading the optional C extension ``pyacc._fastcall`` (``CALL_BASE``, the base class
+of ``ComputeRegion``: the extension's ``FastCall``, or ``object`` without it),
+``express_lane``/``set_lane`` (whether calls try their express plans), and ``plan_spec``:
+what a call the Python launcher has just replayed hands the lane, so that the next such
+calls repeat it in C (guide: "What a compute call costs").
+
+Invariants:
+    * The lane is configured once, at import, with what every plan reads: the thread's
+      ICVs, ``os.environ``'s data and the kernel environment's keys, ``BUS.silent`` and
+      ``BUS.tally_alone``, ``numpy.ndarray``.
+    * A plan is made only from a replay whose work the lane repeats exactly
+      (``ComputeMemo.express``) and whose unmapped arguments are scalars of a type.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from compiler.kernel import KERNEL_ENV_KEYS
+from mapping import BUS
+from mapping.events import STATS
+
+from ._devices import ICVS
+
+__all__ = ["CALL_BASE", "express_lane", "set_lane", "plan_spec"]
+
+
+def _load():
+    """``pyacc._fastcall``, configured, or None: not built (no C compiler at install),
+    turned off (``PYACC_EXPRESS=0``), or not CPython on POSIX (it reads CPython's and
+    NumPy's structs and ``os.environ``'s bytes dict)."""
+    if os.environ.get("PYACC_EXPRESS", "1").strip() in ("0", "") or os.name != "posix" or \
+            sys.implementation.name != "cpython":
+        return None
+    try:
+        from . import _fastcall
+    except ImportError:
+        return None
+    _fastcall.configure(ICVS, os.environ._data, KERNEL_ENV_KEYS, BUS.silent, BUS.tally_alone,
+                        np.ndarray)
+    return _fastcall
+
+
+_FASTCALL = _load()
+CALL_BASE = object if _FASTCALL is None else _FASTCALL.FastCall
+
+
+def express_lane() -> bool:
+    """True when compute calls that repeat a replayed call take the C express lane
+    (``pyacc/_fastcall.c``), False when every call takes the Python launcher."""
+    return _FASTCALL is not None and _FASTCALL.is_enabled()
+
+
+def set_lane(enabled: bool) -> bool:
+    """Turn the lane's plans on or off (tests, benchmarks; off, no plan is armed either);
+    returns the previous setting. Without the extension: nothing, False."""
+    if _FASTCALL is None:
+        return False
+    return _FASTCALL.set_enabled(enabled)
+
+
+def plan_spec(runtime, plan, args, reads_default: bool):
+    """The express plan of a call with ``args`` that replayed ``plan`` (a ``CallPlan``)
+    on ``runtime``: what ``FastCall._arm_plan`` takes — the plan's kernel, environment
+    and enclosing default (checked when ``reads_default``), the runtime and its device's
+    instance dict, the statistics' launch cell, the kinds of the arguments passed as
+    they are, and the memo's arrays and table guard; None where the lane would not
+    repeat the replay exactly."""
+    guard = plan.memo.express(runtime, args)
+    if guard is None or not all(isinstance(kind, type) for _, kind in plan.scalars):
+        return None
+    holder, table, version, arrays, exact = guard
+    env, default, _ = plan.key
+    device = runtime.device
+    return (plan, len(args), runtime, holder, table, version, plan.kernel, reads_default,
+            default, env, STATS.launch_cell(device.identity), vars(device), arrays,
+            plan.scalars, exact)
