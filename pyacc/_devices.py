@@ -513,6 +513,23 @@ class _Initial:
         return device_type, max(number, 0) if device_type == requested else 0
 
 
+def _nobody() -> None:
+    """No express lane is listening (``watch_context``)."""
+
+
+#: called after every change of what a compute call's express plan remembers of a
+#: thread's ICVs: the current runtime, the open regions' default (``watch_context``)
+_context_changed = _nobody
+
+
+def watch_context(callback) -> None:
+    """Call ``callback()`` after each change of any thread's ``ICVS.runtime`` or of its open
+    regions' innermost ``default(...)``: the express lane (``pyacc/_fastcall.c``) then
+    checks them again instead of remembering them."""
+    global _context_changed
+    _context_changed = callback
+
+
 class RegionStack(list):
     """A thread's open ``acc.data`` regions, innermost last (exits need not be LIFO), and
     ``innermost_default``: the ``default(...)`` of the innermost one that has one (None),
@@ -537,12 +554,18 @@ class RegionStack(list):
         self._refresh()
 
     def _refresh(self) -> None:
-        self.innermost_default = next(
+        innermost = next(
             (region.default for region in reversed(self) if region.default is not None), None)
+        if innermost is not self.innermost_default:
+            self.innermost_default = innermost
+            _context_changed()
 
 
 class _ThreadICVs(threading.local):
     """One copy per host thread; initial values come from the environment at first use."""
+
+    #: the attributes an express plan remembers (``watch_context``)
+    _WATCHED = frozenset({"runtime", "default_clause"})
 
     def __init__(self):
         self._device_type: str | None = None
@@ -550,6 +573,11 @@ class _ThreadICVs(threading.local):
         self.default_async = 0
         self.runtime: MappingRuntime | None = None  # cache of the current device's runtime
         self.default_clause = RegionStack()  # the open data regions (their default(...))
+
+    def __setattr__(self, name, value) -> None:
+        super().__setattr__(name, value)
+        if name in self._WATCHED:
+            _context_changed()
 
     @property
     def device_type(self) -> str:

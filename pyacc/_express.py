@@ -9,7 +9,9 @@ calls repeat it in C (guide: "What a compute call costs").
 Invariants:
     * The lane is configured once, at import, with what every plan reads: the thread's
       ICVs, ``os.environ``'s data and the kernel environment's keys, ``BUS.silent`` and
-      ``BUS.tally_alone``, ``numpy.ndarray``.
+      ``BUS.tally_alone``, ``numpy.ndarray``; ``pyacc._devices`` tells it of every change
+      of a thread's runtime or open regions' default (``watch_context``), which its
+      plans remember per thread instead of reading them at each call.
     * A plan is made only from a replay whose work the lane repeats exactly
       (``ComputeMemo.express``) and whose unmapped arguments are scalars of a type.
 """
@@ -25,7 +27,7 @@ from compiler.kernel import KERNEL_ENV_KEYS
 from mapping import BUS
 from mapping.events import STATS
 
-from ._devices import ICVS
+from ._devices import ICVS, watch_context
 
 __all__ = ["CALL_BASE", "express_lane", "set_lane", "plan_spec"]
 
@@ -43,6 +45,7 @@ def _load():
         return None
     _fastcall.configure(ICVS, os.environ._data, KERNEL_ENV_KEYS, BUS.silent, BUS.tally_alone,
                         np.ndarray)
+    watch_context(_fastcall.context_changed)
     return _fastcall
 
 

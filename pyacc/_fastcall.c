@@ -22,6 +22,14 @@
  *     the table lock is held; the lock is held until the kernel returns (a *held* replay,
  *     ``DeviceRuntime.hold_structured``).
  *
+ * The per-thread and environment checks are remembered (a plan's *context memo*): after
+ * they held on a thread, they are not read again on that thread while nothing they read
+ * can have changed — no write to any thread's ``ICVS.runtime`` or open regions' default
+ * (``context_changed()``, called by ``pyacc._devices`` after each; a module-wide epoch),
+ * and the same version tags of ``os.environ._data`` and of the device's instance dict
+ * (CPython's dict version, bumped by every change of the dict; before 3.14). Their lookups
+ * cost ~0.5 µs a call after a kernel has streamed its arrays through the caches.
+ *
  * Then it counts the launch (the statistics' launch cell of the device), calls the kernel
  * with the plan's device arrays in place of the mapped host arrays, and releases the lock.
  * A kernel that raises goes to ``self._express_failed(error)`` (Python), which raises what
@@ -41,6 +49,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef struct {
@@ -66,6 +75,7 @@ static PyObject *g_silent;       /* BUS.silent: [bool] */
 static PyObject *g_tally_alone;  /* BUS.tally_alone: [bool], the statistics are the only tally */
 static PyTypeObject *g_ndarray;  /* numpy.ndarray */
 static int g_enabled = 1;        /* set_enabled(): plans are tried at all */
+static uint64_t g_context_epoch = 1;  /* bumped by context_changed() */
 static PyObject *s_runtime, *s_default_clause, *s_innermost_default, *s_version, *s_lock,
                 *s_acquire, *s_release, *s_call_slow, *s_express_failed, *s_launch;
 
@@ -100,6 +110,9 @@ typedef struct {
     PyObject *env_values;  /* tuple: the expected values (None: unset) */
     PyObject *launch_cell; /* list [count] of the statistics */
     PyObject *device_dict; /* the device's instance dict: no "launch" installed there */
+    uint64_t memo_thread;  /* context memo: the thread (PyThreadState id, 0: none) on which */
+    uint64_t memo_epoch;   /* the context checks last held, at this g_context_epoch, */
+    uint64_t memo_env_tag, memo_device_tag;  /* with these dict versions (0: unknown) */
     int substitutes;       /* some slot has a device array */
     PyObject *fixed_args;  /* the kernel's arguments when every slot has one, else NULL */
     PyObject *lock;        /* the table lock last seen, its bound acquire and release */
@@ -245,9 +258,37 @@ static int same_attr(PyObject *owner, PyObject *name, PyObject *expected, int by
     return same;
 }
 
-static int context_matches(Plan *plan) {
-    if (PyList_GET_ITEM(g_tally_alone, 0) != Py_True)
-        return 0;  /* another tally subscriber counts launches: BUS.count must see them */
+/* A dict's version tag: changed by every change of the dict (PEP 509; CPython 3.11-3.13
+ * keep it, deprecated from 3.12), 0 where there is none to read (every check then runs). */
+static inline uint64_t dict_tag(PyObject *dict) {
+#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_LIMITED_API)
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return ((PyDictObject *)dict)->ma_version_tag;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+#else
+    (void)dict;
+    return 0;
+#endif
+}
+
+static inline uint64_t thread_id(void) {
+    return PyThreadState_GetID(PyThreadState_Get());
+}
+
+/* The context memo: the checks of context_checks held on this thread and nothing they
+ * read has changed since. */
+static inline int context_remembered(Plan *plan) {
+    return plan->memo_thread == thread_id() && plan->memo_epoch == g_context_epoch &&
+           plan->memo_env_tag != 0 && plan->memo_env_tag == dict_tag(g_environ) &&
+           plan->memo_device_tag != 0 && plan->memo_device_tag == dict_tag(plan->device_dict);
+}
+
+static int context_checks(Plan *plan) {
     int same = same_attr(g_icvs, s_runtime, plan->runtime, 0);
     if (same != 1)
         return same;
@@ -281,6 +322,25 @@ static int context_matches(Plan *plan) {
         }
     }
     return 1;
+}
+
+/* 1: the call's context is the plan's; 0: not; -1: error */
+static int context_matches(Plan *plan) {
+    if (PyList_GET_ITEM(g_tally_alone, 0) != Py_True)
+        return 0;  /* another tally subscriber counts launches: BUS.count must see them */
+    if (context_remembered(plan))
+        return 1;
+    /* what the memo will say, read before the checks (which may run Python code) */
+    uint64_t thread = thread_id(), epoch = g_context_epoch;
+    uint64_t env_tag = dict_tag(g_environ), device_tag = dict_tag(plan->device_dict);
+    int ok = context_checks(plan);
+    if (ok == 1) {
+        plan->memo_thread = thread;
+        plan->memo_epoch = epoch;
+        plan->memo_env_tag = env_tag;
+        plan->memo_device_tag = device_tag;
+    }
+    return ok;
 }
 
 static int table_unchanged(Plan *plan) {
@@ -521,6 +581,7 @@ static Plan *new_plan(PyObject *spec) {
     plan->owner = plan->runtime = plan->ranges = plan->table = plan->version = NULL;
     plan->kernel = plan->check_default = plan->env_values = plan->launch_cell = NULL;
     plan->device_dict = NULL;
+    plan->memo_thread = plan->memo_epoch = plan->memo_env_tag = plan->memo_device_tag = 0;
     plan->nargs = nargs;
     plan->narrays = plan->nscalars = 0;
     plan->arrays = NULL;
@@ -745,10 +806,18 @@ static PyObject *is_enabled(PyObject *module, PyObject *Py_UNUSED(ignored)) {
     return PyBool_FromLong(g_enabled);
 }
 
+static PyObject *context_changed(PyObject *module, PyObject *Py_UNUSED(ignored)) {
+    g_context_epoch++;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> previous: whether calls try their express plans (tests, debugging)."},
     {"is_enabled", is_enabled, METH_NOARGS, "Whether calls try their express plans."},
+    {"context_changed", context_changed, METH_NOARGS,
+     "A thread's ICVS.runtime or open regions' default changed: every plan's context memo "
+     "is stale."},
     {"configure", configure, METH_VARARGS,
      "configure(icvs, environ_data, env_keys, silent, tally_alone, ndarray): what every plan "
      "reads (once)."},

@@ -422,3 +422,76 @@ def test_a_second_tally_subscriber_counts_express_launches(emulated):
         finally:
             BUS.unsubscribe_tally(tally)
     assert len(launches) == 2
+
+
+# -- the context memo: what a plan remembers per thread instead of reading it at each call --
+
+def test_a_default_none_region_opened_after_arming_reaches_the_next_call(emulated):
+    """The open regions' ``default(...)`` is remembered per thread; a region that changes
+    it (without changing the present table) makes the next call read it again."""
+    x = np.zeros(4)
+    with acc.data(copy=[x]):
+        for _ in range(3):
+            add_one(x)
+        with acc.data(default="none"):
+            with pytest.raises(acc.ClauseError, match="default\\(none\\)"):
+                add_one(x)
+        add_one(x)  # the default is back to the implicit rules
+    np.testing.assert_array_equal(x, 4.0)
+
+
+def test_another_thread_on_another_device_does_not_take_this_threads_plan(host_device):
+    """A plan armed on one thread's runtime is not the plan of a thread whose current
+    device is another, even when that thread chose its device before the plan was armed
+    (nothing changed since: only the thread tells them apart)."""
+    import threading
+
+    x = np.zeros(4)
+    chosen, armed = threading.Event(), threading.Event()
+    seen = {}
+
+    def other_thread():
+        try:
+            acc.set_device_type("emulated")
+            y = np.zeros(4)
+            with acc.data(copy=[y]):
+                chosen.set()
+                armed.wait(10)
+                add_one(y)
+                add_one(y)
+                seen["inside"] = y.copy()  # the device has the new values, not y yet
+            seen["after"] = y.copy()
+        except BaseException as error:  # noqa: BLE001 - reported below
+            seen["error"] = error
+        finally:
+            chosen.set()
+            acc.shutdown("emulated")
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    chosen.wait(10)
+    for _ in range(3):
+        add_one(x)  # armed on this thread's host runtime, after the other chose its device
+    armed.set()
+    worker.join()
+    assert "error" not in seen, seen.get("error")
+    np.testing.assert_array_equal(seen["inside"], 0.0)
+    np.testing.assert_array_equal(seen["after"], 2.0)
+    add_one(x)  # and this thread's plan still holds on its own device
+    np.testing.assert_array_equal(x, 4.0)
+
+
+def test_a_device_switched_on_this_thread_after_arming_is_used(host_device):
+    """``ICVS.runtime`` is remembered per thread; setting the device makes the next call
+    read it again (no table changes on the host: only the memo could notice)."""
+    x = np.zeros(4)
+    for _ in range(3):
+        add_one(x)
+    acc.set_device_type("emulated")
+    try:
+        with acc.data(copyin=[x]):
+            add_one(x)  # on the device's copy: x itself is unchanged
+        np.testing.assert_array_equal(x, 3.0)
+    finally:
+        acc.shutdown("emulated")
+        acc.set_device_type("host")
