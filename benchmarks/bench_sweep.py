@@ -3,11 +3,27 @@
 ``c[i] = a[i] + 2*b[i]`` with its three arrays present (inside ``acc.data``), from 8 to
 1e7 elements, on ``host`` and ``emulated``, side by side in one run with the same kernel
 hand-written for Numba, serial (``njit``) and parallel (``njit(parallel=True)`` with
-``prange``). Per size: medians of interleaved samples (the candidates in a new order
-each round, back to back), each sample the mean of
-enough calls to last ~5 ms (at least 3). Where the express lane is built (``pyacc/
-_fastcall.c``) a fourth column times the same pyacc call with the lane off: the Python
-launcher alone. Target: pyacc ≤ 1.05 × the better of the two Numba versions + 1.0 µs.
+``prange``). Where the express lane is built (``pyacc/_fastcall.c``) a fourth column
+times the same pyacc call with the lane off: the Python launcher alone. Target: pyacc ≤
+1.05 × the better of the two Numba versions + 1.0 µs.
+
+How a size is timed (``measure``), and why:
+
+- *Rounds of short samples*, the candidates in a new order each round, back to back, for
+  a time budget per size (at least 31 rounds); a candidate's figure is the median of its
+  samples. A sample is one untimed call, then the mean of enough calls to last ~1 ms (at
+  least 3). Many short rounds put every candidate through the same moments of this
+  shared 2-core VM; 31 rounds of 5 ms samples let one burst of a neighbour's load decide
+  a row (pyacc read 0.91–1.13 × Numba parallel at 10⁵ from one run to the next, the
+  same kernel).
+- *Each candidate its own arrays* (equal values; pyacc's present in a data region): on
+  ``emulated`` pyacc's kernel runs on the device copies, and with one set of host arrays
+  the two Numba versions found each other's data in the caches where pyacc's never was
+  (10⁶ elements: pyacc 1.19–1.27 × Numba parallel; the same kernel called on the Numba
+  arrays' memory read 1.00). Sharing is a bias either way: pyacc and its Python-launcher
+  column on one set made pyacc read 0.85–0.94 × Numba parallel at 10⁶.
+- *The untimed call* takes what changes from one candidate to the next (its data coming
+  back into the caches, the worker threads waking) out of every candidate alike.
 
 Every size first checks that the three versions give the same ``c``.
 
@@ -19,6 +35,7 @@ checker: ``tests/test_benchmarks_checked.py``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -38,7 +55,10 @@ from bench_runtime import machine_description  # noqa: E402
 
 SIZES = [8, 100, 1000, 10_000, 100_000, 1_000_000, 10_000_000]
 #: each sample is the mean of enough calls to last this long (at least 3 calls)
-SAMPLE_S = 0.005
+SAMPLE_S = 0.001
+#: seconds of rounds per size (at least MIN_ROUNDS rounds), full and --quick
+BUDGET_S = {"full": 2.0, "quick": 0.4}
+MIN_ROUNDS = 31
 
 
 @acc.parallel_loop
@@ -75,36 +95,52 @@ def per_call_seconds(function, args, calls):
     return (time.perf_counter() - start) / calls
 
 
-def measure(n, device, repeats):
+def triad_arrays(n):
+    return np.arange(n, dtype=np.float64), np.full(n, 2.0), np.zeros(n)
+
+
+def measure(n, device, budget_s):
+    """Median seconds per call of each candidate at ``n`` elements (module docstring);
+    ``budget_s`` 0: only the warm-up and the check."""
     acc.set_device_type(device)
-    a, b, c = np.arange(n, dtype=np.float64), np.full(n, 2.0), np.zeros(n)
+    arrays = {"pyacc": triad_arrays(n), "numba serial": triad_arrays(n),
+              "numba parallel": triad_arrays(n)}  # each its own (module docstring)
     candidates = {"pyacc": acc_triad, "numba serial": numba_serial,
                   "numba parallel": numba_parallel}
     if lane_column():
         candidates[NO_LANE] = acc_triad  # timed with the express lane off
-    with acc.data(copyin=[a, b], copy=[c]):
-        for function in candidates.values():  # warm-up, compile
-            function(a, b, c)
-        check(n, device, a, b, c)
-        if not repeats:
+        arrays[NO_LANE] = triad_arrays(n)
+    mapped = [arrays[name] for name in ("pyacc", NO_LANE) if name in arrays]
+    with contextlib.ExitStack() as regions:
+        for a, b, c in mapped:  # present for the whole measure
+            regions.enter_context(acc.data(copyin=[a, b], copy=[c]))
+        for name, function in candidates.items():  # warm-up, compile
+            function(*arrays[name])
+        check(n, device, *arrays["pyacc"])
+        if not budget_s:
             return None
-        first = per_call_seconds(numba_serial, (a, b, c), 3)
+        first = per_call_seconds(numba_serial, arrays["numba serial"], 3)
         calls = max(3, min(20_000, int(SAMPLE_S / max(first, 1e-9))))
+        rounds = max(MIN_ROUNDS, int(budget_s / (len(candidates) * (calls + 1) * first)))
         samples = {name: [] for name in candidates}
-        names = list(candidates)
-        for repeat in range(repeats):
-            # a new order each round: none always follows another's cache state; they
-            # run back to back, as a program's kernels do (a 10 ms sleep between samples made every parallel loop pay a cold
-            # wake-up on this VM: ``settle`` runs once a round only)
-            settle()
-            for name in round_order(names, repeat):
-                lane = set_lane(False) if name == NO_LANE else None
-                try:
-                    samples[name].append(per_call_seconds(candidates[name], (a, b, c), calls))
-                finally:
-                    if lane is not None:
-                        set_lane(lane)
+        settle()  # once: a sleep before every round would wake the threads cold each time
+        for repeat in range(rounds):
+            for name in round_order(list(candidates), repeat):
+                samples[name].append(timed_sample(candidates[name], arrays[name], calls,
+                                                  lane=name != NO_LANE))
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def timed_sample(function, args, calls, lane=True):
+    """One untimed call, then the mean seconds of ``calls`` calls (the express lane off
+    for both when ``lane`` is false)."""
+    previous = None if lane else set_lane(False)
+    try:
+        function(*args)
+        return per_call_seconds(function, args, calls)
+    finally:
+        if previous is not None:
+            set_lane(previous)
 
 
 def check(n, device, a, b, c) -> None:
@@ -131,10 +167,10 @@ def main():
     if args.smoke:
         for device in ("host", "emulated"):
             for n in (8, 1000):
-                measure(n, device, 0)
+                measure(n, device, 0.0)
         print("bench_sweep --smoke: ok")
         return
-    repeats = 6 if args.quick else 31
+    budget_s = BUDGET_S["quick" if args.quick else "full"]
     print(f"machine: {machine_description()}; numba threads: {numba.get_num_threads()}; "
           f"serial below: {crossover.serial_below()}")
     extra = lane_column()
@@ -145,7 +181,7 @@ def main():
     rows = []
     for device in ("host", "emulated"):
         for n in SIZES:
-            t = measure(n, device, repeats)
+            t = measure(n, device, budget_s)
             best = min(t["numba serial"], t["numba parallel"])
             excess = (t["pyacc"] - 1.05 * best) * 1e6
             met = "met" if excess <= 1.0 else "NOT met"
