@@ -27,7 +27,8 @@ How a size is timed (``measure``), and why:
 
 Every size first checks that the three versions give the same ``c``.
 
-Run: ``python benchmarks/bench_sweep.py [--quick] [--plot FILE.png]`` (the plot needs
+Run: ``python benchmarks/bench_sweep.py [--quick] [--plot FILE.png] [--json FILE]`` (the
+suite, ``suite.py``, runs it too; the plot needs
 matplotlib: ``pip install -e '.[bench]'``); ``--smoke`` runs each candidate at two tiny
 sizes on both devices, checks the results and times nothing (CI runs it under every
 checker: ``tests/test_benchmarks_checked.py``).
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import sys
@@ -157,10 +159,34 @@ def check(n, device, a, b, c) -> None:
     acc.update_device(c)
 
 
+def sweep(budget_s) -> list:
+    """Every size on both devices: ``[(device, n, {candidate: seconds per call})]``."""
+    return [(device, n, measure(n, device, budget_s))
+            for device in ("host", "emulated") for n in SIZES]
+
+
+def table_lines(rows) -> list[str]:
+    """The sweep as a Markdown table, each row against the target."""
+    extra = all(NO_LANE in t for _, _, t in rows)
+    lines = ["| device | elements | pyacc µs | Numba serial µs | Numba parallel µs | "
+             "pyacc ÷ best | pyacc − 1.05 × best (µs) | target ≤ 1.05 × best + 1 µs |"
+             + (" pyacc, Python launcher µs |" if extra else ""),
+             "|---|---:|---:|---:|---:|---:|---:|---|" + ("---:|" if extra else "")]
+    for device, n, t in rows:
+        best = min(t["numba serial"], t["numba parallel"])
+        excess = (t["pyacc"] - 1.05 * best) * 1e6
+        met = "met" if excess <= 1.0 else "NOT met"
+        lines.append(f"| {device} | {n:,} | {t['pyacc'] * 1e6:.2f} | {t['numba serial'] * 1e6:.2f} | "
+                     f"{t['numba parallel'] * 1e6:.2f} | {t['pyacc'] / best:.2f} | {excess:+.2f} | "
+                     f"{met} |" + (f" {t[NO_LANE] * 1e6:.2f} |" if extra else ""))
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     parser.add_argument("--plot", help="write a log-log plot of the sweep to this PNG")
+    parser.add_argument("--json", help="also write the figures to this JSON file")
     parser.add_argument("--smoke", action="store_true",
                         help="check each candidate at two tiny sizes on both devices; time nothing")
     args = parser.parse_args()
@@ -170,25 +196,14 @@ def main():
                 measure(n, device, 0.0)
         print("bench_sweep --smoke: ok")
         return
-    budget_s = BUDGET_S["quick" if args.quick else "full"]
-    print(f"machine: {machine_description()}; numba threads: {numba.get_num_threads()}; "
-          f"serial below: {crossover.serial_below()}")
-    extra = lane_column()
-    print("| device | elements | pyacc µs | Numba serial µs | Numba parallel µs | "
-          "pyacc ÷ best | pyacc − 1.05 × best (µs) | target ≤ 1.05 × best + 1 µs |"
-          + (" pyacc, Python launcher µs |" if extra else ""))
-    print("|---|---:|---:|---:|---:|---:|---:|---|" + ("---:|" if extra else ""))
-    rows = []
-    for device in ("host", "emulated"):
-        for n in SIZES:
-            t = measure(n, device, budget_s)
-            best = min(t["numba serial"], t["numba parallel"])
-            excess = (t["pyacc"] - 1.05 * best) * 1e6
-            met = "met" if excess <= 1.0 else "NOT met"
-            rows.append((device, n, t))
-            print(f"| {device} | {n:,} | {t['pyacc'] * 1e6:.2f} | {t['numba serial'] * 1e6:.2f} | "
-                  f"{t['numba parallel'] * 1e6:.2f} | {t['pyacc'] / best:.2f} | {excess:+.2f} | {met} |"
-                  + (f" {t[NO_LANE] * 1e6:.2f} |" if extra else ""))
+    machine = (f"{machine_description()}; numba threads: {numba.get_num_threads()}; "
+               f"serial below: {crossover.serial_below()}")
+    print(f"machine: {machine}", flush=True)
+    rows = sweep(BUDGET_S["quick" if args.quick else "full"])
+    print("\n".join(table_lines(rows)))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"machine": machine, "rows": rows}, out, indent=1)
     if args.plot:
         plot(rows, args.plot)
 

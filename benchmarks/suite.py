@@ -11,6 +11,8 @@ the median of the repeats, the same data and sizes for everyone):
   kernels of ``bench_compute.py``, imported from it), NumPy, and PyOMP;
 - Jacobi time per step against the grid size for each of them, plotted to
   ``benchmarks/jacobi_scaling.png`` (needs matplotlib: ``pip install -e ".[bench]"``);
+- the size sweep of a trivial compute call, 8 to 10⁷ elements against Numba serial and
+  parallel, plotted to ``benchmarks/sweep.png``: ``bench_sweep.py``, in a subprocess;
 - the existing micro-benchmarks: ``bench_runtime.py`` (in a subprocess: it configures the
   emulated devices at first use) and the launch-overhead, compile-time and transfer
   measures of ``bench_compute.py`` (imported).
@@ -29,7 +31,7 @@ others). If PyOMP cannot be installed or run, its column says so and why.
 The suite prints a table of times and ratios and rewrites the "CPU suite" section of
 ``benchmarks/RESULTS.md`` (between its BEGIN/END markers; the rest of the file is kept).
 
-Run: ``python benchmarks/suite.py [--quick] [--no-pyomp] [--no-runtime] [--no-write]
+Run: ``python benchmarks/suite.py [--quick] [--no-pyomp] [--no-runtime] [--no-sweep] [--no-write]
 [--json FILE] [--note TEXT]``; ``--smoke`` runs every kernel and measure once at tiny
 sizes (no PyOMP, nothing written: the check ``tests/test_benchmarks_checked.py`` runs
 under every checker).
@@ -62,6 +64,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 import bench_compute as bc  # noqa: E402  (the pyacc, Numba and NumPy kernels)
+import bench_sweep  # noqa: E402  (its table; it runs in a subprocess)
 from fields import problem_arrays  # noqa: E402  (the same arrays as pyomp_kernels.Problem)
 from bench_runtime import machine_description  # noqa: E402
 
@@ -491,19 +494,42 @@ def run_runtime_benchmarks(mode: str | bool) -> dict:
     """bench_runtime.py in a subprocess (it configures the emulated devices at first use).
     In a smoke run its stderr (checker reports included) goes to this process's."""
     mode = bc._mode(mode)
+    options = [] if mode == "full" else [f"--{mode}"]
+    return json_of_script("bench_runtime.py", options, quiet=mode != "smoke")
+
+
+SWEEP_PLOT = HERE / "sweep.png"
+
+
+def run_size_sweep(mode: str, plot: bool) -> dict:
+    """bench_sweep.py in a subprocess (it switches the current device and maps arrays of
+    its own): a trivial compute call from 8 to 10⁷ elements against Numba serial and
+    parallel (issue 17's target), and its plot ``benchmarks/sweep.png`` when ``plot``."""
+    options = (["--quick"] if mode == "quick" else []) + (["--plot", str(SWEEP_PLOT)] if plot else [])
+    return json_of_script("bench_sweep.py", options)
+
+
+def json_of_script(script: str, options: list, quiet: bool = True) -> dict:
+    """Run ``benchmarks/<script> <options> --json FILE`` and return what it wrote, or
+    ``{"error": ...}`` with the last line it printed. ``quiet``: its stderr is kept
+    (else it goes to this process's: a smoke run's checker reports)."""
     with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "runtime.json")
-        command = [sys.executable, str(HERE / "bench_runtime.py"), "--json", path]
-        if mode != "full":
-            command.insert(2, f"--{mode}")
+        path = os.path.join(folder, "figures.json")
+        command = [sys.executable, str(HERE / script), *options, "--json", path]
         done = subprocess.run(command, stdout=subprocess.PIPE,
-                              stderr=None if mode == "smoke" else subprocess.PIPE,
-                              text=True, cwd=str(ROOT))
+                              stderr=subprocess.PIPE if quiet else None, text=True, cwd=str(ROOT))
         if not os.path.exists(path):
-            return {"error": f"bench_runtime.py exited {done.returncode}: "
+            return {"error": f"{script} exited {done.returncode}: "
                              f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}"}
         with open(path) as source:
             return json.load(source)
+
+
+def sweep_lines(sweep: dict) -> list[str]:
+    if "error" in sweep:
+        return [f"bench_sweep.py did not finish: {sweep['error']}"]
+    return [f"Machine: {sweep['machine']}.", "", f"![the size sweep]({SWEEP_PLOT.name})", ""] + \
+        bench_sweep.table_lines(sweep["rows"])
 
 
 def run_compute_extras(mode: str | bool) -> dict:
@@ -700,6 +726,12 @@ def section(report: dict, args) -> str:
     if report.get("plot_error"):
         out += [report["plot_error"], ""]
     out += scaling_table(report["scaling"]) + [""]
+    if "sweep" in report:
+        out += ["### A trivial compute call from 8 to 10⁷ elements (`bench_sweep.py`)", "",
+                "`c[i] = a[i] + 2 b[i]`, arrays present, against the same loop hand-written "
+                "for Numba, serial and parallel; target pyacc ≤ 1.05 × the better + 1 µs "
+                "(method: `bench_sweep.py`'s docstring).", ""]
+        out += sweep_lines(report["sweep"]) + [""]
     if "runtime" in report:
         out += ["### Runtime micro-benchmarks (`bench_runtime.py`, emulated device)", ""]
         out += runtime_lines(report["runtime"]) + [""]
@@ -738,6 +770,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-runtime", action="store_true",
                         help="skip bench_runtime.py and bench_compute.py's overhead measures")
     parser.add_argument("--no-scaling", action="store_true", help="skip the Jacobi size sweep")
+    parser.add_argument("--no-sweep", action="store_true",
+                        help="skip bench_sweep.py (a trivial call from 8 to 1e7 elements)")
     parser.add_argument("--no-write", action="store_true",
                         help="do not touch RESULTS.md or the plot (print only)")
     parser.add_argument("--json", help="also write every figure to this JSON file")
@@ -802,6 +836,9 @@ def main(argv=None) -> int:
             if process is not None:
                 process.close()
 
+    if not args.no_sweep and mode != "smoke":  # (CI runs bench_sweep.py --smoke itself)
+        print("size sweep (bench_sweep.py) ...")
+        report["sweep"] = run_size_sweep(mode, plot=not args.no_write)
     if not args.no_runtime:
         print("runtime micro-benchmarks (bench_runtime.py) ...")
         report["runtime"] = run_runtime_benchmarks(mode)
@@ -816,6 +853,9 @@ def main(argv=None) -> int:
     if scaling:
         print()
         print("\n".join(scaling_table(scaling)))
+    if "sweep" in report:
+        print()
+        print("\n".join(sweep_lines(report["sweep"])))
     if "runtime" in report:
         print()
         print("\n".join(runtime_lines(report["runtime"])))

@@ -26,9 +26,11 @@
  * they held on a thread, they are not read again on that thread while nothing they read
  * can have changed — no write to any thread's ``ICVS.runtime`` or open regions' default
  * (``context_changed()``, called by ``pyacc._devices`` after each; a module-wide epoch),
- * and the same version tags of ``os.environ._data`` and of the device's instance dict
- * (CPython's dict version, bumped by every change of the dict; before 3.14). Their lookups
- * cost ~0.5 µs a call after a kernel has streamed its arrays through the caches.
+ * and the same version tag of ``os.environ._data`` (CPython's dict version, changed by
+ * every change of the dict; before 3.14). The device's instance dict is looked up again
+ * only when its tag changed (before 3.13: from 3.13 an attribute set may not touch the
+ * dict's tag, and it is looked up at every call). These lookups cost ~0.5 µs a call
+ * after a kernel has streamed its arrays through the caches.
  *
  * Then it counts the launch (the statistics' launch cell of the device), calls the kernel
  * with the plan's device arrays in place of the mapped host arrays, and releases the lock.
@@ -112,7 +114,8 @@ typedef struct {
     PyObject *device_dict; /* the device's instance dict: no "launch" installed there */
     uint64_t memo_thread;  /* context memo: the thread (PyThreadState id, 0: none) on which */
     uint64_t memo_epoch;   /* the context checks last held, at this g_context_epoch, */
-    uint64_t memo_env_tag, memo_device_tag;  /* with these dict versions (0: unknown) */
+    uint64_t memo_env_tag;  /* and this os.environ version (0: unknown) */
+    uint64_t memo_device_tag;  /* device_dict's version when it had no "launch" (0: none) */
     int substitutes;       /* some slot has a device array */
     PyObject *fixed_args;  /* the kernel's arguments when every slot has one, else NULL */
     PyObject *lock;        /* the table lock last seen, its bound acquire and release */
@@ -276,27 +279,33 @@ static inline uint64_t dict_tag(PyObject *dict) {
 #endif
 }
 
+/* The tag of an object's instance dict, or 0: from 3.13 an attribute set on the object
+ * may be stored in the object's inline values without touching its dict's tag. */
+static inline uint64_t instance_dict_tag(PyObject *dict) {
+#if PY_VERSION_HEX < 0x030D0000
+    return dict_tag(dict);
+#else
+    (void)dict;
+    return 0;
+#endif
+}
+
 static inline uint64_t thread_id(void) {
     return PyThreadState_GetID(PyThreadState_Get());
 }
 
-/* The context memo: the checks of context_checks held on this thread and nothing they
+/* The context memo: the checks of thread_context held on this thread and nothing they
  * read has changed since. */
 static inline int context_remembered(Plan *plan) {
     return plan->memo_thread == thread_id() && plan->memo_epoch == g_context_epoch &&
-           plan->memo_env_tag != 0 && plan->memo_env_tag == dict_tag(g_environ) &&
-           plan->memo_device_tag != 0 && plan->memo_device_tag == dict_tag(plan->device_dict);
+           plan->memo_env_tag != 0 && plan->memo_env_tag == dict_tag(g_environ);
 }
 
-static int context_checks(Plan *plan) {
+/* The thread's current runtime, enclosing default and kernel environment. */
+static int thread_context(Plan *plan) {
     int same = same_attr(g_icvs, s_runtime, plan->runtime, 0);
     if (same != 1)
         return same;
-    PyObject *launch = PyDict_GetItemWithError(plan->device_dict, s_launch);
-    if (launch != NULL)
-        return 0;  /* a launch installed on the device (fault injection) */
-    if (PyErr_Occurred())
-        return -1;
     if (plan->check_default != NULL) {
         PyObject *stack = PyObject_GetAttr(g_icvs, s_default_clause);
         if (stack == NULL)
@@ -324,21 +333,34 @@ static int context_checks(Plan *plan) {
     return 1;
 }
 
+/* 1: no launch installed on the plan's device (fault injection); 0: one is; -1: error */
+static int no_launch_installed(Plan *plan) {
+    uint64_t tag = instance_dict_tag(plan->device_dict);
+    if (tag != 0 && tag == plan->memo_device_tag)
+        return 1;
+    PyObject *launch = PyDict_GetItemWithError(plan->device_dict, s_launch);
+    if (launch != NULL)
+        return 0;
+    if (PyErr_Occurred())
+        return -1;
+    plan->memo_device_tag = tag;
+    return 1;
+}
+
 /* 1: the call's context is the plan's; 0: not; -1: error */
 static int context_matches(Plan *plan) {
     if (PyList_GET_ITEM(g_tally_alone, 0) != Py_True)
         return 0;  /* another tally subscriber counts launches: BUS.count must see them */
-    if (context_remembered(plan))
-        return 1;
+    int ok = no_launch_installed(plan);
+    if (ok != 1 || context_remembered(plan))
+        return ok;
     /* what the memo will say, read before the checks (which may run Python code) */
-    uint64_t thread = thread_id(), epoch = g_context_epoch;
-    uint64_t env_tag = dict_tag(g_environ), device_tag = dict_tag(plan->device_dict);
-    int ok = context_checks(plan);
+    uint64_t thread = thread_id(), epoch = g_context_epoch, env_tag = dict_tag(g_environ);
+    ok = thread_context(plan);
     if (ok == 1) {
         plan->memo_thread = thread;
         plan->memo_epoch = epoch;
         plan->memo_env_tag = env_tag;
-        plan->memo_device_tag = device_tag;
     }
     return ok;
 }
