@@ -523,9 +523,10 @@ _context_changed = _nobody
 
 
 def watch_context(callback) -> None:
-    """Call ``callback()`` after each change of any thread's ``ICVS.runtime`` or of its open
-    regions' innermost ``default(...)``: the express lane (``pyacc/_fastcall.c``) then
-    checks them again instead of remembering them."""
+    """Call ``callback()`` before and after each change of any thread's ``ICVS.runtime`` or
+    of its open regions' innermost ``default(...)``: the express lane (``pyacc/_fastcall.c``)
+    then checks them again instead of remembering them. One watcher (a second replaces
+    the first)."""
     global _context_changed
     _context_changed = callback
 
@@ -557,8 +558,11 @@ class RegionStack(list):
         innermost = next(
             (region.default for region in reversed(self) if region.default is not None), None)
         if innermost is not self.innermost_default:
-            self.innermost_default = innermost
-            _context_changed()
+            _context_changed()  # (before and after: see _ThreadICVs.__setattr__)
+            try:
+                self.innermost_default = innermost
+            finally:
+                _context_changed()
 
 
 class _ThreadICVs(threading.local):
@@ -575,8 +579,22 @@ class _ThreadICVs(threading.local):
         self.default_clause = RegionStack()  # the open data regions (their default(...))
 
     def __setattr__(self, name, value) -> None:
-        super().__setattr__(name, value)
-        if name in self._WATCHED:
+        # the express lane is told before the store (a signal handler's call during it
+        # checks again) and after it, in a ``finally``: a KeyboardInterrupt between the
+        # store and the next bytecode must not leave the lane remembering the old value
+        if name not in self._WATCHED:
+            return super().__setattr__(name, value)
+        _context_changed()
+        try:
+            super().__setattr__(name, value)
+        finally:
+            _context_changed()
+
+    def __delattr__(self, name) -> None:
+        _context_changed()
+        try:
+            super().__delattr__(name)
+        finally:
             _context_changed()
 
     @property

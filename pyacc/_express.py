@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 
@@ -43,8 +44,11 @@ def _load():
         from . import _fastcall
     except ImportError:
         return None
+    # the context memo is per thread state: not for ICVs local to something else (gevent's
+    # monkey-patched threading.local keeps one per greenlet, all on one thread state)
+    per_thread = isinstance(ICVS, _thread._local)
     _fastcall.configure(ICVS, os.environ._data, KERNEL_ENV_KEYS, BUS.silent, BUS.tally_alone,
-                        np.ndarray)
+                        np.ndarray, per_thread)
     watch_context(_fastcall.context_changed)
     return _fastcall
 

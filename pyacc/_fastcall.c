@@ -27,7 +27,9 @@
  * can have changed — no write to any thread's ``ICVS.runtime`` or open regions' default
  * (``context_changed()``, called by ``pyacc._devices`` after each; a module-wide epoch),
  * and the same version tag of ``os.environ._data`` (CPython's dict version, changed by
- * every change of the dict; before 3.14). The device's instance dict is looked up again
+ * every change of the dict; before 3.14). Only when the ICVs are one per thread state
+ * (``threading.local``; not gevent's greenlet-local one, whose greenlets share a thread
+ * state: ``configure(..., remember=False)`` and every check runs). The device's instance dict is looked up again
  * only when its tag changed (before 3.13: from 3.13 an attribute set may not touch the
  * dict's tag, and it is looked up at every call). These lookups cost ~0.5 µs a call
  * after a kernel has streamed its arrays through the caches.
@@ -78,6 +80,7 @@ static PyObject *g_tally_alone;  /* BUS.tally_alone: [bool], the statistics are 
 static PyTypeObject *g_ndarray;  /* numpy.ndarray */
 static int g_enabled = 1;        /* set_enabled(): plans are tried at all */
 static uint64_t g_context_epoch = 1;  /* bumped by context_changed() */
+static int g_remember = 1;       /* configure(): one ICVS per thread state, the memo holds */
 static PyObject *s_runtime, *s_default_clause, *s_innermost_default, *s_version, *s_lock,
                 *s_acquire, *s_release, *s_call_slow, *s_express_failed, *s_launch;
 
@@ -261,7 +264,7 @@ static int same_attr(PyObject *owner, PyObject *name, PyObject *expected, int by
     return same;
 }
 
-/* A dict's version tag: changed by every change of the dict (PEP 509; CPython 3.11-3.13
+/* A dict's version tag: changed by every change of the dict (PEP 509; CPython 3.10-3.13
  * keep it, deprecated from 3.12), 0 where there is none to read (every check then runs). */
 static inline uint64_t dict_tag(PyObject *dict) {
 #if PY_VERSION_HEX < 0x030E0000 && !defined(Py_LIMITED_API)
@@ -297,7 +300,7 @@ static inline uint64_t thread_id(void) {
 /* The context memo: the checks of thread_context held on this thread and nothing they
  * read has changed since. */
 static inline int context_remembered(Plan *plan) {
-    return plan->memo_thread == thread_id() && plan->memo_epoch == g_context_epoch &&
+    return g_remember && plan->memo_thread == thread_id() && plan->memo_epoch == g_context_epoch &&
            plan->memo_env_tag != 0 && plan->memo_env_tag == dict_tag(g_environ);
 }
 
@@ -789,8 +792,10 @@ static PyTypeObject FastCallType = {
 /* -- the module ------------------------------------------------------------------------ */
 static PyObject *configure(PyObject *module, PyObject *args) {
     PyObject *icvs, *environ, *keys, *silent, *alone, *ndarray;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!", &icvs, &PyDict_Type, &environ, &PyTuple_Type, &keys,
-                          &PyList_Type, &silent, &PyList_Type, &alone, &PyType_Type, &ndarray))
+    int remember = 1;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!|p", &icvs, &PyDict_Type, &environ, &PyTuple_Type,
+                          &keys, &PyList_Type, &silent, &PyList_Type, &alone, &PyType_Type,
+                          &ndarray, &remember))
         return NULL;
     if (g_icvs != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "configure: already configured");
@@ -812,6 +817,7 @@ static PyObject *configure(PyObject *module, PyObject *args) {
     Py_XSETREF(g_tally_alone, alone);
     Py_INCREF(ndarray);
     Py_XSETREF(g_ndarray, (PyTypeObject *)ndarray);
+    g_remember = remember;
     Py_RETURN_NONE;
 }
 
@@ -841,8 +847,9 @@ static PyMethodDef module_methods[] = {
      "A thread's ICVS.runtime or open regions' default changed: every plan's context memo "
      "is stale."},
     {"configure", configure, METH_VARARGS,
-     "configure(icvs, environ_data, env_keys, silent, tally_alone, ndarray): what every plan "
-     "reads (once)."},
+     "configure(icvs, environ_data, env_keys, silent, tally_alone, ndarray, remember=True): "
+     "what every plan reads (once); remember: the ICVs are one per thread state, so a plan may "
+     "remember the context checks per thread (False: a greenlet-local ICVS, gevent)."},
     {NULL, NULL, 0, NULL},
 };
 

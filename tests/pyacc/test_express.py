@@ -495,3 +495,59 @@ def test_a_device_switched_on_this_thread_after_arming_is_used(host_device):
     finally:
         acc.shutdown("emulated")
         acc.set_device_type("host")
+
+
+def test_a_device_switch_interrupted_right_after_its_store_is_still_seen(host_device):
+    """A KeyboardInterrupt (SIGINT) can land between two bytecodes: right after
+    ``ICVS.runtime`` is stored, before anything else runs. The lane must not go on
+    remembering the old runtime (the REPL user who pressed Ctrl-C carries on)."""
+    import inspect
+
+    from pyacc._devices import _ThreadICVs
+
+    x = np.zeros(4)
+    for _ in range(3):
+        add_one_present(x)  # armed on the host (where everything is present)
+    code = _ThreadICVs.__setattr__.__code__
+    lines, first = inspect.getsourcelines(_ThreadICVs.__setattr__)
+    store = [first + i for i, text in enumerate(lines)
+             if text.strip() == "super().__setattr__(name, value)"]
+    assert store, "the store of a watched attribute"
+    stored = []
+
+    def in_setattr(frame, event, arg):
+        if event == "line" and frame.f_locals.get("name") == "runtime":
+            if stored:
+                sys.settrace(None)
+                raise KeyboardInterrupt  # what SIGINT does at the next bytecode
+            if frame.f_lineno == store[-1]:
+                stored.append(True)  # the next line event comes after the store
+        return in_setattr
+
+    sys.settrace(lambda frame, event, arg: in_setattr if frame.f_code is code else None)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            acc.set_device_type("emulated")
+    finally:
+        sys.settrace(None)
+    try:
+        with pytest.raises(acc.NotPresentError):
+            add_one_present(x)  # the first thing after the interrupt: on emulated now
+        np.testing.assert_array_equal(x, 3.0)
+    finally:
+        acc.shutdown("emulated")
+        acc.set_device_type("host")
+
+
+def test_icvs_local_to_greenlets_do_not_share_a_remembered_context():
+    """gevent's monkey patching makes ``threading.local`` greenlet-local: the ICVs are one
+    per greenlet, and all greenlets share one thread state. The lane then checks every
+    call (``configure(..., remember=False)``): a greenlet whose device is ``emulated``
+    does not take the plan another greenlet armed on the host (a stand-in for gevent's
+    local: ``greenlet_local_program.py``)."""
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("greenlet_local_program.py"))],
+        cwd=root, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "ok" in result.stdout
