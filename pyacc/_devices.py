@@ -6,6 +6,10 @@ created on first use, shared by all threads), and the internal control variables
 OpenACC 3.3 §2.3: ``acc-current-device-type-var``, ``acc-current-device-num-var`` and
 ``acc-default-async-var``, one copy per host thread.
 
+Every change of a thread's ``ICVS.runtime``, ``ICVS.default_clause`` or open regions'
+innermost ``default(...)`` is announced before and after it (``watch_context``): the
+express lane remembers them per thread between calls.
+
 It applies the offload policy, ``PYACC_OFFLOAD`` (``_offload``: what happens when the
 requested device type has no usable device here), each time a selection is resolved.
 
