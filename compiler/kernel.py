@@ -138,6 +138,7 @@ def kernel_key(info: KernelInfo, args, target: str, device_type: str, clauses=No
 
 #: the environment variables that decide a kernel, as ``os.environ._data`` keys them
 KERNEL_ENV_KEYS = (b"PYACC_DISABLE_JIT", b"PYACC_BOUNDSCHECK", b"PYACC_SERIAL_BELOW")
+_JIT_KEY, _BOUNDSCHECK_KEY, _SERIAL_KEY = KERNEL_ENV_KEYS  # (read without a loop: a hot path)
 
 
 def kernel_env() -> tuple:
@@ -146,7 +147,7 @@ def kernel_env() -> tuple:
     ``PYACC_SERIAL_BELOW``): a caller that keeps a kernel compares them to know it still
     applies (~0.1 µs)."""
     get = _environ_data_get
-    return (get(b"PYACC_DISABLE_JIT"), get(b"PYACC_BOUNDSCHECK"), get(b"PYACC_SERIAL_BELOW"))
+    return (get(_JIT_KEY), get(_BOUNDSCHECK_KEY), get(_SERIAL_KEY))
 
 
 def jit_disabled() -> bool:

@@ -193,10 +193,7 @@ class EventBus:
         counted events (alloc, free, transfers, launches): no ``Event`` is built for it,
         so statistics cost almost nothing on hot paths."""
         with self._lock:
-            self._tallies = self._tallies + (callback,)
-            # one subscriber (the statistics, always): called directly, one frame less
-            self.count = callback if len(self._tallies) == 1 else self._count_all
-            self.tally_alone[0] = len(self._tallies) <= 1
+            self._set_tallies(self._tallies + (callback,))
 
     def unsubscribe_tally(self, callback) -> None:
         """Undo ``subscribe_tally(callback)``."""
@@ -204,14 +201,20 @@ class EventBus:
             tallies = list(self._tallies)
             if callback in tallies:
                 tallies.remove(callback)
-            self._tallies = tuple(tallies)
-            if len(tallies) == 1:
-                self.count = tallies[0]
-            else:  # none (the class's no-op) or several
-                self.__dict__.pop("count", None)
-                if tallies:
-                    self.count = self._count_all
-            self.tally_alone[0] = len(tallies) <= 1
+            self._set_tallies(tuple(tallies))
+
+    def _set_tallies(self, tallies: tuple) -> None:
+        """The tally subscribers and ``count``, which calls them (lock held): one
+        subscriber (the statistics, always) is called directly, one frame less; none
+        leaves the class's no-op."""
+        self._tallies = tallies
+        if len(tallies) == 1:
+            self.count = tallies[0]
+        else:
+            self.__dict__.pop("count", None)
+            if tallies:
+                self.count = self._count_all
+        self.tally_alone[0] = len(tallies) <= 1
 
     def count(self, kind: int, device: tuple[str, int], nbytes=None) -> None:
         """The compact form of an event, for tally subscribers (producers call

@@ -76,8 +76,6 @@ __all__ = ["parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "ro
            "explain"]
 
 _ACTIVE = BUS.active
-
-
 _HOLDING = BUS.holding()
 _SILENT = BUS.silent
 _STRUCTURED = Counter.STRUCTURED
@@ -325,8 +323,10 @@ class ComputeRegion(CALL_BASE):
     def _arm_express(self, runtime, plan, args):
         """Give the express lane (``_fastcall.FastCall``) what this replayed direct call
         checked and launched (``_express.plan_spec``), so that the next such calls repeat
-        it in C. Not when the lane is off, nor when the replay did more than it checks."""
-        if express_lane():
+        it in C. Not when the lane is off, nor when the replay did more than it checks, nor
+        while a second tally subscriber makes the lane send every call back (a plan made
+        at each call would cost more than it saves)."""
+        if express_lane() and BUS.tally_alone[0]:
             spec = plan_spec(runtime, plan, args, self._uses_default)
             if spec is not None:
                 self._arm_plan(spec)
