@@ -13,13 +13,12 @@ express lane remembers them per thread between calls.
 It applies the offload policy, ``PYACC_OFFLOAD`` (``_offload``: what happens when the
 requested device type has no usable device here), each time a selection is resolved.
 
-The cuda device type is probed once, at first need (``_probe_cuda``): it is usable when
-CuPy imports, numba-cuda is installed, Numba's CUDA simulator is off and the CUDA driver
-reports GPUs; the number of cuda devices is ``cupy.cuda.runtime.getDeviceCount()``.
-Otherwise ``get_num_devices("cuda") == 0`` and the reason names the missing piece.
-``PYACC_TESTING_FAKE_CUDA=1`` (testing only, see ``pyacc.testing``) replaces the probe:
-one cuda device on ``mapping.cuda_fake.FakeCudaBackend`` (host memory), usable only when
-``NUMBA_ENABLE_CUDASIM=1`` puts the kernels in Numba's CUDA simulator.
+The cuda device type is probed once, at first need, by ``pyacc._cuda_probe`` (which
+owns the probe, its reasons and the fork state): NVML counts the GPUs, so that detecting
+them creates no CUDA context (API.md §12). The checks that need the driver run when a
+cuda device is first created (``_cuda_device``): CUDA is initialised there, and a failure
+is recorded as the type's reason (``get_num_devices("cuda") == 0`` from then on) and
+raised as ``DeviceTypeUnavailableError``.
 
 Environment (read once, at first use, OpenACC 3.3 ch. 4): ``ACC_DEVICE_TYPE``,
 ``ACC_DEVICE_NUM``, ``PYACC_EMULATED_DEVICES`` (default 1), ``PYACC_TESTING_FAKE_CUDA``.
@@ -41,20 +40,26 @@ their worker threads do not exist in the child, so waiting on them would hang �
 starts with new, empty ones; work the parent had queued is the parent's (it is neither
 run nor waited for in the child, and blocks it would have freed stay allocated there).
 Table locks are re-created in the child, in case another thread of the parent held one
-at the fork. A ``cuda`` device cannot be used in a forked child (CUDA forbids it); use
-the ``spawn`` start method.
+at the fork. A child forked after pyacc initialised CUDA in the parent (a cuda device was
+created; ``_cuda_probe``) is a bad fork (API.md §12): its cuda runtimes are dropped, the
+forking thread's current runtime is forgotten when it was one of them (announced through
+``watch_context``, so no express plan launches on it), ``get_num_devices("cuda") == 0``
+with a reason naming the cause and the fixes, and selecting cuda — explicitly, through
+``ACC_DEVICE_TYPE``, as the default type, or as the thread's current type at its next
+use — raises ``DeviceTypeUnavailableError`` with it (or falls back to host under
+``PYACC_OFFLOAD=default``). The default type stays cuda there: a program that ran on
+the GPU never silently moves to the CPU in its children.
 
 Invariants:
 - internal code never reads the ICVs except through ``current_runtime()`` and
   ``default_async()``; everything below receives its device and queue explicitly;
-- a device's runtime object lives for the whole process; ``shutdown`` empties it.
+- a device's runtime object lives for the whole process (a bad fork's child drops its
+  cuda runtimes); ``shutdown`` empties it.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
-import importlib.util
 import os
 import sys
 import threading
@@ -71,7 +76,7 @@ from mapping import (
     SharedMemoryRuntime,
 )
 
-from . import _names
+from . import _cuda_probe, _names
 from ._offload import OFFLOAD_POLICIES, OffloadFallbackWarning, _Fallback, _user_stacklevel, offload_policy
 
 __all__ = [
@@ -109,99 +114,6 @@ _HINTS = {"gpu": "cuda", "cpu": "host", "device": "not_host"}
 _ON = ("1", "true", "yes", "on")
 
 
-def _probe_cuda() -> tuple[str | None, int]:
-    """``(reason, count)``: why cuda is unusable (None when usable) and its number of
-    devices (``cupy.cuda.runtime.getDeviceCount()``; 1 under PYACC_TESTING_FAKE_CUDA)."""
-    if _fake_cuda_requested():
-        reason = _fake_cuda_reason()
-        return reason, 0 if reason else 1
-    try:
-        cupy = _import_module("cupy")
-    except ImportError as error:
-        if getattr(error, "name", None) == "cupy":
-            return "CuPy is not installed (pip install 'pyacc[cuda]')", 0
-        return f"CuPy failed to import: {error}", 0
-    except Exception as error:  # a broken CUDA install raises more than ImportError
-        return f"CuPy failed to import: {type(error).__name__}: {error}", 0
-    if _find_spec("numba_cuda") is None:
-        return ("numba-cuda is not installed (pip install 'pyacc[cuda]'): it compiles the "
-                "kernels of the cuda device"), 0
-    if _simulator_enabled():
-        return ("NUMBA_ENABLE_CUDASIM=1: numba.cuda is Numba's CUDA simulator, which cannot "
-                "run kernels on GPU memory; unset it to use the GPU (tests without a GPU "
-                "add PYACC_TESTING_FAKE_CUDA=1, see pyacc.testing)"), 0
-    try:
-        count = int(cupy.cuda.runtime.getDeviceCount())
-    except Exception as error:  # CUDARuntimeError: no driver, no GPU, driver too old
-        return f"no usable CUDA driver or GPU: {type(error).__name__}: {error}", 0
-    if count <= 0:
-        return ("the CUDA driver reports 0 GPUs (is CUDA_VISIBLE_DEVICES empty, or are the "
-                "GPUs hidden from this container?)"), 0
-    reason = _numba_cuda_reason()
-    return reason, 0 if reason else count
-
-
-def _numba_cuda_reason() -> str | None:
-    """Why numba-cuda, which compiles the kernels, cannot use the GPU that CuPy found
-    (its driver bindings or NVVM missing or broken), or None. Runs only with a GPU."""
-    try:
-        numba_cuda = _import_module("numba.cuda")
-        if numba_cuda.is_available():
-            return None
-        error = numba_cuda.cuda_error() if hasattr(numba_cuda, "cuda_error") else None
-    except Exception as failure:  # a broken install raises more than ImportError
-        error = f"{type(failure).__name__}: {failure}"
-    return f"numba-cuda cannot use the GPU: {error or 'numba.cuda.is_available() is False'}"
-
-
-def _import_module(name: str):
-    """``importlib.import_module`` (a seam for the tests of each missing piece)."""
-    return importlib.import_module(name)
-
-
-def _find_spec(name: str):
-    """``importlib.util.find_spec`` without importing the package (also a test seam)."""
-    try:
-        return importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-
-
-# == PYACC_TESTING_FAKE_CUDA: the cuda device type without a GPU (testing only) ===============
-def _fake_cuda_requested() -> bool:
-    return os.environ.get("PYACC_TESTING_FAKE_CUDA", "").strip() not in ("", "0")
-
-
-def _simulator_enabled() -> bool:
-    """Whether ``numba.cuda`` is (or, once imported, will be) Numba's CUDA simulator: its
-    own config once imported (the switch is read at import), else NUMBA_ENABLE_CUDASIM."""
-    if "numba.cuda" in sys.modules:
-        config = sys.modules.get("numba.cuda.core.config")
-        if config is not None and hasattr(config, "ENABLE_CUDASIM"):
-            return bool(config.ENABLE_CUDASIM)
-    text = os.environ.get("NUMBA_ENABLE_CUDASIM", "").strip()
-    try:
-        return bool(int(text)) if text else False
-    except ValueError:
-        return False
-
-
-def _fake_cuda_reason() -> str | None:
-    """Under PYACC_TESTING_FAKE_CUDA=1: what is missing for the fake cuda device."""
-    if not _simulator_enabled():
-        if "numba.cuda" in sys.modules:
-            return ("PYACC_TESTING_FAKE_CUDA=1 needs Numba's CUDA simulator, but numba.cuda "
-                    "was already imported without it: set NUMBA_ENABLE_CUDASIM=1 before the "
-                    "program (or the test run) starts")
-        return ("PYACC_TESTING_FAKE_CUDA=1 needs NUMBA_ENABLE_CUDASIM=1 (kernels of the fake "
-                "cuda device run in Numba's CUDA simulator); set both before the program "
-                "starts")
-    if _find_spec("numba.cuda") is None:
-        return ("PYACC_TESTING_FAKE_CUDA=1 needs numba-cuda for Numba's CUDA simulator "
-                "(pip install 'pyacc[test]')")
-    return None
-
-
 # == offload policy (PYACC_OFFLOAD, in ``_offload``) ==========================================
 def _warn_fallback(device_type: str) -> None:
     with _Fallback.lock:
@@ -229,7 +141,7 @@ class _Registry:
     def _cuda_probe(self) -> tuple[str | None, int]:
         probe = self._cuda
         if probe is None:
-            probe = self._cuda = _probe_cuda()
+            probe = self._cuda = _cuda_probe.probe()
         return probe
 
     def cuda_reason(self) -> str | None:
@@ -288,11 +200,19 @@ class _Registry:
         elif device_type == "emulated":
             runtime = DeviceRuntime(EmulatedDevice(number))
         else:
-            runtime = DeviceRuntime(_cuda_device(number, fake=_fake_cuda_requested()))
+            runtime = DeviceRuntime(self._cuda_device(number))
         runtime.namer = _names.variable_name
         if device_type != "host" and os.environ.get("PYACC_OVERSUBSCRIBE", "").strip().lower() in _ON:
             runtime.set_oversubscribe(True)  # API.md §10 (pyacc._placement)
         return runtime
+
+    def _cuda_device(self, number: int):
+        """``_cuda_device``; a failure becomes cuda's reason (its count is 0 from then on)."""
+        try:
+            return _cuda_device(number, fake=_cuda_probe.fake_cuda_requested())
+        except _CudaUnusable as failure:
+            self._cuda = (str(failure), 0)
+        raise _unavailable("cuda")
 
     def live(self, device_type: str) -> list[MappingRuntime]:
         with self._lock:
@@ -303,26 +223,48 @@ class _Registry:
             return list(self._runtimes.values())
 
     def after_fork_in_child(self) -> None:
-        """The child of ``os.fork``: new locks, and every device without its queues."""
+        """The child of ``os.fork``: new locks, and every device without its queues; after
+        CUDA was initialised in the parent, no cuda runtime and no cuda device (the fork
+        reason instead: module docstring)."""
         self._lock = threading.Lock()
-        for runtime in self._runtimes.values():
+        for runtime in self._runtimes.values():  # cuda's too: an old reference never hangs
             runtime.after_fork_in_child()
+        if _cuda_probe.after_fork_in_child():
+            self._runtimes = {key: runtime for key, runtime in self._runtimes.items()
+                              if key[0] != "cuda"}
+            self._cuda = (_cuda_probe.fork_reason(), 0)
 
 
 _REGISTRY = _Registry()
 
 
+class _CudaUnusable(Exception):
+    """The driver's checks at a cuda device's creation failed; the message is the reason."""
+
+
 def _cuda_device(number: int, *, fake: bool):
     """A cuda device: on the GPU through CuPy, or (``fake``: PYACC_TESTING_FAKE_CUDA=1, the
-    probe having checked that the simulator is on) on the host-memory stand-in."""
+    probe having checked that the simulator is on) on the host-memory stand-in. CUDA is
+    initialised here: from now on a forked child cannot use it (``_cuda_probe``).
+
+    Raises:
+        _CudaUnusable: CuPy finds no driver or GPU, or the kernel compiler cannot use it.
+    """
     from mapping.cuda import CudaDevice  # imported on first use: it needs CuPy / numba-cuda
 
-    backend = None
+    _cuda_probe.note_cuda_initialised(f"used the GPU (pyacc created cuda device {number})")
     if fake:
         from mapping.cuda_fake import FakeCudaBackend
 
-        backend = FakeCudaBackend()
-    return CudaDevice(number, backend=backend)
+        return CudaDevice(number, backend=FakeCudaBackend())
+    try:
+        device = CudaDevice(number)  # CupyBackend: the driver's device count (cuInit)
+    except DeviceTypeUnavailableError as error:
+        raise _CudaUnusable(str(error)) from None
+    reason = _cuda_probe.driver_reason()  # the compiler's is_available()
+    if reason is not None:
+        raise _CudaUnusable(reason)
+    return device
 
 
 def _unavailable(device_type: str, origin: str = "") -> DeviceTypeUnavailableError:
@@ -377,14 +319,16 @@ def _emulated_devices_from_environment() -> int:
 
 
 def default_non_host_type() -> str:
-    """``not_host``: cuda when usable, else emulated."""
-    return "cuda" if _REGISTRY.count("cuda") else "emulated"
+    """``not_host``: cuda when usable (or in a bad fork's child: API.md §12), else emulated."""
+    return "cuda" if _REGISTRY.count("cuda") or _cuda_probe.forked_after_cuda() else "emulated"
 
 
 def default_type() -> str:
     """The default device type: cuda when a usable GPU is found, else host (API.md §1);
-    always cuda under PYACC_OFFLOAD=mandatory (selecting it then fails without a GPU)."""
-    if _REGISTRY.count("cuda") or offload_policy() == "mandatory":
+    always cuda under PYACC_OFFLOAD=mandatory (selecting it then fails without a GPU),
+    and in the child of a fork after the parent initialised CUDA (selecting it raises the
+    fork's reason: a GPU program's children never silently run on the CPU, API.md §12)."""
+    if _REGISTRY.count("cuda") or offload_policy() == "mandatory" or _cuda_probe.forked_after_cuda():
         return "cuda"
     return "host"
 
@@ -479,6 +423,9 @@ def finish_program(file=None) -> int:
 
 def _after_fork_in_child() -> None:
     _REGISTRY.after_fork_in_child()
+    runtime = ICVS.runtime  # the forking thread's (the child's only thread)
+    if runtime is not None and runtime.device.type_name == "cuda" and _cuda_probe.forked_after_cuda():
+        ICVS.runtime = None  # the next use resolves again and raises (_select_runtime)
 
 
 if hasattr(os, "register_at_fork"):
@@ -625,6 +572,9 @@ def current_runtime() -> MappingRuntime:
 
 def _select_runtime() -> MappingRuntime:
     device_type = ICVS.device_type
+    if device_type == "cuda" and _cuda_probe.forked_after_cuda():
+        set_current("cuda")  # API.md §12: raises the fork's reason, or falls back to host
+        device_type = ICVS.device_type
     runtime = ICVS.runtime = runtime_of(device_type, ICVS.device_num.get(device_type, 0))
     return runtime
 

@@ -1,13 +1,17 @@
-"""Selection of the cuda device type without a GPU (API.md §1, §5): the probe names what
-is missing (no CuPy, CuPy failing to import, no numba-cuda, no driver or GPU, zero GPUs,
-the simulator on), the default type and ``not_host`` then avoid cuda,
-``acc.get_cuda_stream`` needs a cuda device, and ``PYACC_TESTING_FAKE_CUDA`` (testing
-only) needs Numba's CUDA simulator. Also: the launcher's target for cuda, and device
-arrays (``__cuda_array_interface__``) reaching the device's ``extent_of``.
+"""Selection of the cuda device type without a GPU (API.md §1, §5, §12): the probe names
+what is missing (no CuPy, CuPy failing to import, no kernel compiler, the simulator on,
+zero GPUs; without NVML: no driver or GPU), it counts GPUs with NVML under
+``CUDA_VISIBLE_DEVICES`` and asks the driver nothing (detecting GPUs creates no CUDA
+context), the driver's checks run when a cuda device is created, the default type and
+``not_host`` avoid an unusable cuda, ``acc.get_cuda_stream`` needs a cuda device, and
+``PYACC_TESTING_FAKE_CUDA`` (testing only) needs Numba's CUDA simulator. Also: the
+launcher's target for cuda, and device arrays (``__cuda_array_interface__``) reaching
+the device's ``extent_of``.
 
 The probe's result is cached in the registry: each test that fakes the probe resets
-``_REGISTRY._cuda`` through ``monkeypatch``, which puts the real result back afterwards.
-Nothing here creates a real cuda runtime.
+``_REGISTRY._cuda`` through ``monkeypatch``, which puts the real result back afterwards,
+and starts with no runtime in the registry (a real GPU's, if any, comes back after the
+test). Nothing here creates a real cuda runtime.
 """
 
 import subprocess
@@ -22,7 +26,7 @@ import pytest
 import compiler
 import pyacc as acc
 from mapping import EmulatedDevice
-from pyacc import _compute, _devices, _replay
+from pyacc import _compute, _cuda_probe, _devices, _replay
 
 no_gpu = pytest.mark.skipif(acc.get_num_devices("cuda") > 0, reason="a GPU is usable here")
 
@@ -30,6 +34,10 @@ no_gpu = pytest.mark.skipif(acc.get_num_devices("cuda") > 0, reason="a GPU is us
 # == fakes for the probe =======================================================================
 class CUDARuntimeError(RuntimeError):
     """Stands in for ``cupy_backends.cuda.api.runtime.CUDARuntimeError``."""
+
+
+class NvmlError(RuntimeError):
+    """Stands in for ``cuda.bindings.nvml.NvmlError`` (and a missing libnvidia-ml)."""
 
 
 def fake_cupy(count=None, error=None):
@@ -45,41 +53,93 @@ def fake_cupy(count=None, error=None):
     return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime), __name__="cupy")
 
 
+def untouchable_cupy():
+    """A ``cupy`` whose device count (which initialises CUDA) must not be asked for."""
+
+    def get_device_count():
+        raise AssertionError("the probe called cupy.cuda.runtime.getDeviceCount(): cuInit")
+
+    runtime = types.SimpleNamespace(getDeviceCount=get_device_count)
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime), __name__="cupy")
+
+
+def fake_nvml(count=0, uuids=(), error=None, calls=None):
+    """A module shaped like ``cuda.bindings.nvml``: ``count`` GPUs with ``uuids``;
+    ``init_v2`` raises ``error``; ``calls`` records the calls."""
+    calls = [] if calls is None else calls
+
+    def init_v2():
+        calls.append("init_v2")
+        if error is not None:
+            raise error
+
+    def device_get_count_v2():
+        calls.append("device_get_count_v2")
+        return count
+
+    return types.SimpleNamespace(
+        init_v2=init_v2, device_get_count_v2=device_get_count_v2,
+        shutdown=lambda: calls.append("shutdown"),
+        device_get_handle_by_index_v2=lambda index: ("handle", index),
+        device_get_uuid=lambda handle: uuids[handle[1]])
+
+
+#: the kernel compiler the probe is told was chosen (``cuda_compilers.choice()``)
+STUB_COMPILER = types.SimpleNamespace(name="numba-cuda", distribution="numba-cuda")
+
+
 @pytest.fixture
 def probe(monkeypatch):
-    """Fake the pieces the probe looks at; returns a setter ``probe(cupy=..., numba_cuda=...)``.
+    """Fake the pieces the probe looks at; returns a setter ``probe(cupy=..., nvml=...)``.
 
-    ``cupy``: a module, or an exception that importing it raises. ``numba_cuda``: whether
-    numba-cuda is installed. ``simulator``: NUMBA_ENABLE_CUDASIM. The registry forgets its
-    cached probe (and keeps no cuda runtime) until the test ends.
+    ``cupy``: a module, or an exception that importing it raises. ``compiler``: True (one
+    is chosen) or the reason ``cuda_compilers.choice()`` gives for none. ``simulator``:
+    NUMBA_ENABLE_CUDASIM. ``numba_gpu``: True (the compiler's ``is_available()``), its
+    ``cuda_error()`` text, or an exception loading it raises. ``nvml``: a module (see
+    ``fake_nvml``), a GPU count, or None (not installed: the probe falls back to CuPy's
+    count). The registry forgets its cached probe and its runtimes, and the process its
+    fork state, until the test ends.
     """
     monkeypatch.setattr(_devices._REGISTRY, "_cuda", None)
-    monkeypatch.setattr(_devices._REGISTRY, "_runtimes", dict(_devices._REGISTRY._runtimes))
+    monkeypatch.setattr(_devices._REGISTRY, "_runtimes", {})
     monkeypatch.setattr(_devices._Initial, "values", None)
-    for name in ("PYACC_TESTING_FAKE_CUDA", "PYACC_OFFLOAD", "ACC_DEVICE_TYPE"):
+    monkeypatch.setattr(_cuda_probe._Fork, "cause", None)  # CUDA not initialised yet
+    for name in ("PYACC_TESTING_FAKE_CUDA", "PYACC_OFFLOAD", "ACC_DEVICE_TYPE",
+                 "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
 
-    def configure(*, cupy, numba_cuda=True, simulator=False, numba_gpu=True):
+    def configure(*, cupy, compiler=True, simulator=False, numba_gpu=True, nvml=None):
+        if isinstance(nvml, int):
+            nvml = fake_nvml(count=nvml)
+
         def import_module(name):
-            if name == "numba.cuda":  # asked only once CuPy has found GPUs
-                if isinstance(numba_gpu, BaseException):
-                    raise numba_gpu
-                return types.SimpleNamespace(
-                    is_available=lambda: numba_gpu is True,
-                    cuda_error=lambda: None if numba_gpu is True else numba_gpu)
-            assert name == "cupy"
-            if isinstance(cupy, BaseException):
-                raise cupy
-            return cupy
+            modules = {"cupy": cupy, "cuda.bindings.nvml": nvml}
+            assert name in modules, f"unexpected import of {name}"
+            module = modules[name]
+            if module is None:
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            if isinstance(module, BaseException):
+                raise module
+            return module
+
+        def load_compiler(chosen):
+            assert chosen is STUB_COMPILER
+            if isinstance(numba_gpu, BaseException):
+                raise numba_gpu
+            return types.SimpleNamespace(
+                is_available=lambda: numba_gpu is True,
+                cuda_error=lambda: None if numba_gpu is True else numba_gpu)
 
         def find_spec(name):
-            if name in ("numba_cuda", "numba.cuda"):
-                return object() if numba_cuda else None
-            raise AssertionError(f"unexpected find_spec({name!r})")
+            assert name == "numba.cuda", f"unexpected find_spec({name!r})"
+            return object()
 
-        monkeypatch.setattr(_devices, "_import_module", import_module)
-        monkeypatch.setattr(_devices, "_find_spec", find_spec)
-        monkeypatch.setattr(_devices, "_simulator_enabled", lambda: simulator)
+        choice = (STUB_COMPILER, None, "stub") if compiler is True else (None, compiler, "stub")
+        monkeypatch.setattr(_cuda_probe, "_import_module", import_module)
+        monkeypatch.setattr(_cuda_probe, "_find_spec", find_spec)
+        monkeypatch.setattr(_cuda_probe, "_simulated", lambda: simulator)
+        monkeypatch.setattr(_cuda_probe, "_compiler_choice", lambda: choice)
+        monkeypatch.setattr(_cuda_probe, "_load_compiler", load_compiler)
         monkeypatch.setattr(_devices._REGISTRY, "_cuda", None)
 
     yield configure
@@ -147,41 +207,116 @@ def test_cupy_raising_something_else_at_import(probe, host_device):
     assert_unavailable("CuPy failed to import", "RuntimeError", "CUDA path could not be detected")
 
 
-def test_numba_cuda_not_installed(probe, host_device):
-    probe(cupy=fake_cupy(count=1), numba_cuda=False)
-    assert_unavailable("numba-cuda is not installed", "pip install 'pyacc[cuda]'")
+def test_no_kernel_compiler_gives_the_compilers_reason(probe, host_device):
+    reason = ("no CUDA kernel compiler is installed (numba-cuda-mlir or numba-cuda): "
+              "pip install 'pyacc[cuda]'")
+    probe(cupy=fake_cupy(count=1), compiler=reason, nvml=1)
+    assert_unavailable(reason)
 
 
-def test_no_cuda_driver(probe, host_device):
+def test_no_cuda_driver_without_nvml(probe, host_device):
+    """Without NVML the probe falls back to CuPy's count, and names the driver's error."""
     error = CUDARuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient "
                              "for CUDA runtime version")
-    probe(cupy=fake_cupy(error=error))
+    probe(cupy=fake_cupy(error=error), nvml=None)
     assert_unavailable("no usable CUDA driver or GPU", "CUDARuntimeError",
                        "cudaErrorInsufficientDriver")
 
 
-def test_no_gpu_behind_the_driver(probe, host_device):
+def test_no_gpu_behind_the_driver_without_nvml(probe, host_device):
     probe(cupy=fake_cupy(error=CUDARuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")))
     assert_unavailable("no usable CUDA driver or GPU", "cudaErrorNoDevice")
 
 
-def test_zero_gpus(probe, host_device):
+def test_zero_gpus_without_nvml(probe, host_device):
     probe(cupy=fake_cupy(count=0))
     assert_unavailable("0 GPUs", "CUDA_VISIBLE_DEVICES")
 
 
+def test_zero_gpus_counted_by_nvml(probe, host_device):
+    probe(cupy=untouchable_cupy(), nvml=0)
+    assert_unavailable("NVML reports 0 GPUs", "CUDA_VISIBLE_DEVICES")
+
+
+def test_a_failing_nvml_falls_back_to_the_cuda_runtime(probe, host_device):
+    """No libnvidia-ml.so.1 (or an NVML error): CuPy's count answers instead."""
+    probe(cupy=fake_cupy(count=2), nvml=fake_nvml(error=NvmlError('"nvml" ... not found')))
+    assert acc.get_num_devices("cuda") == 2
+
+
 def test_the_simulator_cannot_drive_a_real_gpu(probe, host_device):
-    probe(cupy=fake_cupy(count=1), simulator=True)
+    probe(cupy=fake_cupy(count=1), simulator=True, nvml=1)
     assert_unavailable("NUMBA_ENABLE_CUDASIM=1", "simulator", "PYACC_TESTING_FAKE_CUDA")
 
 
-def test_numba_cuda_unable_to_use_the_gpu(probe, host_device):
-    probe(cupy=fake_cupy(count=1), numba_gpu="CUDA driver library cannot be found")
+# == detecting GPUs creates no CUDA context (API.md §12) =========================================
+def test_detecting_gpus_asks_nvml_and_never_the_cuda_driver(probe, monkeypatch):
+    """The probe counts with NVML (init, count, shutdown) and never calls what initialises
+    CUDA: CuPy's device count or the compiler's ``is_available()`` (both raise here)."""
+    calls = []
+    probe(cupy=untouchable_cupy(), nvml=fake_nvml(count=2, calls=calls),
+          numba_gpu=AssertionError("the probe loaded the compiler: is_available() inits CUDA"))
+    assert acc.get_num_devices("cuda") == 2
+    assert _devices.unavailable_reason("cuda") is None
+    assert _devices.default_type() == "cuda" and _devices.canonical_type("not_host") == "cuda"
+    assert calls == ["init_v2", "device_get_count_v2", "shutdown"]
+    assert _cuda_probe._Fork.cause is None  # a child forked now may use the GPU
+
+
+@pytest.mark.parametrize("visible, count", [
+    (None, 4), ("", 0), ("1,0", 2), ("2", 1), ("0,7,1", 1), ("x", 0), ("-1,0", 0),
+    ("0,0", 0), (" 1 , 3", 2), ("GPU-bb", 1), ("GPU-a,GPU-bb", 2), ("GPU-zz,GPU-a", 0),
+    ("GPU-b", 0)])
+def test_nvml_counts_the_gpus_cuda_visible_devices_leaves(probe, monkeypatch, visible, count):
+    """CUDA's reading: ordinals (or unique GPU UUID prefixes) up to the first that names no
+    GPU; a GPU named twice hides all of them."""
+    uuids = ("GPU-aaaa", "GPU-bbbb", "GPU-bccc", "GPU-dddd")
+    probe(cupy=untouchable_cupy(), nvml=fake_nvml(count=4, uuids=uuids))
+    if visible is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert acc.get_num_devices("cuda") == count
+
+
+def test_mig_instances_are_counted_by_the_cuda_runtime(probe, monkeypatch):
+    """NVML does not count MIG instances: the fallback (which initialises CUDA, so a child
+    forked later is told why it cannot use the GPU)."""
+    probe(cupy=fake_cupy(count=1), nvml=4)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-1234")
+    assert acc.get_num_devices("cuda") == 1
+    assert "counted the GPUs with the CUDA runtime" in _cuda_probe._Fork.cause
+    assert "MIG" in _cuda_probe._Fork.cause
+
+
+# == the driver's checks, when a cuda device is created ==========================================
+def test_no_cuda_driver_behind_nvml_is_reported_at_creation(probe, monkeypatch):
+    """NVML counts a GPU, but CuPy (CUDA) cannot use it: creating the device raises the
+    driver's reason, and cuda has no device from then on."""
+    broken = fake_cupy(error=CUDARuntimeError("cudaErrorInsufficientDriver: driver too old"))
+    probe(cupy=broken, nvml=1)
+    monkeypatch.setitem(sys.modules, "cupy", broken)  # what CupyBackend imports
+    assert acc.get_num_devices("cuda") == 1
+    with pytest.raises(acc.DeviceTypeUnavailableError, match="cudaErrorInsufficientDriver") as raised:
+        _devices.runtime_of("cuda", 0)
+    assert "device type 'cuda' is not available: no usable CUDA driver or GPU" in str(raised.value)
+    assert acc.get_num_devices("cuda") == 0
+    assert "cudaErrorInsufficientDriver" in _devices.unavailable_reason("cuda")
+    assert _devices.default_type() == "host"
+
+
+def test_numba_cuda_unable_to_use_the_gpu(probe, monkeypatch, host_device):
+    stub_modules(monkeypatch)
+    probe(cupy=fake_cupy(count=1), numba_gpu="CUDA driver library cannot be found", nvml=1)
+    with pytest.raises(acc.DeviceTypeUnavailableError, match="numba-cuda cannot use the GPU"):
+        _devices.runtime_of("cuda", 0)
     assert_unavailable("numba-cuda cannot use the GPU", "CUDA driver library cannot be found")
 
 
-def test_numba_cuda_failing_to_import(probe, host_device):
-    probe(cupy=fake_cupy(count=1), numba_gpu=ImportError("NVIDIA CUDA Python bindings not found"))
+def test_numba_cuda_failing_to_import(probe, monkeypatch, host_device):
+    stub_modules(monkeypatch)
+    probe(cupy=fake_cupy(count=1), numba_gpu=ImportError("NVIDIA CUDA Python bindings not found"),
+          nvml=1)
+    with pytest.raises(acc.DeviceTypeUnavailableError, match="numba-cuda cannot use the GPU"):
+        _devices.runtime_of("cuda", 0)
     assert_unavailable("numba-cuda cannot use the GPU", "NVIDIA CUDA Python bindings not found")
 
 
@@ -200,7 +335,7 @@ def test_mandatory_without_a_gpu_names_the_missing_piece(probe, monkeypatch, hos
 
 
 def test_a_usable_gpu_is_counted_and_becomes_the_default(probe):
-    probe(cupy=fake_cupy(count=3))
+    probe(cupy=untouchable_cupy(), nvml=3)
     assert _devices.unavailable_reason("cuda") is None
     assert acc.get_num_devices("cuda") == acc.get_num_devices("nvidia") == 3
     assert _devices.default_type() == "cuda"
@@ -209,10 +344,10 @@ def test_a_usable_gpu_is_counted_and_becomes_the_default(probe):
 
 
 def test_the_probe_runs_once(probe, monkeypatch):
-    probe(cupy=fake_cupy(count=1))
+    probe(cupy=untouchable_cupy(), nvml=1)
     calls = []
-    real = _devices._probe_cuda
-    monkeypatch.setattr(_devices, "_probe_cuda", lambda: calls.append(1) or real())
+    real = _cuda_probe.probe
+    monkeypatch.setattr(_cuda_probe, "probe", lambda: calls.append(1) or real())
     for _ in range(3):
         acc.get_num_devices("cuda")
         _devices.unavailable_reason("cuda")
@@ -253,7 +388,7 @@ def stub_modules(monkeypatch):
 
 def test_the_registry_builds_cuda_devices_with_the_real_backend(probe, monkeypatch):
     stub_modules(monkeypatch)
-    probe(cupy=fake_cupy(count=2))
+    probe(cupy=untouchable_cupy(), nvml=2)
     runtime = _devices.runtime_of("cuda", 1)
     assert isinstance(runtime.device, _StubCudaDevice)
     assert runtime.device.number == 1 and runtime.device.backend is None
@@ -354,7 +489,7 @@ def test_get_cuda_stream_needs_a_cuda_device(device_type):
 
 def test_get_cuda_stream_resolves_async_values(probe, monkeypatch):
     stub_modules(monkeypatch)
-    probe(cupy=fake_cupy(count=1))
+    probe(cupy=untouchable_cupy(), nvml=1)
 
     def on_cuda():
         acc.set_device_type("cuda")

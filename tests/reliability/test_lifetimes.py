@@ -185,12 +185,15 @@ def test_fork_after_async_use_gives_the_child_working_queues():
 
 
 def test_fork_after_a_parallel_kernel_the_child_runs_kernels(tmp_path):
-    """A child forked after a parallel kernel ran can run kernels itself (os.fork and a
-    multiprocessing fork pool): the threading layer is oneTBB, which survives fork (GNU
-    OpenMP kills such a child: compiler/threading_layer.py)."""
+    """A child forked after a parallel kernel ran on host can run kernels itself (os.fork
+    and a multiprocessing fork pool): the threading layer is oneTBB, which survives fork
+    (GNU OpenMP kills such a child: compiler/threading_layer.py). The program selects host
+    (ACC_DEVICE_TYPE, so every thread and pool worker has it): on a GPU machine the default
+    is cuda, which a forked child cannot use (API.md §12, tests/pyacc/test_cuda_fork.py)."""
     script = tmp_path / "fork_after_kernel.py"  # kernels must live in a file
     script.write_text(textwrap.dedent("""
         import multiprocessing, os, signal
+        os.environ["ACC_DEVICE_TYPE"] = "host"  # CPU kernels, GPU or not (read at first use)
         import numpy as np
         import pyacc as acc
 
@@ -212,12 +215,13 @@ def test_fork_after_a_parallel_kernel_the_child_runs_kernels(tmp_path):
         _, status = os.waitpid(pid, 0)
         with multiprocessing.get_context("fork").Pool(2) as pool:
             sums = pool.map(work, [50_000, 50_000])
-        print("child", os.waitstatus_to_exitcode(status), "pool", sums, "parent", work(10), flush=True)
+        print("child", os.waitstatus_to_exitcode(status), "pool", sums, "parent", work(10),
+              acc.get_device_type(), flush=True)
     """))
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                             timeout=180, cwd=_ROOT)
     assert result.returncode == 0, result.stderr
-    assert "child 0 pool [50000.0, 50000.0] parent 10.0" in result.stdout, result.stdout + result.stderr
+    assert "child 0 pool [50000.0, 50000.0] parent 10.0 host" in result.stdout, result.stdout + result.stderr
 
 
 # == callbacks that raise never corrupt the bookkeeping ======================================
