@@ -20,12 +20,20 @@ CUDA-aware) or host copies staged with ``update self`` / ``update device``::
 
 mpi4py is optional: ``import pyacc`` never imports it, and importing this module without
 it raises ``ImportError`` saying how to install it (``pip install pyacc[mpi]``).
+
+The module also owns the launch check: a program started by a launcher for N > 1
+processes whose MPI world is one process was started by the ``mpiexec`` of another MPI
+than the one mpi4py is bound to, and every process would run the whole program alone.
+Importing this module (once mpi4py has initialised MPI), and every helper here before it
+acts, raises :class:`MPILaunchError` then, naming the launcher's variable, both sizes,
+mpi4py's MPI and the fix. ``PYACC_MPI_LAUNCH_CHECK=0`` turns the check off.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import sys
 
 try:
     from mpi4py import MPI
@@ -39,10 +47,121 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
 from ._devices import canonical_type
 from ._routines import get_device_type, get_num_devices, set_device_num
 
-__all__ = ["MPI", "local_comm", "local_rank", "local_size", "bind_device", "share_cores",
-           "cuda_aware", "device_buffers_ok"]
+__all__ = ["MPI", "MPILaunchError", "local_comm", "local_rank", "local_size", "bind_device",
+           "share_cores", "cuda_aware", "device_buffers_ok"]
 
 _ENV_CUDA_AWARE = "PYACC_MPI_CUDA_AWARE"
+_ENV_LAUNCH_CHECK = "PYACC_MPI_LAUNCH_CHECK"
+
+# The variables a launcher sets, in each process it starts, to the number of processes it
+# started (its MPI_COMM_WORLD size), and who sets them. PMIx alone (PMIX_RANK, no size) and
+# the local counts (MPI_LOCALNRANKS, OMPI_COMM_WORLD_LOCAL_SIZE) say nothing of the world.
+_LAUNCHER_SIZES = (
+    ("OMPI_COMM_WORLD_SIZE", "Open MPI's mpiexec/mpirun"),
+    ("PMI_SIZE", "a PMI launcher (the Hydra mpiexec of MPICH, Intel MPI or MVAPICH)"),
+    ("MV2_COMM_WORLD_SIZE", "MVAPICH's mpirun_rsh"),
+)
+_SLURM_SIZE = ("SLURM_STEP_NUM_TASKS", "Slurm's srun")
+
+
+# == the launch check =====================================================================
+
+
+class MPILaunchError(RuntimeError):
+    """A launcher started several processes, but mpi4py's MPI sees a world of one.
+
+    The launcher belongs to another MPI than the one mpi4py is bound to, so its processes
+    did not join one job: each would run the whole program alone. Attributes: ``variable``
+    (the launcher's variable that gave its size), ``launched`` (that size), ``world``
+    (``MPI.COMM_WORLD.Get_size()``), ``library`` (first line of
+    ``MPI.Get_library_version()``), ``launcher`` (who sets ``variable``).
+    """
+
+    def __init__(self, variable: str, launched: int, world: int, library: str,
+                 launcher: str = "a launcher"):
+        self.variable, self.launched, self.world = variable, launched, world
+        self.library, self.launcher = library, launcher
+        super().__init__(
+            f"this process was started by {launcher} for {launched} processes "
+            f"({variable}={launched}), but MPI.COMM_WORLD has {world} process: mpi4py is "
+            f"bound to another MPI ({library!r}), so the processes did not join one job and "
+            f"each would run the whole program alone. {_launch_fix()} "
+            f"({_ENV_LAUNCH_CHECK}=0 turns this check off.)")
+
+    def __reduce__(self):
+        return (type(self), (self.variable, self.launched, self.world, self.library,
+                             self.launcher))
+
+
+def _launch_fix() -> str:
+    """What to do about a mismatched launch, naming the mpiexec beside Python if any."""
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    where = (f"here {beside}, beside the Python executable" if os.path.exists(beside)
+             else "e.g. the one the `mpich` wheel puts beside the Python executable")
+    return (f"Launch with the mpiexec of the MPI that mpi4py was built against ({where}), "
+            "or reinstall mpi4py against the launcher's MPI, with that MPI's mpicc on PATH: "
+            "`pip install --no-binary mpi4py mpi4py`.")
+
+
+def _count(value) -> int | None:
+    """A process count from a launcher variable; None when unset or not a count."""
+    try:
+        count = int(str(value).strip())
+    except ValueError:
+        return None
+    return count if count >= 1 else None
+
+
+def _slurm_step_tasks(environ) -> int | None:
+    """``SLURM_STEP_NUM_TASKS`` when this process is itself a task of an srun step.
+
+    Inside an ``sbatch`` script or a ``salloc`` shell the ``SLURM_*`` counts describe the
+    allocation (or the shell's step), not a launch of this process: they count only when
+    ``SLURM_TASK_PID``, the pid slurmstepd started the task as, is this process's pid.
+    """
+    if str(environ.get("SLURM_TASK_PID", "")).strip() != str(os.getpid()):
+        return None
+    return _count(environ.get(_SLURM_SIZE[0]))
+
+
+def _launched_by(environ=None) -> tuple[str, int, str] | None:
+    """``(variable, size, launcher)`` of the launcher that started this process with
+    others, or None: no launcher variable, or one saying this is a 1-process launch."""
+    environ = os.environ if environ is None else environ
+    found = [(name, _count(environ.get(name)), who) for name, who in _LAUNCHER_SIZES]
+    found.append((_SLURM_SIZE[0], _slurm_step_tasks(environ), _SLURM_SIZE[1]))
+    found = [entry for entry in found if entry[1] is not None]
+    if not found or min(size for _, size, _ in found) <= 1:
+        return None
+    return found[0]
+
+
+def _library() -> str:
+    """The first line of ``MPI.Get_library_version()``: the MPI mpi4py is bound to."""
+    lines = MPI.Get_library_version().replace("\x00", "").strip().splitlines()
+    return " ".join(lines[0].split()) if lines else "an unknown MPI library"
+
+
+_LAUNCH_CHECKED = False
+
+
+def _check_launch() -> None:
+    """Raise :class:`MPILaunchError` when a launcher started this process with others but
+    ``MPI.COMM_WORLD`` has one process. Passes once per process; waits (passes without
+    checking) while MPI is not initialised, as with ``mpi4py.rc.initialize = False``."""
+    global _LAUNCH_CHECKED
+    if _LAUNCH_CHECKED or not MPI.Is_initialized() or MPI.Is_finalized():
+        return
+    if os.environ.get(_ENV_LAUNCH_CHECK, "").strip().lower() not in ("0", "false", "no", "off"):
+        launched = _launched_by()
+        world = MPI.COMM_WORLD.Get_size()
+        if launched is not None and world == 1:
+            variable, size, launcher = launched
+            raise MPILaunchError(variable, size, world, _library(), launcher)
+    _LAUNCH_CHECKED = True
+
+
+# == ranks and devices ====================================================================
 
 
 def local_comm(comm=None):
@@ -52,6 +171,7 @@ def local_comm(comm=None):
     their order); the result is cached by the communicator's MPI handle, so repeated calls
     don't create new communicators.
     """
+    _check_launch()
     comm = MPI.COMM_WORLD if comm is None else comm
     key = comm.handle if hasattr(comm, "handle") else MPI._handleof(comm)
     cached = _LOCAL.get(key)
@@ -87,6 +207,7 @@ def bind_device(device_type=None, comm=None, *, limit_threads: bool = True) -> i
     thread per core and, with MPI ranks busy-waiting beside them, a 2-rank run on 2 cores
     is ~100× slower than it should be.
     """
+    _check_launch()
     kind = canonical_type(device_type) if device_type is not None else get_device_type()
     count = get_num_devices(kind)
     number = local_rank(comm) % count if count > 0 else 0
@@ -105,6 +226,7 @@ def share_cores(comm=None) -> int:
     """
     import numba
 
+    _check_launch()
     if "NUMBA_NUM_THREADS" in os.environ:
         return numba.get_num_threads()
     try:
@@ -187,3 +309,6 @@ def device_buffers_ok(device_type=None) -> bool:
     if kind == "host":
         return True
     return cuda_aware()
+
+
+_check_launch()  # at import, once mpi4py has initialised MPI (its default)
