@@ -56,6 +56,7 @@ from bench_runtime import machine_description  # noqa: E402
 from suite import Candidate, measure, write_results  # noqa: E402  (the CPU suite's)
 
 import pyacc as acc  # noqa: E402
+from compiler import cuda_compilers  # noqa: E402
 from pyacc import _devices  # noqa: E402
 
 RESULTS = HERE / "RESULTS.md"
@@ -83,9 +84,11 @@ def gpu_unavailable_reason() -> str | None:
 
 # == hand-written numba-cuda kernels (what a user would write without pyacc) =================
 
-try:  # numba-cuda (``pip install -e '.[cuda]'``); the kernels compile at their first launch
+try:  # numba-cuda (``pip install -e '.[test]'``); the kernels compile at their first launch.
+    # Loaded as pyacc loads it (compiler.cuda_compilers): on NumPy >= 2.5 numba-cuda 0.30
+    # compiles nothing without the row_stack fix there
     import numba
-    from numba import cuda
+    cuda = cuda_compilers.load(cuda_compilers.COMPILERS["numba-cuda"])
 except Exception:  # noqa: BLE001 - no numba.cuda: gpu_unavailable_reason says why
     cuda = None
 
@@ -567,6 +570,7 @@ def gpu_machine(cupy) -> dict:
             "compute_capability": f"{properties.get('major')}.{properties.get('minor')}",
             "driver": f"{driver // 1000}.{driver % 1000 // 10}",
             "cupy": cupy.__version__, "numba_cuda": version("numba-cuda"),
+            "pyacc_compiler": cuda_compilers.describe(),
             "host": machine_description(), "python": platform.python_version(),
             "pyacc": acc.__version__, "date": _dt.datetime.now().strftime("%Y-%m-%d %H:%M")}
 
@@ -635,7 +639,8 @@ def section(report: dict, args) -> str:
     out += [f"Run: `python benchmarks/bench_cuda.py{' --quick' if args.quick else ''}` on {m['date']}. "
             f"GPU: **{m['gpu']}** (compute capability {m['compute_capability']}, "
             f"{(m['gpu_memory'] or 0) / 2**30:.0f} GiB), driver {m['driver']}; CuPy {m['cupy']}, "
-            f"numba-cuda {m['numba_cuda']}, pyacc {m['pyacc']}. Host: {m['host']}."]
+            f"numba-cuda {m['numba_cuda']}, pyacc {m['pyacc']} (its kernels compiled by "
+            f"{m['pyacc_compiler']}). Host: {m['host']}."]
     if args.note:
         out += ["", f"**Note:** {args.note}"]
     out += ["", "Every cell is the median of interleaved rounds after a warm-up round, each "
@@ -688,7 +693,7 @@ def main(argv=None) -> int:
     report = {"machine": gpu_machine(cupy)}
     m = report["machine"]
     print(f"GPU: {m['gpu']} (cc {m['compute_capability']}), driver {m['driver']}, CuPy {m['cupy']}, "
-          f"numba-cuda {m['numba_cuda']}")
+          f"numba-cuda {m['numba_cuda']}; pyacc's kernels compiled by {m['pyacc_compiler']}")
     # seconds of timed rounds per problem (at least)
     budget = {"full": 10.0, "quick": 2.0, "smoke": 0.0}[mode]
     start = time.perf_counter()

@@ -1,28 +1,38 @@
 """Host-side helpers that generated ``cuda`` drivers call (the cuda twin of ``runtime``).
 
 A kernel compiled for the ``cuda`` target is a plain-Python *driver* that computes the
-iteration spaces and launches ``numba.cuda`` kernels (see ``cuda_target``). Owns what
-those drivers need at run time:
+iteration spaces and launches GPU kernels compiled by the chosen compiler
+(``cuda_compilers``: numba-cuda-mlir or numba-cuda; see ``cuda_target``). Owns what those
+drivers need at run time:
 
-* :func:`launch` — a kernel launch on :func:`stream`;
-* :func:`stream` — the numba-cuda stream to launch on: CuPy's *current* stream (the
-  ``cuda`` device makes a queue's stream current while it runs a kernel of that queue,
-  OpenACC 3.3 §2.16.1), wrapped with ``cuda.external_stream``; the default stream when
-  CuPy is not in use (Numba's CUDA simulator);
+* :func:`launch` — a kernel launch on :func:`stream`, configured once per kernel, grid,
+  block and stream (:func:`_configured`), after :func:`refuse_host_arrays`;
+* :func:`stream` — the stream to launch on: CuPy's *current* stream (the ``cuda`` device
+  makes a queue's stream current while it runs a kernel of that queue, OpenACC 3.3
+  §2.16.1), wrapped with the compiler's ``cuda.external_stream``; the default stream
+  when CuPy is not in use (Numba's CUDA simulator);
 * :func:`launch_shape` — grid and block of a nest: ``vector_length`` threads per block,
   ``num_gangs`` blocks when given, else one thread per iteration; nests with
   reductions or private arrays use a grid capped to a few blocks per multiprocessor
   (grid-stride loops cover the rest), so their per-block partials stay small;
 * :func:`partials`, :func:`scratch` — device arrays for block partials and per-thread
   private copies, from CuPy's memory pool when CuPy is in use;
+* :func:`on_device` — an array the driver itself made on the host (``t = np.zeros(3)``
+  in the region's body), as a device array, once: the driver rebinds the name to it;
 * :func:`finish` — the second pass of a reduction: the block partials combined with
   the operator on the host (OpenACC 3.3 §2.5.15);
 * :func:`scalar` — the value a single-thread region left in its one-element output.
 
 Invariants: every device operation here is ordered on :func:`stream`; a helper that
-returns a host value has waited for that stream. Under the simulator
-(``NUMBA_ENABLE_CUDASIM=1``) blocks are capped at :data:`SIMULATOR_BLOCK` threads and
-grids at :data:`SIMULATOR_GRID` blocks: each simulated thread costs ~100 µs.
+returns a host value has waited for that stream. No host (NumPy) array is ever a GPU
+kernel's argument: the real stacks refuse one on any stream but the default one
+("NumPy only supports stream=None") and copy it in and out implicitly on the default
+one, so :func:`launch` raises instead, on the GPU and in the simulator alike. No warning
+names a launch configuration pyacc chose (API.md §12): the compilers' low-occupancy
+warning is silenced where pyacc configures a launch, and a ``num_gangs`` the program
+gave that is that small is reported once through ``PYACC_INFO`` instead. Under the
+simulator (``NUMBA_ENABLE_CUDASIM=1``) blocks are capped at :data:`SIMULATOR_BLOCK`
+threads and grids at :data:`SIMULATOR_GRID` blocks: each simulated thread costs ~100 µs.
 """
 from __future__ import annotations
 
@@ -32,11 +42,12 @@ import warnings
 
 import numpy as np
 from numba import config as _numba_config
-from numba import cuda
-from numba.core.errors import NumbaPerformanceWarning
 
-__all__ = ["launch", "stream", "launch_shape", "partials", "scratch", "finish", "scalar",
-           "SIMULATED", "DEFAULT_BLOCK"]
+from . import cuda_compilers
+from .feedback import info_enabled, log_info
+
+__all__ = ["launch", "stream", "launch_shape", "partials", "scratch", "on_device", "finish",
+           "scalar", "refuse_host_arrays", "SIMULATED", "DEFAULT_BLOCK"]
 
 #: True when kernels run in Numba's CUDA simulator.
 SIMULATED = bool(_numba_config.ENABLE_CUDASIM)
@@ -47,9 +58,20 @@ BLOCKS_PER_SM = 8
 SIMULATOR_BLOCK = 16
 SIMULATOR_GRID = 3
 _MAX_GRID = 2**31 - 1
+#: both compilers warn of "low occupancy" below this many blocks
+_FEW_BLOCKS = 128
+#: configured launches kept (kernel, grid, block, stream); the oldest go first
+_CONFIGURED_KEPT = 512
 
 _external: dict[int, object] = {}
 _multiprocessors: list[int] = []
+_configured: dict[tuple, object] = {}
+_lock = threading.Lock()
+
+
+def _cuda():
+    """The chosen compiler's ``cuda`` module (``cuda_compilers.load``)."""
+    return cuda_compilers.load()
 
 
 def _cupy():
@@ -60,7 +82,7 @@ def _cupy():
 
 
 def stream():
-    """The numba-cuda stream of the queue being run (CuPy's current stream)."""
+    """The compiler's stream of the queue being run (CuPy's current stream)."""
     cupy = _cupy()
     if cupy is None:
         return 0
@@ -69,28 +91,59 @@ def stream():
         return 0
     wrapped = _external.get(pointer)
     if wrapped is None:
-        wrapped = _external[pointer] = cuda.external_stream(pointer)
+        wrapped = _external[pointer] = _cuda().external_stream(pointer)
     return wrapped
 
 
-#: numba-cuda warns of "low occupancy" below this many blocks (``_LaunchConfiguration``)
-_FEW_BLOCKS = 128
-_QUIET = threading.Lock()
+def refuse_host_arrays(kernel, args) -> None:
+    """Raise ``TypeError`` naming the parameter when an argument is a host (NumPy) array:
+    a GPU kernel takes device arrays only (module docstring)."""
+    for position, value in enumerate(args):
+        if isinstance(value, np.ndarray):
+            raise TypeError(
+                f"GPU kernel {_kernel_name(kernel)} was given a host NumPy array for "
+                f"parameter {_parameter_name(kernel, position)!r} (shape {value.shape}, "
+                f"dtype {value.dtype}); GPU kernels take device arrays only. This is a "
+                "pyacc bug: please report it with the compute region's code")
+
+
+def _kernel_name(kernel) -> str:
+    return getattr(getattr(kernel, "py_func", None), "__name__", type(kernel).__name__)
+
+
+def _parameter_name(kernel, position: int) -> str:
+    code = getattr(getattr(kernel, "py_func", None), "__code__", None)
+    if code is None or position >= code.co_argcount:
+        return f"#{position}"
+    return code.co_varnames[position]
 
 
 def launch(kernel, grid: int, block: int, args: tuple) -> None:
-    """``kernel[grid, block]`` on the current queue's stream (:func:`stream`)."""
+    """``kernel[grid, block, stream()](*args)``, host arrays refused."""
+    refuse_host_arrays(kernel, args)
     if SIMULATED:
         _simulated_launch(kernel, grid, block, args)
-    elif grid >= _FEW_BLOCKS:
-        kernel[grid, block, stream()](*args)
-    else:
-        # pyacc chose this grid (the problem is small, num_gangs, a single-thread run):
-        # numba-cuda's low-occupancy warning would name a grid the user never wrote
-        with _QUIET, warnings.catch_warnings():
-            warnings.simplefilter("ignore", NumbaPerformanceWarning)
-            configured = kernel[grid, block, stream()]
-        configured(*args)
+        return
+    where = stream()  # 0, or the one wrapper of its pointer (``_external``)
+    key = (kernel, grid, block, where)
+    configured = _configured.get(key)
+    if configured is None:
+        configured = _configure(key, kernel, grid, block, where)
+    configured(*args)
+
+
+def _configure(key, kernel, grid, block, where):
+    """``kernel[grid, block, where]``, kept; a grid pyacc chose never warns (module
+    docstring). Both compilers warn while configuring, with classes of their own (not
+    Numba's ``NumbaPerformanceWarning``), so the filter matches the message."""
+    with _lock, warnings.catch_warnings():
+        if grid < _FEW_BLOCKS:
+            warnings.filterwarnings("ignore", message=cuda_compilers.LOW_OCCUPANCY.pattern)
+        configured = kernel[grid, block, where]
+        if len(_configured) >= _CONFIGURED_KEPT:
+            del _configured[next(iter(_configured))]
+        _configured[key] = configured
+    return configured
 
 
 #: The simulator swaps ``cuda`` in a kernel's globals while it runs: one launch at a time.
@@ -98,12 +151,13 @@ _SIMULATOR_LOCK = threading.Lock()
 
 
 def _simulated_launch(kernel, grid, block, args):
-    """A launch in Numba's CUDA simulator. Host arrays that stand for device memory are
-    handed over as they are (the simulator would otherwise copy them in and out, and it
-    cannot copy strided views), and launches from several queues take turns."""
+    """A launch in Numba's CUDA simulator; launches from several queues take turns.
+    Device arrays of the fake cuda device (``mapping.cuda_fake``) are handed over as the
+    simulator's own device arrays over the same memory (it would otherwise copy them in
+    and out, and it cannot copy strided views)."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-    args = tuple(FakeCUDAArray(a) if isinstance(a, np.ndarray) and a.ndim else a
+    args = tuple(FakeCUDAArray(a.simulator_view()) if hasattr(a, "simulator_view") else a
                  for a in args)
     with _SIMULATOR_LOCK:
         kernel[grid, block, 0](*args)
@@ -113,7 +167,7 @@ def _capped_grid() -> int:
     if SIMULATED:
         return SIMULATOR_GRID
     if not _multiprocessors:
-        _multiprocessors.append(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+        _multiprocessors.append(_cuda().get_current_device().MULTIPROCESSOR_COUNT)
     return BLOCKS_PER_SM * _multiprocessors[0]
 
 
@@ -123,6 +177,8 @@ def launch_shape(total: int, block: int, gangs: int | None, capped: bool):
         block = min(block, SIMULATOR_BLOCK)
     if gangs:
         grid = gangs
+        if gangs < _FEW_BLOCKS:
+            _report_few_gangs(gangs)
     else:
         grid = (total + block - 1) // block
         grid = min(grid, _capped_grid() if capped else _MAX_GRID)
@@ -131,11 +187,35 @@ def launch_shape(total: int, block: int, gangs: int | None, capped: bool):
     return max(1, grid), block
 
 
+_reported_gangs: set[int] = set()
+
+
+def _report_few_gangs(gangs: int) -> None:
+    """A ``num_gangs`` under 128 blocks, once per value, through ``PYACC_INFO``: the
+    program chose it, so it is the program's to know, never a warning."""
+    if gangs in _reported_gangs or not info_enabled():
+        return
+    _reported_gangs.add(gangs)
+    log_info(f"num_gangs({gangs}): a grid of {gangs} blocks may leave the GPU's "
+             "multiprocessors idle (they take 2 or more blocks each)")
+
+
 def _empty(shape, dtype):
     cupy = _cupy()
     if cupy is not None:
         return cupy.empty(shape, dtype)
-    return cuda.device_array(shape, dtype)
+    return _cuda().device_array(shape, dtype)
+
+
+def on_device(value):
+    """``value`` as a device array when it is a host NumPy array the driver made (module
+    docstring): a copy on the current stream; anything else as it is."""
+    if not isinstance(value, np.ndarray):
+        return value
+    cupy = _cupy()
+    if cupy is not None:
+        return cupy.asarray(value)  # on CuPy's current stream: the queue's
+    return _cuda().to_device(value)
 
 
 def partials(count: int, dtype):
@@ -151,10 +231,10 @@ def scratch(threads: int, like):
 def _to_host(array) -> np.ndarray:
     if isinstance(array, np.ndarray):
         return array
-    get = getattr(array, "get", None)
-    if get is not None and _cupy() is not None:  # a CuPy array: copied on the current stream
-        return get()
-    return array.copy_to_host()
+    copy_to_host = getattr(array, "copy_to_host", None)
+    if copy_to_host is not None:  # the compiler's own device array (the simulator's)
+        return copy_to_host()
+    return array.get()  # a CuPy array (or the fake's): copied on the current stream
 
 
 _REDUCE = {

@@ -42,7 +42,7 @@ import ast
 import copy
 import dataclasses
 
-from . import cuda_runtime
+from . import cuda_compilers, cuda_runtime
 from .codegen import RT, Target, _names_outside
 from .errors import CompileError
 from .reductions import COMBINE, NP, element_update
@@ -94,7 +94,7 @@ class CudaTarget(Target):
 
     # -- the module ---------------------------------------------------------------------
     def imports(self):
-        return [f"import numpy as {NP}", f"from numba import cuda as {_CUDA}",
+        return [f"import numpy as {NP}", cuda_compilers.chosen().import_line(_CUDA),
                 f"from compiler import runtime as {RT}",
                 f"from compiler import cuda_runtime as {_CRT}"]
 
@@ -139,8 +139,11 @@ class CudaTarget(Target):
         outside = _names_outside(source.tree, nest.levels[0])
         copies = nest.private + nest.firstprivate
         loop_vars = {level.target.id for level in nest.levels}
-        live = sorted(((_loaded(body) & outside) - loop_vars) | set(copies))
         private_arrays = [n for n in copies if self._array_ndim(n) is not None]
+        # a private array's rows come from scratch memory: its original is not read
+        # (and may be a host array the driver made, which no GPU kernel may take)
+        unread = {n for n in private_arrays if n not in nest.firstprivate}
+        live = sorted(((_loaded(body) & outside) - loop_vars) | (set(copies) - unread))
         levels = self._level_names(nest, p)
         setup, exprs = self._bounds(nest, levels)
         kernel_params = list(live)
@@ -256,11 +259,15 @@ class CudaTarget(Target):
         self._driver = tree
         self._source = source
         tree.body = self._split(tree.body) or [ast.Pass()]
-        defined = {a.arg for a in tree.args.args} | _stored([tree])
+        parameters = {a.arg for a in tree.args.args}
+        defined = parameters | _stored([tree])
+        passed = set()
         for kernel, launch in self.pending:
             _drop_undefined(kernel, launch, defined)
+            passed.update(a.arg for a in kernel.args.args)
             self.builder.add_block(self._jit(), kernel, source)
         self.pending = []
+        _rebind_on_device(tree.body, {n for n in passed - parameters if not n.startswith("_acc_")})
         return tree
 
     def _split(self, stmts):
@@ -411,6 +418,39 @@ def _drop_undefined(kernel: ast.FunctionDef, launch: list, defined: set) -> None
                 node.func.attr == "launch" and isinstance(node.args[0], ast.Name) and \
                 node.args[0].id == kernel.name:
             node.args[3].elts = [node.args[3].elts[i] for i in keep]
+
+
+def _rebind_on_device(stmts: list, names: set) -> None:
+    """After each driver statement that assigns one of ``names`` (the driver's own
+    variables that kernels take), rebind it to ``cuda_runtime.on_device`` of itself: an
+    array the driver made on the host (``t = np.zeros(3)``) becomes a device array once,
+    before any kernel takes it; kernels then share its device copy."""
+    if not names:
+        return
+    index = 0
+    while index < len(stmts):
+        stmt = stmts[index]
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, field, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                _rebind_on_device(inner, names)
+        for handler in getattr(stmt, "handlers", ()):
+            _rebind_on_device(handler.body, names)
+        if isinstance(stmt, (ast.For, ast.While, ast.If, ast.With, ast.Try)):
+            assigned = _stored([stmt.target]) if isinstance(stmt, ast.For) else set()
+            if assigned & names:  # a loop variable: rebound at the top of each iteration
+                stmt.body[:0] = _rebinding(sorted(assigned & names), stmt)
+        else:
+            assigned = _stored([stmt]) & names
+            if assigned:
+                stmts[index + 1:index + 1] = _rebinding(sorted(assigned), stmt)
+                index += len(assigned)
+        index += 1
+
+
+def _rebinding(names, where) -> list:
+    return [ast.copy_location(ast.parse(f"{n} = {_CRT}.on_device({n})").body[0], where)
+            for n in names]
 
 
 def _is_atomic(func) -> bool:

@@ -21,9 +21,11 @@ import warnings
 
 from numba.core import types as nbtypes
 
+from . import cuda_compilers
 from .errors import PerformanceWarning
 
-__all__ = ["explain", "warn_sequential", "report_build", "info_enabled", "log_decisions"]
+__all__ = ["explain", "warn_sequential", "report_build", "info_enabled", "log_info",
+           "log_decisions"]
 
 _LOG = logging.getLogger("pyacc")
 
@@ -33,6 +35,11 @@ _KERNELS = ("kernels", "kernels_loop")
 def info_enabled() -> bool:
     """True when ``PYACC_INFO`` is set to something other than ``""``/``"0"``."""
     return os.environ.get("PYACC_INFO", "0") not in ("", "0")
+
+
+def log_info(text: str) -> None:
+    """One line of ``PYACC_INFO``'s output on stderr (callers check :func:`info_enabled`)."""
+    print(f"pyacc info: {text}", file=sys.stderr)
 
 
 def explain(info, notes, arg_types=None) -> str:
@@ -51,7 +58,15 @@ def explain(info, notes, arg_types=None) -> str:
     for note in notes:
         lines.append(f"  line {note.line}: {_loop_text(note)}")
     lines += _data_lines(info, arg_types)
+    lines += _cuda_lines(info)
     return "\n".join(lines)
+
+
+def _cuda_lines(info) -> list[str]:
+    """Which compiler made the region's GPU kernels (API.md §12), once it has some."""
+    if not any(key and key[0] == "cuda" for key in info.kernels):
+        return []
+    return [f"  GPU kernels compiled by {cuda_compilers.describe()}"]
 
 
 def _loop_text(note) -> str:

@@ -42,7 +42,7 @@ from numba.core.compiler_machinery import FunctionPass, register_pass
 from numba.core.registry import cpu_target
 from numba.core.typed_passes import NopythonTypeInference
 
-from . import crossover, feedback, markers
+from . import crossover, cuda_compilers, feedback, markers
 from .analysis import KernelInfo, check_free_names
 from .planner import Planner
 from .codegen import KERNEL_NAME, ModuleBuilder
@@ -247,10 +247,14 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
     header = (f"# pyacc generated kernel for {info.where}; target={target} "
               f"device={device} boundscheck={boundscheck}; do not edit")
 
+    known_types = dict(zip(info.kernel_params, arg_types))
+    if target == "cuda":  # a private array the region makes gets per-thread rows there
+        known_types.update(_private_local_types(info, plan, device, arg_types))
+
     def generate(interchange):
         builder = ModuleBuilder(_target(target), device_type=device,
                                 boundscheck=boundscheck,
-                                arg_types=dict(zip(info.kernel_params, arg_types)),
+                                arg_types=known_types,
                                 interchange=interchange, serial_below=serial_below)
         builder.clauses = info.clauses
         _add_function(builder, info, plan)
@@ -325,10 +329,12 @@ def _cuda_driver(driver, info, generated_file, linemap):
     """The driver of a cuda kernel; Numba's typing or lowering failures, which happen at
     a kernel's first launch, become ``CompileError`` located in the user's source."""
 
+    failures = cuda_compilers.chosen().errors()  # the compiler's own NumbaError too
+
     def kernel(*args):
         try:
             return driver(*args)
-        except nb_errors.NumbaError as exc:
+        except failures as exc:
             raise _compile_error(info, exc, generated_file, linemap,
                                  _launch_origin(exc, generated_file, linemap)) from None
 
@@ -433,6 +439,18 @@ class _TypeOnlyCompiler(nb_compiler.CompilerBase):
         return [manager]
 
 
+def _private_local_types(info, plan, device, arg_types) -> dict:
+    """Numba types of the ``private``/``firstprivate`` variables that are not parameters
+    (``stencil = np.zeros(4)`` in the region's body, OpenACC 3.3 §2.5.13): only typing
+    the function tells an array from a scalar there."""
+    names = {n for nest in plan.nests.values() for n in nest.private + nest.firstprivate}
+    names -= set(info.kernel_params)
+    if not names:
+        return {}
+    typemap, typing_context = _typemap(info, plan, device, arg_types)
+    return {n: _unified_type(typemap, n, typing_context) for n in sorted(names)}
+
+
 def _probe_types(info, plan, device, arg_types, slots):
     """Numba types of the variables behind ``slots``' placeholders, from typing the
     kernel run serially.
@@ -444,6 +462,21 @@ def _probe_types(info, plan, device, arg_types, slots):
     (``CompileError`` otherwise); an expanded scalar of another type maps to its type as
     found, and the caller builds the kernel without the interchange.
     """
+    typemap, typing_context = _typemap(info, plan, device, arg_types)
+    types = {var: _unified_type(typemap, var, typing_context)
+             for var in slots.accumulators()}
+    for var in slots.reductions():
+        types[var] = _unified_type(typemap, var, typing_context)
+        if not slots.is_reducible(types[var]):
+            raise CompileError(f"{info.name}: reduction variable {var!r} has type "
+                               f"{types[var]}; reductions need numeric or boolean scalars "
+                               f"or arrays of them", info.filename, info.lineno)
+    return types
+
+
+def _typemap(info, plan, device, arg_types):
+    """``(typemap, typing context)`` of the kernel run serially on the CPU: Numba's
+    type inference of the whole function, without compiling it."""
     builder = ModuleBuilder(TARGETS["cpu"], device_type=device, boundscheck=False,
                             arg_types=dict(zip(info.kernel_params, arg_types)), cache=False,
                             serial=True)
@@ -458,21 +491,14 @@ def _probe_types(info, plan, device, arg_types, slots):
     typing_context, target_context = cpu_target.typing_context, cpu_target.target_context
     typing_context.refresh()
     target_context.refresh()
+    flags = nb_compiler.Flags()
+    flags.nrt = True  # the region may make arrays (np.zeros ...), as the kernels do
     pipeline = _TypeOnlyCompiler(typing_context, target_context, None, arg_types, None,
-                                 nb_compiler.Flags(), {})
+                                 flags, {})
     try:
-        typemap = pipeline.compile_extra(func)
+        return pipeline.compile_extra(func), typing_context
     except Exception as exc:  # noqa: BLE001
         raise _compile_error(info, exc, filename, linemap) from None
-    types = {var: _unified_type(typemap, var, typing_context)
-             for var in slots.accumulators()}
-    for var in slots.reductions():
-        types[var] = _unified_type(typemap, var, typing_context)
-        if not slots.is_reducible(types[var]):
-            raise CompileError(f"{info.name}: reduction variable {var!r} has type "
-                               f"{types[var]}; reductions need numeric or boolean scalars "
-                               f"or arrays of them", info.filename, info.lineno)
-    return types
 
 
 def _unified_type(typemap, var, typing_context):
@@ -507,7 +533,9 @@ def _compile_error(info, exc, generated_file, linemap, fallback=None) -> Compile
                      lambda m: "at " + to_user(m).replace('File "', "").replace(
                          '", line ', ":"), message)
     message = re.sub(r"_acc_g\d+_|_acc_r\d+_", "", message)
-    kind = "cannot type" if isinstance(exc, nb_errors.TypingError) else "cannot compile"
+    # each compiler has its own TypingError (numba-cuda-mlir's is not Numba's)
+    typing = any(cls.__name__ == "TypingError" for cls in type(exc).__mro__)
+    kind = "cannot type" if typing else "cannot compile"
     filename, lineno = located[-1] if located else (fallback or (info.filename, info.lineno))
     return CompileError(f"{info.name}: Numba {kind} this kernel: {message.strip()}",
                         filename, lineno)

@@ -178,7 +178,7 @@ class CudaDevice(Device):
         super()._transfer(kind, self._native(destination), self._native(source), queue, name)
 
     def _native(self, array):
-        if isinstance(array, np.ndarray):  # a host array (or a device array of the fake)
+        if isinstance(array, np.ndarray):  # a host array
             return array
         return self.backend.as_device_array(array)
 

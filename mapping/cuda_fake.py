@@ -1,14 +1,24 @@
 """A stand-in for CuPy: the backend interface of ``mapping.cuda_backend`` over host memory.
 
-Owns: ``FakeCudaBackend``. ``CudaDevice(n, backend=FakeCudaBackend())`` runs the whole
-``cuda`` device — its transfers, packing, queues, events, deferred frees — without a GPU
-(tests, and ``PYACC_TESTING_FAKE_CUDA=1`` with kernels in Numba's CUDA simulator).
+Owns: ``FakeCudaBackend`` and ``FakeDeviceArray``. ``CudaDevice(n,
+backend=FakeCudaBackend())`` runs the whole ``cuda`` device — its transfers, packing,
+queues, events, deferred frees — without a GPU (tests, and ``PYACC_TESTING_FAKE_CUDA=1``
+with kernels in Numba's CUDA simulator).
 
 How it stands in (the interface is listed in ``mapping.cuda_backend``'s docstring):
 - device memory: one zero-filled numpy ``uint8`` buffer per allocation; its address is the
-  buffer's, so device and host addresses never collide while both are alive. Device
-  arrays are plain numpy views of those buffers (what the CUDA simulator runs kernels on);
-  a numpy array is a device array iff its elements lie in a live buffer;
+  buffer's, so device and host addresses never collide while both are alive;
+- device arrays are ``FakeDeviceArray`` objects, not numpy arrays, and refuse what CuPy
+  arrays refuse on the real stack, so that a fault only a GPU would show fails here too:
+  implicit conversion to NumPy (``np.asarray``, ``np.copyto`` into a host array: "use
+  ``.get()``"), being typed by Numba for a CPU kernel ("Cannot determine Numba type"),
+  and reading an element into a Python number on the host (``float(d[0])``, ``int``,
+  ``bool``, ``.item()``: a hidden synchronous copy on a GPU). They have CuPy's surface
+  where pyacc touches it: ``__cuda_array_interface__``, ``shape``/``dtype``/``strides``/
+  ``ndim``/``size``/``nbytes``/``flags``, basic indexing into views, ``reshape``,
+  ``view``, ``T``, ``get()`` (a host copy), ``set(host)`` and ``__setitem__``.
+  The simulator reaches their memory through ``simulator_view()`` (the launch in
+  ``compiler.cuda_runtime`` does); the backend reaches it through ``_view``;
 - streams: ``queues.WorkerQueue`` threads that run what is enqueued — memcpys, elementwise
   copies, host functions, kernel launches — in order; ``hold(stream)`` keeps one from
   starting further work (tests decide when work "completes"); events are the worker's
@@ -23,8 +33,9 @@ API would require: memcpy host buffers are contiguous and device ranges lie insi
 live allocation.
 
 Invariants: ``_buffers`` (a ``mapping.cuda_backend.BlockIndex``) holds every live buffer by its
-address; its ``in_use`` is the sum of the requested sizes. It proves nothing about CuPy
-itself, real concurrency or timings.
+address; its ``in_use`` is the sum of the requested sizes; every ``FakeDeviceArray`` the
+backend hands out views memory of a live buffer (or holds no element). It proves nothing
+about CuPy itself, real concurrency or timings.
 """
 
 from __future__ import annotations
@@ -37,9 +48,84 @@ import numpy as np
 from .cuda_backend import BlockIndex
 from .queues import WorkerQueue
 
-__all__ = ["FakeCudaBackend"]
+__all__ = ["FakeCudaBackend", "FakeDeviceArray"]
 
 _GARBAGE = 0xA5
+_NOT_ON_THE_HOST = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` "
+                    "to construct a NumPy array explicitly.")
+
+
+class FakeDeviceArray:
+    """A device array of the fake backend: CuPy's surface, over fake device memory
+    (module docstring). ``_view`` is the numpy view of that memory, for the backend."""
+
+    __slots__ = ("_view", "__weakref__")
+
+    def __init__(self, view: np.ndarray):
+        self._view = view
+
+    # -- what CuPy arrays have --------------------------------------------------------
+    @property
+    def __cuda_array_interface__(self):
+        view = self._view
+        return {"shape": view.shape, "typestr": view.dtype.str,
+                "data": (view.__array_interface__["data"][0], False),
+                "strides": None if view.flags.c_contiguous else view.strides, "version": 3}
+
+    shape = property(lambda self: self._view.shape)
+    dtype = property(lambda self: self._view.dtype)
+    strides = property(lambda self: self._view.strides)
+    ndim = property(lambda self: self._view.ndim)
+    size = property(lambda self: self._view.size)
+    nbytes = property(lambda self: self._view.nbytes)
+    itemsize = property(lambda self: self._view.itemsize)
+    flags = property(lambda self: self._view.flags)
+    T = property(lambda self: FakeDeviceArray(self._view.T))
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+    def __getitem__(self, key) -> "FakeDeviceArray":
+        part = self._view[key]
+        if not isinstance(part, np.ndarray):  # one element: a 0-d device array, as CuPy's
+            part = self._view[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)]
+        return FakeDeviceArray(part)
+
+    def __setitem__(self, key, value) -> None:
+        self._view[key] = value._view if isinstance(value, FakeDeviceArray) else value
+
+    def reshape(self, *shape, order="C") -> "FakeDeviceArray":
+        return FakeDeviceArray(self._view.reshape(*shape, order=order))
+
+    def view(self, dtype) -> "FakeDeviceArray":
+        return FakeDeviceArray(self._view.view(dtype))
+
+    def get(self, stream=None) -> np.ndarray:
+        """A host copy of the elements (CuPy's ``get``)."""
+        return self._view.copy()
+
+    def set(self, host: np.ndarray, stream=None) -> None:
+        """Copy a host array's elements in (CuPy's ``set``)."""
+        np.copyto(self._view, host, casting="no")
+
+    def simulator_view(self) -> np.ndarray:
+        """The memory, for Numba's CUDA simulator (which runs kernels on numpy arrays)."""
+        return self._view
+
+    def __repr__(self) -> str:
+        return (f"<FakeDeviceArray shape={self.shape} dtype={self.dtype} at "
+                f"{self._view.__array_interface__['data'][0]:#x}>")
+
+    # -- what CuPy arrays refuse, or pay a hidden synchronous copy for -------------------
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(_NOT_ON_THE_HOST)
+
+    def _read_on_host(self, *args):
+        raise TypeError(f"{self!r} read on the host without a copy (on a GPU this is a "
+                        "hidden synchronous device-to-host copy): use .get()")
+
+    __float__ = __int__ = __index__ = __bool__ = __complex__ = item = tolist = _read_on_host
+    __iter__ = _read_on_host
 
 
 class _FakeStream(WorkerQueue):
@@ -111,49 +197,50 @@ class FakeCudaBackend:
         return buffer[address - begin: address - begin + nbytes]
 
     # -- device arrays -------------------------------------------------------------------
-    def view(self, handle, offset: int, shape, dtype, strides):
+    def view(self, handle, offset: int, shape, dtype, strides) -> FakeDeviceArray:
         if handle is None:
-            return np.empty(shape, dtype)
-        return np.ndarray(shape, dtype, buffer=handle, offset=offset, strides=strides)
+            return FakeDeviceArray(np.empty(shape, dtype))
+        return FakeDeviceArray(np.ndarray(shape, dtype, buffer=handle, offset=offset,
+                                          strides=strides))
 
-    def foreign_view(self, address: int, shape, dtype, strides) -> np.ndarray:
+    def foreign_view(self, address: int, shape, dtype, strides) -> FakeDeviceArray:
         begin, buffer = self._buffer_at(address)
-        return np.ndarray(shape, dtype, buffer=buffer, offset=address - begin, strides=strides)
+        return FakeDeviceArray(np.ndarray(shape, dtype, buffer=buffer, offset=address - begin,
+                                          strides=strides))
 
     def is_device_memory(self, address: int) -> bool:
         return self._buffer_at(address) is not None
 
     def interface_of(self, obj):
-        interface = getattr(obj, "__cuda_array_interface__", None)
-        if interface is not None or not isinstance(obj, np.ndarray):
-            return interface
-        data = obj.__array_interface__["data"][0]
-        if obj.size and not self.is_device_memory(data):
-            return None  # host memory
-        return {"shape": obj.shape, "typestr": obj.dtype.str, "data": (data, False),
-                "strides": None if obj.flags.c_contiguous else obj.strides, "version": 3}
+        """The ``__cuda_array_interface__`` of a device array, None for anything else (a
+        host numpy array included, as CuPy's: numpy arrays do not export one)."""
+        try:
+            return getattr(obj, "__cuda_array_interface__", None)
+        except Exception:  # as CupyBackend.interface_of
+            return None
 
-    def as_device_array(self, obj) -> np.ndarray:
-        if isinstance(obj, np.ndarray):
+    def as_device_array(self, obj) -> FakeDeviceArray:
+        if isinstance(obj, FakeDeviceArray):
             return obj
         interface = obj.__cuda_array_interface__
         shape, dtype = tuple(interface["shape"]), np.dtype(interface["typestr"])
         data = interface["data"][0]
         if not shape or 0 in shape:
-            return np.empty(shape, dtype)
+            return FakeDeviceArray(np.empty(shape, dtype))
         found = self._buffer_at(data)
         if found is None:
             raise ValueError(f"fake CUDA: {type(obj).__name__} at {data:#x} is not device memory")
         begin, buffer = found
-        return np.ndarray(shape, dtype, buffer=buffer, offset=data - begin,
-                          strides=interface.get("strides"))
+        return FakeDeviceArray(np.ndarray(shape, dtype, buffer=buffer, offset=data - begin,
+                                          strides=interface.get("strides")))
 
     # -- enqueued copies -----------------------------------------------------------------
-    def copy(self, destination: np.ndarray, source: np.ndarray, stream) -> None:
-        if destination.shape != source.shape:
-            raise ValueError(f"fake CUDA copy: shapes {destination.shape} and {source.shape} differ")
-        self.elementwise_copies.append(destination.nbytes)
-        stream.submit(lambda: np.copyto(destination, source, casting="no"), "an elementwise copy")
+    def copy(self, destination: FakeDeviceArray, source: FakeDeviceArray, stream) -> None:
+        target, origin = _device_elements(destination), _device_elements(source)
+        if target.shape != origin.shape:
+            raise ValueError(f"fake CUDA copy: shapes {target.shape} and {origin.shape} differ")
+        self.elementwise_copies.append(target.nbytes)
+        stream.submit(lambda: np.copyto(target, origin, casting="no"), "an elementwise copy")
 
     def memcpy_htod(self, address: int, host_buffer: np.ndarray, stream) -> None:
         source = _contiguous_bytes(host_buffer)
@@ -242,8 +329,20 @@ class FakeCudaBackend:
         return f"fake CUDA (numpy {np.__version__})"
 
 
+def _device_elements(array) -> np.ndarray:
+    """The memory of a device array, for an elementwise copy: cupy.copyto takes device
+    arrays only, so a host array here is the caller's fault, as on the GPU."""
+    if not isinstance(array, FakeDeviceArray):
+        raise TypeError(f"fake CUDA copy: {type(array).__name__} is not a device array "
+                        "(an elementwise device copy takes two device arrays)")
+    return array._view
+
+
 def _contiguous_bytes(array: np.ndarray) -> np.ndarray:
-    """The bytes of a C- or F-contiguous array, in memory order (a view: writes land)."""
+    """The bytes of a C- or F-contiguous host array, in memory order (a view: writes land)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"fake CUDA memcpy: the host buffer is a {type(array).__name__}, not "
+                        "a host (numpy) array")
     if not (array.flags.c_contiguous or array.flags.f_contiguous):
         raise ValueError(f"fake CUDA memcpy: the host buffer (shape {array.shape}, strides "
                          f"{array.strides}) is not contiguous; cudaMemcpy copies one block")

@@ -13,7 +13,9 @@ function or kernel that raises when it runs — are recorded with the operation'
 number; operations (and their host functions) behind a failure are skipped until the
 failure is raised, once, as ``ExecutionError`` by the next ``synchronize``. ``defer`` and
 DONE events run on the host once an event recorded on the stream has completed (polled in
-``submit``, ``is_idle``, ``synchronize``). ``record_event``/``wait_event`` join queues on
+``submit``, ``is_idle``, ``synchronize``); while a subscriber needs DONE in order
+(``events.EventBus.in_order``: ``PYACC_AUTOCOMPARE``), ``submit`` completes each operation
+and runs its callbacks before it returns. ``record_event``/``wait_event`` join queues on
 the GPU through CUDA events; an event carries the failures before it, and the queue that
 waits fails too. ``CudaSyncQueue`` runs each operation on its own blocking stream (ordered
 with the legacy default stream, where CuPy code of the user runs by default) and
@@ -39,11 +41,13 @@ import time
 
 from .device import Pending, Timed
 from .errors import AccError, ExecutionError
+from .events import BUS
 from .queues import Queue, SyncQueue, describe_operation
 
 __all__ = ["CudaQueue", "CudaQueueEvent", "CudaSyncQueue", "SyncKernel"]
 
 _clock = time.perf_counter
+_IN_ORDER = BUS.in_order
 
 
 class _Failure:
@@ -160,6 +164,21 @@ class CudaQueue(Queue):
                 self._run_now(guarded)
             if timed is not None:
                 self.defer(_TimedDone(timed, guarded, start))
+        if _IN_ORDER[0]:  # a subscriber needs this DONE before the next operation runs
+            self._drain()
+
+    def _drain(self) -> None:
+        """Wait for the stream and run the deferred callbacks; a failure is recorded for
+        the wait that covers it, as always (``events.EventBus.in_order``)."""
+        try:
+            self._backend.synchronize(self.stream)
+            drained = True
+        except Exception as cause:  # a device error: the covering wait reports it
+            with self._enqueue_lock:
+                target = self._sequence
+            self._fail(target, "an operation", cause)
+            drained = False
+        self.poll(force=not drained)
 
     def defer(self, callback) -> None:
         """Run ``callback`` on the host once the stream has passed this point."""
@@ -174,13 +193,7 @@ class CudaQueue(Queue):
         callbacks; raise the first failure not yet reported (once) as ``ExecutionError``."""
         with self._enqueue_lock:
             target = self._sequence
-        try:
-            self._backend.synchronize(self.stream)
-            drained = True
-        except Exception as cause:  # a device error (sticky on CUDA) surfaces here
-            self._fail(target, "an operation", cause)
-            drained = False
-        self.poll(force=not drained)
+        self._drain()
         with self._report_lock:
             failure = self._first_failure(self._floor, target + 1)
             self._floor = max(self._floor, target)

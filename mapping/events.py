@@ -170,16 +170,28 @@ class EventBus:
         #: ``tally_alone[0]``: at most one tally subscriber (the statistics), which a hot
         #: path may count for in place (``Stats.launch_cell``) instead of ``count``
         self.tally_alone: list[bool] = [True]
+        #: ``in_order[0]``: a subscriber must see each operation's DONE before the next
+        #: operation of its queue runs (``PYACC_AUTOCOMPARE``'s host runs write host
+        #: arrays that a later download writes too). Queues that publish DONE when polled
+        #: (``cuda``) then complete each operation before ``submit`` returns.
+        self.in_order: list[bool] = [False]
+        self._in_order: tuple = ()
 
-    def subscribe(self, callback, kinds=tuple(EventKind)) -> None:
+    def subscribe(self, callback, kinds=tuple(EventKind), *, in_order: bool = False) -> None:
         with self._lock:
             for kind in kinds:
                 self._by_kind[kind] = self._by_kind[kind] + (callback,)
                 self.active[kind] = True
             self.silent[0] = not any(self.active)
+            if in_order:
+                self._in_order += (callback,)
+                self.in_order[0] = True
 
     def unsubscribe(self, callback, kinds=tuple(EventKind)) -> None:
         with self._lock:
+            if callback in self._in_order:
+                self._in_order = tuple(c for c in self._in_order if c is not callback)
+                self.in_order[0] = bool(self._in_order)
             for kind in kinds:
                 subscribers = list(self._by_kind[kind])
                 if callback in subscribers:

@@ -28,6 +28,8 @@ import runpy
 import sys
 import warnings
 
+from compiler import cuda_compilers
+
 from . import _devices
 
 __all__ = ["main", "info_report"]
@@ -39,13 +41,13 @@ _SETTINGS = (
     "ACC_DEVICE_TYPE", "ACC_DEVICE_NUM", "PYACC_OFFLOAD", "PYACC_NOTIFY", "PYACC_TIME",
     "PYACC_TRACE", "PYACC_CHECK", "PYACC_AUTOCOMPARE", "PYACC_DEBUG",
     "PYACC_EMULATED_MEMORY", "PYACC_EMULATED_DEVICES",
-    "PYACC_CACHE_DIR", "PYACC_DISABLE_JIT", "PYACC_BOUNDSCHECK",
+    "PYACC_CACHE_DIR", "PYACC_DISABLE_JIT", "PYACC_BOUNDSCHECK", "PYACC_CUDA_COMPILER",
 )
 
 #: (distribution, module) of the libraries whose versions ``info`` reports
 _LIBRARIES = (
     ("numba", "numba"), ("llvmlite", "llvmlite"), ("numpy", "numpy"),
-    ("cupy", "cupy"), ("numba-cuda", "numba_cuda"),
+    ("cupy", "cupy"), ("numba-cuda-mlir", "numba_cuda_mlir"), ("numba-cuda", "numba_cuda"),
 )
 
 _PROPERTIES = ("name", "vendor", "driver", "memory", "free_memory", "shared_memory_support")
@@ -163,6 +165,14 @@ def _versions() -> dict:
     return versions
 
 
+def _cuda_compiler() -> str:
+    """The CUDA kernel compiler in use, its version and how it was chosen (API.md §12)."""
+    try:
+        return cuda_compilers.describe()
+    except Exception as error:
+        return _error(error)
+
+
 def _kernel_cache() -> str:
     try:
         from compiler.kernel import cache_dir
@@ -192,6 +202,7 @@ def info_report() -> dict:
         "current_device": _current_device(),
         "device_types": {kind: _device_type(kind) for kind in _devices.DEVICE_TYPES},
         "versions": _versions(),
+        "cuda_compiler": _cuda_compiler(),
         "kernel_cache": _kernel_cache(),
         "environment": _settings(),
     }
@@ -252,6 +263,7 @@ def render(report: dict) -> str:
     for kind, entry in report["device_types"].items():
         lines += _type_lines(kind, entry)
     lines += ["", *_table("Versions", report["versions"]), ""]
+    lines += [f"CUDA kernel compiler (PYACC_CUDA_COMPILER): {report['cuda_compiler']}"]
     lines += [f"Kernel cache: {report['kernel_cache']}", ""]
     lines += _table("Environment", report["environment"])
     return "\n".join(lines)

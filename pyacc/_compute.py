@@ -371,7 +371,16 @@ class ComputeRegion(CALL_BASE):
         return (kernel_env(), _enclosing_default() if self._uses_default else None, shape)
 
     def _run_on_host(self, args):
-        """``if(false)``: the region runs on the local thread with host data (§2.5.6)."""
+        """``if(false)``: the region runs on the local thread with host data (§2.5.6); a
+        device array (a CuPy array on cuda) has no host data, so it is refused by name
+        before a CPU kernel could be handed one."""
+        for name, value in zip(self.info.kernel_params, args):
+            if not isinstance(value, np.ndarray) and is_device_array(value):
+                raise InvalidArgumentError(
+                    f"{self.info.where}: the if clause is false, so the region runs on the "
+                    f"host (OpenACC 3.3 §2.5.6), but argument {name!r} is a device array "
+                    f"({type(value).__name__}) that host code cannot read: pass its host "
+                    "array instead, or copy it to the host first", name=name)
         return compiler.kernel_for(self.info, list(args), "host")(*args)
 
     # -- the ArgumentSorter of mapping.compute.enter_compute ---------------------------------

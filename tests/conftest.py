@@ -5,6 +5,8 @@
 - ``host_device``: the same for the shared-memory ``host`` device.
 - ``device``: parametrised over every device type available here (host, emulated, and
   cuda when a GPU is usable), for end-to-end tests that must hold on all of them.
+- ``separate_memory``: the same over the device types with memory of their own (emulated,
+  and cuda when usable: a real GPU, or the fake one in the simulator run).
 - ``python_launcher``: compute calls take the Python launcher only, as where the C
   express lane (``pyacc/_fastcall.c``) is not built.
 """
@@ -47,6 +49,14 @@ def _available_types():
 def device(request):
     _fresh(request.param)
     yield request.param
+    acc.shutdown(request.param)
+
+
+@pytest.fixture(params=[t for t in _available_types() if t != "host"])
+def separate_memory(request):
+    _fresh(request.param)
+    yield request.param
+    acc.wait()
     acc.shutdown(request.param)
 
 

@@ -17,15 +17,36 @@ import bisect
 import numpy as np
 
 from mapping import _probe
+from mapping.cuda_layout import extent, interface_layout
 
-__all__ = ["EntryIndex", "host_view", "device_extent"]
+__all__ = ["EntryIndex", "host_view", "device_extent", "array_layout"]
+
+
+def array_layout(array):
+    """``(data, shape, dtype, strides)`` of a numpy array (an ``emulated`` device array,
+    or host data) or of a device array exporting ``__cuda_array_interface__`` (a CuPy
+    array on ``cuda``); None for anything else."""
+    if isinstance(array, np.ndarray):
+        return array.__array_interface__["data"][0], array.shape, array.dtype, array.strides
+    try:
+        interface = getattr(array, "__cuda_array_interface__", None)
+    except Exception:  # e.g. a CPU tensor refuses to export one
+        return None
+    return None if interface is None else interface_layout(interface)
 
 
 def device_extent(array):
-    """``(data, low, high)`` device addresses of a numpy device array (None otherwise)."""
-    if not isinstance(array, np.ndarray) or array.size == 0:
+    """``(data, low, high)`` device addresses of a device array (None for anything
+    else, and for an empty array)."""
+    if isinstance(array, np.ndarray):
+        return _probe.extent(array) if array.size else None
+    layout = array_layout(array)
+    if layout is None:
         return None
-    return _probe.extent(array)
+    data, shape, dtype, strides = layout
+    if 0 in shape:
+        return None
+    return extent(data, shape, dtype.itemsize, strides)
 
 
 def host_view(flat: np.ndarray, offset: int, like: np.ndarray) -> np.ndarray:

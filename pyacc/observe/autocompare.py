@@ -27,7 +27,9 @@ Under oversubscription a block's shadow follows its data: set aside at EVICT, co
 into the new block's shadow at RESTORE. A summary is printed at exit. Device memory written outside pyacc's verbs (through
 ``host_data`` or ``deviceptr`` by other libraries) is not mirrored; reductions returned
 by value are not compared. The host runs write the program's host arrays (of async
-regions: on the queue's worker thread); with ``PYACC_CHECK=stale`` on too, each host run
+regions: on the queue's worker thread; on ``cuda``, whose queues publish DONE when
+polled, autocompare subscribes ``in_order``, so each queued operation completes, and its
+host run is done, before the call that queued it returns); with ``PYACC_CHECK=stale`` on too, each host run
 is bracketed by the stale checker's ``host_run`` (``stale`` is set by
 ``pyacc.observe.configure``), so its writes are not taken for host changes never sent.
 """
@@ -44,7 +46,7 @@ import numpy as np
 import compiler
 from mapping import BUS, EventKind
 
-from ._entries import EntryIndex
+from ._entries import EntryIndex, array_layout
 from ._locate import location_of
 
 __all__ = ["AutoCompare", "tolerances_from_environment"]
@@ -83,7 +85,9 @@ class AutoCompare:
         self._evicted: dict = {}  # (device, id(entry)) -> shadow of an evicted block
 
     def install(self) -> None:
-        BUS.subscribe(self, _KINDS)
+        # in order: a kernel's host run must write the host arrays before a later
+        # download on its queue does (cuda publishes DONE when polled)
+        BUS.subscribe(self, _KINDS, in_order=True)
 
     def uninstall(self) -> None:
         BUS.unsubscribe(self, _KINDS)
@@ -131,13 +135,14 @@ class AutoCompare:
 
     def _shadow_of(self, shadows, device_array):
         """The shadow array of a device array (None when it is not device memory)."""
-        if not isinstance(device_array, np.ndarray) or device_array.size == 0:
+        layout = array_layout(device_array)
+        if layout is None or 0 in layout[1]:
             return None
-        address = device_array.__array_interface__["data"][0]
+        address, shape, dtype, strides = layout
         for begin, block in shadows.items():
             if begin <= address < begin + block.size:
-                return np.ndarray(device_array.shape, device_array.dtype, buffer=block,
-                                  offset=address - begin, strides=device_array.strides)
+                return np.ndarray(shape, dtype, buffer=block, offset=address - begin,
+                                  strides=strides)
         return None
 
     def _done(self, shadows, done) -> None:
@@ -168,9 +173,8 @@ class AutoCompare:
         if found is None:
             return None
         entry, _, offset = found
-        buffer = entry.host_bytes()
-        host = np.ndarray(device_array.shape, device_array.dtype, buffer=buffer, offset=offset,
-                          strides=device_array.strides)
+        _, shape, dtype, strides = array_layout(device_array)
+        host = np.ndarray(shape, dtype, buffer=entry.host_bytes(), offset=offset, strides=strides)
         return host if host.flags.writeable else host.copy()
 
     def _rerun_on_host(self, shadows, launch) -> None:
@@ -181,7 +185,8 @@ class AutoCompare:
         names = region_info.kernel_params
         for index, argument in enumerate(args):
             name = names[index] if index < len(names) else None
-            host = self._host_array_of(launch.device, argument) if isinstance(argument, np.ndarray) else None
+            is_array = array_layout(argument) is not None
+            host = self._host_array_of(launch.device, argument) if is_array else None
             if host is not None:  # the program's host data (NVHPC redundant execution)
                 host_args.append(host)
                 if name in region_info.written:
@@ -195,6 +200,9 @@ class AutoCompare:
                 host_args.append(shadow)
             elif isinstance(argument, np.ndarray):
                 host_args.append(argument.copy())  # host data: the device run used it already
+            elif is_array:  # device memory pyacc neither mapped nor allocated
+                self._skipped(region_info, name, argument)
+                return
             else:
                 host_args.append(argument)
         target = "python" if os.environ.get("PYACC_DISABLE_JIT", "") not in ("", "0") else "cpu"
@@ -208,6 +216,15 @@ class AutoCompare:
             self.host_failures.append(f"{region_info.where}: {type(error).__name__}: {error}")
             print(f"pyacc autocompare: the host run of {region_info.where} failed: "
                   f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
+
+    def _skipped(self, region_info, name, argument) -> None:
+        """No host run: an argument is device memory of no mapping and no pyacc
+        allocation (another library's array), whose host values are unknown."""
+        reason = (f"argument {name!r} is device memory pyacc did not allocate "
+                  f"({type(argument).__name__}), so its host values are unknown")
+        self.host_failures.append(f"{region_info.where}: skipped: {reason}")
+        print(f"pyacc autocompare: no host run of {region_info.where}: {reason}",
+              file=sys.stderr, flush=True)
 
     # -- comparing -----------------------------------------------------------------------
     def _compare(self, device_values, host_values, download) -> None:

@@ -37,9 +37,20 @@ class Case:
         return analyze(self.func, parse_clauses(self.construct, **self.clauses))
 
     def run(self, target, device_type="cuda", info=None):
+        """The kernel on fresh arguments: ``(value, arguments)``. On the cuda target the
+        arrays go in as device arrays (a GPU kernel takes no host array) and the host
+        arguments are returned with their device results copied back."""
         args = self.make_args()
         info = info or self.info()
-        value = get_kernel(info, args, target=target, device_type=device_type)(*args)
+        if target != "cuda":
+            return get_kernel(info, args, target=target, device_type=device_type)(*args), args
+        from numba import cuda  # the simulator's: these runs happen under it
+        every = (*args, *info.free_values()) if info.free_params else args  # globals too
+        device_args = tuple(cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in every)
+        value = get_kernel(info, device_args, target=target, device_type=device_type)(*device_args)
+        for host, device in zip(args, device_args):
+            if isinstance(host, np.ndarray):
+                host[...] = device.copy_to_host()
         return value, args
 
 
@@ -131,7 +142,40 @@ def sums_of_list(x):
     return mass, te, mx
 
 
+def private_arrays_made_in_the_region(state, flux, hv):
+    """miniWeather's ``compute_tendencies_x`` shape: small arrays made in the region's
+    body, private to each iteration of a parallel loop (OpenACC 3.3 §2.5.13)."""
+    stencil = np.zeros(4)
+    vals = np.zeros(2)
+    for i in range(flux.shape[0]):
+        for s in range(4):
+            stencil[s] = state[i + s]
+        vals[0] = -stencil[0] / 12 + 7 * stencil[1] / 12 + 7 * stencil[2] / 12 - stencil[3] / 12
+        vals[1] = -stencil[0] + 3 * stencil[1] - 3 * stencil[2] + stencil[3]
+        flux[i] = vals[0] - hv * vals[1]
+
+
+def array_made_in_the_region(x, y):
+    """An array the region's own code makes on the host side and its loops read and
+    write: on a GPU it lives in device memory."""
+    w = np.zeros(3)
+    w[0] = 0.25
+    w[1] = 0.5
+    w[2] = 0.25
+    for i in range(1, x.shape[0] - 1):
+        y[i] = w[0] * x[i - 1] + w[1] * x[i] + w[2] * x[i + 1]
+    for k in range(3):
+        w[k] = 2.0 * w[k]
+    for i in range(1, x.shape[0] - 1):
+        y[i] += w[1] * x[i]
+
+
 CASES = [
+    Case("private_arrays_made_in_the_region", private_arrays_made_in_the_region,
+         "parallel_loop", lambda: (np.linspace(0.0, 1.0, 53), np.zeros(50), 0.25),
+         {"private": "stencil vals"}),
+    Case("array_made_in_the_region", array_made_in_the_region, "kernels",
+         lambda: (np.linspace(0.0, 1.0, 40), np.zeros(40))),
     Case("global_array_and_scalar", reads_globals, "parallel_loop", lambda: (np.zeros(40),)),
     Case("array_reductions_plus_and_max", histogram_and_max, "parallel_loop",
          lambda: (np.arange(97.0), np.ones(5, dtype=np.int64), np.full(5, -1.0)),

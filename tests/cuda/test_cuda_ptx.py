@@ -1,75 +1,129 @@
-"""Every cuda-target kernel of ``cases.py`` compiled by NVVM to PTX for an H100
-(compute capability 9.0) — what numba-cuda does at a kernel's first launch on a real
-GPU — without a GPU: the driver runs on host arrays, and each launch compiles the
-kernel for the launch's argument types instead of running it. Needs NVVM (the
-``nvidia-cuda-nvcc-cu12`` wheel that ``numba-cuda[cu12]`` installs); skipped without it.
+"""Every cuda-target kernel of ``cases.py`` compiled to PTX for an H100 (compute
+capability 9.0) by each CUDA kernel compiler pyacc supports (``compiler.cuda_compilers``:
+numba-cuda-mlir and numba-cuda), in this one process beside Numba's CPU target — what the
+compiler does at a kernel's first launch on a real GPU — without a GPU: the driver runs on
+host arrays, and each launch compiles the kernel for the launch's argument types instead
+of running it. Needs each compiler's CUDA toolkit wheels (``pip install 'pyacc[test]'``);
+a compiler that cannot compile here is skipped, naming why.
 """
 from __future__ import annotations
 
-import numba
+import importlib
+import warnings
+
 import numpy as np
 import pytest
 
 from cases import CASES
 
-from compiler import CompileError, analyze, cuda_runtime, get_kernel, parse_clauses
+from compiler import CompileError, analyze, cuda_compilers, cuda_runtime, get_kernel, parse_clauses
 
-cuda = pytest.importorskip("numba.cuda")
 if cuda_runtime.SIMULATED:  # pragma: no cover - conftest keeps this file out
     pytest.skip("compiles for a real GPU", allow_module_level=True)
 
 CAPABILITY = (9, 0)
+_PROBED: dict = {}
 
 
-def _nvvm_available() -> bool:
-    def probe(a):
-        a[0] = 1.0
-    try:
-        cuda.compile_ptx(probe, (numba.float64[:],), cc=CAPABILITY)
-    except Exception:  # noqa: BLE001 - any failure means no usable NVVM here
-        return False
-    return True
+def _cannot_compile(name) -> str | None:
+    """Why compiler ``name`` cannot compile PTX here (None: it can)."""
+    if name not in _PROBED:
+        compiler = cuda_compilers.COMPILERS[name]
+        if not compiler.installed():
+            _PROBED[name] = f"{compiler.distribution} is not installed (pip install 'pyacc[test]')"
+            return _PROBED[name]
+        cuda = cuda_compilers.load(compiler)
+
+        def probe(a):
+            a[0] = 1.0
+        try:
+            with _capability_of_an_h100(name):
+                cuda.compile_ptx(probe, (compiler.typeof(np.zeros(1)),), cc=CAPABILITY)
+            _PROBED[name] = None
+        except Exception as error:  # noqa: BLE001 - any failure: no usable toolkit here
+            _PROBED[name] = f"{compiler.label()} cannot compile PTX here: {error}"
+    return _PROBED[name]
 
 
-pytestmark = pytest.mark.skipif(not _nvvm_available(),
-                                reason="NVVM not found (pip install 'numba-cuda[cu12]')")
+class _capability_of_an_h100:
+    """Device functions (routines) are compiled for the current device's capability,
+    which needs a GPU: name the H100's instead (numba-cuda asks its dispatcher,
+    numba-cuda-mlir its ``tools``, even with ``cc`` given)."""
+
+    def __init__(self, name):
+        self.name, self.patches = name, []
+
+    def __enter__(self):
+        if self.name == "mlir":
+            from numba_cuda_mlir import tools
+            self._set(tools, "get_gpu_compute_capability", lambda *a, **k: CAPABILITY)
+        else:
+            from numba.cuda import dispatcher
+            self._set(dispatcher, "get_current_device",
+                      lambda: type("H100", (), {"compute_capability": CAPABILITY})())
+        return self
+
+    def _set(self, owner, attribute, value):
+        self.patches.append((owner, attribute, getattr(owner, attribute)))
+        setattr(owner, attribute, value)
+
+    def __exit__(self, *exc):
+        for owner, attribute, value in reversed(self.patches):
+            setattr(owner, attribute, value)
+
+
+COMPILER_NAMES = ["mlir", "numba-cuda"]
+
+
+@pytest.fixture(params=COMPILER_NAMES)
+def compiler_name(request, monkeypatch):
+    """Each compiler in turn, as if ``PYACC_CUDA_COMPILER`` had chosen it."""
+    reason = _cannot_compile(request.param)
+    if reason:
+        pytest.skip(reason)
+    monkeypatch.setattr(cuda_compilers, "_choice",
+                        [(cuda_compilers.COMPILERS[request.param], None, "the test")])
+    return request.param
 
 
 class _CompileInsteadOfLaunch:
     """Stands in for a kernel in the driver's module: ``kernel[grid, block, stream](*args)``
     compiles it to PTX for the types of ``args`` and records the result."""
 
-    def __init__(self, dispatcher, compiled):
+    def __init__(self, dispatcher, compiled, compiler):
         self.dispatcher = dispatcher
         self.compiled = compiled
+        self.compiler = compiler
 
     def __getitem__(self, configuration):
         def launch(*args):
-            signature = tuple(numba.typeof(a) for a in args)
-            ptx, _ = cuda.compile_ptx(self.dispatcher.py_func, signature, cc=CAPABILITY)
+            signature = tuple(self.compiler.typeof(a) for a in args)
+            ptx, _ = cuda_compilers.load(self.compiler).compile_ptx(
+                self.dispatcher.py_func, signature, cc=CAPABILITY)
             self.compiled.append((self.dispatcher.py_func.__name__, ptx))
         return launch
 
 
 @pytest.fixture
-def compile_only(monkeypatch):
+def compile_only(monkeypatch, compiler_name):
     """Drivers run on host arrays and compile their kernels instead of launching them."""
     monkeypatch.setattr(cuda_runtime, "_empty", lambda shape, dtype: np.zeros(shape, dtype))
+    monkeypatch.setattr(cuda_runtime, "on_device", lambda value: value)
+    monkeypatch.setattr(cuda_runtime, "refuse_host_arrays", lambda kernel, args: None)
     monkeypatch.setattr(cuda_runtime, "_multiprocessors", [132])
-    # routines (device functions) are compiled for the current device's capability,
-    # which needs a GPU: name the H100's instead
-    from numba.cuda import dispatcher
-    monkeypatch.setattr(dispatcher, "get_current_device",
-                        lambda: type("H100", (), {"compute_capability": CAPABILITY})())
+    monkeypatch.setattr(cuda_runtime, "_configured", {})
+    compiler = cuda_compilers.COMPILERS[compiler_name]
     compiled = []
 
     def run(info, args):
         kernel = get_kernel(info, args, target="cuda", device_type="cuda")
         module = kernel.driver.__globals__
+        assert module["_acc_cuda"] is cuda_compilers.load(compiler)
         for name, value in list(module.items()):
             if name.startswith(("_acc_k", "_acc_s")) and hasattr(value, "py_func"):
-                monkeypatch.setitem(module, name, _CompileInsteadOfLaunch(value, compiled))
-        kernel(*args)
+                monkeypatch.setitem(module, name, _CompileInsteadOfLaunch(value, compiled, compiler))
+        with _capability_of_an_h100(compiler_name):
+            kernel(*args)
         return compiled
 
     return run
@@ -119,25 +173,75 @@ def test_launch_shape_follows_the_clauses(monkeypatch):
     assert cuda_runtime.launch_shape(1, 128, None, False) == (1, 128)
 
 
-class _WarnsLikeNumbaCuda:
-    """A kernel whose launch configuration warns as numba-cuda's does for small grids."""
+def _warning_classes():
+    """Each installed compiler's own low-occupancy warning class: neither derives from
+    Numba's ``numba.core.errors.NumbaPerformanceWarning``."""
+    classes = []
+    for compiler in cuda_compilers.COMPILERS.values():
+        if compiler.installed():
+            errors = importlib.import_module(compiler.errors_module)
+            classes.append(pytest.param(errors.NumbaPerformanceWarning, id=compiler.name))
+    return classes
 
-    def __init__(self):
+
+class _WarnsLikeTheCompilers:
+    """A kernel whose launch configuration warns as both compilers' do for small grids:
+    at ``kernel[grid, block, stream]``, with the compiler's own warning class."""
+
+    def __init__(self, category):
+        self.category = category
+        self.configured = 0
         self.launched = []
 
     def __getitem__(self, configuration):
+        self.configured += 1
         grid = configuration[0]
         if grid < 128:
-            import warnings
-            from numba.core.errors import NumbaPerformanceWarning
-            warnings.warn(NumbaPerformanceWarning(f"Grid size {grid} will likely result in "
-                                                  "GPU under-utilization due to low occupancy."))
+            warnings.warn(self.category(f"Grid size {grid} will likely result in GPU "
+                                        "under-utilization due to low occupancy."))
         return lambda *args: self.launched.append((configuration, args))
 
 
-def test_small_grids_pyacc_chose_do_not_warn_of_low_occupancy(recwarn):
-    kernel = _WarnsLikeNumbaCuda()
-    cuda_runtime.launch(kernel, 1, 1, (1.0,))      # a single-thread run
-    cuda_runtime.launch(kernel, 3, 128, ())        # a small problem
-    assert not recwarn.list
-    assert kernel.launched == [((1, 1, 0), (1.0,)), ((3, 128, 0), ())]
+@pytest.mark.parametrize("category", _warning_classes())
+def test_no_warning_names_a_launch_configuration_pyacc_chose(category, monkeypatch, recwarn):
+    """API.md §12: a grid pyacc chose (a single-thread run, a small problem) never warns,
+    whatever class the compiler's warning has, and each configuration is made once."""
+    warnings.simplefilter("always")
+    monkeypatch.setattr(cuda_runtime, "_configured", {})
+    kernel = _WarnsLikeTheCompilers(category)
+    for _ in range(3):
+        cuda_runtime.launch(kernel, 1, 1, (1.0,))      # a single-thread run
+        cuda_runtime.launch(kernel, 3, 128, ())        # a small problem
+    assert not [w for w in recwarn.list if "Grid size" in str(w.message)]
+    assert kernel.configured == 2
+    assert kernel.launched[:2] == [((1, 1, 0), (1.0,)), ((3, 128, 0), ())]
+
+
+def test_a_small_num_gangs_the_program_gave_is_reported_once_through_pyacc_info(
+        monkeypatch, capsys):
+    """The program's own ``num_gangs`` under 128 is its choice: one ``PYACC_INFO`` line
+    (never a warning), once per value."""
+    monkeypatch.setenv("PYACC_INFO", "1")
+    monkeypatch.setattr(cuda_runtime, "_reported_gangs", set())
+    monkeypatch.setattr(cuda_runtime, "_multiprocessors", [132])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            assert cuda_runtime.launch_shape(10_000, 128, 4, False) == (4, 128)
+    assert capsys.readouterr().err.count("num_gangs(4)") == 1
+
+
+def test_a_host_array_is_never_a_gpu_kernel_argument():
+    """The real stacks refuse a NumPy array on an asynchronous stream ("NumPy only
+    supports stream=None") and copy it in and out silently on the default one: pyacc's
+    launch refuses it on every stream, naming the kernel's parameter."""
+
+    class Kernel:
+        def py_func(flux, stencil):  # noqa: N805 - stands for a generated kernel
+            pass
+
+        def __getitem__(self, configuration):
+            raise AssertionError("launched")
+
+    with pytest.raises(TypeError, match=r"host NumPy array for parameter 'stencil'"):
+        cuda_runtime.launch(Kernel(), 1, 32, (object(), np.zeros(4)))

@@ -70,3 +70,31 @@ def test_kernel_is_memoised_per_argument_kinds():
     assert get_kernel(info, (np.zeros(5, np.float32),), target="cuda",
                       device_type="cuda") is not first
     assert compiler.get_kernel(info, (np.zeros(5),), target="cpu") is not first
+
+
+@pytest.mark.parametrize("name", ["private_arrays_made_in_the_region", "array_made_in_the_region"])
+def test_arrays_the_region_makes_reach_gpu_kernels_as_device_arrays(name, monkeypatch):
+    """No host (NumPy) array is ever a GPU kernel's argument (the real stacks refuse one
+    on an async stream): a private array the region makes is not passed at all (each
+    thread gets its own row of scratch device memory), and an array the region makes and
+    its kernels share becomes one device array before the first kernel takes it."""
+    from compiler import cuda_runtime
+
+    launched = []
+    original = cuda_runtime._simulated_launch
+
+    def recording(kernel, grid, block, args):
+        launched.append(args)
+        original(kernel, grid, block, args)
+
+    monkeypatch.setattr(cuda_runtime, "_simulated_launch", recording)
+    case = next(c for c in CASES if c.name == name)
+    value, arrays = case.run("cuda")
+    expected, expected_arrays = case.run("python")
+    assert launched and not any(isinstance(a, np.ndarray) for args in launched for a in args)
+    for got, want in zip(arrays, expected_arrays):
+        if isinstance(got, np.ndarray):
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+    if name == "array_made_in_the_region":  # one device copy, shared by the kernels
+        shared = {id(args[0]) for args in launched}
+        assert len(shared) == 1

@@ -137,7 +137,8 @@ def test_host_data_gives_device_arrays_and_the_queue_has_a_stream():
     x = np.arange(8.0)
     with acc.data(copyin=x):
         with acc.host_data(use_device=x) as dx:
-            assert not np.shares_memory(dx, x) and np.shares_memory(acc.hostptr(dx), x)
+            assert not isinstance(dx, np.ndarray) and hasattr(dx, "__cuda_array_interface__")
+            assert np.shares_memory(acc.hostptr(dx), x)
             assert acc.is_present(x)
     assert acc.get_cuda_stream(1) is not None
     assert acc.get_cuda_stream(1) is acc.get_cuda_stream(1)
@@ -159,3 +160,29 @@ def test_sequential_code_between_loops_runs_on_the_device():
     expected = np.arange(1.0, 11.0) * 3.0
     expected[0] = 3.0
     np.testing.assert_allclose(out, expected)
+
+
+@acc.parallel_loop(private="stencil vals", async_=1)
+def flux_x(state, flux, hv):
+    stencil = np.zeros(4)
+    vals = np.zeros(2)
+    for i in range(flux.shape[0]):
+        for s in range(4):
+            stencil[s] = state[i + s]
+        vals[0] = -stencil[0] / 12 + 7 * stencil[1] / 12 + 7 * stencil[2] / 12 - stencil[3] / 12
+        vals[1] = -stencil[0] + 3 * stencil[1] - 3 * stencil[2] + stencil[3]
+        flux[i] = vals[0] - hv * vals[1]
+
+
+def test_private_arrays_of_a_kernel_on_an_async_queue():
+    """miniWeather's ``flux_x`` on queue 1 (it failed on an H100 with "NumPy only supports
+    stream=None": the region's private arrays reached the GPU kernel as host arrays)."""
+    state = np.sin(np.linspace(0.0, 3.0, 103))
+    flux = np.zeros(100)
+    with acc.data(copyin=[state], copyout=[flux]):
+        flux_x(state, flux, 0.25)
+        acc.wait(1)
+    s = np.lib.stride_tricks.sliding_window_view(state, 4)[:100]
+    first = -s[:, 0] / 12 + 7 * s[:, 1] / 12 + 7 * s[:, 2] / 12 - s[:, 3] / 12
+    third = -s[:, 0] + 3 * s[:, 1] - 3 * s[:, 2] + s[:, 3]
+    np.testing.assert_allclose(flux, first - 0.25 * third, rtol=1e-12)

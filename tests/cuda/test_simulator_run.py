@@ -3,6 +3,7 @@ NUMBA_ENABLE_CUDASIM=1 (the simulator is chosen when numba.cuda is first importe
 cannot be switched on inside this process)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -19,10 +20,18 @@ def _simulated_pytest(tmp_path, *paths):
                PYACC_CACHE_DIR=str(tmp_path / "cache"))
     env.pop("ACC_DEVICE_TYPE", None)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_workers(), *paths],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     return result.stdout
+
+
+def _workers() -> list[str]:
+    """``-n 4`` where pytest-xdist is installed and the machine has cores to spare (a
+    GPU machine: this child would otherwise be the suite's longest test by far)."""
+    if importlib.util.find_spec("xdist") is None or (os.cpu_count() or 1) < 8:
+        return []
+    return ["-n", "4"]
 
 
 def test_cuda_target_under_the_simulator(tmp_path):

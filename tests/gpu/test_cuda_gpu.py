@@ -33,7 +33,12 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_REASON is not None, reason=st
 
 if _REASON is None:
     import cupy
-    from numba import cuda
+
+    from compiler import cuda_compilers
+
+    # the user's own kernels, written with the compiler pyacc uses: numba-cuda-mlir's
+    # ``cuda`` where installed, numba-cuda's otherwise (loaded with its NumPy 2.5 fix)
+    cuda = cuda_compilers.load()
 
 
 @pytest.fixture

@@ -87,8 +87,8 @@ def test_contiguous_upload_and_download_are_one_memcpy_each_and_exact(device, ba
     queue.synchronize()
     assert backend.memcpys == [("htod", a.nbytes)] and backend.elementwise_copies == []
     device_array = runtime.deviceptr(a)
-    assert type(device_array) is np.ndarray and np.array_equal(device_array, a)
-    expected = device_array * 3 + 1
+    assert np.array_equal(device_array.get(), a)
+    expected = device_array.get() * 3 + 1
     device_array[...] = expected
     runtime.exit_dynamic([MapRequest(MapKind.COPYOUT, a)], queue)
     queue.synchronize()
@@ -112,7 +112,7 @@ def _check_update_device(device, backend, runtime, array, view_of, which, *, pac
     backend.elementwise_copies.clear()
     runtime.update([(UpdateDirection.DEVICE, view, "v")], queue)
     queue.synchronize()
-    assert np.array_equal(device_array, expected)
+    assert np.array_equal(device_array.get(), expected)
     assert np.array_equal(array, host_before)
     assert backend.memcpys == [("htod", view.nbytes)]
     assert backend.elementwise_copies == ([view.nbytes] if packs_on_device else [])
@@ -125,7 +125,7 @@ def _check_update_self(device, backend, runtime, array, view_of, which, *, packs
     device_array = _copyin(runtime, array)
     device_array[...] = np.arange(array.size, dtype=array.dtype).reshape(array.shape) + 1000
     array[...] = -7.0
-    device_before = device_array.copy()
+    device_before = device_array.get()
     expected = np.full_like(array, -7.0)
     view_of(expected)[...] = view_of(device_before)
     backend.memcpys.clear()
@@ -133,7 +133,7 @@ def _check_update_self(device, backend, runtime, array, view_of, which, *, packs
     runtime.update([(UpdateDirection.SELF, view_of(array), "v")], queue)
     queue.synchronize()
     assert np.array_equal(array, expected)
-    assert np.array_equal(device_array, device_before)
+    assert np.array_equal(device_array.get(), device_before)
     assert backend.memcpys == [("dtoh", view_of(array).nbytes)]
     assert backend.elementwise_copies == ([view_of(array).nbytes] if packs_on_device else [])
 
@@ -250,7 +250,7 @@ def test_a_contiguous_device_view_with_a_strided_host_side_packs_on_the_host_onl
     address = device.allocate(4 * 8)
     device_array = device.view(address, np.empty(4))
     device.upload(device_array, host[:, 7], device.sync_queue)
-    assert np.array_equal(device_array, host[:, 7])
+    assert np.array_equal(device_array.get(), host[:, 7])
     device_array[...] = -1
     device.download(host[:, 7], device_array, device.queue(1))
     device.queue(1).synchronize()
@@ -269,10 +269,10 @@ def test_device_copies_are_one_memcpy_when_contiguous_else_one_elementwise_copy(
     target[...] = 0
     device.device_copy(target, source, queue)
     queue.synchronize()
-    assert np.array_equal(target, source) and backend.memcpys == [("dtod", like.nbytes)]
+    assert np.array_equal(target.get(), source.get()) and backend.memcpys == [("dtod", like.nbytes)]
     device.device_copy(target[:, ::2], source[::-1, 1::2], queue)
     queue.synchronize()
-    assert np.array_equal(target[:, ::2], source[::-1, 1::2])
+    assert np.array_equal(target[:, ::2].get(), source[::-1, 1::2].get())
     assert backend.memcpys == [("dtod", like.nbytes)] and backend.elementwise_copies == [96]
     device.free(first)
     device.free(second)
@@ -286,9 +286,9 @@ def test_an_async_upload_reads_the_host_when_it_runs_not_when_it_is_enqueued(dev
     with queue.hold():
         runtime.update([(UpdateDirection.DEVICE, a, "a"), (UpdateDirection.DEVICE, a[:, 1], "column")], queue)
         a[...] = 42.0  # after the enqueue, before the stream runs the copies
-        assert not device_array.any() and not queue.is_idle()
+        assert not device_array.get().any() and not queue.is_idle()
     queue.synchronize()
-    assert np.all(device_array == 42.0)
+    assert np.all(device_array.get() == 42.0)
 
 
 def test_an_async_download_lands_only_after_the_stream_runs(device, runtime):
@@ -490,7 +490,7 @@ def test_malloc_map_data_and_update_through_the_runtime(device, backend, runtime
     device_array = runtime.malloc((12,), np.float64)
     runtime.map_data(host, device_array)
     runtime.update([(UpdateDirection.DEVICE, host[::4], "h")], device.sync_queue)
-    assert np.array_equal(device_array[::4], host[::4]) and not device_array[1:4].any()
+    assert np.array_equal(device_array[::4].get(), host[::4]) and not device_array[1:4].get().any()
     assert runtime.hostptr(device_array) is not None
     runtime.unmap_data(host)
     runtime.free(device_array)
@@ -554,3 +554,38 @@ def test_a_cuda_device_without_cupy_says_cupy_is_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy now raises ImportError
     with pytest.raises(DeviceTypeUnavailableError, match="needs CuPy, which is not installed"):
         CudaDevice(0)
+
+
+# == the fake refuses what the real stack refuses (issue 27: GPU-only faults show in CI) ========
+def test_device_arrays_of_the_fake_refuse_what_cupy_refuses(runtime):
+    """A fake device array is no numpy array: like a CuPy array it cannot be converted to
+    one implicitly, typed by Numba for a CPU kernel, or read into a Python number on the
+    host; ``get()`` is the copy."""
+    import numba
+
+    a = np.arange(6.0)
+    device_array = _copyin(runtime, a)
+    assert not isinstance(device_array, np.ndarray)
+    with pytest.raises(TypeError, match=r"use `\.get\(\)`"):
+        np.asarray(device_array)
+    with pytest.raises(TypeError, match="use `.get"):
+        np.copyto(np.zeros(6), device_array)
+    with pytest.raises(ValueError, match="Cannot determine Numba type"):
+        numba.typeof(device_array)
+    for read in (float, int, bool):
+        with pytest.raises(TypeError, match="read on the host without a copy"):
+            read(device_array[0])
+    with pytest.raises(TypeError, match="read on the host without a copy"):
+        device_array[1].item()
+    assert np.array_equal(device_array.get(), a) and device_array[2:4].get().tolist() == [2.0, 3.0]
+
+
+def test_a_host_array_is_not_a_device_array_of_the_fake(device, backend):
+    """Host memory is never taken for device memory (CuPy: numpy arrays export no
+    ``__cuda_array_interface__``); an elementwise device copy refuses a host array."""
+    assert backend.interface_of(np.zeros(4)) is None
+    address = device.allocate(32)
+    target = device.view(address, np.empty(4))
+    with pytest.raises(TypeError, match="not a device array"):
+        backend.copy(target, np.zeros(4), device.sync_queue.stream)
+    device.free(address)

@@ -26,7 +26,7 @@ def differs_on_purpose(x):
 
 
 # == autocompare ===========================================================================
-def test_autocompare_agrees_when_device_and_host_agree(emulated, observe):
+def test_autocompare_agrees_when_device_and_host_agree(separate_memory, observe):
     compare = observe(PYACC_AUTOCOMPARE=1)["autocompare"]
     x = np.arange(50.0)
     with acc.data(copy=[x]):
@@ -37,7 +37,7 @@ def test_autocompare_agrees_when_device_and_host_agree(emulated, observe):
     assert "2 copies back compared, 0 differed" in compare.summary()
 
 
-def test_autocompare_catches_a_kernel_made_to_differ(emulated, observe, capfd):
+def test_autocompare_catches_a_kernel_made_to_differ(separate_memory, observe, capfd):
     compare = observe(PYACC_AUTOCOMPARE=1, PYACC_AUTOCOMPARE_RTOL="1e-9")["autocompare"]
     x = np.zeros(40)
     with acc.data(copy=[x]):
@@ -48,7 +48,7 @@ def test_autocompare_catches_a_kernel_made_to_differ(emulated, observe, capfd):
     assert report in capfd.readouterr().err
 
 
-def test_autocompare_follows_update_device_and_async_queues(emulated, observe):
+def test_autocompare_follows_update_device_and_async_queues(separate_memory, observe):
     compare = observe(PYACC_AUTOCOMPARE=1)["autocompare"]
     x = np.ones(30)
     acc.copyin(x)

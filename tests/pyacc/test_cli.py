@@ -14,6 +14,7 @@ import numba
 import numpy as np
 import pytest
 
+from compiler import cuda_compilers
 from pyacc import _cli, _devices
 
 PROPERTIES = {"name", "vendor", "driver", "memory", "free_memory", "shared_memory_support"}
@@ -50,10 +51,12 @@ def test_info_lists_device_types_devices_versions_cache_and_settings(tmp_path):
     for name, version in (("numba", numba.__version__), ("llvmlite", llvmlite.__version__),
                           ("numpy", np.__version__)):
         assert f"  {name}" in out and version in out
-    for name in ("cupy", "numba-cuda", "CUDA driver"):
+    for name in ("cupy", "numba-cuda-mlir", "numba-cuda", "CUDA driver"):
         assert f"  {name} " in out
     if importlib.util.find_spec("cupy") is None:
-        assert "cupy         not installed" in out
+        assert re.search(r"\n  cupy +not installed\n", out)
+    # API.md §12: info names the CUDA kernel compiler and how it was chosen
+    assert f"CUDA kernel compiler (PYACC_CUDA_COMPILER): {cuda_compilers.describe()}\n" in out
     assert f"Kernel cache: {tmp_path / 'kernels'}" in out
     assert re.search(r"\n  PYACC_TIME +1\n", out) and re.search(r"\n  ACC_DEVICE_TYPE +\(unset\)\n", out)
     assert "Current device: host 0" in out or "Current device: cuda 0" in out
