@@ -89,6 +89,9 @@ try:  # numba-cuda (``pip install -e '.[test]'``); the kernels compile at their 
     # compiles nothing without the row_stack fix there
     import numba
     cuda = cuda_compilers.load(cuda_compilers.COMPILERS["numba-cuda"])
+    # the reference kernels' grids are small at --smoke and --quick sizes, on purpose:
+    # numba-cuda's low-occupancy warning (at each new grid) is noise here
+    cuda_compilers.COMPILERS["numba-cuda"].config().CUDA_LOW_OCCUPANCY_WARNINGS = 0
 except Exception:  # noqa: BLE001 - no numba.cuda: gpu_unavailable_reason says why
     cuda = None
 

@@ -281,9 +281,11 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
         note.serial_below = builder.serial_twins.get(note.line, 0)
     info.notes, info.arg_types = plan.notes, dict(zip(info.kernel_params, arg_types))
     feedback.report_build(info, plan.notes, info.arg_types)
+    if target == "cuda":  # the compiler loaded as pyacc loads it (its NumPy 2.5 fix)
+        cuda_compilers.load()
     module = _import(path, f"_pyacc_kernel_{digest}", builder.injected)
     dispatcher = getattr(module, KERNEL_NAME)
-    if target == "cuda":  # numba-cuda compiles each kernel at its first launch
+    if target == "cuda":  # the compiler compiles each kernel at its first launch
         return _cuda_driver(dispatcher, info, str(path), linemap)
     try:
         dispatcher.compile(arg_types)

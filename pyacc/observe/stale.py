@@ -22,8 +22,10 @@ array, the region (its file:line and the call's) or the copy's file:line, and th
 transfer's kind and file:line; with ``PYACC_CHECK=stale:error`` an ``acc.StaleDataError``
 is raised instead, once the action that found it is complete. A finding re-bases the
 snapshot: each change is reported once. While a copy back is queued and has not
-arrived, its mapping is not checked (the host is in flux). Only ``emulated`` (and other
-separate-memory) devices; the snapshots cost one copy of every mapped array's bytes.
+arrived, its mapping is not checked (the host is in flux). Only ``emulated`` devices
+(API.md §11): on ``cuda`` the checker does nothing (its device arrays are CuPy arrays,
+and its queues publish DONE only when polled); the snapshots cost one copy of every
+mapped array's bytes.
 
 With ``PYACC_AUTOCOMPARE=1`` too, the host twin of each kernel writes the program's host
 arrays: ``host_run`` brackets it, and the bytes it changes that the program had not
@@ -51,6 +53,8 @@ __all__ = ["StaleChecker", "element_reads"]
 _KINDS = (EventKind.ENTER_DATA, EventKind.EXIT_DATA, EventKind.UPLOAD, EventKind.DOWNLOAD,
           EventKind.LAUNCH, EventKind.DONE, EventKind.FREE, EventKind.RESET, EventKind.EVICT,
           EventKind.RESTORE)
+#: the device types whose mappings the checker follows (module docstring)
+_CHECKED = ("emulated",)
 _SHAPE_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "itemsize", "nbytes", "strides"})
 
 
@@ -111,7 +115,7 @@ class StaleChecker:
         began = Location("<PYACC_CHECK=stale switched on>", 0, "?")
         for runtime in live_runtimes():
             device = runtime.device
-            if device.shares_host_memory:
+            if device.identity[0] not in _CHECKED:
                 continue
             with runtime.table.locked(), self._lock:
                 for entry in runtime.table.entries():
@@ -125,7 +129,7 @@ class StaleChecker:
 
     def __call__(self, event) -> None:
         identity = event.device
-        if identity[0] == "host":  # shared memory: one copy, nothing can be stale
+        if identity[0] not in _CHECKED:  # host: one copy, nothing can be stale; cuda: above
             return
         kind = event.kind
         with self._lock:

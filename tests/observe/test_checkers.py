@@ -317,3 +317,33 @@ def test_autocompare_host_twin_follows_the_host_arrays_across_regions(emulated, 
         double(a, b)
         acc.update_self(b)
     assert compare.differences == [] and compare.compared == 1 and (b == 14.0).all()
+
+
+# == every checker at once, on each device with memory of its own ==========================
+def test_every_checker_at_once_is_silent_on_a_correct_program(separate_memory, observe, capfd):
+    """``PYACC_CHECK=counters,memory,stale:error`` and ``PYACC_AUTOCOMPARE=1`` together, as
+    tests/test_benchmarks_checked.py runs the benchmarks: silent on a correct program on
+    ``emulated`` and on ``cuda`` (a real GPU, or in the simulator run the fake one, whose
+    device arrays refuse a host read as CuPy's do: a checker that reads one on the host
+    fails here as it would on a GPU). On cuda ``memory`` and ``stale`` stand aside (they
+    are ``emulated``'s, API.md §11)."""
+    installed = observe(PYACC_CHECK="counters,memory,stale:error", PYACC_AUTOCOMPARE=1)
+    compare = installed["autocompare"]
+    a, b = np.arange(64.0), np.zeros(64)
+    with acc.data(copyin=[a], copyout=[b]):
+        double(a, b)
+        acc.update(self=[b[::4]])              # a strided copy back
+        a[:8] = 1.0
+        acc.update(device=[a[:8]])             # a host change, sent
+        double(a, b, async_=1)
+        acc.update(self=[b], async_=1)
+        acc.wait(1)
+        fill(a, 3.0)
+    assert compare.differences == [] and compare.host_failures == []
+    assert compare.compared >= 2
+    expected = 2.0 * np.arange(64.0)
+    expected[:8] = 2.0
+    np.testing.assert_array_equal(b, expected)
+    err = capfd.readouterr().err
+    for word in ("Error", "Warning", "Traceback", "failed"):
+        assert word not in err, err
