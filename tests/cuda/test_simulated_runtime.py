@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import pyacc as acc
+from cases import private_arrays_made_in_the_region
 
 pytestmark = pytest.mark.skipif(acc.get_num_devices("cuda") == 0,
                                 reason="needs PYACC_TESTING_FAKE_CUDA=1")
@@ -162,16 +163,8 @@ def test_sequential_code_between_loops_runs_on_the_device():
     np.testing.assert_allclose(out, expected)
 
 
-@acc.parallel_loop(private="stencil vals", async_=1)
-def flux_x(state, flux, hv):
-    stencil = np.zeros(4)
-    vals = np.zeros(2)
-    for i in range(flux.shape[0]):
-        for s in range(4):
-            stencil[s] = state[i + s]
-        vals[0] = -stencil[0] / 12 + 7 * stencil[1] / 12 + 7 * stencil[2] / 12 - stencil[3] / 12
-        vals[1] = -stencil[0] + 3 * stencil[1] - 3 * stencil[2] + stencil[3]
-        flux[i] = vals[0] - hv * vals[1]
+#: miniWeather's ``flux_x`` shape (tests/cuda/cases.py), on queue 1
+flux_x = acc.parallel_loop(private="stencil vals", async_=1)(private_arrays_made_in_the_region)
 
 
 def test_private_arrays_of_a_kernel_on_an_async_queue():
