@@ -79,21 +79,31 @@ def gpu_unavailable_reason() -> str | None:
         return "PYACC_TESTING_FAKE_CUDA is set: its cuda device is host memory, not a GPU"
     if acc.get_num_devices("cuda") == 0:
         return _devices.unavailable_reason("cuda") or "no cuda device"
+    if cuda is None:
+        return "no CUDA kernel compiler for the reference kernels (pip install 'pyacc[cuda]')"
     return None
 
 
 # == hand-written numba-cuda kernels (what a user would write without pyacc) =================
 
-try:  # numba-cuda (``pip install -e '.[test]'``); the kernels compile at their first launch.
-    # Loaded as pyacc loads it (compiler.cuda_compilers): on NumPy >= 2.5 numba-cuda 0.30
-    # compiles nothing without the row_stack fix there
-    import numba
-    cuda = cuda_compilers.load(cuda_compilers.COMPILERS["numba-cuda"])
+def _reference_compiler():
+    """The compiler of the hand-written reference kernels: numba-cuda where installed
+    (the reference the GPU issues name), else the one pyacc uses (numba-cuda-mlir, what
+    `pip install pyacc[cuda]` brings)."""
+    classic = cuda_compilers.COMPILERS["numba-cuda"]
+    return classic if classic.installed() else cuda_compilers.chosen()
+
+
+try:  # the kernels compile at their first launch. Loaded as pyacc loads it
+    # (compiler.cuda_compilers): on NumPy >= 2.5 numba-cuda 0.30 compiles nothing without
+    # the row_stack fix there
+    REFERENCE = _reference_compiler()
+    cuda = cuda_compilers.load(REFERENCE)
     # the reference kernels' grids are small at --smoke and --quick sizes, on purpose:
-    # numba-cuda's low-occupancy warning (at each new grid) is noise here
-    cuda_compilers.COMPILERS["numba-cuda"].config().CUDA_LOW_OCCUPANCY_WARNINGS = 0
-except Exception:  # noqa: BLE001 - no numba.cuda: gpu_unavailable_reason says why
-    cuda = None
+    # the compiler's low-occupancy warning (at each new grid) is noise here
+    REFERENCE.config().CUDA_LOW_OCCUPANCY_WARNINGS = 0
+except Exception:  # noqa: BLE001 - no compiler: gpu_unavailable_reason says why
+    cuda = REFERENCE = None
 
 # The same algorithms as pyacc's kernels: saxpy one thread per element; Jacobi one thread
 # per point (16 × 16 blocks), the block's max error reduced in shared memory and one atomic
@@ -110,7 +120,7 @@ if cuda is not None:
 
     @cuda.jit
     def nb_jacobi(u, unew, err):
-        shared = cuda.shared.array(256, numba.float64)
+        shared = cuda.shared.array(256, cuda.float64)
         j, i = cuda.grid(2)  # x along the contiguous columns: coalesced accesses
         t = cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x
         n, m = u.shape
@@ -132,7 +142,7 @@ if cuda is not None:
 
     @cuda.jit
     def nb_dot(x, y, out):
-        shared = cuda.shared.array(256, numba.float64)
+        shared = cuda.shared.array(256, cuda.float64)
         t = cuda.threadIdx.x
         i = cuda.grid(1)
         stride = cuda.gridsize(1)
@@ -573,6 +583,7 @@ def gpu_machine(cupy) -> dict:
             "compute_capability": f"{properties.get('major')}.{properties.get('minor')}",
             "driver": f"{driver // 1000}.{driver % 1000 // 10}",
             "cupy": cupy.__version__, "numba_cuda": version("numba-cuda"),
+            "reference_compiler": REFERENCE.label(),
             "pyacc_compiler": cuda_compilers.describe(),
             "host": machine_description(), "python": platform.python_version(),
             "pyacc": acc.__version__, "date": _dt.datetime.now().strftime("%Y-%m-%d %H:%M")}
@@ -643,7 +654,8 @@ def section(report: dict, args) -> str:
             f"GPU: **{m['gpu']}** (compute capability {m['compute_capability']}, "
             f"{(m['gpu_memory'] or 0) / 2**30:.0f} GiB), driver {m['driver']}; CuPy {m['cupy']}, "
             f"numba-cuda {m['numba_cuda']}, pyacc {m['pyacc']} (its kernels compiled by "
-            f"{m['pyacc_compiler']}). Host: {m['host']}."]
+            f"{m['pyacc_compiler']}; the reference kernels by "
+            f"{m.get('reference_compiler', 'numba-cuda')}). Host: {m['host']}."]
     if args.note:
         out += ["", f"**Note:** {args.note}"]
     out += ["", "Every cell is the median of interleaved rounds after a warm-up round, each "
@@ -696,7 +708,8 @@ def main(argv=None) -> int:
     report = {"machine": gpu_machine(cupy)}
     m = report["machine"]
     print(f"GPU: {m['gpu']} (cc {m['compute_capability']}), driver {m['driver']}, CuPy {m['cupy']}, "
-          f"numba-cuda {m['numba_cuda']}; pyacc's kernels compiled by {m['pyacc_compiler']}")
+          f"numba-cuda {m['numba_cuda']}; pyacc's kernels compiled by {m['pyacc_compiler']}, "
+          f"the reference kernels by {m['reference_compiler']}")
     # seconds of timed rounds per problem (at least)
     budget = {"full": 10.0, "quick": 2.0, "smoke": 0.0}[mode]
     start = time.perf_counter()

@@ -31,8 +31,9 @@ Interface used by the launcher (``pyacc/_compute.py``)::
   launch, or keep the kernel while ``kernel_env()`` and the argument kinds are the same.
   The loops are planned once, at ``analyze`` (``KernelInfo.plan``). Targets:
   ``"cpu"`` (Numba ``parallel=True``; the kernel *is* the Numba dispatcher),
-  ``"cuda"`` (numba-cuda kernels launched by a plain-Python driver on CuPy's current
-  stream; arguments are GPU arrays, see ``cuda_target``) and ``"python"`` (the function
+  ``"cuda"`` (GPU kernels, compiled by numba-cuda-mlir or numba-cuda (``cuda_compilers``),
+  launched by a plain-Python driver on CuPy's current stream; arguments are GPU arrays,
+  see ``cuda_target``) and ``"python"`` (the function
   as written, for ``PYACC_DISABLE_JIT=1``).
 * Errors: :class:`CompileError` (with ``filename``/``lineno``); under
   ``PYACC_BOUNDSCHECK=1`` an out-of-bounds index raises :class:`KernelIndexError`
@@ -51,7 +52,8 @@ code), ``interchange`` (loop interchange of matrix-product nests on the CPU), ``
 (get_kernel, disk cache, probe),
 ``atomics`` (LLVM atomicrmw intrinsics), ``runtime`` (jitted helpers), ``cuda_target``
 and ``cuda_runtime`` (the GPU code generator and its host-side helpers, imported only
-when a cuda kernel is built), ``errors``.
+when a cuda kernel is built), ``cuda_compilers`` (which CUDA kernel compiler, and the
+NumPy 2.5 fix of numba-cuda), ``errors``.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Owns :class:`ModuleBuilder` (one generated module: imports, bound globals, routi
 bounds-check helpers and the kernel ``_acc_kernel``), :class:`FunctionRewriter` (markers,
 atomics, ``on_device``, globals and routine calls rewritten for the target, each parallel
 nest handed to the target) and the :class:`Target` protocol. The targets live in
-``cpu_target`` (Numba ``prange``) and ``cuda_target`` (numba-cuda kernels and a driver).
+``cpu_target`` (Numba ``prange``) and ``cuda_target`` (GPU kernels and a driver).
 
 Invariants:
     * Generated names start with ``_acc_``; user code may not use that prefix.

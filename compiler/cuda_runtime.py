@@ -135,7 +135,13 @@ def launch(kernel, grid: int, block: int, args: tuple) -> None:
 def _configure(key, kernel, grid, block, where):
     """``kernel[grid, block, where]``, kept; a grid pyacc chose never warns (module
     docstring). Both compilers warn while configuring, with classes of their own (not
-    Numba's ``NumbaPerformanceWarning``), so the filter matches the message."""
+    Numba's ``NumbaPerformanceWarning``), so the filter matches the message.
+
+    ``warnings.catch_warnings`` is process-wide: ``_lock`` serialises pyacc's own
+    configurations only, so another thread's warning of that text in this instant is
+    dropped too. A kept configuration stays valid as long as its kernel is not
+    recompiled, which pyacc never does (numba-cuda-mlir keeps its own configure cache,
+    which a recompile invalidates)."""
     with _lock, warnings.catch_warnings():
         if grid < _FEW_BLOCKS:
             warnings.filterwarnings("ignore", message=cuda_compilers.LOW_OCCUPANCY.pattern)
@@ -207,15 +213,22 @@ def _empty(shape, dtype):
     return _cuda().device_array(shape, dtype)
 
 
-def on_device(value):
+def on_device(value, copies: dict):
     """``value`` as a device array when it is a host NumPy array the driver made (module
-    docstring): a copy on the current stream; anything else as it is."""
+    docstring): a copy on the current stream, one per host array in ``copies`` (the
+    driver's, for one call: aliases share it); anything else as it is."""
     if not isinstance(value, np.ndarray):
         return value
+    kept = copies.get(id(value))
+    if kept is not None and kept[0] is value:
+        return kept[1]
     cupy = _cupy()
     if cupy is not None:
-        return cupy.asarray(value)  # on CuPy's current stream: the queue's
-    return _cuda().to_device(value)
+        device = cupy.asarray(value)  # on CuPy's current stream: the queue's
+    else:
+        device = _cuda().to_device(value)
+    copies[id(value)] = (value, device)  # the host array kept: its id stays its own
+    return device
 
 
 def partials(count: int, dtype):

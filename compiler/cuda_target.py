@@ -1,4 +1,5 @@
-"""The ``cuda`` target: a planned kernel → a plain-Python driver and numba-cuda kernels.
+"""The ``cuda`` target: a planned kernel → a plain-Python driver and GPU kernels (source for
+numba-cuda-mlir or numba-cuda, ``cuda_compilers``).
 
 Owns :class:`CudaTarget`. On the CPU a compute region becomes one ``njit`` function; on
 a GPU the host and the device are separate, so the generated module holds:
@@ -53,6 +54,8 @@ __all__ = ["CudaTarget"]
 _CUDA = "_acc_cuda"
 _CRT = "_acc_crt"
 _HOST_ATTRIBUTES = ("shape", "strides", "ndim", "size", "dtype")
+#: the driver's device copies of the host arrays it made, for one call (``_rebind_on_device``)
+_DEVICE_COPIES = "_acc_device_copies"
 
 
 def _loaded(nodes) -> set:
@@ -74,7 +77,7 @@ def _names_in_lines(tree, first, last, ctx, inside: bool) -> set:
 
 
 class CudaTarget(Target):
-    """numba-cuda kernels launched by a plain-Python driver (one instance per build)."""
+    """GPU kernels launched by a plain-Python driver (one instance per build)."""
 
     #: the driver's host/device split does not handle a guarded nest: such ``kernels``
     #: loops run as written (sequentially, on the device)
@@ -259,15 +262,16 @@ class CudaTarget(Target):
         self._driver = tree
         self._source = source
         tree.body = self._split(tree.body) or [ast.Pass()]
-        parameters = {a.arg for a in tree.args.args}
-        defined = parameters | _stored([tree])
+        defined = {a.arg for a in tree.args.args} | _stored([tree])
         passed = set()
         for kernel, launch in self.pending:
             _drop_undefined(kernel, launch, defined)
             passed.update(a.arg for a in kernel.args.args)
             self.builder.add_block(self._jit(), kernel, source)
         self.pending = []
-        _rebind_on_device(tree.body, {n for n in passed - parameters if not n.startswith("_acc_")})
+        names = {n for n in passed if not n.startswith("_acc_")}
+        if _rebind_on_device(tree.body, names):  # one device copy per host array and call
+            tree.body.insert(0, ast.parse(f"{_DEVICE_COPIES} = {{}}").body[0])
         return tree
 
     def _split(self, stmts):
@@ -420,37 +424,67 @@ def _drop_undefined(kernel: ast.FunctionDef, launch: list, defined: set) -> None
             node.args[3].elts = [node.args[3].elts[i] for i in keep]
 
 
-def _rebind_on_device(stmts: list, names: set) -> None:
-    """After each driver statement that assigns one of ``names`` (the driver's own
-    variables that kernels take), rebind it to ``cuda_runtime.on_device`` of itself: an
-    array the driver made on the host (``t = np.zeros(3)``) becomes a device array once,
-    before any kernel takes it; kernels then share its device copy."""
+def _rebind_on_device(stmts: list, names: set) -> bool:
+    """After each driver statement that assigns one of ``names`` (the variables that
+    kernels take), rebind it to ``cuda_runtime.on_device`` of itself: an array the region
+    makes on the host (``t = np.zeros(3)``, a parameter given a new array) becomes a device
+    array before any kernel takes it. ``on_device`` keeps one device copy per host array
+    for the call (``_DEVICE_COPIES``), so aliases (``w = v = np.zeros(3)``) stay one array
+    and kernels share it. A loop variable, a ``with ... as`` name or a walrus in a
+    statement's header is rebound at the top of each of its bodies and after it. True
+    when something was rebound."""
     if not names:
-        return
+        return False
+    rebound = False
     index = 0
     while index < len(stmts):
         stmt = stmts[index]
-        for field in ("body", "orelse", "finalbody"):
-            inner = getattr(stmt, field, None)
-            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                _rebind_on_device(inner, names)
-        for handler in getattr(stmt, "handlers", ()):
-            _rebind_on_device(handler.body, names)
-        if isinstance(stmt, (ast.For, ast.While, ast.If, ast.With, ast.Try)):
-            assigned = _stored([stmt.target]) if isinstance(stmt, ast.For) else set()
-            if assigned & names:  # a loop variable: rebound at the top of each iteration
-                stmt.body[:0] = _rebinding(sorted(assigned & names), stmt)
+        bodies = [getattr(stmt, f) for f in ("body", "orelse", "finalbody")
+                  if isinstance(getattr(stmt, f, None), list) and getattr(stmt, f)
+                  and isinstance(getattr(stmt, f)[0], ast.stmt)]
+        bodies += [handler.body for handler in getattr(stmt, "handlers", ())]
+        for inner in bodies:
+            rebound |= _rebind_on_device(inner, names)
+        if bodies:  # a compound statement: what its header assigns
+            assigned = sorted(_header_names(stmt) & names)
+            for inner in bodies:
+                inner[:0] = _rebinding(assigned, stmt)
         else:
-            assigned = _stored([stmt]) & names
-            if assigned:
-                stmts[index + 1:index + 1] = _rebinding(sorted(assigned), stmt)
-                index += len(assigned)
-        index += 1
+            assigned = sorted(_assigned(stmt) & names)
+        stmts[index + 1:index + 1] = _rebinding(assigned, stmt)
+        rebound |= bool(assigned)
+        index += 1 + len(assigned)
+    return rebound
+
+
+def _assigned(node) -> set:
+    """Names a statement (or expression) assigns in the driver's own scope: not those of
+    a comprehension, lambda or nested function, which have scopes of their own."""
+    found = set()
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+                              ast.Lambda, ast.FunctionDef)):
+            continue
+        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+            found.add(child.id)
+        found |= _assigned(child)
+    return found
+
+
+def _header_names(stmt) -> set:
+    """Names the header of a compound statement assigns: a ``for`` target, ``with ...
+    as`` names, walrus targets in its test or iterable."""
+    parts = [getattr(stmt, f) for f in ("target", "iter", "test") if getattr(stmt, f, None)]
+    parts += [item for item in getattr(stmt, "items", ())]
+    found = set()
+    for part in parts:
+        found |= _assigned(ast.Expr(value=part) if isinstance(part, ast.expr) else part)
+    return found
 
 
 def _rebinding(names, where) -> list:
-    return [ast.copy_location(ast.parse(f"{n} = {_CRT}.on_device({n})").body[0], where)
-            for n in names]
+    return [ast.copy_location(ast.parse(
+        f"{n} = {_CRT}.on_device({n}, {_DEVICE_COPIES})").body[0], where) for n in names]
 
 
 def _is_atomic(func) -> bool:

@@ -22,6 +22,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import importlib.util
@@ -447,10 +448,61 @@ def _private_local_types(info, plan, device, arg_types) -> dict:
     the function tells an array from a scalar there."""
     names = {n for nest in plan.nests.values() for n in nest.private + nest.firstprivate}
     names -= set(info.kernel_params)
-    if not names:
+    names = _may_be_arrays(info.source.tree, names, dict(zip(info.kernel_params, arg_types)))
+    if not names:  # only scalars (loop indices, arithmetic): no typing, which costs ~40 ms
         return {}
     typemap, typing_context = _typemap(info, plan, device, arg_types)
     return {n: _unified_type(typemap, n, typing_context) for n in sorted(names)}
+
+
+def _may_be_arrays(tree, names, known) -> set:
+    """The ``names`` that some assignment of the function may give an array: a call, a
+    display or comprehension, an attribute (``a.T``), a slice or a partial index of an
+    array (``a[i]`` of a 2-d ``a``), or another such name. Loop targets and arithmetic on
+    scalars are scalars."""
+    values = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name) and name.id in names:
+                        values.setdefault(name.id, []).append(node.value)
+    found, grew = set(), True
+    while grew:  # aliases of aliases
+        before = len(found)
+        found |= {n for n, exprs in values.items()
+                  if any(_array_valued(e, known, found) for e in exprs)}
+        grew = len(found) > before
+    return found
+
+
+def _array_valued(expr, known, found) -> bool:
+    indices = {id(n.slice) for n in ast.walk(expr) if isinstance(n, ast.Subscript)}
+    for node in ast.walk(expr):
+        if id(node) in indices:  # ``a[i, j]``'s tuple is an index, not a display
+            continue
+        if isinstance(node, (ast.Call, ast.List, ast.Tuple, ast.ListComp, ast.Attribute)):
+            return True
+        if isinstance(node, ast.Name) and (node.id in found or getattr(
+                known.get(node.id), "ndim", 0) and not _indexed(expr, node.id, known)):
+            return True
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            ndim = getattr(known.get(node.value.id), "ndim", 0)
+            if any(isinstance(i, ast.Slice) for i in index) or len(index) < ndim:
+                return True
+    return False
+
+
+def _indexed(expr, name, known) -> bool:
+    """Whether every use of array ``name`` in ``expr`` is a full element index."""
+    ndim = getattr(known.get(name), "ndim", 0)
+    uses = [n for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id == name]
+    elements = [n for n in ast.walk(expr) if isinstance(n, ast.Subscript)
+                and isinstance(n.value, ast.Name) and n.value.id == name
+                and len(n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]) == ndim]
+    return len(uses) == len(elements)
 
 
 def _probe_types(info, plan, device, arg_types, slots):

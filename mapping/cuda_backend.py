@@ -112,7 +112,8 @@ class CupyBackend:
         except ImportError as error:
             raise DeviceTypeUnavailableError(
                 f"the cuda device type needs CuPy, which is not installed ({error}): "
-                "pip install 'pyacc[cuda]' (cupy-cuda12x)", device_type="cuda") from None
+                "pip install 'pyacc[cuda]' (cupy-cuda13x; 'pyacc[cuda12]' for a CUDA 12 driver)",
+                device_type="cuda") from None
         except Exception as error:  # a broken CUDA install raises more than ImportError
             raise DeviceTypeUnavailableError(
                 f"the cuda device type needs CuPy, which failed to import: "

@@ -11,9 +11,10 @@ How it stands in (the interface is listed in ``mapping.cuda_backend``'s docstrin
 - device arrays are ``FakeDeviceArray`` objects, not numpy arrays, and refuse what CuPy
   arrays refuse on the real stack, so that a fault only a GPU would show fails here too:
   implicit conversion to NumPy (``np.asarray``, ``np.copyto`` into a host array: "use
-  ``.get()``"), being typed by Numba for a CPU kernel ("Cannot determine Numba type"),
-  and reading an element into a Python number on the host (``float(d[0])``, ``int``,
-  ``bool``, ``.item()``: a hidden synchronous copy on a GPU). They have CuPy's surface
+  ``.get()``") and being typed by Numba for a CPU kernel ("Cannot determine Numba type").
+  Stricter than CuPy, they also refuse reading elements into Python numbers on the host
+  (``float(d[0])``, ``int``, ``bool``, ``.item()``, iteration), which CuPy does with a
+  hidden synchronous copy: pyacc's own code never relies on that. They have CuPy's surface
   where pyacc touches it: ``__cuda_array_interface__``, ``shape``/``dtype``/``strides``/
   ``ndim``/``size``/``nbytes``/``flags``, basic indexing into views, ``reshape``,
   ``view``, ``T``, ``get()`` (a host copy), ``set(host)`` and ``__setitem__``.

@@ -176,7 +176,8 @@ class CudaQueue(Queue):
         except Exception as cause:  # a device error: the covering wait reports it
             with self._enqueue_lock:
                 target = self._sequence
-            self._fail(target, "an operation", cause)
+            if self._first_failure(self._floor, target + 1) is None:  # a sticky error:
+                self._fail(target, "an operation", cause)             # recorded once
             drained = False
         self.poll(force=not drained)
 

@@ -347,8 +347,9 @@ def _add_info(commands) -> None:
     info = commands.add_parser(
         "info", help="show device types, devices, versions and settings (like nvaccelinfo)",
         description="Show device types and devices with their properties, the offload "
-        "policy, versions of numba, llvmlite, numpy, CuPy, numba-cuda and the CUDA driver, "
-        "the kernel cache folder and the ACC_*/PYACC_* settings.")
+        "policy, versions of numba, llvmlite, numpy, CuPy, numba-cuda-mlir, numba-cuda and "
+        "the CUDA driver, the CUDA kernel compiler in use and why, the kernel cache folder "
+        "and the ACC_*/PYACC_* settings.")
     info.add_argument("--json", action="store_true", help="print the report as JSON")
     info.set_defaults(handler=_info)
 

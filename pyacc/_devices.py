@@ -250,21 +250,20 @@ def _cuda_device(number: int, *, fake: bool):
     Raises:
         _CudaUnusable: CuPy finds no driver or GPU, or the kernel compiler cannot use it.
     """
-    from mapping.cuda import CudaDevice  # imported on first use: it needs CuPy / numba-cuda
+    from mapping.cuda import CudaDevice  # imported on first use: it needs CuPy
 
     _cuda_probe.note_cuda_initialised(f"used the GPU (pyacc created cuda device {number})")
     if fake:
         from mapping.cuda_fake import FakeCudaBackend
 
         return CudaDevice(number, backend=FakeCudaBackend())
+    reason = _cuda_probe.driver_reason()  # the compiler's is_available(): the process's,
+    if reason is not None:                 # asked before a device (and its stream) exists
+        raise _CudaUnusable(reason)
     try:
-        device = CudaDevice(number)  # CupyBackend: the driver's device count (cuInit)
+        return CudaDevice(number)  # CupyBackend: the driver's device count (cuInit)
     except DeviceTypeUnavailableError as error:
         raise _CudaUnusable(str(error)) from None
-    reason = _cuda_probe.driver_reason()  # the compiler's is_available()
-    if reason is not None:
-        raise _CudaUnusable(reason)
-    return device
 
 
 def _unavailable(device_type: str, origin: str = "") -> DeviceTypeUnavailableError:

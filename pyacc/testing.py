@@ -50,7 +50,8 @@ The cuda device type without a GPU (testing only): with the environment variable
 set before the program starts, the ``cuda`` device type is available with one device
 (so it becomes the default device type) whose memory, streams and events are
 ``mapping.cuda_fake.FakeCudaBackend`` — host memory standing in for CuPy, device arrays
-are numpy arrays — and whose kernels are the real ``cuda`` target of the compiler, run by
+that refuse what CuPy's refuse (implicit conversion to NumPy, Numba CPU typing, host
+reads without ``.get()``) — and whose kernels are the real ``cuda`` target of the compiler, run by
 Numba's CUDA simulator. Everything above the backend (the runtime, the launcher, the
 cuda code generation) then runs as on a GPU, slowly (~100 µs per simulated thread: keep
 arrays to a few hundred elements). It proves nothing about CuPy itself, real

@@ -80,6 +80,8 @@ class AutoCompare:
         self.compared = 0  # downloads compared
         self.differences: list[str] = []  # one report per download that differed
         self.host_failures: list[str] = []  # kernels whose host run failed
+        self.skipped: list[str] = []  # regions not run on the host (once per argument)
+        self._skip_reported: set = set()
         self._entries = EntryIndex()  # mappings by device address (host runs' arrays)
         self.stale = None  # the StaleChecker, when PYACC_CHECK=stale is on too
         self._evicted: dict = {}  # (device, id(entry)) -> shadow of an evicted block
@@ -135,14 +137,23 @@ class AutoCompare:
 
     def _shadow_of(self, shadows, device_array):
         """The shadow array of a device array (None when it is not device memory)."""
+        begin = self._block_of(shadows, device_array)
+        if begin is None:
+            return None
+        address, shape, dtype, strides = array_layout(device_array)
+        return np.ndarray(shape, dtype, buffer=shadows[begin], offset=address - begin,
+                          strides=strides)
+
+    @staticmethod
+    def _block_of(shadows, device_array):
+        """The start of the shadowed device block holding a device array, or None."""
         layout = array_layout(device_array)
         if layout is None or 0 in layout[1]:
             return None
-        address, shape, dtype, strides = layout
+        address = layout[0]
         for begin, block in shadows.items():
             if begin <= address < begin + block.size:
-                return np.ndarray(shape, dtype, buffer=block, offset=address - begin,
-                                  strides=strides)
+                return begin
         return None
 
     def _done(self, shadows, done) -> None:
@@ -201,7 +212,7 @@ class AutoCompare:
             elif isinstance(argument, np.ndarray):
                 host_args.append(argument.copy())  # host data: the device run used it already
             elif is_array:  # device memory pyacc neither mapped nor allocated
-                self._skipped(region_info, name, argument)
+                self._skipped(shadows, region_info, name, argument, args)
                 return
             else:
                 host_args.append(argument)
@@ -217,12 +228,26 @@ class AutoCompare:
             print(f"pyacc autocompare: the host run of {region_info.where} failed: "
                   f"{type(error).__name__}: {error}", file=sys.stderr, flush=True)
 
-    def _skipped(self, region_info, name, argument) -> None:
+    def _skipped(self, shadows, region_info, name, argument, args) -> None:
         """No host run: an argument is device memory of no mapping and no pyacc
-        allocation (another library's array), whose host values are unknown."""
+        allocation (another library's array), whose host values are unknown. What the
+        region writes is then unknown too: the shadows of its written arguments are
+        dropped (their copies back are not compared until the memory is allocated anew).
+        Reported once per region and argument, counted apart from failed host runs."""
+        names = region_info.kernel_params
+        for index, other in enumerate(args):
+            if index < len(names) and names[index] in region_info.written:
+                begin = self._block_of(shadows, other)
+                if begin is not None:
+                    del shadows[begin]
+        key = (region_info.where, name)
+        if key in self._skip_reported:
+            return
+        self._skip_reported.add(key)
         reason = (f"argument {name!r} is device memory pyacc did not allocate "
-                  f"({type(argument).__name__}), so its host values are unknown")
-        self.host_failures.append(f"{region_info.where}: skipped: {reason}")
+                  f"({type(argument).__name__}), so its host values are unknown; the arrays "
+                  "the region writes are not compared from here on")
+        self.skipped.append(f"{region_info.where}: {reason}")
         print(f"pyacc autocompare: no host run of {region_info.where}: {reason}",
               file=sys.stderr, flush=True)
 
@@ -252,4 +277,6 @@ class AutoCompare:
     def summary(self) -> str:
         return (f"pyacc autocompare summary: {self.compared} copies back compared, "
                 f"{len(self.differences)} differed from the host run"
-                + (f", {len(self.host_failures)} host runs failed" if self.host_failures else ""))
+                + (f", {len(self.host_failures)} host runs failed" if self.host_failures else "")
+                + (f", {len(self.skipped)} regions not run on the host (device memory of "
+                   "other libraries)" if self.skipped else ""))

@@ -170,7 +170,17 @@ def array_made_in_the_region(x, y):
         y[i] += w[1] * x[i]
 
 
+def aliases_made_in_the_region(a, w):
+    """A parameter given a new array, and an alias of it: one array on the device too."""
+    w = v = np.zeros(3)
+    w[0] = 1.0
+    for i in range(a.shape[0]):
+        a[i] = v[0] + i
+
+
 CASES = [
+    Case("aliases_made_in_the_region_are_one_device_array", aliases_made_in_the_region,
+         "kernels", lambda: (np.zeros(20), np.full(3, 7.0))),
     Case("private_arrays_made_in_the_region", private_arrays_made_in_the_region,
          "parallel_loop", lambda: (np.linspace(0.0, 1.0, 53), np.zeros(50), 0.25),
          {"private": "stencil vals"}),

@@ -108,7 +108,7 @@ class _CompileInsteadOfLaunch:
 def compile_only(monkeypatch, compiler_name):
     """Drivers run on host arrays and compile their kernels instead of launching them."""
     monkeypatch.setattr(cuda_runtime, "_empty", lambda shape, dtype: np.zeros(shape, dtype))
-    monkeypatch.setattr(cuda_runtime, "on_device", lambda value: value)
+    monkeypatch.setattr(cuda_runtime, "on_device", lambda value, copies: value)
     monkeypatch.setattr(cuda_runtime, "refuse_host_arrays", lambda kernel, args: None)
     monkeypatch.setattr(cuda_runtime, "_multiprocessors", [132])
     monkeypatch.setattr(cuda_runtime, "_configured", {})

@@ -385,3 +385,36 @@ def test_a_strided_view_of_present_data_in_a_kernel(gpu):
 def test_deviceptr_refuses_host_memory(gpu):
     with pytest.raises(acc.InvalidArgumentError):
         gather_plus_one(np.arange(4.0), np.zeros(4))  # host memory is not device memory
+
+
+def _cases():
+    """tests/cuda/cases.py (the kernels the simulator and PTX tests use)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "cuda" / "cases.py"
+    spec = importlib.util.spec_from_file_location("pyacc_cuda_cases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_arrays_a_region_makes_on_an_async_queue(gpu):
+    """miniWeather's ``flux_x`` (private arrays the region makes) and a region whose
+    loops share an array it makes, on queue 1: on the H100 the first failed with
+    "NumPy only supports stream=None" (issue 27 item 2)."""
+    cases = _cases()
+    flux_x = acc.parallel_loop(private="stencil vals", async_=1)(
+        cases.private_arrays_made_in_the_region)
+    shared = acc.kernels(async_=1)(cases.array_made_in_the_region)
+    state = np.sin(np.linspace(0.0, 3.0, 100_003))
+    flux, x, y = np.zeros(100_000), np.linspace(0.0, 1.0, 4000), np.zeros(4000)
+    with acc.data(copyin=[state, x], copyout=[flux, y]):
+        flux_x(state, flux, 0.25)
+        shared(x, y)
+        acc.wait(1)
+    expected_flux, expected_y = np.zeros_like(flux), np.zeros_like(y)
+    cases.private_arrays_made_in_the_region(state, expected_flux, 0.25)
+    cases.array_made_in_the_region(x, expected_y)
+    np.testing.assert_allclose(flux, expected_flux, rtol=1e-12)
+    np.testing.assert_allclose(y, expected_y, rtol=1e-12)

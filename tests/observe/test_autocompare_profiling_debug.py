@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import pyacc as acc
+from pyacc._devices import current_runtime
 
 
 @acc.parallel_loop
@@ -185,3 +186,42 @@ def test_debug_sends_event_records_to_the_pyacc_logger(emulated, observe, capfd)
     err = capfd.readouterr().err
     assert "pyacc debug: pyacc.events: Event(ENTER_DATA, ('emulated', 0)" in err
     assert "pyacc debug: pyacc.events: Event(FREE" in err
+
+
+@acc.parallel_loop(deviceptr="d")
+def add_into(d, x):
+    for i in range(x.shape[0]):
+        x[i] += d[i]
+
+
+def _other_librarys_device_array(n):
+    """Device memory pyacc did not allocate: CuPy's own on a GPU, the backend's on the
+    fake one (no ALLOC event, so autocompare has no shadow of it)."""
+    backend = current_runtime().device.backend
+    if not hasattr(backend, "memcpys"):  # a real GPU
+        import cupy
+        return cupy.ones(n), None
+    address, handle = backend.allocate(8 * n)
+    array = backend.view(handle, 0, (n,), np.float64, None)
+    array[...] = 1.0
+    return array, handle
+
+
+def test_autocompare_skips_a_region_on_another_librarys_device_memory_once(
+        separate_memory, observe, capfd):
+    """Its host values are unknown, so the region is not run on the host, said once per
+    region and argument, counted apart from failed host runs, and what the region writes
+    is not compared afterwards (no false difference)."""
+    if separate_memory != "cuda":
+        pytest.skip("device memory of other libraries exists on cuda only")
+    compare = observe(PYACC_AUTOCOMPARE=1)["autocompare"]
+    d, keep = _other_librarys_device_array(16)
+    x = np.zeros(16)
+    with acc.data(copy=[x]):
+        add_into(d, x)
+        add_into(d, x)
+    np.testing.assert_array_equal(x, np.full(16, 2.0))
+    assert compare.differences == [] and compare.host_failures == []
+    assert len(compare.skipped) == 1 and "'d'" in compare.skipped[0]
+    assert capfd.readouterr().err.count("no host run of") == 1
+    assert "1 regions not run on the host" in compare.summary()
