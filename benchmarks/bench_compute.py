@@ -38,7 +38,7 @@ import numpy as np
 from numba import njit, prange
 
 import pyacc as acc
-from compiler.crossover import busy_cpu_seconds
+from pyacc.compiler.crossover import busy_cpu_seconds
 from pyacc import omp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

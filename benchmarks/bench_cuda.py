@@ -56,7 +56,7 @@ from bench_runtime import machine_description  # noqa: E402
 from suite import Candidate, measure, write_results  # noqa: E402  (the CPU suite's)
 
 import pyacc as acc  # noqa: E402
-from compiler import cuda_compilers  # noqa: E402
+from pyacc.compiler import cuda_compilers  # noqa: E402
 from pyacc import _devices  # noqa: E402
 
 RESULTS = HERE / "RESULTS.md"

@@ -48,7 +48,7 @@ import numpy as np
 from numba import njit, prange
 
 import pyacc as acc
-from compiler import crossover
+from pyacc.compiler import crossover
 from pyacc._express import set_lane
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -1,12 +1,13 @@
 """pyacc's compiler layer: a Python function and its clauses → a compiled kernel.
 
-This package knows nothing of present tables or data movement (it never imports
-``mapping`` or ``pyacc``); it turns a compute-region function into a callable that takes
-*device* arrays and scalars in the function's parameter order.
+Installed as ``pyacc.compiler`` (the repository's ``compiler/`` folder; ``pyacc._layers``).
+This package knows nothing of present tables or data movement (it imports its own modules
+relatively and never ``pyacc.mapping`` or the surface); it turns a compute-region function
+into a callable that takes *device* arrays and scalars in the function's parameter order.
 
 Interface used by the launcher (``pyacc/_compute.py``)::
 
-    from compiler import (ComputeClauses, parse_clauses, CompileError, KernelInfo,
+    from pyacc.compiler import (ComputeClauses, parse_clauses, CompileError, KernelInfo,
                           analyze, get_kernel, markers, KernelIndexError)
 
     clauses = parse_clauses(construct, clause_string=None, **keyword_clauses)

@@ -41,8 +41,8 @@ class CpuTarget(Target):
     def imports(self):
         return [f"import numpy as {NP}",
                 "from numba import njit as _acc_njit, prange as _acc_prange",
-                f"from compiler import runtime as {RT}",
-                "from compiler.atomics import " + ", ".join(
+                f"from pyacc.compiler import runtime as {RT}",
+                "from pyacc.compiler.atomics import " + ", ".join(
                     f"{n} as _acc_{n}" for n in sorted(set(INTRINSICS.values())))]
 
     def decorator(self, *, kind, parallel, boundscheck, cache):

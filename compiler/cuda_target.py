@@ -98,8 +98,8 @@ class CudaTarget(Target):
     # -- the module ---------------------------------------------------------------------
     def imports(self):
         return [f"import numpy as {NP}", cuda_compilers.chosen().import_line(_CUDA),
-                f"from compiler import runtime as {RT}",
-                f"from compiler import cuda_runtime as {_CRT}"]
+                f"from pyacc.compiler import runtime as {RT}",
+                f"from pyacc.compiler import cuda_runtime as {_CRT}"]
 
     def atomic_function(self, op):
         # ``cuda.atomic.<op>`` spelled out: the simulator resolves ``cuda`` only inside

@@ -35,9 +35,13 @@ RESERVED_PREFIX = "_acc_"
 #: Attribute name under which ``mark_routine`` stores a routine's KernelInfo.
 ROUTINE_ATTR = "__acc_routine__"
 
-#: Top-level modules whose functions Numba compiles itself (never implicit routines).
+#: Packages whose functions Numba compiles itself (never implicit routines).
 LIBRARY_MODULES = frozenset({"numpy", "math", "cmath", "numba", "operator", "random",
-                             "builtins", "scipy", "compiler"})
+                             "builtins", "scipy", "pyacc.compiler"})
+
+
+def _in_library(module: str) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in LIBRARY_MODULES)
 
 
 class _Missing:
@@ -244,8 +248,7 @@ def routine_function(obj):
     if info is not None:
         return info.func
     if isinstance(obj, pytypes.FunctionType):
-        module = (getattr(obj, "__module__", None) or "").split(".")[0]
-        if module not in LIBRARY_MODULES:
+        if not _in_library(getattr(obj, "__module__", None) or ""):
             return obj
     return None
 

@@ -1,7 +1,9 @@
 """pyacc's mapping runtime: present tables, devices, transfers and events.
 
-The layer below ``pyacc`` (DESIGN.md): it knows nothing of decorators or compilers and
-imports neither ``pyacc`` nor ``compiler``. Modules:
+The layer below ``pyacc`` (DESIGN.md), installed as ``pyacc.mapping`` (the repository's
+``mapping/`` folder; ``pyacc._layers``): it knows nothing of decorators or compilers,
+imports its own modules relatively and nothing of the surface or ``pyacc.compiler``.
+Modules:
 
 - ``errors``      the error tree (OpenACC ``acc_error_t`` codes) and the range notation
 - ``ranges``      host byte ranges, ``Relation``, host-data validation

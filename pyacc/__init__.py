@@ -4,9 +4,13 @@ Add OpenACC directives to Python loop code: data regions and runtime routines ke
 resident on a device, decorated loops run on all CPU cores or a GPU (Numba).
 
 Layout (DESIGN.md): this package is the surface — directives, routines, errors, ICVs —
-over two layers it joins: ``mapping`` (present tables, devices, transfers, events) and
-``compiler`` (Python function + clauses → kernel). Public names are defined once, in the
-private modules below, and re-exported here:
+over two layers it joins: ``pyacc.mapping`` (present tables, devices, transfers, events)
+and ``pyacc.compiler`` (Python function + clauses → kernel). The two layers live in the
+repository's top-level folders ``mapping/`` and ``compiler/`` and are installed inside
+this package (``pyproject.toml``'s ``package-dir``), so that no file of a user's (a
+``mapping.py`` or ``compiler.py`` beside a script) can shadow them; from a checkout they
+are found in those folders (``_layers``). Public names are defined once, in the private
+modules below, and re-exported here:
 
 - ``_routines``   runtime routines (copyin, update_device, is_present, get_property, ...)
 - ``_directives`` data, enter_data, exit_data, update, host_data
@@ -33,8 +37,12 @@ Quick start::
 
 import logging
 
-from compiler.errors import CompileError, PerformanceWarning
-from compiler.markers import atomic, loop, on_device
+from . import _layers  # before any import of pyacc.mapping or pyacc.compiler
+
+_layers.find_in_checkout()
+
+from pyacc.compiler.errors import CompileError, PerformanceWarning
+from pyacc.compiler.markers import atomic, loop, on_device
 
 from ._clauses import async_noval, async_sync
 from ._compute import explain, kernels, kernels_loop, parallel, parallel_loop, routine, serial
@@ -48,7 +56,7 @@ from ._routines import __all__ as _routine_names
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _error_names
 
-import mapping.ranges as _mapping_ranges
+import pyacc.mapping.ranges as _mapping_ranges
 
 from . import _names, observe, profiling
 from . import omp

@@ -8,7 +8,7 @@ call by ``compiler.kernel_env``.
 
 from __future__ import annotations
 
-import compiler
+from pyacc import compiler
 
 from ._clauses import async_noval
 

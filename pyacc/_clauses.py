@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-from mapping import ClauseError, InvalidAsyncError, MapKind, MapRequest, check_array
+from pyacc.mapping import ClauseError, InvalidAsyncError, MapKind, MapRequest, check_array
 
 __all__ = [
     "async_sync",

@@ -28,7 +28,7 @@ import runpy
 import sys
 import warnings
 
-from compiler import cuda_compilers
+from pyacc.compiler import cuda_compilers
 
 from . import _devices
 
@@ -175,7 +175,7 @@ def _cuda_compiler() -> str:
 
 def _kernel_cache() -> str:
     try:
-        from compiler.kernel import cache_dir
+        from pyacc.compiler.kernel import cache_dir
 
         return str(cache_dir())
     except Exception as error:

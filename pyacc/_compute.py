@@ -42,9 +42,9 @@ import sys
 
 import numpy as np
 
-import compiler
-from compiler import CompileError, KernelIndexError
-from mapping import (
+from pyacc import compiler
+from pyacc.compiler import CompileError, KernelIndexError
+from pyacc.mapping import (
     BUS,
     AccError,
     ClauseError,
@@ -59,10 +59,10 @@ from mapping import (
     check_array,
 )
 
-from mapping.compute import enter_compute, exit_compute
-from mapping.queues import Pending
-from compiler import kernel_env
-from compiler.kernel import SCALAR_TYPES
+from pyacc.mapping.compute import enter_compute, exit_compute
+from pyacc.mapping.queues import Pending
+from pyacc.compiler import kernel_env
+from pyacc.compiler.kernel import SCALAR_TYPES
 
 from ._clauses import queue_of, wait_for
 from ._call_inputs import clause_values, free_reader

@@ -58,7 +58,7 @@ import os
 import re
 import sys
 
-from compiler import cuda_compilers
+from pyacc.compiler import cuda_compilers
 
 __all__ = ["probe", "driver_reason", "fake_cuda_requested", "note_cuda_initialised",
            "after_fork_in_child", "forked_after_cuda", "fork_reason", "visible_count"]

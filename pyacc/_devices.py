@@ -65,7 +65,7 @@ import sys
 import threading
 import warnings
 
-from mapping import (
+from pyacc.mapping import (
     DeviceRuntime,
     DeviceTypeUnavailableError,
     DeviceUnavailableError,
@@ -250,11 +250,11 @@ def _cuda_device(number: int, *, fake: bool):
     Raises:
         _CudaUnusable: CuPy finds no driver or GPU, or the kernel compiler cannot use it.
     """
-    from mapping.cuda import CudaDevice  # imported on first use: it needs CuPy
+    from pyacc.mapping.cuda import CudaDevice  # imported on first use: it needs CuPy
 
     _cuda_probe.note_cuda_initialised(f"used the GPU (pyacc created cuda device {number})")
     if fake:
-        from mapping.cuda_fake import FakeCudaBackend
+        from pyacc.mapping.cuda_fake import FakeCudaBackend
 
         return CudaDevice(number, backend=FakeCudaBackend())
     reason = _cuda_probe.driver_reason()  # the compiler's is_available(): the process's,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from mapping import (
+from pyacc.mapping import (
     BUS,
     AccError,
     Counter,
@@ -22,7 +22,7 @@ from mapping import (
     UpdateItem,
     check_array,
 )
-from mapping.plan import not_present, partly_present
+from pyacc.mapping.plan import not_present, partly_present
 
 from ._clauses import arrays_of, check_clauses, queue_of, requests_of, wait_for
 from ._devices import ICVS, current_runtime

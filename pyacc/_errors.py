@@ -15,7 +15,7 @@ import functools
 import sys
 import threading
 
-from mapping import BUS, AccError, EventKind
+from pyacc.mapping import BUS, AccError, EventKind
 
 __all__ = ["register_error_callback", "unregister_error_callback", "reported", "report"]
 

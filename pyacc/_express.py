@@ -24,9 +24,9 @@ import sys
 
 import numpy as np
 
-from compiler.kernel import KERNEL_ENV_KEYS
-from mapping import BUS
-from mapping.events import STATS
+from pyacc.compiler.kernel import KERNEL_ENV_KEYS
+from pyacc.mapping import BUS
+from pyacc.mapping.events import STATS
 
 from ._devices import ICVS, watch_context
 

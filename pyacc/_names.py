@@ -13,17 +13,11 @@ import sys
 
 import numpy as np
 
+from . import _layers
+
 __all__ = ["user_frame", "variable_name"]
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_OWN_DIRS = tuple(
-    directory + os.sep
-    for directory in (
-        _PACKAGE_DIR,
-        os.path.dirname(os.path.abspath(sys.modules["mapping"].__file__)),
-        os.path.join(os.path.dirname(_PACKAGE_DIR), "compiler"),
-    )
-)
+_OWN_DIRS = _layers.folders()
 
 
 def user_frame():

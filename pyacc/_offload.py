@@ -34,17 +34,16 @@ import os
 import sys
 import threading
 
-from mapping import InvalidArgumentError
+from pyacc.mapping import InvalidArgumentError
+
+from . import _layers
 
 __all__ = ["OFFLOAD_POLICIES", "OffloadFallbackWarning", "offload_policy"]
 
 OFFLOAD_POLICIES = ("mandatory", "disabled", "default")
 
 #: pyacc/, mapping/, compiler/: frames skipped when a warning points at the user's code
-_INTERNAL = tuple(
-    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name) + os.sep
-    for name in ("pyacc", "mapping", "compiler")
-)
+_INTERNAL = _layers.folders()
 
 
 class OffloadFallbackWarning(RuntimeWarning):

@@ -16,9 +16,9 @@ counters as they were.
 
 from __future__ import annotations
 
-from mapping import (BUS, AccError, Counter, ExecutionError, InvalidArgumentError, MapKind, MapRequest,
+from pyacc.mapping import (BUS, AccError, Counter, ExecutionError, InvalidArgumentError, MapKind, MapRequest,
                      NotPresentError, UpdateDirection, UpdateItem, check_array)
-from mapping.errors import describe_array
+from pyacc.mapping.errors import describe_array
 
 from ._clauses import queue_of
 from ._devices import current_runtime

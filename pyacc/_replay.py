@@ -16,7 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
-from compiler.kernel import argument_kind
+from pyacc.compiler.kernel import argument_kind
 
 __all__ = ["CallPlan", "is_device_array"]
 

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from mapping import (
+from pyacc.mapping import (
     BUS,
     STATS,
     EventKind,

@@ -24,8 +24,8 @@ The runtime classes are defined in ``mapping.errors``; ``CompileError`` in
 ``compiler.errors``. Each carries its facts as attributes (``name``, ``host_range`` ...).
 """
 
-from compiler.errors import CompileError
-from mapping.errors import (
+from pyacc.compiler.errors import CompileError
+from pyacc.mapping.errors import (
     AccError,
     ClauseError,
     ConsistencyError,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 
-from compiler.markers import on_device
+from pyacc.compiler.markers import on_device
 
 from . import _routines as _r
 from ._clauses import async_noval as acc_async_noval

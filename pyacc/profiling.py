@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from mapping import BUS, EventKind
+from pyacc.mapping import BUS, EventKind
 
 from .observe._locate import location_of
 

@@ -66,8 +66,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from mapping import InvalidArgumentError, InvalidAsyncError
-from mapping.emulated import FaultPlan
+from pyacc.mapping import InvalidArgumentError, InvalidAsyncError
+from pyacc.mapping.emulated import FaultPlan
 
 from ._clauses import async_value
 from ._devices import current_runtime

@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 
-from mapping import BUS, EventKind
+from pyacc.mapping import BUS, EventKind
 
 from .autocompare import AutoCompare, tolerances_from_environment
 from .checking import Checker, live_runtimes, verify_all

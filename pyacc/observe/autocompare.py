@@ -43,8 +43,8 @@ from contextlib import nullcontext
 
 import numpy as np
 
-import compiler
-from mapping import BUS, EventKind
+from pyacc import compiler
+from pyacc.mapping import BUS, EventKind
 
 from ._entries import EntryIndex, array_layout
 from ._locate import location_of

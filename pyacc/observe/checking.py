@@ -9,8 +9,8 @@ check raises ``acc.ConsistencyError`` from the directive that found it.
 
 from __future__ import annotations
 
-from mapping import BUS, EventKind
-from mapping.check import LEDGER
+from pyacc.mapping import BUS, EventKind
+from pyacc.mapping.check import LEDGER
 
 from .. import _devices
 

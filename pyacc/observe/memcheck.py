@@ -32,9 +32,9 @@ import threading
 
 import numpy as np
 
-from mapping import BUS, EventKind, MemoryCheckError
-from mapping.emulated import set_memcheck
-from mapping.errors import format_range
+from pyacc.mapping import BUS, EventKind, MemoryCheckError
+from pyacc.mapping.emulated import set_memcheck
+from pyacc.mapping.errors import format_range
 
 from .. import _devices
 from ._entries import device_extent

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from mapping import BUS, EventKind
+from pyacc.mapping import BUS, EventKind
 
 from ._locate import location_of
 

@@ -42,7 +42,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from mapping import BUS, EventKind, StaleDataError, StaleDataWarning
+from pyacc.mapping import BUS, EventKind, StaleDataError, StaleDataWarning
 
 from .._names import user_frame
 from ._entries import EntryIndex, host_view

@@ -18,7 +18,7 @@ import sys
 import threading
 from collections import defaultdict
 
-from mapping import BUS, EventKind
+from pyacc.mapping import BUS, EventKind
 
 from ._locate import location_of
 

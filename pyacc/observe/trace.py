@@ -20,7 +20,7 @@ import os
 import threading
 import time
 
-from mapping import BUS, EventKind
+from pyacc.mapping import BUS, EventKind
 
 from ._locate import location_of
 

@@ -24,7 +24,7 @@ queues), ``_routines`` (device memory routines), ``_names`` (OpenMP names on the
 stream). docs/openmp.md is the user's guide.
 """
 
-from compiler.markers import atomic, loop
+from pyacc.compiler.markers import atomic, loop
 
 from .._compute import explain
 from ._compute import (

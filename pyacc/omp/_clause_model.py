@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from compiler.clauses import caret  # noqa: F401 - the one spelling of clause errors
-from compiler.errors import CompileError
+from pyacc.compiler.clauses import caret  # noqa: F401 - the one spelling of clause errors
+from pyacc.compiler.errors import CompileError
 
 __all__ = ["MapSpec", "OmpClauses", "caret", "MAP_TYPES", "MAP_MODIFIERS", "CONSTRUCT_CLAUSES"]
 

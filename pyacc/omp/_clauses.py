@@ -24,8 +24,8 @@ import dataclasses
 import difflib
 import re
 
-from compiler.clauses import ClauseExpr, closing_paren
-from compiler.errors import CompileError
+from pyacc.compiler.clauses import ClauseExpr, closing_paren
+from pyacc.compiler.errors import CompileError
 
 from ._clause_model import (  # noqa: F401 - re-exported names
     CONSTRUCT_CLAUSES, MAP_MODIFIERS, MAP_TYPES, MapSpec, OmpClauses, _Bad,

@@ -42,10 +42,10 @@ from __future__ import annotations
 
 import collections
 
-import compiler
-from compiler import CompileError
-from compiler.clauses import ClauseExpr
-from mapping import AccError, Counter, InvalidArgumentError, UpdateDirection
+from pyacc import compiler
+from pyacc.compiler import CompileError
+from pyacc.compiler.clauses import ClauseExpr
+from pyacc.mapping import AccError, Counter, InvalidArgumentError, UpdateDirection
 
 from .. import _devices as _acc_devices
 from .._compute import ComputeRegion, at_caller

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import sys
 
-from mapping import BUS, AccError, EventKind, ExecutionError, InvalidArgumentError, UpdateDirection
-from mapping import ClauseError, check_array
+from pyacc.mapping import BUS, AccError, EventKind, ExecutionError, InvalidArgumentError, UpdateDirection
+from pyacc.mapping import ClauseError, check_array
 
 from .._errors import directive_end, report, reported
 from . import _devices

@@ -31,7 +31,7 @@ import threading
 
 import numpy as np
 
-from mapping import DeviceUnavailableError, InvalidArgumentError
+from pyacc.mapping import DeviceUnavailableError, InvalidArgumentError
 
 from .. import _devices as _acc_devices
 from .._devices import ICVS, current_runtime

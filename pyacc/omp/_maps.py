@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mapping import (
+from pyacc.mapping import (
     Counter,
     MapKind,
     MapRequest,
@@ -37,8 +37,8 @@ from mapping import (
     UpdateDirection,
     check_array,
 )
-from mapping.errors import describe_array
-from mapping.runtime import partly_present
+from pyacc.mapping.errors import describe_array
+from pyacc.mapping.runtime import partly_present
 
 from ._clauses import MapSpec
 

@@ -15,8 +15,8 @@ import itertools
 
 import numpy as np
 
-from mapping import InvalidArgumentError, check_array
-from mapping.runtime import byte_view
+from pyacc.mapping import InvalidArgumentError, check_array
+from pyacc.mapping.runtime import byte_view
 
 from .._errors import reported
 from . import _devices

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from compiler import analyze, get_kernel, parse_clauses
+from pyacc.compiler import analyze, get_kernel, parse_clauses
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -14,7 +14,7 @@ SCRIPT = textwrap.dedent('''
     import json, sys, time
     sys.path.insert(0, {tests!r})
     import numpy as np
-    from compiler import analyze, get_kernel, parse_clauses
+    from pyacc.compiler import analyze, get_kernel, parse_clauses
     from cache_kernels import dot
     x = np.arange(1000.0)
     start = time.perf_counter()

@@ -11,8 +11,8 @@ import pickle
 import numpy as np
 import pytest
 
-from compiler import CompileError, parse_clauses
-from compiler.clauses import ClauseExpr, count_value
+from pyacc.compiler import CompileError, parse_clauses
+from pyacc.compiler.clauses import ClauseExpr, count_value
 
 
 def caret_column(message: str) -> int:
@@ -395,8 +395,8 @@ def _gangs(x, n):
 def test_a_launch_shape_evaluated_at_the_call_is_part_of_the_cuda_kernel_key():
     """On cuda the launch shape is compiled into the kernel: clause expressions evaluated
     to another shape must give another kernel (the CPU ignores the shape)."""
-    from compiler import analyze, parse_clauses
-    from compiler.kernel import kernel_key
+    from pyacc.compiler import analyze, parse_clauses
+    from pyacc.compiler.kernel import kernel_key
 
     info = analyze(_gangs, parse_clauses("parallel_loop", "num_gangs((n + 127) / 128)"))
     args = (np.zeros(4), 1000)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from compiler import CompileError, ComputeClauses, parse_clauses
-from compiler.clauses import ASYNC_NOVAL
+from pyacc.compiler import CompileError, ComputeClauses, parse_clauses
+from pyacc.compiler.clauses import ASYNC_NOVAL
 
 
 @pytest.mark.parametrize("construct, text, keywords", [

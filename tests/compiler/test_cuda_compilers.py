@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import compiler
-from compiler import analyze, cuda_compilers, get_kernel, parse_clauses
+from pyacc import compiler
+from pyacc.compiler import analyze, cuda_compilers, get_kernel, parse_clauses
 
 ROOT = Path(__file__).resolve().parents[2]
 MLIR, CLASSIC = cuda_compilers.COMPILERS["mlir"], cuda_compilers.COMPILERS["numba-cuda"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import compiler as acc
-from compiler import CompileError, KernelIndexError, analyze, get_kernel, parse_clauses
+from pyacc import compiler as acc
+from pyacc.compiler import CompileError, KernelIndexError, analyze, get_kernel, parse_clauses
 
 GLOBAL_ARRAY = np.zeros(4)
 

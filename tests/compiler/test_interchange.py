@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import compiler as acc
-from compiler import analyze, get_kernel, mark_routine, parse_clauses
-from compiler import kernel as kernel_module
-from compiler.interchange import MIN_TRIPS, PURE_MARK, mark_pure, match
+from pyacc import compiler as acc
+from pyacc.compiler import analyze, get_kernel, mark_routine, parse_clauses
+from pyacc.compiler import kernel as kernel_module
+from pyacc.compiler.interchange import MIN_TRIPS, PURE_MARK, mark_pure, match
 
 RNG = np.random.default_rng(7)
 

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-import compiler as acc  # the markers are reached the way users reach them: acc.loop
-from compiler import analyze, get_kernel, mark_routine, parse_clauses
+from pyacc import compiler as acc  # the markers are reached the way users reach them: acc.loop
+from pyacc.compiler import analyze, get_kernel, mark_routine, parse_clauses
 
 SCALE = 2.5          # a global numeric constant used inside kernels
 TARGETS = ["cpu", "python"]
@@ -257,8 +257,8 @@ def test_kernels_several_nests(run, caplog):
 
 
 def test_kernels_plan_decisions():
-    from compiler.planner import Planner
-    from compiler.frontend import Scope, local_names
+    from pyacc.compiler.planner import Planner
+    from pyacc.compiler.frontend import Scope, local_names
     info = analyze(kernels_nests, parse_clauses("kernels"))
     plan = Planner(info.source, info.clauses,
                    Scope(info.func, local_names(info.source.tree))).plan()
@@ -274,8 +274,8 @@ def shift(a):
 
 def test_kernels_loop_independent_clause_forces_parallel():
     info = analyze(shift, parse_clauses("kernels_loop", independent=True))
-    from compiler.planner import Planner
-    from compiler.frontend import Scope, local_names
+    from pyacc.compiler.planner import Planner
+    from pyacc.compiler.frontend import Scope, local_names
     scope = Scope(info.func, local_names(info.source.tree))
     assert Planner(info.source, info.clauses, scope).plan().nests
     info = analyze(shift, parse_clauses("kernels_loop"))
@@ -430,7 +430,7 @@ def aliasing(a, b):
 def test_written_set_follows_what_routines_write():
     """An array passed to a routine that only reads it is not written; one the routine
     writes is (the routine's own analysis decides, OpenACC 3.3 §2.15.1)."""
-    import compiler
+    from pyacc import compiler
 
     def read_only(values, i):
         return values[i] * 2.0
@@ -477,7 +477,7 @@ def reduction_max_then_min(x):
     (reduction_max_then_min, "max:hi min:lo", (1.0, 1.0)),
 ])
 def test_reduction_updates_numba_would_not_reduce_use_the_chunked_form(function, reduction, expected):
-    import compiler
+    from pyacc import compiler
 
     x = np.ones(1000)
     info = compiler.analyze(function, compiler.parse_clauses("parallel_loop", f"reduction({reduction.split()[0]})"

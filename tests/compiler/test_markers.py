@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from compiler import CompileError, markers
+from pyacc.compiler import CompileError, markers
 
 
 def test_loop_returns_its_iterable():

@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from compiler import analyze, crossover, get_kernel, parse_clauses
+from pyacc.compiler import analyze, crossover, get_kernel, parse_clauses
 
 
 def elementwise(a, b, c):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler import analyze, get_kernel, parse_clauses
+from pyacc.compiler import analyze, get_kernel, parse_clauses
 
 _path = Path(__file__).resolve().parent.parent / "compiler" / "test_kernels.py"
 _spec = importlib.util.spec_from_file_location("pyacc_cpu_kernel_tests", _path)

@@ -16,7 +16,7 @@ import pytest
 
 from cases import CASES
 
-from compiler import CompileError, analyze, cuda_compilers, cuda_runtime, get_kernel, parse_clauses
+from pyacc.compiler import CompileError, analyze, cuda_compilers, cuda_runtime, get_kernel, parse_clauses
 
 if cuda_runtime.SIMULATED:  # pragma: no cover - conftest keeps this file out
     pytest.skip("compiles for a real GPU", allow_module_level=True)

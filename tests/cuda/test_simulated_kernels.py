@@ -7,8 +7,8 @@ import pytest
 
 from cases import CASES
 
-import compiler
-from compiler import CompileError, analyze, get_kernel, parse_clauses
+from pyacc import compiler
+from pyacc.compiler import CompileError, analyze, get_kernel, parse_clauses
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -78,7 +78,7 @@ def test_arrays_the_region_makes_reach_gpu_kernels_as_device_arrays(name, monkey
     on an async stream): a private array the region makes is not passed at all (each
     thread gets its own row of scratch device memory), and an array the region makes and
     its kernels share becomes one device array before the first kernel takes it."""
-    from compiler import cuda_runtime
+    from pyacc.compiler import cuda_runtime
 
     launched = []
     original = cuda_runtime._simulated_launch

@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_REASON is not None, reason=st
 if _REASON is None:
     import cupy
 
-    from compiler import cuda_compilers
+    from pyacc.compiler import cuda_compilers
 
     # the user's own kernels, written with the compiler pyacc uses: numba-cuda-mlir's
     # ``cuda`` where installed, numba-cuda's otherwise (loaded with its NumPy 2.5 fix)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mapping import Device, ExecutionError, OutOfMemoryError
+from pyacc.mapping import Device, ExecutionError, OutOfMemoryError
 
 
 class RecordingDevice(Device):

@@ -10,9 +10,9 @@ import threading
 import numpy as np
 import pytest
 
-from mapping import (Counter, DeviceRuntime, EmulatedDevice, HostDevice, MapKind, MapRequest,
+from pyacc.mapping import (Counter, DeviceRuntime, EmulatedDevice, HostDevice, MapKind, MapRequest,
                      SharedMemoryRuntime, UpdateDirection, UpdateItem)
-from mapping.compute import ComputeMemo, ComputeTicket, enter_compute, exit_compute
+from pyacc.mapping.compute import ComputeMemo, ComputeTicket, enter_compute, exit_compute
 
 
 class CopyEverything:

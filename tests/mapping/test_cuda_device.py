@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from mapping import (
+from pyacc.mapping import (
     BUS,
     Counter,
     DeviceRuntime,
@@ -22,8 +22,8 @@ from mapping import (
     OutOfMemoryError,
     UpdateDirection,
 )
-from mapping.cuda import CudaDevice, CudaQueue, CudaSyncQueue
-from mapping.cuda_fake import FakeCudaBackend
+from pyacc.mapping.cuda import CudaDevice, CudaQueue, CudaSyncQueue
+from pyacc.mapping.cuda_fake import FakeCudaBackend
 
 
 class _Interface:

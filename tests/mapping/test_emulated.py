@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from mapping import EmulatedDevice, InvalidArgumentError, OutOfMemoryError
-from mapping.emulated import ALIGNMENT, Arena, capacity_from_environment
+from pyacc.mapping import EmulatedDevice, InvalidArgumentError, OutOfMemoryError
+from pyacc.mapping.emulated import ALIGNMENT, Arena, capacity_from_environment
 
 
 def test_arena_best_fit_and_coalescing():

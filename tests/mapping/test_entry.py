@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from mapping import Counter, EntryKind, MappingEntry
-from mapping.entry import leave_all_structured, structured_exit_ends
+from pyacc.mapping import Counter, EntryKind, MappingEntry
+from pyacc.mapping.entry import leave_all_structured, structured_exit_ends
 
 
 def _entry(kind=EntryKind.NORMAL, structured=0, dynamic=0):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pyacc as acc
-from mapping import BUS, EventKind
+from pyacc.mapping import BUS, EventKind
 
 
 #: the actions themselves (DONE completes a timed action; DIRECTIVE_END is a checkpoint)
@@ -108,18 +108,18 @@ def test_mapped_buffer_is_kept_alive_without_user_references(emulated):
 
 
 def _host_device():
-    from mapping.host_device import HostDevice
+    from pyacc.mapping.host_device import HostDevice
     return HostDevice(0)
 
 
 def _emulated_device():
-    from mapping.emulated import EmulatedDevice
+    from pyacc.mapping.emulated import EmulatedDevice
     return EmulatedDevice(0, capacity=1 << 20)
 
 
 def _fake_cuda_device():
-    from mapping.cuda import CudaDevice
-    from mapping.cuda_fake import FakeCudaBackend
+    from pyacc.mapping.cuda import CudaDevice
+    from pyacc.mapping.cuda_fake import FakeCudaBackend
     return CudaDevice(0, backend=FakeCudaBackend())
 
 

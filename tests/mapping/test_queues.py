@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import pyacc as acc
-from mapping import ExecutionError
-from mapping.queues import WorkerQueue
+from pyacc.mapping import ExecutionError
+from pyacc.mapping.queues import WorkerQueue
 
 
 def test_operations_run_in_order_on_the_worker_thread():
@@ -89,7 +89,7 @@ def test_a_kernel_skipped_after_a_failure_on_its_queue_has_no_value(emulated, mo
 
 # == QueueSet: the queues of one device ===========================================================
 def _queue_set():
-    from mapping.queues import QueueSet, SyncQueue
+    from pyacc.mapping.queues import QueueSet, SyncQueue
 
     made = []
 
@@ -138,7 +138,7 @@ def test_queue_set_release_waits_for_every_busy_queue():
 
 
 def test_the_synchronous_queue_declares_the_whole_protocol():
-    from mapping.queues import SyncQueue
+    from pyacc.mapping.queues import SyncQueue
 
     queue = SyncQueue()
     event = queue.record_event()

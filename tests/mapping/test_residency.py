@@ -8,12 +8,12 @@ import threading
 import numpy as np
 import pytest
 
-from mapping import (BUS, Counter, DeviceRuntime, EventKind, ExecutionError, MapKind, MapRequest,
+from pyacc.mapping import (BUS, Counter, DeviceRuntime, EventKind, ExecutionError, MapKind, MapRequest,
                      OutOfMemoryError, UpdateDirection, UpdateItem)
-from mapping.cuda import CudaDevice
-from mapping.cuda_fake import FakeCudaBackend
-from mapping.emulated import EmulatedDevice
-from mapping.faults import FaultPlan
+from pyacc.mapping.cuda import CudaDevice
+from pyacc.mapping.cuda_fake import FakeCudaBackend
+from pyacc.mapping.emulated import EmulatedDevice
+from pyacc.mapping.faults import FaultPlan
 
 BLOCK = 2048  # one float64 array of 256 elements: one allocator block (no gap below 4 KiB)
 _DYNAMIC, _STRUCTURED = Counter.DYNAMIC, Counter.STRUCTURED

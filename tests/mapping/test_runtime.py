@@ -7,7 +7,7 @@ and freed), independently of any real device.
 import numpy as np
 import pytest
 
-from mapping import (
+from pyacc.mapping import (
     Counter,
     DeviceRuntime,
     ExecutionError,
@@ -224,7 +224,7 @@ def test_copyin_of_partly_present_data_is_planned_in_full():
 def test_host_and_separate_memory_runtimes_implement_the_protocol_side_by_side():
     import inspect
 
-    from mapping import HostDevice, MappingRuntime, SharedMemoryRuntime
+    from pyacc.mapping import HostDevice, MappingRuntime, SharedMemoryRuntime
 
     assert not issubclass(SharedMemoryRuntime, DeviceRuntime)
     assert not issubclass(DeviceRuntime, SharedMemoryRuntime)

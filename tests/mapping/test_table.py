@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from mapping import MappingEntry, PresentTable, Relation
-from mapping.ranges import HostRange
+from pyacc.mapping import MappingEntry, PresentTable, Relation
+from pyacc.mapping.ranges import HostRange
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def test_non_native_byte_order_takes_the_python_fallback():
      (6, 10, "partial"), (0, 16, "partial"), (3, 3, "absent")],
 )
 def test_probe_tells_contained_from_absent_from_partly_present(table_with_two, lo, hi, expected):
-    from mapping.table import PARTIAL
+    from pyacc.mapping.table import PARTIAL
 
     buf, table = table_with_two
     view = buf[lo:hi]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pyacc as acc
-from mapping import StaleDataError
+from pyacc.mapping import StaleDataError
 from pyacc.observe import active
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pyacc as acc
-from compiler import CompileError
+from pyacc.compiler import CompileError
 from pyacc import omp
 
 N = 1024

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import compiler
+from pyacc import compiler
 import pyacc as acc
 from pyacc import omp
 

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 import pytest
 
-from compiler import cuda_compilers
+from pyacc.compiler import cuda_compilers
 from pyacc import _cli, _devices
 
 PROPERTIES = {"name", "vendor", "driver", "memory", "free_memory", "shared_memory_support"}

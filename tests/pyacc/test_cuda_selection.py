@@ -23,9 +23,9 @@ import types
 import numpy as np
 import pytest
 
-import compiler
+from pyacc import compiler
 import pyacc as acc
-from mapping import EmulatedDevice
+from pyacc.mapping import EmulatedDevice
 from pyacc import _compute, _cuda_probe, _devices, _replay
 
 no_gpu = pytest.mark.skipif(acc.get_num_devices("cuda") > 0, reason="a GPU is usable here")
@@ -379,9 +379,9 @@ def stub_modules(monkeypatch):
     class FakeCudaBackend:
         pass
 
-    monkeypatch.setitem(sys.modules, "mapping.cuda",
+    monkeypatch.setitem(sys.modules, "pyacc.mapping.cuda",
                         types.SimpleNamespace(CudaDevice=_StubCudaDevice))
-    monkeypatch.setitem(sys.modules, "mapping.cuda_fake",
+    monkeypatch.setitem(sys.modules, "pyacc.mapping.cuda_fake",
                         types.SimpleNamespace(FakeCudaBackend=FakeCudaBackend))
     return FakeCudaBackend
 
@@ -438,7 +438,7 @@ def _module_exists(name):
     return importlib.util.find_spec(name) is not None
 
 
-@pytest.mark.skipif(not (_module_exists("mapping.cuda") and _module_exists("mapping.cuda_fake")),
+@pytest.mark.skipif(not (_module_exists("pyacc.mapping.cuda") and _module_exists("pyacc.mapping.cuda_fake")),
                     reason="mapping/cuda.py or mapping/cuda_fake.py is not there yet")
 def test_the_fake_switch_runs_pyacc_on_cuda_in_the_simulator(tmp_path):
     code = textwrap.dedent("""

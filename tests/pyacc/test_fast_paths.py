@@ -11,7 +11,7 @@ import pytest
 
 import pyacc as acc
 import pyacc.testing
-from mapping import BUS, EventKind
+from pyacc.mapping import BUS, EventKind
 
 
 @acc.parallel_loop(reduction="+:total")

@@ -29,8 +29,8 @@ import numpy as np
 import pytest
 
 import pyacc as acc
-from compiler.frontend import Scope, local_names
-from compiler.planner import Planner
+from pyacc.compiler.frontend import Scope, local_names
+from pyacc.compiler.planner import Planner
 
 
 # =========================================================================== fixtures

@@ -43,7 +43,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-import compiler
+from pyacc import compiler
 import pyacc as acc
 
 from .support import memory_in_use

@@ -276,7 +276,7 @@ def ledger():
     """The consistency checker's bookkeeping follows the runtime (so that
     ``acc.testing.check_consistency()`` can be called at any time) without checking
     every directive, which would slow the stress test down fivefold."""
-    from mapping.check import LEDGER
+    from pyacc.mapping.check import LEDGER
 
     if acc.observe.active("check") is not None:  # PYACC_CHECK=1 for the whole run
         yield
