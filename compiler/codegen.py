@@ -92,6 +92,10 @@ class Target:
         restructure it); the CPU keeps it as it is."""
         return tree
 
+    def finish_routine(self, tree: ast.FunctionDef, source: FunctionSource) -> ast.FunctionDef:
+        """A routine (device function) after its rewrite; the CPU keeps it as it is."""
+        return tree
+
 
 
 
@@ -414,7 +418,7 @@ class ModuleBuilder:
         scope = Scope(source.func, local_names(source.tree))
         check_free_names(source, scope, strict=True)
         rewriter = FunctionRewriter(self, source, self._next_index(), None)
-        tree = rewriter.visit(copy.deepcopy(source.tree))
+        tree = self.target.finish_routine(rewriter.visit(copy.deepcopy(source.tree)), source)
         tree.name = name
         decorator = self.target.decorator(kind="routine", parallel=False,
                                           boundscheck=self.boundscheck, cache=self.cache)

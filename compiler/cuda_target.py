@@ -43,6 +43,8 @@ import ast
 import copy
 import dataclasses
 
+import numpy as np
+
 from . import cuda_compilers, cuda_runtime
 from .codegen import RT, Target, _names_outside
 from .errors import CompileError
@@ -132,6 +134,7 @@ class CudaTarget(Target):
     # -- parallel nests -------------------------------------------------------------------
     def parallel_nest(self, nest, body, prefix, slots):
         p = prefix
+        body = _LocalArrays(self, self.builder.current_source).rewrite(body)
         if nest.array_reductions:
             body = _atomic_array_updates(nest, body, p)
             nest = dataclasses.replace(nest, reductions=tuple(
@@ -256,6 +259,28 @@ class CudaTarget(Target):
         return lines
 
     # -- sequential code: host or single-thread device runs ----------------------------------
+    def finish_routine(self, tree, source):
+        """A routine's local arrays become per-thread arrays (``_LocalArrays``)."""
+        tree.body = _LocalArrays(self, source).rewrite(tree.body)
+        return tree
+
+    def numpy_maker(self, call) -> str | None:
+        """``"zeros"``, ``"ones"``, ``"empty"`` or ``"full"`` when ``call`` makes a NumPy
+        array with that function (``np.zeros(...)``, ``from numpy import zeros``)."""
+        if not isinstance(call, ast.Call):
+            return None
+        func = call.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                func.attr in _LOCAL_FILL and self._is_numpy(func.value.id):
+            return func.attr
+        if isinstance(func, ast.Name):
+            value = self.builder.injected.get(func.id)
+            return next((name for name in _LOCAL_FILL if value is getattr(np, name)), None)
+        return None
+
+    def _is_numpy(self, name: str) -> bool:
+        return name == NP or f"import numpy as {name}" in self.builder.lines
+
     def finish_kernel(self, tree, source):
         """Move each run of sequential statements that touch device memory into a
         single-thread kernel; everything else stays in the driver."""
@@ -359,7 +384,8 @@ class CudaTarget(Target):
         slots = self.builder.slots
         text = "\n".join([f"def {name}({', '.join(live_in + outputs)}):", "    BODY"]
                          + [f"    {p}o_{v}[0] = {v}" for v in live_out])
-        tree = fill_body(text, {}, [copy.deepcopy(s) for s in stmts], stmts[0])[0]
+        body = _LocalArrays(self, self._source).rewrite([copy.deepcopy(s) for s in stmts])
+        tree = fill_body(text, {}, body, stmts[0])[0]
         lines = [f"{p}o_{v} = {_CRT}.partials(1, {slots.dtype(p, '+', v)})" for v in live_out]
         lines.append(f"{_CRT}.launch({name}, 1, 1, ({_args(live_in + outputs)}))")
         lines += [f"{v} = {_CRT}.scalar({p}o_{v})" for v in live_out]
@@ -422,6 +448,114 @@ def _drop_undefined(kernel: ast.FunctionDef, launch: list, defined: set) -> None
                 node.func.attr == "launch" and isinstance(node.args[0], ast.Name) and \
                 node.args[0].id == kernel.name:
             node.args[3].elts = [node.args[3].elts[i] for i in keep]
+
+
+#: the NumPy functions that make a local array in a kernel, and the value they fill it with
+_LOCAL_FILL = {"zeros": "0", "ones": "1", "empty": None, "full": "FILL"}
+
+
+class _LocalArrays(ast.NodeTransformer):
+    """Arrays made inside a kernel's loop body or a routine (``t = np.zeros(5)``) become
+    per-thread arrays, ``cuda.local.array`` (OpenACC 3.3 §2.5.13: a variable declared in
+    the region is private to the thread that runs it), filled as the NumPy function would.
+    Their size must be known when compiling (literals, or module-level integers, which
+    are inlined); otherwise a ``CompileError`` names the array and the fix (``private``)."""
+
+    def __init__(self, target: "CudaTarget", source):
+        self.target, self.source, self.count = target, source, 0
+
+    def rewrite(self, stmts: list) -> list:
+        module = ast.Module(body=list(stmts), type_ignores=[])
+        return self.visit(module).body
+
+    def visit_Assign(self, node):
+        maker = self.target.numpy_maker(node.value)
+        if maker is None:
+            return self.generic_visit(node)
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            raise self.source.error(
+                f"on the cuda target an array made in a kernel (np.{maker}) must be assigned "
+                "to one name", node)
+        return self._local_array(node.targets[0].id, maker, node.value, node)
+
+    def visit_Call(self, node):
+        maker = self.target.numpy_maker(node)
+        if maker is not None:
+            raise self.source.error(
+                f"on the cuda target an array made in a kernel (np.{maker}(...)) must be "
+                "assigned to a name of its own (t = np.zeros(4)), not used in an expression",
+                node)
+        return self.generic_visit(node)
+
+    def _local_array(self, name, maker, call, node) -> list:
+        shape = self._shape(name, maker, call)
+        dtype, fill = self._dtype_and_fill(name, maker, call)
+        self.count += 1
+        index = [f"_acc_l{self.count}_{d}" for d in range(len(shape))]
+        lines = [f"{name} = {_CUDA}.local.array({ast.unparse(ast.Tuple(elts=shape))}, {dtype})"]
+        if fill is not None:
+            for depth, (variable, extent) in enumerate(zip(index, shape)):
+                lines.append("    " * depth + f"for {variable} in range({ast.unparse(extent)}):")
+            lines.append("    " * len(shape) + f"{name}[{', '.join(index)}] = {fill}")
+        return [ast.copy_location(stmt, node) for stmt in ast.parse("\n".join(lines)).body]
+
+    def _shape(self, name, maker, call) -> list:
+        if not call.args:
+            raise self.source.error(f"np.{maker} of array {name!r} has no shape", call)
+        shape = call.args[0]
+        parts = shape.elts if isinstance(shape, ast.Tuple) else [shape]
+        extents = [_literal_int(part) for part in parts]
+        if not all(type(e) is int and e > 0 for e in extents):
+            raise self.source.error(
+                f"on the cuda target array {name!r} (np.{maker}({ast.unparse(shape)})) is made "
+                "in a kernel, where each thread gets its own copy of a size fixed when "
+                "compiling (a literal); its size is known only at run time: make it once "
+                f"before the loop ({name} = np.{maker}(...)) and name it private "
+                f"(private=\"{name}\"), which gives each thread its own copy of any size",
+                call)
+        return [ast.Constant(e) for e in extents]
+
+    def _dtype_and_fill(self, name, maker, call):
+        keywords = {k.arg: k.value for k in call.keywords}
+        position = 2 if maker == "full" else 1
+        dtype = keywords.get("dtype", call.args[position] if len(call.args) > position else None)
+        fill = _LOCAL_FILL[maker]
+        if maker == "full":
+            value = keywords.get("fill_value", call.args[1] if len(call.args) > 1 else None)
+            if value is None:
+                raise self.source.error(f"np.full of array {name!r} has no fill value", call)
+            fill = ast.unparse(value)
+            if dtype is None and not isinstance(value, ast.Constant):
+                raise self.source.error(
+                    f"on the cuda target np.full of array {name!r} with a fill value that is "
+                    "not a literal needs dtype=... (the array's type is fixed when compiling)",
+                    call)
+            if dtype is None:
+                dtype = ast.parse(f"{NP}.{_SCALAR_DTYPE[type(value.value)]}").body[0].value
+        if dtype is None:
+            return f"{NP}.float64", fill
+        if isinstance(dtype, ast.Constant) and isinstance(dtype.value, str):
+            return f"{NP}.{np.dtype(dtype.value).name}", fill
+        return ast.unparse(dtype), fill
+
+
+_FOLD = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+         ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b if b else None}
+
+
+def _literal_int(node):
+    """The value of an integer literal, or of arithmetic on such (``2 * 8``); None for
+    anything known only at run time."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) is int else None
+    if isinstance(node, ast.BinOp) and type(node.op) in _FOLD:
+        left, right = _literal_int(node.left), _literal_int(node.right)
+        return None if left is None or right is None else _FOLD[type(node.op)](left, right)
+    return None
+
+
+#: the dtype NumPy gives ``np.full`` of a literal fill value
+_SCALAR_DTYPE = {bool: "bool_", int: "int64", float: "float64", complex: "complex128"}
 
 
 def _rebind_on_device(stmts: list, names: set) -> bool:

@@ -248,3 +248,36 @@ CASES = [
     Case("sequential_loop_around_parallel_loops", sequential_loop_around_nests, "parallel",
          lambda: (np.zeros(12), 3)),
 ]
+
+
+# == local arrays: made in a loop body or a routine (issue 29 item 5) =======================
+def local_arrays_in_the_loop_body(x, y):
+    """Arrays made inside the loop are per-thread arrays on the GPU (OpenACC 3.3
+    §2.5.13), filled as NumPy fills them."""
+    for i in range(x.shape[0]):
+        t = np.zeros(3)
+        w = np.full((2, 2), 0.5)
+        e = np.empty(4, dtype=np.int64)
+        for k in range(3):
+            t[k] = t[k] + x[i] + k
+        for k in range(4):
+            e[k] = k
+        y[i] = t[0] + t[1] + t[2] + w[1, 1] + e[3]
+
+
+def smooth3(a, i):
+    w = np.ones(3)
+    return (w[0] * a[i - 1] + w[1] * a[i] + w[2] * a[i + 1]) / 3.0
+
+
+def routine_with_a_local_array(x, y):
+    for i in range(1, x.shape[0] - 1):
+        y[i] = smooth3(x, i)
+
+
+CASES += [
+    Case("local_arrays_in_the_loop_body", local_arrays_in_the_loop_body, "parallel_loop",
+         lambda: (np.linspace(0.0, 1.0, 50), np.zeros(50))),
+    Case("routine_with_a_local_array", routine_with_a_local_array, "parallel_loop",
+         lambda: (np.linspace(0.0, 1.0, 40), np.zeros(40))),
+]

@@ -245,3 +245,39 @@ def test_a_host_array_is_never_a_gpu_kernel_argument():
 
     with pytest.raises(TypeError, match=r"host NumPy array for parameter 'stencil'"):
         cuda_runtime.launch(Kernel(), 1, 32, (object(), np.zeros(4)))
+
+
+def local_array_of_run_time_size(x, n):
+    for i in range(x.shape[0]):
+        t = np.zeros(n)
+        t[0] = x[i]
+        x[i] = t[0]
+
+
+def local_array_in_an_expression(x):
+    for i in range(x.shape[0]):
+        x[i] = (np.zeros(3) + 1.0)[0]
+
+
+def full_of_a_variable(x, v):
+    for i in range(x.shape[0]):
+        t = np.full(3, v)
+        x[i] = t[0]
+
+
+@pytest.mark.parametrize("func, args, words", [
+    (local_array_of_run_time_size, (np.zeros(4), 3),
+     ["array 't'", "np.zeros(n)", "size fixed when compiling", 'private="t"']),
+    (local_array_in_an_expression, (np.zeros(4),), ["assigned to a name of its own"]),
+    (full_of_a_variable, (np.zeros(4), 2.0), ["array 't'", "needs dtype="]),
+])
+def test_a_local_array_the_gpu_cannot_size_is_a_compile_error(func, args, words):
+    """OpenACC 3.3 §2.5.13: an array made in a GPU kernel is per-thread memory of a size
+    fixed when compiling; anything else is a CompileError naming the array and the fix,
+    at the kernel's line — never Numba's "No implementation of function empty"."""
+    info = analyze(func, parse_clauses("parallel_loop"))
+    with pytest.raises(CompileError) as raised:
+        get_kernel(info, args, target="cuda", device_type="cuda")
+    message = str(raised.value)
+    assert all(word in message for word in words), message
+    assert raised.value.filename == __file__ and raised.value.lineno > func.__code__.co_firstlineno
