@@ -207,13 +207,15 @@ def _other_librarys_device_array(n):
     return array, handle
 
 
-def test_autocompare_skips_a_region_on_another_librarys_device_memory_once(
-        separate_memory, observe, capfd):
+@pytest.mark.skipif(acc.get_num_devices("cuda") == 0,
+                    reason="device memory of other libraries exists on cuda only (a GPU, "
+                           "or the fake one of tests/cuda/test_simulator_run.py)")
+def test_autocompare_skips_a_region_on_another_librarys_device_memory_once(observe, capfd):
     """Its host values are unknown, so the region is not run on the host, said once per
     region and argument, counted apart from failed host runs, and what the region writes
     is not compared afterwards (no false difference)."""
-    if separate_memory != "cuda":
-        pytest.skip("device memory of other libraries exists on cuda only")
+    acc.shutdown("cuda")
+    acc.set_device_type("cuda")
     compare = observe(PYACC_AUTOCOMPARE=1)["autocompare"]
     d, keep = _other_librarys_device_array(16)
     x = np.zeros(16)
@@ -225,3 +227,4 @@ def test_autocompare_skips_a_region_on_another_librarys_device_memory_once(
     assert len(compare.skipped) == 1 and "'d'" in compare.skipped[0]
     assert capfd.readouterr().err.count("no host run of") == 1
     assert "1 regions not run on the host" in compare.summary()
+    acc.shutdown("cuda")
