@@ -31,6 +31,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from .caches import cache_dir, signed_bytes, verified_bytes
+
 __all__ = ["serial_below", "measured_crossover", "busy_cpu_seconds", "LOWEST", "HIGHEST"]
 
 LOWEST, HIGHEST = 256, 1 << 20
@@ -59,7 +61,7 @@ def serial_below() -> int:
 
 def measured_crossover() -> int:
     """This machine's crossover, measured at the first call of any process and then
-    read from ``<cache>/crossover.json``."""
+    read from ``<cache>/crossover.signed``."""
     if _measured:
         return _measured[0]
     with _lock:
@@ -107,16 +109,11 @@ def _cpu_reading():
 
 
 def _load_or_measure() -> int:
-    from .kernel import cache_dir  # the kernels' cache folder (kernel imports this module)
-    path = cache_dir().parent / "crossover.json"
+    path = cache_dir().parent / "crossover.signed"
     key = _machine_key()
-    try:
-        with open(path) as file:
-            known = json.load(file)
-        if isinstance(known.get(key), int):
-            return known[key]
-    except (OSError, ValueError):
-        known = {}
+    known = _known(path)
+    if isinstance(known.get(key), int):
+        return known[key]
     before, start = _cpu_reading(), time.perf_counter()
     value = _measure()
     after = _cpu_reading()
@@ -127,11 +124,22 @@ def _load_or_measure() -> int:
     known[key] = value
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(known))
+        tmp.write_bytes(signed_bytes(json.dumps(known).encode()))
         os.replace(tmp, path)
     except OSError:
         pass  # a read-only cache: measure again next time
     return value
+
+
+def _known(path) -> dict:
+    """The crossovers recorded in ``path`` by machine, when pyacc signed the record for
+    this user (``caches``); else none (an altered record is measured again)."""
+    try:
+        content = verified_bytes(path.read_bytes(), path)
+        known = json.loads(content) if content is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
 
 
 @njit(parallel=True, nogil=True, cache=True)

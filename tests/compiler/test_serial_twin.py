@@ -12,6 +12,7 @@ import json
 import numpy as np
 import pytest
 
+from pyacc.compiler import caches
 from pyacc.compiler import analyze, crossover, get_kernel, parse_clauses
 
 
@@ -132,14 +133,28 @@ def test_the_crossover_is_the_smallest_size_of_the_run_where_parallel_wins(monke
 
 def test_a_race_run_while_other_processes_were_busy_is_not_kept(monkeypatch, tmp_path):
     """A machine under load says parallel never pays; that must not become the value of
-    every later process on this machine (``crossover.json``)."""
+    every later process on this machine (``crossover.signed``)."""
     monkeypatch.setenv("PYACC_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(crossover, "_measure", lambda: 4096)
     readings = iter([(100.0, 1.0), (150.0, 1.0)])  # others used 50 CPU seconds meanwhile
     monkeypatch.setattr(crossover, "_cpu_reading", lambda: next(readings))
     assert crossover._load_or_measure() == 4096
-    assert not (tmp_path / "crossover.json").exists()
+    assert not (tmp_path / "crossover.signed").exists()
     readings = iter([(100.0, 1.0), (100.0, 1.0)])  # a quiet machine: kept
     monkeypatch.setattr(crossover, "_cpu_reading", lambda: next(readings))
     assert crossover._load_or_measure() == 4096
-    assert json.loads((tmp_path / "crossover.json").read_text()) == {crossover._machine_key(): 4096}
+    record = caches.verified_bytes((tmp_path / "crossover.signed").read_bytes(), "crossover.signed")
+    assert json.loads(record) == {crossover._machine_key(): 4096}
+
+
+def test_a_crossover_record_pyacc_did_not_sign_is_measured_again(monkeypatch, tmp_path):
+    """The record is one of the cache's files (issue 32): one written by someone else
+    (or an older pyacc) is not believed, named in one warning, and measured again."""
+    monkeypatch.setenv("PYACC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(caches.KEY_ENVIRONMENT, str(tmp_path / "key"))
+    monkeypatch.setattr(caches, "_warned", set())
+    (tmp_path / "crossover.signed").write_text(json.dumps({crossover._machine_key(): 1}))
+    monkeypatch.setattr(crossover, "_measure", lambda: 4096)
+    monkeypatch.setattr(crossover, "_cpu_reading", lambda: None)
+    with pytest.warns(caches.CacheTrustWarning, match="crossover.signed"):
+        assert crossover._load_or_measure() == 4096
