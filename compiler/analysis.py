@@ -2,9 +2,11 @@
 
 Owns :class:`KernelInfo` and :func:`analyze`, the checks every kernel passes (no
 ``global`` statements, generators, reserved names; clause names that name variables) and
-the resolution of the module-level names a kernel reads (:func:`free_params`). The
-work is done by concept in other modules: ``planner`` (loop nests), ``dependence``
-(kernels loops), ``reductions``, ``access`` (written/read sets).
+the resolution of the module-level names a kernel reads (:func:`free_params`), and
+struct parameters (:func:`struct_layout`, :func:`flattened`: OpenACC 2.6 structs of
+arrays, members in data clauses, OpenACC 3.3 §2.7.1-2.7.2). The work is done by concept
+in other modules: ``planner`` (loop nests), ``dependence`` (kernels loops),
+``reductions``, ``access`` (written/read sets).
 
 Invariants:
     * A module-level or closure array, or numeric scalar, that a kernel reads is a
@@ -13,6 +15,15 @@ Invariants:
       compile). Functions, modules and other objects are bound at compile time.
     * ``KernelInfo.written`` over-approximates the parameters (and free parameters) whose
       elements the kernel may write (``access``).
+    * A *struct parameter* is one the function reads members of (``s.x[i]``, ``s.n``:
+      attributes that are not ``ndarray``'s) or one whose members a data clause names
+      (``copyin(s.x)``). When a call passes a struct there (a namedtuple, a dataclass, an
+      object with attributes; :func:`is_struct`), the kernel compiled is the function
+      *flattened* for the call's :class:`StructLayout`: each member the kernel uses (or a
+      clause names) becomes a parameter of its own (``s.x`` → ``s__x``) in the struct's
+      place, so members are mapped, typed and written (``KernelInfo.written``) like
+      arrays and scalars. One flattened ``KernelInfo`` per layout (``flattened``), each
+      with its own kernels: a struct whose members change kind gets its own kernel.
 """
 from __future__ import annotations
 
@@ -20,19 +31,23 @@ import ast
 import copy
 import dataclasses
 import logging
+import numbers
+import threading
 import types as pytypes
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from .access import access_sets
-from .clauses import ComputeClauses
+from .clauses import DATA_CLAUSES, ComputeClauses
 from .frontend import (MISSING, RESERVED_PREFIX, FunctionSource, Scope, load_function,
                        local_names)
 from .planner import NestPlan, Plan, Planner
 
 __all__ = ["KernelInfo", "analyze", "bind_free_names", "free_params", "Planner", "Plan",
-           "NestPlan", "check_free_names"]
+           "NestPlan", "check_free_names", "StructLayout", "MemberError", "is_struct",
+           "struct_layout", "flattened", "flat_clauses"]
 
 log = logging.getLogger("pyacc")
 
@@ -61,6 +76,13 @@ class KernelInfo:
             launcher passes their values at the call (:meth:`free_values`).
         source: The function's source, its tree extended with ``free_params`` as
             parameters (what code generation compiles).
+        struct_params: Each struct parameter (module docstring) and the member chains
+            the function reads of it (``("x",)`` for ``s.x[i]``, ``("a", "b")`` for
+            ``s.a.b``), in source order; empty for most kernels.
+        layout: For a flattened info (:func:`flattened`): the :class:`StructLayout` it
+            was made for; None otherwise.
+        labels: For a flattened info: each member parameter's name as the program
+            spells it (``{"s__x": "s.x"}``), for messages.
     """
 
     name: str
@@ -82,6 +104,11 @@ class KernelInfo:
     #: set at the first compile: the planner's notes and the argument types (feedback)
     notes: list | None = field(default=None, repr=False)
     arg_types: dict | None = field(default=None, repr=False)
+    struct_params: dict = field(default_factory=dict, repr=False)
+    layout: object = field(default=None, repr=False)
+    labels: dict = field(default_factory=dict, repr=False)
+    #: the flattened infos of this one, by layout (:func:`flattened`)
+    variants: dict = field(default_factory=dict, repr=False)
 
     @property
     def where(self) -> str:
@@ -143,7 +170,8 @@ def analyze(func, clauses: ComputeClauses) -> KernelInfo:
                       lineno=source.lineno, params=user_params, clauses=clauses,
                       written=frozenset(written), read=frozenset(read),
                       reductions=reductions, func=source.func, source=source,
-                      free_params=source.params[len(user_params):], plan=plan)
+                      free_params=source.params[len(user_params):], plan=plan,
+                      struct_params=_checked_struct_params(source, user_params, clauses))
 
 
 def bind_free_names(info: KernelInfo) -> None:
@@ -169,9 +197,15 @@ def bind_free_names(info: KernelInfo) -> None:
                               clauses.expressions().items() if name in expr.names)
             raise info.source.error(f"the clause value {texts} reads {name!r}, which is "
                                     f"neither a parameter nor a module-level name")
+    for name in sorted(clauses.section_names()):
+        if name not in info.params and scope.lookup(name) is MISSING:
+            texts = ", ".join(f"{kind}({section.text})" for kind, section in
+                              clauses.sections if name in section.names())
+            raise info.source.error(f"the bounds of {texts} read {name!r}, which is "
+                                    f"neither a parameter nor a module-level name")
     known = set(info.kernel_params)
     for name, kind in info.clauses.data_names().items():
-        if name not in known:
+        if name not in known and "." not in name:  # (a member's root: checked by analyze)
             raise info.source.error(f"{kind}({name}): {name!r} is neither a parameter nor "
                                     f"a module-level array")
 
@@ -226,6 +260,14 @@ def _check_clause_names(source, clauses, scope):
     free = {n.id for n in ast.walk(source.tree)
             if isinstance(n, ast.Name) and n.id not in local}
     for name, kind in clauses.data_names().items():
+        if "." in name:  # a member (OpenACC 3.3 §2.7.1): of a parameter only
+            root = name.split(".")[0]
+            if root not in params:
+                raise source.error(f"{kind}({name}) names a member of {root!r}, which is "
+                                   f"not a parameter (parameters: "
+                                   f"{', '.join(source.params) or 'none'}); members of "
+                                   f"parameters only: pass {root} as an argument")
+            continue
         if name not in params and not (name in free and scope.lookup(name) is MISSING):
             raise source.error(f"{kind}({name}) does not name a parameter or a "
                                f"module-level array the function reads "
@@ -264,3 +306,354 @@ def check_free_names(source: FunctionSource, scope: Scope, *, strict: bool) -> N
                                f"as an argument (kernels themselves may)", node)
         if strict and value is MISSING:
             raise source.error(f"name {node.id!r} is not defined", node)
+
+
+# ------------------------------------------------------------------------------ structs
+# OpenACC 2.6 structs of arrays (members in data clauses, attach: OpenACC 3.3 §2.7.1,
+# §2.7.2). A Python struct holds references to arrays, not pointers: pyacc maps each
+# member the kernel uses like an array parameter, and the kernel takes the members as
+# parameters of their own (the function flattened for the call's layout).
+
+#: the ndarray attributes and methods Numba compiles: a parameter read only through
+#: these is an array (``a.shape``, ``a.sum()``); any other attribute (``s.x``, and
+#: ``s.data``, which Numba's arrays do not have) makes it a struct parameter
+_ARRAY_ATTRIBUTES = frozenset({
+    "T", "ctypes", "dtype", "flags", "flat", "imag", "itemsize", "nbytes", "ndim", "real",
+    "shape", "size", "strides", "all", "any", "argmax", "argmin", "argsort", "astype",
+    "conj", "conjugate", "copy", "cumprod", "cumsum", "dot", "fill", "flatten", "item",
+    "itemset", "max", "mean", "min", "nonzero", "prod", "ravel", "repeat", "reshape",
+    "sort", "std", "sum", "take", "transpose", "var", "view", "squeeze", "swapaxes",
+    "searchsorted", "tolist"})
+
+
+class MemberError(ValueError):
+    """A struct argument's member that a kernel cannot take: missing, or a struct where
+    the kernel needs an array or a scalar. ``name`` is the member as the program spells
+    it (``"s.x"``); the launcher reports it as ``InvalidArgumentError``."""
+
+    def __init__(self, message, name):
+        super().__init__(message)
+        self.name = name
+
+
+def struct_params(tree: ast.FunctionDef, params, clauses: ComputeClauses) -> dict:
+    """Each parameter the function uses as a struct, and the member chains it reads of
+    it, in source order (module docstring): a parameter with an attribute read that is
+    not an ndarray attribute (``s.x``), or with a member named in a data clause."""
+    inner = {id(node.value) for node in ast.walk(tree)
+             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)}
+    chains: dict = {}
+    for node in ast.walk(tree):
+        chain = _chain_of(node) if isinstance(node, ast.Attribute) and id(node) not in inner \
+            else None
+        if chain is not None and chain[0] in params:
+            chains.setdefault(chain[0], []).append(((node.lineno, node.col_offset), chain[1]))
+    candidates = {name for name, found in chains.items()
+                  if any(attrs[0] not in _ARRAY_ATTRIBUTES for _, attrs in found)}
+    candidates |= {name.split(".")[0] for name in clauses.member_names()}
+    return {name: tuple(dict.fromkeys(attrs for _, attrs in sorted(chains.get(name, ()))))
+            for name in params if name in candidates}
+
+
+def _checked_struct_params(source, params, clauses) -> dict:
+    """:func:`struct_params`, with assignments to members refused (``s.n = 0``): a
+    struct's scalars are firstprivate values and its arrays are written by element."""
+    found = struct_params(source.tree, params, clauses)
+    for node in ast.walk(source.tree):
+        if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+            chain = _chain_of(node)
+            if chain is not None and chain[0] in found:
+                _refuse_member_store(source, ".".join((chain[0], *chain[1])), node)
+    return found
+
+
+def _refuse_member_store(source, spelled, node):
+    raise source.error(
+        f"assigns the member {spelled!r} of a struct parameter: in a compute region a "
+        f"struct's members are its arrays (write their elements: {spelled}[i] = ...) and "
+        f"firstprivate scalars (OpenACC 3.3 §2.5.14); compute into a local variable "
+        f"instead", node)
+
+
+def is_struct(value) -> bool:
+    """True for the values a kernel takes as structs: a namedtuple, a dataclass instance
+    or an object with attributes (``__dict__`` or ``__slots__``); not arrays (host or
+    device), numbers, strings, containers, classes, modules or functions. (Decided by
+    the value's type, remembered per type.)"""
+    kind = type(value)
+    found = _STRUCT_TYPES.get(kind)
+    if found is None:
+        found = _STRUCT_TYPES[kind] = _is_struct(value)
+    return found
+
+
+#: ``is_struct`` by type (a type's answer never changes: it reads type-level facts)
+_STRUCT_TYPES: dict = {}
+
+
+def _is_struct(value) -> bool:
+    if isinstance(value, (np.ndarray, np.generic, numbers.Number, str, bytes, list, dict,
+                          set, frozenset, range, type, pytypes.ModuleType,
+                          pytypes.FunctionType, pytypes.BuiltinFunctionType,
+                          pytypes.MethodType)) or value is None:
+        return False
+    if hasattr(value, "__cuda_array_interface__") or type(value).__name__ == "FakeCUDAArray":
+        return False
+    if isinstance(value, tuple):
+        return hasattr(type(value), "_fields")  # a namedtuple; a plain tuple is a scalar
+    if callable(value):
+        return False
+    return dataclasses.is_dataclass(value) or hasattr(value, "__dict__") or \
+        bool(getattr(type(value), "__slots__", ()))
+
+
+class StructLayout(NamedTuple):
+    """The struct arguments of one call and the members their kernel takes (hashable:
+    it keys the flattened ``KernelInfo``; a named tuple: made at every struct call).
+
+    Attributes:
+        structs: ``(index, name, members)`` per struct argument, in parameter order;
+            ``members`` are attribute paths (``("x",)``, ``("a", "b")``), each ending at
+            an array or a scalar of that call.
+    """
+
+    structs: tuple
+
+    def flatten(self, args) -> tuple:
+        """``args`` with each struct replaced by its members' values (what the
+        flattened kernel takes); arguments past the parameters are kept."""
+        flat, start = [], 0
+        for index, _, members in self.structs:
+            flat += args[start:index]
+            value = args[index]
+            flat += [_follow(value, path) for path in members]
+            start = index + 1
+        flat += args[start:]
+        return tuple(flat)
+
+    def rebuild(self, flat) -> list:
+        """The inverse of :meth:`flatten` for plain-Python runs: each struct stands as a
+        ``SimpleNamespace`` of its members' (device) values."""
+        args, position, done = [], 0, 0
+        for index, _, members in self.structs:
+            count = index - done
+            args += flat[position:position + count]
+            position += count
+            args.append(_namespace(members, flat[position:position + len(members)]))
+            position += len(members)
+            done = index + 1
+        return args + list(flat[position:])
+
+    def labels(self) -> list:
+        """``(index, name, path, "s.x")`` per member, in flattened order."""
+        return [(index, name, path, ".".join((name, *path)))
+                for index, name, members in self.structs for path in members]
+
+
+def _follow(value, path):
+    for attr in path:
+        value = getattr(value, attr)
+    return value
+
+
+def _namespace(members, values):
+    root = pytypes.SimpleNamespace()
+    for path, value in zip(members, values):
+        node = root
+        for attr in path[:-1]:
+            node = node.__dict__.setdefault(attr, pytypes.SimpleNamespace())
+        setattr(node, path[-1], value)
+    return root
+
+
+def struct_layout(info: KernelInfo, args) -> StructLayout | None:
+    """The :class:`StructLayout` of a call with ``args`` (the user's arguments first),
+    or None when no struct parameter gets a struct (nothing to flatten).
+
+    Raises:
+        MemberError: A member the kernel reads (or a clause names) is missing, or is a
+            struct where the kernel reads it as a value.
+    """
+    structs = []
+    for index, name in enumerate(info.params):
+        chains = info.struct_params.get(name)
+        if chains is None:
+            continue
+        value = args[index]
+        if not is_struct(value):
+            named = _clause_members(info).get(name)
+            if named:
+                spelled = ".".join((name, *named[0]))
+                raise MemberError(
+                    f"a data clause names the member {spelled!r}, but argument {name!r} is "
+                    f"a {type(value).__name__}, not a struct (a namedtuple, a dataclass or "
+                    f"an object with array attributes)", spelled)
+            continue
+        members = [_member_path(value, name, chain, strict=True) for chain in chains]
+        members += [_member_path(value, name, chain, strict=False)
+                    for chain in _clause_members(info).get(name, ())]
+        structs.append((index, name, tuple(dict.fromkeys(m for m in members if m))))
+    return StructLayout(tuple(structs)) if structs else None
+
+
+def _clause_members(info) -> dict:
+    """``{parameter: (member path, ...)}`` of the members the data clauses name (read
+    once per info)."""
+    found = info.__dict__.get("_clause_members")
+    if found is None:
+        found = {}
+        for named in info.clauses.member_names():
+            root, *path = named.split(".")
+            found.setdefault(root, []).append(tuple(path))
+        found = info.__dict__["_clause_members"] = {k: tuple(v) for k, v in found.items()}
+    return found
+
+
+def _member_path(value, name, chain, *, strict):
+    """The prefix of ``chain`` that reaches an array or a scalar of struct ``value``
+    (``("x",)`` of ``("x", "shape")``). ``strict`` (a chain the function reads): it must
+    reach one; else (a clause's member) a struct reached covers the members under it
+    (None)."""
+    current = value
+    for depth, attr in enumerate(chain):
+        try:
+            current = getattr(current, attr)
+        except AttributeError:
+            spelled = ".".join((name, *chain[:depth + 1]))
+            raise MemberError(f"struct argument {name!r} ({type(value).__name__}) has no "
+                              f"member {spelled!r}", spelled) from None
+        if not is_struct(current):
+            return chain if depth == len(chain) - 1 else chain[:depth + 1]
+    if strict:
+        spelled = ".".join((name, *chain))
+        raise MemberError(f"the kernel uses {spelled!r} itself, a {type(current).__name__} "
+                          f"(a struct): a kernel takes a struct's array and scalar members, "
+                          f"so read them there ({spelled}.member[i]), or pass the member "
+                          f"arrays as arguments", spelled)
+    return None
+
+
+_variants_lock = threading.Lock()
+
+
+def flattened(info: KernelInfo, layout: StructLayout) -> KernelInfo:
+    """``info`` flattened for ``layout`` (module docstring), made once per layout.
+
+    Raises:
+        CompileError: The function assigns a member (``s.x = ...``) or uses the struct
+            itself (``g(s)``) where only its members can be passed.
+    """
+    variant = info.variants.get(layout)
+    if variant is None:
+        with _variants_lock:
+            variant = info.variants.get(layout)
+            if variant is None:
+                variant = info.variants[layout] = _flatten(info, layout)
+    return variant
+
+
+def _flatten(info, layout):
+    source = info.source
+    tree = copy.deepcopy(source.tree)
+    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | set(source.params)
+    flat_names, labels = {}, {}
+    for _, name, path, label in layout.labels():
+        flat = f"{name}__{'__'.join(path)}"
+        while flat in taken:
+            flat += "_"
+        taken.add(flat)
+        flat_names[(name, path)] = flat
+        labels[flat] = label
+    _Flattener(source, flat_names).visit(tree)
+    structs = {name for _, name, _ in layout.structs}
+    _check_no_struct_left(source, tree, structs)
+    args = []
+    for arg in tree.args.args:
+        if arg.arg in structs:
+            args += [ast.arg(arg=flat, lineno=arg.lineno, col_offset=arg.col_offset)
+                     for (name, _), flat in flat_names.items() if name == arg.arg]
+        else:
+            args.append(arg)
+    tree.args.args = args
+    params = tuple(a.arg for a in args)
+    flat_source = dataclasses.replace(source, tree=tree, params=params)
+    scope = Scope(source.func, local_names(tree))
+    clauses = _flat_clauses(info.clauses, layout, flat_names)
+    plan = Planner(flat_source, clauses, scope).plan()
+    written, read = access_sets(flat_source, scope)
+    user = params[:len(params) - len(info.free_params)]
+    return KernelInfo(name=info.name, filename=info.filename, lineno=info.lineno,
+                      params=user, clauses=clauses, written=frozenset(written),
+                      read=frozenset(read),
+                      reductions=tuple(dict.fromkeys(clauses.reductions + plan.reductions())),
+                      func=info.func, source=flat_source, free_params=info.free_params,
+                      plan=plan, layout=layout, labels=labels)
+
+
+class _Flattener(ast.NodeTransformer):
+    """``s.x`` → ``s__x`` for each member of the layout (the outermost chain that is a
+    member: ``s.x.shape`` → ``s__x.shape``)."""
+
+    def __init__(self, source, flat_names):
+        self.source = source
+        self.flat_names = flat_names
+
+    def visit_Attribute(self, node):
+        chain = _chain_of(node)
+        flat = self.flat_names.get(chain) if chain is not None else None
+        if flat is None:
+            return self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load):
+            _refuse_member_store(self.source, ".".join((chain[0], *chain[1])), node)
+        return ast.copy_location(ast.Name(id=flat, ctx=node.ctx), node)
+
+
+def _chain_of(node):
+    """``(root, (attr, ...))`` of an attribute chain ``s.a.b``, or None."""
+    attrs = []
+    while isinstance(node, ast.Attribute):
+        attrs.append(node.attr)
+        node = node.value
+    return (node.id, tuple(reversed(attrs))) if isinstance(node, ast.Name) else None
+
+
+def _check_no_struct_left(source, tree, structs):
+    """After flattening, a struct parameter may no longer be named: the kernel does not
+    take it (only its members)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in structs:
+            raise source.error(
+                f"uses the struct parameter {node.id!r} itself (not one of its members): a "
+                f"kernel takes a struct's array and scalar members, not the struct; pass "
+                f"the members a routine needs ({node.id}.x) instead of {node.id!r}", node)
+
+
+def flat_clauses(clauses: ComputeClauses, variant: KernelInfo) -> ComputeClauses:
+    """``clauses`` (the original's, evaluated for a call) for the flattened ``variant``
+    (see :func:`_flat_clauses`)."""
+    flat_names = {(label.split(".")[0], tuple(label.split(".")[1:])): flat
+                  for flat, label in variant.labels.items()}
+    return _flat_clauses(clauses, variant.layout, flat_names)
+
+
+def _flat_clauses(clauses, layout, flat_names) -> ComputeClauses:
+    """``clauses`` for the flattened kernel of ``layout``: each member takes the clause
+    of the longest name written that covers it (``copyin(s.x[0:n])`` beats
+    ``copyin(s)``; a clause naming the struct applies to every member the kernel takes
+    that has none of its own); sections are renamed with their members."""
+    structs = {name for _, name, _ in layout.structs}
+    clause_of = {name: kind for kind in DATA_CLAUSES for name in getattr(clauses, kind)}
+    fields = {kind: [n for n in getattr(clauses, kind) if n.split(".")[0] not in structs]
+              for kind in DATA_CLAUSES}
+    for (name, path), flat in flat_names.items():
+        for depth in range(len(path), -1, -1):
+            kind = clause_of.get(".".join((name, *path[:depth])))
+            if kind is not None:
+                fields[kind].append(flat)
+                break
+    by_label = {".".join((name, *path)): flat for (name, path), flat in flat_names.items()}
+    sections = tuple((kind, dataclasses.replace(section, name=by_label.get(section.name,
+                                                                           section.name)))
+                     for kind, section in clauses.sections)
+    return dataclasses.replace(clauses, sections=sections,
+                               **{kind: tuple(names) for kind, names in fields.items()})

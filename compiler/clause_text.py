@@ -4,8 +4,10 @@ parser shares (OpenACC's ``compiler.clauses`` and OpenMP's ``pyacc.omp._clauses`
 Owns :class:`ClauseExpr` (a clause value written as a Python expression of the
 parameters, validated and compiled once, evaluated at each call), :func:`count_value`
 (what a count clause's value means, C truncation included), the reduction-list reader
-(``+:a,b``, ``+:a max:b``: OpenACC 3.3 §2.5.15), :func:`caret` (the one spelling of a
-clause error's pointer) and :func:`closing_paren`.
+(``+:a,b``, ``+:a max:b``: OpenACC 3.3 §2.5.15), the data-clause list reader
+(:func:`data_items`: names, members ``s.x`` and the sections :class:`Section` of OpenACC 3.3
+§2.7.1), :func:`caret` (the one spelling of a clause error's pointer) and
+:func:`closing_paren`.
 
 Invariants:
     * A clause expression sees only its names (parameters, then the function's globals)
@@ -13,6 +15,10 @@ Invariants:
       attributes, other calls) is a :class:`CompileError` at parse time, with a caret.
     * A malformed argument raises :class:`ArgError` with the offset of the problem, for
       the caller to quote with :func:`caret`.
+    * A :class:`Section`'s bounds are ints or :class:`ClauseExpr` (never evaluated at
+      parse time unless free of names); :meth:`Section.index` turns them into 0-based
+      Python slices checked against the array's shape, so a section never reaches an
+      array out of bounds.
 """
 from __future__ import annotations
 
@@ -29,7 +35,8 @@ from typing import Any, Mapping
 from .errors import CompileError
 
 __all__ = ["ClauseExpr", "count_value", "EXPR_BUILTINS", "REDUCTION_OPS", "ArgError",
-           "caret", "closing_paren", "reduction_list", "parse_expression"]
+           "caret", "closing_paren", "reduction_list", "parse_expression", "Section",
+           "data_items", "split_top", "bound_value"]
 
 #: The reduction operators (OpenACC 3.3 §2.5.15); C's ``&&``/``||`` are read as and/or.
 REDUCTION_OPS = ("+", "*", "max", "min", "&", "|", "^", "and", "or")
@@ -251,3 +258,232 @@ def closing_paren(text: str, open_pos: int) -> int | None:
             if depth == 0:
                 return index
     return None
+
+
+def split_top(text):
+    """``(piece, offset)`` of ``text`` split at commas outside brackets."""
+    depth, start = 0, 0
+    for index, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            yield text[start:index], start
+            start = index + 1
+    yield text[start:], start
+
+
+# ---------------------------------------------------------------- sections and members
+
+
+@dataclass(frozen=True)
+class Section:
+    """A section of an array named in a data clause (OpenACC 3.3 §2.7.1).
+
+    ``name`` is the parameter or member it is a section of (``"a"``, ``"s.x"``);
+    ``bounds`` has one ``(first, second)`` pair per dimension written, each an int, a
+    :class:`ClauseExpr` of the parameters (evaluated at each call) or None (omitted).
+    C sections (``a[start:length]``, ``a[0:n][0:m]``) give ``(start, length)``;
+    Fortran sections (``fortran``: ``a(lo:hi)``, ``a(1:n, 1:m)``) give ``(lo, hi)``,
+    1-based and inclusive as in Fortran (the default lower bound 1). The dimensions
+    written are the array's first ones, in order; the others are whole. Equal by
+    meaning (``text``, the clause item as written, is not compared).
+    """
+
+    name: str
+    bounds: tuple = ()
+    fortran: bool = False
+    text: str = field(default="", compare=False)
+
+    def names(self) -> tuple[str, ...]:
+        """Free names the bound expressions read."""
+        return tuple(dict.fromkeys(name for pair in self.bounds for bound in pair
+                                   if isinstance(bound, ClauseExpr) for name in bound.names))
+
+    def index(self, namespace: Mapping[str, Any], shape: tuple) -> tuple:
+        """The 0-based slices of this section of an array of ``shape``, the bounds
+        evaluated in ``namespace``.
+
+        Raises:
+            ValueError: A bound is not an integer (a real value is truncated toward
+                zero, as C integer division), the section has more dimensions than the
+                array, or it reaches outside the array (the message says which
+                dimension and by how much).
+            Exception: Whatever a bound expression raises.
+        """
+        if len(self.bounds) > len(shape):
+            raise ValueError(f"it has {len(self.bounds)} dimensions, the array has "
+                             f"{len(shape)} (shape {shape})")
+        return tuple(self._slice(dim, pair, extent, namespace)
+                     for dim, (pair, extent) in enumerate(zip(self.bounds, shape)))
+
+    def _slice(self, dim, pair, extent, namespace) -> slice:
+        first, second = (None if b is None else bound_value(
+            b.evaluate(namespace) if isinstance(b, ClauseExpr) else b) for b in pair)
+        where = f"dimension {dim} (extent {extent})"
+        if self.fortran:  # lo:hi, 1-based, inclusive
+            lower = 1 if first is None else first
+            upper = extent if second is None else second
+            if lower < 1 or upper > extent or upper < lower - 1:
+                raise ValueError(f"{where}: {lower}:{upper} is outside 1:{extent} (Fortran "
+                                 f"sections are 1-based and inclusive)")
+            return slice(lower - 1, upper)
+        start = 0 if first is None else first
+        length = extent - start if second is None else second
+        if start < 0 or length < 0 or start + length > extent:
+            raise ValueError(f"{where}: start {start}, length {length} reaches element "
+                             f"{start + length - 1}, outside 0..{extent - 1} (C sections "
+                             f"are [start:length])")
+        return slice(start, start + length)
+
+
+def bound_value(value) -> int:
+    """A section bound's integer: an int (Python or NumPy) as it is, a finite real value
+    truncated toward zero (C integer division: ``a[0:n/2]``).
+
+    Raises:
+        ValueError: Not a number, not finite, or a bool.
+    """
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"a bound evaluated to {value!r}; it must be an integer")
+    try:
+        return operator.index(value)
+    except TypeError:
+        if not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ValueError(f"a bound evaluated to {value!r} ({type(value).__name__}); "
+                             f"it must be an integer") from None
+        return int(value)
+
+
+# a name or a member chain (``s.x``, ``s.a.b``; Fortran's ``s%x``)
+_MEMBER = re.compile(r"[A-Za-z_]\w*(?:\s*[.%]\s*[A-Za-z_]\w*)*")
+
+
+def data_items(text: str) -> tuple:
+    """The items of a data clause's list as C and Fortran write them (OpenACC 3.3 §2.7:
+    var-list; §2.7.1 sections): ``(name, Section or None)`` each, ``name`` a parameter
+    or a member chain normalised to ``s.x`` (Fortran ``s%x`` too). Items are separated
+    by commas and/or blanks; an empty item is an error.
+
+    Raises:
+        ArgError: A malformed item (offset into ``text``).
+    """
+    items = []
+    for piece, at in split_top(text):
+        if not piece.strip():
+            raise ArgError("empty item in the name list", at + len(piece))
+        pos = 0
+        while True:
+            pos = _skip_blanks(piece, pos)
+            if pos >= len(piece):
+                break
+            item, pos = _data_item(piece, pos, at)
+            items.append(item)
+    return tuple(items)
+
+
+def _skip_blanks(text, pos):
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _data_item(piece, pos, at):
+    """One item of a data clause list starting at ``piece[pos]``: ``(item, end)``."""
+    match = _MEMBER.match(piece, pos)
+    word = re.match(r"[^\s\[(]+", piece[pos:])
+    if match is None:
+        shown = word.group() if word else piece[pos]
+        raise ArgError(f"{shown!r} is not a parameter name", at + pos)
+    name = re.sub(r"\s+", "", match.group()).replace("%", ".")
+    end = match.end()
+    if end < len(piece) and not piece[end].isspace() and piece[end] not in "[(":
+        raise ArgError(f"{word.group()!r} is not a parameter name", at + pos)
+    groups, cursor = [], _skip_blanks(piece, end)
+    while cursor < len(piece) and piece[cursor] in "[(":
+        close = _closing_bracket(piece, cursor)
+        if close is None:
+            raise ArgError(f"unbalanced {piece[cursor]!r}", at + cursor)
+        groups.append((piece[cursor], piece[cursor + 1:close], at + cursor + 1))
+        end = cursor = close + 1
+        cursor = _skip_blanks(piece, cursor)
+    if not groups:
+        return (name, None), end
+    text = piece[pos:end]
+    return (name, _section(name, groups, re.sub(r"\s+", "", text))), end
+
+
+def _closing_bracket(text, open_pos):
+    """Index of the bracket closing the one at ``open_pos`` (``[`` or ``(``), or None."""
+    depth = 0
+    for index in range(open_pos, len(text)):
+        if text[index] in "([{":
+            depth += 1
+        elif text[index] in ")]}":
+            depth -= 1
+            if depth == 0:
+                return index
+    return None
+
+
+def _section(name, groups, text):
+    """The :class:`Section` of ``name`` from its bracket groups (C ``[...]`` each one
+    dimension; Fortran ``(...)`` one group for every dimension)."""
+    kinds = {kind for kind, _, _ in groups}
+    if kinds == {"("}:
+        if len(groups) > 1:
+            raise ArgError("a Fortran section is one parenthesis: a(lo:hi, lo2:hi2)",
+                           groups[1][2] - 1)
+        _, body, offset = groups[0]
+        bounds = tuple(_range(part, offset + at, fortran=True)
+                       for part, at in split_top(body))
+        return Section(name, bounds, True, text)
+    if kinds != {"["}:
+        raise ArgError("a section is written in C ([start:length]...) or in Fortran "
+                       "((lo:hi, ...)), not both", groups[0][2] - 1)
+    return Section(name, tuple(_range(body, offset, fortran=False)
+                               for _, body, offset in groups), False, text)
+
+
+def _range(body, offset, *, fortran):
+    """``(first, second)`` of one dimension: C ``start:length`` or Fortran ``lo:hi``,
+    either side omitted; a single index (an element, not a section) is an error."""
+    colon = _top_colon(body)
+    if colon is None:
+        example = "a(i:i)" if fortran else "a[i:1]"
+        raise ArgError(f"{body.strip() or 'an empty subscript'!r} is an element, not a "
+                       f"section: write a range ({example} for one element)", offset)
+    return (_bound(body[:colon], offset), _bound(body[colon + 1:], offset + colon + 1))
+
+
+def _top_colon(body):
+    depth = 0
+    for index, char in enumerate(body):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == ":" and depth == 0:
+            return index
+    return None
+
+
+def _bound(text, offset):
+    """One bound: None (omitted), an int, or a :class:`ClauseExpr` (names folded when
+    the expression has none)."""
+    body = text.strip()
+    if not body:
+        return None
+    lead = len(text) - len(text.lstrip())
+    tree, problem = parse_expression(body)
+    if problem is not None:
+        message, at = problem
+        raise ArgError(message, offset + lead + at)
+    expr = ClauseExpr(body)
+    if expr.names:
+        return expr
+    try:
+        return bound_value(expr.evaluate({}))
+    except Exception as exc:  # noqa: BLE001 - the user's expression fails: 1/0, 1.5j
+        raise ArgError(f"bound {body!r}: {exc}", offset + lead) from None

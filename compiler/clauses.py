@@ -10,6 +10,12 @@ Invariants:
     * Every field of a ``ComputeClauses`` is normalised: names are tuples of ``str`` in
       the order written, reductions are ``(op, var)`` tuples with ``op`` one of
       :data:`REDUCTION_OPS`, integers are ``int``; so ``==`` compares meaning.
+    * Data clauses name parameters, members of parameters (``s.x``, ``s.a.b``; Fortran's
+      ``s%x``) and sections of them (``a[0:n]``, ``a[0:n][0:m]``, Fortran ``a(1:n)``,
+      ``s.x[0:n]``: OpenACC 3.3 §2.7.1), in strings and in keyword lists alike. The
+      name fields hold the names (a section's array: ``"a"``, ``"s.x"``); ``sections``
+      holds ``(clause, Section)`` for each item written with bounds. ``deviceptr`` takes
+      no section, ``private``/``firstprivate`` no member.
     * Lists are read as C writes them: ``reduction(+:a,b)``, ``"+:a, +:b"`` and
       ``"+:a max:b"`` (an item starts at ``op:``); an empty list or an empty item in a
       clause string (``present(,)``, ``reduction(max:)``) is a :class:`CompileError`,
@@ -41,10 +47,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .clause_text import (EXPR_BUILTINS, REDUCTION_OPS, ArgError, ClauseExpr,  # noqa: F401 - re-exported
-                          caret, closing_paren, count_value, parse_expression, reduction_list)
+                          Section, caret, closing_paren, count_value, data_items,
+                          parse_expression, reduction_list, split_top)
 from .errors import CompileError
 
-__all__ = ["ComputeClauses", "ClauseExpr", "parse_clauses", "parse_loop_clauses",
+__all__ = ["ComputeClauses", "ClauseExpr", "Section", "parse_clauses", "parse_loop_clauses",
            "count_value", "CONSTRUCTS", "REDUCTION_OPS", "ASYNC_NOVAL", "WAIT_ALL",
            "EXPR_BUILTINS"]
 
@@ -95,7 +102,9 @@ _STRING_ALIASES = {"async": "async_", "if": "if_", "reduction": "reduction"}
 class ComputeClauses:
     """Normalised clauses of one compute construct, combined construct or routine.
 
-    Data-clause fields hold parameter names; ``reductions`` holds ``(op, var)`` pairs;
+    Data-clause fields hold parameter names and member chains (``"s.x"``); ``sections``
+    holds ``(clause, Section)`` for the items written as sections (OpenACC 3.3 §2.7.1);
+    ``reductions`` holds ``(op, var)`` pairs;
     the count clauses are ``int`` or a :class:`ClauseExpr` evaluated at each call;
     ``async_``, ``wait`` and ``if_`` are raw values for the launcher (a :class:`ClauseExpr`
     where the clause string gave an expression of the parameters; ``wait`` a tuple whose
@@ -126,6 +135,7 @@ class ComputeClauses:
     async_: Any = None
     wait: Any = None
     if_: Any = None
+    sections: tuple[tuple[str, Section], ...] = ()
 
     def data_names(self) -> dict[str, str]:
         """Map each name in a data clause to its clause (``copy`` … ``deviceptr``)."""
@@ -149,6 +159,14 @@ class ComputeClauses:
         """The free names the call-time expressions read (parameters or globals)."""
         return frozenset(name for expr in self.expressions().values()
                          for name in expr.names)
+
+    def section_names(self) -> frozenset[str]:
+        """The free names the sections' bounds read (parameters or globals)."""
+        return frozenset(name for _, section in self.sections for name in section.names())
+
+    def member_names(self) -> tuple[str, ...]:
+        """The member chains (``"s.x"``) named in data clauses, sections included."""
+        return tuple(name for name in self.data_names() if "." in name)
 
     def evaluate(self, namespace: Mapping[str, Any]) -> ComputeClauses:
         """This value with each :class:`ClauseExpr` replaced by its value in
@@ -221,8 +239,10 @@ def parse_loop_clauses(**keyword_clauses) -> ComputeClauses:
 def _merge(values, name, value, construct, what):
     if name == "reduction":
         values["reductions"] = values.get("reductions", ()) + value
-    elif name in DATA_CLAUSES + PRIVATE_CLAUSES:
-        values[name] = values.get(name, ()) + value
+    elif name in DATA_CLAUSES + PRIVATE_CLAUSES:  # value: (name, Section or None) items
+        values[name] = values.get(name, ()) + tuple(item for item, _ in value)
+        values["sections"] = values.get("sections", ()) + tuple(
+            (name, section) for _, section in value if section is not None)
     elif name in _COUNT_OF and isinstance(value, tuple):
         flag, count_name, count = value
         values[name] = flag
@@ -256,7 +276,7 @@ def _normalise_keyword(name, value, construct):
     """Normalise one keyword clause value; returns the value for field ``name``."""
     try:
         if name in DATA_CLAUSES + PRIVATE_CLAUSES:
-            return _names(value)
+            return _names(name, value)
         if name == "reduction":
             return _reductions(value)
         if name == "default":
@@ -283,33 +303,44 @@ def _normalise_keyword(name, value, construct):
         raise CompileError(f"{construct}: bad value for {name}=: {exc}") from None
 
 
-def _names(value) -> tuple[str, ...]:
-    """Keyword names: a list, or a comma/space-separated string (blank: no names)."""
+def _names(clause, value) -> tuple:
+    """Keyword items: a list of items, or a comma/space-separated string as in a clause
+    string (blank: no names); each item a name, a member or a section."""
     if isinstance(value, str):
-        return _name_list(value) if value.strip() else ()
+        return _name_list(clause, value) if value.strip() else ()
     if not isinstance(value, (list, tuple)):
         raise TypeError(f"expects parameter names (a list or a string), got "
                         f"{type(value).__name__}")
+    items = []
     for part in value:
-        if not isinstance(part, str) or not part.isidentifier():
+        if not isinstance(part, str) or not part.strip():
             raise ValueError(f"{part!r} is not a parameter name")
-    return tuple(value)
+        try:
+            found = _name_list(clause, part)
+        except ArgError as exc:
+            exc.source = part
+            raise
+        if len(found) != 1:
+            raise ValueError(f"{part!r} is not a parameter name (one item per list entry)")
+        items += found
+    return tuple(items)
 
 
-def _name_list(text) -> tuple[str, ...]:
-    """Names of a list as C writes it (``a, b``; blanks also separate); an empty item
-    (``present(,)``, ``a,,b``) is an error (OpenACC 3.3 §2.7: var-list)."""
-    names, offset = [], 0
-    for piece in text.split(","):
-        if not piece.strip():
-            raise ArgError("empty item in the name list", offset + len(piece))
-        for word in re.finditer(r"\S+", piece):
-            if not word.group().isidentifier():
-                raise ArgError(f"{word.group()!r} is not a parameter name",
-                                offset + word.start())
-            names.append(word.group())
-        offset += len(piece) + 1
-    return tuple(names)
+def _name_list(clause, text) -> tuple:
+    """The items of a list as C writes it (``a, b``; blanks also separate): ``(name,
+    Section or None)`` each; an empty item (``present(,)``, ``a,,b``) is an error
+    (OpenACC 3.3 §2.7: var-list; §2.7.1 sections and members)."""
+    items = data_items(text)
+    for name, section in items:
+        at = max(text.find(name.split(".")[0]), 0)
+        if section is not None and clause == "deviceptr":
+            raise ArgError(f"deviceptr takes device arrays, not sections: write "
+                           f"deviceptr({name}) (OpenACC 3.3 §2.7.4)", at)
+        if "." in name and clause in PRIVATE_CLAUSES:
+            raise ArgError(f"{clause} takes variables, not members: {name!r} is a member; "
+                           f"the members of a struct parameter are firstprivate values or "
+                           f"mapped arrays already", at)
+    return items
 
 
 def _default(value):
@@ -378,8 +409,11 @@ def _check_disjoint(construct, values):
     for kind in DATA_CLAUSES + PRIVATE_CLAUSES:
         for name in values.get(kind, ()):
             if name in seen:
-                raise CompileError(f"{construct}: {name!r} appears in both {seen[name]} "
-                                   f"and {kind}")
+                where = f"twice in {kind}" if seen[name] == kind else \
+                    f"in both {seen[name]} and {kind}"
+                raise CompileError(f"{construct}: {name!r} appears {where}; a construct "
+                                   f"maps each variable once: name it in one clause, with "
+                                   f"one section (OpenACC 3.3 §2.7)")
             seen[name] = kind
     rvars = [var for _, var in values.get("reductions", ())]
     for var in rvars:
@@ -458,7 +492,7 @@ def _string_value(name, args):
         return name, WAIT_ALL
     _required(name, args)
     if name in DATA_CLAUSES + PRIVATE_CLAUSES:
-        return name, _name_list(args)
+        return name, _name_list(name, args)
     if name == "reduction":
         return "reduction", tuple(reduction_list(args))
     if name == "default":
@@ -530,18 +564,7 @@ def _wait_list(text):
     return tuple(items)
 
 
-def _split_top(text):
-    """``(piece, offset)`` of ``text`` split at commas outside brackets."""
-    depth, start = 0, 0
-    for index, char in enumerate(text):
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        elif char == "," and depth == 0:
-            yield text[start:index], start
-            start = index + 1
-    yield text[start:], start
+_split_top = split_top
 
 
 def _value_arg(text):

@@ -6,9 +6,12 @@ finds the types of reduction variables, the mapping of Numba errors to
 
 Invariants:
     * ``info.kernels`` is the only kernel cache: keyed by ``kernel_key`` (target, device
-      type, bounds checking, argument kinds — an array's ``(dtype, ndim)``, a scalar's
-      Python type —, the serial crossover, on cuda a launch shape evaluated at the
-      call); a repeated call costs a tuple build and a dict lookup.
+      type, bounds checking, argument kinds — an array's ``(dtype, ndim)``, a record
+      dtype whole, a scalar's Python type —, the serial crossover, on cuda a launch
+      shape evaluated at the call); a repeated call costs a tuple build and a dict
+      lookup. A call with struct arguments takes the kernel of the function flattened
+      for its layout (``analysis.flattened``: one ``KernelInfo``, with its own cache,
+      per layout).
     * The loops are planned once (``KernelInfo.plan``, made by ``analyze``); every build
       of a region generates code from that plan.
     * The kernel returned for ``target="cpu"`` is the Numba dispatcher itself (without
@@ -44,7 +47,8 @@ from numba.core.registry import cpu_target
 from numba.core.typed_passes import NopythonTypeInference
 
 from . import crossover, cuda_compilers, feedback, markers
-from .analysis import KernelInfo, check_free_names
+from .analysis import KernelInfo, check_free_names, flat_clauses, flattened, struct_layout
+from .clauses import DATA_CLAUSES
 from .planner import Planner
 from .codegen import KERNEL_NAME, ModuleBuilder
 from .cpu_target import CpuTarget
@@ -52,6 +56,7 @@ from .errors import CompileError, KernelIndexError
 from .frontend import Scope, local_names
 
 __all__ = ["get_kernel", "kernel_for", "kernel_key", "kernel_env", "KERNEL_ENV_KEYS", "argument_kind",
+           "feedback_view",
            "SCALAR_TYPES",
            "jit_disabled",
            "cache_dir", "TARGETS", "boundscheck_enabled"]
@@ -104,6 +109,10 @@ def get_kernel(info: KernelInfo, args, target: str = "cpu", device_type: str = "
         # (globals, closure variables) itself at each call
         return _reading_free_values(get_kernel(info, (*args, *info.free_values()), target,
                                                device_type, clauses), info)
+    if info.struct_params and target != "python":  # (plain Python takes the structs)
+        layout = struct_layout(info, args)
+        if layout is not None:
+            return _flattening(info, layout, args, target, device_type, clauses)
     key = kernel_key(info, args, target, device_type, clauses)
     kernel = info.kernels.get(key)
     if kernel is None:
@@ -160,6 +169,40 @@ def jit_disabled() -> bool:
 _TARGET_OF = {"host": "cpu", "emulated": "cpu", "cuda": "cuda"}
 
 
+def feedback_view(info: KernelInfo, arg_types):
+    """``(info, arg_types)`` for compiler feedback (``acc.explain``, ``PYACC_INFO``): a
+    flattened info's members named as the program spells them (``s.x``, not ``s__x``)."""
+    if not info.labels:
+        return info, arg_types
+    name = info.labels.get
+    clauses = dataclasses.replace(info.clauses, **{
+        kind: tuple(name(n, n) for n in getattr(info.clauses, kind)) for kind in DATA_CLAUSES})
+    shown = dataclasses.replace(info, params=tuple(name(n, n) for n in info.params),
+                                written=frozenset(name(n, n) for n in info.written),
+                                read=frozenset(name(n, n) for n in info.read), clauses=clauses)
+    types = None if arg_types is None else {name(n, n): t for n, t in arg_types.items()}
+    return shown, types
+
+
+def _flattening(info, layout, args, target, device_type, clauses):
+    """The kernel of ``info`` flattened for ``layout`` (struct arguments), taking the
+    call's own arguments: each call passes the structs' members (the layout must stay
+    the same: the launcher looks it up at each call)."""
+    variant = flattened(info, layout)
+    if clauses is not None:
+        clauses = flat_clauses(clauses, variant)
+    kernel = get_kernel(variant, layout.flatten(tuple(args)), target, device_type, clauses)
+
+    def call(*args):
+        return kernel(*layout.flatten(args))
+
+    call.kernel = kernel
+    for name in ("driver", "dispatcher"):
+        if hasattr(kernel, name):
+            setattr(call, name, getattr(kernel, name))
+    return call
+
+
 def _reading_free_values(kernel, info):
     """``kernel`` taking the user's arguments: the free parameters' values are read at
     each call (the launcher passes them itself and calls the kernel directly)."""
@@ -179,12 +222,15 @@ def argument_kind(value):
     ndim)`` for a host or device array (any ``__cuda_array_interface__`` object), the
     Python type for a scalar. Cheap attribute reads (hashing dtype objects is not)."""
     if type(value) is np.ndarray or isinstance(value, np.ndarray):
-        return (value.dtype.char, value.dtype.byteorder, value.ndim)
+        dtype = value.dtype
+        if dtype.char == "V":  # every record dtype has char "V": the dtype is the kind
+            return (dtype, value.ndim)
+        return (dtype.char, dtype.byteorder, value.ndim)
     kind = type(value)
     if kind in SCALAR_TYPES or not _is_device_array(value):
         return kind
     dtype, ndim = _device_dtype_ndim(value)
-    return (dtype.char, dtype.byteorder, ndim)
+    return (dtype, ndim) if dtype.char == "V" else (dtype.char, dtype.byteorder, ndim)
 
 
 #: argument types that are certainly scalars (no device-array check needed)
@@ -203,7 +249,11 @@ def _device_dtype_ndim(value):
     has no ``dtype``/``ndim`` attributes of its own."""
     interface = getattr(value, "__cuda_array_interface__", None)
     if interface is not None:
-        return np.dtype(interface["typestr"]), len(interface["shape"])
+        dtype = np.dtype(interface["typestr"])
+        if dtype.char == "V":  # a record: its fields are in the interface's descr
+            own = getattr(value, "dtype", None)
+            dtype = own if isinstance(own, np.dtype) and own.fields else np.dtype(interface["descr"])
+        return dtype, len(interface["shape"])
     return np.dtype(value.dtype), value.ndim
 
 
@@ -281,7 +331,8 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
         note.interchange = note.line in builder.interchanged
         note.serial_below = builder.serial_twins.get(note.line, 0)
     info.notes, info.arg_types = plan.notes, dict(zip(info.kernel_params, arg_types))
-    feedback.report_build(info, plan.notes, info.arg_types)
+    shown, shown_types = feedback_view(info, info.arg_types)
+    feedback.report_build(shown, plan.notes, shown_types)
     if target == "cuda":  # the compiler loaded as pyacc loads it (its NumPy 2.5 fix)
         cuda_compilers.load()
     module = _import(path, f"_pyacc_kernel_{digest}", builder.injected)
@@ -636,12 +687,15 @@ def _python_kernel(info, device, boundscheck):
     """The function itself, run as plain Python (``PYACC_DISABLE_JIT=1``)."""
     func = info.func
     count = len(info.params)  # the function reads its free parameters itself
-    if device == "host" and not boundscheck and not info.free_params:
+    layout = info.layout  # a flattened info: the function takes the structs again
+    if device == "host" and not boundscheck and not info.free_params and layout is None:
         return func
 
     def kernel(*args):
         with markers.device_scope(device):
             try:
+                if layout is not None:
+                    return func(*layout.rebuild(args[:count]))
                 return func(*args[:count])
             except KernelIndexError:
                 raise

@@ -90,6 +90,10 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         self.declared: list[Declaration] = []
         #: oversubscribing (API.md §10): a plain attribute, read on the compute hot path
         self.tracks_use = False
+        #: ``id(struct) -> [struct, count]``: the attachment counters of pyacc's
+        #: ``acc.attach`` (OpenACC 3.3 §2.7.2), opaque here; they end with the device's
+        #: data lifetimes (``shutdown``)
+        self.attachments: dict = {}
 
     def _name(self, request: MapRequest) -> str | None:
         return request.name or self.namer(request.array)
@@ -549,6 +553,7 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
                 entry.device_array = None
             self.table.clear()
             self.declared = []
+            self.attachments.clear()
             if self.residency is not None:
                 self.residency.forget()
             self.device.reset()

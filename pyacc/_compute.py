@@ -19,6 +19,17 @@ errors surface here, pointing at the offending line). At each call the launcher
    compiler's one cache), launches it on the queue, and
 4. exits through ``exit_compute`` (copy-backs, frees), returning the reductions.
 
+Sections and structs (API.md §6.2; OpenACC 3.3 §2.7.1, §2.7.2) take ``_special_call``
+before step 1. A section in a clause (``present(a[0:n])``) is evaluated at each call; one
+that covers its whole array is the clause on the array (such calls take the direct path,
+``_WholeSections``); a proper section acts on the enclosing mapping when the whole
+parameter is present (the kernel always receives the whole parameter), and is otherwise
+refused by name (``InvalidDataSectionError``: a device copy of a section cannot stand for
+the array). A struct argument runs the region's *variant* for its layout
+(``_StructVariant``: the function flattened by ``compiler.analysis``, each member the
+kernel takes a parameter of its own, mapped and typed like an argument; members of a
+struct attached with ``acc.attach`` are ``present``).
+
 ``PYACC_DISABLE_JIT=1`` runs kernels as plain Python with the same data semantics.
 A kernel that fails raises ``ExecutionError``; its ``copy``/``copyout`` data is not
 copied back (the device data may be garbage) but every count is released.
@@ -55,6 +66,7 @@ from pyacc.mapping import (
     InvalidDataSectionError,
     MapKind,
     MapRequest,
+    NotPresentError,
     PartlyPresentError,
     check_array,
 )
@@ -62,8 +74,12 @@ from pyacc.mapping import (
 from pyacc.mapping.compute import enter_compute, exit_compute
 from pyacc.mapping.queues import Pending
 from pyacc.compiler import kernel_env
-from pyacc.compiler.kernel import SCALAR_TYPES
+from pyacc.compiler import analysis as _structs
+from pyacc.compiler.analysis import MemberError
+from pyacc.compiler.clause_text import EXPR_BUILTINS
+from pyacc.compiler.kernel import SCALAR_TYPES, feedback_view
 
+from . import _routines
 from ._clauses import queue_of, wait_for
 from ._call_inputs import clause_values, free_reader
 from ._replay import CallPlan, is_device_array
@@ -166,6 +182,21 @@ class ComputeRegion(CALL_BASE):
         self._bound = False  # free parameters resolved (at the first call)
         #: a replayed direct call may become an express plan (``_arm_express``)
         self._expressable = False
+        #: ``(clause, Section)`` of the sections the clauses map (OpenACC 3.3 §2.7.1)
+        self._sections = clauses.sections
+        #: the struct parameters (``compiler.analysis``): such calls run a variant
+        self._struct_params = info.struct_params
+        #: sections or struct parameters: every call takes ``_special_call``
+        self._special = bool(self._sections or self._struct_params)
+        self._variants: dict = {}  # (StructLayout, attached) -> _StructVariant
+        self._last_variant = None  # the variant of the last struct call (acc.explain)
+        self._labels = info.labels  # a variant's members as the program spells them
+        #: a region with sections or struct parameters (not both) whose clauses are
+        #: otherwise constant: its synchronous calls may be direct (``_route_direct``)
+        self._special_direct = False
+        #: for a region with sections: tells whether a call's sections cover their whole
+        #: arrays, so that it is a direct call
+        self._whole = None
 
     def _evaluate_clauses(self, args):
         """Evaluate the clause expressions with this call's arguments (parameters by
@@ -194,8 +225,13 @@ class ComputeRegion(CALL_BASE):
         self._bound = True
         enabled, async_clause, wait_clause = self._clause_values[:3]
         self._direct = (not self._expressions and enabled and async_clause is None
-                        and wait_clause is None)
+                        and wait_clause is None and not self._special)
         self._expressable = self._direct and self._read_free is None and CALL_BASE is not object
+        if self._special and not self._expressions and enabled and async_clause is None \
+                and wait_clause is None and not (self._sections and self._struct_params):
+            self._special_direct = True
+            if self._sections:
+                self._whole = _WholeSections(info, self._sections)
 
     def __repr__(self) -> str:
         return f"<pyacc {self.info.clauses.construct} region {self.info.where}>"
@@ -229,7 +265,48 @@ class ComputeRegion(CALL_BASE):
                 _add_section_hint(error)
                 report(error)
                 raise
+        if self._special_direct and async_ is None and wait is None and if_ is None \
+                and not kwargs and len(args) == self._arity and _SILENT[0]:
+            # sections that cover their whole arrays, or structs, at this call: a direct
+            # call of this region or of the struct layout's variant
+            routed = self._route_direct(args)
+            if routed is not None:
+                return routed[0]._launch_direct(routed[1])
         return self._call(args, async_, wait, if_, kwargs)
+
+    def _route_direct(self, args):
+        """``(region, arguments)`` of a direct call of a region with sections or struct
+        parameters (its clauses otherwise constant, the call synchronous and silent):
+        its own, when its sections cover their whole arrays at this call; a struct
+        layout's variant with the members, when it has no sections. None: anything
+        else (a proper section, a member error ...), for the full path to decide."""
+        full = args if self._read_free is None else (*args, *self._read_free())
+        if self._whole is not None:
+            return (self, full) if self._whole.covers(full, self.info.func.__globals__) else None
+        try:
+            layout = _structs.struct_layout(self.info, args)
+        except MemberError:
+            return None
+        if layout is None:
+            return self, full
+        variant = self._last_variant = self._variant(ICVS.runtime or current_runtime(), layout, args)
+        return variant, layout.flatten(full)
+
+    def _launch_direct(self, args):
+        """The direct call of ``_call_slow`` (the same steps, for a region whose sections
+        cover their whole arrays at this call, ``_WholeSections``)."""
+        try:
+            runtime = ICVS.runtime or current_runtime()
+            plan = None
+            if self._plans:
+                key = (kernel_env(), _enclosing_default() if self._uses_default else None, None)
+                plan = next((candidate for candidate in self._plans
+                             if candidate.applies(runtime, key, args)), None)
+            return self._launch(runtime, args, runtime.device.sync_queue, None, True, plan)
+        except AccError as error:
+            _add_section_hint(error)
+            report(error)
+            raise
 
     def _call(self, args, async_, wait, if_, kwargs):
         """A call in full: bind the arguments, read the clauses (expressions evaluated
@@ -243,23 +320,12 @@ class ComputeRegion(CALL_BASE):
             values = self._evaluate_clauses(args) if self._expressions else self._clause_values
             if if_ is not None:  # given at the call, it overrides the clause (§2.5.6)
                 values = (bool(if_),) + values[1:]
-            if self._read_free is not None:  # globals and closure values, read now
+            region, sections = self, ()
+            if self._special:  # sections in the clauses, struct parameters
+                region, args, values, sections = self._special_call(args, values)
+            elif self._read_free is not None:  # globals and closure values, read now
                 args = (*args, *self._read_free())
-            # a profiling or error callback that raises does so only once the region's
-            # data actions are complete and the table is consistent (API.md §11)
-            with _HOLDING:
-                runtime = current_runtime()
-                enabled, async_clause, wait_clause = values[:3]
-                async_arg = async_ if async_ is not None else async_clause
-                queue = queue_of(runtime, async_arg)
-                if wait is not None or wait_clause is not None:
-                    wait_for(runtime, wait if wait is not None else wait_clause, queue)
-                if not enabled:
-                    return self._run_on_host(args)
-                clauses = values[3] if len(values) > 3 else None
-                value = self._launch(runtime, args, queue, clauses, False,
-                                     self._matching_plan(runtime, args, clauses))
-                return value if async_arg is None else AsyncResult(queue, value)
+            return region._run(args, values, sections, async_, wait)
         except Exception as error:
             if isinstance(error, AccError):
                 _add_section_hint(error)
@@ -267,6 +333,165 @@ class ComputeRegion(CALL_BASE):
             if _ACTIVE[_DIRECTIVE_END]:  # a checkpoint after a failed call, too
                 directive_end(self.info.where)
             raise
+
+    def _run(self, args, values, sections, async_, wait):
+        """The call with its arguments and clause values read: the queue and its waits,
+        then ``_launch`` (or the host, under ``if(false)``). ``sections``: the proper
+        sections its clauses map (``_special_call``)."""
+        # a profiling or error callback that raises does so only once the region's
+        # data actions are complete and the table is consistent (API.md §11)
+        with _HOLDING:
+            runtime = current_runtime()
+            enabled, async_clause, wait_clause = values[:3]
+            async_arg = async_ if async_ is not None else async_clause
+            queue = queue_of(runtime, async_arg)
+            if wait is not None or wait_clause is not None:
+                wait_for(runtime, wait if wait is not None else wait_clause, queue)
+            if not enabled:
+                return self._run_on_host(args)
+            clauses = values[3] if len(values) > 3 else None
+            sorter = _SectionSorter(self, self._section_kinds(runtime, args, sections)) \
+                if sections else self
+            value = self._launch(runtime, args, queue, clauses, False,
+                                 self._matching_plan(runtime, args, clauses), sorter)
+            return value if async_arg is None else AsyncResult(queue, value)
+
+    # -- sections and structs (OpenACC 3.3 §2.7.1, §2.7.2) -------------------------------
+    def _special_call(self, args, values):
+        """What a call of a region with sections in its clauses or struct parameters
+        runs: ``(region, args, values, sections)`` — this region, or the variant for
+        the call's struct layout (``_variant``) with the structs' members as arguments
+        and its clauses; ``sections``: ``(slot, clause, view, text)`` of each *proper*
+        section (not the whole array) the clauses map. The bounds are evaluated with
+        this call's arguments (names of the parameters and globals, API.md §6.2)."""
+        info = self.info
+        free = tuple(self._read_free()) if self._read_free is not None else ()
+        try:
+            layout = _structs.struct_layout(info, args) if self._struct_params else None
+        except MemberError as error:
+            raise InvalidArgumentError(f"{info.where}: {error}", name=error.name) from None
+        full = (*args, *free)
+        found = self._evaluate_sections(full) if values[0] and self._sections else ()
+        if layout is None:
+            params = info.kernel_params
+            return self, full, values, [(params.index(name), *rest) for name, *rest in found]
+        variant = self._last_variant = self._variant(current_runtime(), layout, args)
+        flat = layout.flatten(full)
+        if len(values) > 3:  # the evaluated clauses, for the flattened kernel
+            values = values[:3] + (_structs.flat_clauses(values[3], variant.info),)
+        if not found:
+            return variant, flat, values, ()
+        slots = {variant._label(name): slot for slot, name in enumerate(variant.info.kernel_params)}
+        return variant, flat, values, [(slots[name], *rest) for name, *rest in found]
+
+    def _evaluate_sections(self, full):
+        """``(name, clause, view, text)`` of each proper section of a mapping clause,
+        its bounds evaluated for this call; whole-array sections (``a[0:n]`` with ``n ==
+        len(a)``) need nothing more (the clause applies to the array).
+
+        Raises:
+            InvalidArgumentError: A bound cannot be evaluated or reaches outside the
+                array, or the section's variable is not an array.
+            InvalidDataSectionError: The section is not contiguous (§2.7.1).
+        """
+        info = self.info
+        namespace = collections.ChainMap(dict(zip(info.kernel_params, full)), info.func.__globals__)
+        found = []
+        params = info.kernel_params
+        for clause, section in self._sections:
+            if section.name not in params and "." not in section.name:
+                continue  # a local variable's private section: its own shape (§2.5.13)
+            array = _section_array(namespace, section.name)
+            if is_device_array(array) and not isinstance(array, np.ndarray):
+                continue  # device data: the clause itself is refused by name (sort)
+            view = self._section_view(clause, section, array, namespace)
+            if clause in ("private", "firstprivate") or view.shape == array.shape:
+                continue  # a private copy is of the whole variable; a whole section
+            found.append((section.name, clause, view, section.text))
+        return found
+
+    def _section_view(self, clause, section, array, namespace):
+        """The view of ``array`` that ``section`` of ``clause`` maps (checked; a whole
+        section is the array, a strided argument included, API.md §2)."""
+        where, text = self.info.where, f"{clause}({section.text})"
+        if not isinstance(array, np.ndarray):
+            raise InvalidArgumentError(
+                f"{where}: {text}: {section.name!r} is a {type(array).__name__}, not an "
+                f"array: a section takes an array parameter or member", name=section.name)
+        try:
+            view = array[section.index(namespace, array.shape)]
+        except Exception as error:  # noqa: BLE001 - a bound may raise anything
+            raise InvalidArgumentError(
+                f"{where}: {text} does not fit {section.name!r} (shape {array.shape}) at "
+                f"this call: {error}; give bounds inside the array (OpenACC 3.3 §2.7.1: "
+                f"C a[start:length], Fortran a(lo:hi), 1-based)", name=section.name) from None
+        if view.shape != array.shape and view.size and not (
+                view.flags.c_contiguous or view.flags.f_contiguous):
+            raise InvalidDataSectionError(
+                f"{where}: {text} is not contiguous in {section.name!r} (shape "
+                f"{array.shape}, strides {view.strides}): a data clause maps a contiguous "
+                f"section (OpenACC 3.3 §2.7.1; a C section of the leading dimension is "
+                f"one): map the whole array, or a section of its leading dimension",
+                name=section.name)
+        return view
+
+    def _section_kinds(self, runtime, args, sections):
+        """The clause kinds of this call with its proper sections decided (OpenACC 3.3
+        §2.7.1): the kernel receives the whole parameter, so a section helps it only
+        where the whole array is present (then it acts on the enclosing mapping:
+        ``present``); a section mapped alone cannot stand for the whole array (pyacc
+        passes arrays, not pointers): a clear error naming both fixes."""
+        explicit = dict(self._explicit)
+        params = self.info.kernel_params
+        for slot, clause, view, text in sections:
+            whole, name = args[slot], params[slot]
+            if runtime.is_present(whole):
+                explicit[name] = MapKind.PRESENT
+                continue
+            present = view.size == 0 or runtime.is_present(view)
+            if clause == "no_create" and not present:
+                continue  # the whole array follows no_create (§2.7.10)
+            raise self._section_error(clause, text, self._label(name), whole, view, present)
+        return explicit
+
+    def _section_error(self, clause, text, label, whole, view, present):
+        where = self.info.where
+        whole_clause = "" if clause == "present" else f"name the whole array ({clause}({label})) or "
+        fix = (f"{whole_clause}map the whole array around the call (acc.data/acc.enter_data"
+               f"(copyin=[{label}])), or pass the section as the argument ({label}[lo:hi]) "
+               f"and index it from 0")
+        if clause == "present" and not present:
+            return NotPresentError(
+                f"{where}: present({text}): the section ({view.size} of the {whole.size} "
+                f"elements of {label!r}) is not present on the device: {fix}", name=label)
+        return InvalidDataSectionError(
+            f"{where}: {clause}({text}) maps {view.size} of the {whole.size} elements of "
+            f"{label!r} (shape {whole.shape}), but the kernel receives the whole array and "
+            f"{label!r} is not present as a whole: a device copy of a section cannot stand "
+            f"for the array (pyacc passes arrays, not pointers; OpenACC 3.3 §2.7.1): {fix}",
+            name=label)
+
+    def _variant(self, runtime, layout, args):
+        """The region of the function flattened for ``layout`` (``compiler.flattened``:
+        each member the kernel takes is a parameter of its own), one per layout and
+        attachment (a struct attached on this device, ``acc.attach``, has its members
+        without a clause of their own ``present``: OpenACC 3.3 §2.7.2)."""
+        attached = tuple(_routines.attachment_count(runtime, args[index]) > 0
+                         for index, _, _ in layout.structs)
+        key = (layout, attached)
+        variant = self._variants.get(key)
+        if variant is None:
+            info = _structs.flattened(self.info, layout)
+            variant = _StructVariant(self.__wrapped__, info)
+            for (_, name, _), held in zip(layout.structs, attached):
+                if held:
+                    variant._attach(name)
+            variant = self._variants.setdefault(key, variant)
+        return variant
+
+    def _label(self, name):
+        """A parameter as the program spells it (``s.x`` for a struct's member)."""
+        return self._labels.get(name, name) if self._labels else name
 
     def _bind(self, args, kwargs):
         """Positional arguments in parameter order, as Python binds them (keywords,
@@ -281,20 +506,21 @@ class ComputeRegion(CALL_BASE):
     # one finds its plan (``CallPlan``: the kernel, and the mapping runtime's memo that
     # ``enter_compute`` replays without classification or present-table lookup).
 
-    def _launch(self, runtime, args, queue, clauses, silent, plan):
+    def _launch(self, runtime, args, queue, clauses, silent, plan, sorter=None):
         """One compute call on ``runtime`` and ``queue``: enter the region's data
         (``mapping.compute.enter_compute``: replay ``plan``'s memo, join or full entry),
         launch the kernel, exit (``exit_compute``). ``REGION_ENTER``/``REGION_EXIT`` are
         published here and nowhere else (not at all when ``silent``: nobody listened when
         the call began). ``clauses``: the clause values evaluated for this call, when
-        some are expressions."""
+        some are expressions; ``sorter``: the ``ArgumentSorter`` (this region, unless
+        sections decide kinds at this call)."""
         if not silent and _ACTIVE[_REGION_ENTER]:
             BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=self.info.name,
                         info=self.info.clauses.construct, where=self._where)
         try:
             # a silent call is synchronous: its replay may hold the table instead of counting
-            ticket = enter_compute(runtime, args, queue, self, None if plan is None else plan.memo,
-                                   hold=silent)
+            ticket = enter_compute(runtime, args, queue, sorter or self,
+                                   None if plan is None else plan.memo, hold=silent)
             kernel = plan.kernel if ticket.replayed else self._kernel(runtime, ticket, queue, clauses)
             try:
                 value = runtime.device.launch(kernel, ticket.device_args, queue,
@@ -384,14 +610,17 @@ class ComputeRegion(CALL_BASE):
         return compiler.kernel_for(self.info, list(args), "host")(*args)
 
     # -- the ArgumentSorter of mapping.compute.enter_compute ---------------------------------
-    def sort(self, runtime, args):
+    def sort(self, runtime, args, explicit=None):
         """Sort the arguments (OpenACC 3.3 §2.6.2): the slots of the arrays to map and
         their ``(MapKind, name)``. Scalars are firstprivate; ``deviceptr`` arrays and
         device arrays are passed as they are (after the device has checked that they are
-        its memory); anything else is refused here, before any data action."""
+        its memory); anything else is refused here, before any data action.
+        ``explicit``: the clause kinds by parameter, when sections decided some at this
+        call (``_SectionSorter``)."""
         map_kinds, slots = [], []
         default = None
         params = self.info.kernel_params
+        explicit = explicit or self._explicit
         for slot, value in enumerate(args):
             if type(value) is not np.ndarray and not isinstance(value, np.ndarray):
                 if type(value) not in SCALAR_TYPES:
@@ -403,7 +632,7 @@ class ComputeRegion(CALL_BASE):
             name = params[slot]
             if value.dtype.char not in _KERNEL_DTYPES or not value.dtype.isnative:
                 self._refuse_dtype(name, value)
-            kind = self._explicit.get(name)
+            kind = explicit.get(name)
             if kind is None:
                 if name in self._deviceptr:
                     runtime.device.extent_of(value)  # must be memory of this device
@@ -411,7 +640,7 @@ class ComputeRegion(CALL_BASE):
                 if default is None:
                     default = self._default or _enclosing_default() or ""
                 kind = self._kind_of(name, default)
-            map_kinds.append((kind, name))
+            map_kinds.append((kind, self._labels.get(name, name) if self._labels else name))
             slots.append(slot)
         return slots, map_kinds
 
@@ -438,19 +667,34 @@ class ComputeRegion(CALL_BASE):
                 isinstance(value, tuple) and all(isinstance(v, (bool, int, float, complex, np.generic))
                                                  for v in value)):
             return
-        hint = " (convert it with np.asarray)" if isinstance(value, (list, tuple, range)) else ""
+        name = self._label(name)
+        if _structs.is_struct(value):  # not read as a struct by this function
+            hint = (f"; the function does not read members of {name!r} (s.x), so it is not "
+                    f"taken as a struct: read its members in the region, or pass its arrays")
+        elif isinstance(value, (list, tuple, range)):
+            hint = " (convert it with np.asarray)"
+        else:
+            hint = ""
         raise InvalidArgumentError(
             f"{self.info.where}: argument {name!r} is a {type(value).__name__}{hint}; a compute "
-            "region takes NumPy arrays (or device arrays) and numeric or boolean scalars", name=name)
+            "region takes NumPy arrays (or device arrays), numeric or boolean scalars and "
+            "structs of them", name=name)
 
     def _refuse_dtype(self, name, value) -> None:
         """Numba compiles kernels for native-endian booleans, integers, floats and
-        complex numbers only; anything else is refused before any data action."""
+        complex numbers, and records (structured dtypes) of them; anything else is
+        refused before any data action."""
+        problem = _record_problem(value.dtype)
+        if problem is None:
+            return  # a record array: Numba's records (API.md §6.2)
+        name = self._label(name)
+        fix = ("x.astype(x.dtype.newbyteorder('=')) for byte-swapped fields; a dtype without "
+               "its string or object fields" if value.dtype.fields else "e.g. x.astype(np.float64)")
         raise InvalidArgumentError(
             f"{self.info.where}: argument {name!r} (shape {value.shape}, dtype {value.dtype}) "
-            "has a dtype kernels cannot use: they take native-endian bool, int8-64, uint8-64, "
-            "float32/64 and complex64/128 arrays; convert it first (e.g. "
-            "x.astype(np.float64))", name=name)
+            f"has a dtype kernels cannot use{problem}: they take native-endian bool, int8-64, "
+            "uint8-64, float32/64 and complex64/128 arrays, and records (structured dtypes) of "
+            f"those; convert it first ({fix})", name=name)
 
     def _check_device_argument(self, runtime, name, value) -> None:
         """A device array (``__cuda_array_interface__``: a CuPy or numba-cuda array) is
@@ -491,12 +735,171 @@ class ComputeRegion(CALL_BASE):
 
     def _execution_error(self, error) -> ExecutionError:
         if isinstance(error, KernelIndexError):
-            on = f" on array {error.array!r}" if error.array is not None else ""
+            array = None if error.array is None else self._label(error.array)
+            on = f" on array {array!r}" if array is not None else ""
             return ExecutionError(
                 f"kernel {error.kernel} failed: index out of bounds{on}: {error}",
-                kernel=error.kernel, name=error.array)
+                kernel=error.kernel, name=array)
         return ExecutionError(f"kernel {self.info.where} failed: {type(error).__name__}: {error}",
                               kernel=self.info.where)
+
+
+class _StructVariant(ComputeRegion):
+    """The region a struct call runs (``ComputeRegion._variant``): the function
+    flattened for one struct layout (``compiler.analysis.flattened``), whose arguments
+    are the structs' members. It is entered by its parent with everything read
+    (``_run``): arguments, free values and clause values, evaluated with the structs."""
+
+    def __init__(self, function, info):
+        super().__init__(function, info)
+        self._special = False  # the parent evaluated the sections
+        self._bound = True
+        self._read_free = None  # the parent read them
+        self._uses_default = self._default is None and any(
+            name not in self._explicit and name not in self._deviceptr for name in info.kernel_params)
+        self._attached: dict = {}  # member parameter -> struct, of attached structs
+
+    def _attach(self, name):
+        """Struct parameter ``name`` is attached (``acc.attach``): its members without a
+        clause of their own are ``present`` (OpenACC 3.3 §2.7.2: the device struct
+        refers to their device copies; nothing is copied implicitly)."""
+        for flat, label in self.info.labels.items():
+            if label.split(".")[0] == name and flat not in self._explicit:
+                self._explicit[flat] = MapKind.PRESENT
+                self._attached[flat] = name
+        self._uses_default = self._default is None and any(
+            n not in self._explicit and n not in self._deviceptr for n in self.info.kernel_params)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError("a struct variant is run by its region, not called")
+
+    _call_slow = __call__
+
+    def _launch(self, *launch, **options):
+        try:
+            return super()._launch(*launch, **options)
+        except NotPresentError as error:
+            name = getattr(error, "name", None)
+            struct = next((s for flat, s in self._attached.items() if self._label(flat) == name), None)
+            if struct is not None:
+                error.args = (f"{error.args[0]}; {struct!r} is attached (acc.attach), so the "
+                              f"kernel uses its members' device copies: map {name} again, "
+                              f"or acc.detach({struct}) to let the implicit rules copy it",)
+            raise
+
+
+class _WholeSections:
+    """Tells fast whether every mapping section of a region covers its whole array at
+    a call (``a[0:n]`` with ``n == len(a)``, ``a(1:n)``, ``a[:]``): such a call is an
+    ordinary call (OpenACC 3.3 §2.7.1), which takes the direct path. The bounds of all
+    the sections are one compiled tuple expression, evaluated once per call with the
+    names it reads; any doubt (a bound that fails, a section that is not whole, an
+    argument that is not an array) answers False, and the full path decides."""
+
+    __slots__ = ("code", "sources", "plan")
+
+    def __init__(self, info, sections):
+        params = info.kernel_params
+        exprs, plan = [], []
+        for clause, section in sections:
+            if clause in ("private", "firstprivate") or section.name not in params:
+                continue  # (a private copy is of the whole variable)
+            dims = tuple((_operand(first, exprs), _operand(second, exprs))
+                         for first, second in section.bounds)
+            plan.append((params.index(section.name), section.fortran, dims))
+        names = sorted({name for expr in exprs for name in expr.names})
+        self.sources = tuple((name, params.index(name) if name in params else None)
+                             for name in names)
+        self.code = compile("(" + "".join(f"({expr.text}), " for expr in exprs) + ")",
+                            "<pyacc sections>", "eval") if exprs else None
+        self.plan = tuple(plan)
+
+    def covers(self, full, module_globals) -> bool:
+        values = ()
+        if self.code is not None:
+            try:
+                namespace = {name: full[slot] if slot is not None else module_globals[name]
+                             for name, slot in self.sources}
+                values = eval(self.code, _BOUND_GLOBALS, namespace)  # noqa: S307 - checked text
+            except Exception:  # noqa: BLE001 - the full path reports it
+                return False
+        for slot, fortran, dims in self.plan:
+            array = full[slot]
+            if type(array) is not np.ndarray or len(dims) > array.ndim:
+                return False
+            for (first, second), extent in zip(dims, array.shape):
+                low = values[first[1]] if type(first) is tuple else first
+                high = values[second[1]] if type(second) is tuple else second
+                if fortran:
+                    if not ((low is None or low == 1) and (high is None or high == extent)):
+                        return False
+                elif not ((low is None or low == 0) and (high is None or high == extent)):
+                    return False
+        return True
+
+
+#: what a section bound sees besides its names (the builtins a clause expression may call)
+_BOUND_GLOBALS = {"__builtins__": EXPR_BUILTINS}
+
+
+def _operand(bound, exprs):
+    """A bound for ``_WholeSections``: None, an int, or ``("expr", index)``."""
+    if bound is None or not hasattr(bound, "text"):
+        return bound
+    exprs.append(bound)
+    return ("expr", len(exprs) - 1)
+
+
+class _SectionSorter:
+    """The ``ArgumentSorter`` of a call whose proper sections decided some clause kinds
+    (``ComputeRegion._section_kinds``): its region's, with those kinds."""
+
+    __slots__ = ("region", "explicit")
+
+    def __init__(self, region, explicit):
+        self.region = region
+        self.explicit = explicit
+
+    def sort(self, runtime, args):
+        return self.region.sort(runtime, args, self.explicit)
+
+    def requests(self, runtime, arrays, map_kinds):
+        return self.region.requests(runtime, arrays, map_kinds)
+
+    def counter_of(self, name):
+        return self.region.counter_of(name)
+
+
+def _section_array(namespace, name):
+    """The variable a section names: a parameter (or global), or a member ``s.x``."""
+    root, *path = name.split(".")
+    value = namespace[root]
+    for depth, attr in enumerate(path):
+        try:
+            value = getattr(value, attr)
+        except AttributeError:
+            spelled = ".".join([root, *path[:depth + 1]])
+            raise InvalidArgumentError(f"a data clause names {spelled!r}, but {root!r} "
+                                       f"({type(namespace[root]).__name__}) has no such "
+                                       f"member at this call", name=spelled) from None
+    return value
+
+
+def _record_problem(dtype):
+    """None for a record dtype kernels can take (fields of kernel dtypes, native byte
+    order, nested records and fixed-size subarrays of them); else what is wrong, for
+    the message."""
+    if dtype.fields is None:
+        return ""
+    for field, (field_type, *_rest) in dtype.fields.items():
+        base = field_type.base
+        if base.fields is not None:
+            inner = _record_problem(base)
+            if inner is not None:
+                return inner
+        elif base.char not in _KERNEL_DTYPES or not base.isnative:
+            return f" (its field {field!r} is {field_type})"
+    return None
 
 
 if CALL_BASE is object:  # no express lane: the Python launcher is the call
@@ -544,11 +947,12 @@ def explain(region) -> str:
     if not isinstance(region, ComputeRegion):
         raise TypeError(f"acc.explain takes a compute region (a function decorated with "
                         f"@acc.parallel_loop, @acc.kernels ...), got {region!r}")
-    info = region.info
+    info = (region._last_variant or region).info  # a struct call: the kernel it ran
     notes = info.notes
     if notes is None:  # not compiled yet: the planner's decisions at decoration
         notes = info.plan.notes
-    return compiler.explain(info, notes, info.arg_types)
+    shown, arg_types = feedback_view(info, info.arg_types)
+    return compiler.explain(shown, notes, arg_types)
 
 
 # == decorators ==============================================================================

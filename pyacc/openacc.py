@@ -62,6 +62,10 @@ acc_get_default_async = _r.get_default_async
 acc_on_device = on_device
 acc_set_default_async = _r.set_default_async
 acc_get_cuda_stream = _r.get_cuda_stream
+#: OpenACC 2.6 attach/detach (§3.2.34-3.2.35): C passes the address of one pointer
+#: member; pyacc takes the struct and attaches its array members (API.md §6.2)
+acc_attach = _r.attach
+acc_detach = _r.detach
 
 
 def _async_form(routine, **fixed):
@@ -92,6 +96,10 @@ acc_copyout_finalize_async = _async_form(_r.copyout, finalize=True)
 acc_delete_finalize_async = _async_form(_r.delete, finalize=True)
 acc_update_device_async = _async_form(_r.update_device)
 acc_update_self_async = _async_form(_r.update_self)
+acc_attach_async = _async_form(_r.attach)
+acc_detach_async = _async_form(_r.detach)
+acc_detach_finalize = _finalize_form(_r.detach)
+acc_detach_finalize_async = _async_form(_r.detach, finalize=True)
 
 
 def acc_memcpy_to_device_async(d, a, async_arg):

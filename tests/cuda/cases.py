@@ -281,3 +281,117 @@ CASES += [
     Case("routine_with_a_local_array", routine_with_a_local_array, "parallel_loop",
          lambda: (np.linspace(0.0, 1.0, 40), np.zeros(40))),
 ]
+
+
+# == structs of arrays and record arrays (issue 29 item 4) =================================
+class StructCase(Case):
+    """A case whose arguments include structs (namedtuples, objects with attributes) or
+    record arrays: on the cuda target the structs' array members go in as device arrays;
+    the arrays compared are the structs' members, flattened in order, and the fields of
+    record arrays."""
+
+    def run(self, target, device_type="cuda", info=None):
+        args = self.make_args()
+        info = info or self.info()
+        if target != "cuda":
+            value = get_kernel(info, args, target=target, device_type=device_type)(*args)
+            return value, _compared(args)
+        from numba import cuda  # the simulator's: these runs happen under it
+        device_args = tuple(_struct_on_device(a, cuda) for a in args)
+        value = get_kernel(info, device_args, target=target, device_type=device_type)(*device_args)
+        for host, device in zip(_members(args), _members(device_args)):
+            if isinstance(host, np.ndarray):
+                host[...] = device.copy_to_host()
+        return value, _compared(args)
+
+
+def _fields(value):
+    """A struct's member names (None: not a struct; device arrays are not)."""
+    if hasattr(type(value), "_fields"):
+        return list(type(value)._fields)
+    if isinstance(value, np.ndarray) or hasattr(value, "copy_to_host"):
+        return None
+    return list(vars(value)) if hasattr(value, "__dict__") else None
+
+
+def _compared(args):
+    """The structs' members, each record array as its fields (numbers to compare)."""
+    return [field for value in _members(args) for field in (
+        [value[name] for name in value.dtype.names]
+        if isinstance(value, np.ndarray) and value.dtype.names else [value])]
+
+
+def _members(args):
+    """The arrays and scalars of ``args``, structs' members in their place."""
+    out = []
+    for value in args:
+        names = _fields(value)
+        out += [value] if names is None else _members([getattr(value, n) for n in names])
+    return out
+
+
+def _struct_on_device(value, cuda):
+    """``value`` with every host array (a struct's members too) as a device array."""
+    if isinstance(value, np.ndarray):
+        return cuda.to_device(value)
+    names = _fields(value)
+    if names is None:
+        return value
+    members = {n: _struct_on_device(getattr(value, n), cuda) for n in names}
+    if hasattr(value, "_replace"):
+        return value._replace(**members)
+    import types
+    return types.SimpleNamespace(**members)
+
+
+def struct_of_arrays(s, out):
+    """OpenACC 2.6 structs: members read (``s.x[i]``, ``s.inner.w[i]``), written
+    (``s.y[i]``) and scalar (``s.n``); a reduction over a member."""
+    t = 0.0
+    for i in range(out.shape[0]):
+        out[i] = s.x[i] * s.n + s.inner.w[i]
+        s.y[i] = 2.0 * s.x[i]
+        t += s.x[i]
+    return t
+
+
+def _a_struct(n=50):
+    import types
+    return (types.SimpleNamespace(x=np.linspace(0.0, 1.0, n), y=np.zeros(n), n=3,
+                                  inner=types.SimpleNamespace(w=np.arange(float(n)))),
+            np.zeros(n))
+
+
+RECORD = np.dtype([("energy", "f8"), ("count", "i4")])
+ALIGNED_RECORD = np.dtype([("energy", "f8"), ("count", "i4"), ("v", "f8", (3,))], align=True)
+
+
+def record_fields(g, out):
+    """Record arrays (NumPy structured dtypes) as Numba records: fields by attribute
+    and by name, read and written (recarrays, so that plain Python reads them too)."""
+    for i in range(g.shape[0]):
+        out[i] = g[i].energy * g[i].count + g[i]["energy"]
+        g[i].count = 7
+
+
+def aligned_record_reduction(h):
+    """An aligned record with a subarray field, written and reduced."""
+    total = 0.0
+    for i in range(h.shape[0]):
+        h[i].v[2] = h[i].v[1] + 1.0
+        total += h[i].energy + h[i].v[1]
+    return total
+
+
+def _records(n=40):
+    g = np.zeros(n, RECORD).view(np.recarray)
+    g.energy, g.count = np.linspace(0.0, 2.0, n), 2
+    return g, np.zeros(n)
+
+
+CASES += [
+    StructCase("struct_of_arrays", struct_of_arrays, "parallel_loop", _a_struct),
+    StructCase("record_fields", record_fields, "parallel_loop", _records),
+    StructCase("aligned_record_reduction", aligned_record_reduction, "parallel_loop",
+               lambda: (np.ones(30, ALIGNED_RECORD).view(np.recarray),)),
+]
