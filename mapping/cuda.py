@@ -160,6 +160,22 @@ class CudaDevice(Device):
                 "memory, or memory of another GPU?)")
         return data, low, high
 
+    def owns(self, array) -> bool:
+        """Whether ``array`` is memory of this GPU (``Device.owns``): a numpy array never
+        is (host memory, answered at once); any other object is when it exports
+        ``__cuda_array_interface__`` (``interface_of``) over a block pyacc allocated here
+        (a bisect in ``_blocks``) or other memory of this GPU (``extent_of``'s test)."""
+        if isinstance(array, np.ndarray):
+            return False
+        interface = self.backend.interface_of(array)
+        if interface is None:
+            return False
+        data, shape, dtype, strides = interface_layout(interface)
+        if 0 in shape:
+            return True  # a device array object holding no memory: never host data
+        _, low, _ = extent(data, shape, dtype.itemsize, strides)
+        return self._block_at(low) is not None or self.backend.is_device_memory(low)
+
     def as_device_array(self, device_array):
         """A backend view (a CuPy array) of any device array of this device."""
         self.extent_of(device_array)

@@ -177,6 +177,17 @@ class Device(abc.ABC):
         self.extent_of(device_array)
         return device_array
 
+    def owns(self, array) -> bool:
+        """Whether ``array`` is memory of this device, which no data clause may take for
+        host data: memory pyacc allocated on it (``acc.malloc``, ``acc.deviceptr``,
+        ``host_data``, ``acc.acquire``'s device arrays) is device memory wherever it is
+        passed (API.md §2, §6.2; OpenACC 3.3 §2.7.4). False on a device that shares host
+        memory (every array is the host's there, and every data clause a no-op). Never
+        raises; O(1) or a bisect: it runs for every array argument of a compute call's
+        full path. Devices with memory of their own override it (this default: False,
+        every array is taken for host data)."""
+        return False
+
     def mappable_block(self, low: int, high: int) -> tuple[int, int] | None:
         """``(begin, nbytes)`` of device memory that ``acc.map_data`` may map at
         ``[low, high)`` (already checked to be this device's memory by ``extent_of``):

@@ -73,6 +73,11 @@ class HostDevice(Device):
             )
         return _probe.extent(device_array)
 
+    def owns(self, array) -> bool:
+        """False: host memory is shared, so an ``acc.malloc`` array is host data like any
+        other, and data clauses on it do nothing (OpenACC 3.3 §2.7.4)."""
+        return False
+
     def _copy(self, destination, source):
         np.copyto(destination, source, casting="no")
 

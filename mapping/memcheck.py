@@ -3,9 +3,12 @@ poisoned, quarantined freed blocks (compute-sanitizer's memcheck for device memo
 ASan's redzones and quarantine).
 
 Owns :func:`set_memcheck`, :class:`MemoryFinding` and :class:`GuardedMemory`, the part of
-``EmulatedDevice`` that allocates guarded blocks, poisons and quarantines freed ones and
-scans them (``memcheck_scan``, ``memcheck_state``). See ``emulated``'s module docstring
-for the rules; the invariants are there too (the device and its guards share one arena).
+``EmulatedDevice`` that knows the zones of its blocks (the tail zone every block has,
+the guard zones of blocks allocated while checking is on), allocates guarded blocks,
+checks a plain block's tail zone at its free, poisons and quarantines freed guarded
+blocks and scans them all (``memcheck_scan``, ``memcheck_state``). See ``emulated``'s
+module docstring for the rules; the invariants are there too (the device and its zones
+share one arena).
 """
 
 from __future__ import annotations
@@ -14,12 +17,10 @@ import weakref
 
 import numpy as np
 
-from .device import emit
 from .errors import format_range
-from .events import EventKind
 
 __all__ = ["set_memcheck", "memcheck_enabled", "MemoryFinding", "GuardedMemory", "GUARD",
-           "GUARD_BYTE", "POISON_BYTE", "QUARANTINE_BYTES"]
+           "GUARD_BYTE", "POISON_BYTE", "QUARANTINE_BYTES", "TAIL"]
 
 #: memory checking: guard bytes before each block (and at least as many after it)
 GUARD = 256  # one allocation unit (emulated.ALIGNMENT)
@@ -33,6 +34,13 @@ POISON_BYTE = 0xFD
 
 #: bytes of freed blocks kept poisoned (out of the allocator) before they are reused
 QUARANTINE_BYTES = 16 << 20
+
+#: the tail zone every block keeps after its last byte, checking on or off: at least this
+#: many bytes (one element of any dtype up to 64 bytes wide), filled with ``GUARD_BYTE``
+TAIL = 64
+
+#: findings of frees kept for the next scan, at most
+KEPT_FINDINGS = 1000
 
 _MEMCHECK = [False]
 
@@ -63,12 +71,15 @@ class MemoryFinding:
         block: ``(begin, nbytes)`` of the block asked for (device addresses).
         touched: ``(begin, nbytes)`` of the bytes found changed or touched.
         detail: words on where (``"8 bytes past the end"``).
+        freed: found when the block was freed (its address may belong to another block
+            by the time the finding is reported).
     """
 
-    __slots__ = ("kind", "block", "touched", "detail")
+    __slots__ = ("kind", "block", "touched", "detail", "freed")
 
-    def __init__(self, kind, block, touched, detail):
+    def __init__(self, kind, block, touched, detail, freed=False):
         self.kind, self.block, self.touched, self.detail = kind, block, touched, detail
+        self.freed = freed
 
     def __repr__(self) -> str:
         return (f"MemoryFinding({self.kind}: block {format_range(*self.block)}, bytes "
@@ -79,6 +90,10 @@ _POISON_WORD = np.uint64(int.from_bytes(bytes([POISON_BYTE]) * 8, "little"))
 
 
 _GUARD_WORD = np.uint64(int.from_bytes(bytes([GUARD_BYTE]) * 8, "little"))
+
+
+#: a zone's expected bytes (a tail zone of an unguarded block is shorter than 2 units)
+_GUARD_BYTES = bytes([GUARD_BYTE]) * (1 << 12)
 
 
 def _out_of_bounds(base, address, nbytes, first, last) -> MemoryFinding:
@@ -93,55 +108,103 @@ def _out_of_bounds(base, address, nbytes, first, last) -> MemoryFinding:
 
 class GuardedMemory:
     """The memory-checking half of ``EmulatedDevice`` (a mixin: it uses the device's
-    ``_arena``, ``_memory`` and locks)."""
+    ``_arena``, ``_memory``, ``_requested`` and locks): the zones of the blocks (a tail
+    zone on every block, guard zones on blocks allocated while checking is on), the
+    quarantine, and the scans."""
 
-    def _user_block(self, block, address):
-        """``allocation_of`` while some blocks have guards: the block asked for (guards
-        excluded), None inside a guard zone or a quarantined block."""
-        raw, size = block
-        if raw in self._quarantine:
-            return None
-        begin = self._base + raw + GUARD
-        guarded = self._guarded.get(begin)
-        if guarded is None or guarded[0] != raw:  # allocated before checking began
-            return (self._base + raw, size)
-        user_size = size - 2 * GUARD
-        return (begin, user_size) if begin <= address < begin + user_size else None
+    # -- the zones of the live blocks ---------------------------------------------------
+    def _zones(self) -> list[tuple[int, int, int, int, int]]:
+        """``(address, raw offset, raw size, nbytes, head)`` of every live block: its
+        bytes ``[raw + head, raw + head + nbytes)`` are the ones asked for; ``[raw, raw +
+        head)`` is its head guard (``GUARD`` bytes while checking is on at allocation,
+        else none) and ``[raw + head + nbytes, raw + size)`` its tail zone."""
+        base, arena, guarded = self._base, self._arena, self._guarded
+        zones = []
+        for address, nbytes in list(self._requested.items()):
+            raw = address - base
+            try:
+                if address in guarded:
+                    raw, size, _ = guarded[address]
+                    zones.append((address, raw, size, nbytes, GUARD))
+                else:
+                    zones.append((address, raw, arena.size_of(raw), nbytes, 0))
+            except KeyError:  # freed meanwhile (it is checked at its free)
+                continue
+        return zones
 
-    # -- memory checking (module docstring) ----------------------------------------------
+    def _zone_findings(self, address, raw, size, nbytes, head) -> list[MemoryFinding]:
+        """What changed in the head guard and tail zone of one block."""
+        findings = []
+        memory, raw_bytes = self._memory, self._bytes
+        for low, high in ((raw, raw + head), (raw + head + nbytes, raw + size)):
+            if high <= low or raw_bytes[low:high].tobytes() == _GUARD_BYTES[:high - low]:
+                continue
+            changed = np.flatnonzero(memory[low:high] != GUARD_BYTE)
+            first, last = low + int(changed[0]), low + int(changed[-1]) + 1
+            findings.append(_out_of_bounds(self._base, address, nbytes, first, last))
+        return findings
+
+    def _restore_zones(self, raw, size, nbytes, head) -> None:
+        memory = self._memory
+        memory[raw:raw + head] = GUARD_BYTE
+        memory[raw + head + nbytes:raw + size] = GUARD_BYTE
+
+    def _keep_findings(self, findings) -> None:
+        """Keep what a free found for the next scan, marked ``freed`` (at most
+        ``KEPT_FINDINGS``: a program that writes past a block at every step without a
+        check point does not grow the list for ever)."""
+        if findings:
+            for finding in findings:
+                finding.freed = True
+            with self._check_lock:
+                room = KEPT_FINDINGS - len(self._findings)
+                self._findings += findings[:max(room, 0)]
+
+    # -- allocation and free ------------------------------------------------------------
     def _allocate_guarded(self, nbytes: int) -> int:
+        """A block with a head guard of ``GUARD`` bytes and a tail guard of at least as
+        many, both ``GUARD_BYTE``; its address (the caller records and announces it)."""
         with self._check_lock:
+            accounted = self._count(nbytes)
             raw = self._arena.allocate(nbytes + 2 * GUARD)
             if raw is None and self._quarantine:  # quarantine must not cause out of memory
                 self._flush_quarantine(0)
                 raw = self._arena.allocate(nbytes + 2 * GUARD)
             if raw is None:
+                self._in_use -= accounted
                 raise self._out_of_memory(nbytes)
-            size = self._arena._live[raw]
-            memory = self._memory
-            memory[raw:raw + GUARD] = GUARD_BYTE
-            memory[raw + GUARD + nbytes:raw + size] = GUARD_BYTE
+            size = self._arena.size_of(raw)
+            self._restore_zones(raw, size, nbytes, GUARD)
             address = self._base + raw + GUARD
             self._guarded[address] = (raw, size, nbytes)
-            self._overhead += 2 * GUARD
             self._guard_index = None
-        self._requested[address] = nbytes
-        emit(EventKind.ALLOC, self.identity, nbytes, device_begin=address)
         return address
+
+    def _free_plain(self, address: int, nbytes: int) -> None:
+        """Free a block without guards; what its tail zone shows is kept for the next
+        scan (a write past its end, found though no check point ran while it lived)."""
+        raw = address - self._base
+        with self._check_lock:  # (a scan reads the zones under it)
+            size = self._arena.size_of(raw)
+            tail = raw + nbytes
+            if self._bytes[tail:raw + size].tobytes() != _GUARD_BYTES[:size - nbytes]:
+                self._keep_findings(self._zone_findings(address, raw, size, nbytes, 0))
+            self._guard_index = None
+            self._arena.free(raw)
+            self._uncount(nbytes)
 
     def _free_guarded(self, address: int) -> None:
         with self._check_lock:
             raw, size, nbytes = self._guarded.pop(address)
+            self._uncount(nbytes)
             self._guard_index = None
-            self._findings += self._guard_findings(address, raw, size, nbytes)
-            self._overhead -= 2 * GUARD
+            self._keep_findings(self._zone_findings(address, raw, size, nbytes, GUARD))
             if not _MEMCHECK[0]:
                 self._arena.free(raw)
                 return
             self._memory[raw:raw + size] = POISON_BYTE
             self._quarantine[raw] = (size, address, nbytes)
             self._quarantined_bytes += size
-            self._overhead += size
             self._flush_quarantine(QUARANTINE_BYTES)
 
     def _flush_quarantine(self, keep: int) -> None:
@@ -152,18 +215,7 @@ class GuardedMemory:
                 raw, (size, address, nbytes) = self._quarantine.popitem(last=False)
                 self._findings += self._poison_findings(raw, size, address, nbytes)
                 self._quarantined_bytes -= size
-                self._overhead -= size
                 self._arena.free(raw)
-
-    def _guard_findings(self, address, raw, size, nbytes) -> list[MemoryFinding]:
-        findings = []
-        memory = self._memory
-        for low, high in ((raw, raw + GUARD), (raw + GUARD + nbytes, raw + size)):
-            changed = np.flatnonzero(memory[low:high] != GUARD_BYTE)
-            if changed.size:
-                first, last = low + int(changed[0]), low + int(changed[-1]) + 1
-                findings.append(_out_of_bounds(self._base, address, nbytes, first, last))
-        return findings
 
     def _poison_findings(self, raw, size, address, nbytes) -> list[MemoryFinding]:
         words = self._memory[raw:raw + size].view(np.uint64)
@@ -178,15 +230,16 @@ class GuardedMemory:
                               f"({int(changed.size)} byte(s) changed)")]
 
     def memcheck_scan(self, *, poison: bool = True) -> list[MemoryFinding]:
-        """What memory checking found since the last scan: every guard byte of a live
-        block that changed, and (``poison``) every byte of a quarantined block that
-        changed, plus what frees and evictions found meanwhile. A guard or poison byte
-        that changed is reported once (it is restored)."""
+        """What memory checking found since the last scan: every guard or tail byte of a
+        live block that changed (blocks allocated while checking was off included: their
+        tail zones), and (``poison``) every byte of a quarantined block that changed,
+        plus what frees and evictions found meanwhile. A guard, tail or poison byte that
+        changed is reported once (it is restored)."""
         with self._check_lock:
             findings, self._findings = self._findings, []
             if self._memory is None:
                 return findings
-            if self._guarded:
+            if self._requested:
                 findings += self._scan_guards()
             if poison and self._quarantine:
                 findings += self._scan_quarantine()
@@ -216,32 +269,35 @@ class GuardedMemory:
         return findings
 
     def _scan_guards(self) -> list[MemoryFinding]:
+        """Changed bytes in the guard and tail zones of every live block: one fancy-indexed
+        comparison over the cached index of their bytes, block by block only when
+        something changed; the patterns are restored."""
         index = self._guard_index
         if index is None:
             index = self._guard_index = self._build_guard_index()
         words, partial = index
         memory = self._memory
-        if not ((memory.view(np.uint64)[words] != _GUARD_WORD).any()
+        if not ((words.size and (memory.view(np.uint64)[words] != _GUARD_WORD).any())
                 or (partial.size and (memory[partial] != GUARD_BYTE).any())):
             return []
         findings = []
-        for address, (raw, size, nbytes) in self._guarded.items():
-            found = self._guard_findings(address, raw, size, nbytes)
+        for address, raw, size, nbytes, head in self._zones():
+            found = self._zone_findings(address, raw, size, nbytes, head)
             if found:
-                memory[raw:raw + GUARD] = GUARD_BYTE
-                memory[raw + GUARD + nbytes:raw + size] = GUARD_BYTE
+                self._restore_zones(raw, size, nbytes, head)
                 findings += found
         return findings
 
     def _build_guard_index(self):
-        """Every guard byte of the live blocks, as the indexes of the 8-byte words that
-        lie wholly in guards (offsets are 8-aligned: raw offsets and ``GUARD`` are) and
-        the indexes of the few bytes before the first such word of each tail zone."""
-        words, partial = [], []
-        for raw, size, nbytes in self._guarded.values():
-            words.append(np.arange(raw // 8, (raw + GUARD) // 8, dtype=np.int64))
-            tail = raw + GUARD + nbytes
-            aligned = (tail + 7) // 8 * 8
+        """Every guard and tail byte of the live blocks, as the indexes of the 8-byte words
+        that lie wholly in a zone (raw offsets and ``GUARD`` are 8-aligned) and the
+        indexes of the few bytes of each tail zone before its first such word."""
+        words, partial = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+        for _, raw, size, nbytes, head in self._zones():
+            if head:
+                words.append(np.arange(raw // 8, (raw + head) // 8, dtype=np.int64))
+            tail = raw + head + nbytes
+            aligned = min((tail + 7) // 8 * 8, raw + size)
             partial.append(np.arange(tail, aligned, dtype=np.int64))
             words.append(np.arange(aligned // 8, (raw + size) // 8, dtype=np.int64))
         return np.concatenate(words), np.concatenate(partial)

@@ -83,7 +83,7 @@ from . import _routines
 from ._clauses import queue_of, wait_for
 from ._call_inputs import clause_values, free_reader
 from ._replay import CallPlan, is_device_array
-from ._devices import ICVS, current_runtime
+from ._devices import ICVS, current_runtime, enclosing_deviceptr
 from ._errors import directive_end, report
 from ._express import CALL_BASE, express_lane, plan_spec
 from .observe._locate import Location
@@ -169,7 +169,6 @@ class ComputeRegion(CALL_BASE):
         #: clause values written as expressions of the parameters (``"gang((n+127)/128)"``,
         #: ``"if(n > 100)"``): evaluated at each call (API.md §6.1)
         self._expressions = bool(clauses.expressions())
-        self._signature = inspect.signature(function)
         self._arity = len(info.params)
         # the last joined calls' plans (newest first), for the next ones: a Jacobi loop
         # calls step(u, unew) and step(unew, u) in turn, and each needs its own plan
@@ -197,6 +196,12 @@ class ComputeRegion(CALL_BASE):
         #: for a region with sections: tells whether a call's sections cover their whole
         #: arrays, so that it is a direct call
         self._whole = None
+
+    @functools.cached_property
+    def _signature(self) -> inspect.Signature:
+        """The function's signature, to bind keyword arguments (made at the first such
+        call: a region decorated again at each call of its method must cost little)."""
+        return inspect.signature(self.__wrapped__)
 
     def _evaluate_clauses(self, args):
         """Evaluate the clause expressions with this call's arguments (parameters by
@@ -621,6 +626,7 @@ class ComputeRegion(CALL_BASE):
         default = None
         params = self.info.kernel_params
         explicit = explicit or self._explicit
+        owns = runtime.device.owns
         for slot, value in enumerate(args):
             if type(value) is not np.ndarray and not isinstance(value, np.ndarray):
                 if type(value) not in SCALAR_TYPES:
@@ -634,7 +640,10 @@ class ComputeRegion(CALL_BASE):
                 self._refuse_dtype(name, value)
             kind = explicit.get(name)
             if kind is None:
-                if name in self._deviceptr:
+                # deviceptr arrays, memory of the device (acc.malloc, acc.deviceptr,
+                # host_data) and arrays an enclosing acc.data names in deviceptr are passed
+                # as they are (API.md §6.2; OpenACC 3.3 §2.7.4)
+                if name in self._deviceptr or owns(value) or enclosing_deviceptr(value):
                     runtime.device.extent_of(value)  # must be memory of this device
                     continue
                 if default is None:

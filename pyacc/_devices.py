@@ -6,9 +6,15 @@ created on first use, shared by all threads), and the internal control variables
 OpenACC 3.3 §2.3: ``acc-current-device-type-var``, ``acc-current-device-num-var`` and
 ``acc-default-async-var``, one copy per host thread.
 
-Every change of a thread's ``ICVS.runtime``, ``ICVS.default_clause`` or open regions'
-innermost ``default(...)`` is announced before and after it (``watch_context``): the
-express lane remembers them per thread between calls.
+Every change of a thread's ``ICVS.runtime``, ``ICVS.default_clause`` or of what its open
+data regions lend the compute calls inside them (the innermost ``default(...)``, the
+``deviceptr(...)`` arrays: ``RegionStack``; ``enclosing_deviceptr``) is announced before
+and after it (``watch_context``): the express lane remembers them per thread between
+calls.
+
+``"default"`` as a device type (``acc_device_default``) is the calling thread's current
+device type, whose initial value ``ACC_DEVICE_TYPE`` sets (else ``default_type()``, the
+implementation's): ``canonical_type`` (OpenACC 3.3 §4.1, §3.2.2; API.md §6.2).
 
 It applies the offload policy, ``PYACC_OFFLOAD`` (``_offload``: what happens when the
 requested device type has no usable device here), each time a selection is resolved.
@@ -65,6 +71,8 @@ import sys
 import threading
 import warnings
 
+import numpy as np
+
 from pyacc.mapping import (
     DeviceRuntime,
     DeviceTypeUnavailableError,
@@ -75,6 +83,8 @@ from pyacc.mapping import (
     MappingRuntime,
     SharedMemoryRuntime,
 )
+from pyacc.mapping import _probe
+from pyacc.mapping.cuda_layout import extent, interface_layout
 
 from . import _cuda_probe, _names
 from ._offload import OFFLOAD_POLICIES, OffloadFallbackWarning, _Fallback, _user_stacklevel, offload_policy
@@ -92,6 +102,7 @@ __all__ = [
     "runtime_of",
     "current_runtime",
     "set_current",
+    "enclosing_deviceptr",
     "ICVS",
 ]
 
@@ -323,7 +334,10 @@ def default_non_host_type() -> str:
 
 
 def default_type() -> str:
-    """The default device type: cuda when a usable GPU is found, else host (API.md §1);
+    """The implementation's default device type, the initial value of every thread's
+    device type when ``ACC_DEVICE_TYPE`` is unset (or ``default``): cuda when a usable
+    GPU is found, else host (API.md §1); ``canonical_type("default")`` is the thread's
+    current type, which starts here;
     always cuda under PYACC_OFFLOAD=mandatory (selecting it then fails without a GPU),
     and in the child of a fork after the parent initialised CUDA (selecting it raises the
     fork's reason: a GPU program's children never silently run on the CPU, API.md §12)."""
@@ -334,6 +348,13 @@ def default_type() -> str:
 
 def canonical_type(device_type) -> str:
     """Map a device-type spelling (case-insensitive, aliases) to host/emulated/cuda.
+
+    ``"default"`` (``acc_device_default``) is the default device type of the calling
+    thread: the type ``ACC_DEVICE_TYPE`` set at first use (OpenACC 3.3 §4.1), else the
+    implementation's (``default_type``), or the type an earlier ``set_device_type``
+    (``set_device_num``, ``init``) selected (§3.2.2, §3.2.7: ``acc-current-device-type-var``,
+    §2.3). So ``acc_init(acc_device_default)`` never switches device, and
+    ``get_num_devices("default")`` counts the devices of that type (API.md §6.2).
 
     Raises:
         DeviceTypeUnavailableError: the name is not a device type.
@@ -349,7 +370,7 @@ def canonical_type(device_type) -> str:
     if key == "not_host":
         return default_non_host_type()
     if key == "default":
-        return default_type()
+        return ICVS.device_type  # acc-current-device-type-var (OpenACC 3.3 §2.3, §4.1)
     hint = _HINTS.get(key)
     if hint is None:
         close = difflib.get_close_matches(key, list(_ALIASES) + ["not_host", "default"], n=1)
@@ -449,7 +470,7 @@ class _Initial:
     @staticmethod
     def _read() -> tuple[str, int]:
         text = os.environ.get("ACC_DEVICE_TYPE", "").strip()
-        if text:
+        if text and text.lower() != "default":  # "default": the implementation's (§4.1)
             requested = canonical_type(text)
             device_type = resolve(requested, f"ACC_DEVICE_TYPE={text}: ")
         else:
@@ -474,27 +495,40 @@ _context_changed = _nobody
 
 def watch_context(callback) -> None:
     """Call ``callback()`` before and after each change of any thread's ``ICVS.runtime`` or
-    of its open regions' innermost ``default(...)``: the express lane (``pyacc/_fastcall.c``)
-    then checks them again instead of remembering them. One watcher (a second replaces
-    the first)."""
+    of what its open regions lend the calls inside them (the innermost ``default(...)``,
+    the ``deviceptr(...)`` arrays): the express lane (``pyacc/_fastcall.c``) then checks
+    its context again instead of remembering it. One watcher (a second replaces the
+    first)."""
     global _context_changed
     _context_changed = callback
 
 
 class RegionStack(list):
     """A thread's open ``acc.data`` regions, innermost last (exits need not be LIFO), and
-    ``innermost_default``: the ``default(...)`` of the innermost one that has one (None),
-    kept by ``push``/``remove_region`` so a compute call reads it in one attribute access."""
+    what compute calls inside them inherit, kept by ``push``/``remove_region`` so that a
+    call reads each in one attribute access:
 
-    __slots__ = ("innermost_default",)
+    - ``innermost_default``: the ``default(...)`` of the innermost one that has one (None);
+    - ``deviceptrs``: the device ranges ``(low, high, array)`` of the open regions'
+      ``deviceptr(...)`` arrays, innermost region first (``()`` when none has one):
+      ``deviceptr`` on a data construct applies to the constructs inside it (OpenACC 3.3
+      §2.7.4; API.md §6.2), so a compute call passes such an array, or a view inside one,
+      to its kernel as it is (``enclosing_deviceptr``).
+
+    Each change of either is announced through ``watch_context`` (before and after it), as
+    every change of what the express lane may have remembered of the thread's context.
+    A region's ``deviceptr`` attribute lists its arrays (empty under ``if(false)``)."""
+
+    __slots__ = ("innermost_default", "deviceptrs")
 
     def __init__(self):
         super().__init__()
         self.innermost_default = None
+        self.deviceptrs = ()
 
     def push(self, region) -> None:
         self.append(region)
-        self._refresh()
+        self._refresh(region)
 
     def remove_region(self, region) -> None:
         """Remove ``region`` (by identity, from the innermost end)."""
@@ -502,17 +536,64 @@ class RegionStack(list):
             if self[index] is region:
                 del self[index]
                 break
-        self._refresh()
+        self._refresh(region)
 
-    def _refresh(self) -> None:
+    def _refresh(self, changed) -> None:
+        """After ``changed`` was pushed or removed: the ranges are computed again only
+        when it has ``deviceptr`` arrays (a data region without costs one scan for its
+        ``default``, as before)."""
         innermost = next(
             (region.default for region in reversed(self) if region.default is not None), None)
-        if innermost is not self.innermost_default:
-            _context_changed()  # (before and after: see _ThreadICVs.__setattr__)
-            try:
-                self.innermost_default = innermost
-            finally:
-                _context_changed()
+        lends = bool(getattr(changed, "deviceptr", ()))
+        if innermost is self.innermost_default and not lends:
+            return
+        deviceptrs = tuple(_device_range(array) for region in reversed(self)
+                           for array in getattr(region, "deviceptr", ())) if lends else self.deviceptrs
+        _context_changed()  # (before and after: see _ThreadICVs.__setattr__)
+        try:
+            self.innermost_default = innermost
+            self.deviceptrs = deviceptrs
+        finally:
+            _context_changed()
+
+    def encloses_device_range(self, low: int, high: int) -> bool:
+        """Whether device bytes ``[low, high)`` lie inside one open region's
+        ``deviceptr`` array."""
+        for begin, end, _ in self.deviceptrs:
+            if begin <= low and high <= end:
+                return True
+        return False
+
+
+def _device_range(array) -> tuple:
+    """``(low, high, array)``: the bytes a ``deviceptr`` array spans on its device."""
+    _, low, high = _extent(array)
+    return low, high, array
+
+
+def _extent(array) -> tuple[int, int, int]:
+    """``(data, low, high)`` of a numpy array (host memory, or ``emulated``'s device
+    memory) or of an object exporting ``__cuda_array_interface__``."""
+    if isinstance(array, np.ndarray):
+        return _probe.extent(array)
+    data, shape, dtype, strides = interface_layout(array.__cuda_array_interface__)
+    return extent(data, shape, dtype.itemsize, strides)
+
+
+def enclosing_deviceptr(array) -> bool:
+    """Whether ``array`` lies (by its device range: a view counts) inside a
+    ``deviceptr(...)`` array of one of the calling thread's open ``acc.data`` regions:
+    a compute call inside them passes it to its kernel as it is, never as host data
+    (OpenACC 3.3 §2.7.4: ``deviceptr`` on a data construct applies to the constructs
+    inside it; API.md §6.2). One attribute test when no open region has ``deviceptr``."""
+    stack = ICVS.default_clause
+    if not stack.deviceptrs:
+        return False
+    try:
+        _, low, high = _extent(array)
+    except (AttributeError, TypeError, KeyError, ValueError):
+        return False  # not an array (a scalar argument)
+    return stack.encloses_device_range(low, high)
 
 
 class _ThreadICVs(threading.local):

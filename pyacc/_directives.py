@@ -42,6 +42,12 @@ class data:
     ``deviceptr`` (each one array or a list), ``default`` (``"none"`` or ``"present"``,
     applied to compute regions called inside), ``if_``, ``async_``, ``wait``.
 
+    ``deviceptr`` arrays must be memory of the current device (checked at entry); while
+    the region is open, compute regions called inside it on the same thread pass them —
+    and any view inside them — to their kernels as they are, never as host data (OpenACC
+    3.3 §2.7.4; API.md §6.2): the region pushes itself on the thread's ``RegionStack``,
+    whose ``deviceptrs`` ``pyacc._devices.enclosing_deviceptr`` reads.
+
     The arrays are fixed when the region object is created (OpenACC 3.3 §2.7.1: a
     subarray is evaluated once), entry actions run at ``__enter__`` (structured counts
     +1, absent data allocated and copied in), exit actions at ``__exit__``.
@@ -78,6 +84,9 @@ class data:
         self._wait = clauses.get("wait")
         self._requests = []
         self._deviceptrs = arrays_of(clauses.get("deviceptr"), "deviceptr")
+        #: what compute regions inside inherit (OpenACC 3.3 §2.7.4: deviceptr on a data
+        #: construct applies to the constructs inside it; ``RegionStack.deviceptrs``)
+        self.deviceptr = tuple(self._deviceptrs) if self._enabled else ()
         if self._enabled:
             for keyword, value in clauses.items():
                 if keyword in _KIND_OF:

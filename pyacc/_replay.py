@@ -16,6 +16,8 @@ Invariants:
 
 from __future__ import annotations
 
+import weakref
+
 from pyacc.compiler.kernel import argument_kind
 
 __all__ = ["CallPlan", "is_device_array"]
@@ -31,7 +33,7 @@ class CallPlan:
     docstring): ``applies`` says whether it holds for a call; its ``kernel`` is then the
     one to launch and its ``memo`` the data to replay."""
 
-    __slots__ = ("runtime", "key", "scalars", "kernel", "memo")
+    __slots__ = ("runtime", "key", "scalars", "devices", "kernel", "memo")
 
     def __init__(self, runtime, key, args, memo, kernel):
         self.runtime = runtime
@@ -42,6 +44,10 @@ class CallPlan:
         # arguments the kernel gets as they are (scalars, deviceptr arrays), with their kinds
         self.scalars = tuple((slot, argument_kind(args[slot])) for slot in range(len(args))
                              if slot not in mapped)
+        #: arrays the kernel got as they are (device memory, API.md §6.2), by identity:
+        #: another object of the same kind in such a slot may be host data
+        self.devices = tuple((slot, _reference(args[slot])) for slot, kind in self.scalars
+                             if type(kind) is tuple)
 
     def applies(self, runtime, key, args) -> bool:
         """Whether this plan holds for a call with ``args`` on ``runtime`` under ``key``
@@ -56,4 +62,20 @@ class CallPlan:
             value = args[slot]
             if type(value) is not kind and argument_kind(value) != kind:
                 return False
+        for slot, reference in self.devices:
+            if reference() is not args[slot]:
+                return False
         return True
+
+
+def _reference(value):
+    """A weak reference to a device array, or one that never matches (an object that
+    takes none: its slot is sorted again at each call)."""
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return _never
+
+
+def _never():
+    return None

@@ -28,13 +28,17 @@ injected. With no arguments it only counts::
 Wait for queued work inside the block: a copy or launch that runs after it ends is
 neither counted nor failed.
 
-``check("memory")`` (a context manager; ``enable_check``/``disable_check`` as functions)
-switches a ``PYACC_CHECK`` mode on for the block, whatever the environment says (API.md
-§11): ``"counters"`` (the consistency checker), ``"memory"`` (guard zones and poisoned
-freed blocks on ``emulated``: ``acc.MemoryCheckError``), ``"stale"`` (missing
+``check("memory")`` called as a statement is a check point now (for ``memory``: a write
+past the end of any ``emulated`` device block, or into a freed one, raises
+``acc.MemoryCheckError``); as a context manager (``enable_check``/``disable_check`` as
+functions) it switches a ``PYACC_CHECK`` mode on for the block, whatever the environment
+says, with a check point where the block starts (API.md §11): ``"counters"`` (the
+consistency checker), ``"memory"`` (guard zones and poisoned freed blocks on
+``emulated``: ``acc.MemoryCheckError``), ``"stale"`` (missing
 ``update device`` and lost host updates: ``acc.StaleDataWarning``; ``error=True``
-raises ``acc.StaleDataError`` instead); several modes as a comma list or several
-arguments::
+raises ``acc.StaleDataError`` instead), ``"race"`` (work on shared data that no wait
+orders, across async queues: ``acc.RaceWarning``; ``error=True`` raises
+``acc.RaceError``); several modes as a comma list or several arguments::
 
     with acc.testing.check("memory", "stale", error=True):
         run_my_port()
@@ -121,14 +125,15 @@ def check_consistency() -> None:
 def _modes(modes) -> list[str]:
     names = [part.strip() for mode in modes for part in str(mode).split(",") if part.strip()]
     if not names:
-        raise InvalidArgumentError("check: name at least one mode: counters, memory, stale")
+        raise InvalidArgumentError("check: name at least one mode: counters, memory, stale, race")
     return names
 
 
 def enable_check(*modes, error: bool = False) -> None:
-    """Switch ``PYACC_CHECK`` modes on now (``"counters"``, ``"memory"``, ``"stale"``;
-    ``error=True``: ``stale`` raises ``acc.StaleDataError`` instead of warning). Each
-    call is undone by one ``disable_check`` of the same modes.
+    """Switch ``PYACC_CHECK`` modes on now (``"counters"``, ``"memory"``, ``"stale"``,
+    ``"race"``; ``error=True``: ``stale`` raises ``acc.StaleDataError`` and ``race``
+    ``acc.RaceError`` instead of warning). Each call is undone by one ``disable_check``
+    of the same modes.
 
     Raises:
         InvalidArgumentError: an unknown mode.
@@ -142,7 +147,7 @@ def enable_check(*modes, error: bool = False) -> None:
         except ValueError as problem:
             raise InvalidArgumentError(f"check: {problem}") from None
     for mode in names:
-        observe.enable_check(mode, error=error and mode == "stale")
+        observe.enable_check(mode, error=error and mode in ("stale", "race"))
 
 
 def disable_check(*modes) -> None:
@@ -153,13 +158,64 @@ def disable_check(*modes) -> None:
         observe.disable_check(mode)
 
 
-@contextmanager
-def check(*modes, error: bool = False):
-    """``with acc.testing.check("memory", "stale"):`` — the modes are on inside the
-    block (``enable_check``), and off again after it unless the environment or an
-    enclosing block asks for them. Yields nothing."""
-    enable_check(*modes, error=error)
-    try:
-        yield
-    finally:
-        disable_check(*modes)
+class check:  # noqa: N801 - spelled like a function: a statement and a context manager
+    """``pyacc.testing.check("memory")`` — a check point now; and ``with
+    acc.testing.check("memory", "stale"):`` — the modes on inside the block
+    (``enable_check``), off again after it unless the environment or an enclosing block
+    asks for them. Yields nothing.
+
+    The check point (API.md §11: each mode is also ``pyacc.testing.check(mode)`` on
+    demand) runs when ``check(...)`` is called (so also where a with-block starts;
+    inside the block the modes' own check points run): for ``memory``, every ``emulated`` device in use is scanned
+    (``pyacc.observe.memcheck.check_point``: a write past the end of any live block,
+    whenever it was allocated, a write past a block freed since, or into a freed block
+    that checking quarantined) and what is found raises ``acc.MemoryCheckError`` naming
+    the array, its block and the bytes; for ``counters``, the consistency checker
+    verifies every device when it is installed; the other modes report as their
+    constructs run.
+
+    Raises:
+        InvalidArgumentError: an unknown mode (before any is switched on).
+        MemoryCheckError, ConsistencyError: what the check point found.
+    """
+
+    def __init__(self, *modes, error: bool = False):
+        self._modes = _validated(modes)
+        self._error = error
+        _check_point(self._modes, "at pyacc.testing.check")
+
+    def __enter__(self) -> None:
+        enable_check(*self._modes, error=self._error)
+
+    def __exit__(self, exc_type, exc, traceback) -> bool:
+        disable_check(*self._modes)
+        return False
+
+
+def _validated(modes) -> list[str]:
+    """The modes named (a comma list or several arguments), each one that
+    ``PYACC_CHECK`` takes (InvalidArgumentError otherwise)."""
+    from . import observe
+
+    names = _modes(modes)
+    for mode in names:
+        try:
+            observe.parse_check(mode)
+        except ValueError as problem:
+            raise InvalidArgumentError(f"check: {problem}") from None
+    return names
+
+
+def _check_point(modes, what: str) -> None:
+    """The on-demand check point of ``modes`` (``check``), at the caller's line."""
+    from . import observe
+    from ._names import user_frame
+    from .observe.memcheck import check_point
+
+    frame = user_frame()
+    where = what if frame is None else f"{what} ({frame.f_code.co_filename}:{frame.f_lineno})"
+    wanted = {name for mode in modes for name in observe.parse_check(mode)}
+    if "memory" in wanted:
+        check_point(where)
+    if "counters" in wanted and observe.active("check") is not None:
+        observe.verify_all()

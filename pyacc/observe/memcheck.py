@@ -1,22 +1,29 @@
 """``PYACC_CHECK=memory``: device memory checking on the ``emulated`` device, like
 compute-sanitizer's memcheck for device memory.
 
-Owns: ``MemoryChecker``. While installed, ``mapping.emulated`` gives every new device
-block guard zones and poisons and quarantines freed blocks (``set_memcheck``); this
-subscriber checks them at the check points and raises ``acc.MemoryCheckError`` naming
-the array, its block ``[0x…,+nbytes]`` and the bytes touched:
+Owns: ``MemoryChecker`` and ``check_point``. Every block of an ``emulated`` device has a
+tail zone after its last byte, checking on or off (``mapping.emulated``); while the
+checker is installed, every new block also gets guard zones and freed blocks are
+poisoned and quarantined (``set_memcheck``). The checker checks them at the check points
+and raises ``acc.MemoryCheckError`` naming the array, its block ``[0x…,+nbytes]`` and the
+bytes touched (an array is named from its mapping's ENTER_DATA or EXIT_DATA event, else
+from the present table while it is mapped):
 
 - a kernel launch or a copy whose device array does not lie inside a live block (it
   reaches into a guard zone, or lies in a freed block: a stale device array) — at once,
   when the operation is queued (the launch still completes first: pyacc's actions are
   never interrupted half-way), and again when it runs (a block freed while the operation
   was queued);
-- after each kernel and copy has run: the guard zones of every live block (an
-  out-of-bounds write);
+- after each kernel and copy has run: the guard and tail zones of every live block (an
+  out-of-bounds write; blocks allocated before checking began have their tail zones);
 - at every wait, the end of every directive and routine (``acc.free``, ``acc.delete`` ...),
-  and the exit of every region: the guard zones, and the poison of every quarantined
-  block (a write through a stale device array after its block was freed), plus what was
-  found on a queue's worker thread since.
+  and the exit of every region: the guard and tail zones, and the poison of every
+  quarantined block (a write through a stale device array after its block was freed),
+  plus what was found on a queue's worker thread, and what frees found, since;
+- on demand (``check_point``: ``pyacc.testing.check("memory")`` as a statement, or
+  where its with-block starts), installed or not: all of the above. A write past a block
+  that was freed before the check point is found too (its free checked its tail zone),
+  named only when the checker listened while it was mapped.
 
 What a queue's worker thread finds is reported by the next check point on a program
 thread (the wait that covers the queue, at the latest). Each changed guard or poison byte
@@ -40,11 +47,11 @@ from .. import _devices
 from ._entries import device_extent
 from ._locate import location_of
 
-__all__ = ["MemoryChecker"]
+__all__ = ["MemoryChecker", "check_point"]
 
 _KINDS = (EventKind.LAUNCH, EventKind.UPLOAD, EventKind.DOWNLOAD, EventKind.DEVICE_COPY,
           EventKind.DONE, EventKind.WAIT, EventKind.DIRECTIVE_END, EventKind.REGION_EXIT,
-          EventKind.ENTER_DATA, EventKind.RESET)
+          EventKind.ENTER_DATA, EventKind.EXIT_DATA, EventKind.RESET)
 _TRANSFERS = (EventKind.UPLOAD, EventKind.DOWNLOAD, EventKind.DEVICE_COPY)
 _FULL = (EventKind.WAIT, EventKind.DIRECTIVE_END)
 
@@ -78,9 +85,12 @@ class MemoryChecker:
         if identity[0] != "emulated":
             return
         kind = event.kind
-        if kind is EventKind.ENTER_DATA:
+        if kind is EventKind.ENTER_DATA or kind is EventKind.EXIT_DATA:
+            # a block's name: from its mapping's creation, or (a mapping made before the
+            # checker listened) from its end, which may free the block
             entry = event.info
-            if event.counters[0] == (0, 0) and entry.name:
+            counters = event.counters[0] if kind is EventKind.ENTER_DATA else event.counters[1]
+            if counters == (0, 0) and entry.name:
                 self._names[(identity, entry.device_address)] = entry.name
             return
         if kind is EventKind.RESET:
@@ -171,12 +181,34 @@ class MemoryChecker:
                 for finding in device.memcheck_scan(poison=poison)]
 
     def _problem(self, device, finding, text):
-        return (text, self._names.get((device.identity, finding.block[0])), finding)
+        return (text, self._name(device, finding), finding)
 
     def _block(self, device, finding) -> str:
-        name = self._names.get((device.identity, finding.block[0]))
-        owner = f"'{name}'" if name else "acc.malloc memory"
+        name = self._name(device, finding)
+        if name:
+            owner = f"'{name}'"
+        elif finding.kind == "out of bounds" and finding.freed:
+            owner = ("an array whose mapping ended before this check point (its name is known "
+                     "when PYACC_CHECK=memory is on while it is mapped)")
+        else:
+            owner = "acc.malloc memory"
         return f"{owner} (device block {format_range(*finding.block)})"
+
+    def _name(self, device, finding):
+        """The name of the array whose device block the finding is in: as its mapping
+        was announced while the checker listened, else its live mapping's (a live block
+        mapped before the checker was installed), else None (``acc.malloc`` memory, or a
+        block freed unnamed)."""
+        name = self._names.get((device.identity, finding.block[0]))
+        if name or finding.freed:  # (a freed block's address may be another's by now)
+            return name
+        begin, nbytes = finding.block
+        for runtime in _devices.live_runtimes(device.identity[0]):
+            if runtime.device is device:
+                for entry in runtime.table.entries_overlapping_device(begin, begin + max(nbytes, 1)):
+                    if entry.name:
+                        return entry.name
+        return None
 
     @staticmethod
     def _what(event) -> str:
@@ -195,3 +227,21 @@ class MemoryChecker:
             f"PYACC_CHECK=memory: {len(problems)} device memory error(s) found {when}:\n  - "
             + "\n  - ".join(texts), name=name, block=finding.block, touched=finding.touched,
             kind=finding.kind, findings=tuple(texts))
+
+
+def check_point(where: str) -> None:
+    """A memory check point now, on the calling thread (``pyacc.testing.check("memory")``
+    called as a statement, or where its with-block starts): every ``emulated`` device
+    in use is scanned — the guard and tail zones of its live blocks (blocks allocated
+    before checking began included: every block has a tail zone), its quarantined
+    blocks, and what its frees found meanwhile — and what is found, with what the
+    installed checker's queues left pending, raises ``acc.MemoryCheckError`` naming the
+    array, its block and the bytes (``where`` says which check point). Without the checker
+    installed a throwaway one names the arrays from the present table."""
+    from . import active  # the package imports this module
+
+    checker = active("memory") or MemoryChecker()
+    for runtime in _devices.live_runtimes("emulated"):
+        device = runtime.device
+        if hasattr(device, "memcheck_scan"):
+            checker._report(device, checker._scan(device, poison=True), where)

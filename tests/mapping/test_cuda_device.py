@@ -589,3 +589,29 @@ def test_a_host_array_is_not_a_device_array_of_the_fake(device, backend):
     with pytest.raises(TypeError, match="not a device array"):
         backend.copy(target, np.zeros(4), device.sync_queue.stream)
     device.free(address)
+
+
+# == Device.owns: device memory stays device memory (issue 29 item 2; API.md §6.2) =========
+def test_cuda_owns_its_device_arrays_and_other_memory_of_the_gpu(device, backend):
+    """Blocks pyacc allocated (and views of them), memory the program allocated on the
+    GPU (a foreign ``__cuda_array_interface__`` object), and empty device arrays are
+    device memory; a numpy array never is (answered without a lookup)."""
+    d = device.view(device.allocate(80), np.zeros(10))
+    assert device.owns(d) and device.owns(d[2:5])
+    foreign, _ = backend.allocate(64)  # the program's own allocation, not pyacc's
+    assert device.owns(_Interface(foreign, (8,)))
+    assert device.owns(device.view(0, np.zeros(0)))
+
+
+def test_cuda_owns_no_host_memory(device, backend):
+    host = np.zeros(8)
+    assert not device.owns(host) and not device.owns(np.zeros(0))
+    assert not device.owns(_Interface(host.ctypes.data, (8,)))  # host memory behind an interface
+    assert not device.owns([1.0]) and not device.owns(3.0) and not device.owns(None)
+
+
+def test_cuda_does_not_own_a_freed_block(device):
+    address = device.allocate(64)
+    stale = device.view(address, np.zeros(8))
+    device.free(address)
+    assert not device.owns(stale)

@@ -340,7 +340,8 @@ def test_a_usable_gpu_is_counted_and_becomes_the_default(probe):
     assert acc.get_num_devices("cuda") == acc.get_num_devices("nvidia") == 3
     assert _devices.default_type() == "cuda"
     assert _devices.canonical_type("not_host") == "cuda"
-    assert _devices.canonical_type("default") == "cuda"
+    # "default" is the thread's current type (OpenACC 3.3 §4.1): a new thread's, here cuda
+    assert in_new_thread(lambda: _devices.canonical_type("default")) == "cuda"
 
 
 def test_the_probe_runs_once(probe, monkeypatch):

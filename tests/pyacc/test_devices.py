@@ -227,3 +227,71 @@ def test_is_present_stays_exact_while_other_threads_map_and_unmap(emulated):
     for thread in workers:
         thread.join()
     assert failures == []
+
+
+# == acc_device_default is the default device type (issue 29 item 3; API.md §6.2) =========
+# OpenACC 3.3 §4.1: ACC_DEVICE_TYPE sets the default device type; §2.3, §3.2.2, §3.2.7:
+# acc_set_device_type sets acc-current-device-type-var, which acc_init(acc_device_default)
+# and every routine given "default" then mean. Each case runs in a new interpreter: the
+# environment is read once, at first use.
+_INIT_DEFAULT = ("import pyacc as acc; from pyacc.openacc import *; {before}"
+                 "acc_init(acc_device_default); "
+                 "print(acc.get_device_type(), acc.get_device_num(), acc._devices.default_type())")
+
+
+def _init_default(before="", **env):
+    return _run(_INIT_DEFAULT.format(before=before), **env).split()
+
+
+def test_acc_init_default_selects_the_type_acc_device_type_names():
+    """§4.1: the issue's reproduction printed ``host``; the device number the
+    environment chose (ACC_DEVICE_NUM) is kept too."""
+    assert _init_default(ACC_DEVICE_TYPE="emulated")[:2] == ["emulated", "0"]
+    assert _init_default(ACC_DEVICE_TYPE="emulated", ACC_DEVICE_NUM="1",
+                         PYACC_EMULATED_DEVICES="2")[:2] == ["emulated", "1"]
+
+
+def test_acc_init_default_without_acc_device_type_selects_the_implementation_default():
+    """ACC_DEVICE_TYPE unset, empty or ``default``: the implementation's default type
+    (cuda with a usable GPU, else host; API.md §1)."""
+    for value in ("", "default", "DEFAULT"):
+        selected, number, implementation = _init_default(ACC_DEVICE_TYPE=value)
+        assert (selected, number) == (implementation, "0"), value
+
+
+def test_acc_init_default_keeps_a_type_set_earlier_over_acc_device_type():
+    """§3.2.2: ``set_device_type`` sets the thread's device type, which is then the
+    default: ``acc_init(acc_device_default)`` does not switch back to ACC_DEVICE_TYPE's."""
+    before = "acc.set_device_type('emulated'); "
+    assert _init_default(before, ACC_DEVICE_TYPE="host")[:2] == ["emulated", "0"]
+    assert _init_default(before, ACC_DEVICE_TYPE="")[:2] == ["emulated", "0"]
+    before = "acc.set_device_type('emulated'); acc.set_device_type('host'); "
+    assert _init_default(before, ACC_DEVICE_TYPE="emulated")[:2] == ["host", "0"]
+
+
+def test_set_device_type_default_keeps_the_current_type_and_device(emulated):
+    """``set_device_type("default")`` / ``init("default")`` select the current default
+    type (the type set earlier) and keep its device number (§3.2.2, §3.2.4)."""
+    from pyacc.openacc import acc_device_default
+
+    acc.set_device_type("default")
+    assert acc.get_device_type() == "emulated"
+    acc.init(acc_device_default)
+    assert acc.get_device_type() == "emulated" and acc.get_device_num() == 0
+
+
+def test_a_new_thread_starts_from_the_environments_default_type():
+    """§2.3: the ICVs are per thread; a thread that has not selected a type has the
+    environment's, whatever other threads selected."""
+    code = ("import threading, pyacc as acc; acc.set_device_type('host'); seen = []; "
+            "t = threading.Thread(target=lambda: seen.append(acc._devices.canonical_type('default'))); "
+            "t.start(); t.join(); print(acc._devices.canonical_type('default'), seen[0])")
+    assert _run(code, ACC_DEVICE_TYPE="emulated").split() == ["host", "emulated"]
+
+
+def test_get_num_devices_default_counts_the_default_types_devices():
+    """``acc_get_num_devices(acc_device_default)``: the devices of the default type."""
+    code = ("import pyacc as acc; from pyacc.openacc import *; "
+            "print(acc_get_num_devices(acc_device_default), end=' '); "
+            "acc.set_device_type('host'); print(acc_get_num_devices(acc_device_default))")
+    assert _run(code, ACC_DEVICE_TYPE="emulated", PYACC_EMULATED_DEVICES="3").split() == ["3", "1"]
