@@ -18,13 +18,16 @@ classes; ``compiler`` has its own ``CompileError`` and never sees this module.
     ├── DeviceUnavailableError               device_unavailable: no device with that number
     ├── DeviceTypeUnavailableError           device_type_unavailable: unknown or unusable device type
     ├── ExecutionError                       execution: a device operation or kernel failed
-    │   └── MemoryCheckError                 PYACC_CHECK=memory: device memory touched out of
-    │                                        bounds or after its block was freed
+    │   ├── MemoryCheckError                 PYACC_CHECK=memory: device memory touched out of
+    │   │                                    bounds or after its block was freed
+    │   └── RaceError                        PYACC_CHECK=race:error: two operations touch the
+    │                                        same data with nothing ordering them
     ├── StaleDataError                       stale_data: PYACC_CHECK=stale:error found a missing
     │                                        update device or a lost host update
     └── ConsistencyError (AssertionError)    consistency: PYACC_CHECK found the runtime's
                                              bookkeeping wrong (a pyacc bug, or memory corrupted)
     StaleDataWarning (UserWarning)           PYACC_CHECK=stale: the same findings, as warnings
+    RaceWarning (UserWarning)                PYACC_CHECK=race: a RaceError's finding, as a warning
 
 Every error carries its facts as attributes (``name``, ``host_range``, ``mapping_range``
 where they apply) and a message in one notation: ``[0x7f3a5c000000,+800]`` for a host or
@@ -53,6 +56,8 @@ __all__ = [
     "MemoryCheckError",
     "StaleDataError",
     "StaleDataWarning",
+    "RaceError",
+    "RaceWarning",
     "format_range",
     "describe_array",
 ]
@@ -199,6 +204,23 @@ class StaleDataWarning(UserWarning):
     """``PYACC_CHECK=stale``: a missing ``update device`` or a lost host update (see
     ``StaleDataError``); the message names the array, where it was used and the last
     transfer of its mapping."""
+
+
+class RaceError(ExecutionError):
+    """``PYACC_CHECK=race:error``: an operation (compute construct, update, data copy,
+    host access through ``acc.acquire``) touches data that unfinished work on another
+    queue — or on the synchronous queue of another thread — writes, or writes data that
+    such work reads, and no wait orders the two (OpenACC 3.3 §2.16: work on different
+    queues runs in any order). Raised once the action that found it is queued or done.
+    Attributes: ``name`` (the array), ``operation`` and ``other`` (the two operations,
+    with their file:line), ``queue`` and ``other_queue`` (their async values, None for
+    the synchronous queue), ``device_range`` (``(begin, nbytes)`` of the bytes both
+    touch)."""
+
+
+class RaceWarning(UserWarning):
+    """``PYACC_CHECK=race``: the finding of a ``RaceError``, as a warning at the user's
+    line (the message names both operations, the array and the fix)."""
 
 
 class ConsistencyError(AccError, AssertionError):

@@ -61,6 +61,11 @@ class EventKind(enum.IntEnum):
     #: ... and its data put back into a new block (``device_begin``: the new block;
     #: ``nbytes`` moved; ``info``: the entry). Published after its ALLOC, before the copy.
     RESTORE = 16
+    #: an asynchronous queue waits for others on the device while the host goes on
+    #: (``acc.wait_async``, ``wait=``, ``acc.wait(async_=)``; OpenACC 3.3 §2.16.2):
+    #: ``queue`` the waiting queue, ``info`` the tuple of the waited ones. Published after
+    #: the join, on the calling thread (a synchronous wait publishes WAIT instead)
+    JOIN = 17
 
 
 class Event:

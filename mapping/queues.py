@@ -67,6 +67,7 @@ __all__ = ["Queue", "SyncQueue", "WorkerQueue", "QueueEvent", "Pending", "QueueS
 
 _ACTIVE = BUS.active
 _WAIT = int(EventKind.WAIT)
+_JOIN = int(EventKind.JOIN)
 _clock = time.perf_counter
 
 
@@ -436,6 +437,7 @@ class QueueSet:
         each of the ``waited`` queues has run (``acc_wait_async``, ``wait=``): a
         device-side join through events when ``waiting`` is asynchronous, a host wait
         when it is the synchronous queue (OpenACC 3.3 §2.16.2, §3.2.11)."""
+        joined = []
         for queue in waited:
             if queue is waiting or queue is self.sync:
                 continue
@@ -443,6 +445,10 @@ class QueueSet:
                 self.wait((queue,))
             else:
                 waiting.wait_event(queue.record_event())
+                joined.append(queue.async_value)
+        if joined and _ACTIVE[_JOIN]:  # after the join: never seen before it holds
+            BUS.publish(EventKind.JOIN, self._identity, queue=waiting.async_value,
+                        info=tuple(joined))
 
     def wait(self, queues) -> None:
         """The host blocks until each of ``queues`` has run everything submitted to it

@@ -14,10 +14,12 @@
     ├── DeviceUnavailableError               device_unavailable
     ├── DeviceTypeUnavailableError           device_type_unavailable
     ├── ExecutionError                       execution
-    │   └── MemoryCheckError                 execution (PYACC_CHECK=memory: out of bounds, use after free)
+    │   ├── MemoryCheckError                 execution (PYACC_CHECK=memory: out of bounds, use after free)
+    │   └── RaceError                        execution (PYACC_CHECK=race:error: unordered work on shared data)
     ├── StaleDataError                       stale_data (PYACC_CHECK=stale:error)
     └── ConsistencyError (AssertionError)    consistency (PYACC_CHECK: runtime bookkeeping wrong)
     StaleDataWarning (UserWarning)           PYACC_CHECK=stale: missing update device, lost host update
+    RaceWarning (UserWarning)                PYACC_CHECK=race: two operations unordered on shared data
     CompileError (Exception)                 a kernel that cannot be compiled (not an AccError)
 
 The runtime classes are defined in ``mapping.errors``; ``CompileError`` in
@@ -40,6 +42,8 @@ from pyacc.mapping.errors import (
     OutOfMemoryError,
     PartlyPresentError,
     PresentError,
+    RaceError,
+    RaceWarning,
     StaleDataError,
     StaleDataWarning,
 )
@@ -60,6 +64,8 @@ __all__ = [
     "OutOfMemoryError",
     "PartlyPresentError",
     "PresentError",
+    "RaceError",
+    "RaceWarning",
     "StaleDataError",
     "StaleDataWarning",
 ]

@@ -7,12 +7,13 @@ kernel and measure once at tiny sizes, nothing written; the suite's smoke run le
 PyOMP out and never installs it) in a subprocess:
 
 - on the ``emulated`` device (``ACC_DEVICE_TYPE=emulated``) with every checker on at once:
-  ``PYACC_CHECK=counters,memory,stale:error`` and ``PYACC_AUTOCOMPARE=1``;
-- on the ``host`` device with ``PYACC_CHECK=counters``.
+  ``PYACC_CHECK=counters,memory,stale:error,race:error`` and ``PYACC_AUTOCOMPARE=1``;
+- on the ``host`` device with ``PYACC_CHECK=counters,race:error`` (its async queues run on
+  worker threads too).
 
 The run must exit 0, and its stderr (children's included: the scripts that start
 subprocesses pass the checker settings on and their stderr through) must carry no
-checker finding — no consistency, memory or stale error or warning, no autocompare
+checker finding — no consistency, memory, stale or race error or warning, no autocompare
 difference or failed host run, no warning at all, no traceback. On ``emulated`` every
 autocompare summary must say ``0 differed`` (and there must be one: the check was on).
 A script without a ``--smoke`` flag fails with a message saying so. The examples run
@@ -32,12 +33,12 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 SCRIPTS = sorted(path.name for path in BENCHMARKS.glob("bench_*.py")) + ["suite.py"]
 CHECKERS = {
-    "emulated": {"PYACC_CHECK": "counters,memory,stale:error", "PYACC_AUTOCOMPARE": "1"},
-    "host": {"PYACC_CHECK": "counters"},
+    "emulated": {"PYACC_CHECK": "counters,memory,stale:error,race:error", "PYACC_AUTOCOMPARE": "1"},
+    "host": {"PYACC_CHECK": "counters,race:error"},
 }
 #: words that only a checker finding (or a failure) puts on stderr
-FINDINGS = ("ConsistencyError", "MemoryCheck", "StaleData", "PYACC_CHECK=", "pyacc autocompare: ",
-            "Warning", "Traceback")
+FINDINGS = ("ConsistencyError", "MemoryCheck", "StaleData", "RaceError", "RaceWarning", "PYACC_CHECK=",
+            "pyacc autocompare: ", "Warning", "Traceback")
 TIMEOUT = 600  # seconds per run: generous for a cold kernel cache on a loaded machine
 
 

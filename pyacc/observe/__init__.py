@@ -10,8 +10,9 @@ what happens at interpreter exit. Each diagnostic is one module:
   ``1``) the consistency checker after every directive; ``memory`` (``memcheck``)
   guard zones and poisoned freed blocks on ``emulated``; ``stale`` (``stale``)
   missing ``update device`` and lost host updates, ``stale:error`` raising instead of
-  warning. Each mode also on demand: ``enable_check(mode)`` / ``disable_check(mode)``
-  (``pyacc.testing.check(mode)``)
+  warning; ``race`` (``race``) work on shared data that no wait orders (async queues),
+  ``race:error`` raising instead of warning. Each mode also on demand:
+  ``enable_check(mode)`` / ``disable_check(mode)`` (``pyacc.testing.check(mode)``)
 - ``autocompare``  ``PYACC_AUTOCOMPARE=1``: host re-runs compared at every copy back
 - ``PYACC_DEBUG=1``: presence errors come with a dump of the whole present table, the
   mappings still live at exit are listed, and every event is a debug record on the
@@ -38,6 +39,7 @@ from pyacc.mapping import BUS, EventKind
 from .autocompare import AutoCompare, tolerances_from_environment
 from .checking import Checker, live_runtimes, verify_all
 from .memcheck import MemoryChecker
+from .race import RaceChecker
 from .stale import StaleChecker
 from .notify import Notifier, parse_mask
 from .timing import TimeReport
@@ -52,15 +54,17 @@ _LOCK = threading.RLock()
 _ACTIVE: dict = {}
 _EXIT_HOOK = []
 #: PYACC_CHECK modes -> the name of their diagnostic in ``active()``
-CHECK_MODES = {"counters": "check", "memory": "memory", "stale": "stale"}
+CHECK_MODES = {"counters": "check", "memory": "memory", "stale": "stale", "race": "race"}
+#: the modes that take ``:error`` (raise instead of warning)
+_ERROR_MODES = ("stale", "race")
 #: modes switched on by the program (``enable_check``): mode -> [count, settings]
 _DEMANDED: dict = {}
 
 
 def parse_check(text: str) -> dict:
     """The modes of a ``PYACC_CHECK`` value: ``{mode: settings}`` (settings: True, or
-    ``"error"`` for ``stale:error``). ``""`` and ``"0"`` are no mode, ``"1"`` is
-    ``counters``.
+    ``"error"`` for ``stale:error`` and ``race:error``). ``""`` and ``"0"`` are no mode,
+    ``"1"`` is ``counters``.
 
     Raises:
         ValueError: an unknown mode (the message lists the valid ones).
@@ -76,18 +80,19 @@ def parse_check(text: str) -> dict:
         mode, _, option = word.partition(":")
         mode = {"1": "counters", "true": "counters", "yes": "counters", "on": "counters",
                 "memcheck": "memory"}.get(mode, mode)
-        if mode not in CHECK_MODES or (option and (mode, option) != ("stale", "error")):
+        if mode not in CHECK_MODES or (option and (option != "error" or mode not in _ERROR_MODES)):
             raise ValueError(
                 f"PYACC_CHECK={text!r}: unknown mode {part.strip()!r}; use a comma list of "
-                "counters (or 1), memory, stale, stale:error, e.g. PYACC_CHECK=counters,memory,stale")
+                "counters (or 1), memory, stale, stale:error, race, race:error, e.g. "
+                "PYACC_CHECK=counters,memory,stale,race")
         modes[mode] = option or True
     return modes
 
 
 def enable_check(mode: str, *, error: bool = False) -> None:
-    """Switch a ``PYACC_CHECK`` mode on now (``counters``, ``memory``, ``stale``;
-    ``error=True`` with ``stale`` raises instead of warning), whatever the environment
-    says; calls nest with ``disable_check``."""
+    """Switch a ``PYACC_CHECK`` mode on now (``counters``, ``memory``, ``stale``,
+    ``race``; ``error=True`` with ``stale`` or ``race`` raises instead of warning),
+    whatever the environment says; calls nest with ``disable_check``."""
     settings = parse_check(f"{mode}:error" if error else mode)
     with _LOCK:
         for name, value in settings.items():
@@ -185,7 +190,7 @@ def _wanted(environ) -> dict:
     modes = parse_check(environ.get("PYACC_CHECK", ""))
     for mode, (_, settings) in _DEMANDED.items():
         if settings == "error" or mode not in modes:
-            modes[mode] = settings  # stale:error if either asks for it
+            modes[mode] = settings  # stale:error (race:error) if either asks for it
     if "counters" in modes:
         wanted["check"] = (True, Checker)
     if "memory" in modes:
@@ -193,6 +198,9 @@ def _wanted(environ) -> dict:
     if "stale" in modes:
         error = modes["stale"] == "error"
         wanted["stale"] = (error, lambda: StaleChecker(error=error))
+    if "race" in modes:
+        race_error = modes["race"] == "error"
+        wanted["race"] = (race_error, lambda: RaceChecker(error=race_error))
     if _flag(environ, "PYACC_AUTOCOMPARE"):
         tolerances = tolerances_from_environment()
         wanted["autocompare"] = (tolerances, lambda: AutoCompare(*tolerances))
@@ -232,7 +240,7 @@ def configure(environ=None) -> dict:
 
 def active(name: str):
     """The installed diagnostic called ``name`` ("notify", "time", "trace", "check",
-    "memory", "stale", "autocompare"), or None."""
+    "memory", "stale", "race", "autocompare"), or None."""
     with _LOCK:
         entry = _ACTIVE.get(name)
     return None if entry is None else entry[1]

@@ -285,12 +285,12 @@ def test_example_runs_clean_under_every_checker(name):
     if name == "mandelbrot_async.py":
         args = [*args, "--device", "emulated"]
     environ = _environment("emulated")
-    environ["PYACC_CHECK"] = "counters,memory,stale:error"
+    environ["PYACC_CHECK"] = "counters,memory,stale:error,race:error"
     done = subprocess.run([sys.executable, "-W", "error::UserWarning", str(EXAMPLES / name), *args],
                           cwd=ROOT, env=environ, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert success in done.stdout.splitlines(), done.stdout
-    for word in ("StaleData", "MemoryCheck", "ConsistencyError", "Warning"):
+    for word in ("StaleData", "MemoryCheck", "ConsistencyError", "Race", "Warning"):
         assert word not in done.stderr, done.stderr
 
 
