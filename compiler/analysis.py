@@ -109,6 +109,9 @@ class KernelInfo:
     labels: dict = field(default_factory=dict, repr=False)
     #: the flattened infos of this one, by layout (:func:`flattened`)
     variants: dict = field(default_factory=dict, repr=False)
+    #: ``bind_free_names`` has run for this code (a decoration of the same code again
+    #: shares the result: the same module, the same names)
+    names_bound: bool = field(default=False, repr=False)
 
     @property
     def where(self) -> str:
@@ -142,7 +145,62 @@ class KernelInfo:
 # ------------------------------------------------------------------------------ analyze
 
 
+#: analyses by the code they came from (``analyze``): a kernel defined inside a function
+#: or method is decorated again at each call of it
+_ANALYSES: dict = {}
+_ANALYSES_KEPT = 1024
+
+
 def analyze(func, clauses: ComputeClauses) -> KernelInfo:
+    """The analysis of a compute-region function (or a routine), made once per code,
+    clauses and bound closure values (``_analysis_key``): decorating the same code again
+    (a kernel defined inside a method, issue 29 item 7) costs a lookup and shares the
+    compiled kernels. Each decoration gets its own :class:`KernelInfo` (its ``func``:
+    free values are read from its own closure at each call)."""
+    key = _analysis_key(func, clauses)
+    found = _ANALYSES.get(key) if key is not None else None
+    if found is None:
+        found = _analyze(func, clauses)
+        if key is not None:
+            if len(_ANALYSES) >= _ANALYSES_KEPT:
+                del _ANALYSES[next(iter(_ANALYSES))]
+            _ANALYSES[key] = found
+        return found
+    return dataclasses.replace(found, func=func)  # the same kernels dict: compiled once
+
+
+def _analysis_key(func, clauses):
+    """What an analysis depends on besides the code: the clauses, the module, and the
+    closure values that are bound when a kernel is compiled (functions, tuples,
+    strings...; arrays and numeric scalars are read at each call, so only their kinds
+    matter, which the kernel cache keys on). None when a value cannot be keyed."""
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return None
+    cells = []
+    for cell in func.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            value = None
+        cells.append(type(value) if is_free_value(value) else _bound(value))
+    try:
+        key = (code, repr(clauses), id(func.__globals__), tuple(cells))
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _bound(value):
+    """A closure value compiled into the kernel, as a key: by value when hashable and not
+    mutable in place, else by identity."""
+    if isinstance(value, (str, bytes, tuple, frozenset, type(None), bool, int, float, complex)):
+        return ("value", value)
+    return ("object", id(value), value)  # the object itself: kept alive while keyed
+
+
+def _analyze(func, clauses: ComputeClauses) -> KernelInfo:
     """Analyse a compute-region function (or a routine) at decoration time.
 
     Args:
@@ -182,6 +240,8 @@ def bind_free_names(info: KernelInfo) -> None:
         CompileError: A name in a data clause is not an array or scalar at the call, or
             a clause expression reads a name that is not defined.
     """
+    if info.names_bound:
+        return
     new = free_params(info.source)
     if new:
         info.source = with_params(info.source, new)
@@ -208,6 +268,7 @@ def bind_free_names(info: KernelInfo) -> None:
         if name not in known and "." not in name:  # (a member's root: checked by analyze)
             raise info.source.error(f"{kind}({name}): {name!r} is neither a parameter nor "
                                     f"a module-level array")
+    info.names_bound = True
 
 
 def is_free_value(value) -> bool:
