@@ -16,22 +16,25 @@ can write the folder could otherwise run code in every process that reads it (a 
 - **Signed artifacts**, an HMAC-SHA256 of their content under the key:
   generated modules end with one line ``# pyacc-signature: <hex>`` over the text before
   it (:func:`signed_text`, :func:`verified_text`); Numba's cache files (index ``.nbi``,
-  data ``.nbc``) of pyacc's dispatchers start with :data:`MAGIC` and the tag
+  data ``.nbc``, named ``*.pyacc.nbi``/``*.pyacc.<n>.nbc``) of pyacc's dispatchers start
+  with :data:`MAGIC` and the tag
   (:func:`sign_dispatcher_cache` swaps the dispatcher's cache-file object for a signing
   subclass of its own class: Numba's, numba-cuda's and numba-cuda-mlir's share that
   design); small records (the serial crossover) through :func:`signed_bytes` /
   :func:`verified_bytes`.
 - **A file whose signature is missing or wrong**, truncated, empty, unreadable or
   garbage is never imported, unpickled or believed: it counts as absent (the caller
-  regenerates it, and replaces it where the folder is writable), with one
-  :class:`CacheTrustWarning` per file and process naming it.
+  regenerates it, and replaces it where the folder is writable); the first such file of a
+  process is named in a :class:`CacheTrustWarning`, later ones on the ``pyacc.cache``
+  logger (another user's cache refuses many files at once).
 - **Folders** pyacc creates are ``0700`` (:func:`private_folder`); an existing folder
   that others can write (group or world, without the sticky bit) or that another user
   owns gets one warning naming it and the fix.
 
 Invariants: a file's content is verified before any of it is executed or unpickled;
-the key itself never appears in the environment or a message; warnings are given once
-per path and process.
+the key itself never appears in the environment or a message; a cached module is
+stored whole or not at all (:func:`write_module`); warnings are given once per path and
+process, refusals once per process.
 """
 from __future__ import annotations
 
@@ -39,16 +42,19 @@ import contextlib
 import hashlib
 import hmac
 import io
+import logging
 import os
 import pickle
 import secrets
 import stat
+import sys
 import threading
 import warnings
 from pathlib import Path
 
-__all__ = ["cache_dir", "CacheTrustWarning", "KEY_ENVIRONMENT", "MAGIC", "key", "key_path", "sign",
-           "signed_text", "verified_text", "signed_bytes", "verified_bytes",
+__all__ = ["cache_dir", "CacheTrustWarning", "refuse", "KEY_ENVIRONMENT", "MAGIC", "key", "key_path", "sign",
+           "signed_text", "verified_text", "read_module", "write_module",
+           "signed_bytes", "verified_bytes",
            "private_folder", "sign_dispatcher_cache", "warn_once"]
 
 #: the setting that names a key file (sharing a cache between users on purpose)
@@ -61,6 +67,8 @@ _SIGNATURE_LINE = "# pyacc-signature: "
 _lock = threading.Lock()
 _keys: dict[str, bytes] = {}
 _warned: set = set()
+_REFUSED = "<a cached file was refused>"  # in _warned once one was
+_LOG = logging.getLogger("pyacc.cache")
 
 
 class CacheTrustWarning(UserWarning):
@@ -74,7 +82,40 @@ def warn_once(path, message: str) -> None:
         if str(path) in _warned:
             return
         _warned.add(str(path))
-    warnings.warn(message, CacheTrustWarning, stacklevel=3)
+    warnings.warn(message, CacheTrustWarning, stacklevel=_stacklevel())
+
+
+def refuse(path, why: str) -> None:
+    """Report a cached file that is not used: the first of a process as a
+    :class:`CacheTrustWarning`, every later one on the ``pyacc.cache`` logger (another
+    user's cache refuses many files at once: one warning says it)."""
+    message = f"pyacc: the cached file {path} {why}; it is not used, and is made again"
+    with _lock:
+        first = _REFUSED not in _warned
+        _warned.add(_REFUSED)
+    if first:
+        warn_once(path, message + " (further refused files are logged on the 'pyacc.cache' "
+                                  "logger)")
+    else:
+        _LOG.warning("%s", message)
+
+
+#: pyacc's folders (installed, ``pyacc/`` holds the others; in a checkout, side by side)
+_OWN = tuple(str(folder) + os.sep for folder in (
+    Path(__file__).parent, Path(__file__).parent.parent / "pyacc",
+    Path(__file__).parent.parent / "mapping"))
+
+
+def _stacklevel() -> int:
+    """The ``stacklevel`` that blames the user's line: the first frame outside pyacc and
+    the compiler libraries (Numba's cache calls back into this module)."""
+    libraries = _OWN + tuple(os.path.dirname(getattr(module, "__file__", "") or "//") + os.sep
+                             for module in map(sys.modules.get, ("numba", "numba_cuda"))
+                             if module is not None)
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(libraries):
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else 1
 
 
 # -- where ----------------------------------------------------------------------------------
@@ -153,8 +194,7 @@ def verified_text(path: Path) -> str | None:
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as error:
-        warn_once(path, f"pyacc: the cached file {path} cannot be read ({error}); it is not "
-                        "used and is made again")
+        refuse(path, f"cannot be read ({error})")
         return None
     body, _, last = text.rstrip("\n").rpartition("\n")
     body += "\n"
@@ -169,10 +209,51 @@ def verified_text(path: Path) -> str | None:
 
 
 def _refuse(path) -> None:
-    warn_once(path, f"pyacc: the cached file {path} was not written by pyacc for this user "
-                    "(its signature is missing or wrong: altered, truncated, or from another "
-                    "user's cache); it is not used, and is made again. To share a cache "
-                    f"between users on purpose, point {KEY_ENVIRONMENT} at one key file")
+    refuse(path, "was not written by pyacc for this user (its signature is missing or "
+                 "wrong: altered, truncated, or from another user's cache). To share a "
+                 f"cache between users on purpose, point {KEY_ENVIRONMENT} at one key file")
+
+
+# -- generated modules -------------------------------------------------------------------------
+def read_module(path: Path) -> str | None:
+    """The text of the cached module at ``path`` (its signature checked), or None when
+    there is none or it is refused (:func:`verified_text` warns)."""
+    if not path.exists():
+        return None
+    return verified_text(path)
+
+
+def write_module(path: Path, text: str, *, replace: bool) -> bool:
+    """Store ``text``, signed, at ``path``; never half-written: a temporary file is
+    linked into place (keeping a file another process stored meanwhile: the same text,
+    so Numba's cache index of it stays fresh) or, with ``replace``, put over a refused
+    one. False when it cannot be written (read-only, full, over quota), with one warning
+    naming the folder unless ``replace`` (the refused file was named already): the
+    caller then runs the module from memory."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(signed_text(text))
+        if replace:
+            os.replace(tmp, path)
+            return True
+        try:
+            os.link(tmp, path)  # atomic; fails when the name is taken
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links
+            os.replace(tmp, path)
+        return True
+    except OSError as error:
+        if replace:
+            return False
+        warn_once(path.parent, f"pyacc: cannot write the kernel cache {path.parent} ({error}); "
+                               "kernels are compiled in memory, and again in the next "
+                               "process. Free space there or set PYACC_CACHE_DIR to a "
+                               "folder you can write")
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 # -- binary artifacts ---------------------------------------------------------------------------
@@ -193,11 +274,13 @@ def verified_bytes(data: bytes, path) -> bytes | None:
 
 # -- folders ------------------------------------------------------------------------------------
 def private_folder(path: Path) -> Path:
-    """Create ``path`` (and missing parents) ``0700``; warn once when an existing one is
+    """Create ``path`` and its missing parents ``0700``; warn once when an existing one is
     writable by others (group or world, no sticky bit) or owned by another user."""
     path = Path(path)
+    missing = [folder for folder in (path, *path.parents) if not folder.exists()]
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for folder in reversed(missing):  # every folder made here is private, parents too
+            folder.mkdir(mode=0o700, exist_ok=True)
     except FileExistsError:  # a file where a folder should be: the caller's write fails
         return path
     _check_folder(path)
@@ -240,7 +323,19 @@ def sign_dispatcher_cache(dispatcher) -> bool:
         signing = _SIGNING_CLASSES[base] = type(f"Signed{base.__name__}", (_SignedCacheFile, base),
                                                 {"_pyacc_signed": True})
     cache_file.__class__ = signing
+    _rename(cache_file)
     return True
+
+
+def _rename(cache_file) -> None:
+    """``<base>.pyacc.nbi`` / ``<base>.pyacc.<n>.nbc``: a signed file never takes the name
+    of one the library writes unsigned (a stale one is not reported; the library never
+    opens a signed one)."""
+    for attribute, suffix in (("_index_name", ".nbi"), ("_data_name_pattern", ".{number:d}.nbc")):
+        name = getattr(cache_file, attribute, None)
+        if isinstance(name, str) and name.endswith(suffix) and ".pyacc" not in name:
+            setattr(cache_file, attribute, name[:-len(suffix)] + ".pyacc" + suffix)
+    cache_file._index_path = os.path.join(cache_file._cache_path, cache_file._index_name)
 
 
 class _SignedCacheFile:
@@ -257,6 +352,13 @@ class _SignedCacheFile:
         with super()._open_for_write(filepath) as out:
             out.write(signed_bytes(buffer.getvalue()))
 
+    def save(self, key, data):
+        try:
+            super().save(key, data)
+        except OSError as error:  # a full or read-only folder: the code still runs
+            warn_once(self._cache_path, f"pyacc: cannot write Numba's cache in {self._cache_path} "
+                                        f"({error}); kernels are compiled again in the next process")
+
     def _verified(self, path):
         try:
             with open(path, "rb") as handle:
@@ -264,7 +366,7 @@ class _SignedCacheFile:
         except FileNotFoundError:
             return None
         except OSError as error:
-            warn_once(path, f"pyacc: the cached file {path} cannot be read ({error}); it is not used")
+            refuse(path, f"cannot be read ({error})")
             return None
         return verified_bytes(data, path)
 

@@ -39,9 +39,12 @@ from .planner import NestPlan, Plan
 from .reductions import NP, ReductionSlots
 from .templates import Renamer
 
-__all__ = ["Target", "ModuleBuilder", "FunctionRewriter", "KERNEL_NAME", "RT"]
+__all__ = ["Target", "ModuleBuilder", "FunctionRewriter", "KERNEL_NAME", "CACHE_FLAG", "RT"]
 
 KERNEL_NAME = "_acc_kernel"
+#: The name a generated module's decorators read for ``cache=``: the loader binds it
+#: (True when the module runs from its file in the kernel cache, False from memory).
+CACHE_FLAG = "_acc_cache"
 #: Name of ``compiler.runtime`` in generated modules.
 RT = "_acc_rt"
 
@@ -332,7 +335,9 @@ class ModuleBuilder:
         device_type: Device the kernel runs on (for ``on_device``).
         boundscheck: Emit index checks (``PYACC_BOUNDSCHECK=1``).
         arg_types: Numba types of the kernel's parameters, by name.
-        cache: Emit ``cache=True`` (False for the in-memory probe).
+        cache: Let the decorators cache on disk as the loader says (``cache=_acc_cache``,
+            a name the loader binds: False when the module runs from memory); False
+            emits ``cache=False`` (the in-memory probe).
         serial: Ignore the plan: every loop runs as written (probe, ``serial``).
         interchange: Let the target interchange loops of a nest (``interchange``).
         serial_below: Give straight-line nests a serial twin run below this trip count
@@ -350,6 +355,7 @@ class ModuleBuilder:
         self.boundscheck = boundscheck
         self.arg_types = arg_types
         self.cache = cache
+        self.cache_flag = CACHE_FLAG if cache else "False"
         self.serial = serial
         self.slots = ReductionSlots()
         self.lines: list[str] = []
@@ -405,7 +411,7 @@ class ModuleBuilder:
         tree.name = KERNEL_NAME
         parallel = parallel and not self.serial and bool(plan.nests)
         decorator = self.target.decorator(kind="kernel", parallel=parallel,
-                                          boundscheck=self.boundscheck, cache=self.cache)
+                                          boundscheck=self.boundscheck, cache=self.cache_flag)
         self.add_block(decorator, tree, source)
 
     def add_routine(self, func) -> str:
@@ -421,7 +427,7 @@ class ModuleBuilder:
         tree = self.target.finish_routine(rewriter.visit(copy.deepcopy(source.tree)), source)
         tree.name = name
         decorator = self.target.decorator(kind="routine", parallel=False,
-                                          boundscheck=self.boundscheck, cache=self.cache)
+                                          boundscheck=self.boundscheck, cache=self.cache_flag)
         self.add_block(decorator, tree, source)
         return name
 
@@ -482,7 +488,7 @@ class ModuleBuilder:
     def _check_helpers(self):
         out = []
         for name, helper in self.checks.items():
-            out.append(f"@_acc_njit(nogil=True, cache={self.cache})\n"
+            out.append(f"@_acc_njit(nogil=True, cache={self.cache_flag})\n"
                        f"def {helper}(index, size, dim):\n"
                        f"    if index < -size or index >= size:\n"
                        f"        raise IndexError('pyacc-bounds:{name}', index, size, dim)\n"

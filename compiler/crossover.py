@@ -21,6 +21,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -109,7 +110,10 @@ def _cpu_reading():
 
 
 def _load_or_measure() -> int:
-    path = cache_dir().parent / "crossover.signed"
+    try:
+        path = cache_dir().parent / "crossover.signed"
+    except OSError:  # no cache folder: measured in every process
+        return _measure()
     key = _machine_key()
     known = _known(path)
     if isinstance(known.get(key), int):
@@ -127,7 +131,10 @@ def _load_or_measure() -> int:
         tmp.write_bytes(signed_bytes(json.dumps(known).encode()))
         os.replace(tmp, path)
     except OSError:
-        pass  # a read-only cache: measure again next time
+        pass  # a read-only or full cache: measure again next time
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
     return value
 
 

@@ -111,7 +111,7 @@ class CudaTarget(Target):
         return ast.Attribute(value=attribute, attr=op, ctx=ast.Load())
 
     def _jit(self, device: bool = False) -> str:
-        cache = self.builder.cache and not cuda_runtime.SIMULATED
+        cache = "False" if cuda_runtime.SIMULATED else self.builder.cache_flag
         return f"@{_CUDA}.jit({'device=True, ' if device else ''}cache={cache})"
 
     def decorator(self, *, kind, parallel, boundscheck, cache):

@@ -16,9 +16,12 @@ Invariants:
       of a region generates code from that plan.
     * The kernel returned for ``target="cpu"`` is the Numba dispatcher itself (without
       bounds checking), so ``kernel(*args)`` goes straight into Numba.
-    * A generated file is named by the hash of its text and the key material, written
-      once (atomically, never rewritten) under ``cache_dir()``, and imported with
-      importlib, so Numba's ``cache=True`` disk cache serves later processes.
+    * A generated module is named by the hash of its text and the key material, stored
+      signed (atomically; replaced only when refused) under ``cache_dir()``, and run
+      from its verified text, never imported (``caches``): only code pyacc wrote for this
+      user runs. Its dispatchers' Numba caches beside it are signed too, so later
+      processes load machine code without compiling. Where the cache cannot be used
+      (no key, a folder that cannot be written) the module runs from memory.
     * Under ``PYACC_BOUNDSCHECK=1`` kernels run their loops on one thread (Numba drops
       exceptions raised inside ``prange``), with named index checks on parameter arrays
       and Numba's own bounds checking for the rest.
@@ -26,9 +29,9 @@ Invariants:
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import hashlib
-import importlib.util
 import linecache
 import os
 import re
@@ -36,6 +39,7 @@ import sys
 import threading
 import traceback
 from pathlib import Path
+from types import ModuleType
 
 import numba
 import numpy as np
@@ -46,14 +50,15 @@ from numba.core.compiler_machinery import FunctionPass, register_pass
 from numba.core.registry import cpu_target
 from numba.core.typed_passes import NopythonTypeInference
 
-from . import crossover, cuda_compilers, feedback, markers
+from . import caches, crossover, cuda_compilers, feedback, markers
 from .analysis import KernelInfo, check_free_names, flat_clauses, flattened, struct_layout
+from .caches import cache_dir
 from .clauses import DATA_CLAUSES
-from .planner import Planner
-from .codegen import KERNEL_NAME, ModuleBuilder
+from .codegen import CACHE_FLAG, KERNEL_NAME, ModuleBuilder
 from .cpu_target import CpuTarget
 from .errors import CompileError, KernelIndexError
 from .frontend import Scope, local_names
+from .planner import Planner
 
 __all__ = ["get_kernel", "kernel_for", "kernel_key", "kernel_env", "KERNEL_ENV_KEYS", "argument_kind",
            "feedback_view",
@@ -120,7 +125,7 @@ def get_kernel(info: KernelInfo, args, target: str = "cpu", device_type: str = "
             kernel = info.kernels.get(key)
             if kernel is None:
                 built = info
-                if len(key) > 5:  # a launch shape evaluated at the call (cuda)
+                if target == "cuda" and clauses is not None:  # a launch shape evaluated at the call
                     built = dataclasses.replace(info, clauses=clauses, kernels={}, plan=None)
                 kernel = _build(built, tuple(args), target, device_type, key[2], key[3], key[4])
                 info.kernels[key] = kernel
@@ -138,11 +143,15 @@ def kernel_for(info: KernelInfo, args, device_type: str, clauses=None):
 def kernel_key(info: KernelInfo, args, target: str, device_type: str, clauses=None) -> tuple:
     """What decides which kernel ``get_kernel`` returns: the target, the device type,
     bounds checking, the arguments' kinds (:func:`argument_kind`) and the serial
-    crossover; on the cuda target also a launch shape evaluated at the call."""
+    crossover; on the cuda target also the compiler and a launch shape evaluated at the
+    call."""
     key = (target, device_type, boundscheck_enabled(), tuple(map(argument_kind, args)),
            crossover.serial_below() if target == "cpu" else 0)
-    if target == "cuda" and clauses is not None:  # (given only when they were evaluated)
-        key += ((clauses.num_gangs, clauses.num_workers, clauses.vector_length),)
+    if target == "cuda":
+        compiler = cuda_compilers.choice()[0]  # chosen once per process
+        key += (compiler and compiler.name,)
+        if clauses is not None:  # (given only when they were evaluated)
+            key += ((clauses.num_gangs, clauses.num_workers, clauses.vector_length),)
     return key
 
 
@@ -257,18 +266,6 @@ def _device_dtype_ndim(value):
     return np.dtype(value.dtype), value.ndim
 
 
-def cache_dir() -> Path:
-    """Folder of generated kernel modules: ``$PYACC_CACHE_DIR`` or the user cache."""
-    root = os.environ.get("PYACC_CACHE_DIR")
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-            os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "pyacc")
-    path = Path(root) / "kernels"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 # -------------------------------------------------------------------------------- build
 
 
@@ -315,8 +312,11 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
     material = "|".join([_version(), numba.__version__, target, device, str(boundscheck),
                          repr(kinds), repr(info.clauses), text])
     digest = hashlib.sha256(material.encode()).hexdigest()[:24]
-    path = cache_dir() / f"{info.name}_{digest}.py"
-    if not path.exists():
+    name = f"{info.name}_{digest}.py"
+    folder = _cache_folder()
+    path = folder / name if folder is not None else None
+    stored = caches.read_module(path) if path is not None else None
+    if stored is None:
         if builder.slots.slots:
             types = _probe_types(info, plan, device, arg_types, builder.slots)
             refused = builder.slots.refused_accumulators(types)
@@ -324,9 +324,11 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
                 builder, text, linemap = generate(False)
                 text = text.replace(header, header + _NO_INTERCHANGE + refused, 1)
             text = builder.slots.fill(text, types)
-        _write_once(path, text)
-    elif builder.slots.accumulators() and _NO_INTERCHANGE in _first_line(path):
-        builder, text, linemap = generate(False)  # the file was written that way
+        on_disk = path is not None and caches.write_module(path, text, replace=path.exists())
+    else:
+        text, on_disk = stored, True
+        if builder.slots.accumulators() and _NO_INTERCHANGE in text.partition("\n")[0]:
+            builder, _, linemap = generate(False)  # the file was written that way
     for note in plan.notes:
         note.interchange = note.line in builder.interchanged
         note.serial_below = builder.serial_twins.get(note.line, 0)
@@ -335,14 +337,15 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
     feedback.report_build(shown, plan.notes, shown_types)
     if target == "cuda":  # the compiler loaded as pyacc loads it (its NumPy 2.5 fix)
         cuda_compilers.load()
-    module = _import(path, f"_pyacc_kernel_{digest}", builder.injected)
+    filename = str(path) if on_disk else f"<pyacc kernel {name}>"
+    module = _load_module(text, filename, f"_pyacc_kernel_{digest}", builder.injected, on_disk)
     dispatcher = getattr(module, KERNEL_NAME)
     if target == "cuda":  # the compiler compiles each kernel at its first launch
-        return _cuda_driver(dispatcher, info, str(path), linemap)
+        return _cuda_driver(dispatcher, info, filename, linemap)
     try:
         dispatcher.compile(arg_types)
     except Exception as exc:  # noqa: BLE001 - every compile failure is a CompileError
-        raise _compile_error(info, exc, str(path), linemap) from None
+        raise _compile_error(info, exc, filename, linemap) from None
     if boundscheck:
         return _bounds_checked(dispatcher, info.where)
     return dispatcher
@@ -351,11 +354,6 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
 #: Header note of a module built without loop interchange because an expanded scalar's
 #: type was not a number (``ReductionSlots.refused_accumulators``).
 _NO_INTERCHANGE = "; loop interchange off: "
-
-
-def _first_line(path: Path) -> str:
-    with open(path) as file:
-        return file.readline()
 
 
 def _target(name):
@@ -431,28 +429,53 @@ def _numba_types(info, args):
     return tuple(types)
 
 
-def _write_once(path: Path, text: str):
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text)
+def _cache_folder() -> Path | None:
+    """The kernel cache folder, or None (one warning) when it cannot be used: its key
+    cannot be read or made, or the folder cannot be made (kernels then run from memory)."""
     try:
-        os.link(tmp, path)  # atomic, and never replaces a file another process wrote
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
+        caches.key()
+        folder = caches.cache_dir()
+    except OSError as error:
+        caches.warn_once("<the kernel cache>", f"pyacc: the kernel cache cannot be used ({error}); "
+                         "kernels are compiled in memory in this process. Set PYACC_CACHE_DIR "
+                         "to a folder you can write")
+        return None
+    with contextlib.suppress(OSError):  # where Numba caches the modules' machine code
+        caches.private_folder(folder / "__pycache__")
+    return folder
 
 
-def _import(path: Path, module_name: str, injected: dict):
-    ident = (str(path), tuple(sorted((k, id(v)) for k, v in injected.items())))
+def _load_module(text: str, filename: str, module_name: str, injected: dict, cache: bool):
+    """Run a generated module's (verified) text: from its file in the kernel cache
+    (``cache``: Numba caches its machine code beside it, signed) or from memory.
+
+    Never imported through importlib: no ``.pyc`` is written or believed, and only the
+    text pyacc generated or verified runs."""
+    ident = (filename, tuple(sorted((k, id(v)) for k, v in injected.items())))
     module = _modules.get(ident)
     if module is not None:
         return module
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
+    if not cache:
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    module = ModuleType(module_name)
+    module.__file__ = filename
+    namespace = vars(module)
+    namespace[CACHE_FLAG] = cache
     sys.modules.setdefault(module_name, module)
-    spec.loader.exec_module(module)
-    for name, value in injected.items():
-        setattr(module, name, value)
+    try:
+        exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - pyacc's own text
+    except RuntimeError as error:  # Numba finds no folder it can write for its cache
+        if not cache or "cannot cache" not in str(error):
+            raise
+        caches.warn_once(filename, f"pyacc: Numba cannot cache {filename} ({error}); it is "
+                                   "compiled in memory")
+        return _load_module(text, f"<pyacc kernel {Path(filename).name}>", module_name,
+                            injected, False)
+    for value in list(namespace.values()):
+        if getattr(getattr(value, "py_func", None), "__code__", None) is not None \
+                and value.py_func.__code__.co_filename == filename:
+            caches.sign_dispatcher_cache(value)
+    namespace.update(injected)
     _modules[ident] = module
     return module
 

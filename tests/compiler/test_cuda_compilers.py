@@ -103,17 +103,26 @@ def test_the_generated_source_differs_only_in_the_import_of_cuda(monkeypatch, tm
         monkeypatch.setattr(cuda_compilers, "_choice", [(compiler_, None, "the test")])
         info = analyze(saxpy, parse_clauses("parallel_loop"))
         kernel = get_kernel(info, (2.0, np.zeros(4), np.zeros(4)), target="cuda", device_type="cuda")
-        sources[compiler_.name] = Path(kernel.driver.__code__.co_filename).read_text().splitlines()
+        *text, signature = Path(kernel.driver.__code__.co_filename).read_text().splitlines()
+        assert signature.startswith("# pyacc-signature: ")  # of the text, so it differs too
+        sources[compiler_.name] = text
     differing = [(a, b) for a, b in zip(sources["mlir"], sources["numba-cuda"]) if a != b]
     assert len(sources["mlir"]) == len(sources["numba-cuda"])
     assert differing == [("from numba_cuda_mlir import cuda as _acc_cuda",
                           "from numba import cuda as _acc_cuda")]
 
 
+def scale(a, x, y):
+    for i in range(x.shape[0]):
+        y[i] = a * x[i]
+
+
 def test_explain_names_the_compiler_of_the_gpu_kernels(monkeypatch, tmp_path):
+    # a function of its own: kernels are shared by every decoration of the same code
+    # (compiler/analysis.py memo), so saxpy's GPU kernels from the test above would show
     monkeypatch.setenv("PYACC_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cuda_compilers, "_choice", [(CLASSIC, None, "the test")])
-    info = analyze(saxpy, parse_clauses("parallel_loop"))
+    info = analyze(scale, parse_clauses("parallel_loop"))
     args = (2.0, np.zeros(4), np.zeros(4))
     get_kernel(info, args, target="cpu")
     assert "GPU kernels" not in compiler.explain(info, info.notes, info.arg_types)
