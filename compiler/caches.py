@@ -64,7 +64,7 @@ MAGIC = b"PYACCSIG1\n"
 _TAG_BYTES = 32
 _SIGNATURE_LINE = "# pyacc-signature: "
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # key() warns (warn_once) while holding it
 _keys: dict[str, bytes] = {}
 _warned: set = set()
 _REFUSED = "<a cached file was refused>"  # in _warned once one was
@@ -169,7 +169,22 @@ def _read_or_create(path: Path) -> bytes:
     if len(data) < 16:
         raise OSError(f"the pyacc cache key {path} is too short ({len(data)} bytes): delete "
                       "it (a new one is made) or point PYACC_CACHE_KEY at a valid key file")
+    _check_key(path)
     return data
+
+
+def _check_key(path: Path) -> None:
+    """Warn once when others could learn or replace the key (then they could sign a file):
+    a key anyone may read or another user may write; a group may read only a key named
+    by ``$PYACC_CACHE_KEY`` (a cache shared on purpose)."""
+    info = path.stat()
+    shared = bool(os.environ.get(KEY_ENVIRONMENT, "").strip())
+    readable = stat.S_IROTH | (0 if shared else stat.S_IRGRP)
+    if info.st_mode & (readable | stat.S_IWGRP | stat.S_IWOTH):
+        warn_once(path, f"pyacc: the cache key {path} can be read or written by others (mode "
+                        f"{stat.filemode(info.st_mode)}), who could then sign cached code that "
+                        f"your programs run: chmod 600 {path} (a key shared on purpose through "
+                        f"{KEY_ENVIRONMENT}: chmod 640, group members only)")
 
 
 def sign(content: bytes) -> bytes:

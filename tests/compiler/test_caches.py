@@ -164,3 +164,56 @@ def test_signing_is_idempotent_and_shared_per_class(tmp_path):
     kind = type(dispatcher._cache._cache_file)
     assert caches.sign_dispatcher_cache(dispatcher) and type(dispatcher._cache._cache_file) is kind
     assert np.isclose(dispatcher(2.0), 4.0)
+
+
+# -- the GPU compilers' cache files ----------------------------------------------------------
+def _installed_cuda_compilers():
+    from pyacc.compiler import cuda_compilers
+    return [pytest.param(c, id=name) for name, c in cuda_compilers.COMPILERS.items()
+            if c.installed()]
+
+
+_GPU_MODULE = "def fill(a):\n    a[0] = 1\n"
+
+
+@pytest.mark.parametrize("compiler", _installed_cuda_compilers())
+def test_the_gpu_compilers_cache_files_are_signed_too(tmp_path, compiler):
+    """numba-cuda's and numba-cuda-mlir's dispatchers cache like Numba's: the same signing
+    applies, a record written reads back, an altered one is absent (no GPU needed: the
+    cache file is exercised directly, as the dispatcher would on a GPU)."""
+    from pyacc.compiler import cuda_compilers
+    path = tmp_path / "gpu_kernels.py"
+    path.write_text(_GPU_MODULE)
+    spec = importlib.util.spec_from_file_location("gpu_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dispatcher = cuda_compilers.load(compiler).jit(cache=True)(module.fill)
+    assert caches.sign_dispatcher_cache(dispatcher)
+    cache_file = dispatcher._cache._cache_file
+    assert cache_file._index_name.endswith(".pyacc.nbi")
+    cache_file.save(("sig", "target"), {"code": b"\x00cubin"})
+    assert cache_file.load(("sig", "target")) == {"code": b"\x00cubin"}
+    index = tmp_path / "__pycache__" / cache_file._index_name
+    assert index.read_bytes().startswith(caches.MAGIC)
+    index.write_bytes(index.read_bytes()[:-1] + b"!")
+    with pytest.warns(caches.CacheTrustWarning, match=cache_file._index_name):
+        assert cache_file.load(("sig", "target")) is None
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o620, 0o602])
+def test_a_key_others_can_read_or_write_is_named_with_the_fix(tmp_path, mode):
+    caches.key()
+    path = caches.key_path()
+    path.chmod(mode)
+    caches._keys.clear()
+    with pytest.warns(caches.CacheTrustWarning, match=r"chmod 600 .*cache\.key"):
+        caches.key()
+
+
+def test_a_key_shared_on_purpose_may_be_read_by_its_group(tmp_path):
+    caches.key()
+    caches.key_path().chmod(0o640)  # PYACC_CACHE_KEY is set by the fixture: shared on purpose
+    caches._keys.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        caches.key()
