@@ -64,6 +64,9 @@ class Target:
     #: Whether a nest guarded by run-time conditions (``NestPlan.conditions``) may be
     #: emitted as ``if conditions: <parallel> else: <as written>``.
     runtime_conditions = True
+    #: Whether a nest's 0-d array subscripts (``s[()]``) are moved out of it
+    #: (:func:`_hoist_zero_d_reads`): Numba's parfor lowering needs it, GPU kernels do not.
+    hoists_zero_d = True
 
     def decorator(self, *, kind: str, parallel: bool, boundscheck: bool,
                   cache: bool) -> str:
@@ -195,8 +198,8 @@ class FunctionRewriter(ast.NodeTransformer):
             self.plan.nests.get((node.lineno, node.col_offset))
         if nest is None:
             return self.generic_visit(node)
-        hoisted = _hoist_zero_d_reads(node)
-        if hoisted:  # Numba's parfor lowering cannot index a 0-d array (x[()]) inside
+        hoisted = _hoist_zero_d_reads(node) if self.builder.target.hoists_zero_d else []
+        if hoisted:  # 0-d arrays (x[()]): see _hoist_zero_d_reads
             rest = self.visit_For(node)
             return [self.visit(stmt) for stmt in hoisted] + _flatten(
                 rest if isinstance(rest, list) else [rest])
@@ -236,9 +239,12 @@ class FunctionRewriter(ast.NodeTransformer):
 
 
 def _hoist_zero_d_reads(loop):
-    """Replace each read ``s[()]`` of a 0-d array the nest never writes by a local read
-    once before the nest; returns those assignments (the nest is changed in place).
-    Reading the value once is exact: nothing in the nest writes ``s``."""
+    """Numba's parfor lowering cannot index a 0-d array (``s[()]``) inside a parallel
+    nest. Replace each read ``s[()]`` of a 0-d array the nest never writes by a local
+    read once before the nest (exact: nothing in the nest writes ``s``), and each
+    ``s[()]`` of one it writes by ``v[0]`` of a one-element view ``v = s.reshape(1)``
+    made before the nest (the same memory). Returns those assignments; the nest is
+    changed in place."""
     stored = {n.value.id for n in ast.walk(loop) if isinstance(n, ast.Subscript)
               and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)}
     names = []
@@ -246,17 +252,22 @@ def _hoist_zero_d_reads(loop):
     class Hoist(ast.NodeTransformer):
         def visit_Subscript(self, node):
             self.generic_visit(node)
-            if isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name) and \
-                    isinstance(node.slice, ast.Tuple) and not node.slice.elts and \
-                    node.value.id not in stored:
-                if node.value.id not in names:
-                    names.append(node.value.id)
-                return ast.copy_location(ast.Name(id=f"_acc_h_{node.value.id}", ctx=ast.Load()), node)
-            return node
+            if not (isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Tuple)
+                    and not node.slice.elts):
+                return node
+            name = node.value.id
+            if name not in names:
+                names.append(name)
+            if name in stored:
+                view = ast.Name(id=f"_acc_w_{name}", ctx=ast.Load())
+                return ast.copy_location(ast.Subscript(value=view, slice=ast.Constant(0),
+                                                       ctx=node.ctx), node)
+            return ast.copy_location(ast.Name(id=f"_acc_h_{name}", ctx=ast.Load()), node)
 
     for index, stmt in enumerate(loop.body):
         loop.body[index] = Hoist().visit(stmt)
-    return [ast.copy_location(ast.parse(f"_acc_h_{name} = {name}[()]").body[0], loop)
+    return [ast.copy_location(ast.parse(f"_acc_w_{name} = {name}.reshape(1)" if name in stored
+                                        else f"_acc_h_{name} = {name}[()]").body[0], loop)
             for name in names]
 
 

@@ -84,6 +84,7 @@ class CudaTarget(Target):
     #: the driver's host/device split does not handle a guarded nest: such ``kernels``
     #: loops run as written (sequentially, on the device)
     runtime_conditions = False
+    hoists_zero_d = False  # a GPU kernel indexes a 0-d array as it is
     name = "cuda"
 
     def __init__(self):

@@ -242,6 +242,7 @@ class Planner:
         firstprivate = tuple(n for n in dict.fromkeys(firstprivate) if n not in indices)
         if self.clauses.construct in ("parallel", "parallel_loop"):
             self._check_live_out(levels, reductions, private + firstprivate)
+        self._check_index_after(levels)
         nest = NestPlan(tuple(levels), True, reductions, private, firstprivate,
                         array_reductions=frozenset(arrays), conditions=tuple(conditions))
         self.result.nests[nest.key] = nest
@@ -280,6 +281,27 @@ class Planner:
                 f"computes, e.g. reduction=\"{hint}:{var}\" (OpenACC 3.3 §2.5.15), or "
                 f"use acc.kernels/acc.serial, where the region's last value is kept",
                 levels[0])
+
+    def _check_index_after(self, levels):
+        """A parallel loop's index is private to each iteration (OpenACC 3.3 §2.6.1): its
+        value after the loop is undefined (each thread has its own), so reading it after
+        the nest before assigning it again is refused, on every device alike."""
+        nest = levels[0]
+        inside = {id(n) for n in ast.walk(nest)}
+        after = sorted((node for node in ast.walk(self.source.tree)
+                        if isinstance(node, ast.Name) and id(node) not in inside
+                        and (node.lineno, node.col_offset) > (nest.end_lineno, nest.end_col_offset)),
+                       key=lambda node: (node.lineno, node.col_offset))
+        for level in levels:
+            index = level.target.id
+            first = next((node for node in after if node.id == index), None)
+            if first is not None and isinstance(first.ctx, ast.Load):
+                raise self.source.error(
+                    f"{index!r} is the index of the parallel loop at line {level.lineno} and is "
+                    f"read after the loop (line {first.lineno}): a loop index is private to "
+                    f"each iteration (OpenACC 3.3 §2.6.1), so it has no value after the loop. "
+                    f"Compute the value you need from the loop bounds (e.g. the last index "
+                    f"is the range's stop - 1), or make the loop seq", first)
 
     def _live_out(self, levels, skip):
         """``(var, store line, use line)`` for each scalar defined before the nest that the

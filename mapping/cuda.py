@@ -135,6 +135,14 @@ class CudaDevice(Device):
         begin, _, handle = block
         return self.backend.view(handle, address - begin, like.shape, like.dtype, like.strides)
 
+    def unmapped(self, array: np.ndarray):
+        """A GPU kernel takes no host array: an empty device array of the same dtype and
+        rank stands for data without a device copy (``no_create`` of absent data). Like
+        the host address a C kernel would get, it must not be read: its shape is 0."""
+        if array.size == 0:
+            return self.view(0, array)
+        return self.view(0, np.empty((0,) * array.ndim, array.dtype))
+
     def interface_of(self, device_array):
         """The ``__cuda_array_interface__`` of a device array (InvalidArgumentError when
         ``device_array`` is not one)."""

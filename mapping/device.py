@@ -167,6 +167,12 @@ class Device(abc.ABC):
         """A device array shaped and strided like ``like`` whose first element lies at
         device ``address``."""
 
+    def unmapped(self, array: np.ndarray):
+        """What a kernel gets for host data without a device copy (``no_create`` of
+        absent data, a zero-size array): the host array itself, whose local address
+        device code uses (OpenACC 3.3 §2.7.10), where kernels can take host arrays."""
+        return array
+
     def as_device_array(self, device_array):
         """``device_array`` as this device's own array type (a CuPy array for any
         ``__cuda_array_interface__`` object on cuda; the array itself elsewhere).

@@ -473,12 +473,13 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         return self.device_array_of(entry, array)
 
     def device_array(self, mapped: Mapped):
-        """The device array for the outcome of an entry request: its device view, or the
-        host array itself when nothing was mapped (zero-size, ``no_create`` of absent
-        data: OpenACC 3.3 §2.7.10, device code uses the local address)."""
+        """The device array for the outcome of an entry request: its device view, or,
+        when nothing was mapped (zero-size, ``no_create`` of absent data: OpenACC 3.3
+        §2.7.10, device code uses the local address), what the device hands a kernel
+        for data it has no copy of (``Device.unmapped``)."""
         entry = mapped.entry
         if entry is None:
-            return mapped.request.array
+            return self.device.unmapped(mapped.request.array)
         array = mapped.request.array
         if array is entry.host_array or mapped.data is None:
             return self.device_array_of(entry, array)

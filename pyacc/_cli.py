@@ -365,7 +365,7 @@ def _add_run(commands) -> None:
     run.add_argument("--trace", metavar="FILE", help="PYACC_TRACE=FILE: write a trace to FILE")
     run.add_argument("--check", action="store_true", help="PYACC_CHECK=1: the counters check")
     run.add_argument("--check-modes", metavar="MODES",
-                     help="PYACC_CHECK=MODES: a comma list of counters, memory, stale, stale:error")
+                     help="PYACC_CHECK=MODES: a comma list of counters, memory, stale, race (each may end in :error)")
     run.add_argument("--device", type=_device_type_name, metavar="TYPE",
                      help="ACC_DEVICE_TYPE=TYPE (host, emulated, cuda, ...)")
     run.add_argument("--offload", choices=_devices.OFFLOAD_POLICIES, type=str.lower,

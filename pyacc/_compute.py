@@ -72,6 +72,7 @@ from pyacc.mapping import (
 )
 
 from pyacc.mapping.compute import enter_compute, exit_compute
+from pyacc.mapping.ranges import Relation
 from pyacc.mapping.queues import Pending
 from pyacc.compiler import kernel_env
 from pyacc.compiler import analysis as _structs
@@ -522,6 +523,9 @@ class ComputeRegion(CALL_BASE):
         if not silent and _ACTIVE[_REGION_ENTER]:
             BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=self.info.name,
                         info=self.info.clauses.construct, where=self._where)
+        staged = None
+        if plan is None and not runtime.device.shares_host_memory:
+            args, staged = self._stage_strided(runtime, args, sorter or self)
         try:
             # a silent call is synchronous: its replay may hold the table instead of counting
             ticket = enter_compute(runtime, args, queue, sorter or self,
@@ -538,6 +542,8 @@ class ComputeRegion(CALL_BASE):
                     raise self._execution_error(error) from error
                 raise
             exit_compute(runtime, ticket, queue)
+            if staged:
+                _unstage(staged, queue)
         finally:
             if not silent and _ACTIVE[_REGION_EXIT]:
                 BUS.publish(EventKind.REGION_EXIT, runtime.device.identity, name=self.info.name,
@@ -731,6 +737,33 @@ class ComputeRegion(CALL_BASE):
         # implicit present-or-copy; arrays the kernel never writes are not copied back
         return MapKind.COPY if name in self.info.written else MapKind.COPYIN
 
+    def _stage_strided(self, runtime, args, sorter):
+        """A non-contiguous view (``a[::-1]``, ``a[:, 0]``) of data that is not present,
+        passed without a data clause on a device with memory of its own: its implicit
+        copy (OpenACC 3.3 §2.6.2) maps a contiguous copy of it instead, as Fortran passes
+        a non-contiguous actual argument, and the copy's values go back into the view
+        after the region when the kernel writes it (:func:`_unstage`), so the call does
+        what it does on ``host``. A data clause takes contiguous arrays only (API.md §2:
+        the view is no contiguous section, OpenACC 3.3 §2.7.1), so a view named in one,
+        or under ``default(present)``/``default(none)``, is left to ``_strided_kind``'s
+        error. ``(args, [(view, copy)])``."""
+        staged = None
+        for slot, value in enumerate(args):
+            if type(value) is not np.ndarray or value.flags.c_contiguous or value.flags.f_contiguous:
+                continue
+            name = self.info.kernel_params[slot]
+            if name in self._deviceptr or runtime.table.lookup(value).relation is not Relation.DISJOINT:
+                continue  # present (or partly: an error) data: _strided_kind decides
+            if name in getattr(sorter, "explicit", self._explicit) or \
+                    (self._default or _enclosing_default()) in ("present", "none"):
+                continue  # data clauses take contiguous arrays (API.md §2): the error says so
+            if staged is None:
+                args, staged = list(args), []
+            args[slot] = np.ascontiguousarray(value)
+            if name in self.info.written:
+                staged.append((value, args[slot]))
+        return args, staged
+
     @staticmethod
     def _strided_kind(runtime, array, name) -> MapKind:
         """A strided view can only use data already present (it is not a contiguous
@@ -749,8 +782,18 @@ class ComputeRegion(CALL_BASE):
             return ExecutionError(
                 f"kernel {error.kernel} failed: index out of bounds{on}: {error}",
                 kernel=error.kernel, name=array)
+        error = _raised_inside(error)
         return ExecutionError(f"kernel {self.info.where} failed: {type(error).__name__}: {error}",
                               kernel=self.info.where)
+
+
+def _unstage(staged, queue) -> None:
+    """Write each staged copy back into its view (``ComputeRegion._stage_strided``), in
+    the queue's order: after the region's copy-backs."""
+    def write_back():
+        for view, copy in staged:
+            view[...] = copy
+    queue.defer(write_back)  # on the host, once the queue has passed the copy-backs
 
 
 class _StructVariant(ComputeRegion):
@@ -932,6 +975,16 @@ def _add_section_hint(error) -> None:
     the message says what to pass instead."""
     if isinstance(error, PartlyPresentError) and _SECTION_HINT not in str(error):
         error.args = (f"{error.args[0] if error.args else error}; {_SECTION_HINT}",) + error.args[1:]
+
+
+def _raised_inside(error):
+    """The exception a kernel raised: Python reports one raised in a routine the kernel
+    calls as ``SystemError: ... returned a result with an exception set``, with the
+    routine's exception (``ZeroDivisionError`` ...) as its context."""
+    while isinstance(error, SystemError) and "with an exception set" in str(error) \
+            and error.__context__ is not None:
+        error = error.__context__
+    return error
 
 
 def _is_kernel_failure(error) -> bool:

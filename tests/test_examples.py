@@ -41,6 +41,7 @@ CASES = {
     "needleman_wunsch.py": (["--small"], OK),
     "kmeans.py": (["--small"], OK),
     "jacobi_omp.py": (["--n", "48", "--iterations", "20"], OK),
+    "xsbench.py": (["--small"], OK),
 }
 # Sizes for the fake cuda device, whose kernels run in Numba's CUDA simulator (~100 µs
 # per simulated thread, and atomics take a lock): a few thousand iterations per kernel.
@@ -55,6 +56,7 @@ SIMULATOR_ARGS = {
     "needleman_wunsch.py": ["--n", "16"],
     "kmeans.py": ["--n", "200", "--features", "4", "--clusters", "3"],
     "jacobi_omp.py": ["--n", "16", "--iterations", "8"],
+    "xsbench.py": ["--lookups", "200", "--gridpoints", "10"],
 }
 DEVICES = ["host", "emulated"] + (["cuda"] if acc.get_num_devices("cuda") else [])
 #: PYACC_TESTING_FAKE_CUDA=1: cuda is the host-memory stand-in with simulated kernels
@@ -73,6 +75,9 @@ EXPECTED = {
     # one data region: the score matrix in and out, the substitution scores in (257² int32)
     ("needleman_wunsch.py", "emulated"): ["transfers: 2 to device (528392 B), 1 to host (264196 B), "
                                           "509 kernel launches"],
+    # the six SimulationData members in once each, the verification values out (not in)
+    ("xsbench.py", "emulated"): ["transfers: 6 to device (1343184 B), 1 to host (160000 B), "
+                                 "1 kernel launches"],
 }
 TIMEOUT = 300  # seconds per run; generous for a cold kernel cache on a loaded machine
 
@@ -169,6 +174,10 @@ MUTATIONS = [
     # a data bug: the centres the host recomputes never reach the device again
     ("kmeans.py", "while True:\n            acc.update(device=[clusters])",
      "while True:\n            pass", "emulated"),
+    # a struct member's section created instead of copied in: the device never gets the
+    # concentrations (copyin(SD) does not cover a member that has a clause of its own)
+    ("xsbench.py", '"copyin( SD.concs[0:SD.length_concs]) "',
+     '"create( SD.concs[0:SD.length_concs]) "', "emulated"),
 ]
 
 

@@ -178,7 +178,17 @@ def aliases_made_in_the_region(a, w):
         a[i] = v[0] + i
 
 
+def zero_d_arrays(x, s, found):
+    """0-d arrays read (``s[()]``) and written (``found[()] = 1``, a search flag) in a
+    parallel loop: the write goes through a one-element view of the same memory."""
+    for i in range(x.shape[0]):
+        if x[i] > s[()]:
+            found[()] = 1
+
+
 CASES = [
+    Case("zero_d_arrays_read_and_written", zero_d_arrays, "parallel_loop",
+         lambda: (np.arange(30.0), np.array(20.5), np.zeros((), np.int64))),
     Case("aliases_made_in_the_region_are_one_device_array", aliases_made_in_the_region,
          "kernels", lambda: (np.zeros(20), np.full(3, 7.0))),
     Case("private_arrays_made_in_the_region", private_arrays_made_in_the_region,

@@ -179,3 +179,44 @@ def test_private_arrays_of_a_kernel_on_an_async_queue():
     first = -s[:, 0] / 12 + 7 * s[:, 1] / 12 + 7 * s[:, 2] / 12 - s[:, 3] / 12
     third = -s[:, 0] + 3 * s[:, 1] - 3 * s[:, 2] + s[:, 3]
     np.testing.assert_allclose(flux, first - 0.25 * third, rtol=1e-12)
+
+
+@acc.parallel_loop(no_create="b")
+def adds_if_present(a, b, use):
+    for i in range(a.shape[0]):
+        a[i] = 1.0
+        if use:
+            a[i] += b[i]
+
+
+def test_no_create_of_absent_data_gives_the_kernel_an_empty_device_array():
+    """OpenACC 3.3 §2.7.10: no_create of absent data maps nothing; a GPU kernel takes no
+    host array, so it gets an empty device array of the same dtype and rank (reading it
+    is out of bounds, as the host address would be); present data is used as usual."""
+    a, b = np.zeros(4), np.ones(4)
+    adds_if_present(a, b, False)
+    np.testing.assert_array_equal(a, 1.0)
+    stats = acc.stats()
+    assert (stats["alloc_count"], stats["h2d_count"]) == (1, 1)  # a only: b is not mapped
+    with acc.data(copyin=[b]):
+        adds_if_present(a, b, True)
+    np.testing.assert_array_equal(a, 2.0)
+
+
+@acc.parallel_loop
+def adds_one(v):
+    for i in range(v.shape[0]):
+        v[i] += 1.0
+
+
+def test_strided_view_of_absent_data_goes_through_a_contiguous_copy():
+    """A non-contiguous view of absent data without a clause: copied in and back through a
+    contiguous device copy (its implicit copy, OpenACC 3.3 §2.6.2), as on host."""
+    u = np.zeros((5, 4))
+    adds_one(u[:, 1])
+    adds_one(u.ravel()[::-3], async_=1)
+    acc.wait(1)
+    expected = np.zeros((5, 4))
+    expected[:, 1] += 1
+    expected.ravel()[::-3] += 1
+    np.testing.assert_array_equal(u, expected)

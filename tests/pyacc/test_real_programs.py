@@ -387,16 +387,18 @@ def test_global_of_unsupported_type_is_invalid_argument(emulated, monkeypatch, v
     assert table() == []
 
 
-def test_strided_global_view_not_present_is_invalid_data_section(emulated, monkeypatch):
-    """Bad input: a non-contiguous global view that is not present cannot be mapped
-    (as for an argument); mapped whole first, it is used in place."""
+def test_strided_global_view_not_present_is_copied_in(emulated, monkeypatch):
+    """A non-contiguous global view that is not present is copied in through a
+    contiguous copy (its implicit copyin, OpenACC 3.3 §2.6.2), as an argument is;
+    mapped whole first, it is used in place."""
     y = np.zeros(8)
     scale_global(y)
     base = np.arange(16, dtype=np.float64)
     monkeypatch.setitem(globals(), "G_IN", base[::2])
-    with pytest.raises(acc.InvalidDataSectionError, match="G_IN"):
-        scale_global(y)
+    scale_global(y)
+    np.testing.assert_array_equal(y, 2.0 * base[::2])
     assert table() == []
+    y[:] = 0
     with acc.data(copyin=[base]):
         scale_global(y)
     np.testing.assert_array_equal(y, 2.0 * base[::2])
@@ -1386,6 +1388,26 @@ def test_boundscheck_keeps_the_programs_own_index_error(device, monkeypatch):
     assert "array None" not in str(info.value)
 
 
+@acc.routine
+def ratio_of(x, y):
+    return x / y
+
+
+@acc.parallel_loop
+def divides_in_a_routine(a, b, out):
+    for i in range(out.shape[0]):
+        out[i] = ratio_of(a[i], b[i])
+
+
+def test_an_exception_raised_in_a_routine_is_reported_as_itself(device):
+    """A kernel's failure names the exception the program raised, also when a routine
+    the kernel calls raised it (not Python's SystemError about the call)."""
+    if device == "cuda":
+        pytest.skip("GPU kernels raise no Python exceptions (x / 0.0 is inf there)")
+    with pytest.raises(acc.ExecutionError, match="ZeroDivisionError: division by zero"):
+        divides_in_a_routine(np.ones(4), np.array([1.0, 0.0, 2.0, 4.0]), np.zeros(4))
+
+
 @acc.parallel_loop
 def reads_zero_d(x, s):
     for i in range(x.shape[0]):
@@ -1398,6 +1420,73 @@ def test_zero_d_array_read_inside_the_loop(device):
     x = np.zeros(5)
     reads_zero_d(x, np.array(3.0))
     np.testing.assert_array_equal(x, 3.0 + np.arange(5))
+
+
+@acc.parallel_loop
+def writes_zero_d(x, s, found):
+    for i in range(x.shape[0]):
+        if x[i] > s[()]:
+            found[()] = 1
+            s[()] = s[()]  # a read of a written 0-d array goes through the same view
+
+
+def test_zero_d_array_written_inside_the_loop(device):
+    """A 0-d array written in a parallel loop (``found[()] = 1``, the flag of a search)
+    is written through a one-element view of the same memory (Numba's parallel lowering
+    cannot index a 0-d array inside); the write reaches the caller on every device."""
+    found, s = np.zeros((), np.int64), np.array(2.5)
+    writes_zero_d(np.arange(4.0), s, found)
+    assert found == 1 and s == 2.5
+    found[()] = 0
+    writes_zero_d(np.arange(2.0), s, found)
+    assert found == 0
+
+
+def last_index(x):
+    for i in range(x.shape[0]):
+        x[i] = 1.0
+    return i
+
+
+def last_inner_index(x):
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            x[i, j] = 1.0
+    return x[0, j]
+
+
+def test_loop_index_read_after_a_parallel_loop_is_refused():
+    """OpenACC 3.3 §2.6.1: a parallel loop's index is private, with no value after the
+    loop; reading it there is a CompileError naming it (not an arbitrary thread's value),
+    at decoration, for every index of a collapsed nest."""
+    with pytest.raises(acc.CompileError, match=r"'i' is the index of the parallel loop .*§2\.6\.1"):
+        acc.parallel_loop(last_index)
+    with pytest.raises(acc.CompileError, match=r"'j' is the index"):
+        acc.parallel_loop(collapse=2)(last_inner_index)
+
+
+def test_loop_index_assigned_again_after_the_loop_is_fine():
+    @acc.parallel_loop
+    def reuses(x):
+        for i in range(x.shape[0]):
+            x[i] = 1.0
+        i = x.shape[0] - 1
+        return i
+
+    x = np.zeros(3)
+    assert reuses(x) == 2 and x.sum() == 3.0
+
+
+def test_loop_index_of_a_sequential_kernels_loop_keeps_pythons_value():
+    """A loop that runs as written (seq) is not a private-index loop: Python's value."""
+    @acc.kernels
+    def scan(x):
+        for i in range(1, x.shape[0]):
+            x[i] += x[i - 1]
+        return i
+
+    with pytest.warns(acc.PerformanceWarning):
+        assert scan(np.ones(4)) == 3
 
 
 @acc.parallel_loop
