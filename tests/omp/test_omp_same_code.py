@@ -44,13 +44,15 @@ def bench_compute():
 
 
 def generated(region, args, device_type: str = "host") -> tuple[str, list[str]]:
-    """(file, lines without the header) of the kernel ``compiler.get_kernel`` builds for
-    ``region`` called with ``args`` on the CPU target for ``device_type``."""
+    """(file, lines without the header and the signature) of the kernel
+    ``compiler.get_kernel`` builds for ``region`` called with ``args`` on the CPU target
+    for ``device_type`` (the signature covers the header, so it differs too)."""
     kernel = compiler.get_kernel(region.info, list(args), target="cpu", device_type=device_type)
     filename = kernel.py_func.__code__.co_filename
     lines = Path(filename).read_text().splitlines()
     assert lines[0].startswith("# pyacc generated kernel for "), lines[0]
-    return filename, lines[1:]
+    assert lines[-1].startswith("# pyacc-signature: "), lines[-1]
+    return filename, lines[1:-1]
 
 
 def problems():
