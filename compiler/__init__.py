@@ -45,16 +45,31 @@ Interface used by the launcher (``pyacc/_compute.py``)::
   ``routine`` construct, stored on the function). Plain Python functions called from a
   kernel are compiled as implicit ``routine seq`` (OpenACC 3.3 §2.15.1).
 
-Modules: ``clauses`` (clause values and parsing), ``clause_text`` (clause expressions,
-counts, reduction lists, the shared text helpers), ``markers`` (plain-Python markers),
-``frontend`` (source, name resolution), ``analysis`` (loop plans, written/read),
-``codegen`` (targets and module text), ``templates`` (source templates of generated
-code), ``interchange`` (loop interchange of matrix-product nests on the CPU), ``kernel``
-(get_kernel, disk cache, probe),
-``atomics`` (LLVM atomicrmw intrinsics), ``runtime`` (jitted helpers), ``cuda_target``
-and ``cuda_runtime`` (the GPU code generator and its host-side helpers, imported only
-when a cuda kernel is built), ``cuda_compilers`` (which CUDA kernel compiler, and the
-NumPy 2.5 fix of numba-cuda), ``errors``.
+Modules, from the function to the kernel:
+
+- ``clauses``     clause values and parsing; ``clause_text``: clause expressions, counts,
+  reduction lists, the shared text helpers
+- ``markers``     the plain-Python markers (``loop``, ``atomic``, ``on_device``)
+- ``frontend``    the function's source and name resolution
+- ``analysis``    ``analyze``: ``KernelInfo``, structs, the memo of decorations
+- ``access``      which parameters a kernel writes and reads
+- ``planner``     which loops run in parallel, and how (``Plan``, ``NestPlan``, notes)
+- ``dependence``  the dependence tests of ``kernels`` loops; ``affine``: subscripts as
+  integer polynomials of the indices
+- ``reductions``  reduction updates, identities and combining
+- ``interchange`` loop interchange of matrix-product nests on the CPU
+- ``codegen``     targets and module text; ``templates``: source templates of generated code
+- ``cpu_target``  parallel nests as Numba ``prange`` code; ``crossover``: below how many
+  iterations a nest runs on one thread; ``threading_layer``: Numba's layer (oneTBB)
+- ``cuda_target`` / ``cuda_runtime``  the GPU code generator and its host-side helpers
+  (imported only when a cuda kernel is built); ``cuda_compilers``: which CUDA kernel
+  compiler, and the NumPy 2.5 fix of numba-cuda
+- ``atomics``     LLVM atomicrmw intrinsics; ``runtime``: jitted helpers
+- ``kernel``      ``get_kernel``: the kernel cache, building, the first-call probe
+- ``caches``      the disk caches: where, the key, signing and checking (only files pyacc
+  wrote for this user run)
+- ``feedback``    how each loop was compiled (``acc.explain``, ``PYACC_INFO``)
+- ``errors``      ``CompileError``, ``KernelIndexError``
 """
 from __future__ import annotations
 

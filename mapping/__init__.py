@@ -17,12 +17,18 @@ Modules:
 - ``commit``      allocation, copy-back and removal for the runtime's commit phase
 - ``protocol``    ``MappingRuntime``: the verbs both runtimes implement side by side
 - ``runtime``     the verbs, plan-then-commit (devices with separate memory)
+- ``lifetimes``   ``map_data``/``unmap_data`` and ``declare`` (a mixin of the runtime)
+- ``oversubscribe`` the API.md §10 verbs: oversubscription, ``prefetch``, ``wont_use``
+  (a mixin of the runtime); ``residency``: evicting and restoring device copies
+- ``compute``     a compute call's one entry and one exit, and its replay memo
 - ``shared``      the same verbs for shared-memory devices (every clause a no-op)
 - ``raw_memory``  ``acc.malloc`` / ``acc.free`` / ``acc.memcpy_*`` and ``Layout``
 - ``queues``      every queue, pending results, error collection, a device's queue set
 - ``device``      the device protocol
 - ``host_device`` / ``emulated`` / ``cuda`` (+ ``cuda_backend``, ``cuda_layout``,
   ``cuda_queues``, ``cuda_transfers``, ``cuda_fake``)  the devices
+- ``memcheck``    the emulated device's guard zones and quarantine (``PYACC_CHECK=memory``);
+  ``faults``: its fault injection (``pyacc.testing.inject_faults``)
 - ``events``      the one event stream and the statistics subscriber
 - ``check``       the consistency checker (``PYACC_CHECK``)
 

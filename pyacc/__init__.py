@@ -23,6 +23,21 @@ modules below, and re-exported here:
 - ``openacc``     the C spellings (``acc_copyin``, ``acc_copyin_async`` ...)
 - ``observe``     diagnostics on the event stream (PYACC_NOTIFY, _TIME, _TRACE, _CHECK,
                   _AUTOCOMPARE, _DEBUG); ``profiling``: the callback interface
+- ``omp``         the OpenMP ``target`` spelling over the same runtime (API.md §9)
+- ``mpi``         scale-out helpers under mpi4py (a device per rank, halo exchange)
+- ``testing``     held queues, injected device faults and on-demand checks for tests
+
+and the private modules behind them:
+
+- ``_call_inputs`` what a compute call reads besides its arguments (free values, clauses)
+- ``_replay``     ``CallPlan``: what a recent compute call decided, repeated cheaply
+- ``_express``    the express lane's Python side (its C half: ``_fastcall.c``)
+- ``_offload``    the offload policy ``PYACC_OFFLOAD`` and its fallback warning
+- ``_cuda_probe`` how many GPUs the cuda device type has (or why none), the fork guard
+- ``_names``      the user's variable names and source lines, for messages and events
+- ``_layers``     where ``pyacc.mapping`` and ``pyacc.compiler`` are found
+- ``_cli``        the command line ``python -m pyacc`` (``info``, ``run``); ``__main__``
+                  its entry
 
 Quick start::
 

@@ -15,7 +15,9 @@ device data::
     with omp.target_data(map_to=[x], map_tofrom=[y]):
         saxpy(2.0, x, y)
 
-Modules: ``_clauses`` (OpenMP clause strings and keywords), ``_maps`` (map types and
+Modules: ``_clause_model`` (the values of OpenMP clauses: map types, ``MapSpec``,
+``OmpClauses``, which clauses each construct takes), ``_clauses`` (OpenMP clause strings
+and keywords, parsed into those values), ``_maps`` (map types and
 modifiers → runtime requests, one reference count per mapping), ``_constructs``
 (``target_data``, ``target_enter_data``, ``target_exit_data``, ``target_update``,
 ``taskwait``), ``_compute`` (the compute decorators, over pyacc's compute machinery),
