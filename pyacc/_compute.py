@@ -749,10 +749,12 @@ class ComputeRegion(CALL_BASE):
         error. ``(args, [(view, copy)])``."""
         staged = None
         for slot, value in enumerate(args):
-            if type(value) is not np.ndarray or value.flags.c_contiguous or value.flags.f_contiguous:
+            if not isinstance(value, np.ndarray) or value.flags.c_contiguous or value.flags.f_contiguous:
                 continue
             name = self.info.kernel_params[slot]
-            if name in self._deviceptr or runtime.table.lookup(value).relation is not Relation.DISJOINT:
+            if name in self._deviceptr or runtime.device.owns(value) or enclosing_deviceptr(value):
+                continue  # device memory is passed as it is (sort)
+            if runtime.table.lookup(value).relation is not Relation.DISJOINT:
                 continue  # present (or partly: an error) data: _strided_kind decides
             if name in getattr(sorter, "explicit", self._explicit) or \
                     (self._default or _enclosing_default()) in ("present", "none"):

@@ -702,6 +702,20 @@ def test_strided_view_of_absent_data_is_copied_through_a_contiguous_copy(emulate
     expect_stats(h2d_count=2, d2h_count=2, launch_count=2)
 
 
+def test_strided_view_of_device_memory_is_passed_as_it_is(emulated):
+    """A strided view of acc.malloc memory is device memory (API.md §6.2): passed to the
+    kernel as it is, never staged through a host copy."""
+    d = acc.malloc((8,), np.float64)
+    acc.memcpy_to_device(d, np.zeros(8))
+    acc.reset_stats()
+    add_one(d[::2])
+    expect_stats(h2d_count=0, d2h_count=0, alloc_count=0, launch_count=1)
+    h = np.empty(8)
+    acc.memcpy_from_device(h, d)
+    np.testing.assert_array_equal(h, [1, 0] * 4)
+    acc.free(d)
+
+
 def test_strided_view_of_absent_data_in_a_data_clause_raises(emulated):
     """API.md §2: data clauses take contiguous arrays; a strided view named in one is
     InvalidDataSectionError, before any data action."""
