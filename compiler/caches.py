@@ -13,7 +13,8 @@ can write the folder could otherwise run code in every process that reads it (a 
   user points at the same key file), else ``<config>/pyacc/cache.key`` (``<config>`` is
   ``$XDG_CONFIG_HOME`` or ``~/.config``), created ``0600`` on first use (``O_EXCL``: two
   processes creating it at once agree on one key).
-- **Signed artifacts**, an HMAC-SHA256 of their content under the key:
+- **Signed artifacts**, an HMAC-SHA256 of their file name and content under the key (a
+  signed file copied over another's name is refused too):
   generated modules end with one line ``# pyacc-signature: <hex>`` over the text before
   it (:func:`signed_text`, :func:`verified_text`); Numba's cache files (index ``.nbi``,
   data ``.nbc``, named ``*.pyacc.nbi``/``*.pyacc.<n>.nbc``) of pyacc's dispatchers start
@@ -33,7 +34,8 @@ can write the folder could otherwise run code in every process that reads it (a 
 
 Invariants: a file's content is verified before any of it is executed or unpickled;
 the key itself never appears in the environment or a message; a cached module is
-stored whole or not at all (:func:`write_module`); warnings are given once per path and
+stored whole or not at all (:func:`write_module`), through a temporary file of a random
+name created exclusively (:func:`temporary`: no planted link redirects a write); warnings are given once per path and
 process, refusals once per process.
 """
 from __future__ import annotations
@@ -48,13 +50,14 @@ import pickle
 import secrets
 import stat
 import sys
+import tempfile
 import threading
 import warnings
 from pathlib import Path
 
 __all__ = ["cache_dir", "CacheTrustWarning", "refuse", "KEY_ENVIRONMENT", "MAGIC", "key", "key_path", "sign",
            "signed_text", "verified_text", "read_module", "write_module",
-           "signed_bytes", "verified_bytes",
+           "signed_bytes", "verified_bytes", "temporary",
            "private_folder", "sign_dispatcher_cache", "warn_once"]
 
 #: the setting that names a key file (sharing a cache between users on purpose)
@@ -187,20 +190,22 @@ def _check_key(path: Path) -> None:
                         f"{KEY_ENVIRONMENT}: chmod 640, group members only)")
 
 
-def sign(content: bytes) -> bytes:
-    """The HMAC-SHA256 tag of ``content`` under the key."""
-    return hmac.new(key(), content, hashlib.sha256).digest()
+def sign(content: bytes, name: str) -> bytes:
+    """The HMAC-SHA256 tag of ``content`` stored under the file name ``name`` (a base
+    name), under the key: a signed file copied over another's name is refused too."""
+    return hmac.new(key(), name.encode() + b"\0" + content, hashlib.sha256).digest()
 
 
-def _valid(content: bytes, tag: bytes) -> bool:
-    return hmac.compare_digest(sign(content), tag)
+def _valid(content: bytes, name: str, tag: bytes) -> bool:
+    return hmac.compare_digest(sign(content, name), tag)
 
 
 # -- text artifacts (generated modules) ------------------------------------------------------
-def signed_text(text: str) -> str:
-    """``text`` with its signature line appended (line numbers before it unchanged)."""
+def signed_text(text: str, name: str) -> str:
+    """``text``, to be stored as the file ``name``, with its signature line appended
+    (line numbers before it unchanged)."""
     body = text if text.endswith("\n") else text + "\n"
-    return body + _SIGNATURE_LINE + sign(body.encode()).hex() + "\n"
+    return body + _SIGNATURE_LINE + sign(body.encode(), name).hex() + "\n"
 
 
 def verified_text(path: Path) -> str | None:
@@ -215,7 +220,7 @@ def verified_text(path: Path) -> str | None:
     body += "\n"
     if last.startswith(_SIGNATURE_LINE):
         try:
-            if _valid(body.encode(), bytes.fromhex(last[len(_SIGNATURE_LINE):])):
+            if _valid(body.encode(), path.name, bytes.fromhex(last[len(_SIGNATURE_LINE):])):
                 return body
         except ValueError:  # not hex
             pass
@@ -245,9 +250,9 @@ def write_module(path: Path, text: str, *, replace: bool) -> bool:
     one. False when it cannot be written (read-only, full, over quota), with one warning
     naming the folder unless ``replace`` (the refused file was named already): the
     caller then runs the module from memory."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp = None
     try:
-        tmp.write_text(signed_text(text))
+        tmp = temporary(path, signed_text(text, path.name).encode())
         if replace:
             os.replace(tmp, path)
             return True
@@ -267,21 +272,41 @@ def write_module(path: Path, text: str, *, replace: bool) -> bool:
                                "folder you can write")
         return False
     finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def temporary(path: Path, data: bytes) -> Path:
+    """A new file beside ``path`` holding ``data``, for an atomic rename or link into
+    place: a random name made with ``O_EXCL | O_NOFOLLOW`` (``tempfile.mkstemp``, mode
+    0600), so that nobody who can write the folder can plant a link there that would
+    make pyacc write elsewhere. The caller removes it."""
+    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            out.write(data)
+    except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        raise
+    return tmp
 
 
 # -- binary artifacts ---------------------------------------------------------------------------
-def signed_bytes(content: bytes) -> bytes:
-    return MAGIC + sign(content) + content
+def signed_bytes(content: bytes, name: str) -> bytes:
+    """``content`` signed, to be stored as the file ``name``."""
+    return MAGIC + sign(content, name) + content
 
 
 def verified_bytes(data: bytes, path) -> bytes | None:
-    """The content of a signed binary artifact, or None (one warning naming ``path``)."""
+    """The content of a signed binary artifact read from ``path``, or None (one warning
+    naming ``path``)."""
     head = len(MAGIC) + _TAG_BYTES
     if data.startswith(MAGIC) and len(data) >= head:
         content = data[head:]
-        if _valid(content, data[len(MAGIC):head]):
+        if _valid(content, os.path.basename(path), data[len(MAGIC):head]):
             return content
     _refuse(path)
     return None
@@ -365,7 +390,7 @@ class _SignedCacheFile:
         buffer = io.BytesIO()
         yield buffer
         with super()._open_for_write(filepath) as out:
-            out.write(signed_bytes(buffer.getvalue()))
+            out.write(signed_bytes(buffer.getvalue(), os.path.basename(filepath)))
 
     def save(self, key, data):
         try:

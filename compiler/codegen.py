@@ -198,7 +198,8 @@ class FunctionRewriter(ast.NodeTransformer):
             self.plan.nests.get((node.lineno, node.col_offset))
         if nest is None:
             return self.generic_visit(node)
-        hoisted = _hoist_zero_d_reads(node) if self.builder.target.hoists_zero_d else []
+        hoisted = _hoist_zero_d_reads(node, self.builder.arg_types or {}) \
+            if self.builder.target.hoists_zero_d else []
         if hoisted:  # 0-d arrays (x[()]): see _hoist_zero_d_reads
             rest = self.visit_For(node)
             return [self.visit(stmt) for stmt in hoisted] + _flatten(
@@ -238,13 +239,15 @@ class FunctionRewriter(ast.NodeTransformer):
                                         orelse=[sequential]), node)
 
 
-def _hoist_zero_d_reads(loop):
+def _hoist_zero_d_reads(loop, known_types):
     """Numba's parfor lowering cannot index a 0-d array (``s[()]``) inside a parallel
     nest. Replace each read ``s[()]`` of a 0-d array the nest never writes by a local
     read once before the nest (exact: nothing in the nest writes ``s``), and each
     ``s[()]`` of one it writes by ``v[0]`` of a one-element view ``v = s.reshape(1)``
-    made before the nest (the same memory). Returns those assignments; the nest is
-    changed in place."""
+    made before the nest (the same memory). Only names that may be 0-d arrays: a
+    parameter typed otherwise (``a[()]`` of an n-d array is the whole array, of a tuple
+    the empty tuple) is left as written. Returns those assignments; the nest is changed
+    in place."""
     stored = {n.value.id for n in ast.walk(loop) if isinstance(n, ast.Subscript)
               and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)}
     names = []
@@ -256,6 +259,9 @@ def _hoist_zero_d_reads(loop):
                     and not node.slice.elts):
                 return node
             name = node.value.id
+            known = known_types.get(name)
+            if known is not None and getattr(known, "ndim", None) != 0:
+                return node
             if name not in names:
                 names.append(name)
             if name in stored:

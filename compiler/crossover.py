@@ -32,7 +32,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .caches import cache_dir, signed_bytes, verified_bytes
+from .caches import cache_dir, signed_bytes, temporary, verified_bytes
 
 __all__ = ["serial_below", "measured_crossover", "busy_cpu_seconds", "LOWEST", "HIGHEST"]
 
@@ -126,15 +126,16 @@ def _load_or_measure() -> int:
         if others > _BUSY_SHARE * (time.perf_counter() - start):
             return value  # for this process only: the next one measures again
     known[key] = value
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = None
     try:
-        tmp.write_bytes(signed_bytes(json.dumps(known).encode()))
+        tmp = temporary(path, signed_bytes(json.dumps(known).encode(), path.name))
         os.replace(tmp, path)
     except OSError:
         pass  # a read-only or full cache: measure again next time
     finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
     return value
 
 

@@ -242,7 +242,8 @@ class Planner:
         firstprivate = tuple(n for n in dict.fromkeys(firstprivate) if n not in indices)
         if self.clauses.construct in ("parallel", "parallel_loop"):
             self._check_live_out(levels, reductions, private + firstprivate)
-        self._check_index_after(levels)
+        if self.clauses.construct != "kernels" or marker is not None:
+            self._check_index_after(levels)  # a loop with a loop directive (§2.6.1)
         nest = NestPlan(tuple(levels), True, reductions, private, firstprivate,
                         array_reductions=frozenset(arrays), conditions=tuple(conditions))
         self.result.nests[nest.key] = nest
@@ -283,19 +284,16 @@ class Planner:
                 levels[0])
 
     def _check_index_after(self, levels):
-        """A parallel loop's index is private to each iteration (OpenACC 3.3 §2.6.1): its
-        value after the loop is undefined (each thread has its own), so reading it after
-        the nest before assigning it again is refused, on every device alike."""
+        """The index of a loop with a loop directive (``parallel_loop``, ``kernels_loop``,
+        ``acc.loop``) is private to each iteration (OpenACC 3.3 §2.6.1): it has no value
+        after the loop (each thread has its own), so reading it after the nest before
+        assigning it again is refused, on every device alike. (A ``kernels`` loop without
+        a directive keeps the region's last value, as the planner says elsewhere.)"""
         nest = levels[0]
-        inside = {id(n) for n in ast.walk(nest)}
-        after = sorted((node for node in ast.walk(self.source.tree)
-                        if isinstance(node, ast.Name) and id(node) not in inside
-                        and (node.lineno, node.col_offset) > (nest.end_lineno, nest.end_col_offset)),
-                       key=lambda node: (node.lineno, node.col_offset))
         for level in levels:
             index = level.target.id
-            first = next((node for node in after if node.id == index), None)
-            if first is not None and isinstance(first.ctx, ast.Load):
+            first = _first_use_after(self.source.tree, nest, index)
+            if first is not None and (isinstance(first.ctx, ast.Load) or first in _aug_targets(self.source.tree)):
                 raise self.source.error(
                     f"{index!r} is the index of the parallel loop at line {level.lineno} and is "
                     f"read after the loop (line {first.lineno}): a loop index is private to "
@@ -603,3 +601,26 @@ def _walk_with_loop_depth(node, depth=0):
                     yield from _walk_with_loop_depth(child, depth)
                 else:
                     yield from _walk_with_loop_depth(child, inner)
+
+
+def _first_use_after(tree, nest, name):
+    """The first ``Name`` node of ``name`` after ``nest`` in source order, outside the
+    nest and outside comprehensions and lambdas that bind ``name`` themselves (their
+    ``name`` is another variable)."""
+    skipped = {id(n) for n in ast.walk(nest)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)) and any(
+                name in {t.id for t in ast.walk(g.target) if isinstance(t, ast.Name)}
+                for g in node.generators):
+            skipped |= {id(n) for n in ast.walk(node)}
+        elif isinstance(node, ast.Lambda) and name in {a.arg for a in node.args.args}:
+            skipped |= {id(n) for n in ast.walk(node)}
+    end = (nest.end_lineno, nest.end_col_offset)
+    after = [node for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == name
+             and id(node) not in skipped and (node.lineno, node.col_offset) > end]
+    return min(after, key=lambda node: (node.lineno, node.col_offset), default=None)
+
+
+def _aug_targets(tree) -> list:
+    """The targets of augmented assignments (``i += 1`` reads ``i``)."""
+    return [node.target for node in ast.walk(tree) if isinstance(node, ast.AugAssign)]

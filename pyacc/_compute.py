@@ -525,7 +525,7 @@ class ComputeRegion(CALL_BASE):
                         info=self.info.clauses.construct, where=self._where)
         staged = None
         if plan is None and not runtime.device.shares_host_memory:
-            args, staged = self._stage_strided(runtime, args, sorter or self)
+            args, staged = self._stage_strided(runtime, args, sorter or self, queue)
         try:
             # a silent call is synchronous: its replay may hold the table instead of counting
             ticket = enter_compute(runtime, args, queue, sorter or self,
@@ -737,7 +737,7 @@ class ComputeRegion(CALL_BASE):
         # implicit present-or-copy; arrays the kernel never writes are not copied back
         return MapKind.COPY if name in self.info.written else MapKind.COPYIN
 
-    def _stage_strided(self, runtime, args, sorter):
+    def _stage_strided(self, runtime, args, sorter, queue):
         """A non-contiguous view (``a[::-1]``, ``a[:, 0]``) of data that is not present,
         passed without a data clause on a device with memory of its own: its implicit
         copy (OpenACC 3.3 §2.6.2) maps a contiguous copy of it instead, as Fortran passes
@@ -746,7 +746,10 @@ class ComputeRegion(CALL_BASE):
         what it does on ``host``. A data clause takes contiguous arrays only (API.md §2:
         the view is no contiguous section, OpenACC 3.3 §2.7.1), so a view named in one,
         or under ``default(present)``/``default(none)``, is left to ``_strided_kind``'s
-        error. ``(args, [(view, copy)])``."""
+        error. A view that may share memory with another array argument is refused
+        (separate copies would not see each other's writes). On an async queue the
+        queue's earlier work (and its write-backs) completes first: the copy is taken
+        in order. ``(args, [(view, copy)])``."""
         staged = None
         for slot, value in enumerate(args):
             if not isinstance(value, np.ndarray) or value.flags.c_contiguous or value.flags.f_contiguous:
@@ -759,12 +762,27 @@ class ComputeRegion(CALL_BASE):
             if name in getattr(sorter, "explicit", self._explicit) or \
                     (self._default or _enclosing_default()) in ("present", "none"):
                 continue  # data clauses take contiguous arrays (API.md §2): the error says so
+            self._refuse_aliased_view(args, slot, name)
             if staged is None:
+                if queue is not runtime.device.sync_queue:
+                    queue.synchronize()  # earlier calls' write-backs into this view
                 args, staged = list(args), []
             args[slot] = np.ascontiguousarray(value)
             if name in self.info.written:
                 staged.append((value, args[slot]))
         return args, staged
+
+    def _refuse_aliased_view(self, args, slot, name) -> None:
+        view = args[slot]
+        for other, value in enumerate(args):
+            if other != slot and isinstance(value, np.ndarray) and np.may_share_memory(view, value):
+                other_name = self._label(self.info.kernel_params[other])
+                raise InvalidDataSectionError(
+                    f"{self.info.where}: argument {self._label(name)!r} is a non-contiguous view "
+                    f"(strides {view.strides}) of data that is not present, and it shares memory "
+                    f"with argument {other_name!r}: a copy of the view would not see the "
+                    "other's writes. Map the whole array first (acc.data / acc.enter_data), "
+                    "then pass the views", name=name)
 
     @staticmethod
     def _strided_kind(runtime, array, name) -> MapKind:

@@ -51,7 +51,7 @@ def test_two_processes_making_the_key_at_once_agree(tmp_path):
 
 def test_a_signed_text_reads_back_and_keeps_its_line_numbers(tmp_path):
     path = tmp_path / "kernel.py"
-    path.write_text(caches.signed_text("a = 1\nb = 2\n"))
+    path.write_text(caches.signed_text("a = 1\nb = 2\n", "kernel.py"))
     assert caches.verified_text(path) == "a = 1\nb = 2\n"
     assert path.read_text().splitlines()[:2] == ["a = 1", "b = 2"]
 
@@ -66,7 +66,7 @@ def test_a_signed_text_reads_back_and_keeps_its_line_numbers(tmp_path):
 ])
 def test_an_altered_text_is_refused_once_naming_the_file(tmp_path, damage):
     path = tmp_path / "kernel.py"
-    path.write_text(damage(caches.signed_text("a = 1\nb = 2\n")))
+    path.write_text(damage(caches.signed_text("a = 1\nb = 2\n", "kernel.py")))
     with pytest.warns(caches.CacheTrustWarning, match=str(path)):
         assert caches.verified_text(path) is None
     with warnings.catch_warnings():
@@ -74,9 +74,37 @@ def test_an_altered_text_is_refused_once_naming_the_file(tmp_path, damage):
         assert caches.verified_text(path) is None  # once per file
 
 
+def test_a_signed_file_under_another_name_is_refused(tmp_path):
+    """The signature covers the file name: a signed module (or Numba file) copied over
+    another's name is refused, so no kernel's code runs as another kernel."""
+    (tmp_path / "fill_a.py").write_text(caches.signed_text("x = 1\n", "fill_a.py"))
+    (tmp_path / "fill_b.py").write_text((tmp_path / "fill_a.py").read_text())
+    assert caches.verified_text(tmp_path / "fill_a.py") == "x = 1\n"
+    with pytest.warns(caches.CacheTrustWarning, match="fill_b.py"):
+        assert caches.verified_text(tmp_path / "fill_b.py") is None
+    data = caches.signed_bytes(b"record", "a.nbc")
+    assert caches.verified_bytes(data, tmp_path / "a.nbc") == b"record"
+    assert caches.verified_bytes(data, tmp_path / "b.nbc") is None
+
+
+def test_a_link_planted_in_the_cache_folder_never_redirects_a_write(tmp_path):
+    """Temporary files get random names, created exclusively: a symbolic link planted
+    under any name pyacc could predict is left alone, and its target untouched."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    folder = caches.private_folder(tmp_path / "kernels")
+    path = folder / "k.py"
+    for planted in (folder / f".k.py.{os.getpid()}.0.tmp", folder / f".crossover.signed.{os.getpid()}.tmp"):
+        planted.symlink_to(victim)
+    assert caches.write_module(path, "x = 1\n", replace=False)
+    assert victim.read_text() == "mine"
+    assert caches.read_module(path) == "x = 1\n"
+    assert sorted(p.name for p in folder.iterdir() if not p.is_symlink()) == ["k.py"]
+
+
 def test_another_users_key_signs_nothing_of_yours(tmp_path, monkeypatch):
     path = tmp_path / "kernel.py"
-    path.write_text(caches.signed_text("a = 1\n"))
+    path.write_text(caches.signed_text("a = 1\n", "kernel.py"))
     monkeypatch.setenv(caches.KEY_ENVIRONMENT, str(tmp_path / "theirs" / "cache.key"))
     with pytest.warns(caches.CacheTrustWarning):
         assert caches.verified_text(path) is None

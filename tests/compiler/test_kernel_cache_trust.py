@@ -109,7 +109,7 @@ def test_a_module_planted_under_a_name_pyacc_computes_never_runs(tmp_path, kind)
         other.write_bytes(os.urandom(32))
         planted = subprocess.run(
             [sys.executable, "-c", "import sys; from pyacc.compiler import caches; "
-             "sys.stdout.write(caches.signed_text(sys.stdin.read()))"],
+             f"sys.stdout.write(caches.signed_text(sys.stdin.read(), {module.name!r}))"],
             input=planted, cwd=ROOT, env=dict(os.environ, PYACC_CACHE_KEY=str(other)),
             capture_output=True, text=True, check=True).stdout
     module.unlink()

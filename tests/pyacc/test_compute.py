@@ -728,11 +728,35 @@ def test_strided_view_of_absent_data_in_a_data_clause_raises(emulated):
 
 
 def test_strided_view_of_absent_data_on_an_async_queue_is_written_back_in_order(emulated):
+    """Two calls on one queue over the same view: the second copies the view only once
+    the first's write-back is done (as on host)."""
     u = np.zeros((6, 5))
     add_one(u[:, 3], async_=2)
+    add_one(u[:, 3], async_=2)
     acc.wait(2)
-    np.testing.assert_array_equal(u[:, 3], 1.0)
+    np.testing.assert_array_equal(u[:, 3], 2.0)
     assert table() == []
+
+
+@acc.serial
+def add_one_to_both(x, y):
+    for i in range(x.shape[0]):
+        x[i] += 1.0
+        y[i] += 1.0
+
+
+@pytest.mark.parametrize("views", [lambda u: (u[:, 1], u[:, 1]), lambda u: (u[:, 1], u[:, 1:3])],
+                         ids=["the same view twice", "overlapping arguments"])
+def test_strided_view_of_absent_data_sharing_memory_with_another_argument_raises(emulated, views):
+    """Separate copies of views that share memory would not see each other's writes:
+    refused by name with the fix, before any data action."""
+    u = np.zeros((6, 5))
+    with pytest.raises(acc.InvalidDataSectionError, match="shares memory with argument"):
+        add_one_to_both(*views(u))
+    assert table() == [] and u.sum() == 0.0
+    with acc.data(copy=[u]):  # the fix: map the whole array, then pass the views
+        add_one_to_both(u[:, 1], u[:, 2])
+    assert u[:, 1].sum() == 6.0 and u[:, 2].sum() == 6.0
 
 
 # =========================================================================== Jacobi

@@ -1442,6 +1442,19 @@ def test_zero_d_array_written_inside_the_loop(device):
     assert found == 0
 
 
+@acc.parallel_loop
+def whole_through_empty_index(a):
+    for i in range(a.shape[0]):
+        a[i] = a[()][i] + 1
+
+
+def test_empty_index_of_an_n_d_array_is_the_whole_array(device):
+    """``a[()]`` of a 1-d array is the array itself (not a 0-d array): left as written."""
+    a = np.arange(4.0)
+    whole_through_empty_index(a)
+    np.testing.assert_array_equal(a, np.arange(4.0) + 1)
+
+
 def last_index(x):
     for i in range(x.shape[0]):
         x[i] = 1.0
@@ -1463,6 +1476,44 @@ def test_loop_index_read_after_a_parallel_loop_is_refused():
         acc.parallel_loop(last_index)
     with pytest.raises(acc.CompileError, match=r"'j' is the index"):
         acc.parallel_loop(collapse=2)(last_inner_index)
+
+
+def bumps_last_index(x):
+    for i in range(x.shape[0]):
+        x[i] = 1.0
+    i += 1
+    return i
+
+
+def test_loop_index_updated_after_the_loop_is_refused():
+    """``i += 1`` reads the private index too (OpenACC 3.3 §2.6.1)."""
+    with pytest.raises(acc.CompileError, match=r"'i' is the index of the parallel loop"):
+        acc.parallel_loop(bumps_last_index)
+
+
+def test_loop_index_name_reused_by_a_comprehension_is_fine():
+    """A comprehension's ``for i`` is a variable of its own, not the loop's index."""
+    @acc.parallel
+    def counts(x):
+        for i in acc.loop(range(x.shape[0])):
+            x[i] = 1.0
+        return sum([i for i in range(3)])
+
+    assert counts(np.zeros(4)) == 3
+
+
+def test_loop_index_of_a_kernels_loop_without_a_directive_keeps_its_last_value():
+    """§2.6.1 makes private the index of a loop with a loop directive; a ``kernels``
+    loop without one keeps the region's last value, as in the C the region ports."""
+    @acc.kernels
+    def last(x):
+        for i in range(x.shape[0]):
+            x[i] = 1.0
+        x[0] = i
+
+    x = np.zeros(8)
+    last(x)
+    assert x[0] == 7.0 and x[1:].sum() == 7.0
 
 
 def test_loop_index_assigned_again_after_the_loop_is_fine():
