@@ -279,12 +279,14 @@ def test_processes_compiling_the_same_kernel_at_once_agree(tmp_path):
 
 
 def test_sharing_a_cache_between_users_takes_one_key_file(tmp_path):
-    cache = tmp_path / "cache"
-    _run(tmp_path, cache)
-    other_user = _run(tmp_path, cache, PYACC_CACHE_KEY=str(tmp_path / "other" / "cache.key"))
+    # the serial crossover set, so that no run measures it: a measurement on a busy
+    # machine is not recorded, which would leave the other user's record in the folder
+    cache, fixed = tmp_path / "cache", {"PYACC_SERIAL_BELOW": "0"}
+    _run(tmp_path, cache, **fixed)
+    other_user = _run(tmp_path, cache, PYACC_CACHE_KEY=str(tmp_path / "other" / "cache.key"), **fixed)
     assert len(other_user["warnings"]) == 1  # not by accident
-    _run(tmp_path, cache)  # the first user's module again
-    shared = _run(tmp_path, cache)  # on purpose: the same PYACC_CACHE_KEY
+    _run(tmp_path, cache, **fixed)  # the first user's module again
+    shared = _run(tmp_path, cache, **fixed)  # on purpose: the same PYACC_CACHE_KEY
     assert shared["warnings"] == [] and shared["hits"] == 1
 
 
