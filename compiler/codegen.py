@@ -65,7 +65,7 @@ class Target:
     #: emitted as ``if conditions: <parallel> else: <as written>``.
     runtime_conditions = True
     #: Whether a nest's 0-d array subscripts (``s[()]``) are moved out of it
-    #: (:func:`_hoist_zero_d_reads`): Numba's parfor lowering needs it, GPU kernels do not.
+    #: (:func:`_hoist_zero_d`): Numba's parfor lowering needs it, GPU kernels do not.
     hoists_zero_d = True
 
     def decorator(self, *, kind: str, parallel: bool, boundscheck: bool,
@@ -198,9 +198,9 @@ class FunctionRewriter(ast.NodeTransformer):
             self.plan.nests.get((node.lineno, node.col_offset))
         if nest is None:
             return self.generic_visit(node)
-        hoisted = _hoist_zero_d_reads(node, self.builder.arg_types or {}) \
+        hoisted = _hoist_zero_d(node, self.builder.arg_types or {}) \
             if self.builder.target.hoists_zero_d else []
-        if hoisted:  # 0-d arrays (x[()]): see _hoist_zero_d_reads
+        if hoisted:  # 0-d arrays (x[()]): see _hoist_zero_d
             rest = self.visit_For(node)
             return [self.visit(stmt) for stmt in hoisted] + _flatten(
                 rest if isinstance(rest, list) else [rest])
@@ -239,7 +239,7 @@ class FunctionRewriter(ast.NodeTransformer):
                                         orelse=[sequential]), node)
 
 
-def _hoist_zero_d_reads(loop, known_types):
+def _hoist_zero_d(loop, known_types):
     """Numba's parfor lowering cannot index a 0-d array (``s[()]``) inside a parallel
     nest. Replace each read ``s[()]`` of a 0-d array the nest never writes by a local
     read once before the nest (exact: nothing in the nest writes ``s``), and each

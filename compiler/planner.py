@@ -290,10 +290,12 @@ class Planner:
         assigning it again is refused, on every device alike. (A ``kernels`` loop without
         a directive keeps the region's last value, as the planner says elsewhere.)"""
         nest = levels[0]
+        updated = {id(node.target) for node in ast.walk(self.source.tree)
+                   if isinstance(node, ast.AugAssign)}  # i += 1 reads i
         for level in levels:
             index = level.target.id
             first = _first_use_after(self.source.tree, nest, index)
-            if first is not None and (isinstance(first.ctx, ast.Load) or first in _aug_targets(self.source.tree)):
+            if first is not None and (isinstance(first.ctx, ast.Load) or id(first) in updated):
                 raise self.source.error(
                     f"{index!r} is the index of the parallel loop at line {level.lineno} and is "
                     f"read after the loop (line {first.lineno}): a loop index is private to "
@@ -619,8 +621,3 @@ def _first_use_after(tree, nest, name):
     after = [node for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == name
              and id(node) not in skipped and (node.lineno, node.col_offset) > end]
     return min(after, key=lambda node: (node.lineno, node.col_offset), default=None)
-
-
-def _aug_targets(tree) -> list:
-    """The targets of augmented assignments (``i += 1`` reads ``i``)."""
-    return [node.target for node in ast.walk(tree) if isinstance(node, ast.AugAssign)]

@@ -8,7 +8,6 @@ run only when a mapping is created or an error is raised, never on hot paths.
 from __future__ import annotations
 
 import inspect
-import os
 import sys
 
 import numpy as np
