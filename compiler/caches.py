@@ -11,8 +11,9 @@ can write the folder could otherwise run code in every process that reads it (a 
 - **The key**: 32 random bytes in a file only the user can read: the file
   ``$PYACC_CACHE_KEY`` names when set (sharing a cache between users on purpose: every
   user points at the same key file), else ``<config>/pyacc/cache.key`` (``<config>`` is
-  ``$XDG_CONFIG_HOME`` or ``~/.config``), created ``0600`` on first use (``O_EXCL``: two
-  processes creating it at once agree on one key).
+  ``$XDG_CONFIG_HOME`` or ``~/.config``), created ``0600`` on first use (written whole to a temporary file, then linked
+  into place: two processes creating it at once agree on one key, and neither ever
+  reads a half-written key).
 - **Signed artifacts**, an HMAC-SHA256 of their file name and content under the key (a
   signed file copied over another's name is refused too):
   generated modules end with one line ``# pyacc-signature: <hex>`` over the text before
@@ -160,20 +161,27 @@ def key() -> bytes:
 
 def _read_or_create(path: Path) -> bytes:
     if not path.exists():
-        private_folder(path.parent)
-        try:
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process made it first: use theirs
-            pass
-        else:
-            with os.fdopen(descriptor, "wb") as out:
-                out.write(secrets.token_bytes(_TAG_BYTES))
+        _create_key(path)
     data = path.read_bytes()
     if len(data) < 16:
         raise OSError(f"the pyacc cache key {path} is too short ({len(data)} bytes): delete "
                       "it (a new one is made) or point PYACC_CACHE_KEY at a valid key file")
     _check_key(path)
     return data
+
+
+def _create_key(path: Path) -> None:
+    """Make a new key at ``path``, whole or not at all: the key is written to a private
+    temporary file beside it and linked into place, so another process never reads a key
+    file half-written; when another process links first, theirs is kept."""
+    private_folder(path.parent)
+    written = temporary(path, secrets.token_bytes(_TAG_BYTES))
+    try:
+        os.link(written, path)
+    except FileExistsError:  # another process made it first: use theirs
+        pass
+    finally:
+        written.unlink()
 
 
 def _check_key(path: Path) -> None:

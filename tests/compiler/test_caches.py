@@ -49,6 +49,23 @@ def test_two_processes_making_the_key_at_once_agree(tmp_path):
     assert len(keys) == 1 and len(keys.pop()) == 64
 
 
+def test_a_key_file_appears_only_whole(tmp_path, monkeypatch):
+    # The race of the test above, made certain: while the key's bytes are being made, no
+    # key file may exist yet (another process would read it empty and fail).
+    path = tmp_path / "whole" / "cache.key"
+    monkeypatch.setenv("PYACC_CACHE_KEY", str(path))
+    monkeypatch.setattr(caches, "_keys", {})
+    made = caches.secrets.token_bytes
+
+    def token_bytes(count):
+        assert not path.exists(), "the key file was visible before its content was written"
+        return made(count)
+
+    monkeypatch.setattr(caches.secrets, "token_bytes", token_bytes)
+    assert len(caches.key()) == 32 and path.read_bytes() == caches.key()
+    assert [p.name for p in path.parent.iterdir()] == ["cache.key"]  # no temporary left
+
+
 def test_a_signed_text_reads_back_and_keeps_its_line_numbers(tmp_path):
     path = tmp_path / "kernel.py"
     path.write_text(caches.signed_text("a = 1\nb = 2\n", "kernel.py"))
