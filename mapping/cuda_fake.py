@@ -133,7 +133,8 @@ class _FakeStream(WorkerQueue):
     """A fake CUDA stream: a worker thread; ``ptr`` stands for the ``cudaStream_t``."""
 
     def __init__(self, number: int, blocking: bool):
-        super().__init__(number, "the fake CUDA backend (a stream)")
+        # a GPU stream never runs work on the host thread that enqueues it
+        super().__init__(number, "the fake CUDA backend (a stream)", inline_below=0.0)
         self.blocking = blocking
         self.ptr = id(self)
 

@@ -148,10 +148,12 @@ class CudaQueue(Queue):
         self._deferred: collections.deque = collections.deque()  # (event, sequence, callback)
 
     # -- the protocol ----------------------------------------------------------------------
-    def submit(self, operation, description="an operation", *, essential: bool = False) -> None:
+    def submit(self, operation, description="an operation", *, essential: bool = False,
+               predicted: float | None = None) -> None:
         """Enqueue ``operation`` on the stream: run it now with the stream current (a
         kernel, ``Pending``: through ``backend.launch``, in stream order). A ``Timed``
-        operation publishes DONE once the stream has passed it."""
+        operation publishes DONE once the stream has passed it. (``predicted`` is not
+        used: the GPU runs the work, and enqueueing it is already cheap.)"""
         self.poll()
         timed = operation if isinstance(operation, Timed) else None
         inner = operation if timed is None else operation.operation
@@ -345,7 +347,8 @@ class CudaSyncQueue(SyncQueue):
         self.label = f"the synchronous queue of {device_label}"
         self._backend = backend
 
-    def submit(self, operation, description="an operation", *, essential: bool = False) -> None:
+    def submit(self, operation, description="an operation", *, essential: bool = False,
+               predicted: float | None = None) -> None:
         with self._backend.use_stream(self.stream):
             operation()
         self.synchronize()

@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 
 from .events import BUS, Event, EventKind
-from .queues import Pending, Queue, QueueSet, SyncQueue, WorkerQueue, raise_all
+from .queues import CROSSOVER, Pending, Queue, QueueSet, SyncQueue, WorkerQueue, raise_all
 
 __all__ = ["Device", "Queue", "SyncQueue", "Pending", "Timed", "emit", "raise_all"]
 
@@ -45,6 +45,11 @@ _clock = time.perf_counter
 _HOLD = BUS.holding()
 _TRANSFER_NAMES = {EventKind.UPLOAD: "upload", EventKind.DOWNLOAD: "download",
                    EventKind.DEVICE_COPY: "device copy"}
+
+
+def _copy_time(queue: Queue, nbytes: int):
+    """A host copy's predicted seconds on ``queue`` (None where it never runs at once)."""
+    return nbytes / CROSSOVER.bandwidth() if queue.inlines else None
 
 
 def emit(kind: EventKind, device: tuple[str, int], nbytes=None, **fields) -> None:
@@ -235,9 +240,10 @@ class Device(abc.ABC):
                                   info=(destination, source))
                 if event is not None:
                     operation = Timed(operation, event)
-                queue.submit(operation, (_TRANSFER_NAMES[kind], name, nbytes))
+                queue.submit(operation, (_TRANSFER_NAMES[kind], name, nbytes),
+                             predicted=_copy_time(queue, nbytes))
             return
-        queue.submit(operation, (_TRANSFER_NAMES[kind], name, nbytes))
+        queue.submit(operation, (_TRANSFER_NAMES[kind], name, nbytes), predicted=_copy_time(queue, nbytes))
 
     def _transfer_operation(self, kind, destination, source, queue) -> Callable[[], None]:
         """The callable ``queue`` runs for a transfer: ``_copy`` on the thread that runs
@@ -269,6 +275,13 @@ class Device(abc.ABC):
         """A new asynchronous queue, from the device's queue factory."""
         return self._queue_factory(async_value, f"{self.type_name} device {self.number}")
 
+    @property
+    def runs_work_at_once(self) -> bool:
+        """Whether its asynchronous queues may run short work at once on the calling
+        thread (``WorkerQueue``s: devices whose work runs on host threads)."""
+        factory = self._queue_factory
+        return isinstance(factory, type) and issubclass(factory, WorkerQueue)
+
     def forget_queues(self) -> None:
         """In the child of ``os.fork``: forget the parent's queues (``QueueSet.forget``)."""
         self.queues.forget()
@@ -290,8 +303,8 @@ class Device(abc.ABC):
                 return self._launch(kernel, args, queue, name, event)
         if queue is self.sync_queue:  # the common case: no closure, no queue hop
             return kernel(*args)
-        result = Pending(kernel, args, name, queue.async_value)
-        queue.submit(result, ("kernel", name))
+        result = Pending(kernel, args, name, queue.async_value, queue.inlines)
+        queue.submit(result, ("kernel", name), predicted=result.predicted())
         return result
 
     def _launch(self, kernel, args, queue, name, event):
@@ -301,8 +314,9 @@ class Device(abc.ABC):
             if event is None:
                 return kernel(*args)
             return Timed(lambda: kernel(*args), event)()
-        result = Pending(kernel, args, name, queue.async_value)
-        queue.submit(result if event is None else Timed(result, event), ("kernel", name))
+        result = Pending(kernel, args, name, queue.async_value, queue.inlines)
+        queue.submit(result if event is None else Timed(result, event), ("kernel", name),
+                     predicted=result.predicted())
         return result
 
     def synchronize(self) -> None:

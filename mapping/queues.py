@@ -61,14 +61,18 @@ from typing import Callable
 
 from .errors import AccError, ExecutionError
 from .events import BUS, EventKind
+from .inline import RUNS, Crossover, arguments_bytes, measure, predict_kernel, record_kernel
 
-__all__ = ["Queue", "SyncQueue", "WorkerQueue", "QueueEvent", "Pending", "QueueSet",
+__all__ = ["Queue", "SyncQueue", "WorkerQueue", "QueueEvent", "Pending", "QueueSet", "CROSSOVER",
            "raise_all", "describe_operation"]
 
 _ACTIVE = BUS.active
 _WAIT = int(EventKind.WAIT)
 _JOIN = int(EventKind.JOIN)
 _clock = time.perf_counter
+_thread_id = threading.get_ident
+#: the identities of the threads of ``WorkerQueue``s (work run elsewhere ran at once)
+_WORKER_THREADS: set = set()
 
 
 def describe_operation(description) -> str:
@@ -109,13 +113,17 @@ class Queue(abc.ABC):
 
     #: the async value (``None`` for the synchronous queue)
     async_value: int | None = None
+    #: whether ``submit`` may run a ``predicted`` operation at once (``WorkerQueue``)
+    inlines: bool = False
 
     @abc.abstractmethod
     def submit(self, operation: Callable[[], None], description="an operation", *,
-               essential: bool = False) -> None:
+               essential: bool = False, predicted: float | None = None) -> None:
         """Run ``operation`` after everything submitted before it (``description`` names
         it in the error raised if it fails). After a failure, operations behind it are
-        skipped until it is reported, except ``essential`` ones (releases, events)."""
+        skipped until it is reported, except ``essential`` ones (releases, events).
+        ``predicted``: the seconds it is expected to run (None: unknown); a queue may
+        then run it at once on the calling thread (``WorkerQueue``)."""
 
     @abc.abstractmethod
     def defer(self, callback: Callable[[], None]) -> None:
@@ -139,6 +147,12 @@ class Queue(abc.ABC):
     def wait_event(self, event) -> None:
         """Operations submitted after this start only once ``event`` has completed; a
         failure it carries becomes this queue's."""
+
+    def settled(self) -> bool:
+        """True when nothing is pending and no error waits to be reported, known by a
+        check (no lock, no device call); False when it cannot be known so (then the
+        caller synchronizes)."""
+        return False
 
     def hold(self):
         """A context manager: while it is held, work may be queued but none starts
@@ -168,7 +182,7 @@ class SyncQueue(Queue):
     async_value = None
     label = "the synchronous queue"
 
-    def submit(self, operation, description="an operation", *, essential=False):
+    def submit(self, operation, description="an operation", *, essential=False, predicted=None):
         operation()
 
     def defer(self, callback):
@@ -195,21 +209,34 @@ class SyncQueue(Queue):
 class Pending:
     """A kernel queued on an asynchronous queue, and its result: the queue calls it;
     ``value`` is set when the kernel has run, ``error`` when it failed or was skipped.
-    (One object rather than closures: enqueueing is on the host's critical path.)"""
+    (One object rather than closures: enqueueing is on the host's critical path.)
+    ``nbytes``: the bytes of its array arguments, when its run time is measured for the
+    inline crossover's predictions (``inline.predict_kernel``), else None."""
 
-    __slots__ = ("kernel", "args", "name", "queue_number", "value", "error")
+    __slots__ = ("kernel", "args", "name", "queue_number", "value", "error", "nbytes")
 
-    def __init__(self, kernel, args, name, queue_number):
+    def __init__(self, kernel, args, name, queue_number, measured: bool = False):
         self.kernel = kernel
         self.args = args
         self.name = name
         self.queue_number = queue_number
         self.value = None
         self.error = None  # the kernel's exception, when it failed
+        self.nbytes = arguments_bytes(args) if measured else None
+
+    def predicted(self):
+        """Its predicted run time in seconds (None: unknown, or not measured)."""
+        return None if self.nbytes is None else predict_kernel(self.kernel, self.nbytes)
 
     def __call__(self):
         try:
-            self.value = self.kernel(*self.args)
+            if self.nbytes is None:
+                self.value = self.kernel(*self.args)
+            else:
+                start = _clock()
+                self.value = self.kernel(*self.args)
+                record_kernel(self.kernel, _clock() - start, self.nbytes,
+                              _thread_id() not in _WORKER_THREADS)
         except BaseException as error:
             self.error = error
             raise
@@ -229,17 +256,25 @@ class WorkerQueue(Queue):
     Args:
         async_value: the queue number (OpenACC async-value ≥ 0).
         device_label: how messages name the device (``"emulated device 0"``).
+        inline_below: seconds below which a predicted operation runs at once on an idle
+            queue (``submit``); default: ``CROSSOVER.below()``; 0.0: never.
     """
 
-    def __init__(self, async_value: int, device_label: str):
+    def __init__(self, async_value: int, device_label: str, inline_below: float | None = None):
         self.async_value = async_value
         self._label = f"queue {async_value} of {device_label}"
-        self._condition = threading.Condition()
+        self._lock = threading.Lock()  # guards the state; taken directly on the hot paths
+        self._condition = threading.Condition(self._lock)
+        self._waiters = 0  # threads in synchronize (end_inline wakes them only when some wait)
         self._operations: collections.deque = collections.deque()
         self._submitted = 0
         self._completed = 0
         self._holds = 0
         self._sleeping = False  # the worker waits for work (only then does submit wake it)
+        self._inline = False  # the caller runs an operation (begin_inline), the worker waits
+        # seconds (API.md §5; 0.0: never)
+        self._inline_below = CROSSOVER.below() if inline_below is None else inline_below
+        self.inlines = self._inline_below > 0.0
         self._error: tuple[str, BaseException] | None = None
         self._closed = False
         self._worker = threading.Thread(target=self._serve, name=f"pyacc {self._label}", daemon=True)
@@ -247,12 +282,19 @@ class WorkerQueue(Queue):
 
     # -- the protocol ----------------------------------------------------------------------
     def submit(self, operation: Callable[[], None], description="an operation", *,
-               essential: bool = False) -> None:
+               essential: bool = False, predicted: float | None = None) -> None:
         """Queue ``operation``. After an operation of this queue has failed, the ones
         queued behind it are skipped — the device data they would use may be garbage, as
         after a CUDA kernel fault — until the error is reported, except ``essential`` ones
-        (deferred releases, events) that keep memory and other queues going."""
-        with self._condition:
+        (deferred releases, events) that keep memory and other queues going.
+
+        An operation ``predicted`` to run for less than the inline crossover
+        (``CROSSOVER``) runs at once on the calling thread when the queue is idle
+        (``run_inline``): observably the same as queued work that completed at once."""
+        if predicted is not None and self.take(predicted):
+            self.run_inline(operation, description)
+            return
+        with self._lock:
             if self._closed:
                 raise ExecutionError(f"{self._label} is shut down; "
                                      f"{describe_operation(description)} was not queued")
@@ -261,16 +303,101 @@ class WorkerQueue(Queue):
             if self._sleeping and not self._holds:  # a busy worker finds the work itself
                 self._condition.notify_all()
 
+    # -- work run at once on the calling thread (API.md §5, last point) ------------------------
+    def take(self, predicted: float) -> bool:
+        """``begin_inline`` for an operation predicted to run ``predicted`` seconds, when
+        that is below this queue's crossover; True when the caller now runs it."""
+        return predicted < self._inline_below and self.begin_inline()
+
+    def take_kernel(self, kernel, nbytes: int) -> bool:
+        """``take`` for ``kernel`` over arguments of ``nbytes`` bytes, predicted by
+        ``inline.predict_kernel`` (spelled out: the express lane's async path)."""
+        last = RUNS.get(kernel)
+        if last is None:
+            return False
+        seconds, measured = last
+        if nbytes > measured:
+            seconds *= nbytes / max(measured, 1)
+        if seconds >= self._inline_below:
+            return False
+        with self._lock:  # (begin_inline's test: a queue running at once is not idle)
+            if self._completed != self._submitted or self._holds or self._closed or \
+                    self._error is not None:
+                return False
+            self._inline = True
+            self._submitted += 1
+            return True
+
+    def ran_at_once(self, kernel, seconds: float, nbytes: int, description,
+                    cause: BaseException | None) -> None:
+        """A kernel the caller ran at once (``take_kernel``) took ``seconds`` over
+        ``nbytes`` bytes; ``cause``: its error, kept for the covering wait (as
+        ``end_inline``, spelled out: the express lane's async path)."""
+        if cause is None:
+            record_kernel(kernel, seconds, nbytes, True)
+        with self._lock:
+            if cause is not None and self._error is None:
+                self._error = (description, cause)
+            self._inline = False
+            self._completed += 1
+            if self._waiters or self._operations:
+                self._condition.notify_all()
+
+    def begin_inline(self) -> bool:
+        """Take the queue for one operation run by the caller, when it is idle (nothing
+        queued or running), not held, not shut down and has no unreported error (work
+        behind an error is skipped, which the worker does); True when taken. Until
+        ``end_inline``, the queue is busy: work others queue waits behind it."""
+        with self._lock:
+            if self._completed != self._submitted or self._holds or self._closed or \
+                    self._error is not None or self._inline:
+                return False
+            self._inline = True
+            self._submitted += 1
+            return True
+
+    def end_inline(self, description=None, cause: BaseException | None = None) -> None:
+        """The caller's operation has run (``cause``: the error it raised, recorded as a
+        queued operation's is: raised by the wait that covers it)."""
+        with self._lock:
+            if cause is not None and self._error is None:
+                self._error = (description, cause)
+            self._inline = False
+            self._completed += 1
+            if self._waiters or self._operations:  # a synchronize, or work queued meanwhile
+                self._condition.notify_all()
+
+    def run_inline(self, operation, description) -> None:
+        """Run ``operation`` on this thread, taken by ``begin_inline``: its error is kept
+        for the covering wait; an interrupt (not an ``Exception``) still propagates."""
+        try:
+            operation()
+        except Exception as cause:
+            self.end_inline(description, cause)
+        except BaseException:
+            self.end_inline()
+            raise
+        else:
+            self.end_inline()
+
     def defer(self, callback: Callable[[], None]) -> None:
         self.submit(callback, "a deferred release", essential=True)
 
     def synchronize(self) -> None:
         """Block until everything submitted so far has run; raise the first error of an
-        operation that failed since the last synchronize (once)."""
-        with self._condition:
+        operation that failed since the last synchronize (once). An idle queue with no
+        error costs a check (no lock: see ``is_idle``; an error is kept before the
+        count of its operation grows)."""
+        if self._completed == self._submitted and self._error is None:
+            return
+        with self._lock:
             target = self._submitted
-            while self._completed < target:
-                self._condition.wait()
+            self._waiters += 1
+            try:
+                while self._completed < target:
+                    self._condition.wait()
+            finally:
+                self._waiters -= 1
             error, self._error = self._error, None
         if error is not None:
             description, cause = error
@@ -279,9 +406,15 @@ class WorkerQueue(Queue):
                 f"{description} on {self._label} failed: {type(cause).__name__}: {cause}",
                 queue=self.async_value, operation=description) from cause
 
+    def settled(self) -> bool:
+        """Idle with no error to report (the reads of ``synchronize``'s check)."""
+        return self._completed == self._submitted and self._error is None
+
     def is_idle(self) -> bool:
-        with self._condition:
-            return self._completed == self._submitted
+        """True when everything submitted has run. Reads without the lock: ``_completed``
+        first, so that equal counts mean the queue was idle at that read (both only grow)."""
+        completed = self._completed
+        return completed == self._submitted
 
     # -- events ------------------------------------------------------------------------------
     def record_event(self) -> "QueueEvent":
@@ -290,7 +423,7 @@ class WorkerQueue(Queue):
         event = QueueEvent(self._label)
 
         def record():
-            with self._condition:
+            with self._lock:
                 event.failure = self._error
             event.set()
 
@@ -312,20 +445,27 @@ class WorkerQueue(Queue):
     def hold(self):
         """While held, operations may be queued but none starts (tests use this to keep
         work pending without relying on timing)."""
-        with self._condition:
+        with self._lock:
             self._holds += 1
         try:
             yield self
         finally:
-            with self._condition:
+            with self._lock:
                 self._holds -= 1
                 self._condition.notify_all()
 
     # -- the worker ------------------------------------------------------------------------------
     def _serve(self) -> None:
+        _WORKER_THREADS.add(_thread_id())
+        try:
+            self._serve_operations()
+        finally:
+            _WORKER_THREADS.discard(_thread_id())
+
+    def _serve_operations(self) -> None:
         while True:
-            with self._condition:
-                while (not self._operations or self._holds) and not self._closed:
+            with self._lock:
+                while self._inline or ((not self._operations or self._holds) and not self._closed):
                     self._sleeping = True
                     self._condition.wait()
                     self._sleeping = False
@@ -339,21 +479,26 @@ class WorkerQueue(Queue):
                 elif hasattr(operation, "skipped"):
                     operation.skipped(description)  # e.g. a kernel's handle learns why
             except BaseException as cause:  # recorded, raised by the wait that covers it
-                with self._condition:
+                with self._lock:
                     if self._error is None:
                         self._error = (description, cause)
             operation = None  # do not keep its closure (and host arrays) alive while idle
-            with self._condition:
+            with self._lock:
                 self._completed += 1
-                self._condition.notify_all()
+                if self._waiters:
+                    self._condition.notify_all()
 
     def close(self) -> None:
         """Finish what is queued, then stop the worker thread."""
-        with self._condition:
+        with self._lock:
             self._closed = True
             self._holds = 0
             self._condition.notify_all()
         self._worker.join()
+
+
+#: the run time below which work on an idle asynchronous queue runs at once (``inline``)
+CROSSOVER = Crossover(lambda: measure(lambda number, label: WorkerQueue(number, label, 0.0)))
 
 
 class _Countdown:
@@ -409,6 +554,30 @@ class QueueSet:
         """The asynchronous queues created so far."""
         with self._lock:
             return list(self._queues.values())
+
+    def take_at_once(self, async_value: int, kernel, nbytes: int):
+        """The queue ``async_value``, taken for ``kernel`` (arguments of ``nbytes``
+        bytes) run at once by the caller (``WorkerQueue.take``): when it exists, is idle
+        and the kernel is predicted below its crossover; else None (the caller queues
+        the call the ordinary way, which also creates a missing queue)."""
+        queue = self._queues.get(async_value)
+        return queue if queue is not None and queue.inlines and queue.take_kernel(kernel, nbytes) \
+            else None
+
+    def settled(self, numbers) -> bool:
+        """Whether a host wait for the queues ``numbers`` (async values; none: every
+        queue) has nothing to do: each is a plain int ≥ 0 whose queue was never created
+        or is ``settled``. False when any is something else (the wait then checks it)."""
+        queues = self._queues
+        if not numbers:
+            return all(queue.settled() for queue in list(queues.values()))
+        for number in numbers:
+            if type(number) is not int or number < 0:
+                return False
+            queue = queues.get(number)
+            if queue is not None and not queue.settled():
+                return False
+        return True
 
     def forget(self) -> None:
         """In the child of ``os.fork``: the parent's queues are not this process's (their

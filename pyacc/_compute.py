@@ -271,6 +271,9 @@ class ComputeRegion(CALL_BASE):
                 _add_section_hint(error)
                 report(error)
                 raise
+        if self._direct and type(async_) is int and async_ >= 0 and wait is None and if_ is None \
+                and not kwargs and len(args) == self._arity and _SILENT[0]:
+            return self._call_async(args, async_)
         if self._special_direct and async_ is None and wait is None and if_ is None \
                 and not kwargs and len(args) == self._arity and _SILENT[0]:
             # sections that cover their whole arrays, or structs, at this call: a direct
@@ -279,6 +282,23 @@ class ComputeRegion(CALL_BASE):
             if routed is not None:
                 return routed[0]._launch_direct(routed[1])
         return self._call(args, async_, wait, if_, kwargs)
+
+    def _call_async(self, args, number):
+        """The direct call on asynchronous queue ``number`` (constant clauses, nobody
+        observing events): ``_call_slow``'s direct path with the queue; its replays arm
+        the express lane, which runs later such calls at once when their queue is idle
+        (``_ran_at_once``)."""
+        try:
+            if self._read_free is not None:
+                args = (*args, *self._read_free())
+            runtime = ICVS.runtime or current_runtime()
+            queue = runtime.device.queue(number)
+            value = self._launch(runtime, args, queue, None, True, self._matching_plan(runtime, args))
+            return AsyncResult(queue, value)
+        except AccError as error:
+            _add_section_hint(error)
+            report(error)
+            raise
 
     def _route_direct(self, args):
         """``(region, arguments)`` of a direct call of a region with sections or struct
@@ -527,9 +547,9 @@ class ComputeRegion(CALL_BASE):
         if plan is None and not runtime.device.shares_host_memory:
             args, staged = self._stage_strided(runtime, args, sorter or self, queue)
         try:
-            # a silent call is synchronous: its replay may hold the table instead of counting
-            ticket = enter_compute(runtime, args, queue, sorter or self,
-                                   None if plan is None else plan.memo, hold=silent)
+            # a silent synchronous call's replay may hold the table instead of counting
+            ticket = enter_compute(runtime, args, queue, sorter or self, None if plan is None
+                                   else plan.memo, hold=silent and queue is runtime.device.sync_queue)
             kernel = plan.kernel if ticket.replayed else self._kernel(runtime, ticket, queue, clauses)
             try:
                 value = runtime.device.launch(kernel, ticket.device_args, queue,
@@ -567,6 +587,23 @@ class ComputeRegion(CALL_BASE):
             spec = plan_spec(runtime, plan, args, self._uses_default)
             if spec is not None:
                 self._arm_plan(spec)
+
+    def _ran_at_once(self, queue, kernel, seconds, nbytes, value, error):
+        """The express lane ran an ``async_`` call's kernel at once on ``queue``, taken
+        for it (``QueueSet.take_at_once``): give the queue back, keeping the kernel's
+        ``error`` for the covering wait as a queued kernel's is (an interrupt, not an
+        ``Exception``, is raised now); the call's ``AsyncResult``."""
+        if error is None:
+            queue.ran_at_once(kernel, seconds, nbytes, None, None)
+            return AsyncResult(queue, value)
+        handle = Pending(None, (), self.info.name, queue.async_value)
+        handle.error = error
+        interrupt = not isinstance(error, Exception)
+        queue.ran_at_once(kernel, seconds, nbytes, ("kernel", self.info.name),
+                          None if interrupt else error)
+        if interrupt:
+            raise error
+        return AsyncResult(queue, handle)
 
     def _express_failed(self, error):
         """The kernel of an express call raised ``error``: raise what ``_launch`` would

@@ -55,6 +55,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
     PyObject_HEAD
@@ -82,7 +83,8 @@ static int g_enabled = 1;        /* set_enabled(): plans are tried at all */
 static uint64_t g_context_epoch = 1;  /* bumped by context_changed() */
 static int g_remember = 1;       /* configure(): one ICVS per thread state, the memo holds */
 static PyObject *s_runtime, *s_default_clause, *s_innermost_default, *s_version, *s_lock,
-                *s_acquire, *s_release, *s_call_slow, *s_express_failed, *s_launch;
+                *s_acquire, *s_release, *s_call_slow, *s_express_failed, *s_launch,
+                *s_async, *s_ran_at_once;
 
 /* -- plans ------------------------------------------------------------------------------ */
 typedef struct {
@@ -95,6 +97,7 @@ typedef struct {
     int nd;
     int flags;
     Py_ssize_t *layout;   /* dims then strides (exact slots) */
+    Py_ssize_t itemsize;  /* the dtype's (the same at every call: the dtype is checked) */
 } ArraySlot;
 
 typedef struct {
@@ -123,6 +126,8 @@ typedef struct {
     PyObject *fixed_args;  /* the kernel's arguments when every slot has one, else NULL */
     PyObject *lock;        /* the table lock last seen, its bound acquire and release */
     PyObject *acquire, *release;
+    PyObject *take_at_once; /* the device's QueueSet.take_at_once, or NULL: async calls
+                             * take the Python launcher */
     Py_ssize_t narrays;
     ArraySlot *arrays;
     Py_ssize_t nscalars;
@@ -153,6 +158,7 @@ static int plan_traverse(Plan *plan, visitproc visit, void *arg) {
     Py_VISIT(plan->lock);
     Py_VISIT(plan->acquire);
     Py_VISIT(plan->release);
+    Py_VISIT(plan->take_at_once);
     return 0;
 }
 
@@ -184,6 +190,7 @@ static void plan_dealloc(Plan *plan) {
     Py_XDECREF(plan->lock);
     Py_XDECREF(plan->acquire);
     Py_XDECREF(plan->release);
+    Py_XDECREF(plan->take_at_once);
     Py_TYPE(plan)->tp_free((PyObject *)plan);
 }
 
@@ -471,6 +478,43 @@ static int bind_lock(Plan *plan) {
     return 0;
 }
 
+/* The table's lock taken for the plan's call, with the table unchanged (1; ``*release``
+ * is then the lock's bound release, or NULL when the plan holds nothing); 0: the table
+ * changed (released again); -1: an error. */
+static int hold_table(Plan *plan, PyObject **release) {
+    *release = NULL;
+    if (plan->table == NULL)
+        return 1;
+    if (bind_lock(plan) < 0)
+        return -1;
+    PyObject *acquire = Py_NewRef(plan->acquire);  /* (another thread may bind a */
+    PyObject *bound = Py_NewRef(plan->release);     /* new lock meanwhile) */
+    PyObject *taken = PyObject_CallNoArgs(acquire);
+    Py_DECREF(acquire);
+    if (taken == NULL) {
+        Py_DECREF(bound);
+        return -1;
+    }
+    Py_DECREF(taken);
+    int ok = table_unchanged(plan);  /* held: nobody changes the table until unlock */
+    if (ok != 1) {
+        int released = unlock(bound);
+        Py_DECREF(bound);
+        return ok == 0 && released == 0 ? 0 : -1;
+    }
+    *release = bound;
+    return 1;
+}
+
+/* Release what hold_table took; a failed release clears ``*result`` (its error pends). */
+static void let_go(PyObject *release, PyObject **result) {
+    if (release != NULL) {
+        if (unlock(release) < 0 && *result != NULL)
+            Py_CLEAR(*result);
+        Py_DECREF(release);
+    }
+}
+
 /* The plan's call, or MISS (no reference) when a check fails; NULL on error. */
 static PyObject *run_plan(PyObject *self, Plan *plan, PyObject *args) {
     if (PyTuple_GET_SIZE(args) != plan->nargs || !arrays_match(plan, args))
@@ -478,26 +522,10 @@ static PyObject *run_plan(PyObject *self, Plan *plan, PyObject *args) {
     int ok = context_matches(plan);
     if (ok != 1)
         return ok == 0 ? MISS : NULL;
-    PyObject *release = NULL;
-    if (plan->table != NULL) {
-        if (bind_lock(plan) < 0)
-            return NULL;
-        PyObject *acquire = Py_NewRef(plan->acquire);  /* (another thread may bind a */
-        release = Py_NewRef(plan->release);              /* new lock meanwhile) */
-        PyObject *taken = PyObject_CallNoArgs(acquire);
-        Py_DECREF(acquire);
-        if (taken == NULL) {
-            Py_DECREF(release);
-            return NULL;
-        }
-        Py_DECREF(taken);
-        ok = table_unchanged(plan);  /* held: nobody changes the table until unlock */
-        if (ok != 1) {
-            int released = unlock(release);
-            Py_DECREF(release);
-            return ok == 0 && released == 0 ? MISS : NULL;
-        }
-    }
+    PyObject *release;
+    ok = hold_table(plan, &release);
+    if (ok != 1)
+        return ok == 0 ? MISS : NULL;
     PyObject *result = NULL;
     int kernel_failed = 0;
     PyObject *device_args = kernel_arguments(plan, args);
@@ -506,14 +534,89 @@ static PyObject *run_plan(PyObject *self, Plan *plan, PyObject *args) {
         kernel_failed = result == NULL;
     }
     Py_XDECREF(device_args);
-    if (release != NULL) {
-        if (unlock(release) < 0 && result != NULL)
-            Py_CLEAR(result);  /* (the release's error is pending) */
-        Py_DECREF(release);
-    }
+    let_go(release, &result);
     if (kernel_failed)
         return failed(self);
     return result;
+}
+
+/* -- an async call run at once (API.md §5, last point) ---------------------------------- */
+static Py_ssize_t plan_bytes(Plan *plan, PyObject *args) {
+    /* the bytes of the call's arrays (what the kernel's predicted run time scales with) */
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+        ArrayFields *f = ARRAY(PyTuple_GET_ITEM(args, plan->arrays[i].slot));
+        Py_ssize_t size = plan->arrays[i].itemsize;
+        for (int d = 0; d < f->nd; d++)
+            size *= f->dimensions[d];
+        total += size;
+    }
+    return total;
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);  /* time.perf_counter's clock on Linux */
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The plan's call with ``async_=value``, run at once on this thread when its queue is
+ * idle and the kernel predicted short (``QueueSet.take_at_once``, asked with the table
+ * held): what ``self._ran_at_once(queue, kernel, seconds, nbytes, value, error)`` returns
+ * (an AsyncResult; the kernel's error is kept for the covering wait); MISS when a check
+ * fails or the queue is not taken; NULL on error. */
+static PyObject *run_plan_at_once(PyObject *self, Plan *plan, PyObject *args, PyObject *value) {
+    if (plan->take_at_once == NULL || PyTuple_GET_SIZE(args) != plan->nargs ||
+            !arrays_match(plan, args))
+        return MISS;
+    int ok = context_matches(plan);
+    if (ok != 1)
+        return ok == 0 ? MISS : NULL;
+    PyObject *release;
+    ok = hold_table(plan, &release);
+    if (ok != 1)
+        return ok == 0 ? MISS : NULL;
+    Py_ssize_t nbytes = plan_bytes(plan, args);
+    PyObject *result = NULL;
+    PyObject *queue = PyObject_CallFunction(plan->take_at_once, "OOn", value, plan->kernel, nbytes);
+    if (queue == NULL || queue == Py_None) {
+        let_go(release, &queue);
+        if (queue == NULL)
+            return NULL;
+        Py_DECREF(queue);
+        return MISS;
+    }
+    /* from here the queue is taken: _ran_at_once gives it back, whatever happens */
+    PyObject *error = NULL;
+    double seconds = 0.0;
+    PyObject *device_args = kernel_arguments(plan, args);
+    if (device_args != NULL && count_launch(plan) == 0) {
+        double start = now();
+        result = PyObject_Call(plan->kernel, device_args, NULL);
+        seconds = now() - start;
+    }
+    Py_XDECREF(device_args);
+    let_go(release, &result);
+    if (result == NULL) {  /* the kernel's error (or the lane's): kept, not raised here */
+        PyObject *type, *traceback;
+        PyErr_Fetch(&type, &error, &traceback);
+        PyErr_NormalizeException(&type, &error, &traceback);
+        if (traceback != NULL && error != NULL)
+            PyException_SetTraceback(error, traceback);
+        Py_XDECREF(type);
+        Py_XDECREF(traceback);
+    }
+    PyObject *took = PyFloat_FromDouble(seconds);
+    PyObject *size = PyLong_FromSsize_t(nbytes);
+    PyObject *done = took == NULL || size == NULL ? NULL : PyObject_CallMethodObjArgs(
+        self, s_ran_at_once, queue, plan->kernel, took, size, result ? result : Py_None,
+        error ? error : Py_None, NULL);
+    Py_XDECREF(took);
+    Py_XDECREF(size);
+    Py_DECREF(queue);
+    Py_XDECREF(result);
+    Py_XDECREF(error);
+    return done;
 }
 
 /* -- FastCall ----------------------------------------------------------------------------- */
@@ -522,13 +625,30 @@ typedef struct {
     PyObject *plans;  /* tuple of Plan, newest first (empty: none) */
 } FastCall;
 
+/* ``async_=value`` when it is the call's only keyword (an int: the queue; anything else
+ * the Python launcher reads), else NULL */
+static PyObject *async_keyword(PyObject *kwargs) {
+    if (kwargs == NULL || PyDict_GET_SIZE(kwargs) != 1)
+        return NULL;
+    PyObject *value = PyDict_GetItemWithError(kwargs, s_async);
+    if (value == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return PyLong_CheckExact(value) ? value : NULL;
+}
+
 static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs) {
-    if (g_enabled && g_silent != NULL && (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0) && PyTuple_GET_SIZE(self->plans) &&
-            PyList_GET_ITEM(g_silent, 0) == Py_True) {
+    int plain = kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0;
+    PyObject *async_value = plain ? NULL : async_keyword(kwargs);
+    if (g_enabled && g_silent != NULL && (plain || async_value != NULL) &&
+            PyTuple_GET_SIZE(self->plans) && PyList_GET_ITEM(g_silent, 0) == Py_True) {
         PyObject *plans = self->plans;
         Py_INCREF(plans);
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(plans); i++) {
-            PyObject *result = run_plan((PyObject *)self, (Plan *)PyTuple_GET_ITEM(plans, i), args);
+            Plan *plan = (Plan *)PyTuple_GET_ITEM(plans, i);
+            PyObject *result = plain ? run_plan((PyObject *)self, plan, args)
+                : run_plan_at_once((PyObject *)self, plan, args, async_value);
             if (result != MISS) {
                 Py_DECREF(plans);
                 return result;
@@ -555,6 +675,13 @@ static int read_array(ArraySlot *a, PyObject *array, int exact) {
     a->descr = f->descr;
     Py_INCREF(a->descr);
     a->nd = f->nd;
+    PyObject *itemsize = PyObject_GetAttrString(array, "itemsize");
+    if (itemsize == NULL)
+        return -1;
+    a->itemsize = PyLong_AsSsize_t(itemsize);
+    Py_DECREF(itemsize);
+    if (a->itemsize < 0)
+        return -1;
     if (!exact)
         return 0;
     a->ref = PyWeakref_NewRef(array, NULL);
@@ -577,20 +704,20 @@ static int read_array(ArraySlot *a, PyObject *array, int exact) {
 static Plan *new_plan(PyObject *spec) {
     /* spec: (owner, nargs, runtime, ranges|None, table|None, version, kernel,
      *        reads_default, default, env_values, launch_cell, device_dict, arrays,
-     *        scalars, exact)
+     *        scalars, exact, take_at_once|None)
      * arrays: ((slot, host array, device array|None), ...); scalars: ((slot, type), ...) */
     Py_ssize_t nargs;
     PyObject *owner, *runtime, *ranges, *table, *version, *kernel, *default_, *env_values,
-             *cell, *device_dict, *arrays, *scalars;
+             *cell, *device_dict, *arrays, *scalars, *take_at_once;
     int reads_default, exact;
     if (!PyTuple_Check(spec)) {
         PyErr_SetString(PyExc_TypeError, "FastCall._arm_plan: the plan must be a tuple");
         return NULL;
     }
-    if (!PyArg_ParseTuple(spec, "OnOOOOOpOO!O!O!O!O!p", &owner, &nargs, &runtime, &ranges, &table,
+    if (!PyArg_ParseTuple(spec, "OnOOOOOpOO!O!O!O!O!pO", &owner, &nargs, &runtime, &ranges, &table,
                           &version, &kernel, &reads_default, &default_, &PyTuple_Type, &env_values,
                           &PyList_Type, &cell, &PyDict_Type, &device_dict, &PyTuple_Type, &arrays,
-                          &PyTuple_Type, &scalars, &exact))
+                          &PyTuple_Type, &scalars, &exact, &take_at_once))
         return NULL;
     if ((ranges == Py_None) != (table == Py_None)) {
         PyErr_SetString(PyExc_ValueError, "FastCall._arm_plan: a table needs its version holder");
@@ -614,6 +741,7 @@ static Plan *new_plan(PyObject *spec) {
     plan->substitutes = 0;
     plan->fixed_args = NULL;
     plan->lock = plan->acquire = plan->release = NULL;
+    plan->take_at_once = take_at_once == Py_None ? NULL : Py_NewRef(take_at_once);
 #define KEEP(field, value) (Py_INCREF(value), plan->field = (value))
     KEEP(owner, owner);
     KEEP(runtime, runtime);
@@ -878,8 +1006,11 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     s_call_slow = intern("_call_slow");
     s_express_failed = intern("_express_failed");
     s_launch = intern("launch");
+    s_async = intern("async_");
+    s_ran_at_once = intern("_ran_at_once");
     if (!s_runtime || !s_default_clause || !s_innermost_default || !s_version || !s_lock ||
-            !s_acquire || !s_release || !s_call_slow || !s_express_failed || !s_launch)
+            !s_acquire || !s_release || !s_call_slow || !s_express_failed || !s_launch ||
+            !s_async || !s_ran_at_once)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)

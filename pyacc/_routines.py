@@ -52,6 +52,7 @@ _DYNAMIC = Counter.DYNAMIC  # Enum attribute access is slow on the hot path
 _COPYIN = MapKind.COPYIN
 _NDARRAY = np.ndarray  # one global lookup on the hot paths instead of two
 _ACTIVE = BUS.active
+_SILENT = BUS.silent
 _DIRECTIVE_END = int(EventKind.DIRECTIVE_END)
 
 
@@ -329,15 +330,25 @@ def get_property(prop, device_num=None, device_type=None):
 
 
 # == async (OpenACC 3.3 §3.2.9–3.2.14) ======================================================
-@reported
 def wait(*queues, async_=None) -> None:
     """Wait for the listed queues (none: every queue) of the current device (§3.2.10).
 
     Without ``async_`` the host blocks until their work has run, and the first error of
     a queued operation is raised as ``ExecutionError`` naming the queue and the
     operation. With ``async_=q`` the host does not block: queue ``q`` waits for them
-    (§3.2.11, ``acc_wait_async``).
+    (§3.2.11, ``acc_wait_async``). Queues with nothing pending and no error to report
+    cost a check (API.md §5).
     """
+    if async_ is None and _SILENT[0]:  # (nobody listens for the WAIT event it would publish)
+        runtime = ICVS.runtime
+        if runtime is not None and runtime.device.queues.settled(queues):
+            return
+    _wait(queues, async_)
+
+
+@reported
+def _wait(queues, async_) -> None:
+    """``wait`` in full."""
     device = current_runtime().device
     target = async_value(async_)
     numbers = wait_values(list(queues))
