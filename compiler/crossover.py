@@ -34,7 +34,8 @@ from numba import njit, prange
 
 from .caches import cache_dir, signed_bytes, temporary, verified_bytes
 
-__all__ = ["serial_below", "measured_crossover", "busy_cpu_seconds", "LOWEST", "HIGHEST"]
+__all__ = ["serial_below", "measured_crossover", "recorded", "busy_cpu_seconds",
+           "LOWEST", "HIGHEST"]
 
 LOWEST, HIGHEST = 256, 1 << 20
 _lock = threading.Lock()
@@ -110,22 +111,31 @@ def _cpu_reading():
 
 
 def _load_or_measure() -> int:
+    value = recorded(_machine_key(), _measure)
+    return value if isinstance(value, int) else _measure()
+
+
+def recorded(name: str, measure):
+    """The value recorded under ``name`` in this machine's signed record
+    (``<cache>/crossover.signed``), else ``measure()``, recorded there unless other
+    processes used more than a quarter of the machine meanwhile (a loaded machine's
+    measurement is for this process only). Also the async crossover's store
+    (``mapping.inline``, through ``pyacc``). No cache folder: measured in every process."""
     try:
         path = cache_dir().parent / "crossover.signed"
-    except OSError:  # no cache folder: measured in every process
-        return _measure()
-    key = _machine_key()
+    except OSError:
+        return measure()
     known = _known(path)
-    if isinstance(known.get(key), int):
-        return known[key]
+    if name in known:
+        return known[name]
     before, start = _cpu_reading(), time.perf_counter()
-    value = _measure()
+    value = measure()
     after = _cpu_reading()
     if before is not None and after is not None:
         others = (after[0] - before[0]) - (after[1] - before[1])  # CPU s of other processes
         if others > _BUSY_SHARE * (time.perf_counter() - start):
             return value  # for this process only: the next one measures again
-    known[key] = value
+    known[name] = value
     tmp = None
     try:
         tmp = temporary(path, signed_bytes(json.dumps(known).encode(), path.name))

@@ -97,6 +97,7 @@ class Crossover:
     def __init__(self, measure):
         self._measure = measure
         self.recorder = None  # recorder(measure) -> the same pair, kept between processes
+        self.announce = None  # announce(text): told describe() once, at the first below()
         self._measured = None
         self._lock = threading.Lock()
 
@@ -112,11 +113,16 @@ class Crossover:
                 value = float(raw)
             except ValueError:
                 value = -1.0
-            if not value >= 0.0:  # (also NaN)
+            if not 0.0 <= value < float("inf"):  # (also NaN)
                 raise ValueError(f"{ENVIRONMENT}={raw!r}: expected a number of microseconds "
                                  f"≥ 0 (0: async work always goes to the queue's thread)")
-            return value * 1e-6
-        return self.measured()[0]
+            below = value * 1e-6
+        else:
+            below = self.measured()[0]
+        announce, self.announce = self.announce, None
+        if announce is not None:
+            announce(self.describe())
+        return below
 
     def bandwidth(self) -> float:
         """Bytes per second a host copy moves (a copy's predicted time is bytes over it)."""

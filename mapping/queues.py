@@ -579,6 +579,16 @@ class QueueSet:
                 return False
         return True
 
+    def retire(self) -> None:
+        """Stop the worker threads of the (drained) ``WorkerQueue``s and forget them, so
+        that the queues made at their next use read the environment again
+        (``acc.shutdown``: ``PYACC_ASYNC_INLINE_BELOW``). Other queues are kept."""
+        with self._lock:
+            retired = [q for q in self._queues.values() if isinstance(q, WorkerQueue)]
+            self._queues = {n: q for n, q in self._queues.items() if q not in retired}
+        for queue in retired:
+            queue.close()
+
     def forget(self) -> None:
         """In the child of ``os.fork``: the parent's queues are not this process's (their
         worker threads do not exist here); new ones are created empty on first use."""

@@ -73,13 +73,15 @@ from .errors import __all__ as _error_names
 
 import pyacc.mapping.ranges as _mapping_ranges
 
-from . import _names, observe, profiling
+from . import _async_inline, _names, observe, profiling
 from . import omp
 
 __version__ = "0.1.0"
 
 # error messages about host data name the user's variable
 _mapping_ranges.namer = _names.variable_name
+# the async crossover is kept in the signed cache record and told by PYACC_INFO
+_async_inline.install()
 
 # the "pyacc" logger prints nothing unless the program configures logging (or PYACC_DEBUG)
 logging.getLogger("pyacc").addHandler(logging.NullHandler())

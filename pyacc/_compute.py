@@ -80,7 +80,7 @@ from pyacc.compiler.analysis import MemberError
 from pyacc.compiler.clause_text import EXPR_BUILTINS
 from pyacc.compiler.kernel import SCALAR_TYPES, feedback_view
 
-from . import _routines
+from . import _async_inline, _routines
 from ._clauses import queue_of, wait_for
 from ._call_inputs import clause_values, free_reader
 from ._replay import CallPlan, is_device_array
@@ -1071,7 +1071,10 @@ def explain(region) -> str:
     if notes is None:  # not compiled yet: the planner's decisions at decoration
         notes = info.plan.notes
     shown, arg_types = feedback_view(info, info.arg_types)
-    return compiler.explain(shown, notes, arg_types)
+    text = compiler.explain(shown, notes, arg_types)
+    if current_runtime().device.runs_work_at_once:  # its async calls (API.md §5)
+        text += "\n" + _async_inline.describe()
+    return text
 
 
 # == decorators ==============================================================================

@@ -311,6 +311,7 @@ def shutdown(device_type=None) -> None:
     kind = canonical_type(device_type) if device_type is not None else ICVS.device_type
     for runtime in _devices.live_runtimes(kind):
         runtime.shutdown()
+        runtime.device.queues.retire()  # new queues read the async crossover again (API.md §5)
 
 
 _PROPERTIES = ("memory", "free_memory", "shared_memory_support", "name", "vendor", "driver")
