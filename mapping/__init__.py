@@ -24,6 +24,7 @@ Modules:
 - ``shared``      the same verbs for shared-memory devices (every clause a no-op)
 - ``raw_memory``  ``acc.malloc`` / ``acc.free`` / ``acc.memcpy_*`` and ``Layout``
 - ``queues``      every queue, pending results, error collection, a device's queue set
+- ``inline``      when async work runs at once: the crossover and the run-time predictions
 - ``device``      the device protocol
 - ``host_device`` / ``emulated`` / ``cuda`` (+ ``cuda_backend``, ``cuda_layout``,
   ``cuda_queues``, ``cuda_transfers``, ``cuda_fake``)  the devices

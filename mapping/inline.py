@@ -59,15 +59,17 @@ def predict_kernel(kernel, nbytes: int):
 
 def record_kernel(kernel, seconds: float, nbytes: int, at_once: bool) -> None:
     """``kernel`` ran ``seconds`` over arguments of ``nbytes`` bytes, ``at_once`` on the
-    calling thread or else on a queue's worker. A shorter run lowers its prediction at
-    once; a longer run at once at most doubles it, so one slow run (a neighbour, a page
+    calling thread or else on a queue's worker. A run shorter than predicted for its
+    bytes replaces the prediction; a longer run at once at most doubles it, so one slow run (a neighbour, a page
     fault) does not send it to the worker, while a kernel that became long gets there
     within a few calls. A run on a worker only lowers it: its time is an upper bound,
     which also counts the wait for the GIL after the kernel (up to the switch interval
     while the host runs Python). (Every kernel run at once is recorded: one lookup.)"""
     last = RUNS.get(kernel)
     if last is not None:
-        predicted = last[0]
+        predicted, measured = last
+        if nbytes > measured:  # (predict_kernel, spelled out)
+            predicted *= nbytes / max(measured, 1)
         if seconds > predicted:
             if not at_once:
                 return

@@ -32,6 +32,8 @@ and the private modules behind them:
 - ``_call_inputs`` what a compute call reads besides its arguments (free values, clauses)
 - ``_replay``     ``CallPlan``: what a recent compute call decided, repeated cheaply
 - ``_express``    the express lane's Python side (its C half: ``_fastcall.c``)
+- ``_async_inline`` the async crossover's store (the signed machine record) and its
+                  ``PYACC_INFO``/``acc.explain`` line
 - ``_offload``    the offload policy ``PYACC_OFFLOAD`` and its fallback warning
 - ``_cuda_probe`` how many GPUs the cuda device type has (or why none), the fork guard
 - ``_names``      the user's variable names and source lines, for messages and events

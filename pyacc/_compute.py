@@ -86,7 +86,7 @@ from ._call_inputs import clause_values, free_reader
 from ._replay import CallPlan, is_device_array
 from ._devices import ICVS, current_runtime, enclosing_deviceptr
 from ._errors import directive_end, report
-from ._express import CALL_BASE, express_lane, plan_spec
+from ._express import CALL_BASE, configure_async, express_lane, plan_spec
 from .observe._locate import Location
 
 __all__ = ["parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "ComputeRegion",
@@ -119,6 +119,8 @@ class AsyncResult:
     queue's error, if any, as ``ExecutionError``) and returns the reductions (None when
     the kernel has none); ``.done()`` tells whether the queue has got there."""
 
+    __slots__ = ("_queue", "_value")
+
     def __init__(self, queue, value):
         self._queue = queue
         self._value = value  # a mapping.queues.Pending on an asynchronous queue
@@ -139,6 +141,9 @@ class AsyncResult:
 
     def done(self) -> bool:
         return self._queue.is_idle()
+
+
+configure_async(AsyncResult)  # the express lane makes those of async calls run at once
 
 
 class ComputeRegion(CALL_BASE):

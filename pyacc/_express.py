@@ -30,7 +30,7 @@ from pyacc.mapping.events import STATS
 
 from ._devices import ICVS, watch_context
 
-__all__ = ["CALL_BASE", "express_lane", "set_lane", "plan_spec"]
+__all__ = ["CALL_BASE", "express_lane", "set_lane", "plan_spec", "configure_async"]
 
 
 def _load():
@@ -54,6 +54,12 @@ def _load():
 
 
 _FASTCALL = _load()
+
+
+def configure_async(async_result) -> None:
+    """Tell the lane what an ``async_`` call it runs at once returns (``AsyncResult``)."""
+    if _FASTCALL is not None:
+        _FASTCALL.configure_async(async_result)
 CALL_BASE = object if _FASTCALL is None else _FASTCALL.FastCall
 
 

@@ -79,12 +79,13 @@ static PyObject *g_env_keys;     /* tuple of bytes: the variables kernel_env() r
 static PyObject *g_silent;       /* BUS.silent: [bool] */
 static PyObject *g_tally_alone;  /* BUS.tally_alone: [bool], the statistics are the only tally */
 static PyTypeObject *g_ndarray;  /* numpy.ndarray */
+static PyObject *g_async_result; /* pyacc._compute.AsyncResult (configure_async), or NULL */
 static int g_enabled = 1;        /* set_enabled(): plans are tried at all */
 static uint64_t g_context_epoch = 1;  /* bumped by context_changed() */
 static int g_remember = 1;       /* configure(): one ICVS per thread state, the memo holds */
 static PyObject *s_runtime, *s_default_clause, *s_innermost_default, *s_version, *s_lock,
                 *s_acquire, *s_release, *s_call_slow, *s_express_failed, *s_launch,
-                *s_async, *s_ran_at_once;
+                *s_async, *s_ran_at_once, *s_queue_ran_at_once;
 
 /* -- plans ------------------------------------------------------------------------------ */
 typedef struct {
@@ -608,9 +609,22 @@ static PyObject *run_plan_at_once(PyObject *self, Plan *plan, PyObject *args, Py
     }
     PyObject *took = PyFloat_FromDouble(seconds);
     PyObject *size = PyLong_FromSsize_t(nbytes);
-    PyObject *done = took == NULL || size == NULL ? NULL : PyObject_CallMethodObjArgs(
-        self, s_ran_at_once, queue, plan->kernel, took, size, result ? result : Py_None,
-        error ? error : Py_None, NULL);
+    PyObject *done = NULL;
+    if (took != NULL && size != NULL) {
+        if (result != NULL && g_async_result != NULL) {
+            /* it ran: queue.ran_at_once(...) gives the queue back; AsyncResult(queue, value) */
+            PyObject *given = PyObject_CallMethodObjArgs(queue, s_queue_ran_at_once, plan->kernel,
+                                                         took, size, Py_None, Py_None, NULL);
+            if (given != NULL) {
+                Py_DECREF(given);
+                done = PyObject_CallFunctionObjArgs(g_async_result, queue, result, NULL);
+            }
+        } else {  /* it failed: self._ran_at_once keeps the error for the covering wait */
+            done = PyObject_CallMethodObjArgs(self, s_ran_at_once, queue, plan->kernel, took,
+                                              size, result ? result : Py_None,
+                                              error ? error : Py_None, NULL);
+        }
+    }
     Py_XDECREF(took);
     Py_XDECREF(size);
     Py_DECREF(queue);
@@ -949,6 +963,12 @@ static PyObject *configure(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *configure_async(PyObject *module, PyObject *type) {
+    Py_INCREF(type);
+    Py_XSETREF(g_async_result, type);
+    Py_RETURN_NONE;
+}
+
 static PyObject *set_enabled(PyObject *module, PyObject *flag) {
     int enabled = PyObject_IsTrue(flag);
     if (enabled < 0)
@@ -968,6 +988,8 @@ static PyObject *context_changed(PyObject *module, PyObject *Py_UNUSED(ignored))
 }
 
 static PyMethodDef module_methods[] = {
+    {"configure_async", configure_async, METH_O,
+     "configure_async(AsyncResult): what an async call run at once returns, made in C."},
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> previous: whether calls try their express plans (tests, debugging)."},
     {"is_enabled", is_enabled, METH_NOARGS, "Whether calls try their express plans."},
@@ -1008,9 +1030,10 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     s_launch = intern("launch");
     s_async = intern("async_");
     s_ran_at_once = intern("_ran_at_once");
+    s_queue_ran_at_once = intern("ran_at_once");
     if (!s_runtime || !s_default_clause || !s_innermost_default || !s_version || !s_lock ||
             !s_acquire || !s_release || !s_call_slow || !s_express_failed || !s_launch ||
-            !s_async || !s_ran_at_once)
+            !s_async || !s_ran_at_once || !s_queue_ran_at_once)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)

@@ -131,3 +131,10 @@ def test_an_interrupt_at_once_propagates_and_leaves_the_queue_usable():
         assert queue.is_idle() and queue.settled()
     finally:
         queue.close()
+
+
+def test_a_run_on_a_worker_over_more_bytes_replaces_a_prediction_scaled_too_far():
+    inline.record_kernel(kernel, 1e-6, 100, True)  # tiny arrays: the call's fixed cost
+    assert inline.predict_kernel(kernel, 100_000) == pytest.approx(1e-3)  # scaled up
+    inline.record_kernel(kernel, 3e-6, 100_000, False)  # what it took there
+    assert inline.predict_kernel(kernel, 100_000) == 3e-6

@@ -1,0 +1,295 @@
+"""Async queues at the cost of a synchronous call, and the data API's per-call costs
+(issue 30; API.md §5, last point).
+
+Measures, in one run, with warm-up and medians of alternating samples:
+
+1. a trivial compute call (``c[i] = a[i] + b[i]`` on present arrays) per call, on
+   ``host`` and ``emulated``, at 8 to 10⁷ elements: synchronous; ``async_=1`` with one
+   ``wait`` at the end; ``async_=1`` and a ``wait(1)`` after each call;
+2. overlap at 10⁷ elements: two such kernels on queues 1 and 2 against the same two
+   synchronous (the worker path kept for work long enough to pay);
+3. the blocked pipeline of ``examples/mandelbrot_async.py`` (1024², 16 blocks) async
+   against synchronous, on ``emulated``;
+4. the data API on present data, per call on ``emulated``: ``is_present``, ``copyin``
+   (dynamic +1), ``delete`` (−1), ``update_device`` of 8 elements, ``acc.data(present=)``
+   entered and left; with ``--callgrind``, the same counted in machine instructions
+   (``valgrind --tool=callgrind``: repeatable whatever the neighbours do).
+
+Targets (issue 30): async ≤ 2 × sync + 1 µs and async + wait ≤ 2 × sync + 3 µs at 1,000
+elements; two queues still overlap at 10⁷; the data API ≤ 0.5 µs a call.
+
+Run: ``python benchmarks/bench_async.py [--quick] [--smoke] [--callgrind] [--json F]
+[--plot F]``. It prints tables and the machine. ``--smoke`` runs each measure once at
+tiny sizes and checks no target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+sys.path.insert(0, HERE)
+
+import pyacc as acc  # noqa: E402
+from bench_runtime import machine_description  # noqa: E402
+
+
+@acc.parallel_loop
+def add(a, b, c):
+    for i in range(a.shape[0]):
+        c[i] = a[i] + b[i]
+
+
+def _per_call(run, calls, repeats) -> float:
+    """Median over ``repeats`` samples of µs per call of ``run(calls)``."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run(calls)
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def _forms(a, b, c):
+    def sync(calls):
+        for _ in range(calls):
+            add(a, b, c)
+
+    def async_once(calls):
+        for _ in range(calls):
+            add(a, b, c, async_=1)
+        acc.wait(1)
+
+    def async_wait(calls):
+        for _ in range(calls):
+            add(a, b, c, async_=1)
+            acc.wait(1)
+
+    return {"sync": sync, "async": async_once, "async+wait": async_wait}
+
+
+def sweep(device, sizes, repeats, budget_s=0.02) -> dict:
+    """µs per call of each form at each size on ``device``."""
+    acc.set_device_type(device)
+    rows = {}
+    for n in sizes:
+        a, b, c = np.ones(n), np.ones(n), np.zeros(n)
+        with acc.data(copyin=[a, b], copy=[c]):
+            forms = _forms(a, b, c)
+            for run in forms.values():  # compile, measure the kernel, arm the lane
+                run(3)
+            one = max(_per_call(forms["sync"], 3, 1), 0.5)
+            calls = max(3, min(2000, int(budget_s * 1e6 / one)))
+            samples = {name: [] for name in forms}
+            for sample in range(repeats):  # alternating: no form always runs first
+                order = list(forms.items()) if sample % 2 else list(forms.items())[::-1]
+                for name, run in order:
+                    samples[name].append(_per_call(run, calls, 1))
+            rows[n] = {name: statistics.median(values) for name, values in samples.items()}
+    acc.shutdown(device)
+    return rows
+
+
+def overlap(device, n, repeats) -> dict:
+    """Two kernels over ``n`` elements on two queues against the same two synchronous."""
+    acc.set_device_type(device)
+    arrays = [(np.ones(n), np.ones(n), np.zeros(n)) for _ in range(2)]
+    with acc.data(copyin=[x for t in arrays for x in t[:2]], copy=[t[2] for t in arrays]):
+        def two_sync():
+            for a, b, c in arrays:
+                add(a, b, c)
+
+        def two_queues():
+            for queue, (a, b, c) in enumerate(arrays, start=1):
+                add(a, b, c, async_=queue)
+            acc.wait(1, 2)
+
+        for run in (two_sync, two_queues, two_sync, two_queues):
+            run()
+        times = {"sync": [], "two queues": []}
+        for sample in range(repeats):
+            for name, run in ((("sync", two_sync), ("two queues", two_queues)) if sample % 2
+                              else (("two queues", two_queues), ("sync", two_sync))):
+                start = time.perf_counter()
+                run()
+                times[name].append((time.perf_counter() - start) * 1e3)
+    acc.shutdown(device)
+    result = {name: statistics.median(values) for name, values in times.items()}
+    result["speed-up"] = result["sync"] / result["two queues"]
+    return result
+
+
+def pipeline(size, blocks, repeats) -> dict:
+    """``examples/mandelbrot_async.py``: async against synchronous, ms."""
+    import mandelbrot_async
+
+    acc.set_device_type("emulated")
+    mandelbrot_async.render(64, 4, 50, use_async=True)
+    times = {True: [], False: []}
+    for sample in range(repeats):
+        for use_async in ((True, False) if sample % 2 else (False, True)):
+            times[use_async].append(mandelbrot_async.render(size, blocks, 200, use_async=use_async)[1] * 1e3)
+    acc.shutdown("emulated")
+    sync, asynchronous = statistics.median(times[False]), statistics.median(times[True])
+    return {"sync ms": sync, "async ms": asynchronous, "speed-up": sync / asynchronous}
+
+
+#: the data API on present data: (name, setup, one call)
+_DATA_CALLS = {
+    "is_present": "acc.is_present(x)",
+    "copyin (present, +1)": "acc.copyin(x)",
+    "delete (present, -1)": "acc.delete(x)",
+    "update_device (8 elements)": "acc.update_device(x)",
+    "data(present=) enter + exit": "with acc.data(present=[x]): pass",
+}
+
+
+def _data_setup():
+    acc.set_device_type("emulated")
+    x = np.ones(8)
+    acc.copyin(x)
+    return x
+
+
+def data_api(repeats, calls=20000) -> dict:
+    """µs per call of each data-API call on present data (``copyin`` and ``delete``
+    alternate, so that the counts stay where they were)."""
+    x = _data_setup()
+    env = {"acc": acc, "x": x}
+    result = {}
+    for name, statement in _DATA_CALLS.items():
+        paired = "copyin" in name or "delete" in name
+        body = "acc.copyin(x); acc.delete(x)" if paired else statement
+        code = compile(f"for _ in range({calls}):\n    {body}", name, "exec")
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            exec(code, env)
+            samples.append((time.perf_counter() - start) / calls * 1e6 / (2 if paired else 1))
+        result[name] = statistics.median(samples)
+    acc.delete(x)
+    return result
+
+
+_CALLGRIND_CHILD = """
+import sys, numpy as np, pyacc as acc
+acc.set_device_type("emulated")
+x = np.ones(8)
+acc.copyin(x)
+statement, calls = sys.argv[1], int(sys.argv[2])
+code = compile("for _ in range(%d):\\n    %s" % (calls, statement), "bench", "exec")
+exec(code, {"acc": acc, "x": x})
+"""
+
+
+def instructions(statement, calls) -> int:
+    """Machine instructions of a process making ``calls`` such calls (callgrind)."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "callgrind.out")
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                        sys.executable, "-c", _CALLGRIND_CHILD, statement, str(calls)],
+                       check=True, capture_output=True, timeout=1800,
+                       env=dict(os.environ, PYTHONHASHSEED="0"))  # the same run each time
+        with open(out) as text:
+            for line in text:
+                if line.startswith("summary:") or line.startswith("totals:"):
+                    return int(line.split()[1])
+    raise RuntimeError("callgrind wrote no total")
+
+
+def data_api_instructions(calls=20000) -> dict:
+    """Instructions per call: the difference between ``2 × calls`` and ``calls`` calls."""
+    instructions("pass", 1)  # a first process may compile and cache what later ones load
+    result = {}
+    for name, statement in _DATA_CALLS.items():
+        if "copyin" in name or "delete" in name:
+            statement = "acc.copyin(x); acc.delete(x)"
+        per = (instructions(statement, 2 * calls) - instructions(statement, calls)) / calls
+        result[name] = per / (2 if "acc.delete" in statement else 1)
+    return result
+
+
+def _print_sweep(device, rows):
+    print(f"\n{device}: µs per call (median); targets at 1,000: async ≤ 2·sync + 1, async+wait ≤ 2·sync + 3")
+    print(f"{'elements':>10} {'sync':>9} {'async':>9} {'async+wait':>11}  {'async ok':>8} {'+wait ok':>8}")
+    for n, row in rows.items():
+        ok_async = row["async"] <= 2 * row["sync"] + 1
+        ok_wait = row["async+wait"] <= 2 * row["sync"] + 3
+        print(f"{n:>10} {row['sync']:>9.2f} {row['async']:>9.2f} {row['async+wait']:>11.2f}  "
+              f"{'yes' if ok_async else 'no':>8} {'yes' if ok_wait else 'no':>8}")
+
+
+def _plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for axis, device in zip(axes, ("host", "emulated")):
+        rows = results["sweep"][device]
+        sizes = [int(n) for n in rows]
+        for form in ("sync", "async", "async+wait"):
+            axis.loglog(sizes, [rows[n][form] for n in rows], marker="o", label=form)
+        axis.set_title(f"{device}: a trivial compute call")
+        axis.set_xlabel("elements")
+        axis.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("µs per call (median)")
+    axes[0].legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--callgrind", action="store_true")
+    parser.add_argument("--json")
+    parser.add_argument("--plot")
+    args = parser.parse_args(argv)
+    repeats = 1 if args.smoke else 5 if args.quick else 11
+    sizes = [8, 1000] if args.smoke else [8, 100, 1000, 10_000, 100_000, 1_000_000, 10_000_000]
+    print(f"machine: {machine_description()}")
+    results = {"machine": machine_description(), "sweep": {}}
+    for device in ("host", "emulated"):
+        results["sweep"][device] = rows = sweep(device, sizes, repeats)
+        _print_sweep(device, rows)
+    big = 10_000 if args.smoke else 10_000_000
+    for device in ("host", "emulated"):
+        results[f"overlap {device}"] = found = overlap(device, big, max(3, repeats))
+        print(f"\noverlap, {device}, two kernels of {big} elements: sync {found['sync']:.2f} ms, "
+              f"two queues {found['two queues']:.2f} ms, speed-up {found['speed-up']:.2f}")
+    size, blocks = (128, 4) if args.smoke else (1024, 16)
+    results["pipeline"] = found = pipeline(size, blocks, max(3, repeats // 2))
+    print(f"\nmandelbrot_async {size}², {blocks} blocks (emulated): sync {found['sync ms']:.1f} ms, "
+          f"async {found['async ms']:.1f} ms, speed-up {found['speed-up']:.2f}")
+    results["data api µs"] = found = data_api(repeats, 200 if args.smoke else 20000)
+    print("\ndata API on present data (emulated), µs per call (target ≤ 0.5):")
+    for name, value in found.items():
+        print(f"  {name:<30} {value:7.2f}")
+    if args.callgrind:
+        results["data api instructions"] = found = data_api_instructions(200 if args.smoke else 20000)
+        print("\ndata API on present data (emulated), instructions per call (target ≤ 3,000):")
+        for name, value in found.items():
+            print(f"  {name:<30} {value:9.0f}")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(results, out, indent=1, default=str)
+    if args.plot:
+        _plot(results, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
