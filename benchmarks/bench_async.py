@@ -10,7 +10,9 @@ Measures, in one run, with warm-up and medians of alternating samples:
    elements (each below the serial crossover: one thread each, so two queues can use
    both cores) and 10⁷ (each parallel on every core: a memory-bound loop gains nothing
    from a second queue) — the worker path kept for work long enough to pay;
-3. the blocked pipeline of ``examples/mandelbrot_async.py`` (1024², 16 blocks) async
+3. an async-heavy program (``async_program.py``, miniWeather's shape: four kernels a
+   step, all on queue 1, a wait per step) against the same loops in Numba; and the
+   blocked pipeline of ``examples/mandelbrot_async.py`` (1024², 16 blocks) async
    against synchronous, on ``emulated``;
 4. the data API on present data, per call on ``emulated``: ``is_present``, ``copyin``
    (dynamic +1), ``delete`` (−1), ``update_device`` of 8 elements, ``acc.data(present=)``
@@ -146,6 +148,42 @@ def pipeline(size, blocks, repeats) -> dict:
     return {"sync ms": sync, "async ms": asynchronous, "speed-up": sync / asynchronous}
 
 
+def program(nx, nz, steps, repeats) -> dict:
+    """``async_program``: µs per time step, pyacc (every kernel async, a wait per step)
+    on ``host`` and ``emulated`` against the best of the same loops in Numba."""
+    import async_program as p
+
+    dx, dt = 1.0 / nx, 0.1 / nx
+    runs = {"numba " + form: (lambda form=form: p.run_numba(form, *p.fields(nx, nz), steps, dx, dt))
+            for form in p.NUMBA}
+    for device in ("host", "emulated"):
+        def run(device=device):
+            acc.set_device_type(device)
+            p.run_pyacc(*p.fields(nx, nz), steps, dx, dt)
+        runs["pyacc " + device] = run
+    reference = p.fields(nx, nz)
+    p.run_numba("fused serial", *reference, steps, dx, dt)
+    check = p.fields(nx, nz)
+    acc.set_device_type("emulated")
+    p.run_pyacc(*check, steps, dx, dt)
+    np.testing.assert_allclose(check[0], reference[0], rtol=1e-12, atol=1e-12)
+    for run in runs.values():
+        run()
+    samples = {name: [] for name in runs}
+    for sample in range(repeats):
+        for name, run in (list(runs.items()) if sample % 2 else list(runs.items())[::-1]):
+            start = time.perf_counter()
+            run()
+            samples[name].append((time.perf_counter() - start) / steps * 1e6)
+    result = {name: statistics.median(values) for name, values in samples.items()}
+    four = min(result["numba 4 functions serial"], result["numba 4 functions prange"])
+    fused = min(result["numba fused serial"], result["numba fused prange"])
+    for device in ("host", "emulated"):
+        result[f"pyacc {device} ÷ best numba, 4 functions"] = result["pyacc " + device] / four
+        result[f"pyacc {device} ÷ best numba, fused"] = result["pyacc " + device] / fused
+    return result
+
+
 #: the data API on present data: (name, setup, one call)
 _DATA_CALLS = {
     "is_present": "acc.is_present(x)",
@@ -272,6 +310,10 @@ def main(argv=None) -> int:
             results[f"overlap {device} {n}"] = found = overlap(device, n, max(3, repeats))
             print(f"\noverlap, {device}, two kernels of {n} elements: sync {found['sync']:.3f} ms, "
                   f"two queues {found['two queues']:.3f} ms, speed-up {found['speed-up']:.2f}")
+    for nx, nz, steps in ([(32, 8, 5)] if args.smoke else [(128, 32, 400), (512, 128, 100)]):
+        results[f"program {nx}x{nz}"] = found = program(nx, nz, steps, max(3, repeats))
+        print(f"\nasync program {nx}×{nz} (4 async kernels + a wait per step), µs per step: "
+              + ", ".join(f"{name} {value:.2f}" for name, value in found.items()))
     size, blocks = (128, 4) if args.smoke else (1024, 16)
     results["pipeline"] = found = pipeline(size, blocks, max(3, repeats // 2))
     print(f"\nmandelbrot_async {size}², {blocks} blocks (emulated): sync {found['sync ms']:.1f} ms, "

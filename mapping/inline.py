@@ -21,6 +21,12 @@ Owns:
   arguments when they grew. A kernel never measured is predicted unknown (None) and
   goes to the worker, where it is measured.
 
+- each queue adapts its crossover to the program (``WorkerQueue._adapt``): when the host
+  blocks in a wait for work that went to the worker (a time step that queues its
+  kernels and waits at once: the overlap bought nothing), it doubles, up to ``MOST``
+  (1 ms); when a wait finds that work done (the host had its own work meanwhile), it
+  halves back towards the measured one.
+
 Invariants: a prediction scales only up with bytes; a kernel that runs long at once is
 sent to the worker within log2(crossover / its prediction) + 1 runs; the environment is
 read when a queue is created (``below``), never per operation.
@@ -35,10 +41,13 @@ import time
 
 import numpy as np
 
-__all__ = ["Crossover", "RUNS", "predict_kernel", "record_kernel", "arguments_bytes", "ENVIRONMENT",
+__all__ = ["Crossover", "RUNS", "MOST", "predict_kernel", "record_kernel", "arguments_bytes", "ENVIRONMENT",
            "measure"]
 
 ENVIRONMENT = "PYACC_ASYNC_INLINE_BELOW"
+#: the most a queue's crossover grows to while the host keeps blocking in its waits
+#: (``queues.WorkerQueue._adapt``): longer work always goes to the worker
+MOST = 1e-3
 _clock = time.perf_counter
 
 #: kernel -> (predicted seconds, bytes of its last run); at most ``_KEPT`` kernels

@@ -61,7 +61,7 @@ from typing import Callable
 
 from .errors import AccError, ExecutionError
 from .events import BUS, EventKind
-from .inline import RUNS, Crossover, arguments_bytes, measure, predict_kernel, record_kernel
+from .inline import MOST, RUNS, Crossover, arguments_bytes, measure, predict_kernel, record_kernel
 
 __all__ = ["Queue", "SyncQueue", "WorkerQueue", "QueueEvent", "Pending", "QueueSet", "CROSSOVER",
            "raise_all", "describe_operation"]
@@ -274,6 +274,8 @@ class WorkerQueue(Queue):
         self._inline = False  # the caller runs an operation (begin_inline), the worker waits
         # seconds (API.md §5; 0.0: never)
         self._inline_below = CROSSOVER.below() if inline_below is None else inline_below
+        self._base_below = self._inline_below  # measured (or given); _adapt moves from it
+        self._handed = False  # work went to the worker since the host last waited
         self.inlines = self._inline_below > 0.0
         self._error: tuple[str, BaseException] | None = None
         self._closed = False
@@ -300,6 +302,7 @@ class WorkerQueue(Queue):
                                      f"{describe_operation(description)} was not queued")
             self._operations.append((operation, description, essential))
             self._submitted += 1
+            self._handed = True
             if self._sleeping and not self._holds:  # a busy worker finds the work itself
                 self._condition.notify_all()
 
@@ -389,9 +392,13 @@ class WorkerQueue(Queue):
         error costs a check (no lock: see ``is_idle``; an error is kept before the
         count of its operation grows)."""
         if self._completed == self._submitted and self._error is None:
+            if self._handed:
+                self._adapt(False)
             return
         with self._lock:
             target = self._submitted
+            if self._handed:
+                self._adapt(self._completed < target)
             self._waiters += 1
             try:
                 while self._completed < target:
@@ -407,8 +414,25 @@ class WorkerQueue(Queue):
                 queue=self.async_value, operation=description) from cause
 
     def settled(self) -> bool:
-        """Idle with no error to report (the reads of ``synchronize``'s check)."""
-        return self._completed == self._submitted and self._error is None
+        """Idle with no error to report (the reads of ``synchronize``'s check; a host
+        wait that then has nothing to do, for ``_adapt``)."""
+        if self._completed == self._submitted and self._error is None:
+            if self._handed:
+                self._adapt(False)
+            return True
+        return False
+
+    def _adapt(self, blocked: bool) -> None:
+        """The host waits for this queue after work went to its worker: when it had to
+        block, that work's overlap did not pay (the host had nothing else to do), so
+        the crossover doubles, up to ``inline.MOST`` (work that long keeps overlapping);
+        when the work was done already, it halves back towards the measured one. (A
+        heuristic: a racing write loses one step, never correctness.)"""
+        self._handed = False
+        if self._base_below > 0.0:
+            below = self._inline_below
+            self._inline_below = min(2.0 * below, max(MOST, self._base_below)) if blocked \
+                else max(self._base_below, 0.5 * below)
 
     def is_idle(self) -> bool:
         """True when everything submitted has run. Reads without the lock: ``_completed``

@@ -138,3 +138,29 @@ def test_a_run_on_a_worker_over_more_bytes_replaces_a_prediction_scaled_too_far(
     assert inline.predict_kernel(kernel, 100_000) == pytest.approx(1e-3)  # scaled up
     inline.record_kernel(kernel, 3e-6, 100_000, False)  # what it took there
     assert inline.predict_kernel(kernel, 100_000) == 3e-6
+
+
+def test_a_queue_whose_waits_block_raises_its_crossover_and_lowers_it_back():
+    queue = queues.WorkerQueue(6, "a test", inline_below=1e-4)
+    try:
+        release = threading.Event()
+        queue.submit(lambda: release.wait(10), "a long one", predicted=5e-3)  # the worker's
+        threading.Timer(0.05, release.set).start()
+        queue.synchronize()  # blocks: the host had nothing else to do
+        assert queue._inline_below == 2e-4
+        ran = []
+        queue.submit(lambda: ran.append(threading.get_ident()), "now short", predicted=1.5e-4)
+        assert ran == [threading.get_ident()]  # at once under the raised crossover
+        queue.submit(lambda: None, "handed", predicted=5e-3)
+        while not queue.is_idle():  # the host works meanwhile: the work is done when it waits
+            pass
+        queue.synchronize()
+        assert queue._inline_below == 1e-4  # back towards the measured one
+        for _ in range(20):  # never above the most
+            release.clear()
+            queue.submit(lambda: release.wait(10), "long", predicted=1.0)
+            threading.Timer(0.001, release.set).start()
+            queue.synchronize()
+        assert queue._inline_below == inline.MOST
+    finally:
+        queue.close()
