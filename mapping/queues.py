@@ -321,30 +321,16 @@ class WorkerQueue(Queue):
         seconds, measured = last
         if nbytes > measured:
             seconds *= nbytes / max(measured, 1)
-        if seconds >= self._inline_below:
-            return False
-        with self._lock:  # (begin_inline's test: a queue running at once is not idle)
-            if self._completed != self._submitted or self._holds or self._closed or \
-                    self._error is not None:
-                return False
-            self._inline = True
-            self._submitted += 1
-            return True
+        return seconds < self._inline_below and self.begin_inline()
 
     def ran_at_once(self, kernel, seconds: float, nbytes: int, description,
                     cause: BaseException | None) -> None:
         """A kernel the caller ran at once (``take_kernel``) took ``seconds`` over
-        ``nbytes`` bytes; ``cause``: its error, kept for the covering wait (as
-        ``end_inline``, spelled out: the express lane's async path)."""
+        ``nbytes`` bytes; ``cause``: its error, kept for the covering wait
+        (``end_inline``)."""
         if cause is None:
             record_kernel(kernel, seconds, nbytes, True)
-        with self._lock:
-            if cause is not None and self._error is None:
-                self._error = (description, cause)
-            self._inline = False
-            self._completed += 1
-            if self._waiters or self._operations:
-                self._condition.notify_all()
+        self.end_inline(description, cause)
 
     def begin_inline(self) -> bool:
         """Take the queue for one operation run by the caller, when it is idle (nothing

@@ -516,15 +516,20 @@ static void let_go(PyObject *release, PyObject **result) {
     }
 }
 
+/* The plan's checks, then the table held (hold_table): 1, with ``*release``; 0: a
+ * check failed (nothing held); -1: an error. */
+static int enter_plan(Plan *plan, PyObject *args, PyObject **release) {
+    *release = NULL;
+    if (PyTuple_GET_SIZE(args) != plan->nargs || !arrays_match(plan, args))
+        return 0;
+    int ok = context_matches(plan);
+    return ok != 1 ? ok : hold_table(plan, release);
+}
+
 /* The plan's call, or MISS (no reference) when a check fails; NULL on error. */
 static PyObject *run_plan(PyObject *self, Plan *plan, PyObject *args) {
-    if (PyTuple_GET_SIZE(args) != plan->nargs || !arrays_match(plan, args))
-        return MISS;
-    int ok = context_matches(plan);
-    if (ok != 1)
-        return ok == 0 ? MISS : NULL;
     PyObject *release;
-    ok = hold_table(plan, &release);
+    int ok = enter_plan(plan, args, &release);
     if (ok != 1)
         return ok == 0 ? MISS : NULL;
     PyObject *result = NULL;
@@ -567,14 +572,10 @@ static double now(void) {
  * (an AsyncResult; the kernel's error is kept for the covering wait); MISS when a check
  * fails or the queue is not taken; NULL on error. */
 static PyObject *run_plan_at_once(PyObject *self, Plan *plan, PyObject *args, PyObject *value) {
-    if (plan->take_at_once == NULL || PyTuple_GET_SIZE(args) != plan->nargs ||
-            !arrays_match(plan, args))
+    if (plan->take_at_once == NULL)
         return MISS;
-    int ok = context_matches(plan);
-    if (ok != 1)
-        return ok == 0 ? MISS : NULL;
     PyObject *release;
-    ok = hold_table(plan, &release);
+    int ok = enter_plan(plan, args, &release);
     if (ok != 1)
         return ok == 0 ? MISS : NULL;
     Py_ssize_t nbytes = plan_bytes(plan, args);
