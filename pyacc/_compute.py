@@ -1077,7 +1077,11 @@ def explain(region) -> str:
         notes = info.plan.notes
     shown, arg_types = feedback_view(info, info.arg_types)
     text = compiler.explain(shown, notes, arg_types)
-    if current_runtime().device.runs_work_at_once:  # its async calls (API.md §5)
+    try:
+        at_once = current_runtime().device.runs_work_at_once
+    except AccError:  # no usable current device: nothing to say about its queues
+        at_once = False
+    if at_once:  # its async calls (API.md §5)
         text += "\n" + _async_inline.describe()
     return text
 
