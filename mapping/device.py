@@ -234,16 +234,16 @@ class Device(abc.ABC):
         nbytes = source.nbytes
         BUS.count(kind, self.identity, nbytes)
         operation = self._transfer_operation(kind, destination, source, queue)
+        description, predicted = (_TRANSFER_NAMES[kind], name, nbytes), _copy_time(queue, nbytes)
         if _ACTIVE[kind] or _ACTIVE[_DONE]:
             with _HOLD:  # a subscriber that raises does so once the copy is queued
                 event = _announce(kind, self.identity, queue.async_value, nbytes, name,
                                   info=(destination, source))
                 if event is not None:
                     operation = Timed(operation, event)
-                queue.submit(operation, (_TRANSFER_NAMES[kind], name, nbytes),
-                             predicted=_copy_time(queue, nbytes))
+                queue.submit(operation, description, predicted=predicted)
             return
-        queue.submit(operation, (_TRANSFER_NAMES[kind], name, nbytes), predicted=_copy_time(queue, nbytes))
+        queue.submit(operation, description, predicted=predicted)
 
     def _transfer_operation(self, kind, destination, source, queue) -> Callable[[], None]:
         """The callable ``queue`` runs for a transfer: ``_copy`` on the thread that runs
@@ -303,13 +303,11 @@ class Device(abc.ABC):
                 return self._launch(kernel, args, queue, name, event)
         if queue is self.sync_queue:  # the common case: no closure, no queue hop
             return kernel(*args)
-        result = Pending(kernel, args, name, queue.async_value, queue.inlines)
-        queue.submit(result, ("kernel", name), predicted=result.predicted())
-        return result
+        return self._launch(kernel, args, queue, name, None)
 
     def _launch(self, kernel, args, queue, name, event):
         """``launch`` when someone observes launches (``event``: the LAUNCH record to
-        time, or None)."""
+        time, or None), and every asynchronous launch."""
         if queue is self.sync_queue:
             if event is None:
                 return kernel(*args)

@@ -9,8 +9,8 @@ handoff runs at once on the calling thread (``queues.WorkerQueue.submit``); a lo
 still goes to the worker and overlaps the host and other queues (API.md §5, last point).
 
 Owns:
-- ``Crossover`` (its one instance is ``queues.CROSSOVER``): the run time below which work runs at once, in seconds —
-  ``$PYACC_ASYNC_INLINE_BELOW`` (µs; ``0``: never), else the handoff measured once per
+- ``Crossover`` (its one instance is ``queues.CROSSOVER``): the run time below which
+  work runs at once, in seconds — ``$PYACC_ASYNC_INLINE_BELOW`` (µs; ``0``: never), else the handoff measured once per
   machine (``measure``: the median round trip of an empty operation through a worker
   queue), and the host's copy bandwidth, which turns a copy's bytes into a predicted
   time; ``pyacc`` installs a recorder that keeps the measurement in the signed cache
@@ -19,8 +19,7 @@ Owns:
   (down at once, up at most twofold per run at once; a run on a worker, whose time is
   long by its wait for the GIL, only lowers it), scaled up by the bytes of its
   arguments when they grew. A kernel never measured is predicted unknown (None) and
-  goes to the worker, where it is measured.
-
+  goes to the worker, where it is measured;
 - each queue adapts its crossover to the program (``WorkerQueue._adapt``): when the host
   blocks in a wait for work that went to the worker (a time step that queues its
   kernels and waits at once: the overlap bought nothing), it doubles, up to ``MOST``
@@ -41,8 +40,8 @@ import time
 
 import numpy as np
 
-__all__ = ["Crossover", "RUNS", "MOST", "predict_kernel", "record_kernel", "arguments_bytes", "ENVIRONMENT",
-           "measure"]
+__all__ = ["Crossover", "RUNS", "MOST", "predict_kernel", "record_kernel", "arguments_bytes",
+           "ENVIRONMENT", "measure"]
 
 ENVIRONMENT = "PYACC_ASYNC_INLINE_BELOW"
 #: the most a queue's crossover grows to while the host keeps blocking in its waits
@@ -69,22 +68,19 @@ def predict_kernel(kernel, nbytes: int):
 def record_kernel(kernel, seconds: float, nbytes: int, at_once: bool) -> None:
     """``kernel`` ran ``seconds`` over arguments of ``nbytes`` bytes, ``at_once`` on the
     calling thread or else on a queue's worker. A run shorter than predicted for its
-    bytes replaces the prediction; a longer run at once at most doubles it, so one slow run (a neighbour, a page
-    fault) does not send it to the worker, while a kernel that became long gets there
-    within a few calls. A run on a worker only lowers it: its time is an upper bound,
+    bytes replaces the prediction; a longer run at once at most doubles it, so one slow
+    run (a neighbour, a page fault) does not send it to the worker, while a kernel that
+    became long gets there within a few calls. A run on a worker only lowers it: its time is an upper bound,
     which also counts the wait for the GIL after the kernel (up to the switch interval
     while the host runs Python). (Every kernel run at once is recorded: one lookup.)"""
-    last = RUNS.get(kernel)
-    if last is not None:
-        predicted, measured = last
-        if nbytes > measured:  # (predict_kernel, spelled out)
-            predicted *= nbytes / max(measured, 1)
-        if seconds > predicted:
-            if not at_once:
-                return
-            seconds = min(seconds, 2.0 * predicted)
-    elif len(RUNS) >= _KEPT:
-        RUNS.clear()
+    predicted = predict_kernel(kernel, nbytes)
+    if predicted is None:
+        if len(RUNS) >= _KEPT:
+            RUNS.clear()
+    elif seconds > predicted:
+        if not at_once:
+            return
+        seconds = min(seconds, 2.0 * predicted)
     RUNS[kernel] = (seconds, nbytes)
 
 

@@ -61,7 +61,7 @@ from typing import Callable
 
 from .errors import AccError, ExecutionError
 from .events import BUS, EventKind
-from .inline import MOST, RUNS, Crossover, arguments_bytes, measure, predict_kernel, record_kernel
+from .inline import MOST, Crossover, arguments_bytes, measure, predict_kernel, record_kernel
 
 __all__ = ["Queue", "SyncQueue", "WorkerQueue", "QueueEvent", "Pending", "QueueSet", "CROSSOVER",
            "raise_all", "describe_operation"]
@@ -313,15 +313,10 @@ class WorkerQueue(Queue):
         return predicted < self._inline_below and self.begin_inline()
 
     def take_kernel(self, kernel, nbytes: int) -> bool:
-        """``take`` for ``kernel`` over arguments of ``nbytes`` bytes, predicted by
-        ``inline.predict_kernel`` (spelled out: the express lane's async path)."""
-        last = RUNS.get(kernel)
-        if last is None:
-            return False
-        seconds, measured = last
-        if nbytes > measured:
-            seconds *= nbytes / max(measured, 1)
-        return seconds < self._inline_below and self.begin_inline()
+        """``take`` for ``kernel`` over arguments of ``nbytes`` bytes, as
+        ``inline.predict_kernel`` predicts it (never measured: not taken)."""
+        predicted = predict_kernel(kernel, nbytes)
+        return predicted is not None and self.take(predicted)
 
     def ran_at_once(self, kernel, seconds: float, nbytes: int, description,
                     cause: BaseException | None) -> None:
@@ -377,9 +372,7 @@ class WorkerQueue(Queue):
         operation that failed since the last synchronize (once). An idle queue with no
         error costs a check (no lock: see ``is_idle``; an error is kept before the
         count of its operation grows)."""
-        if self._completed == self._submitted and self._error is None:
-            if self._handed:
-                self._adapt(False)
+        if self.settled():
             return
         with self._lock:
             target = self._submitted
@@ -400,8 +393,9 @@ class WorkerQueue(Queue):
                 queue=self.async_value, operation=description) from cause
 
     def settled(self) -> bool:
-        """Idle with no error to report (the reads of ``synchronize``'s check; a host
-        wait that then has nothing to do, for ``_adapt``)."""
+        """Idle with no error to report, by a check without the lock (see ``is_idle``):
+        a host wait then has nothing to do (``synchronize``'s first step, the wait of
+        ``QueueSet.settled``), and work handed to the worker was done (``_adapt``)."""
         if self._completed == self._submitted and self._error is None:
             if self._handed:
                 self._adapt(False)

@@ -4,7 +4,7 @@ Owns ``install()`` (called once at import): the crossover's measurement is kept 
 processes in the machine's signed record (``compiler.crossover.recorded``, beside the
 serial crossover), under a key naming what it depends on (processor, cores, Python: the
 GIL's handoff); ``PYACC_INFO`` prints the crossover once, when the first queue that can
-run work at once is made; and ``describe()`` is the line ``acc.explain`` adds.
+run work at once is made (``acc.explain`` adds ``CROSSOVER.describe()`` itself).
 
 Invariant: the mapping layer never imports the compiler; this module passes it the
 compiler's store as a plain callable.
@@ -19,7 +19,7 @@ from pyacc.compiler.crossover import recorded
 from pyacc.compiler.feedback import info_enabled, log_info
 from pyacc.mapping.queues import CROSSOVER
 
-__all__ = ["install", "describe"]
+__all__ = ["install"]
 
 #: names the measurement (``mapping.inline.measure``): measured another way, measured again
 _METHOD = "handoff-median-1"
@@ -48,8 +48,3 @@ def install() -> None:
     """Give the mapping layer's crossover its store and its ``PYACC_INFO`` line."""
     CROSSOVER.recorder = _record
     CROSSOVER.announce = _announce
-
-
-def describe() -> str:
-    """The crossover, one line (``acc.explain``)."""
-    return CROSSOVER.describe()

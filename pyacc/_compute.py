@@ -73,14 +73,14 @@ from pyacc.mapping import (
 
 from pyacc.mapping.compute import enter_compute, exit_compute
 from pyacc.mapping.ranges import Relation
-from pyacc.mapping.queues import Pending
+from pyacc.mapping.queues import CROSSOVER, Pending
 from pyacc.compiler import kernel_env
 from pyacc.compiler import analysis as _structs
 from pyacc.compiler.analysis import MemberError
 from pyacc.compiler.clause_text import EXPR_BUILTINS
 from pyacc.compiler.kernel import SCALAR_TYPES, feedback_view
 
-from . import _async_inline, _routines
+from . import _routines
 from ._clauses import queue_of, wait_for
 from ._call_inputs import clause_values, free_reader
 from ._replay import CallPlan, is_device_array
@@ -1082,7 +1082,7 @@ def explain(region) -> str:
     except AccError:  # no usable current device: nothing to say about its queues
         at_once = False
     if at_once:  # its async calls (API.md §5)
-        text += "\n" + _async_inline.describe()
+        text += "\n" + CROSSOVER.describe()
     return text
 
 

@@ -54,13 +54,13 @@ def _load():
 
 
 _FASTCALL = _load()
+CALL_BASE = object if _FASTCALL is None else _FASTCALL.FastCall
 
 
 def configure_async(async_result) -> None:
     """Tell the lane what an ``async_`` call it runs at once returns (``AsyncResult``)."""
     if _FASTCALL is not None:
         _FASTCALL.configure_async(async_result)
-CALL_BASE = object if _FASTCALL is None else _FASTCALL.FastCall
 
 
 def express_lane() -> bool:
