@@ -17,6 +17,7 @@ modules below, and re-exported here:
 - ``_compute``    compute-region decorators and the launcher (where compiler meets mapping)
 - ``_clauses``    clause validation, async values (``async_sync``, ``async_noval``)
 - ``_devices``    device types and the per-thread ICVs
+- ``_registry``   the device runtimes, one per device, created on first use; the program's end
 - ``_errors``     error callbacks
 - ``_placement``  acquire, prefetch, wont_use, set_oversubscribe (API.md §10)
 - ``errors``      the public error tree (from ``mapping.errors``)
@@ -30,6 +31,9 @@ modules below, and re-exported here:
 and the private modules behind them:
 
 - ``_call_inputs`` what a compute call reads besides its arguments (free values, clauses)
+- ``_arguments``  how a compute call's arguments are sorted (implicit data attributes)
+- ``_sections``   sections and structs of a compute call (``_special_call``, variants)
+- ``_outcome``    what a compute call gives back: ``AsyncResult``, a kernel's failure
 - ``_replay``     ``CallPlan``: what a recent compute call decided, repeated cheaply
 - ``_express``    the express lane's Python side (its C half: ``_fastcall.c``)
 - ``_async_inline`` the async crossover's store (the signed machine record) and its

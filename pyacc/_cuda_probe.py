@@ -28,7 +28,7 @@ one cuda device on ``mapping.cuda_fake.FakeCudaBackend`` (host memory), usable o
 ``NUMBA_ENABLE_CUDASIM=1`` puts the kernels in Numba's CUDA simulator.
 
 The driver's own answers — CuPy's device count and the compiler's ``is_available()`` —
-are asked when a cuda device is first created (``pyacc._devices._cuda_device``): that is
+are asked when a cuda device is first created (``pyacc._registry._cuda_device``): that is
 when pyacc initialises CUDA, and a failure there is reported as the device type being
 unavailable, with these reasons.
 
