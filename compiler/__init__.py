@@ -51,9 +51,11 @@ Modules, from the function to the kernel:
   reduction lists, the shared text helpers
 - ``markers``     the plain-Python markers (``loop``, ``atomic``, ``on_device``)
 - ``frontend``    the function's source and name resolution
-- ``analysis``    ``analyze``: ``KernelInfo``, structs, the memo of decorations
+- ``analysis``    ``analyze``: ``KernelInfo``, the flattened function of a struct call, the
+  memo of decorations; ``structs``: which parameters are structs, a call's layout
 - ``access``      which parameters a kernel writes and reads
-- ``planner``     which loops run in parallel, and how (``Plan``, ``NestPlan``, notes)
+- ``planner``     which loops run in parallel, and how; ``loop_plans``: what it decides
+  (``Plan``, ``NestPlan``, ``LoopNote``)
 - ``dependence``  the dependence tests of ``kernels`` loops; ``affine``: subscripts as
   integer polynomials of the indices
 - ``reductions``  reduction updates, identities and combining
@@ -62,10 +64,12 @@ Modules, from the function to the kernel:
 - ``cpu_target``  parallel nests as Numba ``prange`` code; ``crossover``: below how many
   iterations a nest runs on one thread; ``threading_layer``: Numba's layer (oneTBB)
 - ``cuda_target`` / ``cuda_runtime``  the GPU code generator and its host-side helpers
-  (imported only when a cuda kernel is built); ``cuda_compilers``: which CUDA kernel
-  compiler, and the NumPy 2.5 fix of numba-cuda
+  (imported only when a cuda kernel is built); ``cuda_arrays``: the arrays a region makes
+  there; ``cuda_compilers``: which CUDA kernel compiler, and the NumPy 2.5 fix of numba-cuda
 - ``atomics``     LLVM atomicrmw intrinsics; ``runtime``: jitted helpers
-- ``kernel``      ``get_kernel``: the kernel cache, building, the first-call probe
+- ``kernel``      ``get_kernel``: the kernel cache, building; ``typing_probe``: the types
+  Numba infers, before a module's text is final; ``kernel_errors``: Numba's errors and
+  bounds errors in the user's terms
 - ``caches``      the disk caches: where, the key, signing and checking (only files pyacc
   wrote for this user run)
 - ``feedback``    how each loop was compiled (``acc.explain``, ``PYACC_INFO``)

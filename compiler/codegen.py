@@ -39,7 +39,8 @@ from .planner import NestPlan, Plan
 from .reductions import NP, ReductionSlots
 from .templates import Renamer
 
-__all__ = ["Target", "ModuleBuilder", "FunctionRewriter", "KERNEL_NAME", "CACHE_FLAG", "RT"]
+__all__ = ["Target", "ModuleBuilder", "FunctionRewriter", "KERNEL_NAME", "CACHE_FLAG", "RT",
+           "add_function"]
 
 KERNEL_NAME = "_acc_kernel"
 #: The name a generated module's decorators read for ``cache=``: the loader binds it
@@ -529,6 +530,16 @@ class ModuleBuilder:
             linemap.extend((block.source.filename, n) for n in block.origin_lines)
         lines.extend([""] + self.footer)
         return "\n".join(lines) + "\n", linemap
+
+
+def add_function(builder, info, plan):
+    """Add the function of ``info`` to ``builder``: a routine as a device function bound to
+    ``KERNEL_NAME``, a compute region as the kernel (parallel unless ``serial``)."""
+    construct = info.clauses.construct
+    if construct == "routine":
+        builder.footer.append(f"{KERNEL_NAME} = {builder.add_routine(info.func)}")
+        return
+    builder.add_kernel(info.source, plan, parallel=construct != "serial")
 
 
 def _line_origins(tree, text):

@@ -1,8 +1,10 @@
 """Kernels: compile a ``KernelInfo`` for a target and hand back a callable.
 
-Owns :func:`get_kernel` (in-process memo, disk cache, targets), the typing probe that
-finds the types of reduction variables, the mapping of Numba errors to
-:class:`CompileError`, and the bounds-check wrapper that raises :class:`KernelIndexError`.
+Owns :func:`get_kernel` (in-process memo, disk cache, targets) and the build of a
+module: the text (``codegen``), completed by the typing probe that finds the types of
+reduction variables (``typing_probe``), loaded and compiled; Numba's errors become
+:class:`CompileError`, and under bounds checking :class:`KernelIndexError`
+(``kernel_errors``).
 
 Invariants:
     * ``info.kernels`` is the only kernel cache: keyed by ``kernel_key`` (target, device
@@ -28,13 +30,11 @@ Invariants:
 """
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import hashlib
 import linecache
 import os
-import re
 import sys
 import threading
 import traceback
@@ -43,22 +43,20 @@ from types import ModuleType
 
 import numba
 import numpy as np
-from numba.core import compiler as nb_compiler
-from numba.core import errors as nb_errors
 from numba.core import types as nbtypes
-from numba.core.compiler_machinery import FunctionPass, register_pass
-from numba.core.registry import cpu_target
-from numba.core.typed_passes import NopythonTypeInference
 
 from . import caches, crossover, cuda_compilers, feedback, markers
 from .analysis import KernelInfo, check_free_names, flat_clauses, flattened, struct_layout
 from .caches import cache_dir
 from .clauses import DATA_CLAUSES
-from .codegen import CACHE_FLAG, KERNEL_NAME, ModuleBuilder
+from .codegen import CACHE_FLAG, KERNEL_NAME, ModuleBuilder, add_function
 from .cpu_target import CpuTarget
 from .errors import CompileError, KernelIndexError
+from .kernel_errors import bounds_checked, compile_error
 from .frontend import Scope, local_names
 from .planner import Planner
+from .typing_probe import private_local_types
+from .typing_probe import probe_types as _probe_types  # a module global: tests replace it
 
 __all__ = ["get_kernel", "kernel_for", "kernel_key", "kernel_env", "KERNEL_ENV_KEYS", "argument_kind",
            "feedback_view",
@@ -297,7 +295,7 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
 
     known_types = dict(zip(info.kernel_params, arg_types))
     if target == "cuda":  # a private array the region makes gets per-thread rows there
-        known_types.update(_private_local_types(info, plan, device, arg_types))
+        known_types.update(private_local_types(info, plan, device, arg_types, TARGETS["cpu"]))
 
     def generate(interchange):
         builder = ModuleBuilder(_target(target), device_type=device,
@@ -305,7 +303,7 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
                                 arg_types=known_types,
                                 interchange=interchange, serial_below=serial_below)
         builder.clauses = info.clauses
-        _add_function(builder, info, plan)
+        add_function(builder, info, plan)
         return (builder, *builder.text(header))
 
     builder, text, linemap = generate(True)
@@ -318,7 +316,7 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
     stored = caches.read_module(path) if path is not None else None
     if stored is None:
         if builder.slots.slots:
-            types = _probe_types(info, plan, device, arg_types, builder.slots)
+            types = _probe_types(info, plan, device, arg_types, builder.slots, TARGETS["cpu"])
             refused = builder.slots.refused_accumulators(types)
             if refused:  # same line count: the header line only gets longer
                 builder, text, linemap = generate(False)
@@ -345,9 +343,9 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
     try:
         dispatcher.compile(arg_types)
     except Exception as exc:  # noqa: BLE001 - every compile failure is a CompileError
-        raise _compile_error(info, exc, filename, linemap) from None
+        raise compile_error(info, exc, filename, linemap) from None
     if boundscheck:
-        return _bounds_checked(dispatcher, info.where)
+        return bounds_checked(dispatcher, info.where)
     return dispatcher
 
 
@@ -387,7 +385,7 @@ def _cuda_driver(driver, info, generated_file, linemap):
         try:
             return driver(*args)
         except failures as exc:
-            raise _compile_error(info, exc, generated_file, linemap,
+            raise compile_error(info, exc, generated_file, linemap,
                                  _launch_origin(exc, generated_file, linemap)) from None
 
     kernel.driver = driver
@@ -403,14 +401,6 @@ def _launch_origin(exc, generated_file, linemap):
         if frame.f_code.co_filename == generated_file and 0 < line < len(linemap):
             origin = linemap[line] or origin
     return origin
-
-
-def _add_function(builder, info, plan):
-    construct = info.clauses.construct
-    if construct == "routine":
-        builder.footer.append(f"{KERNEL_NAME} = {builder.add_routine(info.func)}")
-        return
-    builder.add_kernel(info.source, plan, parallel=construct != "serial")
 
 
 def _numba_types(info, args):
@@ -489,218 +479,6 @@ def _version() -> str:
             digest.update(file.read_bytes())
         _generator_version = digest.hexdigest()[:16]
     return _generator_version
-
-
-# -------------------------------------------------------------------------------- probe
-
-
-@register_pass(mutates_CFG=False, analysis_only=True)
-class _StopAfterTyping(FunctionPass):
-    """Ends a Numba pipeline once types are known (the probe needs no machine code)."""
-
-    _name = "pyacc_stop_after_typing"
-
-    def __init__(self):
-        FunctionPass.__init__(self)
-
-    def run_pass(self, state):
-        raise nb_compiler._EarlyPipelineCompletion(state.typemap)
-
-
-class _TypeOnlyCompiler(nb_compiler.CompilerBase):
-    def define_pipelines(self):
-        manager = nb_compiler.DefaultPassBuilder.define_untyped_pipeline(self.state)
-        manager.add_pass(NopythonTypeInference, "nopython type inference")
-        manager.add_pass(_StopAfterTyping, "stop after typing")
-        manager.finalize()
-        return [manager]
-
-
-def _private_local_types(info, plan, device, arg_types) -> dict:
-    """Numba types of the ``private``/``firstprivate`` variables that are not parameters
-    (``stencil = np.zeros(4)`` in the region's body, OpenACC 3.3 §2.5.13): only typing
-    the function tells an array from a scalar there."""
-    names = {n for nest in plan.nests.values() for n in nest.private + nest.firstprivate}
-    names -= set(info.kernel_params)
-    names = _may_be_arrays(info.source.tree, names, dict(zip(info.kernel_params, arg_types)))
-    if not names:  # only scalars (loop indices, arithmetic): no typing, which costs ~40 ms
-        return {}
-    typemap, typing_context = _typemap(info, plan, device, arg_types)
-    return {n: _unified_type(typemap, n, typing_context) for n in sorted(names)}
-
-
-def _may_be_arrays(tree, names, known) -> set:
-    """The ``names`` that some assignment of the function may give an array: a call, a
-    display or comprehension, an attribute (``a.T``), a slice or a partial index of an
-    array (``a[i]`` of a 2-d ``a``), or another such name. Loop targets and arithmetic on
-    scalars are scalars."""
-    values = {}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name) and name.id in names:
-                        values.setdefault(name.id, []).append(node.value)
-    found, grew = set(), True
-    while grew:  # aliases of aliases
-        before = len(found)
-        found |= {n for n, exprs in values.items()
-                  if any(_array_valued(e, known, found) for e in exprs)}
-        grew = len(found) > before
-    return found
-
-
-def _array_valued(expr, known, found) -> bool:
-    indices = {id(n.slice) for n in ast.walk(expr) if isinstance(n, ast.Subscript)}
-    for node in ast.walk(expr):
-        if id(node) in indices:  # ``a[i, j]``'s tuple is an index, not a display
-            continue
-        if isinstance(node, (ast.Call, ast.List, ast.Tuple, ast.ListComp, ast.Attribute)):
-            return True
-        if isinstance(node, ast.Name) and (node.id in found or getattr(
-                known.get(node.id), "ndim", 0) and not _indexed(expr, node.id, known)):
-            return True
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
-            index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            ndim = getattr(known.get(node.value.id), "ndim", 0)
-            if any(isinstance(i, ast.Slice) for i in index) or len(index) < ndim:
-                return True
-    return False
-
-
-def _indexed(expr, name, known) -> bool:
-    """Whether every use of array ``name`` in ``expr`` is a full element index."""
-    ndim = getattr(known.get(name), "ndim", 0)
-    uses = [n for n in ast.walk(expr) if isinstance(n, ast.Name) and n.id == name]
-    elements = [n for n in ast.walk(expr) if isinstance(n, ast.Subscript)
-                and isinstance(n.value, ast.Name) and n.value.id == name
-                and len(n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]) == ndim]
-    return len(uses) == len(elements)
-
-
-def _probe_types(info, plan, device, arg_types, slots):
-    """Numba types of the variables behind ``slots``' placeholders, from typing the
-    kernel run serially.
-
-    The partial results of a reduction, and the array a loop interchange expands a
-    scalar into, must have the type the variable has under Python semantics
-    (``s = 0; s += 0.5`` makes ``s`` a float), which only Numba's type inference of the
-    whole function knows. Reduction variables must be numeric or boolean
-    (``CompileError`` otherwise); an expanded scalar of another type maps to its type as
-    found, and the caller builds the kernel without the interchange.
-    """
-    typemap, typing_context = _typemap(info, plan, device, arg_types)
-    types = {var: _unified_type(typemap, var, typing_context)
-             for var in slots.accumulators()}
-    for var in slots.reductions():
-        types[var] = _unified_type(typemap, var, typing_context)
-        if not slots.is_reducible(types[var]):
-            raise CompileError(f"{info.name}: reduction variable {var!r} has type "
-                               f"{types[var]}; reductions need numeric or boolean scalars "
-                               f"or arrays of them", info.filename, info.lineno)
-    return types
-
-
-def _typemap(info, plan, device, arg_types):
-    """``(typemap, typing context)`` of the kernel run serially on the CPU: Numba's
-    type inference of the whole function, without compiling it."""
-    builder = ModuleBuilder(TARGETS["cpu"], device_type=device, boundscheck=False,
-                            arg_types=dict(zip(info.kernel_params, arg_types)), cache=False,
-                            serial=True)
-    _add_function(builder, info, plan)
-    text, linemap = builder.text(f"# pyacc typing probe for {info.where}")
-    filename = f"<pyacc-probe {info.name}>"
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    namespace = {"__name__": "_pyacc_probe"}
-    exec(compile(text, filename, "exec"), namespace)  # noqa: S102 - generated code
-    namespace.update(builder.injected)
-    func = namespace[KERNEL_NAME].py_func
-    typing_context, target_context = cpu_target.typing_context, cpu_target.target_context
-    typing_context.refresh()
-    target_context.refresh()
-    flags = nb_compiler.Flags()
-    flags.nrt = True  # the region may make arrays (np.zeros ...), as the kernels do
-    pipeline = _TypeOnlyCompiler(typing_context, target_context, None, arg_types, None,
-                                 flags, {})
-    try:
-        return pipeline.compile_extra(func), typing_context
-    except Exception as exc:  # noqa: BLE001
-        raise _compile_error(info, exc, filename, linemap) from None
-
-
-def _unified_type(typemap, var, typing_context):
-    """The type of every SSA version of ``var`` unified (None when they do not unify)."""
-    found = [nbtypes.unliteral(t) for name, t in typemap.items()
-             if name == var or name.startswith(var + ".")]
-    if not found:
-        return nbtypes.float64
-    return typing_context.unify_types(*found) if len(found) > 1 else found[0]
-
-
-# ------------------------------------------------------------------------------ errors
-
-
-def _compile_error(info, exc, generated_file, linemap, fallback=None) -> CompileError:
-    """Numba's failure as a ``CompileError`` located in the user's source (at
-    ``fallback`` when Numba's message names no line of the generated file)."""
-    located = []
-
-    def to_user(match):
-        number = int(match.group(1))
-        origin = linemap[number] if 0 < number < len(linemap) else None
-        if origin is None:
-            return match.group(0)
-        located.append(origin)
-        return f'File "{origin[0]}", line {origin[1]}'
-
-    # Numba names the file absolute or relative: match on its base name.
-    name = re.escape(os.path.basename(generated_file))
-    message = re.sub(rf'File "[^"]*{name}", line (\d+)', to_user, str(exc))
-    message = re.sub(rf"at \S*{name} \((\d+)\)",
-                     lambda m: "at " + to_user(m).replace('File "', "").replace(
-                         '", line ', ":"), message)
-    message = re.sub(r"_acc_g\d+_|_acc_r\d+_", "", message)
-    # each compiler has its own TypingError (numba-cuda-mlir's is not Numba's)
-    typing = any(cls.__name__ == "TypingError" for cls in type(exc).__mro__)
-    kind = "cannot type" if typing else "cannot compile"
-    filename, lineno = located[-1] if located else (fallback or (info.filename, info.lineno))
-    return CompileError(f"{info.name}: Numba {kind} this kernel: {message.strip()}",
-                        filename, lineno)
-
-
-def _bounds_checked(dispatcher, where):
-    def kernel(*args):
-        try:
-            return dispatcher(*args)
-        except KernelIndexError:
-            raise
-        except IndexError as exc:
-            if not _is_bounds_error(exc):
-                raise  # the program's own IndexError: not an index out of bounds
-            raise _index_error(where, exc) from exc
-
-    kernel.dispatcher = dispatcher
-    kernel.__name__ = f"bounds_checked_{where.split(' ')[0]}"
-    return kernel
-
-
-def _is_bounds_error(exc) -> bool:
-    """An IndexError from a bounds check (pyacc's named checks, or Numba's
-    ``boundscheck``), not one the kernel raises itself (``raise IndexError("...")``)."""
-    first = exc.args[0] if exc.args else ""
-    return isinstance(first, str) and (first.startswith("pyacc-bounds:")
-                                       or first == "index is out of bounds")
-
-
-def _index_error(where, exc) -> KernelIndexError:
-    args = exc.args
-    if args and isinstance(args[0], str) and args[0].startswith("pyacc-bounds:"):
-        name = args[0].split(":", 1)[1]
-        index, size, dim = (list(args[1:4]) + [None] * 3)[:3]
-        return KernelIndexError(where, name, index=index, size=size,
-                                detail=f"dimension {dim}")
-    return KernelIndexError(where, None, detail=str(exc))
 
 
 # ------------------------------------------------------------------------------ python

@@ -1,8 +1,9 @@
 """The loop planner: which loops of a compute region run in parallel, and how.
 
 Owns :class:`Planner`, which decides for every loop of a function whether it is a
-parallel loop nest, with which collapse depth, reductions and private variables, and
-the results :class:`Plan` and :class:`NestPlan`. Code generation re-runs the planner at
+parallel loop nest, with which collapse depth, reductions and private variables; the
+results :class:`Plan`, :class:`NestPlan` and :class:`LoopNote` live in ``loop_plans``
+(re-exported here). Code generation re-runs the planner at
 first call (names defined after decoration are resolved then), so the plan and the
 checks always come from this one module.
 
@@ -20,107 +21,15 @@ Invariants:
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
 
 from .clauses import ComputeClauses, parse_loop_clauses
 from .errors import CompileError
+from .loop_plans import LoopNote, NestPlan, Plan
 from .frontend import CallKind, FunctionSource, Scope, classify_call, loaded_names, stored_names
 from .reductions import array_updates, canonical, is_absorbing_store, same_op, scalar_updates
 from . import dependence
 
 __all__ = ["Planner", "Plan", "NestPlan", "LoopNote"]
-
-
-
-@dataclass
-class NestPlan:
-    """One loop nest of a kernel and how it runs.
-
-    Attributes:
-        levels: The ``levels`` tightly nested ``For`` nodes (outermost first).
-        parallel: True for a parallel (prange) nest; False: runs as written.
-        reductions: ``(op, var)`` pairs reduced over the nest.
-        private: Names private to each chunk of iterations (``private`` clause).
-        firstprivate: Names copied into each chunk (``firstprivate`` clause).
-        reason: Why a ``kernels`` nest runs sequentially.
-        stored_outside: Names the function assigns outside the nest, and its
-            parameters; set by code generation when it may interchange loops of the
-            nest (``interchange``), None otherwise.
-        array_reductions: The reduction variables that are arrays (§2.5.15).
-        conditions: Run-time conditions (``expr >= 0`` sources) the parallel form needs;
-            the nest runs as written when one is false (``kernels`` loops only).
-    """
-
-    levels: tuple
-    parallel: bool
-    reductions: tuple = ()
-    private: tuple = ()
-    firstprivate: tuple = ()
-    reason: str = ""
-    stored_outside: frozenset | None = None
-    array_reductions: frozenset = frozenset()
-    conditions: tuple = ()
-
-    @property
-    def key(self):
-        """Position of the outermost loop: identifies the nest in a copy of the tree."""
-        node = self.levels[0]
-        return (node.lineno, node.col_offset)
-
-
-@dataclass
-class LoopNote:
-    """What the planner decided for one loop: the compiler feedback of ``acc.explain``
-    and ``PYACC_INFO`` (like NVHPC's ``-Minfo=accel``).
-
-    Attributes:
-        line: Line of the loop's ``for``.
-        parallel: Runs in parallel (False: sequentially, see ``reason``).
-        reason: Why the loop runs sequentially (the dependence found, or ``seq``).
-        collapse: Levels collapsed into one iteration space.
-        schedule: The gang/worker/vector clauses given (``"gang vector(128)"``).
-        reductions: ``(op, var)`` reductions, declared or implicit.
-        implicit: The variables of ``reductions`` that were found, not declared.
-        private: Private variables (declared) of the loop.
-        construct: The construct the loop belongs to (``kernels``, ``parallel`` ...).
-        interchange: Set by code generation when it interchanged the nest's inner loops.
-        serial_below: Set by code generation: the trip count below which the nest runs
-            on one thread (its serial twin, ``crossover``; 0: always parallel).
-        conditions: Run-time conditions (source, each ``expr >= 0``) under which the
-            dependence test proved the loop parallel; when one fails at a call, the
-            loop runs sequentially.
-    """
-
-    line: int
-    parallel: bool
-    reason: str = ""
-    collapse: int = 1
-    schedule: str = ""
-    reductions: tuple = ()
-    implicit: tuple = ()
-    private: tuple = ()
-    construct: str = ""
-    interchange: bool = False
-    conditions: tuple = ()
-    serial_below: int = 0
-
-
-@dataclass
-class Plan:
-    """Every parallel nest of a function, keyed by :attr:`NestPlan.key`, and a note
-    on every loop the planner decided about, in source order."""
-
-    nests: dict = field(default_factory=dict)
-    notes: list = field(default_factory=list)
-
-    def reductions(self):
-        """All ``(op, var)`` reductions, in source order, without repeats."""
-        seen = []
-        for nest in self.nests.values():
-            for item in nest.reductions:
-                if item not in seen:
-                    seen.append(item)
-        return tuple(seen)
 
 
 # ------------------------------------------------------------------------------ planner

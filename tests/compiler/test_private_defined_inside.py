@@ -41,7 +41,7 @@ def test_only_private_names_that_may_hold_arrays_are_typed_for_the_gpu():
 
     import numba
 
-    from pyacc.compiler.kernel import _may_be_arrays
+    from pyacc.compiler.typing_probe import may_be_arrays as _may_be_arrays
 
     tree = ast.parse(
         "def f(a, b):\n"
