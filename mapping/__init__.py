@@ -27,7 +27,7 @@ Modules:
 - ``inline``      when async work runs at once: the crossover and the run-time predictions
 - ``device``      the device protocol
 - ``host_device`` / ``emulated`` / ``cuda`` (+ ``cuda_backend``, ``cuda_layout``,
-  ``cuda_queues``, ``cuda_transfers``, ``cuda_fake``)  the devices
+  ``cuda_queues``, ``cuda_transfers``, ``cuda_pins``, ``cuda_fake``)  the devices
 - ``memcheck``    the emulated device's guard zones and quarantine (``PYACC_CHECK=memory``);
   ``faults``: its fault injection (``pyacc.testing.inject_faults``)
 - ``events``      the one event stream and the statistics subscriber

@@ -1,12 +1,13 @@
 """Committing: the effectful half of "plan, then commit" (``plan`` is the pure half).
 
-Owns: ``allocate`` (device memory for the CREATE steps of a plan; all or nothing),
+Owns: ``allocate`` (device memory for the CREATE steps of a plan, all or nothing; then
+``Device.pin`` of each new mapping's host side),
 ``end_lifetimes`` (copy back, then remove ended entries and free their memory) and
 ``device_view`` (the device array of a host view inside an entry). ``runtime.DeviceRuntime``
 calls them with the table lock held, between planning and publishing; they never change a
 counter (``entry`` does) and never decide policy (``plan`` does).
 
-``allocate`` takes anything with the device's ``allocate``/``free`` (the device, or while
+``allocate`` takes anything with the device's ``allocate``/``free``/``pin`` (the device, or while
 oversubscribing ``residency``'s evicting allocator).
 
 Invariants: a failure in ``allocate`` frees every block it allocated; ``end_lifetimes``
@@ -56,6 +57,8 @@ def allocate(device, steps: list[EntryStep], namer) -> None:
             name=name,
             nbytes=request.array.nbytes,
         ) from None
+    for step in done:  # every block is there: the device may page-lock their host sides
+        device.pin(step.device_address, step.host_begin, step.host_end, step.request.array)
 
 
 def device_view(device, entry: MappingEntry, array: np.ndarray, host_data: int | None):

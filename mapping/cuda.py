@@ -11,7 +11,10 @@ of the device have their own modules:
 - ``cuda_queues``     ``CudaQueue`` (async queues on non-blocking streams),
   ``CudaSyncQueue`` (``acc.async_sync``), ``CudaQueueEvent``;
 - ``cuda_transfers``  the operations a queue runs for uploads, downloads and device
-  copies (pinned staging, pack/unpack temporaries).
+  copies (direct from page-locked host memory, else pinned staging; pack/unpack
+  temporaries);
+- ``cuda_pins``       ``Pins``: host arrays page-locked while they are mapped
+  (``PYACC_PIN``).
 
 The device passes its queue factory (``CudaQueue`` over its backend) and its synchronous
 queue to ``Device``, whose ``QueueSet`` creates and waits for the queues.
@@ -22,7 +25,9 @@ Invariants and threading:
 - ALLOC is published after a block is taken, FREE before it goes back to the backend
   (``Device.free``); a subscriber that raises on FREE does not leak the block;
 - when the GPU is full, ``allocate_block`` polls the queues once (their deferred frees
-  that the streams have passed run) and tries again.
+  that the streams have passed run) and tries again;
+- a mapping's host range registered by ``pin`` stays registered until its block is
+  freed (``free``, ``reset``): ``pins`` ties each registration to its block.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import numpy as np
 
 from .cuda_backend import BlockIndex, CupyBackend
 from .cuda_layout import extent, interface_layout
+from .cuda_pins import Pins
 from .cuda_queues import CudaQueue, CudaQueueEvent, CudaSyncQueue, SyncKernel
 from .cuda_transfers import DeviceCopy, HostTransfer
 from .device import Device, emit
@@ -69,6 +75,7 @@ class CudaDevice(Device):
                          queue_factory=lambda async_value, label: CudaQueue(async_value, backend, label))
         self._lock = threading.Lock()
         self._blocks = BlockIndex()  # the live blocks pyacc allocated
+        self.pins = Pins(backend)  # host ranges page-locked while their mapping lives
 
     # -- memory -------------------------------------------------------------------
     def allocate(self, nbytes: int) -> int:
@@ -84,8 +91,15 @@ class CudaDevice(Device):
         # FREE is published while the block is still held (see ``Device.free``)
         try:
             emit(EventKind.FREE, self.identity, nbytes, device_begin=address)
-        finally:  # a subscriber that raises must not leak the block
+        finally:  # a subscriber that raises must not leak the block or the registration
             self.backend.free(handle)
+            self.pins.unpin(address)
+
+    def pin(self, address: int, host_begin: int, host_end: int, array: np.ndarray) -> None:
+        """Page-lock the host side of a new mapping (``cuda_pins``) when its elements are
+        one contiguous block: its transfers then skip staging."""
+        if array.flags.c_contiguous or array.flags.f_contiguous:
+            self.pins.pin(address, host_begin, host_end)
 
     def allocation_of(self, address: int):
         block = self._block_at(address)
@@ -256,11 +270,13 @@ class CudaDevice(Device):
         }
 
     def reset(self) -> None:
-        """Forget every allocation (``acc.shutdown``, after the queues have drained)."""
+        """Forget every allocation and registration (``acc.shutdown``, after the queues
+        have drained); ``PYACC_PIN`` is read again."""
         with self._lock:
             handles = self._blocks.clear()
         for handle in handles:
             self.backend.free(handle)
+        self.pins.unpin_all()
 
 
 def _describe_device_array(array, shape, dtype) -> str:

@@ -19,6 +19,11 @@ are ints; "enqueue" means the call returns at once and the work runs in stream o
   host_buffer, stream)``, ``memcpy_dtoh(host_buffer, address, stream)`` (``host_buffer``:
   a contiguous numpy array, all of its bytes), ``memcpy_dtod(destination, source, nbytes,
   stream)``; ``pinned(nbytes)``: a numpy ``uint8`` array in page-locked memory;
+- page-locking program memory: ``register(address, nbytes) -> bool``
+  (``cudaHostRegister`` of whole pages; False, never an error, when the system refuses),
+  ``unregister(address)`` (never raises: the memory may be gone); a memcpy on an
+  asynchronous stream takes page-locked host memory only (pageable memory would be read
+  at enqueue time);
 - streams: ``new_stream(blocking=)``, ``synchronize(stream)``, ``stream_done(stream)``,
   ``use_stream(stream)`` (context manager: the thread's current stream, CuPy's ``with
   stream:``; compiled kernels launch on the current stream), ``launch(stream, fn)`` (run
@@ -87,6 +92,14 @@ class BlockIndex:
         begin = self._starts[slot]
         nbytes, handle = self._blocks[begin]
         return (begin, nbytes, handle) if address < begin + max(nbytes, 1) else None
+
+    def overlaps(self, begin: int, end: int) -> bool:
+        """Whether a live block shares a byte with ``[begin, end)``."""
+        slot = bisect.bisect_left(self._starts, end) - 1
+        if slot < 0:
+            return False
+        start = self._starts[slot]
+        return start + max(self._blocks[start][0], 1) > begin
 
     def clear(self) -> list:
         """Forget every block; their handles."""
@@ -207,6 +220,18 @@ class CupyBackend:
     def pinned(self, nbytes: int) -> np.ndarray:
         memory = self._cupy.cuda.alloc_pinned_memory(nbytes)  # CuPy's pinned memory pool
         return np.ndarray((nbytes,), dtype=np.uint8, buffer=memory)  # keeps ``memory`` alive
+
+    def register(self, address: int, nbytes: int) -> bool:
+        try:
+            with self._device():
+                self._runtime.hostRegister(address, nbytes, 0)  # cudaHostRegisterDefault
+        except self._runtime.CUDARuntimeError:  # the locked-memory limit, already registered
+            return False
+        return True
+
+    def unregister(self, address: int) -> None:
+        with contextlib.suppress(self._runtime.CUDARuntimeError), self._device():
+            self._runtime.hostUnregister(address)
 
     # -- streams and events --------------------------------------------------------------
     def new_stream(self, *, blocking: bool):

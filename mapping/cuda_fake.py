@@ -25,11 +25,19 @@ How it stands in (the interface is listed in ``mapping.cuda_backend``'s docstrin
   starting further work (tests decide when work "completes"); events are the worker's
   ``QueueEvent``; ``use_stream`` sets a thread-local current stream (``current_stream()``);
 - pinned buffers: numpy arrays filled with 0xA5, so a transfer that reads a staging
-  buffer it never filled shows up as garbage.
+  buffer it never filled shows up as garbage;
+- page-locking: ``register`` refuses what ``cudaHostRegister`` refuses (a range that
+  shares a page with a registered one; every range while ``refuse_registration`` is set,
+  standing for the locked-memory limit), and a memcpy on a non-blocking stream refuses
+  host memory that is neither a ``pinned`` buffer nor registered: on a GPU such a copy
+  reads (or, for a download, waits and writes) the host array when it is enqueued, not
+  in stream order.
 
 For tests it records every host↔device and device↔device memcpy, as ``(kind, nbytes)``
 with kind ``"htod"``, ``"dtoh"`` or ``"dtod"``, in ``memcpys``, the byte count of every
-elementwise device copy (pack/unpack) in ``elementwise_copies``, and checks what the real
+elementwise device copy (pack/unpack) in ``elementwise_copies``, of every staging buffer
+(``pinned``) in ``staging``, every registration as ``(address, nbytes)`` in ``registered``
+and every unregistration's address in ``unregistered``, and checks what the real
 API would require: memcpy host buffers are contiguous and device ranges lie inside one
 live allocation.
 
@@ -43,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 
 import numpy as np
 
@@ -153,7 +162,14 @@ class FakeCudaBackend:
         self.capacity = capacity
         self.memcpys: list[tuple[str, int]] = []
         self.elementwise_copies: list[int] = []
+        self.staging: list[int] = []
+        self.registered: list[tuple[int, int]] = []
+        self.unregistered: list[int] = []
+        #: set by tests: every registration is refused (the locked-memory limit)
+        self.refuse_registration = False
         self._lock = threading.Lock()
+        self._registrations = BlockIndex()  # registered host ranges (handles: None)
+        self._pinned = weakref.WeakValueDictionary()  # id → live staging buffer
         self._buffers = BlockIndex()  # handles are the numpy buffers
         self._streams = 0
         self._current = threading.local()
@@ -246,12 +262,14 @@ class FakeCudaBackend:
 
     def memcpy_htod(self, address: int, host_buffer: np.ndarray, stream) -> None:
         source = _contiguous_bytes(host_buffer)
+        self._check_page_locked(host_buffer, source, stream)
         target = self._bytes(address, source.size)
         self.memcpys.append(("htod", source.size))
         stream.submit(lambda: np.copyto(target, source), "a memcpy host to device")
 
     def memcpy_dtoh(self, host_buffer: np.ndarray, address: int, stream) -> None:
         target = _contiguous_bytes(host_buffer)
+        self._check_page_locked(host_buffer, target, stream)
         source = self._bytes(address, target.size)
         self.memcpys.append(("dtoh", target.size))
         stream.submit(lambda: np.copyto(target, source), "a memcpy device to host")
@@ -262,7 +280,45 @@ class FakeCudaBackend:
         stream.submit(lambda: np.copyto(target, origin), "a memcpy device to device")
 
     def pinned(self, nbytes: int) -> np.ndarray:
-        return np.full(nbytes, _GARBAGE, dtype=np.uint8)
+        buffer = np.full(nbytes, _GARBAGE, dtype=np.uint8)
+        self.staging.append(nbytes)
+        self._pinned[id(buffer)] = buffer
+        return buffer
+
+    # -- page-locking program memory --------------------------------------------------------
+    def register(self, address: int, nbytes: int) -> bool:
+        with self._lock:
+            if self.refuse_registration or self._registrations.overlaps(address, address + nbytes):
+                return False  # cudaErrorMemoryAllocation / cudaErrorHostMemoryAlreadyRegistered
+            self._registrations.add(address, nbytes, None)
+        self.registered.append((address, nbytes))
+        return True
+
+    def unregister(self, address: int) -> None:
+        with self._lock, contextlib.suppress(KeyError):  # never registered: as CUDA, no raise
+            self._registrations.pop(address)
+            self.unregistered.append(address)
+
+    def is_registered(self, address: int, nbytes: int) -> bool:
+        """Whether the host bytes ``[address, address + nbytes)`` are registered."""
+        with self._lock:
+            found = self._registrations.find(address)
+        return found is not None and address + nbytes <= found[0] + max(found[1], 1)
+
+    def _check_page_locked(self, host_buffer: np.ndarray, memory: np.ndarray, stream) -> None:
+        """A memcpy on a non-blocking stream takes page-locked host memory only."""
+        if stream.blocking or memory.size == 0:
+            return
+        array = host_buffer
+        while isinstance(array, np.ndarray):  # a view of a staging buffer
+            if self._pinned.get(id(array)) is array:
+                return
+            array = array.base
+        if not self.is_registered(memory.ctypes.data, memory.size):
+            raise ValueError(
+                "fake CUDA memcpy: host memory that is neither pinned nor registered on an "
+                "asynchronous stream (on a GPU the copy would read or write the host array "
+                "when it is enqueued, not in stream order): stage it or register it")
 
     # -- streams and events --------------------------------------------------------------
     def new_stream(self, *, blocking: bool) -> _FakeStream:

@@ -7,15 +7,18 @@ temporaries. Layout decisions come from ``cuda_layout``; the device (``cuda.Cuda
 gives memory, the backend and the queues.
 
 Transfers (``upload``/``download``/``device_copy``, same shape on both sides). Exactly one
-host↔device memcpy per transfer, of exactly the bytes of the elements:
+host↔device memcpy per transfer, of exactly the bytes of the elements (a page-locked
+host array: one more for each partial page at its ends, staged):
 - a side whose elements fill one C- or F-ordered block is copied as it is; a strided side
   (a column, a sub-block, ``a[::3]``, negative strides) is packed: on the device by one
   elementwise copy into (or out of) a contiguous temporary, on the host by numpy into (or
   out of) the staging buffer;
-- on an asynchronous queue the host data goes through a pinned staging buffer by host
-  functions enqueued on the stream, so the host array is read (upload) or written
-  (download) when the copy runs in stream order, never at enqueue time (OpenACC 3.3
-  §2.16.1); staging buffers and temporaries are released once the stream has passed them;
+- on an asynchronous queue the copy reads (upload) or writes (download) the host array
+  when it runs in stream order, never at enqueue time (OpenACC 3.3 §2.16.1): a host
+  array that is one block inside a page-locked range (``cuda_pins``: a mapped array
+  registered with the driver) is the memcpy's own host side; any other goes through a
+  pinned staging buffer filled or emptied by host functions enqueued on the stream;
+  staging buffers and temporaries are released once the stream has passed them;
 - on the synchronous queue a contiguous host array is copied directly, a strided one
   through a pinned buffer packed/unpacked on the calling thread, and the copy has
   completed when the call returns.
@@ -70,9 +73,24 @@ class HostTransfer:
     def _what(self) -> str:
         return "upload" if self.upload else "download"
 
-    # -- asynchronous: host data moves through pinned staging in stream order -----------------
+    # -- asynchronous: host data moves in stream order, through pinned staging unless the -----
+    # -- host array is page-locked (``cuda_pins``) -----------------------------------------------
+    def _locked_part(self, host: np.ndarray, packing: Packing):
+        """``(begin, end)``: the byte offsets in ``host`` that the DMA can read or write
+        in place (``host`` is one block in the transfer's order and meets a registered
+        range), or None."""
+        if packing.host_packed:
+            return None
+        low = host.ctypes.data
+        part = self.device.pins.locked_part(low, low + packing.nbytes)
+        return None if part is None else (part[0] - low, part[1] - low)
+
     def _upload_async(self, host, device_array, packing: Packing) -> None:
         backend, queue = self.device.backend, self.queue
+        part = self._locked_part(host, packing)
+        if part is not None:
+            self._direct(host, device_array, packing, part)
+            return
         staging = backend.pinned(packing.nbytes)
         address, temporary = block_for(self.device, packing)
         try:
@@ -85,6 +103,10 @@ class HostTransfer:
 
     def _download_async(self, host, device_array, packing: Packing) -> None:
         backend, queue = self.device.backend, self.queue
+        part = self._locked_part(host, packing)
+        if part is not None:
+            self._direct(host, device_array, packing, part)
+            return
         staging = backend.pinned(packing.nbytes)
         address, temporary = block_for(self.device, packing)
         try:
@@ -94,6 +116,42 @@ class HostTransfer:
             queue.host_func(_CopyInto(host, packing.staged(staging)))  # writes the host when it runs
         finally:
             queue.defer(_Release(self.device, temporary, staging))
+
+    def _direct(self, host, device_array, packing: Packing, part) -> None:
+        """A transfer of a host block that is page-locked at byte offsets ``part``: that
+        part is one memcpy of the host array itself, the bytes before and after it (less
+        than a page each) go through staging; all in stream order, so the DMA reads or
+        writes ``host`` when it runs (OpenACC 3.3 §2.16.1)."""
+        backend, queue = self.device.backend, self.queue
+        address, temporary = block_for(self.device, packing)
+        raw = host.reshape(-1, order="A").view(np.uint8)  # block order: offsets match
+        begin, end = part
+        pieces = [(0, begin, False), (begin, end, True), (end, raw.size, False)]
+        stagings = []
+        try:
+            if not self.upload and temporary is not None:
+                backend.copy(temporary.view, backend.as_device_array(device_array), queue.stream)
+            for low, high, locked in pieces:
+                if high > low:
+                    stagings.append(self._piece(raw[low:high], address + low, locked))
+            if self.upload and temporary is not None:
+                backend.copy(backend.as_device_array(device_array), temporary.view, queue.stream)
+        finally:
+            queue.defer(_Release(self.device, temporary, stagings))
+
+    def _piece(self, host_bytes: np.ndarray, address: int, locked: bool):
+        """Enqueue one piece of a ``_direct`` transfer; its staging buffer, or None."""
+        backend, queue = self.device.backend, self.queue
+        staging = None if locked else backend.pinned(host_bytes.size)
+        if self.upload:
+            if staging is not None:
+                queue.host_func(_CopyInto(staging, host_bytes))  # reads the host when it runs
+            backend.memcpy_htod(address, host_bytes if locked else staging, queue.stream)
+        else:
+            backend.memcpy_dtoh(host_bytes if locked else staging, address, queue.stream)
+            if staging is not None:
+                queue.host_func(_CopyInto(host_bytes, staging))  # writes the host when it runs
+        return staging
 
     # -- synchronous: complete on return ---------------------------------------------------------
     def _upload_now(self, host, device_array, packing: Packing) -> None:

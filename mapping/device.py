@@ -154,6 +154,12 @@ class Device(abc.ABC):
         released; in this order every subscriber (the ``PYACC_CHECK`` ledger, profilers)
         sees each address's ALLOC and FREE events alternate."""
 
+    def pin(self, address: int, host_begin: int, host_end: int, array: np.ndarray) -> None:
+        """The mapping of ``array`` (host bytes ``[host_begin, host_end)``) was just given
+        the block at ``address``: a device whose transfers are faster from page-locked
+        host memory page-locks it until that block is freed (``cuda``: ``cuda_pins``).
+        Nothing by default; never raises."""
+
     def release(self, address: int, queue: "Queue | None" = None) -> None:
         """Free the block at ``address`` once no queue can touch it any more: at once when
         every asynchronous queue is idle, else once every queue that is busy now — and

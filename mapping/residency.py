@@ -288,6 +288,9 @@ class _Allocator:
     def free(self, address: int) -> None:
         self.residency.device.free(address)
 
+    def pin(self, address: int, host_begin: int, host_end: int, array) -> None:
+        self.residency.device.pin(address, host_begin, host_end, array)
+
     def view(self, address: int, like: np.ndarray):
         return self.residency.device.view(address, like)
 

@@ -1,0 +1,276 @@
+"""Page-locked mappings of the cuda device (mapping/cuda_pins.py, API.md §12) on the fake
+backend: host arrays at least ``PYACC_PIN`` bytes are registered while they are mapped
+(counts leave zero → registered; back at zero → unregistered once the queues have passed
+the free; reset), their async transfers are one memcpy with no staging and still touch
+the host in stream order, and a refused registration falls back to staging silently."""
+
+import numpy as np
+import pytest
+
+from pyacc.mapping import Counter, DeviceRuntime, InvalidArgumentError, MapKind, MapRequest, UpdateDirection
+from pyacc.mapping.cuda import CudaDevice
+from pyacc.mapping.cuda_fake import FakeCudaBackend
+from pyacc.mapping.cuda_pins import DEFAULT_THRESHOLD, PAGE, threshold_from_environment
+
+BIG = DEFAULT_THRESHOLD // 8  # float64 elements of a mapping exactly at the default threshold
+
+
+@pytest.fixture
+def backend():
+    return FakeCudaBackend()
+
+
+@pytest.fixture
+def device(backend, monkeypatch):
+    monkeypatch.delenv("PYACC_PIN", raising=False)
+    device = CudaDevice(0, backend=backend)
+    yield device
+    for queue in device.existing_queues():
+        queue.stream.close()
+    device.sync_queue.stream.close()
+
+
+@pytest.fixture
+def runtime(device):
+    return DeviceRuntime(device)
+
+
+def _enter(runtime, array, kind=MapKind.COPYIN, queue=None):
+    runtime.enter([MapRequest(kind, array)], Counter.DYNAMIC, queue or runtime.device.sync_queue)
+    return runtime.deviceptr(array)
+
+
+def _exit(runtime, array, kind=MapKind.DELETE, queue=None):
+    runtime.exit_dynamic([MapRequest(kind, array)], queue or runtime.device.sync_queue)
+
+
+def _inside(array) -> tuple[int, int]:
+    """The whole pages inside an array's bytes: what a mapping of it registers."""
+    low, high = array.ctypes.data, array.ctypes.data + array.nbytes
+    return -(-low // PAGE) * PAGE, high - high % PAGE
+
+
+def _registered(backend, array) -> bool:
+    begin, end = _inside(array)
+    return backend.is_registered(begin, end - begin)
+
+
+def _moved(backend, kind) -> list[int]:
+    return [nbytes for k, nbytes in backend.memcpys if k == kind]
+
+
+# == the lifetime of a registration is the mapping's ========================================
+def test_pin_a_mapping_at_least_the_threshold_is_registered_while_mapped(backend, runtime):
+    a = np.arange(BIG, dtype=np.float64)
+    _enter(runtime, a)
+    assert _registered(backend, a) and len(backend.registered) == 1
+    begin, nbytes = backend.registered[0]
+    assert (begin, begin + nbytes) == _inside(a)  # the whole pages inside it
+    _exit(runtime, a)
+    assert not _registered(backend, a) and backend.unregistered == [begin]
+    assert len(runtime.device.pins) == 0
+
+
+def test_pin_a_mapping_below_the_threshold_is_not_registered(backend, runtime):
+    a = np.zeros(BIG - 1)
+    _enter(runtime, a)
+    assert backend.registered == [] and not _registered(backend, a)
+
+
+def test_pin_present_increments_do_not_register_again_and_the_last_exit_unregisters(backend, runtime):
+    a = np.zeros(BIG)
+    _enter(runtime, a)
+    _enter(runtime, a)
+    assert len(backend.registered) == 1
+    _exit(runtime, a, MapKind.COPYOUT)
+    assert _registered(backend, a) and backend.unregistered == []
+    _exit(runtime, a, MapKind.COPYOUT)
+    assert not _registered(backend, a) and len(backend.unregistered) == 1
+
+
+def test_pin_a_structured_region_registers_at_entry_and_unregisters_at_exit(backend, runtime):
+    a = np.zeros(BIG)
+    mapped = runtime.enter([MapRequest(MapKind.COPY, a)], Counter.STRUCTURED, runtime.device.sync_queue)
+    assert _registered(backend, a)
+    runtime.exit_structured(mapped, runtime.device.sync_queue)
+    assert not _registered(backend, a)
+
+
+def test_pin_unregistration_waits_for_the_queue_that_copies_out(device, backend, runtime):
+    a = np.zeros(BIG)
+    device_array = _enter(runtime, a)
+    device_array[...] = 7.0
+    queue = device.queue(1)
+    with queue.hold():
+        _exit(runtime, a, MapKind.COPYOUT, queue)
+        assert not runtime.is_present(a)  # absent at once, its memory still locked ...
+        assert _registered(backend, a) and backend.unregistered == [] and not a.any()
+    queue.synchronize()
+    assert np.all(a == 7.0) and not _registered(backend, a)  # ... until the copy ran
+
+
+def test_pin_reset_unregisters_everything(device, backend, runtime):
+    a, b = np.zeros(BIG), np.zeros(2 * BIG)
+    _enter(runtime, a)
+    _enter(runtime, b)
+    runtime.shutdown()
+    assert not _registered(backend, a) and not _registered(backend, b)
+    assert len(backend.unregistered) == 2 and len(device.pins) == 0
+
+
+def test_pin_a_strided_view_is_not_registered(backend, runtime):
+    a = np.zeros((2, BIG))
+    _enter(runtime, a[:, ::2])
+    assert backend.registered == []
+
+
+def test_pin_a_fortran_ordered_array_is_registered(backend, runtime):
+    a = np.asfortranarray(np.zeros((BIG // 4, 4)))
+    _enter(runtime, a)
+    assert _registered(backend, a)
+
+
+# == transfers of page-locked arrays =========================================================
+def test_pin_async_transfers_of_a_registered_array_are_one_memcpy_without_staging(device, backend, runtime):
+    a = np.arange(BIG, dtype=np.float64)
+    device_array = _enter(runtime, a)
+    queue = device.queue(1)
+    backend.memcpys.clear()
+    runtime.update([(UpdateDirection.DEVICE, a, "a")], queue)
+    queue.synchronize()
+    assert np.array_equal(device_array.get(), a)
+    device_array[...] = -1.0  # the fake's device memory, written directly
+    runtime.update([(UpdateDirection.SELF, a, "a")], queue)
+    queue.synchronize()
+    begin, end = _inside(a)
+    for kind in ("htod", "dtoh"):  # the pages inside in place, the partial pages at the ends staged
+        assert sum(_moved(backend, kind)) == a.nbytes and end - begin in _moved(backend, kind)
+    assert sum(backend.staging) == 2 * (a.nbytes - (end - begin)) < 4 * PAGE
+    assert np.all(a == -1.0)
+
+
+def test_pin_an_async_upload_of_a_registered_array_reads_the_host_when_it_runs(device, backend, runtime):
+    a = np.zeros(BIG)
+    device_array = _enter(runtime, a)
+    queue = device.queue(1)
+    with queue.hold():
+        runtime.update([(UpdateDirection.DEVICE, a, "a")], queue)
+        a[...] = 42.0  # after the enqueue, before the stream runs the copy (§2.16.1)
+        assert not device_array.get().any()
+    queue.synchronize()
+    assert np.all(device_array.get() == 42.0) and sum(backend.staging) < 2 * PAGE
+
+
+def test_pin_an_async_download_into_a_registered_array_lands_when_it_runs(device, backend, runtime):
+    a = np.zeros(BIG)
+    device_array = _enter(runtime, a)
+    device_array[...] = 5.0
+    queue = device.queue(1)
+    with queue.hold():
+        runtime.update([(UpdateDirection.SELF, a, "a")], queue)
+        assert not a.any()
+    queue.synchronize()
+    assert np.all(a == 5.0) and sum(backend.staging) < 2 * PAGE
+
+
+def test_pin_a_strided_part_of_a_registered_array_still_goes_through_staging(device, backend, runtime):
+    a = np.arange(BIG, dtype=np.float64)
+    device_array = _enter(runtime, a)
+    device_array[...] = 0.0
+    queue = device.queue(1)
+    runtime.update([(UpdateDirection.DEVICE, a[::4], "every fourth")], queue)
+    queue.synchronize()
+    assert len(backend.staging) == 1
+    assert np.array_equal(device_array.get()[::4], a[::4]) and not device_array.get()[1::4].any()
+
+
+def test_pin_an_unregistered_array_goes_through_staging_on_async_queues(device, backend, runtime):
+    a = np.arange(1000, dtype=np.float64)
+    device_array = _enter(runtime, a)
+    runtime.update([(UpdateDirection.DEVICE, a, "a")], device.queue(1))
+    device.queue(1).synchronize()
+    assert backend.staging == [a.nbytes] and np.array_equal(device_array.get(), a)
+
+
+# == refusals and settings =====================================================================
+def test_pin_a_refused_registration_falls_back_to_staging_silently(device, backend, runtime):
+    backend.refuse_registration = True  # the locked-memory limit
+    a = np.arange(BIG, dtype=np.float64)
+    device_array = _enter(runtime, a)
+    assert backend.registered == [] and len(device.pins) == 0
+    a += 1.0
+    runtime.update([(UpdateDirection.DEVICE, a, "a")], device.queue(1))
+    device.queue(1).synchronize()
+    assert backend.staging == [a.nbytes] and np.array_equal(device_array.get(), a)
+    _exit(runtime, a)
+    assert backend.unregistered == []
+
+
+def test_pin_two_mappings_sharing_a_page_both_register_and_stay_exact(device, backend, runtime):
+    whole = np.arange(2 * BIG + 3, dtype=np.float64)
+    first, second = whole[:BIG + 1], whole[BIG + 1:]  # the boundary lies inside one page
+    d_first, d_second = _enter(runtime, first), _enter(runtime, second)
+    assert _registered(backend, first) and _registered(backend, second)
+    assert not backend.is_registered(_inside(first)[1], PAGE)  # the shared page: neither's
+    whole *= 2.0
+    queue = device.queue(1)
+    runtime.update([(UpdateDirection.DEVICE, first, "first"), (UpdateDirection.DEVICE, second, "second")], queue)
+    queue.synchronize()
+    assert np.array_equal(d_first.get(), first) and np.array_equal(d_second.get(), second)
+    _exit(runtime, first)
+    runtime.update([(UpdateDirection.DEVICE, second, "second")], queue)
+    queue.synchronize()
+    assert np.array_equal(d_second.get(), second) and len(backend.unregistered) == 1
+    d_second[...] = 0.5
+    runtime.update([(UpdateDirection.SELF, second, "second")], queue)
+    queue.synchronize()
+    assert np.all(second == 0.5) and np.array_equal(first, 2.0 * np.arange(BIG + 1))
+
+
+def test_pin_zero_turns_page_locking_off(backend, monkeypatch):
+    monkeypatch.setenv("PYACC_PIN", "0")
+    runtime = DeviceRuntime(CudaDevice(0, backend=backend))
+    _enter(runtime, np.zeros(4 * BIG))
+    assert backend.registered == []
+
+
+@pytest.mark.parametrize("text, value", [("4096", 4096), ("2M", 2 << 20), ("1.5k", 1536), (" 1G ", 1 << 30),
+                                         ("", DEFAULT_THRESHOLD)])
+def test_pin_setting_takes_bytes_with_suffixes(monkeypatch, text, value):
+    monkeypatch.setenv("PYACC_PIN", text)
+    assert threshold_from_environment() == value
+
+
+@pytest.mark.parametrize("text", ["lots", "-1", "nan", "inf", "1T", "M"])
+def test_pin_setting_refuses_what_is_not_a_size_by_name(backend, monkeypatch, text):
+    monkeypatch.setenv("PYACC_PIN", text)
+    with pytest.raises(InvalidArgumentError, match=r"PYACC_PIN=.*not a size in bytes.*PYACC_PIN=0"):
+        CudaDevice(0, backend=backend)
+
+
+def test_pin_setting_is_read_again_after_reset(backend, monkeypatch, runtime):
+    monkeypatch.setenv("PYACC_PIN", "0")
+    runtime.shutdown()
+    _enter(runtime, np.zeros(BIG))
+    assert backend.registered == []
+
+
+# == the fake is as strict as the GPU about pageable memory ==================================
+def test_fake_memcpy_on_an_async_stream_refuses_pageable_host_memory(device, backend):
+    address, _ = backend.allocate(64)
+    stream = device.queue(1).stream
+    with pytest.raises(ValueError, match="neither pinned nor registered"):
+        backend.memcpy_htod(address, np.zeros(8), stream)
+    with pytest.raises(ValueError, match="neither pinned nor registered"):
+        backend.memcpy_dtoh(np.zeros(8), address, stream)
+    backend.memcpy_htod(address, np.zeros(8), device.sync_queue.stream)  # blocking: synchronous
+    backend.memcpy_htod(address, backend.pinned(64)[:32], stream)  # a view of a staging buffer
+    host = np.zeros(8)
+    page = host.ctypes.data - host.ctypes.data % PAGE
+    assert backend.register(page, 2 * PAGE)  # two pages: the 64 bytes may cross into the second
+    backend.memcpy_dtoh(host, address, stream)  # registered: taken
+    assert not backend.register(page + PAGE, PAGE)  # shares a registered page: refused, no error
+    backend.unregister(page)
+    backend.unregister(page)  # not registered any more: nothing, as CUDA reports and pyacc ignores
+    assert backend.unregistered == [page]
+    stream.synchronize()
