@@ -22,9 +22,12 @@ Invariants:
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import hashlib
+import inspect
 import math
+import types
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -558,12 +561,10 @@ def _line_origins(tree, text):
 
 
 def _is_builtin(name, value, scope):
-    import builtins
     return name not in scope.func.__globals__ and getattr(builtins, name, None) is value
 
 
 def _is_module(value):
-    import types
     return isinstance(value, types.ModuleType)
 
 
@@ -575,7 +576,6 @@ def _describe(value) -> str:
     py_func = getattr(value, "py_func", None)
     if py_func is not None:
         try:
-            import inspect
             digest = hashlib.sha256(inspect.getsource(py_func).encode()).hexdigest()[:16]
             text += f" source={digest}"
         except (OSError, TypeError):

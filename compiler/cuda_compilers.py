@@ -99,7 +99,7 @@ class CudaCompiler:
     def errors(self) -> tuple[type[BaseException], ...]:
         """The exception classes of a failed typing or lowering (Numba's own as well:
         numba-cuda's errors derive from them)."""
-        from numba.core.errors import NumbaError
+        from numba.core.errors import NumbaError  # here: this module never imports Numba (mlir needs none)
 
         own = getattr(importlib.import_module(self.errors_module), "NumbaError", NumbaError)
         return (NumbaError,) if own is NumbaError else (NumbaError, own)
@@ -110,9 +110,9 @@ class CudaCompiler:
     def typeof(self, value):
         """The compiler's type of an argument value (for ``compile_ptx`` signatures)."""
         if self.name == "mlir":
-            from numba_cuda_mlir.numba_cuda.typing.typeof import typeof
+            from numba_cuda_mlir.numba_cuda.typing.typeof import typeof  # optional: numba-cuda-mlir
             return typeof(value)
-        import numba
+        import numba  # here: this module never imports Numba at load (see errors)
         return numba.typeof(value)
 
 

@@ -161,7 +161,7 @@ def _simulated_launch(kernel, grid, block, args):
     Device arrays of the fake cuda device (``mapping.cuda_fake``) are handed over as the
     simulator's own device arrays over the same memory (it would otherwise copy them in
     and out, and it cannot copy strided views)."""
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray  # simulator runs only (NUMBA_ENABLE_CUDASIM)
 
     args = tuple(FakeCUDAArray(a.simulator_view()) if hasattr(a, "simulator_view") else a
                  for a in args)

@@ -38,6 +38,7 @@ import os
 import sys
 import threading
 import traceback
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -358,7 +359,7 @@ def _target(name):
     """The code generator of target ``name`` (the cuda one keeps per-module state and
     imports numba.cuda, so it is created per build and only when asked for)."""
     if name == "cuda":
-        from .cuda_target import CudaTarget
+        from .cuda_target import CudaTarget  # only when a cuda kernel is built: it loads numba.cuda
         return CudaTarget()
     return TARGETS[name]
 
@@ -369,7 +370,6 @@ _warned_boundscheck = []
 def _warn_boundscheck_on_cuda(boundscheck):
     if boundscheck and not _warned_boundscheck:
         _warned_boundscheck.append(True)
-        import warnings
         warnings.warn("PYACC_BOUNDSCHECK has no effect on the cuda target (GPU kernels "
                       "cannot raise); check indices on 'host' or 'emulated'", RuntimeWarning,
                       stacklevel=4)

@@ -47,6 +47,7 @@ def _load_tbb() -> bool:
             except OSError:
                 continue
     try:
+        # optional: whether Numba's TBB layer (oneTBB) can be loaded here
         from numba.np.ufunc import tbbpool  # noqa: F401 - Numba's TBB layer
     except ImportError:
         return False

@@ -57,6 +57,7 @@ Quick start::
 """
 
 import logging
+import warnings
 
 from . import _layers  # before any import of pyacc.mapping or pyacc.compiler
 
@@ -94,8 +95,6 @@ logging.getLogger("pyacc").addHandler(logging.NullHandler())
 try:  # PYACC_NOTIFY, PYACC_TIME, PYACC_TRACE, PYACC_CHECK, PYACC_AUTOCOMPARE
     observe.configure()
 except ValueError as _error:  # a bad value must not make ``import pyacc`` (or the CLI) fail
-    import warnings
-
     warnings.warn(f"pyacc diagnostics not enabled: {_error}", RuntimeWarning, stacklevel=2)
 
 __all__ = (

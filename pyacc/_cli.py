@@ -28,7 +28,9 @@ import runpy
 import sys
 import warnings
 
+import pyacc as acc
 from pyacc.compiler import cuda_compilers
+from pyacc.compiler.kernel import cache_dir
 
 from . import _devices
 
@@ -76,8 +78,6 @@ def _offload() -> dict:
 
 
 def _current_device() -> dict:
-    import pyacc as acc
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -90,8 +90,6 @@ def _current_device() -> dict:
 
 
 def _device(kind: str, number: int) -> dict:
-    import pyacc as acc
-
     device = {"number": number}
     for prop in _PROPERTIES:
         try:
@@ -102,8 +100,6 @@ def _device(kind: str, number: int) -> dict:
 
 
 def _device_type(kind: str) -> dict:
-    import pyacc as acc
-
     entry = {"aliases": [_ALIASES[kind]] if kind in _ALIASES else []}
     try:
         count = acc.get_num_devices(kind)
@@ -175,8 +171,6 @@ def _cuda_compiler() -> str:
 
 def _kernel_cache() -> str:
     try:
-        from pyacc.compiler.kernel import cache_dir
-
         return str(cache_dir())
     except Exception as error:
         return f"unavailable: {error}"
@@ -192,10 +186,8 @@ def _settings() -> dict:
 
 def info_report() -> dict:
     """Everything ``python -m pyacc info`` prints, as a JSON-serialisable dict."""
-    import pyacc
-
     return {
-        "pyacc": {"version": pyacc.__version__, "path": os.path.dirname(pyacc.__file__)},
+        "pyacc": {"version": acc.__version__, "path": os.path.dirname(acc.__file__)},
         "python": f"{platform.python_version()} ({sys.executable})",
         "platform": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
         "offload": _offload(),
@@ -377,11 +369,9 @@ def _add_run(commands) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    import pyacc
-
     top = argparse.ArgumentParser(prog=PROG, description="pyacc, OpenACC for Python: "
                                   "installation report and script runner.")
-    top.add_argument("--version", action="version", version=f"pyacc {pyacc.__version__}")
+    top.add_argument("--version", action="version", version=f"pyacc {acc.__version__}")
     commands = top.add_subparsers(dest="command", metavar="COMMAND")
     _add_info(commands)
     _add_run(commands)

@@ -17,6 +17,8 @@ import threading
 
 from pyacc.mapping import BUS, AccError, EventKind
 
+from ._devices import ICVS
+
 __all__ = ["register_error_callback", "unregister_error_callback", "reported", "report"]
 
 _ACTIVE = BUS.active
@@ -59,8 +61,6 @@ def report(error: AccError) -> None:
     if debug_enabled():
         _dump_table(error)
     if BUS.wants(EventKind.ERROR):
-        from ._devices import ICVS
-
         runtime = ICVS.runtime
         device = runtime.device.identity if runtime is not None else ("none", -1)
         BUS.publish(EventKind.ERROR, device, name=getattr(error, "name", None), info=error)
@@ -69,8 +69,7 @@ def report(error: AccError) -> None:
 
 
 def _dump_table(error) -> None:
-    from ._devices import ICVS
-    from .observe import describe_table
+    from .observe import describe_table  # here: pyacc.observe imports modules that import this one
 
     runtime = ICVS.runtime
     if runtime is not None:
@@ -80,8 +79,6 @@ def _dump_table(error) -> None:
 
 def directive_end(name: str) -> None:
     """Publish the end of a public directive or routine (a checkpoint for PYACC_CHECK)."""
-    from ._devices import ICVS
-
     runtime = ICVS.runtime
     if runtime is not None:
         BUS.publish(EventKind.DIRECTIVE_END, runtime.device.identity, info=name)

@@ -41,7 +41,7 @@ def _load():
             sys.implementation.name != "cpython":
         return None
     try:
-        from . import _fastcall
+        from . import _fastcall  # optional: the C extension, absent when not built
     except ImportError:
         return None
     # the context memo is per thread state: not for ICVs local to something else (gevent's

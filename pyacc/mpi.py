@@ -5,7 +5,7 @@ node-local rank, keeps its fields resident with ``enter data``/``data``, packs h
 device, and hands MPI either device buffers (``host_data use_device``, when the MPI is
 CUDA-aware) or host copies staged with ``update self`` / ``update device``::
 
-    from mpi4py import MPI
+    from mpi4py import MPI  # optional dependency (pyacc[mpi]): a clear error below
     import pyacc as acc
     import pyacc.mpi
 
@@ -35,8 +35,10 @@ import ctypes
 import os
 import sys
 
+import numba
+
 try:
-    from mpi4py import MPI
+    from mpi4py import MPI  # optional dependency (pyacc[mpi]): a clear error below
 except ImportError as error:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError(
         "pyacc.mpi needs mpi4py and an MPI library: install them with "
@@ -224,8 +226,6 @@ def share_cores(comm=None) -> int:
     ``cores`` is this process's CPU affinity. Leaves the thread count alone when the user
     set ``NUMBA_NUM_THREADS``. Returns the number of threads kernels now use.
     """
-    import numba
-
     _check_launch()
     if "NUMBA_NUM_THREADS" in os.environ:
         return numba.get_num_threads()

@@ -73,8 +73,12 @@ from contextlib import contextmanager
 from pyacc.mapping import InvalidArgumentError, InvalidAsyncError
 from pyacc.mapping.emulated import FaultPlan
 
+from . import observe
 from ._clauses import async_value
 from ._devices import current_runtime
+from ._names import user_frame
+from .observe import verify_all
+from .observe.memcheck import check_point
 
 __all__ = ["hold_queue", "inject_faults", "FaultPlan", "check_consistency", "check",
            "enable_check", "disable_check"]
@@ -117,7 +121,6 @@ def check_consistency() -> None:
     against the checker's own bookkeeping (``acc.ConsistencyError`` when they differ).
     The checker must be on: ``PYACC_CHECK=1`` before the program starts, or set it and
     call ``pyacc.observe.configure()`` (``RuntimeError`` otherwise)."""
-    from .observe import verify_all  # the diagnostics import the device registry
 
     verify_all()
 
@@ -138,7 +141,6 @@ def enable_check(*modes, error: bool = False) -> None:
     Raises:
         InvalidArgumentError: an unknown mode.
     """
-    from . import observe
 
     names = _modes(modes)
     for mode in names:  # all validated before any is switched on
@@ -152,7 +154,6 @@ def enable_check(*modes, error: bool = False) -> None:
 
 def disable_check(*modes) -> None:
     """Undo ``enable_check(*modes)``."""
-    from . import observe
 
     for mode in _modes(modes):
         observe.disable_check(mode)
@@ -195,7 +196,6 @@ class check:  # noqa: N801 - spelled like a function: a statement and a context 
 def _validated(modes) -> list[str]:
     """The modes named (a comma list or several arguments), each one that
     ``PYACC_CHECK`` takes (InvalidArgumentError otherwise)."""
-    from . import observe
 
     names = _modes(modes)
     for mode in names:
@@ -208,9 +208,6 @@ def _validated(modes) -> list[str]:
 
 def _check_point(modes, what: str) -> None:
     """The on-demand check point of ``modes`` (``check``), at the caller's line."""
-    from . import observe
-    from ._names import user_frame
-    from .observe.memcheck import check_point
 
     frame = user_frame()
     where = what if frame is None else f"{what} ({frame.f_code.co_filename}:{frame.f_lineno})"
