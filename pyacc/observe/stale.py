@@ -46,6 +46,7 @@ from pyacc.mapping import BUS, EventKind, StaleDataError, StaleDataWarning
 
 from .._names import user_frame
 from ._entries import EntryIndex, host_view
+from .checking import live_runtimes
 from ._locate import Location, location_of
 
 __all__ = ["StaleChecker", "element_reads"]
@@ -110,8 +111,6 @@ class StaleChecker:
     def _adopt(self) -> None:
         """Mappings present when checking begins: their host copies as they are now are
         taken as the last transfer's."""
-        from .checking import live_runtimes
-
         began = Location("<PYACC_CHECK=stale switched on>", 0, "?")
         for runtime in live_runtimes():
             device = runtime.device

@@ -47,7 +47,7 @@ from pyacc.compiler import CompileError
 from pyacc.compiler.clauses import ClauseExpr
 from pyacc.mapping import AccError, Counter, InvalidArgumentError, UpdateDirection
 
-from .. import _devices as _acc_devices
+from .. import _compute as acc_compute, _devices as _acc_devices, _directives
 from .._compute import ComputeRegion, at_caller
 from .._devices import ICVS
 from .._errors import report
@@ -286,8 +286,6 @@ def declare_target(function=None, clause_string=None, /, **clauses):
     device copy for the whole program, initialised from the host (``acc.declare(copyin=)``);
     returns None.
     """
-    from .. import _directives, _compute as acc_compute
-
     if isinstance(function, str):
         function, clause_string = None, function
     try:
