@@ -39,6 +39,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -463,9 +464,20 @@ def run_bandwidth(mode, cupy, budget) -> dict:
         d.get(out=a)
         sync()
 
+    b = np.random.default_rng(3).random(n)  # unmapped: every copy maps, copies, unmaps
+
+    def pyacc_once_h2d():
+        acc.copyin(b)
+        acc.delete(b)
+
+    def pyacc_once_d2h():
+        acc.create(b)
+        acc.copyout(b)
+
     candidates = {name: Candidate(run) for name, run in (
         ("pyacc h2d", pyacc_h2d), ("cupy pinned h2d", cupy_h2d), ("cupy pageable h2d", cupy_h2d_pageable),
-        ("pyacc d2h", pyacc_d2h), ("cupy pinned d2h", cupy_d2h), ("cupy pageable d2h", cupy_d2h_pageable))}
+        ("pyacc d2h", pyacc_d2h), ("cupy pinned d2h", cupy_d2h), ("cupy pageable d2h", cupy_d2h_pageable),
+        ("pyacc one-off h2d", pyacc_once_h2d), ("pyacc one-off d2h", pyacc_once_d2h))}
     try:
         times, failed = measure(candidates, REPEATS[mode][1], budget)
     finally:
@@ -474,7 +486,47 @@ def run_bandwidth(mode, cupy, budget) -> dict:
         cupy.get_default_memory_pool().free_all_blocks()
     gbps = {name: nbytes / seconds / 1e9 for name, seconds in times.items()}
     print("  bandwidth (GB/s): " + ", ".join(f"{k} {v:.2f}" for k, v in gbps.items()))
-    return {"nbytes": nbytes, "seconds": times, "gbps": gbps, "notes": failed}
+    registration = registration_cost(cupy, b)
+    print(f"  page-locking {nbytes >> 20} MiB: register {registration['register_ms']:.2f} ms, "
+          f"unregister {registration['unregister_ms']:.2f} ms")
+    return {"nbytes": nbytes, "seconds": times, "gbps": gbps, "registration": registration,
+            "notes": failed}
+
+
+def registration_cost(cupy, array) -> dict:
+    """ms to ``cudaHostRegister`` / ``cudaHostUnregister`` ``array`` (the pages inside
+    it, as ``PYACC_PIN`` does), median of 3; what mapping a large array costs once."""
+    page = 4096
+    low = -(-array.ctypes.data // page) * page
+    size = (array.ctypes.data + array.nbytes) // page * page - low
+    runtime = cupy.cuda.runtime
+    register, unregister = [], []
+    for _ in range(3):
+        start = time.perf_counter()
+        runtime.hostRegister(low, size, 0)
+        middle = time.perf_counter()
+        runtime.hostUnregister(low)
+        register.append((middle - start) * 1e3)
+        unregister.append((time.perf_counter() - middle) * 1e3)
+    return {"register_ms": statistics.median(register), "unregister_ms": statistics.median(unregister),
+            "nbytes": size}
+
+
+def summary_fields(report: dict) -> dict:
+    """The headline figures of issue 28 at the top of results_cuda.json."""
+    fields = {"gpu": report["machine"].get("gpu")}
+    g = report.get("bandwidth", {}).get("gbps", {})
+    for way in ("h2d", "d2h"):
+        if f"pyacc {way}" in g and f"cupy pinned {way}" in g:
+            fields[f"{way}_ratio"] = g[f"pyacc {way}"] / g[f"cupy pinned {way}"]
+        if f"pyacc one-off {way}" in g and f"cupy pageable {way}" in g:
+            fields[f"one_off_{way}_vs_pageable"] = g[f"pyacc one-off {way}"] / g[f"cupy pageable {way}"]
+    us = report.get("launch", {}).get("us", {})
+    if "pyacc sync" in us:
+        fields["launch_us"] = us["pyacc sync"]
+    if "pyacc async" in us:
+        fields["launch_async_us"] = us["pyacc async"]
+    return fields
 
 
 # == launch overhead =========================================================================
@@ -623,6 +675,14 @@ def measure_lines(report) -> list[str]:
                              f"| {ratio:.3f} ({g[f'pyacc {way}']:.2f} vs {g[f'cupy pinned {way}']:.2f}; "
                              f"CuPy pageable {g.get(f'cupy pageable {way}', float('nan')):.2f}) "
                              f"| ≥ {BANDWIDTH_RATIO} | {_verdict(ratio >= BANDWIDTH_RATIO)} |")
+            if f"pyacc one-off {way}" in g and f"cupy pageable {way}" in g:
+                ratio = g[f"pyacc one-off {way}"] / g[f"cupy pageable {way}"]
+                lines.append(f"| {way}, {size}: pyacc one-off copy of an unmapped array (map, copy, "
+                             f"unmap) ÷ CuPy pageable copy | {ratio:.3f} | ≥ 1 | {_verdict(ratio >= 1)} |")
+        cost = bw.get("registration")
+        if cost:
+            lines.append(f"| page-locking {cost['nbytes'] / 2**20:.0f} MiB (PYACC_PIN): register / "
+                         f"unregister | {cost['register_ms']:.2f} / {cost['unregister_ms']:.2f} ms | | |")
     launch = report.get("launch")
     if launch and launch["us"]:
         us = launch["us"]
@@ -720,6 +780,7 @@ def main(argv=None) -> int:
     report["launch"] = run_launch(mode, cupy, nb, budget)
     report["strided"] = run_strided(mode, cupy, budget)
     report["seconds"] = time.perf_counter() - start
+    report.update(summary_fields(report))
 
     print()
     print("\n".join(kernel_table(report["kernels"])))
