@@ -224,7 +224,7 @@ class CupyBackend:
     def register(self, address: int, nbytes: int) -> bool:
         try:
             with self._device():
-                self._runtime.hostRegister(address, nbytes, 0)  # cudaHostRegisterDefault
+                self._runtime.hostRegister(address, nbytes, 1)  # cudaHostRegisterPortable: every GPU
         except self._runtime.CUDARuntimeError:  # the locked-memory limit, already registered
             return False
         return True
