@@ -10,7 +10,10 @@ A Numba function reads the data pointer from the array struct for free and dispa
 ~0.2 µs, so "address + binary search" runs in one call. Numba compiles one specialisation
 per (dtype, ndim, layout) the first time it sees it (cached on disk, ``cache=True``).
 Arrays Numba cannot type (non-native byte order, exotic dtypes) take the pure-Python
-fallback, which gives the same answers more slowly.
+fallback, which gives the same answers more slowly. The two searches on the path of every
+present-data call, ``extent`` and ``contained_index``, come from ``mapping/_cprobe.c``
+when it is built (the same answers without the Numba dispatch: ~0.05 instead of ~0.35 µs);
+``_contained_index`` is whichever of the two is in use.
 
 Invariant expected from callers: ``bounds`` is an int64 array of shape ``(2, capacity)``:
 row 0 begins, row 1 ends, of non-overlapping half-open ranges sorted ascending, unused
@@ -90,6 +93,13 @@ def _contained_index(bounds, x):
     return -1
 
 
+_contained_index_numba = _contained_index
+try:  # the C searches (optional extension, like pyacc._fastcall)
+    from ._cprobe import contained_index as _contained_index, extent as _extent_c
+except ImportError:  # pragma: no cover - built without a C compiler
+    _extent_c = _extent
+
+
 def _extent_python(x):
     data = x.__array_interface__["data"][0]
     if x.size == 0:
@@ -103,8 +113,8 @@ def extent(x) -> tuple[int, int, int]:
     byte extent ``[low, high)`` covered by the elements of ``x`` (for a contiguous array,
     ``[data, data + nbytes)``; for an empty array ``(data, data, data)``)."""
     try:
-        return _extent(x)
-    except Exception:  # Numba cannot type this array (e.g. non-native byte order)
+        return _extent_c(x)
+    except Exception:  # not a numpy array, or one Numba cannot type (non-native byte order)
         return _extent_python(x)
 
 
