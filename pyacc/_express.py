@@ -21,6 +21,7 @@ from __future__ import annotations
 import _thread
 import os
 import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from pyacc.mapping.events import STATS
 
 from ._devices import ICVS, watch_context
 
-__all__ = ["CALL_BASE", "express_lane", "set_lane", "plan_spec", "configure_async"]
+__all__ = ["CALL_BASE", "ExpressPlan", "express_lane", "set_lane", "plan_spec", "configure_async"]
 
 
 def _load():
@@ -77,6 +78,28 @@ def set_lane(enabled: bool) -> bool:
     return _FASTCALL.set_enabled(enabled)
 
 
+class ExpressPlan(NamedTuple):
+    """What ``FastCall._arm_plan`` (``pyacc/_fastcall.c``, ``new_plan``) takes, field by
+    field in this order (the C side parses it as a tuple)."""
+
+    owner: object          #: the ``CallPlan`` the call replayed
+    nargs: int             #: positional arguments of the call
+    runtime: object        #: the thread's current runtime when armed (``ICVS.runtime``)
+    ranges: object         #: the table's version holder, or None (nothing mapped)
+    table: object          #: the present table whose lock a held replay takes, or None
+    version: object        #: the table's version when armed
+    kernel: object         #: the compiled kernel the call launches
+    reads_default: bool    #: whether the enclosing ``default`` is checked
+    default: object        #: that enclosing default
+    env_values: tuple      #: the values of ``KERNEL_ENV_KEYS`` that chose the kernel
+    launch_cell: list      #: the statistics' launch counter of the device
+    device_dict: dict      #: the device's instance dict (no launch installed on it)
+    arrays: tuple          #: ``(slot, host array, device array | None)`` per mapped argument
+    scalars: tuple         #: ``(slot, type)`` per scalar argument
+    exact: bool            #: arrays compared by identity and layout (separate memory)
+    take_at_once: object   #: ``QueueSet.take_at_once`` for ``async_`` calls, or None
+
+
 def plan_spec(runtime, plan, args, reads_default: bool):
     """The express plan of a call with ``args`` that replayed ``plan`` (a ``CallPlan``)
     on ``runtime``: what ``FastCall._arm_plan`` takes — the plan's kernel, environment
@@ -92,6 +115,6 @@ def plan_spec(runtime, plan, args, reads_default: bool):
     env, default, _ = plan.key
     device = runtime.device
     take_at_once = device.queues.take_at_once if device.runs_work_at_once else None
-    return (plan, len(args), runtime, holder, table, version, plan.kernel, reads_default,
-            default, env, STATS.launch_cell(device.identity), vars(device), arrays,
-            plan.scalars, exact, take_at_once)
+    return ExpressPlan(plan, len(args), runtime, holder, table, version, plan.kernel, reads_default,
+                       default, env, STATS.launch_cell(device.identity), vars(device), arrays,
+                       plan.scalars, exact, take_at_once)

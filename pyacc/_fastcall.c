@@ -717,7 +717,8 @@ static int read_array(ArraySlot *a, PyObject *array, int exact) {
 }
 
 static Plan *new_plan(PyObject *spec) {
-    /* spec: (owner, nargs, runtime, ranges|None, table|None, version, kernel,
+    /* spec: a pyacc._express.ExpressPlan (a named tuple; its fields documented there):
+     *       (owner, nargs, runtime, ranges|None, table|None, version, kernel,
      *        reads_default, default, env_values, launch_cell, device_dict, arrays,
      *        scalars, exact, take_at_once|None)
      * arrays: ((slot, host array, device array|None), ...); scalars: ((slot, type), ...) */
