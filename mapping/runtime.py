@@ -376,9 +376,10 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
     def leave_present(self, array, *, finalize: bool = False, queue=None) -> bool:
         """Fast path of ``exit_dynamic`` for one array whose data stays present: the
         dynamic decrement alone. Returns False (changing nothing) in every other case."""
-        with self.table.locked():
-            entry = self.table.containing(array)
-            if entry is None or entry.would_end(_DYNAMIC, finalize=finalize):
+        table = self.table
+        with table.locked():
+            entry = table.probe(array)  # the lock is held: no sequence-lock retry
+            if entry.__class__ is not MappingEntry or entry.would_end(_DYNAMIC, finalize=finalize):
                 return False
             if not _ACTIVE[_EXIT_DATA]:
                 entry.decrement(_DYNAMIC, finalize=finalize)
