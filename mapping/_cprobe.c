@@ -10,7 +10,7 @@
  *       contains the elements of ``x``; -1 when they overlap none (an empty ``x`` too),
  *       -2 when they overlap one without lying inside it.
  *
- * ``bounds`` is ``ranges.RangeMap.bounds``: a C-contiguous int64 array of shape
+ * ``bounds`` is ``_ordered``'s ``bounds``: a C-contiguous native int64 array of shape
  * ``(2, capacity)``, row 0 the begins and row 1 the ends of sorted, non-overlapping
  * half-open ranges, unused slots int64 max in both rows. Anything else (an ``x`` that is
  * not a numpy array, a ``bounds`` of another shape or type) raises TypeError, and the
@@ -40,6 +40,7 @@ typedef struct {
 #define NPY_C_CONTIGUOUS 0x0001
 
 static PyTypeObject *g_ndarray;  /* numpy.ndarray */
+static PyObject *g_int64;        /* numpy.dtype("int64"): native, one object (built-in dtypes are) */
 static PyObject *g_last_descr;   /* the dtype object itemsize() read last (a strong ref) */
 static Py_ssize_t g_last_itemsize;
 static PyObject *s_itemsize;
@@ -109,8 +110,8 @@ static PyObject *contained_index(PyObject *module, PyObject *const *args, Py_ssi
         return NULL;
     }
     ArrayFields *b = (ArrayFields *)bounds;
-    if (b->nd != 2 || b->dimensions[0] != 2 || !(b->flags & NPY_C_CONTIGUOUS) ||
-            b->strides[1] != (Py_ssize_t)sizeof(int64_t) || itemsize(bounds) != (Py_ssize_t)sizeof(int64_t)) {
+    if (b->descr != g_int64 || b->nd != 2 || b->dimensions[0] != 2 ||
+            !(b->flags & NPY_C_CONTIGUOUS) || b->strides[1] != (Py_ssize_t)sizeof(int64_t)) {
         PyErr_SetString(PyExc_TypeError, "_cprobe: bounds is not a C-contiguous (2, n) int64 array");
         return NULL;
     }
@@ -151,9 +152,10 @@ PyMODINIT_FUNC PyInit__cprobe(void) {
     if (numpy == NULL)
         return NULL;
     g_ndarray = (PyTypeObject *)PyObject_GetAttrString(numpy, "ndarray");
+    g_int64 = PyObject_CallMethod(numpy, "dtype", "s", "int64");
     Py_DECREF(numpy);
     s_itemsize = PyUnicode_InternFromString("itemsize");
-    if (g_ndarray == NULL || s_itemsize == NULL)
+    if (g_ndarray == NULL || g_int64 == NULL || s_itemsize == NULL)
         return NULL;
     return PyModule_Create(&module_def);
 }
