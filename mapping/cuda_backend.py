@@ -121,7 +121,7 @@ class CupyBackend:
 
     def __init__(self, number: int):
         try:
-            import cupy
+            import cupy  # optional (pyacc[cuda]): imported when a cuda device is made
         except ImportError as error:
             raise DeviceTypeUnavailableError(
                 f"the cuda device type needs CuPy, which is not installed ({error}): "
