@@ -24,7 +24,9 @@ Modules:
 - ``compute``     a compute call's one entry and one exit, and its replay memo
 - ``shared``      the same verbs for shared-memory devices (every clause a no-op)
 - ``raw_memory``  ``acc.malloc`` / ``acc.free`` / ``acc.memcpy_*`` and ``Layout``
-- ``queues``      every queue, pending results, error collection, a device's queue set
+- ``queue_protocol`` the queue protocol every queue keeps, the synchronous queue, error
+  collection
+- ``queues``      the worker-thread queue, pending results, a device's queue set
 - ``inline``      when async work runs at once: the crossover and the run-time predictions
 - ``device``      the device protocol
 - ``host_device`` / ``emulated`` / ``cuda`` (+ ``cuda_backend``, ``cuda_layout``,
@@ -36,7 +38,7 @@ Modules:
 
 Imports go one way (no cycles): ``errors``/``events``/``_probe`` ← ``ranges``/``entry``/
 ``table``/``requests`` ← ``plan`` ← ``commit``/``raw_memory`` ← ``runtime``/``shared``;
-``queues`` ← ``device`` ← the devices.
+``queue_protocol`` ← ``queues`` ← ``device`` ← the devices.
 """
 
 from .device import Device

@@ -21,9 +21,10 @@ what happens at interpreter exit. Each diagnostic is one module:
   configures logging)
 - ``pyacc.profiling``: the callback interface (registered by the program itself)
 
-and two helpers the diagnostics share: ``_entries`` (the mappings by device address,
-followed from the event stream: the host data behind a device array) and ``_locate``
-(the user's source line of an event).
+and the helpers: ``_entries`` (the mappings by device address, followed from the event
+stream: the host data behind a device array) and ``_locate`` (the user's source line of
+an event), which the diagnostics share, and ``_footprint`` (the bytes a transfer or a
+kernel launch may touch: ``race``'s accesses and kernel footprints).
 
 Nothing is subscribed, and nothing costs more than one flag test per action, unless
 asked for. ``configure()`` runs when pyacc is imported; call it again after changing the
