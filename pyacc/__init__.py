@@ -33,6 +33,8 @@ and the private modules behind them:
 - ``_call_inputs`` what a compute call reads besides its arguments (free values, clauses)
 - ``_arguments``  how a compute call's arguments are sorted (implicit data attributes)
 - ``_sections``   sections and structs of a compute call (``_special_call``, variants)
+- ``_region``     the single-use region state machine of ``data``, ``acquire`` and
+                  ``omp.target_data``
 - ``_outcome``    what a compute call gives back: ``AsyncResult``, a kernel's failure
 - ``_replay``     ``CallPlan``: what a recent compute call decided, repeated cheaply
 - ``_express``    the express lane's Python side (its C half: ``_fastcall.c``)

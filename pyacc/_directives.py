@@ -1,7 +1,7 @@
 """The data directives (API.md §4; OpenACC 3.3 §2.6.5, §2.6.6, §2.8, §2.14.4).
 
-Owns: ``data`` (a structured data region, a single-use context manager), ``enter_data``,
-``exit_data``, ``update``, ``host_data`` and ``declare``. Each validates its clauses in one place
+Owns: ``data`` (a structured data region, a single-use context manager: ``_region``),
+``enter_data``, ``exit_data``, ``update``, ``host_data`` and ``declare``. Each validates its clauses in one place
 (``_clauses``), builds ``MapRequest`` values, and calls one runtime verb on the calling
 thread's current device; each is all-or-nothing.
 """
@@ -27,6 +27,7 @@ from pyacc.mapping.plan import not_present, partly_present
 from ._clauses import arrays_of, check_clauses, queue_of, requests_of, wait_for
 from ._devices import ICVS, current_runtime
 from ._errors import report, reported
+from ._region import SingleUseRegion
 
 __all__ = ["data", "enter_data", "exit_data", "update", "host_data", "declare"]
 
@@ -35,7 +36,7 @@ _CONTROL = ("if_", "async_", "wait")
 _KIND_OF = {kind.value: kind for kind in MapKind}
 
 
-class data:
+class data(SingleUseRegion):
     """A structured data region: ``with acc.data(copyin=[a], copy=[b]) as region:``.
 
     Clauses: ``copy``, ``copyin``, ``copyout``, ``create``, ``no_create``, ``present``,
@@ -68,6 +69,9 @@ class data:
     the block runs synchronously (§2.6.5).
     """
 
+    _NAME = "acc.data"
+    _WHAT = "acc.data region"
+
     def __init__(self, **clauses):
         try:
             self._setup(clauses)
@@ -91,66 +95,37 @@ class data:
             for keyword, value in clauses.items():
                 if keyword in _KIND_OF:
                     self._requests += requests_of(_KIND_OF[keyword], value)
-        self._state = "new"
         self._runtime = None
         self._queue = None
         self._mapped = []
         self._stack = None  # the thread's stack of open regions this region is on
 
-    def __enter__(self):
-        if self._state != "new":
-            error = InvalidArgumentError(
-                "this acc.data region was already entered; create a new acc.data(...) for "
-                "each with-block"
-            )
-            report(error)
-            raise error
-        self._state = "entered"
-        try:
-            with BUS.holding():  # a profiling callback's exception waits for the entry
-                runtime = self._runtime = current_runtime()
-                queue = self._queue = queue_of(runtime, self._async)
-                if self._enabled:
-                    for device_array in self._deviceptrs:
-                        runtime.device.extent_of(device_array)  # must be this device's memory
-                    wait_for(runtime, self._wait, queue)
-                    self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue,
-                                                 at_once=False)  # API.md §10
-                self._stack = ICVS.default_clause
-                self._stack.push(self)
-                _publish_region(EventKind.REGION_ENTER, runtime, "data")
-        except BaseException as error:
-            if self._stack is not None:
-                # the region was entered, then a profiling callback raised (enter_data,
-                # data_construct_start ...): the block will not run and Python will not
-                # call __exit__, so the region ends here — its exit actions run (the
-                # structured counts are released) before the callback's exception
-                # propagates
-                self.__exit__(type(error), error, error.__traceback__)
-                raise
-            self._state = "done"
-            if isinstance(error, AccError):
-                report(error)
-            raise
+    def _enter(self):
+        with BUS.holding():  # a profiling callback's exception waits for the entry
+            runtime = self._runtime = current_runtime()
+            queue = self._queue = queue_of(runtime, self._async)
+            if self._enabled:
+                for device_array in self._deviceptrs:
+                    runtime.device.extent_of(device_array)  # must be this device's memory
+                wait_for(runtime, self._wait, queue)
+                self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue,
+                                             at_once=False)  # API.md §10
+            self._stack = ICVS.default_clause
+            self._stack.push(self)
+            _publish_region(EventKind.REGION_ENTER, runtime, "data")
         return self
 
-    def __exit__(self, exc_type, exc, traceback):
-        if self._state != "entered":
-            return False
-        self._state = "done"
+    def _opened(self) -> bool:
+        return self._stack is not None  # on the thread's stack: its exit actions must run
+
+    def _leave(self, exc) -> None:
         # from the stack of the thread that entered it (exits need not be LIFO)
         self._stack.remove_region(self)
-        runtime = self._runtime
-        copy_back = not isinstance(exc, ExecutionError)
-        try:
-            runtime.exit_structured(self._mapped, self._queue, copy_back=copy_back)
-        except Exception as error:
-            if isinstance(error, AccError):
-                report(error)
-            raise
-        finally:
-            _publish_region(EventKind.REGION_EXIT, runtime, "data")
-        return False
+        self._runtime.exit_structured(self._mapped, self._queue,
+                                      copy_back=not isinstance(exc, ExecutionError))
+
+    def _left(self) -> None:
+        _publish_region(EventKind.REGION_EXIT, self._runtime, "data")
 
     def device(self, a):
         """The device array of ``a`` on this region's device, like ``acc.deviceptr(a)``."""

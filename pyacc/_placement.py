@@ -9,9 +9,9 @@ oversubscription is StarPU's eviction under memory pressure (``mapping.residency
 rules). Validation and the calling thread's device and queue are decided here; the
 runtime verbs (``mapping.oversubscribe``) do the rest.
 
-``acquire`` is a single-use context manager like ``acc.data`` (its docstring says what an
-exception in the block does); it is all-or-nothing on entry: a failing copy leaves the
-counters as they were.
+``acquire`` is a single-use context manager like ``acc.data`` (``_region``; its docstring
+says what an exception in the block does); it is all-or-nothing on entry: a failing copy
+leaves the counters as they were.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pyacc.mapping.errors import describe_array
 from ._clauses import queue_of
 from ._devices import current_runtime
 from ._errors import report, reported
+from ._region import SingleUseRegion
 
 __all__ = ["acquire", "prefetch", "wont_use", "set_oversubscribe", "get_oversubscribe"]
 
@@ -30,7 +31,7 @@ __all__ = ["acquire", "prefetch", "wont_use", "set_oversubscribe", "get_oversubs
 _MODES = {"r": (True, False), "w": (False, True), "rw": (True, True)}
 
 
-class acquire:  # noqa: N801 - a context manager spelled like the other directives
+class acquire(SingleUseRegion):  # noqa: N801 - a context manager spelled like the other directives
     """``with acc.acquire(a, mode="r"|"w"|"rw", async_=None) as h:`` — host code works on
     host array ``a`` (``h is a``) in a consistent state while ``a`` stays present.
 
@@ -43,6 +44,8 @@ class acquire:  # noqa: N801 - a context manager spelled like the other directiv
     Leaving the block by an exception still releases it; the ``w`` copy is skipped only
     when the exception is a device error (``ExecutionError``), as for ``acc.data``.
     """
+
+    _NAME = _WHAT = "acc.acquire"
 
     def __init__(self, a, mode: str = "r", *, async_=None):
         try:
@@ -57,39 +60,31 @@ class acquire:  # noqa: N801 - a context manager spelled like the other directiv
         self._array = a
         self._reads, self._writes = _MODES[mode]
         self._async = async_
-        self._state = "new"
         self._runtime = self._queue = self._mapped = None
 
-    def __enter__(self):
-        if self._state != "new":
-            error = InvalidArgumentError("this acc.acquire was already entered; create a new "
-                                         "acc.acquire(...) for each with-block")
-            report(error)
-            raise error
-        self._state = "entered"
-        try:
-            with BUS.holding():  # a profiling callback's exception waits for the entry
-                runtime = self._runtime = current_runtime()
-                queue = self._queue = queue_of(runtime, self._async)
-                try:
-                    self._mapped = runtime.enter([MapRequest(MapKind.PRESENT, self._array)],
-                                                 Counter.STRUCTURED, queue)
-                except NotPresentError:  # absent: a no-op block
-                    return self._array
-                if self._reads:
-                    self._read(runtime, queue)
-        except BaseException as error:
-            mapped, self._mapped = self._mapped, None
-            if mapped is not None:
-                # held, then a profiling callback raised: the block will not run and
-                # Python will not call __exit__, so the hold is released here (nothing is
-                # written back) before the callback's exception propagates
-                self._state = "done"
-                runtime.exit_structured(mapped, queue, copy_back=False)
-            if isinstance(error, AccError):
-                report(error)
-            raise
+    def _enter(self):
+        with BUS.holding():  # a profiling callback's exception waits for the entry
+            runtime = self._runtime = current_runtime()
+            queue = self._queue = queue_of(runtime, self._async)
+            try:
+                self._mapped = runtime.enter([MapRequest(MapKind.PRESENT, self._array)],
+                                             Counter.STRUCTURED, queue)
+            except NotPresentError:  # absent: a no-op block
+                return self._array
+            if self._reads:
+                self._read(runtime, queue)
         return self._array
+
+    def _opened(self) -> bool:
+        return self._mapped is not None  # held: the hold must be released
+
+    def _abandon(self, error) -> None:
+        """Held, then a profiling callback raised: the hold is released here (nothing is
+        written back), and an ``AccError`` is reported, before the exception propagates."""
+        mapped, self._mapped = self._mapped, None
+        self._runtime.exit_structured(mapped, self._queue, copy_back=False)
+        if isinstance(error, AccError):
+            report(error)
 
     def _read(self, runtime, queue) -> None:
         """device→host, and wait for it; on failure the hold is released (all or nothing)."""
@@ -102,23 +97,13 @@ class acquire:  # noqa: N801 - a context manager spelled like the other directiv
             runtime.exit_structured(mapped, queue, copy_back=False)
             raise
 
-    def __exit__(self, exc_type, exc, traceback):
-        if self._state != "entered":
-            return False
-        self._state = "done"
+    def _leave(self, exc) -> None:
+        if self._writes and not isinstance(exc, ExecutionError):
+            self._runtime.update([UpdateItem(UpdateDirection.DEVICE, self._array, None)], self._queue)
+
+    def _left(self) -> None:
         mapped, self._mapped = self._mapped, None
-        if mapped is None:
-            return False
-        runtime, queue = self._runtime, self._queue
-        try:
-            if self._writes and not isinstance(exc, ExecutionError):
-                runtime.update([UpdateItem(UpdateDirection.DEVICE, self._array, None)], queue)
-        except AccError as error:
-            report(error)
-            raise
-        finally:
-            runtime.exit_structured(mapped, queue, copy_back=False)
-        return False
+        self._runtime.exit_structured(mapped, self._queue, copy_back=False)
 
 
 @reported

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import sys
 
-from pyacc.mapping import BUS, AccError, EventKind, ExecutionError, InvalidArgumentError, UpdateDirection
+from pyacc.mapping import BUS, AccError, EventKind, ExecutionError, UpdateDirection
 from pyacc.mapping import ClauseError, check_array
 
 from .._errors import directive_end, report, reported
+from .._region import SingleUseRegion
 from . import _devices
 from ._clauses import ClauseExpr, parse
 from ._maps import MapItem, check_present, combine, enter_maps, exit_maps
@@ -86,7 +87,7 @@ def _maps_of(clauses, runtime, what):
     return combine(pairs, runtime.namer, what)
 
 
-class target_data:
+class target_data(SingleUseRegion):
     """``#pragma omp target data``: ``with omp.target_data(map_to=[a], map_from=[b]) as region:``.
 
     Maps: ``map_to``, ``map_from``, ``map_tofrom``, ``map_alloc`` with the ``always`` /
@@ -100,13 +101,16 @@ class target_data:
     the dynamic count −1 — nothing when it is already 0 — and data whose total count
     reaches 0 is copied out (``from``/``tofrom``) and freed; ``always`` copies out anyway.
     On an exception inside the block the exit still runs (copying back unless it is an
-    ``ExecutionError``) and the exception propagates. A region object is single-use.
+    ``ExecutionError``) and the exception propagates. A region object is single-use
+    (``pyacc._region``).
     """
+
+    _NAME = "omp.target_data"
+    _WHAT = "omp.target_data region"
 
     def __init__(self, clause_string=None, /, **clauses):
         try:
             self._clauses = _parse("target_data", clause_string, clauses, depth=2)
-            self._state = "new"
             self._target = None
             self._items = []
             self._held = []
@@ -114,57 +118,32 @@ class target_data:
             report(error)
             raise
 
-    def __enter__(self):
-        if self._state != "new":
-            error = InvalidArgumentError("this omp.target_data region was already entered; create a "
-                                         "new omp.target_data(...) for each with-block")
-            report(error)
-            raise error
-        self._state = "entered"
-        try:
-            clauses = self._clauses
-            if _enabled(clauses):
-                target = _devices.resolve(clauses.device, "omp.target_data")
-                if not target.on_host:
-                    runtime = target.runtime
-                    items = _maps_of(clauses, runtime, "omp target data")
-                    queue = runtime.device.sync_queue
-                    with BUS.holding():
-                        self._held = enter_maps(runtime, items, queue, "omp target data")
-                        self._items, self._target = items, target
-                        _publish(EventKind.REGION_ENTER, runtime)
-        except BaseException as error:
-            if self._target is not None:
-                # the maps were entered, then a profiling callback raised: the block will
-                # not run and Python will not call __exit__, so the region ends here (as
-                # acc.data's does) before the callback's exception propagates
-                self.__exit__(type(error), error, error.__traceback__)
-                raise
-            self._state = "done"
-            if isinstance(error, AccError):
-                report(error)
-            raise
+    def _enter(self):
+        clauses = self._clauses
+        if _enabled(clauses):
+            target = _devices.resolve(clauses.device, "omp.target_data")
+            if not target.on_host:
+                runtime = target.runtime
+                items = _maps_of(clauses, runtime, "omp target data")
+                queue = runtime.device.sync_queue
+                with BUS.holding():  # a profiling callback's exception waits for the entry
+                    self._held = enter_maps(runtime, items, queue, "omp target data")
+                    self._items, self._target = items, target
+                    _publish(EventKind.REGION_ENTER, runtime)
         return self
 
-    def __exit__(self, exc_type, exc, traceback):
-        if self._state != "entered":
-            return False
-        self._state = "done"
-        target = self._target
-        if target is None:
-            return False
-        runtime = target.runtime
-        try:
-            exit_maps(runtime, self._items, runtime.device.sync_queue, held_mapped=self._held,
-                      copy_back=not isinstance(exc, ExecutionError))
-        except AccError as error:
-            report(error)
-            raise
-        finally:
-            _publish(EventKind.REGION_EXIT, runtime)
-            if _ACTIVE[_DIRECTIVE_END]:
-                directive_end("omp.target_data")
-        return False
+    def _opened(self) -> bool:
+        return self._target is not None  # the maps were entered: their exit must run
+
+    def _leave(self, exc) -> None:
+        runtime = self._target.runtime
+        exit_maps(runtime, self._items, runtime.device.sync_queue, held_mapped=self._held,
+                  copy_back=not isinstance(exc, ExecutionError))
+
+    def _left(self) -> None:
+        _publish(EventKind.REGION_EXIT, self._target.runtime)
+        if _ACTIVE[_DIRECTIVE_END]:
+            directive_end("omp.target_data")
 
     def device(self, a):
         """The device array of ``a`` (``use_device_addr``; like ``acc.deviceptr``);
