@@ -27,7 +27,11 @@ Invariants:
   ``last_use``, ``wont_use``, ``uses``, ``handed``) are written only by ``residency``.
 
 Threading: counters change only with the device's table lock held (the runtime verbs hold
-it across a directive); reads without it (``acc.refcounts``) may see a count mid-directive.
+it across a directive). Counts are read with the lock held too (``acc.refcounts`` and
+``acc.present_table``: ``DeviceRuntime.refcounts`` / ``records``; the checker, ``check``):
+a compute call holding the lock (``DeviceRuntime.hold_structured``) stands for structured
+increments it does not write, which a read without the lock would miss. Finding an entry
+(``is_present``, ``deviceptr`` without oversubscription) reads no count and takes no lock.
 """
 
 from __future__ import annotations

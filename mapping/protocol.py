@@ -12,8 +12,13 @@ attributes ``device``, ``table`` (a ``PresentTable``; always empty for shared me
 ``namer`` (finds a variable name for an array; pyacc sets it).
 
 Threading: every verb may be called from any host thread; a verb that changes the table
-holds the table lock (``table.locked()``) for its whole duration; queries that read one
-entry (``is_present``, ``refcounts``) run without it.
+holds the table lock (``table.locked()``) for its whole duration. Queries that only find
+an entry (``is_present``, ``deviceptr``, ``hostptr``) run without it (``deviceptr`` takes
+it under oversubscription, to restore or hand out the device copy); queries that read
+counts (``refcounts``, ``records``) take it in ``runtime.DeviceRuntime``, because a
+compute call holding the lock (``DeviceRuntime.hold_structured``) stands for structured
+counts it does not write (``shared.SharedMemoryRuntime`` counts nothing: it answers
+constants).
 """
 
 from __future__ import annotations
