@@ -418,3 +418,42 @@ def test_arrays_a_region_makes_on_an_async_queue(gpu):
     cases.array_made_in_the_region(x, expected_y)
     np.testing.assert_allclose(flux, expected_flux, rtol=1e-12)
     np.testing.assert_allclose(y, expected_y, rtol=1e-12)
+
+
+# == page-locked mappings (API.md §12, PYACC_PIN) ==================================================
+def _page_locked(array) -> bool:
+    """Whether the driver sees the pages inside ``array`` as page-locked host memory."""
+    page = 4096
+    inside = -(-array.ctypes.data // page) * page
+    try:
+        attributes = cupy.cuda.runtime.pointerGetAttributes(inside)
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return False
+    return attributes.type == 1  # cudaMemoryTypeHost: page-locked (registered or allocated)
+
+
+def test_a_large_mapping_is_page_locked_while_mapped_and_its_async_copies_are_exact(gpu):
+    a = np.arange(1 << 18, dtype=np.float64)  # 2 MiB, above the default threshold
+    acc.enter_data(copyin=[a])
+    assert _page_locked(a)
+    a *= 3.0
+    acc.update(device=[a], async_=1)
+    acc.wait(1)
+    d = acc.deviceptr(a)
+    assert cupy.allclose(d, cupy.asarray(np.arange(1 << 18) * 3.0))
+    d *= 2.0
+    acc.update(self=[a], async_=1)
+    acc.wait(1)
+    assert np.array_equal(a, np.arange(1 << 18) * 6.0)
+    acc.exit_data(delete=[a])
+    assert not _page_locked(a)
+
+
+def test_pin_zero_leaves_mappings_pageable(gpu, monkeypatch):
+    monkeypatch.setenv("PYACC_PIN", "0")
+    acc.shutdown("cuda")  # the setting is read when the device is made or reset
+    acc.set_device_num(0, "cuda")
+    a = np.ones(1 << 18)
+    acc.enter_data(copyin=[a])
+    assert not _page_locked(a)
+    acc.exit_data(delete=[a])
