@@ -11,28 +11,15 @@ from pyacc.mapping import Counter, DeviceRuntime, InvalidArgumentError, MapKind,
 from pyacc.mapping.cuda import CudaDevice
 from pyacc.mapping.cuda_fake import FakeCudaBackend
 from pyacc.mapping.cuda_pins import DEFAULT_THRESHOLD, PAGE, threshold_from_environment
+from tests.mapping.test_cuda_device import backend, device, runtime  # noqa: F401  (fixtures)
 
 BIG = DEFAULT_THRESHOLD // 8  # float64 elements of a mapping exactly at the default threshold
 
 
-@pytest.fixture
-def backend():
-    return FakeCudaBackend()
-
-
-@pytest.fixture
-def device(backend, monkeypatch):
+@pytest.fixture(autouse=True)
+def _default_threshold(monkeypatch):
+    """Each test's device reads an unset PYACC_PIN (autouse: before ``device`` is made)."""
     monkeypatch.delenv("PYACC_PIN", raising=False)
-    device = CudaDevice(0, backend=backend)
-    yield device
-    for queue in device.existing_queues():
-        queue.stream.close()
-    device.sync_queue.stream.close()
-
-
-@pytest.fixture
-def runtime(device):
-    return DeviceRuntime(device)
 
 
 def _enter(runtime, array, kind=MapKind.COPYIN, queue=None):
