@@ -76,14 +76,19 @@ class HostTransfer:
     # -- asynchronous: host data moves in stream order, through pinned staging unless the -----
     # -- host array is page-locked (``cuda_pins``) -----------------------------------------------
     def _locked_part(self, host: np.ndarray, packing: Packing):
-        """``(begin, end)``: the byte offsets in ``host`` that the DMA can read or write
-        in place (``host`` is one block in the transfer's order and meets a registered
-        range), or None."""
+        """``(raw, begin, end)``: the bytes of ``host`` (a view, block order) and the
+        offsets in them that the DMA can read or write in place (``host`` is one block in
+        the transfer's order and meets a registered range), or None."""
         if packing.host_packed:
             return None
         low = host.ctypes.data
         part = self.device.pins.locked_part(low, low + packing.nbytes)
-        return None if part is None else (part[0] - low, part[1] - low)
+        if part is None:
+            return None
+        raw = host.reshape(-1, order="A").view(np.uint8)
+        if raw.ctypes.data != low or raw.base is None:  # a view of host, never a copy
+            return None
+        return raw, part[0] - low, part[1] - low
 
     def _upload_async(self, host, device_array, packing: Packing) -> None:
         backend, queue = self.device.backend, self.queue
@@ -118,14 +123,13 @@ class HostTransfer:
             queue.defer(_Release(self.device, temporary, staging))
 
     def _direct(self, host, device_array, packing: Packing, part) -> None:
-        """A transfer of a host block that is page-locked at byte offsets ``part``: that
-        part is one memcpy of the host array itself, the bytes before and after it (less
-        than a page each) go through staging; all in stream order, so the DMA reads or
-        writes ``host`` when it runs (OpenACC 3.3 §2.16.1)."""
+        """A transfer of a host block whose bytes ``raw`` are page-locked from ``begin`` to
+        ``end`` (``part``): that part is one memcpy of the host array itself, the bytes
+        before and after it (less than a page each) go through staging; all in stream
+        order, so the DMA reads or writes ``host`` when it runs (OpenACC 3.3 §2.16.1)."""
         backend, queue = self.device.backend, self.queue
         address, temporary = block_for(self.device, packing)
-        raw = host.reshape(-1, order="A").view(np.uint8)  # block order: offsets match
-        begin, end = part
+        raw, begin, end = part  # block order: offsets in raw are offsets in the device block
         pieces = [(0, begin, False), (begin, end, True), (end, raw.size, False)]
         stagings = []
         try:
