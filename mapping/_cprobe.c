@@ -1,6 +1,7 @@
 /* pyacc.mapping._cprobe: the present table's hot searches, in C.
  *
- * Owns ``extent(x)`` and ``contained_index(bounds, x)``: the same answers as the Numba
+ * Owns ``extent(x)``, ``contained_index(bounds, x)`` and ``same_layout(a, b)`` (whether
+ * a cached device view still matches its host array). The first two give the same answers as the Numba
  * functions of ``mapping/_probe.py`` (which uses these when this module is built), without
  * a Numba dispatch (~0.3 µs, the larger part of an ``acc.is_present`` of present data).
  *
@@ -135,7 +136,29 @@ static PyObject *contained_index(PyObject *module, PyObject *const *args, Py_ssi
     return PyLong_FromLong(-1);
 }
 
+/* same_layout(a, b): True when two numpy arrays have the same shape, strides and dtype
+ * object; False when they differ in any (a dtype equal but not the same object counts as
+ * different: the caller re-makes what it cached, which is correct, only slower); None when
+ * either is not a numpy array (the caller compares in Python). */
+static PyObject *same_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "same_layout(a, b) takes two arguments");
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[0], g_ndarray) || !PyObject_TypeCheck(args[1], g_ndarray))
+        Py_RETURN_NONE;
+    ArrayFields *a = (ArrayFields *)args[0], *b = (ArrayFields *)args[1];
+    if (a->nd != b->nd || a->descr != b->descr)
+        Py_RETURN_FALSE;
+    for (int axis = 0; axis < a->nd; axis++)
+        if (a->dimensions[axis] != b->dimensions[axis] || a->strides[axis] != b->strides[axis])
+            Py_RETURN_FALSE;
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
+    {"same_layout", (PyCFunction)(void (*)(void))same_layout, METH_FASTCALL,
+     "same_layout(a, b) -> whether two numpy arrays have one shape, strides and dtype; None: not both numpy."},
     {"extent", (PyCFunction)extent, METH_O,
      "extent(x) -> (data, low, high): the byte range the elements of numpy array x cover."},
     {"contained_index", (PyCFunction)(void (*)(void))contained_index, METH_FASTCALL,

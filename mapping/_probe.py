@@ -30,7 +30,7 @@ try:  # numpy >= 2
 except ImportError:  # pragma: no cover - numpy 1.x
     _byte_bounds = np.byte_bounds
 
-__all__ = ["extent", "lookup", "lookup_range", "contained_index", "contained_index_python"]
+__all__ = ["extent", "lookup", "lookup_range", "contained_index", "contained_index_python", "same_layout"]
 
 # Relation codes returned by the compiled search; ``ranges.Relation`` gives them names.
 DISJOINT, CONTAINED, EXTENDS_BEFORE, EXTENDS_AFTER, COVERS, SPANS = range(6)
@@ -95,9 +95,13 @@ def _contained_index(bounds, x):
 
 _contained_index_numba = _contained_index
 try:  # the C searches (optional extension, like pyacc._fastcall)
-    from ._cprobe import contained_index as _contained_index, extent as _extent_c
+    from ._cprobe import contained_index as _contained_index, extent as _extent_c, same_layout
 except ImportError:  # pragma: no cover - built without a C compiler
     _extent_c = _extent
+
+    def same_layout(a, b):
+        """Whether two numpy arrays have one shape, strides and dtype: None, ask Python."""
+        return None
 
 
 def _extent_python(x):

@@ -491,9 +491,14 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         re-made when its shape, strides or dtype were changed in place)."""
         if array is entry.host_array:
             device_array = entry.device_array
-            if (device_array is None or device_array.shape != array.shape
-                    or device_array.strides != array.strides or device_array.dtype != array.dtype):
-                device_array = entry.device_array = self.device.view(entry.device_address, array)
+            if device_array is not None:
+                same = _probe.same_layout(device_array, array)  # None: not both numpy arrays
+                if same is None:
+                    same = (device_array.shape == array.shape and device_array.strides == array.strides
+                            and device_array.dtype == array.dtype)
+                if same:
+                    return device_array
+            device_array = entry.device_array = self.device.view(entry.device_address, array)
             return device_array
         return self.device_view(entry, array, None)
 

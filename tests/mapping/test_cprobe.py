@@ -94,3 +94,27 @@ def test_cprobe_is_what_the_table_uses():
     assert _probe.extent(np.zeros(4))[2] - _probe.extent(np.zeros(4))[1] == 32
     swapped = np.zeros(4, dtype=">f8")  # Numba cannot type it: same answer through C
     assert _probe.extent(swapped) == _probe._extent_python(swapped)
+
+
+def test_cprobe_same_layout_compares_shape_strides_and_dtype_object():
+    a = np.zeros((4, 6))
+    assert _cprobe.same_layout(a, np.ones((4, 6))) is True
+    assert _cprobe.same_layout(a, np.ones((6, 4))) is False
+    assert _cprobe.same_layout(a, np.ones((4, 6), order="F")) is False
+    assert _cprobe.same_layout(a, np.ones((4, 6), dtype=np.float32)) is False
+    assert _cprobe.same_layout(a, np.ones(24)) is False
+    assert _cprobe.same_layout(a, [[0.0] * 6] * 4) is None  # not numpy: the caller compares
+
+
+def test_a_cached_device_view_follows_its_array_reshaped_in_place(emulated):
+    import pyacc as acc
+
+    a = np.arange(12.0)
+    d = acc.copyin(a)
+    assert acc.copyin(a) is d  # the cached view
+    a.shape = (3, 4)  # the same memory, another layout
+    d2 = acc.copyin(a)
+    assert d2.shape == (3, 4) and np.array_equal(d2, a)
+    a.dtype = np.int64  # and another dtype
+    assert acc.copyin(a).dtype == np.int64
+    acc.delete(a, finalize=True)
