@@ -30,7 +30,8 @@ try:  # numpy >= 2
 except ImportError:  # pragma: no cover - numpy 1.x
     _byte_bounds = np.byte_bounds
 
-__all__ = ["extent", "lookup", "lookup_range", "contained_index", "contained_index_python", "same_layout"]
+__all__ = ["extent", "lookup", "lookup_range", "contained_index", "contained_index_python", "same_layout",
+           "plain_block"]
 
 # Relation codes returned by the compiled search; ``ranges.Relation`` gives them names.
 DISJOINT, CONTAINED, EXTENDS_BEFORE, EXTENDS_AFTER, COVERS, SPANS = range(6)
@@ -95,9 +96,13 @@ def _contained_index(bounds, x):
 
 _contained_index_numba = _contained_index
 try:  # the C searches (optional extension, like pyacc._fastcall)
-    from ._cprobe import contained_index as _contained_index, extent as _extent_c, same_layout
+    from ._cprobe import contained_index as _contained_index, extent as _extent_c, plain_block, same_layout
 except ImportError:  # pragma: no cover - built without a C compiler
     _extent_c = _extent
+
+    def plain_block(x) -> bool:
+        """Whether ``x`` is a numpy.ndarray (not a subclass) of one C- or F-ordered block."""
+        return type(x) is np.ndarray and (x.flags.c_contiguous or x.flags.f_contiguous)
 
     def same_layout(a, b):
         """Whether two numpy arrays have one shape, strides and dtype: None, ask Python."""

@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 
+from pyacc.mapping import _probe
 from pyacc.mapping import (
     BUS,
     STATS,
@@ -51,6 +52,7 @@ __all__ = [
 _DYNAMIC = Counter.DYNAMIC  # Enum attribute access is slow on the hot path
 _COPYIN = MapKind.COPYIN
 _NDARRAY = np.ndarray  # one global lookup on the hot paths instead of two
+_plain_block = _probe.plain_block  # a numpy.ndarray of one C- or F-ordered block (C, 0.03 µs)
 _ACTIVE = BUS.active
 _SILENT = BUS.silent
 _DIRECTIVE_END = int(EventKind.DIRECTIVE_END)
@@ -71,7 +73,7 @@ def copyin(a, *, async_=None):
         The device array of ``a``.
     """
     try:
-        if async_ is None and type(a) is _NDARRAY and (a.flags.c_contiguous or a.flags.f_contiguous):
+        if async_ is None and _plain_block(a):
             # the hot path: no request built, one table probe
             return current_runtime().enter_one(_COPYIN, a, _DYNAMIC)
         return _enter_one(_COPYIN, a, async_)
@@ -106,7 +108,7 @@ def copyout(a, *, finalize=False, async_=None) -> None:
 def delete(a, *, finalize=False, async_=None) -> None:
     """As ``copyout``, without the transfer."""
     try:
-        if async_ is None and type(a) is _NDARRAY and (a.flags.c_contiguous or a.flags.f_contiguous):
+        if async_ is None and _plain_block(a):
             # the hot path: data that stays present only loses a dynamic count
             if current_runtime().leave_present(a, finalize=finalize):
                 return

@@ -118,3 +118,19 @@ def test_a_cached_device_view_follows_its_array_reshaped_in_place(emulated):
     a.dtype = np.int64  # and another dtype
     assert acc.copyin(a).dtype == np.int64
     acc.delete(a, finalize=True)
+
+
+class _Sub(np.ndarray):
+    pass
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda: np.zeros(5), True), (lambda: np.zeros((3, 4), order="F"), True),
+    (lambda: np.zeros(()), True), (lambda: np.zeros((4, 4))[:, ::2], False),
+    (lambda: np.zeros(5).view(_Sub), False), (lambda: [1.0, 2.0], False), (lambda: None, False),
+])
+def test_cprobe_plain_block_is_the_data_apis_hot_path_test(make, expected):
+    x = make()
+    assert _cprobe.plain_block(x) is expected
+    python = type(x) is np.ndarray and (x.flags.c_contiguous or x.flags.f_contiguous)
+    assert bool(python) is expected
