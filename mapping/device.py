@@ -28,15 +28,18 @@ launch's event when it is enqueued, its DONE once it has run.
 from __future__ import annotations
 
 import abc
+import math
+import os
 import time
 from typing import Callable
 
 import numpy as np
 
+from .errors import InvalidArgumentError
 from .events import BUS, Event, EventKind
 from .queues import CROSSOVER, Pending, Queue, QueueSet, SyncQueue, WorkerQueue, raise_all
 
-__all__ = ["Device", "Queue", "SyncQueue", "Pending", "Timed", "emit", "raise_all"]
+__all__ = ["Device", "Queue", "SyncQueue", "Pending", "Timed", "emit", "raise_all", "size_setting"]
 
 _ACTIVE = BUS.active
 _LAUNCH = int(EventKind.LAUNCH)
@@ -45,6 +48,30 @@ _clock = time.perf_counter
 _HOLD = BUS.holding()
 _TRANSFER_NAMES = {EventKind.UPLOAD: "upload", EventKind.DOWNLOAD: "download",
                    EventKind.DEVICE_COPY: "device copy"}
+
+
+_SCALES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def size_setting(name: str, default: int, advice: str) -> int:
+    """The environment variable ``name`` as a size in bytes (suffixes K, M, G accepted):
+    a device setting (``PYACC_EMULATED_MEMORY``, ``PYACC_PIN``); unset or empty: ``default``.
+
+    Raises:
+        InvalidArgumentError: the value is not a finite size ≥ 0: naming the setting, its
+            value, and ``advice`` (what to give instead).
+    """
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    scale = _SCALES.get(text[-1].upper(), 1)
+    try:
+        value = float(text[:-1] if scale != 1 else text) * scale
+    except ValueError:
+        value = math.nan
+    if not 0 <= value < math.inf:
+        raise InvalidArgumentError(f"{name}={text!r} is not a size in bytes: {advice}")
+    return int(value)
 
 
 def _copy_time(queue: Queue, nbytes: int):

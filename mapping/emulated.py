@@ -79,13 +79,12 @@ from __future__ import annotations
 
 import bisect
 import collections
-import os
 import threading
 
 import numpy as np
 
 from . import _probe
-from .device import Device, emit
+from .device import Device, emit, size_setting
 from .errors import (
     ExecutionError,
     InvalidArgumentError,
@@ -516,17 +515,5 @@ def _reserve(nbytes: int) -> np.ndarray:
 
 def capacity_from_environment() -> int:
     """``PYACC_EMULATED_MEMORY`` in bytes (suffixes K, M, G accepted), default 4 GiB."""
-    text = os.environ.get("PYACC_EMULATED_MEMORY", "").strip()
-    if not text:
-        return DEFAULT_CAPACITY
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1].upper(), 1)
-    digits = text[:-1] if scale != 1 else text
-    try:
-        value = int(float(digits) * scale)
-    except ValueError:
-        raise InvalidArgumentError(
-            f"PYACC_EMULATED_MEMORY={text!r} is not a size in bytes (e.g. 1073741824 or 1G)"
-        ) from None
-    if value < 0:
-        raise InvalidArgumentError(f"PYACC_EMULATED_MEMORY={text!r} is negative")
-    return value
+    return size_setting("PYACC_EMULATED_MEMORY", DEFAULT_CAPACITY,
+                        "give each emulated device's capacity (e.g. 1073741824 or 1G)")

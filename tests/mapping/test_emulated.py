@@ -72,8 +72,9 @@ def test_capacity_from_environment(monkeypatch, text, value):
     assert capacity_from_environment() == value
 
 
-def test_capacity_from_environment_rejects_garbage(monkeypatch):
-    monkeypatch.setenv("PYACC_EMULATED_MEMORY", "lots")
+@pytest.mark.parametrize("text", ["lots", "-1", "inf", "nan", "G"])
+def test_capacity_from_environment_rejects_garbage(monkeypatch, text):
+    monkeypatch.setenv("PYACC_EMULATED_MEMORY", text)
     with pytest.raises(InvalidArgumentError, match="PYACC_EMULATED_MEMORY"):
         capacity_from_environment()
 
