@@ -44,7 +44,7 @@ import os
 import threading
 
 from .cuda_backend import BlockIndex
-from .errors import InvalidArgumentError
+from .device import size_setting
 
 __all__ = ["Pins", "threshold_from_environment", "ENVIRONMENT", "DEFAULT_THRESHOLD", "PAGE"]
 
@@ -52,7 +52,6 @@ ENVIRONMENT = "PYACC_PIN"
 #: from the H100 figures (module docstring): registration pays above a few hundred KiB
 DEFAULT_THRESHOLD = 1 << 20
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-_SCALES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
 def threshold_from_environment() -> int:
@@ -62,21 +61,9 @@ def threshold_from_environment() -> int:
     Raises:
         InvalidArgumentError: the value is not a size in bytes (naming the setting).
     """
-    text = os.environ.get(ENVIRONMENT, "").strip()
-    if not text:
-        return DEFAULT_THRESHOLD
-    scale = _SCALES.get(text[-1].upper(), 1)
-    digits = text[:-1] if scale != 1 else text
-    try:
-        value = float(digits) * scale
-        if value != value or value < 0 or value == float("inf"):
-            raise ValueError
-    except ValueError:
-        raise InvalidArgumentError(
-            f"{ENVIRONMENT}={text!r} is not a size in bytes: give the smallest mapping to "
-            f"page-lock (e.g. {ENVIRONMENT}=1048576 or {ENVIRONMENT}=1M), or "
-            f"{ENVIRONMENT}=0 to never page-lock") from None
-    return int(value)
+    return size_setting(ENVIRONMENT, DEFAULT_THRESHOLD,
+                        f"give the smallest mapping to page-lock (e.g. {ENVIRONMENT}=1048576 or "
+                        f"{ENVIRONMENT}=1M), or {ENVIRONMENT}=0 to never page-lock")
 
 
 class Pins:
@@ -108,10 +95,7 @@ class Pins:
         end = host_end - host_end % PAGE
         if end <= begin:
             return False
-        with self._lock:  # pages registered already (the program's own, once unmapped)
-            if self._ranges.overlaps(begin, end):
-                return False
-        if not self._backend.register(begin, end - begin):
+        if not self._backend.register(begin, end - begin):  # refused: pages registered already
             return False
         with self._lock:
             self._ranges.add(begin, end - begin, block)

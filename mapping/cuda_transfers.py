@@ -86,7 +86,7 @@ class HostTransfer:
         if part is None:
             return None
         raw = host.reshape(-1, order="A").view(np.uint8)
-        if raw.ctypes.data != low or raw.base is None:  # a view of host, never a copy
+        if raw.ctypes.data != low:  # a view of host, never a copy read or written at enqueue
             return None
         return raw, part[0] - low, part[1] - low
 
