@@ -18,9 +18,8 @@
  * not a numpy array, a ``bounds`` of another shape or type) raises TypeError, and the
  * caller takes its pure-Python search.
  *
- * NumPy arrays are read through NumPy's array object layout (``PyArrayObject_fields``,
- * numpy/ndarraytypes.h: part of NumPy's ABI, the same in NumPy 1.x and 2.x), as
- * ``pyacc/_fastcall.c`` does, so the module builds without NumPy's headers. The item size
+ * NumPy arrays are read through NumPy's array object layout (``pyacc/_numpy_abi.h``,
+ * shared with ``pyacc/_fastcall.c``), so the module builds without NumPy's headers. The item size
  * is read as the array's ``itemsize`` attribute, remembered for the last dtype object seen
  * (NumPy's built-in dtypes are singletons). The GIL is held throughout.
  */
@@ -28,19 +27,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    int nd;
-    Py_ssize_t *dimensions;
-    Py_ssize_t *strides;
-    PyObject *base;
-    PyObject *descr;
-    int flags;
-} ArrayFields;
-
-#define NPY_C_CONTIGUOUS 0x0001
-#define NPY_F_CONTIGUOUS 0x0002
+#include "../pyacc/_numpy_abi.h"
 
 static PyTypeObject *g_ndarray;  /* numpy.ndarray */
 static PyObject *g_int64;        /* numpy.dtype("int64"): native, one object (built-in dtypes are) */

@@ -39,9 +39,9 @@
  * A kernel that raises goes to ``self._express_failed(error)`` (Python), which raises what
  * the Python launcher would.
  *
- * NumPy arrays are read through NumPy's array object layout (``PyArrayObject_fields``,
- * numpy/ndarraytypes.h: part of NumPy's ABI, the same in NumPy 1.x and 2.x), so the module
- * builds without NumPy's headers. Every array a plan reads was checked at arming to be a
+ * NumPy arrays are read through NumPy's array object layout (``pyacc/_numpy_abi.h``:
+ * ``PyArrayObject_fields``, part of NumPy's ABI, the same in NumPy 1.x and 2.x), so the
+ * module builds without NumPy's headers. Every array a plan reads was checked at arming to be a
  * numpy.ndarray (or a subclass): an object of the same type has that layout.
  *
  * Invariants: a plan keeps no host array alive (weak references); it holds strong
@@ -57,20 +57,10 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    int nd;
-    Py_ssize_t *dimensions;
-    Py_ssize_t *strides;
-    PyObject *base;
-    PyObject *descr;
-    int flags;
-} ArrayFields;
+#include "_numpy_abi.h"
 
-#define ARRAY(o) ((ArrayFields *)(o))
-/* NPY_ARRAY_C_CONTIGUOUS | F_CONTIGUOUS | ALIGNED | WRITEABLE: what Numba's typing reads */
-#define LAYOUT_FLAGS (0x0001 | 0x0002 | 0x0100 | 0x0400)
+/* what Numba's typing reads of an array's flags */
+#define LAYOUT_FLAGS (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS | NPY_ALIGNED | NPY_WRITEABLE)
 
 /* -- module state, set once by configure() --------------------------------------------- */
 static PyObject *g_icvs;         /* pyacc._devices.ICVS (thread-local) */
