@@ -1,8 +1,10 @@
-/* pyacc.mapping._cprobe: the present table's hot searches, in C.
+/* pyacc.mapping._cprobe: the present table's hot searches, and the data API's lane, in C.
  *
  * Owns ``extent(x)``, ``contained_index(bounds, x)``, ``same_layout(a, b)`` (whether
- * a cached device view still matches its host array) and ``plain_block(x)`` (the data
- * API's hot-path test: a numpy.ndarray whose elements are one C- or F-ordered block). The first two give the same answers as the Numba
+ * a cached device view still matches its host array), ``plain_block(x)`` (the data
+ * API's hot-path test: a numpy.ndarray whose elements are one C- or F-ordered block) and
+ * ``PresentLane`` (below: copyin/create/delete/copyout/is_present of present data in one
+ * C call each). The first two give the same answers as the Numba
  * functions of ``mapping/_probe.py`` (which uses these when this module is built), without
  * a Numba dispatch (~0.3 µs, the larger part of an ``acc.is_present`` of present data).
  *
@@ -26,6 +28,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <structmember.h>
 
 #include "../pyacc/_numpy_abi.h"
 
@@ -84,26 +87,19 @@ static PyObject *extent(PyObject *module, PyObject *x) {
     return Py_BuildValue("(LLL)", (long long)data, (long long)low, (long long)high);
 }
 
-static PyObject *contained_index(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "contained_index(bounds, x) takes two arguments");
-        return NULL;
-    }
-    PyObject *bounds = args[0];
-    int64_t data, low, high;
-    if (array_extent(args[1], &data, &low, &high) < 0)
-        return NULL;
-    if (high == low)
-        return PyLong_FromLong(-1);
+/* The index of the range of ``bounds`` that wholly contains [low, high), -1 when none
+ * overlaps it, -2 when one overlaps it without containing it; -3 with TypeError set when
+ * ``bounds`` is not ``_ordered``'s (2, n) int64 array. ``low < high``. */
+static Py_ssize_t search(PyObject *bounds, int64_t low, int64_t high) {
     if (!PyObject_TypeCheck(bounds, g_ndarray)) {
         PyErr_SetString(PyExc_TypeError, "_cprobe: bounds is not a numpy array");
-        return NULL;
+        return -3;
     }
     ArrayFields *b = (ArrayFields *)bounds;
     if (b->descr != g_int64 || b->nd != 2 || b->dimensions[0] != 2 ||
             !(b->flags & NPY_C_CONTIGUOUS) || b->strides[1] != (Py_ssize_t)sizeof(int64_t)) {
         PyErr_SetString(PyExc_TypeError, "_cprobe: bounds is not a C-contiguous (2, n) int64 array");
-        return NULL;
+        return -3;
     }
     Py_ssize_t capacity = b->dimensions[1];
     const int64_t *begins = (const int64_t *)b->data;
@@ -119,16 +115,39 @@ static PyObject *contained_index(PyObject *module, PyObject *const *args, Py_ssi
     }
     if (first < capacity && begins[first] < high) {
         if (begins[first] <= low && high <= ends[first])
-            return PyLong_FromSsize_t(first);
-        return PyLong_FromLong(-2);  /* overlaps a mapping without lying inside it */
+            return first;
+        return -2;  /* overlaps a mapping without lying inside it */
     }
-    return PyLong_FromLong(-1);
+    return -1;
+}
+
+static PyObject *contained_index(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "contained_index(bounds, x) takes two arguments");
+        return NULL;
+    }
+    int64_t data, low, high;
+    if (array_extent(args[1], &data, &low, &high) < 0)
+        return NULL;
+    if (high == low)
+        return PyLong_FromLong(-1);
+    Py_ssize_t index = search(args[0], low, high);
+    return index == -3 ? NULL : PyLong_FromSsize_t(index);
 }
 
 /* same_layout(a, b): True when two numpy arrays have the same shape, strides and dtype
  * object; False when they differ in any (a dtype equal but not the same object counts as
  * different: the caller re-makes what it cached, which is correct, only slower); None when
  * either is not a numpy array (the caller compares in Python). */
+static int same_layout_of(ArrayFields *a, ArrayFields *b) {
+    if (a->nd != b->nd || a->descr != b->descr)
+        return 0;
+    for (int axis = 0; axis < a->nd; axis++)
+        if (a->dimensions[axis] != b->dimensions[axis] || a->strides[axis] != b->strides[axis])
+            return 0;
+    return 1;
+}
+
 static PyObject *same_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "same_layout(a, b) takes two arguments");
@@ -136,13 +155,7 @@ static PyObject *same_layout(PyObject *module, PyObject *const *args, Py_ssize_t
     }
     if (!PyObject_TypeCheck(args[0], g_ndarray) || !PyObject_TypeCheck(args[1], g_ndarray))
         Py_RETURN_NONE;
-    ArrayFields *a = (ArrayFields *)args[0], *b = (ArrayFields *)args[1];
-    if (a->nd != b->nd || a->descr != b->descr)
-        Py_RETURN_FALSE;
-    for (int axis = 0; axis < a->nd; axis++)
-        if (a->dimensions[axis] != b->dimensions[axis] || a->strides[axis] != b->strides[axis])
-            Py_RETURN_FALSE;
-    Py_RETURN_TRUE;
+    return PyBool_FromLong(same_layout_of((ArrayFields *)args[0], (ArrayFields *)args[1]));
 }
 
 /* plain_block(x): whether x is exactly a numpy.ndarray (no subclass) whose elements are one
@@ -152,6 +165,350 @@ static PyObject *plain_block(PyObject *module, PyObject *x) {
         Py_RETURN_TRUE;
     Py_RETURN_FALSE;
 }
+
+
+/* == PresentLane: the data API's present-data verbs in one C call ======================
+ *
+ * ``PresentLane(table, ranges, runtime, entry_type, normal, active, kinds)`` belongs to one
+ * runtime (``runtime.lane``); ``active`` is ``BUS.active`` and ``kinds`` the ints of
+ * ENTER_DATA, EXIT_DATA and DIRECTIVE_END. A ``table`` of None makes the lane of a device
+ * that shares the host's memory (``SharedMemoryRuntime``, OpenACC 3.3 §2.7.4): enter
+ * returns ``x`` itself, leave True and present True, with no count and no table. Each method does the whole verb for the one
+ * case it knows, or returns None having changed nothing, and the caller takes the Python
+ * path (which owns every rule; the lane repeats only the plain case of each):
+ *
+ *   enter(x) -> device array | None: ``acc.copyin``/``acc.create`` of present data
+ *       (OpenACC 3.3 §3.2.18: the dynamic count +1, nothing moves) — ``runtime.enter_one``
+ *       for a plain block ``x`` (``plain_block``) wholly inside one mapping, when nobody
+ *       subscribes to ENTER_DATA or DIRECTIVE_END and the runtime does not track use
+ *       (oversubscription). The device array is the entry's cached one when ``x`` is the
+ *       mapped array with its layout, else ``runtime.device_array_of(entry, x)``.
+ *   leave(x) -> True | None: ``acc.delete``/``acc.copyout`` (no finalize) of data that
+ *       stays present (§3.2.23: the dynamic count −1, nothing moves) — taken only for a
+ *       NORMAL entry whose dynamic count is at least 1 and whose lifetime the decrement
+ *       does not end (``MappingEntry.would_end`` false); every other case is Python's.
+ *   present(x) -> bool: ``table.contains(x)`` for a numpy array (lock-free: the GIL is
+ *       held throughout, and an odd ``ranges.version`` — a writer stopped mid-mutation —
+ *       sends it to ``table.contains``, which retries under the lock).
+ *
+ * enter and leave hold the table lock (``table._lock``, read at each call: a fork
+ * replaces it) while they read and change the counts, as the Python verbs do
+ * (mapping/table.py's lock rule): a held compute call or another thread's directive is
+ * waited for, with the GIL released by the lock's acquire.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *table, *ranges, *runtime, *entry_type, *normal, *active;
+    Py_ssize_t enter_kind, exit_kind, end_kind;
+    PyObject *lock, *acquire, *release;  /* the table lock last seen, its bound methods */
+    char tracks_use;  /* the runtime's ``tracks_use``, kept here by the runtime */
+} Lane;
+
+static PyObject *s_lock, *s_bounds, *s_values, *s_version, *s_dynamic,
+    *s_structured, *s_kind, *s_host_array, *s_device_array, *s_device_array_of, *s_contains,
+    *s_acquire, *s_release;
+
+static int lane_init(Lane *self, PyObject *args, PyObject *kwargs) {
+    PyObject *table, *ranges, *runtime, *entry_type, *normal, *active;
+    Py_ssize_t enter_kind, exit_kind, end_kind;
+    if (!PyArg_ParseTuple(args, "OOOOOO!(nnn):PresentLane", &table, &ranges, &runtime, &entry_type,
+                          &normal, &PyList_Type, &active, &enter_kind, &exit_kind, &end_kind))
+        return -1;
+    Py_ssize_t size = PyList_GET_SIZE(active);
+    if (enter_kind < 0 || enter_kind >= size || exit_kind < 0 || exit_kind >= size
+            || end_kind < 0 || end_kind >= size) {
+        PyErr_SetString(PyExc_ValueError, "PresentLane: an event kind outside the active list");
+        return -1;
+    }
+    Py_INCREF(table); Py_XSETREF(self->table, table);
+    Py_INCREF(ranges); Py_XSETREF(self->ranges, ranges);
+    Py_INCREF(runtime); Py_XSETREF(self->runtime, runtime);
+    Py_INCREF(entry_type); Py_XSETREF(self->entry_type, entry_type);
+    Py_INCREF(normal); Py_XSETREF(self->normal, normal);
+    Py_INCREF(active); Py_XSETREF(self->active, active);
+    self->enter_kind = enter_kind, self->exit_kind = exit_kind, self->end_kind = end_kind;
+    return 0;
+}
+
+static int lane_traverse(Lane *self, visitproc visit, void *arg) {
+    Py_VISIT(self->table); Py_VISIT(self->ranges); Py_VISIT(self->runtime);
+    Py_VISIT(self->entry_type); Py_VISIT(self->normal); Py_VISIT(self->active);
+    Py_VISIT(self->lock); Py_VISIT(self->acquire); Py_VISIT(self->release);
+    return 0;
+}
+
+static int lane_clear(Lane *self) {
+    Py_CLEAR(self->table); Py_CLEAR(self->ranges); Py_CLEAR(self->runtime);
+    Py_CLEAR(self->entry_type); Py_CLEAR(self->normal); Py_CLEAR(self->active);
+    Py_CLEAR(self->lock); Py_CLEAR(self->acquire); Py_CLEAR(self->release);
+    return 0;
+}
+
+static void lane_dealloc(Lane *self) {
+    PyObject_GC_UnTrack(self);
+    lane_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Whether someone subscribes to event kind ``kind`` (BUS.active[kind]). */
+static int watched(Lane *self, Py_ssize_t kind) {
+    return PyList_GET_SIZE(self->active) <= kind || PyList_GET_ITEM(self->active, kind) != Py_False;
+}
+
+static PyObject *call_method_1(PyObject *object, PyObject *name, PyObject *argument) {
+    PyObject *args[2] = {object, argument};
+    return PyObject_VectorcallMethod(name, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* The table lock, acquired; ``*release`` is then its bound release (a new reference,
+ * for ``unlock``). The lock is read as ``table._lock`` at each call (in the child of a
+ * fork the table has a new one); its bound methods are made again when it is not the one
+ * last seen. -1 with an exception set. */
+static int lock(Lane *self, PyObject **release) {
+    PyObject *table_lock = PyObject_GetAttr(self->table, s_lock);
+    if (table_lock == NULL)
+        return -1;
+    if (table_lock != self->lock) {
+        PyObject *acquire = PyObject_GetAttr(table_lock, s_acquire);
+        PyObject *bound = acquire == NULL ? NULL : PyObject_GetAttr(table_lock, s_release);
+        if (bound == NULL) {
+            Py_XDECREF(acquire);
+            Py_DECREF(table_lock);
+            return -1;
+        }
+        Py_XSETREF(self->acquire, acquire);
+        Py_XSETREF(self->release, bound);
+        Py_XSETREF(self->lock, Py_NewRef(table_lock));
+    }
+    Py_DECREF(table_lock);
+    PyObject *acquire = Py_NewRef(self->acquire);  /* (another thread may bind a new */
+    *release = Py_NewRef(self->release);           /* lock while this one waits) */
+    PyObject *taken = PyObject_CallNoArgs(acquire);
+    Py_DECREF(acquire);
+    if (taken == NULL) {
+        Py_CLEAR(*release);
+        return -1;
+    }
+    Py_DECREF(taken);
+    return 0;
+}
+
+/* Calls and drops the bound ``release``, and returns ``result``: the verb's result, or
+ * NULL with its exception set, which the release keeps (a failed release of a verb that
+ * succeeded makes the result NULL with the release's exception). */
+static PyObject *unlock(PyObject *release, PyObject *result) {
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *released = PyObject_CallNoArgs(release);
+    Py_DECREF(release);
+    if (released == NULL) {
+        if (result == NULL)
+            PyErr_Clear();  /* the verb's own error is the one to report */
+        else
+            Py_CLEAR(result);
+    } else {
+        Py_DECREF(released);
+    }
+    if (type != NULL)
+        PyErr_Restore(type, value, traceback);
+    return result;
+}
+
+/* With the lock held: the entry (borrowed) wholly containing the non-empty plain block x
+ * when it is a MappingEntry; NULL otherwise (with an exception set when one occurred). */
+static PyObject *present_entry(Lane *self, PyObject *x) {
+    int64_t data, low, high;
+    if (array_extent(x, &data, &low, &high) < 0 || high == low)
+        return NULL;
+    PyObject *bounds = PyObject_GetAttr(self->ranges, s_bounds);
+    if (bounds == NULL)
+        return NULL;
+    Py_ssize_t index = search(bounds, low, high);
+    Py_DECREF(bounds);
+    if (index < 0)
+        return NULL;
+    PyObject *values = PyObject_GetAttr(self->ranges, s_values);
+    if (values == NULL)
+        return NULL;
+    PyObject *entry = NULL;
+    if (PyList_Check(values) && index < PyList_GET_SIZE(values)) {
+        entry = PyList_GET_ITEM(values, index);
+        if ((PyObject *)Py_TYPE(entry) != self->entry_type)
+            entry = NULL;
+    }
+    Py_DECREF(values);  /* the table keeps the entry alive while the lock is held */
+    return entry;
+}
+
+/* entry.<name> as a C long; -1 with an exception set (counts are never negative). */
+static long count_of(PyObject *entry, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(entry, name);
+    if (value == NULL)
+        return -1;
+    long count = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
+    Py_DECREF(value);
+    if (count < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "PresentLane: a count that is not a non-negative int");
+    return count;
+}
+
+static int set_count(PyObject *entry, PyObject *name, long count) {
+    PyObject *value = PyLong_FromLong(count);
+    if (value == NULL)
+        return -1;
+    int status = PyObject_SetAttr(entry, name, value);
+    Py_DECREF(value);
+    return status;
+}
+
+/* The device array of x in entry: the cached one when x is the mapped array itself with
+ * its layout, else runtime.device_array_of(entry, x) (which re-makes the cache). */
+static PyObject *device_array_of(Lane *self, PyObject *entry, PyObject *x) {
+    PyObject *host = PyObject_GetAttr(entry, s_host_array);
+    if (host == NULL)
+        return NULL;
+    Py_DECREF(host);  /* only its identity is compared; the entry keeps it */
+    if (host == x) {
+        PyObject *cached = PyObject_GetAttr(entry, s_device_array);
+        if (cached == NULL)
+            return NULL;
+        if (PyObject_TypeCheck(cached, g_ndarray) && same_layout_of((ArrayFields *)cached, (ArrayFields *)x))
+            return cached;
+        Py_DECREF(cached);
+    }
+    PyObject *args[3] = {self->runtime, entry, x};
+    return PyObject_VectorcallMethod(s_device_array_of, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static int takes_verb(Lane *self, PyObject *x, Py_ssize_t event_kind) {
+    if (Py_TYPE(x) != g_ndarray || !(((ArrayFields *)x)->flags & (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS)))
+        return 0;
+    if (watched(self, event_kind) || watched(self, self->end_kind))
+        return 0;
+    return 1;
+}
+
+static PyObject *lane_enter(Lane *self, PyObject *x) {
+    if (!takes_verb(self, x, self->enter_kind))
+        Py_RETURN_NONE;
+    if (self->table == Py_None)  /* shared memory: no action, the host array (§2.7.4) */
+        return Py_NewRef(x);
+    if (self->tracks_use)  /* oversubscribing: every use restores and is noted (Python) */
+        Py_RETURN_NONE;
+    PyObject *release;
+    if (lock(self, &release) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *entry = present_entry(self, x);
+    if (entry == NULL) {
+        if (!PyErr_Occurred())
+            result = Py_NewRef(Py_None);
+    } else {
+        long dynamic = count_of(entry, s_dynamic);
+        if (dynamic >= 0 && set_count(entry, s_dynamic, dynamic + 1) == 0) {
+            result = device_array_of(self, entry, x);
+            if (result == NULL) {  /* all or nothing: the count goes back */
+                PyObject *type, *value, *traceback;
+                PyErr_Fetch(&type, &value, &traceback);
+                set_count(entry, s_dynamic, dynamic);
+                PyErr_Restore(type, value, traceback);
+            }
+        }
+    }
+    return unlock(release, result);
+}
+
+static PyObject *lane_leave(Lane *self, PyObject *x) {
+    if (!takes_verb(self, x, self->exit_kind))
+        Py_RETURN_NONE;
+    if (self->table == Py_None)  /* shared memory: no action */
+        Py_RETURN_TRUE;
+    if (self->tracks_use)  /* oversubscribing: every use restores and is noted (Python) */
+        Py_RETURN_NONE;
+    PyObject *release;
+    if (lock(self, &release) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *entry = present_entry(self, x);
+    if (entry == NULL) {
+        if (!PyErr_Occurred())
+            result = Py_NewRef(Py_None);
+    } else {
+        PyObject *kind = PyObject_GetAttr(entry, s_kind);
+        long dynamic = kind == NULL ? -1 : count_of(entry, s_dynamic);
+        long structured = dynamic < 0 ? -1 : count_of(entry, s_structured);
+        if (structured >= 0) {
+            /* the plain case: a NORMAL entry keeps a count after the decrement */
+            if (kind != self->normal || dynamic < 1 || (dynamic == 1 && structured == 0))
+                result = Py_NewRef(Py_None);
+            else if (set_count(entry, s_dynamic, dynamic - 1) == 0)
+                result = Py_NewRef(Py_True);
+        }
+        Py_XDECREF(kind);
+    }
+    return unlock(release, result);
+}
+
+static PyObject *lane_present(Lane *self, PyObject *x) {
+    if (self->table == Py_None)  /* shared memory: all data is present (§2.7.4) */
+        Py_RETURN_TRUE;
+    if (!PyObject_TypeCheck(x, g_ndarray))
+        goto checked_in_python;
+    PyObject *version = PyObject_GetAttr(self->ranges, s_version);
+    if (version == NULL)
+        return NULL;
+    long stamp = PyLong_Check(version) ? PyLong_AsLong(version) : 1;
+    Py_DECREF(version);
+    if (stamp & 1)  /* a mutation in progress (or an error): under the lock */
+        goto checked_in_python;
+    int64_t data, low, high;
+    if (array_extent(x, &data, &low, &high) < 0)
+        return NULL;
+    if (high == low)
+        Py_RETURN_TRUE;  /* zero-size data is always present (API.md §2) */
+    PyObject *bounds = PyObject_GetAttr(self->ranges, s_bounds);
+    if (bounds == NULL)
+        return NULL;
+    Py_ssize_t index = search(bounds, low, high);
+    Py_DECREF(bounds);
+    if (index == -3)
+        return NULL;
+    return PyBool_FromLong(index >= 0);
+checked_in_python:
+    PyErr_Clear();
+    return call_method_1(self->table, s_contains, x);
+}
+
+static PyMemberDef lane_members[] = {
+    {"tracks_use", T_BOOL, offsetof(Lane, tracks_use), 0,
+     "the runtime's tracks_use (oversubscription), kept here by the runtime: while true, enter and leave answer None"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef lane_methods[] = {
+    {"enter", (PyCFunction)lane_enter, METH_O,
+     "enter(x) -> the device array of present x after its dynamic count's +1; None: take the Python path."},
+    {"leave", (PyCFunction)lane_leave, METH_O,
+     "leave(x) -> True after the dynamic count's -1 of data that stays present; None: take the Python path."},
+    {"present", (PyCFunction)lane_present, METH_O,
+     "present(x) -> whether the elements of x lie inside one mapping (or x is empty)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject LaneType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyacc.mapping._cprobe.PresentLane",
+    .tp_doc = "The data API's present-data verbs of one runtime, in one C call each.",
+    .tp_basicsize = sizeof(Lane),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)lane_init,
+    .tp_dealloc = (destructor)lane_dealloc,
+    .tp_traverse = (traverseproc)lane_traverse,
+    .tp_clear = (inquiry)lane_clear,
+    .tp_methods = lane_methods,
+    .tp_members = lane_members,
+};
 
 static PyMethodDef methods[] = {
     {"plain_block", (PyCFunction)plain_block, METH_O,
@@ -179,5 +536,26 @@ PyMODINIT_FUNC PyInit__cprobe(void) {
     s_itemsize = PyUnicode_InternFromString("itemsize");
     if (g_ndarray == NULL || g_int64 == NULL || s_itemsize == NULL)
         return NULL;
-    return PyModule_Create(&module_def);
+    struct { PyObject **slot; const char *text; } names[] = {
+        {&s_lock, "_lock"}, {&s_bounds, "bounds"}, {&s_values, "values"}, {&s_version, "version"},
+        {&s_dynamic, "dynamic"}, {&s_structured, "structured"},
+        {&s_kind, "kind"}, {&s_host_array, "host_array"}, {&s_device_array, "device_array"},
+        {&s_device_array_of, "device_array_of"}, {&s_contains, "contains"},
+        {&s_acquire, "acquire"}, {&s_release, "release"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if ((*names[i].slot = PyUnicode_InternFromString(names[i].text)) == NULL)
+            return NULL;
+    if (PyType_Ready(&LaneType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL)
+        return NULL;
+    Py_INCREF(&LaneType);
+    if (PyModule_AddObject(module, "PresentLane", (PyObject *)&LaneType) < 0) {
+        Py_DECREF(&LaneType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

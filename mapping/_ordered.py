@@ -35,6 +35,10 @@ PAD = np.iinfo(np.int64).max
 class SortedRanges:
     """Non-overlapping ``[begin, end)`` ranges with values, in ascending order."""
 
+    # slots: the C readers (``_cprobe.PresentLane``, ``pyacc/_fastcall.c``) read
+    # ``bounds``, ``values`` and ``version`` on every present-data call
+    __slots__ = ("bounds", "count", "values", "version")
+
     def __init__(self):
         self.bounds = np.full((2, _INITIAL_CAPACITY), PAD, dtype=np.int64)
         self.count = 0

@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - numpy 1.x
     _byte_bounds = np.byte_bounds
 
 __all__ = ["extent", "lookup", "lookup_range", "contained_index", "contained_index_python", "same_layout",
-           "plain_block"]
+           "plain_block", "PresentLane"]
 
 # Relation codes returned by the compiled search; ``ranges.Relation`` gives them names.
 DISJOINT, CONTAINED, EXTENDS_BEFORE, EXTENDS_AFTER, COVERS, SPANS = range(6)
@@ -96,9 +96,26 @@ def _contained_index(bounds, x):
 
 _contained_index_numba = _contained_index
 try:  # the C searches (optional extension, like pyacc._fastcall)
-    from ._cprobe import contained_index as _contained_index, extent as _extent_c, plain_block, same_layout
+    from ._cprobe import PresentLane, contained_index as _contained_index, extent as _extent_c, plain_block, \
+        same_layout
 except ImportError:  # pragma: no cover - built without a C compiler
     _extent_c = _extent
+
+    class PresentLane:
+        """Without the C extension: no lane. ``enter``/``leave`` always send the caller to
+        the Python verb; ``present`` is the table's own check."""
+
+        def __init__(self, table, ranges, runtime, entry_type, normal, active, kinds):
+            self.present = table.contains if table is not None else lambda x: True
+            self.tracks_use = False
+
+        @staticmethod
+        def enter(x):
+            return None
+
+        @staticmethod
+        def leave(x):
+            return None
 
     def plain_block(x) -> bool:
         """Whether ``x`` is a numpy.ndarray (not a subclass) of one C- or F-ordered block."""

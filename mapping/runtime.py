@@ -39,7 +39,7 @@ import numpy as np
 from . import _probe, raw_memory
 from .device import Device, Queue
 from .commit import allocate, device_view, end_lifetimes
-from .entry import Counter, MappingEntry, exit_is_plain, increment_all, increment_referenced, leave_all
+from .entry import Counter, EntryKind, MappingEntry, exit_is_plain, increment_all, increment_referenced, leave_all
 from .errors import ExecutionError
 from .events import BUS, EventKind
 from .lifetimes import Declaration, LifetimeVerbs
@@ -62,6 +62,7 @@ _LOG = logging.getLogger("pyacc")
 _ACTIVE = BUS.active
 _ENTER_DATA = int(EventKind.ENTER_DATA)
 _EXIT_DATA = int(EventKind.EXIT_DATA)
+_DIRECTIVE_END = int(EventKind.DIRECTIVE_END)
 _DYNAMIC = Counter.DYNAMIC
 _STRUCTURED = Counter.STRUCTURED
 _CREATE = EntryAction.CREATE
@@ -83,9 +84,14 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         #: finds a variable name for an array (set by pyacc to a caller-frame search);
         #: called only when a mapping is created or an error is raised
         self.namer = lambda array: None
-        #: ``is_present(array)``: bound straight to the table's lock-free check (one
-        #: call frame less on the hottest query)
-        self.is_present = self.table.contains
+        #: the data API's present-data verbs in one C call each (``_cprobe.PresentLane``:
+        #: ``enter``, ``leave``, ``present``; each answers None, changing nothing, for
+        #: every case but the plain one, and the caller takes the verbs below)
+        self.lane = _probe.PresentLane(self.table, self.table.version_holder, self, MappingEntry,
+                                       EntryKind.NORMAL, _ACTIVE, (_ENTER_DATA, _EXIT_DATA, _DIRECTIVE_END))
+        #: ``is_present(array)``: bound straight to the lane's lock-free check (one call
+        #: frame less on the hottest query)
+        self.is_present = self.lane.present
         #: the ``acc.declare`` mappings of this device
         self.declared: list[Declaration] = []
         #: oversubscribing (API.md §10): a plain attribute, read on the compute hot path

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 
-from . import raw_memory
+from . import _probe, raw_memory
 from .device import Device, Queue
 from .entry import Counter
 from .errors import ExecutionError
@@ -45,6 +45,11 @@ class SharedMemoryRuntime(MappingRuntime):
         assert device.shares_host_memory
         self.device = device
         self.table = PresentTable()  # always empty: nothing is ever mapped
+        #: the data API's lane (``_cprobe.PresentLane`` of shared memory: every data
+        #: routine on a plain block is one C call that takes no action)
+        self.lane = _probe.PresentLane(None, None, None, None, None, BUS.active,
+                                       (int(EventKind.ENTER_DATA), int(EventKind.EXIT_DATA),
+                                        int(EventKind.DIRECTIVE_END)))
         #: finds a variable name for an array (set by pyacc; used in error messages)
         self.namer = lambda array: None
 

@@ -59,6 +59,10 @@ class Lookup(NamedTuple):
 class PresentTable:
     """Mappings of one device, ordered by host address."""
 
+    # slots: the C lanes (``_cprobe.PresentLane``, ``pyacc/_fastcall.c``) read ``_lock``
+    # on every present-data call
+    __slots__ = ("_ranges", "_lock")
+
     def __init__(self):
         self._ranges = SortedRanges()
         self._lock = threading.RLock()

@@ -51,6 +51,8 @@ __all__ = [
 
 _DYNAMIC = Counter.DYNAMIC  # Enum attribute access is slow on the hot path
 _COPYIN = MapKind.COPYIN
+_CREATE = MapKind.CREATE
+_DELETE = MapKind.DELETE
 _NDARRAY = np.ndarray  # one global lookup on the hot paths instead of two
 _plain_block = _probe.plain_block  # a numpy.ndarray of one C- or F-ordered block (C, 0.03 µs)
 _ACTIVE = BUS.active
@@ -66,29 +68,50 @@ def _enter_one(kind: MapKind, array, async_):
     return runtime.enter_one(kind, array, _DYNAMIC, queue)
 
 
+def _entered(kind: MapKind, a, async_, routine: str):
+    """``copyin``/``create`` past the lane: the Python verb, its errors reported and its
+    end published."""
+    try:
+        if async_ is None and _plain_block(a):
+            # no request built, one table probe
+            return current_runtime().enter_one(kind, a, _DYNAMIC)
+        return _enter_one(kind, a, async_)
+    except AccError as error:
+        report(error)
+        raise
+    finally:
+        if _ACTIVE[_DIRECTIVE_END]:
+            directive_end(routine)
+
+
+# The four data routines below first try the current runtime's lane (``runtime.lane``,
+# ``mapping/_cprobe.c``): one C call that carries out the routine on present data when
+# nobody listens to its events, or answers None having changed nothing. A thread that has
+# no current runtime yet (``ICVS.runtime`` None) selects it on the Python path.
 def copyin(a, *, async_=None):
     """Present: dynamic count +1, no transfer. Absent: allocate, copy in, dynamic = 1.
 
     Returns:
         The device array of ``a``.
     """
-    try:
-        if async_ is None and _plain_block(a):
-            # the hot path: no request built, one table probe
-            return current_runtime().enter_one(_COPYIN, a, _DYNAMIC)
-        return _enter_one(_COPYIN, a, async_)
-    except AccError as error:
-        report(error)
-        raise
-    finally:
-        if _ACTIVE[_DIRECTIVE_END]:
-            directive_end("acc.copyin")
+    if async_ is None:
+        runtime = ICVS.runtime
+        if runtime is not None:
+            device_array = runtime.lane.enter(a)
+            if device_array is not None:
+                return device_array
+    return _entered(_COPYIN, a, async_, "acc.copyin")
 
 
-@reported
 def create(a, *, async_=None):
     """As ``copyin``, without the transfer."""
-    return _enter_one(MapKind.CREATE, a, async_)
+    if async_ is None:
+        runtime = ICVS.runtime
+        if runtime is not None:
+            device_array = runtime.lane.enter(a)
+            if device_array is not None:
+                return device_array
+    return _entered(_CREATE, a, async_, "acc.create")
 
 
 def _exit_one(kind: MapKind, array, finalize, async_) -> None:
@@ -98,27 +121,40 @@ def _exit_one(kind: MapKind, array, finalize, async_) -> None:
     runtime.exit_dynamic([MapRequest(kind, array)], queue, finalize=finalize)
 
 
-@reported
-def copyout(a, *, finalize=False, async_=None) -> None:
-    """Dynamic count −1 (``finalize``: 0); when both counts reach 0, copy out and free.
-    Absent data, or a dynamic count already 0: nothing (API.md §8)."""
-    _exit_one(MapKind.COPYOUT, a, finalize, async_)
-
-
-def delete(a, *, finalize=False, async_=None) -> None:
-    """As ``copyout``, without the transfer."""
+def _exited(kind: MapKind, a, finalize, async_, routine: str) -> None:
+    """``copyout``/``delete`` past the lane: the Python verb, its errors reported and its
+    end published."""
     try:
         if async_ is None and _plain_block(a):
-            # the hot path: data that stays present only loses a dynamic count
+            # data that stays present only loses a dynamic count (no transfer either way)
             if current_runtime().leave_present(a, finalize=finalize):
                 return
-        _exit_one(MapKind.DELETE, a, finalize, async_)
+        _exit_one(kind, a, finalize, async_)
     except AccError as error:
         report(error)
         raise
     finally:
         if _ACTIVE[_DIRECTIVE_END]:
-            directive_end("acc.delete")
+            directive_end(routine)
+
+
+def copyout(a, *, finalize=False, async_=None) -> None:
+    """Dynamic count −1 (``finalize``: 0); when both counts reach 0, copy out and free.
+    Absent data, or a dynamic count already 0: nothing (API.md §8)."""
+    if async_ is None and not finalize:
+        runtime = ICVS.runtime
+        if runtime is not None and runtime.lane.leave(a):
+            return
+    _exited(MapKind.COPYOUT, a, finalize, async_, "acc.copyout")
+
+
+def delete(a, *, finalize=False, async_=None) -> None:
+    """As ``copyout``, without the transfer."""
+    if async_ is None and not finalize:
+        runtime = ICVS.runtime
+        if runtime is not None and runtime.lane.leave(a):
+            return
+    _exited(_DELETE, a, finalize, async_, "acc.delete")
 
 
 def _update_one(direction, array, if_present, async_) -> None:
@@ -143,8 +179,8 @@ def update_self(a, *, if_present=False, async_=None) -> None:
 
 def is_present(a) -> bool:
     """True when every element of ``a`` (any view) is present on the current device."""
-    try:  # the hot path: no wrapper frame
-        runtime = current_runtime()
+    try:  # the hot path: no wrapper frame; the runtime's ``is_present`` is its lane's
+        runtime = ICVS.runtime or current_runtime()
         if type(a) is not _NDARRAY:
             check_array(a, contiguous=False)
         return runtime.is_present(a)

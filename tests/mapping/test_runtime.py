@@ -201,7 +201,7 @@ def test_absent_copyin_probes_the_table_once_and_builds_one_view(monkeypatch):
     runtime, device = _runtime()
     a = np.arange(6.0)
     lookups, views = [], []
-    monkeypatch.setattr(runtime.table, "lookup", lambda array: lookups.append(array))
+    monkeypatch.setattr(type(runtime.table), "lookup", lambda table, array: lookups.append(array))
     real_view = device.view
     monkeypatch.setattr(device, "view", lambda address, like: views.append(address) or real_view(address, like))
     device_array = runtime.enter_one(MapKind.COPYIN, a, Counter.DYNAMIC)
