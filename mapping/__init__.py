@@ -8,7 +8,7 @@ Modules:
 - ``errors``      the error tree (OpenACC ``acc_error_t`` codes) and the range notation
 - ``ranges``      host byte ranges, ``Relation``, host-data validation
 - ``_probe``      compiled address read + sorted-range search (the lookup hot path;
-  ``_cprobe``, a C extension, answers its two hottest searches, and its ``PresentLane``
+  ``_cprobe``, a C extension, answers its two hottest searches, and its ``DataLane``
   carries out the data API's verbs on present data in one call: ``runtime.lane``)
 - ``_ordered``    generic ordered container of non-overlapping ranges
 - ``entry``       a mapping with its structured and dynamic counters

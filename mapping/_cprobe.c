@@ -3,7 +3,7 @@
  * Owns ``extent(x)``, ``contained_index(bounds, x)``, ``same_layout(a, b)`` (whether
  * a cached device view still matches its host array), ``plain_block(x)`` (the data
  * API's hot-path test: a numpy.ndarray whose elements are one C- or F-ordered block) and
- * ``PresentLane`` (below: copyin/create/delete/copyout/is_present of present data in one
+ * ``DataLane`` (below: copyin/create/delete/copyout/is_present of present data in one
  * C call each). The first two give the same answers as the Numba
  * functions of ``mapping/_probe.py`` (which uses these when this module is built), without
  * a Numba dispatch (~0.3 µs, the larger part of an ``acc.is_present`` of present data).
@@ -167,9 +167,9 @@ static PyObject *plain_block(PyObject *module, PyObject *x) {
 }
 
 
-/* == PresentLane: the data API's present-data verbs in one C call ======================
+/* == DataLane: the data API's present-data verbs in one C call ======================
  *
- * ``PresentLane(table, ranges, runtime, entry_type, normal, active, kinds)`` belongs to one
+ * ``DataLane(table, ranges, runtime, entry_type, normal, active, kinds)`` belongs to one
  * runtime (``runtime.lane``); ``active`` is ``BUS.active`` and ``kinds`` the ints of
  * ENTER_DATA, EXIT_DATA and DIRECTIVE_END. A ``table`` of None makes the lane of a device
  * that shares the host's memory (``SharedMemoryRuntime``, OpenACC 3.3 §2.7.4): enter
@@ -211,13 +211,13 @@ static PyObject *s_lock, *s_bounds, *s_values, *s_version, *s_dynamic,
 static int lane_init(Lane *self, PyObject *args, PyObject *kwargs) {
     PyObject *table, *ranges, *runtime, *entry_type, *normal, *active;
     Py_ssize_t enter_kind, exit_kind, end_kind;
-    if (!PyArg_ParseTuple(args, "OOOOOO!(nnn):PresentLane", &table, &ranges, &runtime, &entry_type,
+    if (!PyArg_ParseTuple(args, "OOOOOO!(nnn):DataLane", &table, &ranges, &runtime, &entry_type,
                           &normal, &PyList_Type, &active, &enter_kind, &exit_kind, &end_kind))
         return -1;
     Py_ssize_t size = PyList_GET_SIZE(active);
     if (enter_kind < 0 || enter_kind >= size || exit_kind < 0 || exit_kind >= size
             || end_kind < 0 || end_kind >= size) {
-        PyErr_SetString(PyExc_ValueError, "PresentLane: an event kind outside the active list");
+        PyErr_SetString(PyExc_ValueError, "DataLane: an event kind outside the active list");
         return -1;
     }
     Py_INCREF(table); Py_XSETREF(self->table, table);
@@ -348,7 +348,7 @@ static long count_of(PyObject *entry, PyObject *name) {
     long count = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
     Py_DECREF(value);
     if (count < 0 && !PyErr_Occurred())
-        PyErr_SetString(PyExc_TypeError, "PresentLane: a count that is not a non-negative int");
+        PyErr_SetString(PyExc_TypeError, "DataLane: a count that is not a non-negative int");
     return count;
 }
 
@@ -497,7 +497,7 @@ static PyMethodDef lane_methods[] = {
 
 static PyTypeObject LaneType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "pyacc.mapping._cprobe.PresentLane",
+    .tp_name = "pyacc.mapping._cprobe.DataLane",
     .tp_doc = "The data API's present-data verbs of one runtime, in one C call each.",
     .tp_basicsize = sizeof(Lane),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -552,7 +552,7 @@ PyMODINIT_FUNC PyInit__cprobe(void) {
     if (module == NULL)
         return NULL;
     Py_INCREF(&LaneType);
-    if (PyModule_AddObject(module, "PresentLane", (PyObject *)&LaneType) < 0) {
+    if (PyModule_AddObject(module, "DataLane", (PyObject *)&LaneType) < 0) {
         Py_DECREF(&LaneType);
         Py_DECREF(module);
         return NULL;

@@ -35,7 +35,7 @@ PAD = np.iinfo(np.int64).max
 class SortedRanges:
     """Non-overlapping ``[begin, end)`` ranges with values, in ascending order."""
 
-    # slots: the C readers (``_cprobe.PresentLane``, ``pyacc/_fastcall.c``) read
+    # slots: the C readers (``_cprobe.DataLane``, ``pyacc/_fastcall.c``) read
     # ``bounds``, ``values`` and ``version`` on every present-data call
     __slots__ = ("bounds", "count", "values", "version")
 

@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - numpy 1.x
     _byte_bounds = np.byte_bounds
 
 __all__ = ["extent", "lookup", "lookup_range", "contained_index", "contained_index_python", "same_layout",
-           "plain_block", "PresentLane"]
+           "plain_block", "DataLane"]
 
 # Relation codes returned by the compiled search; ``ranges.Relation`` gives them names.
 DISJOINT, CONTAINED, EXTENDS_BEFORE, EXTENDS_AFTER, COVERS, SPANS = range(6)
@@ -96,12 +96,12 @@ def _contained_index(bounds, x):
 
 _contained_index_numba = _contained_index
 try:  # the C searches (optional extension, like pyacc._fastcall)
-    from ._cprobe import PresentLane, contained_index as _contained_index, extent as _extent_c, plain_block, \
+    from ._cprobe import DataLane, contained_index as _contained_index, extent as _extent_c, plain_block, \
         same_layout
 except ImportError:  # pragma: no cover - built without a C compiler
     _extent_c = _extent
 
-    class PresentLane:
+    class DataLane:
         """Without the C extension: no lane. ``enter``/``leave`` always send the caller to
         the Python verb; ``present`` is the table's own check."""
 

@@ -70,7 +70,7 @@ class OversubscriptionVerbs:
                 self.residency.restore_everything(self.device.sync_queue)
                 self.residency.end_use()
                 self.tracks_use = False
-            self.lane.tracks_use = self.tracks_use  # the lane's copy (``_cprobe.PresentLane``)
+            self.lane.tracks_use = self.tracks_use  # the lane's copy (``_cprobe.DataLane``)
             self.table.touch()  # memos made under the other mode are not reused
 
     @property

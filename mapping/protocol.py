@@ -10,7 +10,7 @@ that forgets one cannot be created) — and ``MappingRecord``, one row of
 What ``pyacc`` may call on a runtime is exactly what is declared here, plus the
 attributes ``device``, ``table`` (a ``PresentTable``; always empty for shared memory),
 ``namer`` (finds a variable name for an array; pyacc sets it) and ``lane`` (a
-``_probe.PresentLane``: the data API's present-data verbs in one C call each — ``enter``
+``_probe.DataLane``: the data API's present-data verbs in one C call each — ``enter``
 and ``leave`` answer None, changing nothing, for every case but the plain one, and the
 caller then calls ``enter_one``/``leave_present``/``exit_dynamic``).
 

@@ -84,10 +84,10 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         #: finds a variable name for an array (set by pyacc to a caller-frame search);
         #: called only when a mapping is created or an error is raised
         self.namer = lambda array: None
-        #: the data API's present-data verbs in one C call each (``_cprobe.PresentLane``:
+        #: the data API's present-data verbs in one C call each (``_cprobe.DataLane``:
         #: ``enter``, ``leave``, ``present``; each answers None, changing nothing, for
         #: every case but the plain one, and the caller takes the verbs below)
-        self.lane = _probe.PresentLane(self.table, self.table.version_holder, self, MappingEntry,
+        self.lane = _probe.DataLane(self.table, self.table.version_holder, self, MappingEntry,
                                        EntryKind.NORMAL, _ACTIVE, (_ENTER_DATA, _EXIT_DATA, _DIRECTIVE_END))
         #: ``is_present(array)``: bound straight to the lane's lock-free check (one call
         #: frame less on the hottest query)

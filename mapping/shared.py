@@ -45,9 +45,9 @@ class SharedMemoryRuntime(MappingRuntime):
         assert device.shares_host_memory
         self.device = device
         self.table = PresentTable()  # always empty: nothing is ever mapped
-        #: the data API's lane (``_cprobe.PresentLane`` of shared memory: every data
+        #: the data API's lane (``_cprobe.DataLane`` of shared memory: every data
         #: routine on a plain block is one C call that takes no action)
-        self.lane = _probe.PresentLane(None, None, None, None, None, BUS.active,
+        self.lane = _probe.DataLane(None, None, None, None, None, BUS.active,
                                        (int(EventKind.ENTER_DATA), int(EventKind.EXIT_DATA),
                                         int(EventKind.DIRECTIVE_END)))
         #: finds a variable name for an array (set by pyacc; used in error messages)

@@ -59,7 +59,7 @@ class Lookup(NamedTuple):
 class PresentTable:
     """Mappings of one device, ordered by host address."""
 
-    # slots: the C lanes (``_cprobe.PresentLane``, ``pyacc/_fastcall.c``) read ``_lock``
+    # slots: the C lanes (``_cprobe.DataLane``, ``pyacc/_fastcall.c``) read ``_lock``
     # on every present-data call
     __slots__ = ("_ranges", "_lock")
 

@@ -1,4 +1,4 @@
-"""The data API's lane (``_cprobe.PresentLane``, mapping/_cprobe.c): ``acc.copyin``,
+"""The data API's lane (``_cprobe.DataLane``, mapping/_cprobe.c): ``acc.copyin``,
 ``acc.create``, ``acc.delete`` and ``acc.copyout`` of present data, and ``acc.is_present``,
 in one C call each. The lane repeats only the plain case of each verb and answers None,
 changing nothing, for every other one; these tests hold it to the Python verbs' rules
