@@ -50,7 +50,7 @@ def check_clauses(directive: str, given: dict, allowed: tuple[str, ...], *, data
                 + f"; {directive} accepts {', '.join(allowed)}",
                 clause=keyword,
             )
-    if data_clauses and not any(k in given for k in data_clauses + ("default",)):
+    if data_clauses and given.keys().isdisjoint(data_clauses) and "default" not in given:
         raise ClauseError(
             f"{directive} needs at least one data clause ({', '.join(data_clauses)})",
             clause=None,
@@ -123,6 +123,8 @@ def wait_for(runtime, wait, queue) -> None:
     empty list or ``True``: all queues) has run. On an asynchronous queue this is a
     device-side join (the queue waits for events of the others) and the host goes on;
     on the synchronous queue the host waits."""
+    if wait is None:  # no wait clause
+        return
     device = runtime.device
     if wait is True or (isinstance(wait, (list, tuple)) and not wait):
         others = device.existing_queues()

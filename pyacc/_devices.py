@@ -314,10 +314,13 @@ class RegionStack(list):
     def _refresh(self, changed) -> None:
         """After ``changed`` was pushed or removed: the ranges are computed again only
         when it has ``deviceptr`` arrays (a data region without costs one scan for its
-        ``default``, as before)."""
+        ``default``, and none when it has no ``default`` either: a region without one
+        changes no innermost default by coming or going)."""
+        lends = bool(getattr(changed, "deviceptr", ()))
+        if not lends and changed.default is None:
+            return
         innermost = next(
             (region.default for region in reversed(self) if region.default is not None), None)
-        lends = bool(getattr(changed, "deviceptr", ()))
         if innermost is self.innermost_default and not lends:
             return
         deviceptrs = tuple(_device_range(array) for region in reversed(self)

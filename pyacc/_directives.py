@@ -34,6 +34,10 @@ __all__ = ["data", "enter_data", "exit_data", "update", "host_data", "declare"]
 _DATA_CLAUSES = ("copy", "copyin", "copyout", "create", "no_create", "present", "deviceptr")
 _CONTROL = ("if_", "async_", "wait")
 _KIND_OF = {kind.value: kind for kind in MapKind}
+_HOLDING = BUS.holding()  # (one object: ``with`` it costs no call)
+_ACTIVE = BUS.active
+_REGION_ENTER = int(EventKind.REGION_ENTER)
+_REGION_EXIT = int(EventKind.REGION_EXIT)
 
 
 class data(SingleUseRegion):
@@ -101,18 +105,20 @@ class data(SingleUseRegion):
         self._stack = None  # the thread's stack of open regions this region is on
 
     def _enter(self):
-        with BUS.holding():  # a profiling callback's exception waits for the entry
+        with _HOLDING:  # a profiling callback's exception waits for the entry
             runtime = self._runtime = current_runtime()
             queue = self._queue = queue_of(runtime, self._async)
             if self._enabled:
                 for device_array in self._deviceptrs:
                     runtime.device.extent_of(device_array)  # must be this device's memory
-                wait_for(runtime, self._wait, queue)
+                if self._wait is not None:
+                    wait_for(runtime, self._wait, queue)
                 self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue,
                                              at_once=False)  # API.md §10
             self._stack = ICVS.default_clause
             self._stack.push(self)
-            _publish_region(EventKind.REGION_ENTER, runtime, "data")
+            if _ACTIVE[_REGION_ENTER]:
+                _publish_region(EventKind.REGION_ENTER, runtime, "data")
         return self
 
     def _opened(self) -> bool:
@@ -125,7 +131,8 @@ class data(SingleUseRegion):
                                       copy_back=not isinstance(exc, ExecutionError))
 
     def _left(self) -> None:
-        _publish_region(EventKind.REGION_EXIT, self._runtime, "data")
+        if _ACTIVE[_REGION_EXIT]:
+            _publish_region(EventKind.REGION_EXIT, self._runtime, "data")
 
     def device(self, a):
         """The device array of ``a`` on this region's device, like ``acc.deviceptr(a)``."""
