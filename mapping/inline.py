@@ -73,11 +73,14 @@ def record_kernel(kernel, seconds: float, nbytes: int, at_once: bool) -> None:
     became long gets there within a few calls. A run on a worker only lowers it: its time is an upper bound,
     which also counts the wait for the GIL after the kernel (up to the switch interval
     while the host runs Python). (Every kernel run at once is recorded: one lookup.)"""
-    predicted = predict_kernel(kernel, nbytes)
-    if predicted is None:
+    last = RUNS.get(kernel)  # ``predict_kernel``, spelled out on this hot path:
+    if last is None:
         if len(RUNS) >= _KEPT:
             RUNS.clear()
-    elif seconds > predicted:
+        RUNS[kernel] = (seconds, nbytes)
+        return
+    predicted = last[0] if nbytes <= last[1] else last[0] * (nbytes / max(last[1], 1))
+    if seconds > predicted:
         if not at_once:
             return
         seconds = min(seconds, 2.0 * predicted)

@@ -165,8 +165,8 @@ class WorkerQueue(Queue):
     def take_kernel(self, kernel, nbytes: int) -> bool:
         """``take`` for ``kernel`` over arguments of ``nbytes`` bytes, as
         ``inline.predict_kernel`` predicts it (never measured: not taken)."""
-        predicted = predict_kernel(kernel, nbytes)
-        return predicted is not None and self.take(predicted)
+        predicted = predict_kernel(kernel, nbytes)  # (``take``, spelled out: a call less)
+        return predicted is not None and predicted < self._inline_below and self.begin_inline()
 
     def ran_at_once(self, kernel, seconds: float, nbytes: int, description,
                     cause: BaseException | None) -> None:
