@@ -85,8 +85,9 @@ class MappingRuntime(abc.ABC):
         """Compute-call fast path: increments (of ``counter``) of present arrays, or None."""
 
     @abc.abstractmethod
-    def rejoin_structured(self, record):
-        """``join_structured`` again from its record while the table is unchanged, or None."""
+    def rejoin_structured(self, memo):
+        """``join_structured`` again from its ``StructuredMemo`` while the table is
+        unchanged, or None."""
 
     @abc.abstractmethod
     def leave_structured(self, entries, counter=Counter.STRUCTURED) -> bool:

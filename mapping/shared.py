@@ -70,9 +70,9 @@ class SharedMemoryRuntime(MappingRuntime):
             memo.append(entries)
         return entries
 
-    def rejoin_structured(self, record):
-        """As ``join_structured``: the table never changes, so the record always holds."""
-        return record
+    def rejoin_structured(self, memo):
+        """As ``join_structured``: the table never changes, so the memo always holds."""
+        return memo
 
     def leave_structured(self, entries, counter=None) -> bool:
         return True
