@@ -205,7 +205,7 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
                 runtime = ICVS.runtime or current_runtime()
                 plan = None
                 if self._plans:  # _matching_plan and CallPlan.applies, inlined: the hot path
-                    key = (kernel_env(), ICVS.default_clause.innermost_default if self._uses_default else None,
+                    key = (kernel_env(), ICVS.region_stack.innermost_default if self._uses_default else None,
                            None)
                     for candidate in self._plans:
                         if candidate.runtime is runtime and candidate.key == key and (

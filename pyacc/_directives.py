@@ -110,7 +110,7 @@ class data(SingleUseRegion):
                 wait_for(runtime, self._wait, queue)
                 self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue,
                                              at_once=False)  # API.md §10
-            self._stack = ICVS.default_clause
+            self._stack = ICVS.region_stack
             self._stack.push(self)
             _publish_region(EventKind.REGION_ENTER, runtime, "data")
         return self

@@ -73,7 +73,7 @@ static PyObject *g_async_result; /* pyacc._compute.AsyncResult (configure_async)
 static int g_enabled = 1;        /* set_enabled(): plans are tried at all */
 static uint64_t g_context_epoch = 1;  /* bumped by context_changed() */
 static int g_remember = 1;       /* configure(): one ICVS per thread state, the memo holds */
-static PyObject *s_runtime, *s_default_clause, *s_innermost_default, *s_version, *s_lock,
+static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *s_lock,
                 *s_acquire, *s_release, *s_call_slow, *s_express_failed, *s_launch,
                 *s_async, *s_ran_at_once, *s_queue_ran_at_once;
 
@@ -308,7 +308,7 @@ static int thread_context(ExpressPlan *plan) {
     if (same != 1)
         return same;
     if (plan->check_default != NULL) {
-        PyObject *stack = PyObject_GetAttr(g_icvs, s_default_clause);
+        PyObject *stack = PyObject_GetAttr(g_icvs, s_region_stack);
         if (stack == NULL)
             return -1;
         same = same_attr(stack, s_innermost_default, plan->check_default, 1);
@@ -1012,7 +1012,7 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     if (MISS == NULL || g_one == NULL)
         return NULL;
     s_runtime = intern("runtime");
-    s_default_clause = intern("default_clause");
+    s_region_stack = intern("region_stack");
     s_innermost_default = intern("innermost_default");
     s_version = intern("version");
     s_lock = intern("_lock");
@@ -1024,7 +1024,7 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     s_async = intern("async_");
     s_ran_at_once = intern("_ran_at_once");
     s_queue_ran_at_once = intern("ran_at_once");
-    if (!s_runtime || !s_default_clause || !s_innermost_default || !s_version || !s_lock ||
+    if (!s_runtime || !s_region_stack || !s_innermost_default || !s_version || !s_lock ||
             !s_acquire || !s_release || !s_call_slow || !s_express_failed || !s_launch ||
             !s_async || !s_ran_at_once || !s_queue_ran_at_once)
         return NULL;
