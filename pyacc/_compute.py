@@ -268,7 +268,7 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
 
     def _launch_direct(self, args):
         """The direct call of ``_call_slow`` (the same steps, for a region whose sections
-        cover their whole arrays at this call, ``_WholeSections``)."""
+        cover their whole arrays at this call, ``WholeSections``)."""
         try:
             runtime = ICVS.runtime or current_runtime()
             plan = None
