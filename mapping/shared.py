@@ -61,13 +61,13 @@ class SharedMemoryRuntime(MappingRuntime):
     def exit_dynamic(self, requests, queue, *, finalize=False) -> None:
         pass
 
-    def join_structured(self, arrays, memo=None, counter=None):
+    def join_structured(self, arrays, memos=None, counter=None):
         """Everything is present and nothing is counted: one ``None`` entry per array."""
-        entries = StructuredMemo([None] * len(arrays))
+        entries = StructuredMemo([None] * len(arrays))  # the entries are the memo
         entries.version = 0  # the (empty) table never changes
         entries.counter = counter
-        if memo is not None:
-            memo.append(entries)
+        if memos is not None:
+            memos.append(entries)
         return entries
 
     def rejoin_structured(self, memo):
