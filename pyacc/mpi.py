@@ -132,7 +132,7 @@ def _launched_by(environ=None) -> tuple[str, int, str] | None:
     environ = os.environ if environ is None else environ
     found = [(name, _count(environ.get(name)), who) for name, who in _LAUNCHER_SIZES]
     found.append((_SLURM_SIZE[0], _slurm_step_tasks(environ), _SLURM_SIZE[1]))
-    found = [entry for entry in found if entry[1] is not None]
+    found = [item for item in found if item[1] is not None]
     if not found or min(size for _, size, _ in found) <= 1:
         return None
     return found[0]
