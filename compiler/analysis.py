@@ -42,12 +42,12 @@ from .access import access_sets
 from .clauses import DATA_CLAUSES, ComputeClauses
 from .frontend import (MISSING, RESERVED_PREFIX, FunctionSource, Scope, load_function,
                        local_names)
-from .planner import NestPlan, Plan, Planner
+from .planner import NestPlan, LoopPlan, Planner
 # (MemberError, StructLayout, is_struct and struct_layout are re-exported: the launcher reads them here)
 from .structs import (MemberError, StructLayout, chain_of, checked_struct_params, is_struct,
                       refuse_member_store, struct_layout)
 
-__all__ = ["KernelInfo", "analyze", "bind_free_names", "free_params", "Planner", "Plan",
+__all__ = ["KernelInfo", "analyze", "bind_free_names", "free_params", "Planner", "LoopPlan",
            "NestPlan", "check_free_names", "StructLayout", "MemberError", "is_struct",
            "struct_layout", "flattened", "flat_clauses"]
 
@@ -99,7 +99,7 @@ class KernelInfo:
     source: FunctionSource = field(repr=False)
     kernels: dict = field(default_factory=dict, repr=False)
     free_params: tuple[str, ...] = ()
-    #: the planner's decisions (``Plan``), made once: at decoration, again only when the
+    #: the planner's decisions (``LoopPlan``), made once: at decoration, again only when the
     #: first call adds free parameters (``bind_free_names``); code generation and
     #: ``acc.explain`` use it
     plan: object = field(default=None, repr=False)

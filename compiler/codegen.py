@@ -38,7 +38,7 @@ from .analysis import check_free_names
 from .atomics import INTRINSICS
 from .frontend import (MISSING, CallKind, FunctionSource, Scope, classify_call,
                        is_numeric_constant, load_function, local_names, routine_function)
-from .planner import NestPlan, Plan
+from .planner import NestPlan, LoopPlan
 from .reductions import NP, ReductionSlots
 from .templates import Renamer
 
@@ -125,7 +125,7 @@ class FunctionRewriter(ast.NodeTransformer):
     """
 
     def __init__(self, builder: "ModuleBuilder", source: FunctionSource, fidx: int,
-                 plan: Plan | None):
+                 plan: LoopPlan | None):
         self.builder = builder
         self.source = source
         self.scope = Scope(source.func, local_names(source.tree))
@@ -422,7 +422,7 @@ class ModuleBuilder:
 
     # -- functions
 
-    def add_kernel(self, source: FunctionSource, plan: Plan, *, parallel: bool):
+    def add_kernel(self, source: FunctionSource, plan: LoopPlan, *, parallel: bool):
         """Add the kernel function (named ``_acc_kernel``)."""
         fidx = self._next_index()
         rewriter = FunctionRewriter(self, source, fidx, None if self.serial else plan)

@@ -1,8 +1,8 @@
-"""What the loop planner decides: :class:`Plan`, :class:`NestPlan` and :class:`LoopNote`.
+"""What the loop planner decides: :class:`LoopPlan`, :class:`NestPlan` and :class:`LoopNote`.
 
 Owns the planner's results (``planner.Planner`` makes them): each parallel loop nest of a
 function and how it runs (:class:`NestPlan`: levels, reductions, private variables,
-run-time conditions), every nest of a function keyed by position (:class:`Plan`), and a
+run-time conditions), every nest of a function keyed by position (:class:`LoopPlan`), and a
 note on every loop decided about (:class:`LoopNote`), the compiler feedback of
 ``acc.explain`` and ``PYACC_INFO``.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["LoopNote", "NestPlan", "Plan"]
+__all__ = ["LoopNote", "NestPlan", "LoopPlan"]
 
 
 @dataclass
@@ -94,7 +94,7 @@ class LoopNote:
 
 
 @dataclass
-class Plan:
+class LoopPlan:
     """Every parallel nest of a function, keyed by :attr:`NestPlan.key`, and a note
     on every loop the planner decided about, in source order."""
 

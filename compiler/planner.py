@@ -2,7 +2,7 @@
 
 Owns :class:`Planner`, which decides for every loop of a function whether it is a
 parallel loop nest, with which collapse depth, reductions and private variables; the
-results :class:`Plan`, :class:`NestPlan` and :class:`LoopNote` live in ``loop_plans``
+results :class:`LoopPlan`, :class:`NestPlan` and :class:`LoopNote` live in ``loop_plans``
 (re-exported here). Code generation re-runs the planner at
 first call (names defined after decoration are resolved then), so the plan and the
 checks always come from this one module.
@@ -16,7 +16,7 @@ Invariants:
       reductions (logged at debug level on the ``pyacc`` logger).
     * ``kernels`` loops run in parallel only when ``dependence`` proves their iterations
       independent (or ``independent`` says so); every decision is recorded in
-      :attr:`Plan.notes` for compiler feedback (``acc.explain``).
+      :attr:`LoopPlan.notes` for compiler feedback (``acc.explain``).
 """
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ import ast
 
 from .clauses import ComputeClauses, parse_loop_clauses
 from .errors import CompileError
-from .loop_plans import LoopNote, NestPlan, Plan
+from .loop_plans import LoopNote, NestPlan, LoopPlan
 from .frontend import CallKind, FunctionSource, Scope, classify_call, loaded_names, stored_names
 from .reductions import array_updates, canonical, is_absorbing_store, same_op, scalar_updates
 from . import dependence
 
-__all__ = ["Planner", "Plan", "NestPlan", "LoopNote"]
+__all__ = ["Planner", "LoopPlan", "NestPlan", "LoopNote"]
 
 
 # ------------------------------------------------------------------------------ planner
@@ -51,9 +51,9 @@ class Planner:
         self.source = source
         self.clauses = clauses
         self.scope = scope
-        self.result = Plan()
+        self.result = LoopPlan()
 
-    def plan(self) -> Plan:
+    def plan(self) -> LoopPlan:
         """Plan the whole function; raises ``CompileError`` on unsupported loops."""
         construct = self.clauses.construct
         body = self.source.tree.body

@@ -122,13 +122,14 @@ class ComputeMemo:
         counter: The count the call's maps hold (structured; dynamic for OpenMP maps).
     """
 
-    __slots__ = ("slots", "map_kinds", "counter", "_record", "_host", "_shared", "_views", "_kept")
+    __slots__ = ("slots", "map_kinds", "counter", "_structured_memo", "_host", "_shared", "_views",
+                 "_kept")
 
-    def __init__(self, runtime, args, slots, map_kinds, record, device_args):
+    def __init__(self, runtime, args, slots, map_kinds, structured_memo, device_args):
         self.slots = slots
         self.map_kinds = map_kinds
-        self.counter = record.counter
-        self._record = record  # the runtime's StructuredMemo: table version, weak entries
+        self.counter = structured_memo.counter
+        self._structured_memo = structured_memo  # the runtime's: table version, weak entries
         device = runtime.device
         self._shared = device.shares_host_memory
         self._views = self._kept = None
@@ -180,7 +181,7 @@ class ComputeMemo:
         if self._kept is None or runtime.tracks_use:
             return None
         table = runtime.table
-        return (table.version_holder, table, self._record.version,
+        return (table.version_holder, table, self._structured_memo.version,
                 tuple((slot, args[slot], view) for slot, view in self._kept), True)
 
     def arrays(self, args) -> list:
@@ -196,11 +197,11 @@ class ComputeMemo:
         if self._shared:  # no counts; the host arrays are the device arrays
             return _ticket(ComputeTicket, (args, self, True, None, None, args, False, ()))
         if hold:
-            if not runtime.hold_structured(self._record):
+            if not runtime.hold_structured(self._structured_memo):
                 return None
             entries = None
         else:
-            entries = runtime.rejoin_structured(self._record)
+            entries = runtime.rejoin_structured(self._structured_memo)
             if entries is None:
                 return None
         if self._kept is not None:
@@ -208,7 +209,7 @@ class ComputeMemo:
         else:
             try:
                 if entries is None:  # held: the entries, for device arrays made anew
-                    entries = [reference() for reference in self._record]
+                    entries = [reference() for reference in self._structured_memo]
                 device_args = self._device_args(runtime, args, entries)
             except BaseException:  # nothing entered after all
                 exit_compute(runtime, _ticket(ComputeTicket, (None, self, True, entries, None, args,
@@ -252,11 +253,11 @@ def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMem
     if len(set(counters)) > 1:  # OpenMP maps beside ompx_hold maps
         return _enter_mixed(runtime, args, queue, sorter, slots, arrays, map_kinds, counters)
     counter = counters[0] if counters else _STRUCTURED
-    records = []
-    entries = runtime.join_structured(arrays, records, counter)
+    memos = []
+    entries = runtime.join_structured(arrays, memos, counter)
     if entries is not None:
         device_args = _substituted(args, zip(slots, map(runtime.device_array_of, entries, arrays)))
-        memo = ComputeMemo(runtime, args, slots, map_kinds, records[0], device_args)
+        memo = ComputeMemo(runtime, args, slots, map_kinds, memos[0], device_args)
         return _ticket(ComputeTicket, (device_args, memo, False, entries, None, args, False, ()))
     mapped = runtime.enter(sorter.requests(runtime, arrays, map_kinds), counter, queue)
     device_args = _substituted(args, zip(slots, map(runtime.device_array, mapped)))

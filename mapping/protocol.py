@@ -84,12 +84,14 @@ class MappingRuntime(abc.ABC):
         """``exit data`` / ``acc.copyout`` / ``acc.delete`` (all or nothing)."""
 
     @abc.abstractmethod
-    def join_structured(self, arrays, memo=None, counter=Counter.STRUCTURED):
-        """Compute-call fast path: increments (of ``counter``) of present arrays, or None."""
+    def join_structured(self, arrays, memos=None, counter=Counter.STRUCTURED):
+        """Compute-call fast path: increments (of ``counter``) of present arrays, or None;
+        ``memos`` (a list) receives the join's ``StructuredMemo``."""
 
     @abc.abstractmethod
-    def rejoin_structured(self, record):
-        """``join_structured`` again from its record while the table is unchanged, or None."""
+    def rejoin_structured(self, memo):
+        """``join_structured`` again from its ``StructuredMemo`` while the table is
+        unchanged, or None."""
 
     @abc.abstractmethod
     def leave_structured(self, entries, counter=Counter.STRUCTURED) -> bool:

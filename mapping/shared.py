@@ -66,18 +66,18 @@ class SharedMemoryRuntime(MappingRuntime):
     def exit_dynamic(self, requests, queue, *, finalize=False) -> None:
         pass
 
-    def join_structured(self, arrays, memo=None, counter=None):
+    def join_structured(self, arrays, memos=None, counter=None):
         """Everything is present and nothing is counted: one ``None`` entry per array."""
-        entries = StructuredMemo([None] * len(arrays))
+        entries = StructuredMemo([None] * len(arrays))  # the entries are the memo
         entries.version = 0  # the (empty) table never changes
         entries.counter = counter
-        if memo is not None:
-            memo.append(entries)
+        if memos is not None:
+            memos.append(entries)
         return entries
 
-    def rejoin_structured(self, record):
-        """As ``join_structured``: the table never changes, so the record always holds."""
-        return record
+    def rejoin_structured(self, memo):
+        """As ``join_structured``: the table never changes, so the memo always holds."""
+        return memo
 
     def leave_structured(self, entries, counter=None) -> bool:
         return True

@@ -61,8 +61,8 @@ _KERNEL_DTYPES = frozenset("?bBhHiIlLqQfdFD")
 
 def enclosing_default():
     """``default(...)`` of the innermost open ``acc.data`` region of this thread that has
-    one (the regions push themselves on ``ICVS.default_clause``, a ``RegionStack``)."""
-    return ICVS.default_clause.innermost_default
+    one (the regions push themselves on ``ICVS.region_stack``, a ``RegionStack``)."""
+    return ICVS.region_stack.innermost_default
 
 
 class ArgumentSorting:

@@ -90,26 +90,27 @@ def _current_device() -> dict:
     return current
 
 
-def _device(kind: str, number: int) -> dict:
+def _device(device_type: str, number: int) -> dict:
     device = {"number": number}
     for prop in _PROPERTIES:
         try:
-            device[prop] = acc.get_property(prop, device_num=number, device_type=kind)
+            device[prop] = acc.get_property(prop, device_num=number, device_type=device_type)
         except Exception as error:
             device[prop] = _error(error)
     return device
 
 
-def _device_type(kind: str) -> dict:
-    entry = {"aliases": [_ALIASES[kind]] if kind in _ALIASES else []}
+def _device_type(device_type: str) -> dict:
+    summary = {"aliases": [_ALIASES[device_type]] if device_type in _ALIASES else []}
     try:
-        count = acc.get_num_devices(kind)
-        reason = _devices.unavailable_reason(kind) if count == 0 else None
+        count = acc.get_num_devices(device_type)
+        reason = _devices.unavailable_reason(device_type) if count == 0 else None
     except Exception as error:
-        return {**entry, "available": False, "reason": _error(error), "devices": []}
+        return {**summary, "available": False, "reason": _error(error), "devices": []}
     if count == 0:
-        return {**entry, "available": False, "reason": reason, "devices": []}
-    return {**entry, "available": True, "devices": [_device(kind, n) for n in range(count)]}
+        return {**summary, "available": False, "reason": reason, "devices": []}
+    return {**summary, "available": True,
+            "devices": [_device(device_type, n) for n in range(count)]}
 
 
 def _library_version(distribution: str, module_name: str) -> str:
@@ -193,7 +194,7 @@ def info_report() -> dict:
         "platform": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
         "offload": _offload(),
         "current_device": _current_device(),
-        "device_types": {kind: _device_type(kind) for kind in _devices.DEVICE_TYPES},
+        "device_types": {name: _device_type(name) for name in _devices.DEVICE_TYPES},
         "versions": _versions(),
         "cuda_compiler": _cuda_compiler(),
         "kernel_cache": _kernel_cache(),
@@ -217,12 +218,13 @@ def _device_lines(device: dict) -> list[str]:
     return lines
 
 
-def _type_lines(kind: str, entry: dict) -> list[str]:
-    title = kind + (f" (alias {', '.join(entry['aliases'])})" if entry["aliases"] else "")
-    if not entry["available"]:
-        return [f"{title}: unavailable: {entry['reason']}"]
-    lines = [f"{title}: {len(entry['devices'])} device(s)"]
-    for device in entry["devices"]:
+def _type_lines(device_type: str, summary: dict) -> list[str]:
+    title = device_type + (f" (alias {', '.join(summary['aliases'])})"
+                           if summary["aliases"] else "")
+    if not summary["available"]:
+        return [f"{title}: unavailable: {summary['reason']}"]
+    lines = [f"{title}: {len(summary['devices'])} device(s)"]
+    for device in summary["devices"]:
         lines += _device_lines(device)
     return lines
 
@@ -253,8 +255,8 @@ def render(report: dict) -> str:
         "",
         "Device types",
     ]
-    for kind, entry in report["device_types"].items():
-        lines += _type_lines(kind, entry)
+    for device_type, summary in report["device_types"].items():
+        lines += _type_lines(device_type, summary)
     lines += ["", *_table("Versions", report["versions"]), ""]
     lines += [f"CUDA kernel compiler (PYACC_CUDA_COMPILER): {report['cuda_compiler']}"]
     lines += [f"Kernel cache: {report['kernel_cache']}", ""]

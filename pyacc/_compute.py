@@ -120,7 +120,7 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         self._arity = len(info.params)
         # the last joined calls' plans (newest first), for the next ones: a Jacobi loop
         # calls step(u, unew) and step(unew, u) in turn, and each needs its own plan
-        self._plans: tuple = ()
+        self._call_plans: tuple = ()
         #: a call with no call-time clauses may go straight to ``_launch`` with the
         #: clauses' values: they are constants, the region runs on the synchronous queue
         self._direct = False
@@ -204,10 +204,10 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
                     args = (*args, *self._read_free())
                 runtime = ICVS.runtime or current_runtime()
                 plan = None
-                if self._plans:  # _matching_plan and CallPlan.applies, inlined: the hot path
-                    key = (kernel_env(), ICVS.default_clause.innermost_default if self._uses_default else None,
+                if self._call_plans:  # _matching_call_plan, CallPlan.applies inlined: hot path
+                    key = (kernel_env(), ICVS.region_stack.innermost_default if self._uses_default else None,
                            None)
-                    for candidate in self._plans:
+                    for candidate in self._call_plans:
                         if candidate.runtime is runtime and candidate.key == key and (
                                 not candidate.scalars or candidate.scalars_match(args)) and \
                                 candidate.memo.matches(args):
@@ -240,7 +240,8 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
                 args = (*args, *self._read_free())
             runtime = ICVS.runtime or current_runtime()
             queue = runtime.device.queue(number)
-            value = self._launch(runtime, args, queue, None, True, self._matching_plan(runtime, args))
+            value = self._launch(runtime, args, queue, None, True,
+                                 self._matching_call_plan(runtime, args))
             return AsyncResult(queue, value)
         except AccError as error:
             add_section_hint(error)
@@ -267,13 +268,13 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
 
     def _launch_direct(self, args):
         """The direct call of ``_call_slow`` (the same steps, for a region whose sections
-        cover their whole arrays at this call, ``_WholeSections``)."""
+        cover their whole arrays at this call, ``WholeSections``)."""
         try:
             runtime = ICVS.runtime or current_runtime()
             plan = None
-            if self._plans:
+            if self._call_plans:
                 key = (kernel_env(), enclosing_default() if self._uses_default else None, None)
-                plan = next((candidate for candidate in self._plans
+                plan = next((candidate for candidate in self._call_plans
                              if candidate.applies(runtime, key, args)), None)
             return self._launch(runtime, args, runtime.device.sync_queue, None, True, plan)
         except AccError as error:
@@ -326,7 +327,7 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
             sorter = SectionSorter(self, self._section_kinds(runtime, args, sections)) \
                 if sections else self
             value = self._launch(runtime, args, queue, clauses, False,
-                                 self._matching_plan(runtime, args, clauses), sorter)
+                                 self._matching_call_plan(runtime, args, clauses), sorter)
             return value if async_arg is None else AsyncResult(queue, value)
 
     # -- sections and structs (OpenACC 3.3 §2.7.1, §2.7.2) -------------------------------
@@ -403,7 +404,7 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
                             info=self.info.clauses.construct, where=self._where)
         if ticket.memo is not None and not ticket.replayed:  # a joined call: keep its plan
             plan = CallPlan(runtime, self._call_key(clauses), args, ticket.memo, kernel)
-            self._plans = (plan,) + self._plans[:_PLANS_KEPT - 1]
+            self._call_plans = (plan,) + self._call_plans[:_CALL_PLANS_KEPT - 1]
         if silent and self._expressable and plan is not None and (
                 ticket.replayed or runtime.device.shares_host_memory):
             # a replay (on shared memory, where nothing is mapped, a join already is one)
@@ -449,12 +450,12 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
             report(error)
         raise error
 
-    def _matching_plan(self, runtime, args, clauses=None):
+    def _matching_call_plan(self, runtime, args, clauses=None):
         """A recent call's plan that holds for this call (``CallPlan.applies``), or None.
         Changes nothing."""
-        if self._plans:
+        if self._call_plans:
             key = self._call_key(clauses)
-            for plan in self._plans:
+            for plan in self._call_plans:
                 if plan.applies(runtime, key, args):
                     return plan
         return None
@@ -503,8 +504,8 @@ if CALL_BASE is object:  # no express lane: the Python launcher is the call
     ComputeRegion.__call__ = ComputeRegion._call_slow
 
 
-#: fast-path plans a region keeps (each is tried in turn, newest first, before the full path)
-_PLANS_KEPT = 4
+#: call plans a region keeps (each is tried in turn, newest first, before the full path)
+_CALL_PLANS_KEPT = 4
 
 
 def explain(region) -> str:

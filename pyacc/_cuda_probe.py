@@ -177,33 +177,33 @@ def visible_count(text: str | None, total: int, uuids=lambda: []) -> int | None:
     """How many of ``total`` GPUs CUDA shows under ``CUDA_VISIBLE_DEVICES=text`` (None:
     unset, all of them), or None where only CUDA can tell (MIG instances). As CUDA reads
     it: ordinals or GPU UUID prefixes (``uuids()``: each GPU's, by ordinal), up to the
-    first entry that names no GPU; a GPU named twice hides them all."""
+    first item that names no GPU; a GPU named twice hides them all."""
     if text is None:
         return total
-    entries = [entry.strip() for entry in text.split(",")]
-    if entries[0].startswith("MIG-"):
+    items = [item.strip() for item in text.split(",")]
+    if items[0].startswith("MIG-"):
         return None
-    if entries[0].startswith("GPU-"):
-        ordinals = _ordinals_of_uuids(entries, uuids())
+    if items[0].startswith("GPU-"):
+        ordinals = _ordinals_of_uuids(items, uuids())
     else:
-        ordinals = _leading_ordinals(entries, total)
+        ordinals = _leading_ordinals(items, total)
     return 0 if len(set(ordinals)) < len(ordinals) else len(ordinals)
 
 
-def _leading_ordinals(entries: list[str], total: int) -> list[int]:
+def _leading_ordinals(items: list[str], total: int) -> list[int]:
     ordinals = []
-    for entry in entries:
-        digits = re.match(r"\d+", entry)  # CUDA reads each entry's leading digits
+    for item in items:
+        digits = re.match(r"\d+", item)  # CUDA reads each item's leading digits
         if digits is None or int(digits.group()) >= total:
             break
         ordinals.append(int(digits.group()))
     return ordinals
 
 
-def _ordinals_of_uuids(entries: list[str], uuids: list[str]) -> list[int]:
+def _ordinals_of_uuids(items: list[str], uuids: list[str]) -> list[int]:
     ordinals = []
-    for entry in entries:
-        matches = [index for index, uuid in enumerate(uuids) if entry and uuid.startswith(entry)]
+    for item in items:
+        matches = [index for index, uuid in enumerate(uuids) if item and uuid.startswith(item)]
         if len(matches) != 1:
             break
         ordinals.append(matches[0])

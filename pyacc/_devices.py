@@ -7,7 +7,7 @@ threads; the program's end), and the internal control variables of OpenACC 3.3 �
 ``acc-current-device-type-var``, ``acc-current-device-num-var`` and
 ``acc-default-async-var``, one copy per host thread.
 
-Every change of a thread's ``ICVS.runtime``, ``ICVS.default_clause`` or of what its open
+Every change of a thread's ``ICVS.runtime``, ``ICVS.region_stack`` or of what its open
 data regions lend the compute calls inside them (the innermost ``default(...)``, the
 ``deviceptr(...)`` arrays: ``RegionStack``; ``enclosing_deviceptr``) is announced before
 and after it (``watch_context``): the express lane remembers them per thread between
@@ -362,7 +362,7 @@ def enclosing_deviceptr(array) -> bool:
     a compute call inside them passes it to its kernel as it is, never as host data
     (OpenACC 3.3 §2.7.4: ``deviceptr`` on a data construct applies to the constructs
     inside it; API.md §6.2). One attribute test when no open region has ``deviceptr``."""
-    stack = ICVS.default_clause
+    stack = ICVS.region_stack
     if not stack.deviceptrs:
         return False
     try:
@@ -376,14 +376,14 @@ class _ThreadICVs(threading.local):
     """One copy per host thread; initial values come from the environment at first use."""
 
     #: the attributes an express plan remembers (``watch_context``)
-    _WATCHED = frozenset({"runtime", "default_clause"})
+    _WATCHED = frozenset({"runtime", "region_stack"})
 
     def __init__(self):
         self._device_type: str | None = None
         self.device_num: dict[str, int] = {}
         self.default_async = 0
         self.runtime: MappingRuntime | None = None  # cache of the current device's runtime
-        self.default_clause = RegionStack()  # the open data regions (their default(...))
+        self.region_stack = RegionStack()  # the open data regions (default, deviceptr arrays)
 
     def __setattr__(self, name, value) -> None:
         # the express lane is told before the store (a signal handler's call during it

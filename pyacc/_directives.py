@@ -115,7 +115,7 @@ class data(SingleUseRegion):
                     wait_for(runtime, self._wait, queue)
                 self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue,
                                              at_once=False)  # API.md §10
-            self._stack = ICVS.default_clause
+            self._stack = ICVS.region_stack
             self._stack.push(self)
             if _ACTIVE[_REGION_ENTER]:
                 _publish_region(EventKind.REGION_ENTER, runtime, "data")

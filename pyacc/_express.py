@@ -100,21 +100,21 @@ class ExpressPlan(NamedTuple):
     take_at_once: object   #: ``QueueSet.take_at_once`` for ``async_`` calls, or None
 
 
-def plan_spec(runtime, plan, args, reads_default: bool):
-    """The express plan of a call with ``args`` that replayed ``plan`` (a ``CallPlan``)
+def plan_spec(runtime, call_plan, args, reads_default: bool):
+    """The express plan of a call with ``args`` that replayed ``call_plan``
     on ``runtime``: what ``FastCall._arm_plan`` takes — the plan's kernel, environment
     and enclosing default (checked when ``reads_default``), the runtime and its device's
     instance dict, the statistics' launch cell, the kinds of the arguments passed as
     they are, the memo's arrays and table guard, and how an ``async_`` call takes its
     queue to run at once (``QueueSet.take_at_once``; None on devices whose queues never
     do); None where the lane would not repeat the replay exactly."""
-    guard = plan.memo.express(runtime, args)
-    if guard is None or not all(isinstance(kind, type) for _, kind in plan.scalars):
+    guard = call_plan.memo.express(runtime, args)
+    if guard is None or not all(isinstance(kind, type) for _, kind in call_plan.scalars):
         return None
     holder, table, version, arrays, exact = guard
-    env, default, _ = plan.key
+    env, default, _ = call_plan.key
     device = runtime.device
     take_at_once = device.queues.take_at_once if device.runs_work_at_once else None
-    return ExpressPlan(plan, len(args), runtime, holder, table, version, plan.kernel, reads_default,
-                       default, env, STATS.launch_cell(device.identity), vars(device), arrays,
-                       plan.scalars, exact, take_at_once)
+    return ExpressPlan(call_plan, len(args), runtime, holder, table, version, call_plan.kernel,
+                       reads_default, default, env, STATS.launch_cell(device.identity), vars(device),
+                       arrays, call_plan.scalars, exact, take_at_once)

@@ -73,7 +73,7 @@ static PyObject *g_async_result; /* pyacc._compute.AsyncResult (configure_async)
 static int g_enabled = 1;        /* set_enabled(): plans are tried at all */
 static uint64_t g_context_epoch = 1;  /* bumped by context_changed() */
 static int g_remember = 1;       /* configure(): one ICVS per thread state, the memo holds */
-static PyObject *s_runtime, *s_default_clause, *s_innermost_default, *s_version, *s_lock,
+static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *s_lock,
                 *s_acquire, *s_release, *s_call_slow, *s_express_failed, *s_launch,
                 *s_async, *s_ran_at_once, *s_queue_ran_at_once;
 
@@ -123,9 +123,9 @@ typedef struct {
     ArraySlot *arrays;
     Py_ssize_t nscalars;
     ScalarSlot *scalars;
-} Plan;
+} ExpressPlan;
 
-static int plan_traverse(Plan *plan, visitproc visit, void *arg) {
+static int plan_traverse(ExpressPlan *plan, visitproc visit, void *arg) {
     for (Py_ssize_t i = 0; i < plan->narrays; i++) {
         ArraySlot *a = &plan->arrays[i];
         Py_VISIT(a->ref);
@@ -153,7 +153,7 @@ static int plan_traverse(Plan *plan, visitproc visit, void *arg) {
     return 0;
 }
 
-static void plan_dealloc(Plan *plan) {
+static void plan_dealloc(ExpressPlan *plan) {
     PyObject_GC_UnTrack(plan);
     for (Py_ssize_t i = 0; i < plan->narrays; i++) {
         ArraySlot *a = &plan->arrays[i];
@@ -185,10 +185,10 @@ static void plan_dealloc(Plan *plan) {
     Py_TYPE(plan)->tp_free((PyObject *)plan);
 }
 
-static PyTypeObject PlanType = {
+static PyTypeObject ExpressPlanType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "pyacc._fastcall.Plan",
-    .tp_basicsize = sizeof(Plan),
+    .tp_name = "pyacc._fastcall.ExpressPlan",
+    .tp_basicsize = sizeof(ExpressPlan),
     .tp_dealloc = (destructor)plan_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     /* no tp_clear: a plan is reached only through its region's plans, which the
@@ -214,7 +214,7 @@ static int is_target(PyObject *ref, PyObject *object) {
 }
 
 /* -- the checks ---------------------------------------------------------------------------- */
-static int arrays_match(Plan *plan, PyObject *args) {
+static int arrays_match(ExpressPlan *plan, PyObject *args) {
     for (Py_ssize_t i = 0; i < plan->narrays; i++) {
         ArraySlot *a = &plan->arrays[i];
         PyObject *arg = PyTuple_GET_ITEM(args, a->slot);
@@ -297,18 +297,18 @@ static inline uint64_t thread_id(void) {
 
 /* The context memo: the checks of thread_context held on this thread and nothing they
  * read has changed since. */
-static inline int context_remembered(Plan *plan) {
+static inline int context_remembered(ExpressPlan *plan) {
     return g_remember && plan->memo_thread == thread_id() && plan->memo_epoch == g_context_epoch &&
            plan->memo_env_tag != 0 && plan->memo_env_tag == dict_tag(g_environ);
 }
 
 /* The thread's current runtime, enclosing default and kernel environment. */
-static int thread_context(Plan *plan) {
+static int thread_context(ExpressPlan *plan) {
     int same = same_attr(g_icvs, s_runtime, plan->runtime, 0);
     if (same != 1)
         return same;
     if (plan->check_default != NULL) {
-        PyObject *stack = PyObject_GetAttr(g_icvs, s_default_clause);
+        PyObject *stack = PyObject_GetAttr(g_icvs, s_region_stack);
         if (stack == NULL)
             return -1;
         same = same_attr(stack, s_innermost_default, plan->check_default, 1);
@@ -335,7 +335,7 @@ static int thread_context(Plan *plan) {
 }
 
 /* 1: no launch installed on the plan's device (fault injection); 0: one is; -1: error */
-static int no_launch_installed(Plan *plan) {
+static int no_launch_installed(ExpressPlan *plan) {
     uint64_t tag = instance_dict_tag(plan->device_dict);
     if (tag != 0 && tag == plan->memo_device_tag)
         return 1;
@@ -349,7 +349,7 @@ static int no_launch_installed(Plan *plan) {
 }
 
 /* 1: the call's context is the plan's; 0: not; -1: error */
-static int context_matches(Plan *plan) {
+static int context_matches(ExpressPlan *plan) {
     if (PyList_GET_ITEM(g_tally_alone, 0) != Py_True)
         return 0;  /* another tally subscriber counts launches: BUS.count must see them */
     int ok = no_launch_installed(plan);
@@ -366,7 +366,7 @@ static int context_matches(Plan *plan) {
     return ok;
 }
 
-static int table_unchanged(Plan *plan) {
+static int table_unchanged(ExpressPlan *plan) {
     return same_attr(plan->ranges, s_version, plan->version, 1);
 }
 
@@ -374,7 +374,7 @@ static int table_unchanged(Plan *plan) {
 static PyObject *MISS = NULL;  /* sentinel (a private object()): the plan does not apply */
 static PyObject *g_one = NULL;
 
-static PyObject *kernel_arguments(Plan *plan, PyObject *args) {
+static PyObject *kernel_arguments(ExpressPlan *plan, PyObject *args) {
     if (!plan->substitutes) {
         Py_INCREF(args);
         return args;
@@ -404,7 +404,7 @@ static PyObject *kernel_arguments(Plan *plan, PyObject *args) {
     return device_args;
 }
 
-static int count_launch(Plan *plan) {
+static int count_launch(ExpressPlan *plan) {
     PyObject *cell = plan->launch_cell;
     PyObject *count = PyNumber_Add(PyList_GET_ITEM(cell, 0), g_one);
     if (count == NULL)
@@ -446,7 +446,7 @@ static PyObject *failed(PyObject *self) {
     return result;
 }
 
-static int bind_lock(Plan *plan) {
+static int bind_lock(ExpressPlan *plan) {
     /* the table's lock, read at each call (in the child of a fork the table has a new
      * one), with its bound acquire and release made when it is not the one last seen */
     PyObject *lock = PyObject_GetAttr(plan->table, s_lock);
@@ -472,7 +472,7 @@ static int bind_lock(Plan *plan) {
 /* The table's lock taken for the plan's call, with the table unchanged (1; ``*release``
  * is then the lock's bound release, or NULL when the plan holds nothing); 0: the table
  * changed (released again); -1: an error. */
-static int hold_table(Plan *plan, PyObject **release) {
+static int hold_table(ExpressPlan *plan, PyObject **release) {
     *release = NULL;
     if (plan->table == NULL)
         return 1;
@@ -508,7 +508,7 @@ static void let_go(PyObject *release, PyObject **result) {
 
 /* The plan's checks, then the table held (hold_table): 1, with ``*release``; 0: a
  * check failed (nothing held); -1: an error. */
-static int enter_plan(Plan *plan, PyObject *args, PyObject **release) {
+static int enter_plan(ExpressPlan *plan, PyObject *args, PyObject **release) {
     *release = NULL;
     if (PyTuple_GET_SIZE(args) != plan->nargs || !arrays_match(plan, args))
         return 0;
@@ -517,7 +517,7 @@ static int enter_plan(Plan *plan, PyObject *args, PyObject **release) {
 }
 
 /* The plan's call, or MISS (no reference) when a check fails; NULL on error. */
-static PyObject *run_plan(PyObject *self, Plan *plan, PyObject *args) {
+static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
     PyObject *release;
     int ok = enter_plan(plan, args, &release);
     if (ok != 1)
@@ -537,7 +537,7 @@ static PyObject *run_plan(PyObject *self, Plan *plan, PyObject *args) {
 }
 
 /* -- an async call run at once (API.md §5, last point) ---------------------------------- */
-static Py_ssize_t plan_bytes(Plan *plan, PyObject *args) {
+static Py_ssize_t plan_bytes(ExpressPlan *plan, PyObject *args) {
     /* the bytes of the call's arrays (what the kernel's predicted run time scales with) */
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < plan->narrays; i++) {
@@ -561,7 +561,8 @@ static double now(void) {
  * held): what ``self._ran_at_once(queue, kernel, seconds, nbytes, value, error)`` returns
  * (an AsyncResult; the kernel's error is kept for the covering wait); MISS when a check
  * fails or the queue is not taken; NULL on error. */
-static PyObject *run_plan_at_once(PyObject *self, Plan *plan, PyObject *args, PyObject *value) {
+static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *args,
+                                  PyObject *value) {
     if (plan->take_at_once == NULL)
         return MISS;
     PyObject *release;
@@ -627,7 +628,7 @@ static PyObject *run_plan_at_once(PyObject *self, Plan *plan, PyObject *args, Py
 /* -- FastCall ----------------------------------------------------------------------------- */
 typedef struct {
     PyObject_HEAD
-    PyObject *plans;  /* tuple of Plan, newest first (empty: none) */
+    PyObject *plans;  /* tuple of ExpressPlan, newest first (empty: none) */
 } FastCall;
 
 /* ``async_=value`` when it is the call's only keyword (an int: the queue; anything else
@@ -651,7 +652,7 @@ static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs)
         PyObject *plans = self->plans;
         Py_INCREF(plans);
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(plans); i++) {
-            Plan *plan = (Plan *)PyTuple_GET_ITEM(plans, i);
+            ExpressPlan *plan = (ExpressPlan *)PyTuple_GET_ITEM(plans, i);
             PyObject *result = plain ? run_plan((PyObject *)self, plan, args)
                 : run_plan_at_once((PyObject *)self, plan, args, async_value);
             if (result != MISS) {
@@ -706,7 +707,7 @@ static int read_array(ArraySlot *a, PyObject *array, int exact) {
     return 0;
 }
 
-static Plan *new_plan(PyObject *spec) {
+static ExpressPlan *new_plan(PyObject *spec) {
     /* spec: a pyacc._express.ExpressPlan (a named tuple; its fields documented there):
      *       (owner, nargs, runtime, ranges|None, table|None, version, kernel,
      *        reads_default, default, env_values, launch_cell, device_dict, arrays,
@@ -733,7 +734,7 @@ static Plan *new_plan(PyObject *spec) {
         PyErr_SetString(PyExc_ValueError, "FastCall._arm: a malformed plan");
         return NULL;
     }
-    Plan *plan = PyObject_GC_New(Plan, &PlanType);
+    ExpressPlan *plan = PyObject_GC_New(ExpressPlan, &ExpressPlanType);
     if (plan == NULL)
         return NULL;
     plan->owner = plan->runtime = plan->ranges = plan->table = plan->version = NULL;
@@ -827,7 +828,7 @@ fail:
 
 static PyObject *fastcall_arm(FastCall *self, PyObject *spec) {
     /* the new plan first, then the kept ones made from other owners (at most four) */
-    Plan *plan = new_plan(spec);
+    ExpressPlan *plan = new_plan(spec);
     if (plan == NULL)
         return NULL;
     PyObject *old = Py_NewRef(self->plans);  /* (an allocation may run other threads) */
@@ -841,7 +842,7 @@ static PyObject *fastcall_arm(FastCall *self, PyObject *spec) {
     Py_ssize_t kept = 1;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(old) && kept < PLANS_KEPT; i++) {
         PyObject *previous = PyTuple_GET_ITEM(old, i);
-        if (((Plan *)previous)->owner == plan->owner)
+        if (((ExpressPlan *)previous)->owner == plan->owner)
             continue;  /* replaced by the new plan */
         PyTuple_SET_ITEM(plans, kept++, Py_NewRef(previous));
     }
@@ -1004,14 +1005,14 @@ static struct PyModuleDef module_def = {
 static PyObject *intern(const char *text) { return PyUnicode_InternFromString(text); }
 
 PyMODINIT_FUNC PyInit__fastcall(void) {
-    if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&FastCallType) < 0)
+    if (PyType_Ready(&ExpressPlanType) < 0 || PyType_Ready(&FastCallType) < 0)
         return NULL;
     MISS = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
     g_one = PyLong_FromLong(1);
     if (MISS == NULL || g_one == NULL)
         return NULL;
     s_runtime = intern("runtime");
-    s_default_clause = intern("default_clause");
+    s_region_stack = intern("region_stack");
     s_innermost_default = intern("innermost_default");
     s_version = intern("version");
     s_lock = intern("_lock");
@@ -1023,7 +1024,7 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     s_async = intern("async_");
     s_ran_at_once = intern("_ran_at_once");
     s_queue_ran_at_once = intern("ran_at_once");
-    if (!s_runtime || !s_default_clause || !s_innermost_default || !s_version || !s_lock ||
+    if (!s_runtime || !s_region_stack || !s_innermost_default || !s_version || !s_lock ||
             !s_acquire || !s_release || !s_call_slow || !s_express_failed || !s_launch ||
             !s_async || !s_ran_at_once || !s_queue_ran_at_once)
         return NULL;

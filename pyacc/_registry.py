@@ -146,7 +146,7 @@ class _Registry:
 
     def live(self, device_type: str) -> list[MappingRuntime]:
         with self._lock:
-            return [rt for (kind, _), rt in self._runtimes.items() if kind == device_type]
+            return [rt for (of_type, _), rt in self._runtimes.items() if of_type == device_type]
 
     def all(self) -> list[MappingRuntime]:
         with self._lock:

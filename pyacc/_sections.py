@@ -217,23 +217,24 @@ class WholeSections:
     names it reads; any doubt (a bound that fails, a section that is not whole, an
     argument that is not an array) answers False, and the full path decides."""
 
-    __slots__ = ("code", "sources", "plan")
+    __slots__ = ("code", "sources", "sections")
 
     def __init__(self, info, sections):
         params = info.kernel_params
-        exprs, plan = [], []
+        exprs, checked = [], []
         for clause, section in sections:
             if clause in ("private", "firstprivate") or section.name not in params:
                 continue  # (a private copy is of the whole variable)
             dims = tuple((_operand(first, exprs), _operand(second, exprs))
                          for first, second in section.bounds)
-            plan.append((params.index(section.name), section.fortran, dims))
+            checked.append((params.index(section.name), section.fortran, dims))
         names = sorted({name for expr in exprs for name in expr.names})
         self.sources = tuple((name, params.index(name) if name in params else None)
                              for name in names)
         self.code = compile("(" + "".join(f"({expr.text}), " for expr in exprs) + ")",
                             "<pyacc sections>", "eval") if exprs else None
-        self.plan = tuple(plan)
+        #: ``(argument slot, Fortran bounds?, the bounds' operands)`` per section checked
+        self.sections = tuple(checked)
 
     def covers(self, full, module_globals) -> bool:
         values = ()
@@ -244,7 +245,7 @@ class WholeSections:
                 values = eval(self.code, _BOUND_GLOBALS, namespace)  # noqa: S307 - checked text
             except Exception:  # noqa: BLE001 - the full path reports it
                 return False
-        for slot, fortran, dims in self.plan:
+        for slot, fortran, dims in self.sections:
             array = full[slot]
             if type(array) is not np.ndarray or len(dims) > array.ndim:
                 return False

@@ -132,7 +132,7 @@ def _launched_by(environ=None) -> tuple[str, int, str] | None:
     environ = os.environ if environ is None else environ
     found = [(name, _count(environ.get(name)), who) for name, who in _LAUNCHER_SIZES]
     found.append((_SLURM_SIZE[0], _slurm_step_tasks(environ), _SLURM_SIZE[1]))
-    found = [entry for entry in found if entry[1] is not None]
+    found = [item for item in found if item[1] is not None]
     if not found or min(size for _, size, _ in found) <= 1:
         return None
     return found[0]
@@ -210,11 +210,11 @@ def bind_device(device_type=None, comm=None, *, limit_threads: bool = True) -> i
     is ~100× slower than it should be.
     """
     _check_launch()
-    kind = canonical_type(device_type) if device_type is not None else get_device_type()
-    count = get_num_devices(kind)
+    device_type = canonical_type(device_type) if device_type is not None else get_device_type()
+    count = get_num_devices(device_type)
     number = local_rank(comm) % count if count > 0 else 0
-    set_device_num(number, kind)
-    if limit_threads and kind in ("host", "emulated"):
+    set_device_num(number, device_type)
+    if limit_threads and device_type in ("host", "emulated"):
         share_cores(comm)
     return number
 
@@ -305,8 +305,8 @@ def device_buffers_ok(device_type=None) -> bool:
     bugs the emulated device exists to find): only when :func:`cuda_aware` says so, which
     ``PYACC_MPI_CUDA_AWARE=1`` forces to exercise that path without a GPU.
     """
-    kind = canonical_type(device_type) if device_type is not None else get_device_type()
-    if kind == "host":
+    device_type = canonical_type(device_type) if device_type is not None else get_device_type()
+    if device_type == "host":
         return True
     return cuda_aware()
 

@@ -247,8 +247,8 @@ def active(name: str):
     """The installed diagnostic called ``name`` ("notify", "time", "trace", "check",
     "memory", "stale", "race", "autocompare"), or None."""
     with _LOCK:
-        entry = _ACTIVE.get(name)
-    return None if entry is None else entry[1]
+        installed = _ACTIVE.get(name)
+    return None if installed is None else installed[1]
 
 
 def flush() -> None:

@@ -205,13 +205,13 @@ class TargetRegion(ComputeRegion):
             return super().__call__(*args, if_=False, **kwargs)
         if not target.switch:
             return self._call_on(target.runtime, args, kwargs, nowait, if_, depend)
-        kind = ICVS.device_type
-        previous = _acc_devices.device_num_of(kind)
-        _acc_devices.set_current(kind, target.number)
+        device_type = ICVS.device_type
+        previous = _acc_devices.device_num_of(device_type)
+        _acc_devices.set_current(device_type, target.number)
         try:
             return self._call_on(target.runtime, args, kwargs, nowait, if_, depend)
         finally:
-            _acc_devices.set_current(kind, previous)
+            _acc_devices.set_current(device_type, previous)
 
     def _call_on(self, runtime, args, kwargs, nowait, if_, depend):
         async_ = None

@@ -104,10 +104,10 @@ def get_num_devices() -> int:
     """``omp_get_num_devices``: non-host devices of the current device type (0 on host)."""
     _start()
     sync_offload_environment()
-    kind = _current_type()
-    if kind == "host":
+    device_type = _current_type()
+    if device_type == "host":
         return 0
-    return _acc_devices.num_devices(kind)
+    return _acc_devices.num_devices(device_type)
 
 
 def get_initial_device() -> int:
@@ -162,13 +162,13 @@ def set_default_device(n) -> None:
 
 def _no_device(n, what) -> DeviceUnavailableError:
     count = get_num_devices()
-    kind = _current_type()
+    device_type = _current_type()
     return DeviceUnavailableError(
-        f"{what}: there is no OpenMP device {n}: the current device type '{kind}' has "
+        f"{what}: there is no OpenMP device {n}: the current device type '{device_type}' has "
         f"{count} non-host device(s) (0..{count - 1}) and the host is device {count} "
         "(omp.get_initial_device())"
-        + ("; set PYACC_EMULATED_DEVICES for more" if kind == "emulated" else ""),
-        device_type=kind, device_num=n)
+        + ("; set PYACC_EMULATED_DEVICES for more" if device_type == "emulated" else ""),
+        device_type=device_type, device_num=n)
 
 
 class Target:
@@ -202,24 +202,24 @@ def resolve(device, what: str) -> Target:
             (``omp.invalid_device`` included).
     """
     _start()
-    kind = _current_type()
+    device_type = _current_type()
     if device is None:
-        if _STATE.on_initial and kind != "host":
+        if _STATE.on_initial and device_type != "host":
             return Target(None, get_initial_device(), False)
-        return Target(current_runtime(), _acc_devices.device_num_of(kind) if kind != "host" else 0,
-                      False)
+        number = _acc_devices.device_num_of(device_type) if device_type != "host" else 0
+        return Target(current_runtime(), number, False)
     n = _check_number(device, what)
     count = get_num_devices()
     if n == count or n == initial_device:
-        if kind == "host":
+        if device_type == "host":
             return Target(current_runtime(), count, False)
         return Target(None, count, False)
     if not 0 <= n < count:
         raise _no_device(n, what)
-    current = _acc_devices.device_num_of(kind)
+    current = _acc_devices.device_num_of(device_type)
     if n == current:
         return Target(current_runtime(), n, False)
-    return Target(_acc_devices.runtime_of(kind, n), n, True)
+    return Target(_acc_devices.runtime_of(device_type, n), n, True)
 
 
 # == nowait queues and taskwait ==================================================================

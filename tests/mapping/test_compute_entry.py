@@ -155,7 +155,7 @@ def test_a_held_replay_declines_when_the_table_changed(runtime):
     first, leave = _call(runtime, (x,), CopyEverything())
     leave()
     _present(runtime, np.zeros(2))  # a new entry: the table's version moves
-    assert not runtime.hold_structured(first.memo._record)
+    assert not runtime.hold_structured(first.memo._structured_memo)
     ticket, leave = _call(runtime, (x,), CopyEverything(), first.memo, hold=True)
     assert not ticket.held and not ticket.replayed  # joined again, counted
     assert runtime.refcounts(x) == (1, 1)

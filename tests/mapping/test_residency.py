@@ -138,12 +138,12 @@ def test_join_falls_back_to_enter_while_oversubscribing_and_memos_are_dropped(ru
     arrays = [_array(k) for k in range(5)]
     runtime.set_oversubscribe(False)
     _copyin(runtime, *arrays[:2])
-    memo = []
-    entries = runtime.join_structured(arrays[:2], memo)
+    memos = []
+    entries = runtime.join_structured(arrays[:2], memos)
     assert entries is not None
     runtime.leave_structured(entries)
     runtime.set_oversubscribe(True)
-    assert memo[0].version != runtime.table.version  # a replayed plan is not reused
+    assert memos[0].version != runtime.table.version  # a replayed plan is not reused
     assert runtime.join_structured(arrays[:2]) is None  # evicted or not: through enter
     mapped = runtime.enter([MapRequest(MapKind.PRESENT, a) for a in arrays[:2]], _STRUCTURED,
                            runtime.device.sync_queue)

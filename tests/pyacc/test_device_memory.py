@@ -18,7 +18,7 @@ from pyacc._devices import ICVS, current_runtime, enclosing_deviceptr
 
 def _ranges():
     """The open regions' deviceptr ranges, as (low, high) pairs, innermost first."""
-    return [(low, high) for low, high, _ in ICVS.default_clause.deviceptrs]
+    return [(low, high) for low, high, _ in ICVS.region_stack.deviceptrs]
 
 
 def _range_of(array):
@@ -59,7 +59,7 @@ def test_deviceptr_arrays_of_an_open_data_region_and_their_views_are_enclosing_d
         assert not enclosing_deviceptr(3.0) and not enclosing_deviceptr("d")
         if device != "host":  # (on host, x is mapped nowhere else: its range is its own)
             assert not enclosing_deviceptr(x)
-    assert not enclosing_deviceptr(d) and ICVS.default_clause.deviceptrs == ()
+    assert not enclosing_deviceptr(d) and ICVS.region_stack.deviceptrs == ()
     acc.free(d)
 
 
@@ -111,7 +111,7 @@ def test_a_data_region_that_fails_at_entry_lends_nothing(emulated):
     with pytest.raises(acc.InvalidArgumentError, match="is not memory of emulated device"):
         with acc.data(deviceptr=[np.zeros(4)]):
             pass
-    assert ICVS.default_clause.deviceptrs == () and len(ICVS.default_clause) == 0
+    assert ICVS.region_stack.deviceptrs == () and len(ICVS.region_stack) == 0
 
 
 def test_enclosing_deviceptr_is_per_thread(emulated):

@@ -62,7 +62,7 @@ def slow_calls(region, monkeypatch) -> list:
     """A list that grows by one at each call of ``region`` that reaches the Python
     launcher (``ComputeRegion._call_slow``)."""
     calls = []
-    region._plans = ()  # what earlier tests left: every count starts from a first call
+    region._call_plans = ()  # what earlier tests left: every count starts from a first call
     if LANE:  # the lane calls the instance's ``_call_slow`` when no plan holds
         region._disarm()
         launcher = type(region)._call_slow

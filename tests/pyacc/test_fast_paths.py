@@ -364,7 +364,7 @@ def test_a_launch_shape_evaluated_at_the_call_is_part_of_the_plan(emulated):
     with acc.data(copy=[x]):
         add_n(x, 1)
         add_n(x, 1)  # replayed: the same shape
-        assert len(add_n._plans) == 1
+        assert len(add_n._call_plans) == 1
         add_n(x, 1000)  # 8 gangs instead of 1: its own plan
-        assert len(add_n._plans) == 2
+        assert len(add_n._call_plans) == 2
     np.testing.assert_array_equal(x, 1002.0)
