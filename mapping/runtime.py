@@ -70,7 +70,6 @@ _SKIP = EntryAction.SKIP
 _INCREMENT = EntryAction.INCREMENT
 _CREATES = (MapKind.COPYIN, MapKind.CREATE)  # absent data: allocate (and copy in), nothing to check
 _DEVICE = UpdateDirection.DEVICE
-_Memo = StructuredMemo
 #: ``with _HOLD:`` — an event subscriber's exception waits for the end of the verb
 _HOLD = BUS.holding()
 
@@ -159,12 +158,12 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         return self.device_array(mapped)
 
     # -- compute regions: the fast paths (no data moves, nothing can fail) ----------------
-    def join_structured(self, arrays, memo: list | None = None, counter: Counter = _STRUCTURED):
+    def join_structured(self, arrays, memos: list | None = None, counter: Counter = _STRUCTURED):
         """The hot path of a compute call inside a data region: when every array is
         present, their increments of ``counter`` (structured; dynamic for OpenMP maps)
         and their entries; else None, changing nothing. Pair with ``leave_structured``.
 
-        ``memo``, when given (an empty list, opaque to the caller), receives one
+        ``memos``, when given (an empty list, opaque to the caller), receives one
         ``StructuredMemo`` for ``rejoin_structured``: the table's version, the counter
         and the entries, weakly (it keeps nothing alive).
         """
@@ -173,33 +172,33 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
             entries = self._containing_all(arrays)
             if entries is None:
                 return None
-            if memo is not None:
-                record = _Memo([weakref.ref(entry) for entry in entries])
-                record.version = table.version
-                record.counter = counter
-                memo.append(record)
+            if memos is not None:
+                memo = StructuredMemo([weakref.ref(entry) for entry in entries])
+                memo.version = table.version
+                memo.counter = counter
+                memos.append(memo)
             self._increment_all(entries, counter, None, None)
             return entries
 
-    def rejoin_structured(self, record: StructuredMemo) -> list[MappingEntry] | None:
+    def rejoin_structured(self, memo: StructuredMemo) -> list[MappingEntry] | None:
         """``join_structured`` again, for the same array objects as the call that made
-        ``record`` (the caller has checked that they are the same objects, with the same
+        ``memo`` (the caller has checked that they are the same objects, with the same
         shape): while the table is unchanged since, the entries are still in it, so they
-        get their increments (of ``record.counter``) without a lookup. Else None,
+        get their increments (of ``memo.counter``) without a lookup. Else None,
         changing nothing."""
         table = self.table
         with table.locked():
-            if record.version != table.version or self.tracks_use:
+            if memo.version != table.version or self.tracks_use:
                 return None  # (oversubscribing: every use goes through ``enter``)
             if not _ACTIVE[_ENTER_DATA]:
-                return increment_referenced(record, record.counter)
-            entries = [reference() for reference in record]
-            self._increment_all(entries, record.counter, None, None)
+                return increment_referenced(memo, memo.counter)
+            entries = [reference() for reference in memo]
+            self._increment_all(entries, memo.counter, None, None)
             return entries
 
-    def hold_structured(self, record: StructuredMemo) -> bool:
+    def hold_structured(self, memo: StructuredMemo) -> bool:
         """The held form of ``rejoin_structured``, for a synchronous call nobody observes:
-        while the table is unchanged since ``record``, take the table lock and keep it
+        while the table is unchanged since ``memo``, take the table lock and keep it
         (True) until ``release_hold``; else False, holding nothing. While held, no other
         thread changes the table or reads a count (``refcounts`` and ``records`` take the
         lock), so the call is atomic with respect to every other data action of the
@@ -207,7 +206,7 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         (libgomp's and LLVM's mapping tables are likewise changed under one lock)."""
         lock = self.table.locked()
         lock.acquire()
-        if record.version == self.table.version and not self.tracks_use:
+        if memo.version == self.table.version and not self.tracks_use:
             return True
         lock.release()
         return False

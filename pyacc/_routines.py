@@ -318,19 +318,19 @@ def get_device_type() -> str:
 def set_device_num(n, device_type=None) -> None:
     """Select device ``n`` (n < 0: the default, 0) of ``device_type`` (default: the current
     type) for the calling thread; also makes that type current (§3.2.4)."""
-    kind = canonical_type(device_type) if device_type is not None else ICVS.device_type
+    device_type = canonical_type(device_type) if device_type is not None else ICVS.device_type
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
         raise InvalidArgumentError(f"device number must be an int, got {n!r}")
-    _devices.set_current(kind, max(int(n), 0))
+    _devices.set_current(device_type, max(int(n), 0))
 
 
 @reported
 def get_device_num(device_type=None) -> int:
     """The calling thread's device number for a type; -1 when the type has no device."""
-    kind = canonical_type(device_type) if device_type is not None else ICVS.device_type
-    if _devices.num_devices(kind) == 0:
+    device_type = canonical_type(device_type) if device_type is not None else ICVS.device_type
+    if _devices.num_devices(device_type) == 0:
         return -1
-    return _devices.device_num_of(kind)
+    return _devices.device_num_of(device_type)
 
 
 @reported
@@ -346,8 +346,8 @@ def shutdown(device_type=None) -> None:
     """End every data lifetime on every device of the type and free its memory (§3.2.8).
     Queues are drained first; errors of queued operations are dropped with the lifetimes
     they belonged to (logged at debug level on the ``pyacc`` logger)."""
-    kind = canonical_type(device_type) if device_type is not None else ICVS.device_type
-    for runtime in _devices.live_runtimes(kind):
+    device_type = canonical_type(device_type) if device_type is not None else ICVS.device_type
+    for runtime in _devices.live_runtimes(device_type):
         runtime.shutdown()
         runtime.device.queues.retire()  # new queues read the async crossover again (API.md §5)
 
@@ -361,11 +361,11 @@ def get_property(prop, device_num=None, device_type=None):
     ``shared_memory_support`` (0/1), ``name``, ``vendor``, ``driver`` (strings)."""
     if prop not in _PROPERTIES:
         raise InvalidArgumentError(f"unknown device property {prop!r}; properties are {', '.join(_PROPERTIES)}")
-    kind = canonical_type(device_type) if device_type is not None else ICVS.device_type
-    number = _devices.device_num_of(kind) if device_num is None else device_num
+    device_type = canonical_type(device_type) if device_type is not None else ICVS.device_type
+    number = _devices.device_num_of(device_type) if device_num is None else device_num
     if not isinstance(number, (int, np.integer)) or isinstance(number, bool):
         raise InvalidArgumentError(f"device number must be an int, got {number!r}")
-    return _devices.runtime_of(kind, int(number)).device.properties()[prop]
+    return _devices.runtime_of(device_type, int(number)).device.properties()[prop]
 
 
 # == async (OpenACC 3.3 §3.2.9–3.2.14) ======================================================
