@@ -1,7 +1,7 @@
 """The ``cuda`` device: GPU memory from CuPy's memory pool, async queues on CUDA streams.
 
 Owns: ``CudaDevice`` — memory (blocks from the backend, indexed by ``BlockIndex``),
-device arrays, and the device protocol (``device.Device``) over them. The other concepts
+device arrays, and the device protocol (``base.Device``) over them. The other concepts
 of the device have their own modules:
 
 - ``cuda_backend``    ``CupyBackend`` (the only code that calls CuPy; the backend
@@ -41,9 +41,9 @@ from .cuda_layout import extent, interface_layout
 from .cuda_pins import Pins
 from .cuda_queues import CudaQueue, CudaQueueEvent, CudaSyncQueue, SyncKernel
 from .cuda_transfers import DeviceCopy, HostTransfer
-from .device import Device, emit
-from .errors import InvalidArgumentError, OutOfMemoryError, describe_array, format_range
-from .events import EventKind
+from .base import Device, emit
+from ..errors import InvalidArgumentError, OutOfMemoryError, describe_array, format_range
+from ..events import EventKind
 
 __all__ = ["CudaDevice", "CudaQueue", "CudaSyncQueue", "CudaQueueEvent", "CupyBackend", "BlockIndex"]
 

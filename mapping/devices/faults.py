@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from .errors import ExecutionError, InvalidArgumentError
+from ..errors import ExecutionError, InvalidArgumentError
 
 __all__ = ["FaultPlan"]
 

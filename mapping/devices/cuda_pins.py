@@ -44,7 +44,7 @@ import os
 import threading
 
 from .cuda_backend import BlockIndex
-from .device import size_setting
+from .base import size_setting
 
 __all__ = ["Pins", "threshold_from_environment", "ENVIRONMENT", "DEFAULT_THRESHOLD", "PAGE"]
 

@@ -35,9 +35,9 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import InvalidArgumentError
-from .events import BUS, Event, EventKind
-from .queues import CROSSOVER, Pending, Queue, QueueSet, SyncQueue, WorkerQueue, raise_all
+from ..errors import InvalidArgumentError
+from ..events import BUS, Event, EventKind
+from ..queues import CROSSOVER, Pending, Queue, QueueSet, SyncQueue, WorkerQueue, raise_all
 
 __all__ = ["Device", "Queue", "SyncQueue", "Pending", "Timed", "emit", "raise_all", "size_setting"]
 

@@ -37,7 +37,7 @@ import contextlib
 import numpy as np
 
 from .cuda_layout import Packing, block_order, interface_layout
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 __all__ = ["HostTransfer", "DeviceCopy", "block_for", "run_synchronously"]
 
