@@ -39,10 +39,10 @@ import collections
 import threading
 import time
 
-from .base import Pending, Timed
 from ..errors import AccError, ExecutionError
 from ..events import BUS
-from ..queues import Queue, SyncQueue, describe_operation
+from ..queues import Pending, Queue, SyncQueue, describe_operation
+from .common import Timed
 
 __all__ = ["CudaQueue", "CudaQueueEvent", "CudaSyncQueue", "SyncKernel"]
 

@@ -443,7 +443,7 @@ class EmulatedDevice(GuardedMemory, Device):
         plan says so."""
         plan = self._faults
         if plan is not None:
-            kernel = _FaultyKernel(kernel, plan, self, options.get("name"))
+            kernel = _FaultyKernel(kernel, plan, self.number, options.get("name"))
         return Device.launch(self, kernel, args, queue, **options)
 
     def inject_faults(self, plan: FaultPlan | None) -> FaultPlan | None:
