@@ -20,7 +20,7 @@ The likely mechanism: loads of ``u`` alias stores to ``unew`` a few iterations e
 apart the grids also compete for the same cache sets. Which case a problem hit depended
 on what the problems before it had freed, so the suite's host-array columns measured
 allocator history. The emulated device's allocator pads its blocks for the same reason
-(``mapping/emulated.py``); here every implementation's arrays get the same placement.
+(``mapping/devices/emulated.py``); here every implementation's arrays get the same placement.
 
 Invariants: ``apart`` arrays are C-contiguous, 64-byte aligned, zero-filled, disjoint,
 and any two start ``256·k`` bytes apart modulo 4096 with ``0 < k < 16`` (for up to 16

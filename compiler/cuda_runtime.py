@@ -158,7 +158,7 @@ _SIMULATOR_LOCK = threading.Lock()
 
 def _simulated_launch(kernel, grid, block, args):
     """A launch in Numba's CUDA simulator; launches from several queues take turns.
-    Device arrays of the fake cuda device (``mapping.cuda_fake``) are handed over as the
+    Device arrays of the fake cuda device (``mapping.devices.cuda_fake``) are handed over as the
     simulator's own device arrays over the same memory (it would otherwise copy them in
     and out, and it cannot copy strided views)."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray  # simulator runs only (NUMBA_ENABLE_CUDASIM)

@@ -29,26 +29,24 @@ Modules:
   collection
 - ``queues``      the worker-thread queue, pending results, a device's queue set
 - ``inline``      when async work runs at once: the crossover and the run-time predictions
-- ``device``      the device protocol
-- ``host_device`` / ``emulated`` / ``cuda`` (+ ``cuda_backend``, ``cuda_layout``,
-  ``cuda_queues``, ``cuda_transfers``, ``cuda_pins``, ``cuda_fake``)  the devices
-- ``memcheck``    the emulated device's guard zones and quarantine (``PYACC_CHECK=memory``);
-  ``faults``: its fault injection (``pyacc.testing.inject_faults``)
+- ``devices``     the room of the devices (its own map: ``devices/__init__.py``): the
+  device protocol (``devices.base``), ``host`` / ``emulated`` (+ ``memcheck``,
+  ``faults``) / ``cuda`` (+ its helpers and backends)
 - ``events``      the one event stream and the statistics subscriber
 - ``check``       the consistency checker (``PYACC_CHECK``)
 
 Imports go one way (no cycles): ``errors``/``events``/``_probe`` ← ``ranges``/``entry``/
 ``table``/``requests`` ← ``plan`` ← ``commit``/``raw_memory`` ← ``runtime``/``shared``;
-``queue_protocol`` ← ``queues`` ← ``device`` ← the devices.
+``queue_protocol`` ← ``queues`` ← ``devices``.
 """
 
-from .device import Device
-from .emulated import EmulatedDevice
+from .devices.base import Device
+from .devices.emulated import EmulatedDevice
 from .entry import Counter, EntryKind, MappingEntry
 from .errors import *  # noqa: F401,F403 - the error tree
 from .errors import __all__ as _error_names
 from .events import BUS, STATS, Event, EventKind
-from .host_device import HostDevice
+from .devices.host import HostDevice
 from .ranges import HostRange, Relation, check_array
 from .protocol import MappingRecord, MappingRuntime
 from .queues import Queue, QueueSet, SyncQueue

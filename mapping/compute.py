@@ -48,7 +48,7 @@ from __future__ import annotations
 import weakref
 from typing import NamedTuple, Protocol
 
-from .device import Device
+from .devices.base import Device
 from .entry import Counter
 from .requests import MapRequest, Mapped
 

@@ -55,7 +55,7 @@ import weakref
 
 import numpy as np
 
-from .device import emit
+from .devices.base import emit
 from .errors import OutOfMemoryError
 from .events import EventKind
 from .queues import Queue

@@ -37,7 +37,7 @@ import weakref
 import numpy as np
 
 from . import _probe, raw_memory
-from .device import Device, Queue
+from .devices.base import Device, Queue
 from .commit import allocate, device_view, end_lifetimes
 from .entry import Counter, EntryKind, MappingEntry, exit_is_plain, increment_all, increment_referenced, leave_all
 from .errors import ExecutionError

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 
 from . import _probe, raw_memory
-from .device import Device, Queue
+from .devices.base import Device, Queue
 from .entry import Counter
 from .errors import ExecutionError
 from .events import BUS, EventKind

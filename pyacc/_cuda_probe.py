@@ -24,7 +24,7 @@ back to ``cupy.cuda.runtime.getDeviceCount()``, which initialises CUDA in this p
 (``cuInit``, no context): when it finds GPUs, that counts as initialising CUDA for the
 fork guard.
 ``PYACC_TESTING_FAKE_CUDA=1`` (testing only, see ``pyacc.testing``) replaces the probe:
-one cuda device on ``mapping.cuda_fake.FakeCudaBackend`` (host memory), usable only when
+one cuda device on ``mapping.devices.cuda_fake.FakeCudaBackend`` (host memory), usable only when
 ``NUMBA_ENABLE_CUDASIM=1`` puts the kernels in Numba's CUDA simulator.
 
 The driver's own answers — CuPy's device count and the compiler's ``is_available()`` —

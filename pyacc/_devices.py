@@ -60,7 +60,7 @@ import numpy as np
 
 from pyacc.mapping import DeviceTypeUnavailableError, InvalidArgumentError, MappingRuntime
 from pyacc.mapping import _probe
-from pyacc.mapping.cuda_layout import extent, interface_layout
+from pyacc.mapping.devices.cuda_layout import extent, interface_layout
 
 from . import _cuda_probe
 from ._registry import REGISTRY as _REGISTRY, unavailable as _unavailable

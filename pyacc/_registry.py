@@ -180,11 +180,11 @@ def _cuda_device(number: int, *, fake: bool):
     Raises:
         _CudaUnusable: CuPy finds no driver or GPU, or the kernel compiler cannot use it.
     """
-    from pyacc.mapping.cuda import CudaDevice  # imported on first use: it needs CuPy
+    from pyacc.mapping.devices.cuda import CudaDevice  # imported on first use: it needs CuPy
 
     _cuda_probe.note_cuda_initialised(f"used the GPU (pyacc created cuda device {number})")
     if fake:
-        from pyacc.mapping.cuda_fake import FakeCudaBackend  # on first use too: tests only (PYACC_TESTING_FAKE_CUDA)
+        from pyacc.mapping.devices.cuda_fake import FakeCudaBackend  # on first use too: tests only (PYACC_TESTING_FAKE_CUDA)
 
         return CudaDevice(number, backend=FakeCudaBackend())
     reason = _cuda_probe.driver_reason()  # the compiler's is_available(): the process's,

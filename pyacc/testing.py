@@ -53,7 +53,7 @@ The cuda device type without a GPU (testing only): with the environment variable
 
 set before the program starts, the ``cuda`` device type is available with one device
 (so it becomes the default device type) whose memory, streams and events are
-``mapping.cuda_fake.FakeCudaBackend`` — host memory standing in for CuPy, device arrays
+``mapping.devices.cuda_fake.FakeCudaBackend`` — host memory standing in for CuPy, device arrays
 that refuse what CuPy's refuse (implicit conversion to NumPy, Numba CPU typing, host
 reads without ``.get()``) — and whose kernels are the real ``cuda`` target of the compiler, run by
 Numba's CUDA simulator. Everything above the backend (the runtime, the launcher, the
@@ -71,7 +71,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from pyacc.mapping import InvalidArgumentError, InvalidAsyncError
-from pyacc.mapping.emulated import FaultPlan
+from pyacc.mapping.devices.emulated import FaultPlan
 
 from . import observe
 from ._clauses import async_value

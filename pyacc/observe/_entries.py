@@ -17,7 +17,7 @@ import bisect
 import numpy as np
 
 from pyacc.mapping import _probe
-from pyacc.mapping.cuda_layout import extent, interface_layout
+from pyacc.mapping.devices.cuda_layout import extent, interface_layout
 
 __all__ = ["EntryIndex", "host_view", "device_extent", "array_layout"]
 

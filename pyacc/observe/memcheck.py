@@ -2,7 +2,7 @@
 compute-sanitizer's memcheck for device memory.
 
 Owns: ``MemoryChecker`` and ``check_point``. Every block of an ``emulated`` device has a
-tail zone after its last byte, checking on or off (``mapping.emulated``); while the
+tail zone after its last byte, checking on or off (``mapping.devices.emulated``); while the
 checker is installed, every new block also gets guard zones and freed blocks are
 poisoned and quarantined (``set_memcheck``). The checker checks them at the check points
 and raises ``acc.MemoryCheckError`` naming the array, its block ``[0x…,+nbytes]`` and the
@@ -40,7 +40,7 @@ import threading
 import numpy as np
 
 from pyacc.mapping import BUS, EventKind, MemoryCheckError
-from pyacc.mapping.emulated import set_memcheck
+from pyacc.mapping.devices.emulated import set_memcheck
 from pyacc.mapping.errors import format_range
 
 from .. import _devices

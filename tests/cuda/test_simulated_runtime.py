@@ -1,5 +1,5 @@
 """pyacc end to end on the ``cuda`` device type without a GPU: the runtime, the cuda
-device (memory and streams of ``mapping.cuda_fake.FakeCudaBackend``, separate from host
+device (memory and streams of ``mapping.devices.cuda_fake.FakeCudaBackend``, separate from host
 memory like a GPU's) and the cuda target's kernels (in Numba's CUDA simulator). Collected
 only under NUMBA_ENABLE_CUDASIM=1; ``test_simulator_run.py`` also sets
 PYACC_TESTING_FAKE_CUDA=1 for this run."""

@@ -1,4 +1,4 @@
-"""The cuda device (mapping/cuda.py) on the fake backend (mapping/cuda_fake.py), no GPU:
+"""The cuda device (mapping/devices/cuda.py) on the fake backend (mapping/devices/cuda_fake.py), no GPU:
 one memcpy per transfer (strided views packed on both sides), async transfers that touch
 the host when the stream runs them, deferred frees, queue joins and failures, device
 arrays from any ``__cuda_array_interface__`` object, memory bookkeeping and events."""
@@ -22,8 +22,8 @@ from pyacc.mapping import (
     OutOfMemoryError,
     UpdateDirection,
 )
-from pyacc.mapping.cuda import CudaDevice, CudaQueue, CudaSyncQueue
-from pyacc.mapping.cuda_fake import FakeCudaBackend
+from pyacc.mapping.devices.cuda import CudaDevice, CudaQueue, CudaSyncQueue
+from pyacc.mapping.devices.cuda_fake import FakeCudaBackend
 
 
 class _Interface:
@@ -544,7 +544,7 @@ def test_properties_describe_the_gpu(device):
 
 # == without CuPy ==============================================================================
 def test_mapping_cuda_imports_without_cupy():
-    code = ("import sys; sys.modules['cupy'] = None; import mapping.cuda, mapping.cuda_fake; "
+    code = ("import sys; sys.modules['cupy'] = None; import mapping.devices.cuda, mapping.devices.cuda_fake; "
             "print(sys.modules['cupy'] is None)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "True"

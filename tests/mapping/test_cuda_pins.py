@@ -1,4 +1,4 @@
-"""Page-locked mappings of the cuda device (mapping/cuda_pins.py, API.md §12) on the fake
+"""Page-locked mappings of the cuda device (mapping/devices/cuda_pins.py, API.md §12) on the fake
 backend: host arrays at least ``PYACC_PIN`` bytes are registered while they are mapped
 (counts leave zero → registered; back at zero → unregistered once the queues have passed
 the free; reset), their async transfers are one memcpy with no staging and still touch
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from pyacc.mapping import Counter, DeviceRuntime, InvalidArgumentError, MapKind, MapRequest, UpdateDirection
-from pyacc.mapping.cuda import CudaDevice
-from pyacc.mapping.cuda_fake import FakeCudaBackend
-from pyacc.mapping.cuda_pins import DEFAULT_THRESHOLD, PAGE, threshold_from_environment
+from pyacc.mapping.devices.cuda import CudaDevice
+from pyacc.mapping.devices.cuda_fake import FakeCudaBackend
+from pyacc.mapping.devices.cuda_pins import DEFAULT_THRESHOLD, PAGE, threshold_from_environment
 from tests.mapping.test_cuda_device import backend, device, runtime  # noqa: F401  (fixtures)
 
 BIG = DEFAULT_THRESHOLD // 8  # float64 elements of a mapping exactly at the default threshold

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pyacc.mapping import EmulatedDevice, InvalidArgumentError, OutOfMemoryError
-from pyacc.mapping.emulated import ALIGNMENT, Arena, capacity_from_environment
+from pyacc.mapping.devices.emulated import ALIGNMENT, Arena, capacity_from_environment
 
 
 def test_arena_best_fit_and_coalescing():
@@ -80,7 +80,7 @@ def test_capacity_from_environment_rejects_garbage(monkeypatch, text):
 
 
 # == the tail zone of every block, checking on or off (issue 29 item 8; API.md §11) ========
-from pyacc.mapping.emulated import GUARD_BYTE, TAIL  # noqa: E402
+from pyacc.mapping.devices.emulated import GUARD_BYTE, TAIL  # noqa: E402
 
 
 @pytest.mark.parametrize("nbytes", [1, 8, 80, 200, 255, 256, 512, 2048, 3840, 4096, 8192])

@@ -108,18 +108,18 @@ def test_mapped_buffer_is_kept_alive_without_user_references(emulated):
 
 
 def _host_device():
-    from pyacc.mapping.host_device import HostDevice
+    from pyacc.mapping.devices.host import HostDevice
     return HostDevice(0)
 
 
 def _emulated_device():
-    from pyacc.mapping.emulated import EmulatedDevice
+    from pyacc.mapping.devices.emulated import EmulatedDevice
     return EmulatedDevice(0, capacity=1 << 20)
 
 
 def _fake_cuda_device():
-    from pyacc.mapping.cuda import CudaDevice
-    from pyacc.mapping.cuda_fake import FakeCudaBackend
+    from pyacc.mapping.devices.cuda import CudaDevice
+    from pyacc.mapping.devices.cuda_fake import FakeCudaBackend
     return CudaDevice(0, backend=FakeCudaBackend())
 
 

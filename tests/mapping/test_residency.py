@@ -10,10 +10,10 @@ import pytest
 
 from pyacc.mapping import (BUS, Counter, DeviceRuntime, EventKind, ExecutionError, MapKind, MapRequest,
                      OutOfMemoryError, UpdateDirection, UpdateItem)
-from pyacc.mapping.cuda import CudaDevice
-from pyacc.mapping.cuda_fake import FakeCudaBackend
-from pyacc.mapping.emulated import EmulatedDevice
-from pyacc.mapping.faults import FaultPlan
+from pyacc.mapping.devices.cuda import CudaDevice
+from pyacc.mapping.devices.cuda_fake import FakeCudaBackend
+from pyacc.mapping.devices.emulated import EmulatedDevice
+from pyacc.mapping.devices.faults import FaultPlan
 
 BLOCK = 2048  # one float64 array of 256 elements: one allocator block (no gap below 4 KiB)
 _DYNAMIC, _STRUCTURED = Counter.DYNAMIC, Counter.STRUCTURED

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pyacc as acc
-from pyacc.mapping.emulated import EmulatedDevice, memcheck_enabled
+from pyacc.mapping.devices.emulated import EmulatedDevice, memcheck_enabled
 from pyacc._devices import current_runtime
 from pyacc.observe import active, parse_check
 from pyacc.testing import check, hold_queue

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import pyacc as acc
-from pyacc.mapping.emulated import memcheck_enabled
+from pyacc.mapping.devices.emulated import memcheck_enabled
 from pyacc.testing import check
 
 

@@ -374,15 +374,15 @@ class _StubCudaDevice(EmulatedDevice):
 
 
 def stub_modules(monkeypatch):
-    """``mapping.cuda`` and ``mapping.cuda_fake`` replaced by stubs; returns the fake
+    """``mapping.devices.cuda`` and ``mapping.devices.cuda_fake`` replaced by stubs; returns the fake
     backend class."""
 
     class FakeCudaBackend:
         pass
 
-    monkeypatch.setitem(sys.modules, "pyacc.mapping.cuda",
+    monkeypatch.setitem(sys.modules, "pyacc.mapping.devices.cuda",
                         types.SimpleNamespace(CudaDevice=_StubCudaDevice))
-    monkeypatch.setitem(sys.modules, "pyacc.mapping.cuda_fake",
+    monkeypatch.setitem(sys.modules, "pyacc.mapping.devices.cuda_fake",
                         types.SimpleNamespace(FakeCudaBackend=FakeCudaBackend))
     return FakeCudaBackend
 
@@ -439,8 +439,8 @@ def _module_exists(name):
     return importlib.util.find_spec(name) is not None
 
 
-@pytest.mark.skipif(not (_module_exists("pyacc.mapping.cuda") and _module_exists("pyacc.mapping.cuda_fake")),
-                    reason="mapping/cuda.py or mapping/cuda_fake.py is not there yet")
+@pytest.mark.skipif(not (_module_exists("pyacc.mapping.devices.cuda") and _module_exists("pyacc.mapping.devices.cuda_fake")),
+                    reason="mapping/devices/cuda.py or mapping/devices/cuda_fake.py is not there yet")
 def test_the_fake_switch_runs_pyacc_on_cuda_in_the_simulator(tmp_path):
     code = textwrap.dedent("""
         import numpy as np

@@ -386,7 +386,7 @@ def test_an_environment_variable_written_again_with_its_value_keeps_the_lane(emu
 
 
 def test_a_fault_plan_installed_on_the_device_itself_reaches_armed_calls(emulated):
-    from pyacc.mapping.faults import FaultPlan
+    from pyacc.mapping.devices.faults import FaultPlan
 
     x = np.zeros(4)
     device = acc._devices.current_runtime().device

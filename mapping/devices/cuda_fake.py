@@ -1,11 +1,11 @@
-"""A stand-in for CuPy: the backend interface of ``mapping.cuda_backend`` over host memory.
+"""A stand-in for CuPy: the backend interface of ``mapping.devices.cuda_backend`` over host memory.
 
 Owns: ``FakeCudaBackend`` and ``FakeDeviceArray``. ``CudaDevice(n,
 backend=FakeCudaBackend())`` runs the whole ``cuda`` device — its transfers, packing,
 queues, events, deferred frees — without a GPU (tests, and ``PYACC_TESTING_FAKE_CUDA=1``
 with kernels in Numba's CUDA simulator).
 
-How it stands in (the interface is listed in ``mapping.cuda_backend``'s docstring):
+How it stands in (the interface is listed in ``mapping.devices.cuda_backend``'s docstring):
 - device memory: one zero-filled numpy ``uint8`` buffer per allocation; its address is the
   buffer's, so device and host addresses never collide while both are alive;
 - device arrays are ``FakeDeviceArray`` objects, not numpy arrays, and refuse what CuPy
@@ -41,7 +41,7 @@ and every unregistration's address in ``unregistered``, and checks what the real
 API would require: memcpy host buffers are contiguous and device ranges lie inside one
 live allocation.
 
-Invariants: ``_buffers`` (a ``mapping.cuda_backend.BlockIndex``) holds every live buffer by its
+Invariants: ``_buffers`` (a ``mapping.devices.cuda_backend.BlockIndex``) holds every live buffer by its
 address; its ``in_use`` is the sum of the requested sizes; every ``FakeDeviceArray`` the
 backend hands out views memory of a live buffer (or holds no element). It proves nothing
 about CuPy itself, real concurrency or timings.
@@ -55,8 +55,8 @@ import weakref
 
 import numpy as np
 
+from ..queues import WorkerQueue
 from .cuda_backend import BlockIndex
-from .queues import WorkerQueue
 
 __all__ = ["FakeCudaBackend", "FakeDeviceArray"]
 

@@ -18,10 +18,10 @@ import threading
 
 import numpy as np
 
-from . import _probe
-from .device import Device, emit
-from .errors import InvalidArgumentError, describe_array
-from .events import EventKind
+from .. import _probe
+from ..errors import InvalidArgumentError, describe_array
+from ..events import EventKind
+from .base import Device, emit
 
 __all__ = ["HostDevice"]
 

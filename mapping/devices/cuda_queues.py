@@ -39,10 +39,10 @@ import collections
 import threading
 import time
 
-from .device import Pending, Timed
-from .errors import AccError, ExecutionError
-from .events import BUS
-from .queues import Queue, SyncQueue, describe_operation
+from ..errors import AccError, ExecutionError
+from ..events import BUS
+from ..queues import Pending, Queue, SyncQueue, describe_operation
+from .common import Timed
 
 __all__ = ["CudaQueue", "CudaQueueEvent", "CudaSyncQueue", "SyncKernel"]
 
@@ -262,7 +262,7 @@ class CudaQueue(Queue):
         hold = getattr(self._backend, "hold", None)
         if hold is None:
             raise ExecutionError(f"{self.label}: a CUDA stream cannot be held (only the fake "
-                                 "backend, mapping.cuda_fake, can)")
+                                 "backend, mapping.devices.cuda_fake, can)")
         return hold(self.stream)
 
     # -- bookkeeping ---------------------------------------------------------------------------

@@ -43,8 +43,8 @@ from __future__ import annotations
 import os
 import threading
 
+from .common import size_setting
 from .cuda_backend import BlockIndex
-from .device import size_setting
 
 __all__ = ["Pins", "threshold_from_environment", "ENVIRONMENT", "DEFAULT_THRESHOLD", "PAGE"]
 

@@ -83,16 +83,16 @@ import threading
 
 import numpy as np
 
-from . import _probe
-from .device import Device, emit, size_setting
-from .errors import (
+from .. import _probe
+from ..errors import (
     ExecutionError,
     InvalidArgumentError,
     OutOfMemoryError,
     describe_array,
     format_range,
 )
-from .events import EventKind
+from ..events import EventKind
+from .base import Device, emit, size_setting
 from .faults import FaultPlan, _FaultyKernel
 from .memcheck import (GUARD, GUARD_BYTE, POISON_BYTE, TAIL, GuardedMemory, MemoryFinding,  # noqa: F401
                        memcheck_enabled, set_memcheck, _DEVICES, _GUARD_BYTES, _MEMCHECK)
@@ -443,7 +443,7 @@ class EmulatedDevice(GuardedMemory, Device):
         plan says so."""
         plan = self._faults
         if plan is not None:
-            kernel = _FaultyKernel(kernel, plan, self, options.get("name"))
+            kernel = _FaultyKernel(kernel, plan, self.number, options.get("name"))
         return Device.launch(self, kernel, args, queue, **options)
 
     def inject_faults(self, plan: FaultPlan | None) -> FaultPlan | None:

@@ -45,8 +45,8 @@ import contextlib
 
 import numpy as np
 
+from ..errors import DeviceTypeUnavailableError, DeviceUnavailableError
 from .cuda_layout import extent
-from .errors import DeviceTypeUnavailableError, DeviceUnavailableError
 
 __all__ = ["CupyBackend", "BlockIndex"]
 

@@ -1,9 +1,10 @@
 """The device protocol: what the runtime asks of a device.
 
 Owns: ``Device`` (the abstract protocol that ``host``, ``emulated`` and ``cuda`` implement,
-after numba-cuda's ``BaseCUDAMemoryManager``), ``Timed`` (an operation that publishes its
-DONE event) and ``emit``. Queues live in ``queues`` (``Queue``, ``SyncQueue``,
-``Pending`` and ``raise_all`` are re-exported here for older imports).
+after numba-cuda's ``BaseCUDAMemoryManager``). ``Timed``, ``emit`` and ``size_setting``
+live in ``common`` (below every device and helper) and are re-exported here, the one
+module of the room the runtime side imports. Queues live in ``queues`` (``Queue``,
+``SyncQueue``, ``Pending`` and ``raise_all`` are re-exported here for older imports).
 
 A device provides memory (``allocate``/``free`` of byte blocks addressed by integers),
 views of that memory shaped like host arrays (``view``), transfers (``upload``,
@@ -28,110 +29,46 @@ launch's event when it is enqueued, its DONE once it has run.
 from __future__ import annotations
 
 import abc
-import math
-import os
-import time
 from typing import Callable
 
 import numpy as np
 
-from .errors import InvalidArgumentError
-from .events import BUS, Event, EventKind
-from .queues import CROSSOVER, Pending, Queue, QueueSet, SyncQueue, WorkerQueue, raise_all
+from ..events import BUS, EventKind
+from ..queues import CROSSOVER, Pending, Queue, QueueSet, SyncQueue, WorkerQueue, raise_all
+from .common import Timed, announce, emit, size_setting
 
-__all__ = ["Device", "Queue", "SyncQueue", "Pending", "Timed", "emit", "raise_all", "size_setting"]
+__all__ = ["Device", "Queue", "SyncQueue", "Pending", "Timed", "emit", "raise_all", "size_setting",
+           "submit_transfer"]
 
 _ACTIVE = BUS.active
 _LAUNCH = int(EventKind.LAUNCH)
 _DONE = int(EventKind.DONE)
-_clock = time.perf_counter
 _HOLD = BUS.holding()
 _TRANSFER_NAMES = {EventKind.UPLOAD: "upload", EventKind.DOWNLOAD: "download",
                    EventKind.DEVICE_COPY: "device copy"}
 
 
-_SCALES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def size_setting(name: str, default: int, advice: str) -> int:
-    """The environment variable ``name`` as a size in bytes (suffixes K, M, G accepted):
-    a device setting (``PYACC_EMULATED_MEMORY``, ``PYACC_PIN``); unset or empty: ``default``.
-
-    Raises:
-        InvalidArgumentError: the value is not a finite size ≥ 0: naming the setting, its
-            value, and ``advice`` (what to give instead).
-    """
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    scale = _SCALES.get(text[-1].upper(), 1)
-    try:
-        value = float(text[:-1] if scale != 1 else text) * scale
-    except ValueError:
-        value = math.nan
-    if not 0 <= value < math.inf:
-        raise InvalidArgumentError(f"{name}={text!r} is not a size in bytes: {advice}")
-    return int(value)
+def submit_transfer(identity, kind, destination, source, queue, name, operation) -> None:
+    """Queue ``operation``, the transfer of ``source`` into ``destination`` on ``queue``
+    (``Device.upload``/``download``/``device_copy`` of every device, ``cuda``'s too):
+    counted, its enqueue event published (and its DONE, ``Timed``) when someone
+    subscribes; a subscriber that raises does so once the copy is queued."""
+    nbytes = source.nbytes
+    BUS.count(kind, identity, nbytes)
+    description, predicted = (_TRANSFER_NAMES[kind], name, nbytes), _copy_time(queue, nbytes)
+    if _ACTIVE[kind] or _ACTIVE[_DONE]:
+        with _HOLD:  # a subscriber that raises does so once the copy is queued
+            event = announce(kind, identity, queue.async_value, nbytes, name, info=(destination, source))
+            if event is not None:
+                operation = Timed(operation, event)
+            queue.submit(operation, description, predicted=predicted)
+        return
+    queue.submit(operation, description, predicted=predicted)
 
 
 def _copy_time(queue: Queue, nbytes: int):
     """A host copy's predicted seconds on ``queue`` (None where it never runs at once)."""
     return nbytes / CROSSOVER.bandwidth() if queue.inlines else None
-
-
-def emit(kind: EventKind, device: tuple[str, int], nbytes=None, **fields) -> None:
-    """Publish a counted action (alloc, free, transfer, launch): its compact form to the
-    tally subscribers, and a full ``Event`` when someone subscribes to its kind."""
-    BUS.count(kind, device, nbytes)
-    if _ACTIVE[kind]:
-        BUS.publish(kind, device, nbytes=nbytes, **fields)
-
-
-def _announce(kind, device, queue_number, nbytes, name, where=None, info=None):
-    """The enqueue event of a transfer or launch: published to its subscribers, and
-    returned when someone wants the operation timed (DONE), else None. ``info``: the
-    operation's arrays ``(destination, source)``, or what the launcher passed."""
-    kind = EventKind(kind)
-    event = None
-    if _ACTIVE[kind]:
-        event = BUS.publish(kind, device, queue=queue_number, nbytes=nbytes, name=name,
-                            info=info, where=where)
-    if _ACTIVE[_DONE]:
-        return event or Event(kind, device, queue_number, nbytes, name, info=info, where=where)
-    return None
-
-
-class Timed:
-    """An operation that publishes a DONE event (its start and end) once it has run, on
-    whatever thread runs it: kernel and transfer times for reports and traces."""
-
-    __slots__ = ("operation", "event")
-
-    def __init__(self, operation, event: Event):
-        self.operation = operation
-        self.event = event
-
-    def __call__(self):
-        start = _clock()
-        try:
-            return self.operation()
-        finally:
-            self.finish(start)
-
-    def finish(self, start: float) -> None:
-        """Publish DONE for the operation, begun at ``start``, that has now completed
-        (queues whose operations complete after their call returns, CUDA streams, call
-        this themselves once the stream has passed the operation)."""
-        event = self.event
-        BUS.publish(EventKind.DONE, event.device, queue=event.queue, nbytes=event.nbytes,
-                    name=event.name, info=event, start=start, where=event.where)
-        self.operation = None
-
-    def skipped(self, description):
-        skipped = getattr(self.operation, "skipped", None)
-        self.operation = None
-        if skipped is not None:
-            skipped(description)
 
 
 class Device(abc.ABC):
@@ -264,19 +201,10 @@ class Device(abc.ABC):
         self._transfer(EventKind.DEVICE_COPY, destination, source, queue, None)
 
     def _transfer(self, kind, destination, source, queue, name) -> None:
-        nbytes = source.nbytes
-        BUS.count(kind, self.identity, nbytes)
-        operation = self._transfer_operation(kind, destination, source, queue)
-        description, predicted = (_TRANSFER_NAMES[kind], name, nbytes), _copy_time(queue, nbytes)
-        if _ACTIVE[kind] or _ACTIVE[_DONE]:
-            with _HOLD:  # a subscriber that raises does so once the copy is queued
-                event = _announce(kind, self.identity, queue.async_value, nbytes, name,
-                                  info=(destination, source))
-                if event is not None:
-                    operation = Timed(operation, event)
-                queue.submit(operation, description, predicted=predicted)
-            return
-        queue.submit(operation, description, predicted=predicted)
+        """Count, announce and queue a transfer (``submit_transfer``) whose
+        operation ``_transfer_operation`` makes."""
+        submit_transfer(self.identity, kind, destination, source, queue, name,
+                        self._transfer_operation(kind, destination, source, queue))
 
     def _transfer_operation(self, kind, destination, source, queue) -> Callable[[], None]:
         """The callable ``queue`` runs for a transfer: ``_copy`` on the thread that runs
@@ -331,7 +259,7 @@ class Device(abc.ABC):
         BUS.count(_LAUNCH, self.identity)
         if _ACTIVE[_LAUNCH] or _ACTIVE[_DONE]:
             with _HOLD:  # a subscriber that raises does so once the kernel is launched
-                event = _announce(_LAUNCH, self.identity, queue.async_value, None, name, where,
+                event = announce(_LAUNCH, self.identity, queue.async_value, None, name, where,
                                   (info, args))
                 return self._launch(kernel, args, queue, name, event)
         if queue is self.sync_queue:  # the common case: no closure, no queue hop

@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from .errors import ExecutionError, InvalidArgumentError
+from ..errors import ExecutionError, InvalidArgumentError
 
 __all__ = ["FaultPlan"]
 
@@ -82,19 +82,19 @@ def _indexes(kind: str, value) -> frozenset:
 class _FaultyKernel:
     """A kernel whose launch is counted when it runs, and fails if the plan says so."""
 
-    __slots__ = ("kernel", "plan", "device", "name")
+    __slots__ = ("kernel", "plan", "number", "name")
 
-    def __init__(self, kernel, plan: FaultPlan, device, name):
+    def __init__(self, kernel, plan: FaultPlan, number: int, name):
         self.kernel = kernel
         self.plan = plan
-        self.device = device
+        self.number = number  # the device's (a helper keeps no device: calls go down)
         self.name = name
 
     def __call__(self, *args):
         index = self.plan.fails("launch", f"launch of kernel {self.name}")
         if index is not None:
             raise self.plan.failure(ExecutionError(
-                f"emulated device {self.device.number}: launch #{index} (kernel {self.name}) "
+                f"emulated device {self.number}: launch #{index} (kernel {self.name}) "
                 "failed: injected fault (like CUDA_ERROR_LAUNCH_FAILED); the kernel did not run",
                 kernel=self.name, injected=True))
         return self.kernel(*args)

@@ -3,8 +3,10 @@
 Owns: ``HostTransfer`` (one upload or download), ``DeviceCopy`` (device to device),
 ``block_for`` (where a packed block lives on the device) and ``run_synchronously`` (a
 transfer on the synchronous stream, complete on return), with their staging buffers and
-temporaries. Layout decisions come from ``cuda_layout``; the device (``cuda.CudaDevice``)
-gives memory, the backend and the queues.
+temporaries. Layout decisions come from ``cuda_layout``. Calls go down: the device
+(``cuda.CudaDevice``) hands each operation its memory (``cuda_memory.CudaMemory``: the
+backend, ``allocate_block``, ``interface_of``, ``pins``), its queue, and whether that
+queue is the synchronous one; an operation calls those and the backend, never the device.
 
 Transfers (``upload``/``download``/``device_copy``, same shape on both sides). Exactly one
 host↔device memcpy per transfer, of exactly the bytes of the elements (a page-locked
@@ -36,8 +38,8 @@ import contextlib
 
 import numpy as np
 
+from ..errors import InvalidArgumentError
 from .cuda_layout import Packing, block_order, interface_layout
-from .errors import InvalidArgumentError
 
 __all__ = ["HostTransfer", "DeviceCopy", "block_for", "run_synchronously"]
 
@@ -46,24 +48,29 @@ class HostTransfer:
     """One upload or download between a host array and a same-shaped device array: the
     operation its queue runs (module docstring, "Transfers")."""
 
-    __slots__ = ("device", "upload", "host", "device_array", "queue")
+    __slots__ = ("memory", "upload", "host", "device_array", "queue", "synchronous")
 
-    def __init__(self, device, upload: bool, host: np.ndarray, device_array, queue):
-        self.device = device
+    def __init__(self, memory, upload: bool, host: np.ndarray, device_array, queue, synchronous: bool):
+        self.memory = memory
         self.upload = upload
         self.host = host
         self.device_array = device_array
         self.queue = queue
+        self.synchronous = synchronous  # ``queue`` is the device's synchronous queue
 
     def __call__(self) -> None:
         host, device_array = self.host, self.device_array
         self.host = self.device_array = None
         if host.size == 0:
             return
-        packing = Packing(host, self.device.interface_of(device_array), self._what())
-        if self.queue is self.device.sync_queue:
+        packing = Packing(host, self.memory.interface_of(device_array), self._what())
+        if self.synchronous:
             run = self._upload_now if self.upload else self._download_now
         else:
+            part = self._locked_part(host, packing)
+            if part is not None:  # a page-locked host block: no staging but at its ends
+                self._direct(host, device_array, packing, part)
+                return
             run = self._upload_async if self.upload else self._download_async
         run(host, device_array, packing)
 
@@ -82,7 +89,7 @@ class HostTransfer:
         if packing.host_packed:
             return None
         low = host.ctypes.data
-        part = self.device.pins.locked_part(low, low + packing.nbytes)
+        part = self.memory.pins.locked_part(low, low + packing.nbytes)
         if part is None:
             return None
         raw = host.reshape(-1, order="A").view(np.uint8)
@@ -91,44 +98,36 @@ class HostTransfer:
         return raw, part[0] - low, part[1] - low
 
     def _upload_async(self, host, device_array, packing: Packing) -> None:
-        backend, queue = self.device.backend, self.queue
-        part = self._locked_part(host, packing)
-        if part is not None:
-            self._direct(host, device_array, packing, part)
-            return
+        backend, queue = self.memory.backend, self.queue
         staging = backend.pinned(packing.nbytes)
-        address, temporary = block_for(self.device, packing)
+        address, temporary = block_for(self.memory, packing)
         try:
             queue.host_func(_CopyInto(packing.staged(staging), host))  # reads the host when it runs
             backend.memcpy_htod(address, staging, queue.stream)
             if temporary is not None:
                 backend.copy(backend.as_device_array(device_array), temporary.view, queue.stream)
         finally:  # released once the stream has passed whatever was enqueued
-            queue.defer(_Release(self.device, temporary, staging))
+            queue.defer(_Release(backend, temporary, staging))
 
     def _download_async(self, host, device_array, packing: Packing) -> None:
-        backend, queue = self.device.backend, self.queue
-        part = self._locked_part(host, packing)
-        if part is not None:
-            self._direct(host, device_array, packing, part)
-            return
+        backend, queue = self.memory.backend, self.queue
         staging = backend.pinned(packing.nbytes)
-        address, temporary = block_for(self.device, packing)
+        address, temporary = block_for(self.memory, packing)
         try:
             if temporary is not None:
                 backend.copy(temporary.view, backend.as_device_array(device_array), queue.stream)
             backend.memcpy_dtoh(staging, address, queue.stream)
             queue.host_func(_CopyInto(host, packing.staged(staging)))  # writes the host when it runs
         finally:
-            queue.defer(_Release(self.device, temporary, staging))
+            queue.defer(_Release(backend, temporary, staging))
 
     def _direct(self, host, device_array, packing: Packing, part) -> None:
         """A transfer of a host block whose bytes ``raw`` are page-locked from ``begin`` to
         ``end`` (``part``): that part is one memcpy of the host array itself, the bytes
         before and after it (less than a page each) go through staging; all in stream
         order, so the DMA reads or writes ``host`` when it runs (OpenACC 3.3 §2.16.1)."""
-        backend, queue = self.device.backend, self.queue
-        address, temporary = block_for(self.device, packing)
+        backend, queue = self.memory.backend, self.queue
+        address, temporary = block_for(self.memory, packing)
         raw, begin, end = part  # block order: offsets in raw are offsets in the device block
         pieces = [(0, begin, False), (begin, end, True), (end, raw.size, False)]
         stagings = []
@@ -141,11 +140,11 @@ class HostTransfer:
             if self.upload and temporary is not None:
                 backend.copy(backend.as_device_array(device_array), temporary.view, queue.stream)
         finally:
-            queue.defer(_Release(self.device, temporary, stagings))
+            queue.defer(_Release(backend, temporary, stagings))
 
     def _piece(self, host_bytes: np.ndarray, address: int, locked: bool):
         """Enqueue one piece of a ``_direct`` transfer; its staging buffer, or None."""
-        backend, queue = self.device.backend, self.queue
+        backend, queue = self.memory.backend, self.queue
         staging = None if locked else backend.pinned(host_bytes.size)
         if self.upload:
             if staging is not None:
@@ -159,23 +158,23 @@ class HostTransfer:
 
     # -- synchronous: complete on return ---------------------------------------------------------
     def _upload_now(self, host, device_array, packing: Packing) -> None:
-        backend, stream = self.device.backend, self.queue.stream
+        backend, stream = self.memory.backend, self.queue.stream
         buffer = host
         if packing.host_packed:
             buffer = backend.pinned(packing.nbytes)
             np.copyto(packing.staged(buffer), host, casting="no")
-        address, temporary = block_for(self.device, packing)
+        address, temporary = block_for(self.memory, packing)
 
         def enqueue():
             backend.memcpy_htod(address, buffer, stream)
             if temporary is not None:
                 backend.copy(backend.as_device_array(device_array), temporary.view, stream)
 
-        run_synchronously(self.device, enqueue, _Release(self.device, temporary, None))
+        run_synchronously(backend, self.queue, enqueue, _Release(backend, temporary, None))
 
     def _download_now(self, host, device_array, packing: Packing) -> None:
-        backend, stream = self.device.backend, self.queue.stream
-        address, temporary = block_for(self.device, packing)
+        backend, stream = self.memory.backend, self.queue.stream
+        address, temporary = block_for(self.memory, packing)
         buffer = backend.pinned(packing.nbytes) if packing.host_packed else host
 
         def enqueue():
@@ -183,7 +182,7 @@ class HostTransfer:
                 backend.copy(temporary.view, backend.as_device_array(device_array), stream)
             backend.memcpy_dtoh(buffer, address, stream)
 
-        run_synchronously(self.device, enqueue, _Release(self.device, temporary, None))
+        run_synchronously(backend, self.queue, enqueue, _Release(backend, temporary, None))
         if packing.host_packed:
             np.copyto(host, packing.staged(buffer), casting="no")
 
@@ -192,16 +191,17 @@ class DeviceCopy:
     """A copy between two same-shaped device arrays: one memcpy when both are contiguous
     in the same order, else one elementwise copy."""
 
-    __slots__ = ("device", "destination", "source", "queue")
+    __slots__ = ("memory", "destination", "source", "queue", "synchronous")
 
-    def __init__(self, device, destination, source, queue):
-        self.device, self.destination, self.source, self.queue = device, destination, source, queue
+    def __init__(self, memory, destination, source, queue, synchronous: bool):
+        self.memory, self.destination, self.source, self.queue = memory, destination, source, queue
+        self.synchronous = synchronous  # ``queue`` is the device's synchronous queue
 
     def __call__(self) -> None:
         destination, source = self.destination, self.source
         self.destination = self.source = None
-        backend, stream = self.device.backend, self.queue.stream
-        interface_of = self.device.interface_of
+        backend, stream = self.memory.backend, self.queue.stream
+        interface_of = self.memory.interface_of
         to_address, shape, dtype, to_strides = interface_layout(interface_of(destination))
         from_address, from_shape, from_dtype, from_strides = interface_layout(interface_of(source))
         if shape != from_shape or dtype.str != from_dtype.str:
@@ -216,8 +216,8 @@ class DeviceCopy:
         else:
             enqueue = lambda: backend.copy(backend.as_device_array(destination),  # noqa: E731
                                            backend.as_device_array(source), stream)
-        if self.queue is self.device.sync_queue:
-            run_synchronously(self.device, enqueue, lambda: None)
+        if self.synchronous:
+            run_synchronously(backend, self.queue, enqueue, lambda: None)
         else:
             enqueue()
 
@@ -252,37 +252,37 @@ class _Release:
     """Frees a transfer's device temporary and drops its staging buffer (after the
     stream has passed the transfer)."""
 
-    __slots__ = ("device", "temporary", "staging")
+    __slots__ = ("backend", "temporary", "staging")
 
-    def __init__(self, device, temporary: _Temporary | None, staging):
-        self.device, self.temporary, self.staging = device, temporary, staging
+    def __init__(self, backend, temporary: _Temporary | None, staging):
+        self.backend, self.temporary, self.staging = backend, temporary, staging
 
     def __call__(self) -> None:
         temporary, self.temporary, self.staging = self.temporary, None, None
         if temporary is not None:
-            self.device.backend.free(temporary.handle)
+            self.backend.free(temporary.handle)
 
 
-def block_for(device, packing: Packing):
+def block_for(memory, packing: Packing):
     """``(address, temporary)``: where the packed block of a transfer lives on the device
     — the device array itself when it is contiguous in the block's order, else a new
-    temporary (``_Temporary``) to pack into or unpack from."""
+    temporary (``_Temporary``, from ``memory.allocate_block``) to pack into or unpack from."""
     if not packing.device_packed:
         return packing.device_address, None
-    address, handle = device.allocate_block(packing.nbytes)
-    view = device.backend.view(handle, 0, packing.shape, packing.dtype, packing.block_strides())
+    address, handle = memory.allocate_block(packing.nbytes)
+    view = memory.backend.view(handle, 0, packing.shape, packing.dtype, packing.block_strides())
     return address, _Temporary(address, handle, view)
 
 
-def run_synchronously(device, enqueue, release) -> None:
-    """Enqueue on the device's synchronous stream and wait; then ``release`` — also when
-    it failed, after the stream has drained what was enqueued."""
+def run_synchronously(backend, sync_queue, enqueue, release) -> None:
+    """Enqueue on the device's synchronous stream (``sync_queue``'s) and wait; then
+    ``release`` — also when it failed, after the stream has drained what was enqueued."""
     try:
         enqueue()
-        device.sync_queue.synchronize()
+        sync_queue.synchronize()
     except BaseException:
         with contextlib.suppress(Exception):
-            device.backend.synchronize(device.sync_queue.stream)
+            backend.synchronize(sync_queue.stream)
         raise
     finally:
         release()

@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from .errors import format_range
+from ..errors import format_range
 
 __all__ = ["set_memcheck", "memcheck_enabled", "MemoryFinding", "GuardedMemory", "GUARD",
            "GUARD_BYTE", "POISON_BYTE", "QUARANTINE_BYTES", "TAIL"]

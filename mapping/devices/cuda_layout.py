@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 __all__ = ["c_strides", "f_strides", "block_order", "interface_layout", "extent", "Packing"]
 

@@ -1,9 +1,12 @@
 """The ``cuda`` device: GPU memory from CuPy's memory pool, async queues on CUDA streams.
 
-Owns: ``CudaDevice`` — memory (blocks from the backend, indexed by ``BlockIndex``),
-device arrays, and the device protocol (``device.Device``) over them. The other concepts
-of the device have their own modules:
+Owns: ``CudaDevice`` — device arrays, events, and the device protocol (``base.Device``)
+over its memory and queues. The other concepts of the device have their own modules,
+which it calls and which never call it (each gets what it needs handed down):
 
+- ``cuda_memory``     ``CudaMemory``: the blocks (from the backend, indexed by
+  ``BlockIndex``), ``allocate_block``, ``interface_of`` and the ``pins``; the device and
+  its transfers share it;
 - ``cuda_backend``    ``CupyBackend`` (the only code that calls CuPy; the backend
   interface is listed there) and ``BlockIndex``; ``cuda_fake.FakeCudaBackend``
   implements the same interface over host memory, so everything runs without a GPU;
@@ -12,7 +15,7 @@ of the device have their own modules:
   ``CudaSyncQueue`` (``acc.async_sync``), ``CudaQueueEvent``;
 - ``cuda_transfers``  the operations a queue runs for uploads, downloads and device
   copies (direct from page-locked host memory, else pinned staging; pack/unpack
-  temporaries);
+  temporaries), over the memory and the queue they are given;
 - ``cuda_pins``       ``Pins``: host arrays page-locked while they are mapped
   (``PYACC_PIN``).
 
@@ -20,30 +23,28 @@ The device passes its queue factory (``CudaQueue`` over its backend) and its syn
 queue to ``Device``, whose ``QueueSet`` creates and waits for the queues.
 
 Invariants and threading:
-- every live block is in ``_blocks`` (a ``BlockIndex``), read and written under
-  ``_lock``; ``memory_in_use`` is the sum of the requested bytes;
+- every live block is in ``memory`` (``cuda_memory``, under its lock);
+  ``memory_in_use`` is the sum of the requested bytes;
 - ALLOC is published after a block is taken, FREE before it goes back to the backend
   (``Device.free``); a subscriber that raises on FREE does not leak the block;
-- when the GPU is full, ``allocate_block`` polls the queues once (their deferred frees
-  that the streams have passed run) and tries again;
+- when the GPU is full, ``memory.allocate_block`` polls the queues once (their deferred
+  frees that the streams have passed run) and tries again;
 - a mapping's host range registered by ``pin`` stays registered until its block is
   freed (``free``, ``reset``): ``pins`` ties each registration to its block.
 """
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
+from ..errors import InvalidArgumentError, describe_array, format_range
+from ..events import EventKind
+from .base import Device, emit, submit_transfer
 from .cuda_backend import BlockIndex, CupyBackend
 from .cuda_layout import extent, interface_layout
-from .cuda_pins import Pins
+from .cuda_memory import CudaMemory
 from .cuda_queues import CudaQueue, CudaQueueEvent, CudaSyncQueue, SyncKernel
 from .cuda_transfers import DeviceCopy, HostTransfer
-from .device import Device, emit
-from .errors import InvalidArgumentError, OutOfMemoryError, describe_array, format_range
-from .events import EventKind
 
 __all__ = ["CudaDevice", "CudaQueue", "CudaSyncQueue", "CudaQueueEvent", "CupyBackend", "BlockIndex"]
 
@@ -55,7 +56,8 @@ class CudaDevice(Device):
         number: the GPU number (CUDA device ordinal).
         backend: the backend; None: ``CupyBackend(number)`` (CuPy imported there).
 
-    Beyond ``Device``: ``backend``; ``queue(n).stream`` (the CUDA stream of a queue,
+    Beyond ``Device``: ``backend``; ``memory`` (``cuda_memory.CudaMemory``) and its
+    ``pins``; ``queue(n).stream`` (the CUDA stream of a queue,
     ``acc.get_cuda_stream``; ``sync_queue.stream`` for the synchronous queue);
     ``interface_of(obj)``; ``as_device_array(obj)`` (a backend view of any device array
     of this device, e.g. a numba-cuda array as a CuPy array).
@@ -73,27 +75,24 @@ class CudaDevice(Device):
         self._label = f"cuda device {number}"
         super().__init__(number, sync_queue=CudaSyncQueue(backend, self._label),
                          queue_factory=lambda async_value, label: CudaQueue(async_value, backend, label))
-        self._lock = threading.Lock()
-        self._blocks = BlockIndex()  # the live blocks pyacc allocated
-        self.pins = Pins(backend)  # host ranges page-locked while their mapping lives
+        #: the blocks, ``allocate_block``, ``interface_of``: shared with the transfers
+        self.memory = CudaMemory(backend, self._label, self.queues)
+        self.pins = self.memory.pins  # host ranges page-locked while their mapping lives
 
     # -- memory -------------------------------------------------------------------
     def allocate(self, nbytes: int) -> int:
-        address, handle = self.allocate_block(nbytes)
-        with self._lock:
-            self._blocks.add(address, nbytes, handle)
+        address = self.memory.allocate(nbytes)
         emit(EventKind.ALLOC, self.identity, nbytes, device_begin=address)
         return address
 
     def free(self, address: int) -> None:
-        with self._lock:
-            nbytes, handle = self._blocks.pop(address)
+        memory = self.memory
+        nbytes, handle = memory.take(address)
         # FREE is published while the block is still held (see ``Device.free``)
         try:
             emit(EventKind.FREE, self.identity, nbytes, device_begin=address)
         finally:  # a subscriber that raises must not leak the block or the registration
-            self.backend.free(handle)
-            self.pins.unpin(address)
+            memory.give_back(address, handle)
 
     def pin(self, address: int, host_begin: int, host_end: int, array: np.ndarray) -> None:
         """Page-lock the host side of a new mapping (``cuda_pins``) when its elements are
@@ -102,46 +101,14 @@ class CudaDevice(Device):
             self.pins.pin(address, host_begin, host_end)
 
     def allocation_of(self, address: int):
-        block = self._block_at(address)
+        block = self.memory.block_at(address)
         return None if block is None else (block[0], block[1])
-
-    def _block_at(self, address: int):
-        """``(begin, nbytes, handle)`` of the live block holding ``address``, or None."""
-        with self._lock:
-            return self._blocks.find(address)
-
-    def allocate_block(self, nbytes: int):
-        """``(address, handle)`` of a new block (not indexed: a transfer's temporary, or
-        the caller indexes it) from ``backend.allocate``; when the GPU is full, once more after the frees that
-        queues have deferred and already passed."""
-        try:
-            return self.backend.allocate(nbytes)
-        except MemoryError:
-            for queue in self.existing_queues():
-                queue.poll()
-        try:
-            return self.backend.allocate(nbytes)
-        except MemoryError as error:
-            raise self._out_of_memory(nbytes, error) from None
-
-    def _out_of_memory(self, nbytes: int, cause: BaseException) -> OutOfMemoryError:
-        try:
-            free, total = self.backend.memory_info()
-            state = f"{free} of {total} bytes free on the GPU"
-        except Exception:  # the message must not fail
-            state = "free memory unknown"
-        return OutOfMemoryError(
-            f"{self._label} is out of memory: {nbytes} bytes requested, {state}, {self._blocks.in_use} "
-            f"bytes held by pyacc in {len(self._blocks)} blocks ({cause}). Free or unmap data "
-            "(acc.delete, exit_data, acc.free), wait on async queues so that their deferred "
-            "frees run, or release memory other libraries cache "
-            "(cupy.get_default_memory_pool().free_all_blocks())", nbytes=nbytes)
 
     # -- device arrays ---------------------------------------------------------------
     def view(self, address: int, like):
         if like.size == 0:
             return self.backend.view(None, 0, like.shape, like.dtype, like.strides)
-        block = self._block_at(address)
+        block = self.memory.block_at(address)
         if block is None:  # memory the program allocated, mapped with acc.map_data
             if self.backend.is_device_memory(address):
                 return self.backend.foreign_view(address, like.shape, like.dtype, like.strides)
@@ -160,19 +127,13 @@ class CudaDevice(Device):
     def interface_of(self, device_array):
         """The ``__cuda_array_interface__`` of a device array (InvalidArgumentError when
         ``device_array`` is not one)."""
-        interface = self.backend.interface_of(device_array)
-        if interface is None:
-            raise InvalidArgumentError(
-                f"{describe_array(device_array)} is not a device array of {self._label}: pass "
-                "a CuPy array or any object with __cuda_array_interface__ (from acc.malloc, "
-                "acc.deviceptr or acc.copyin)")
-        return interface
+        return self.memory.interface_of(device_array)
 
     def extent_of(self, device_array):
         if isinstance(device_array, np.ndarray) and device_array.size == 0:
             data = device_array.__array_interface__["data"][0]  # holds no memory (API.md §2)
             return data, data, data
-        data, shape, dtype, strides = interface_layout(self.interface_of(device_array))
+        data, shape, dtype, strides = interface_layout(self.memory.interface_of(device_array))
         data, low, high = extent(data, shape, dtype.itemsize, strides)
         if high > low and not self.backend.is_device_memory(low):
             raise InvalidArgumentError(
@@ -186,7 +147,7 @@ class CudaDevice(Device):
         """Whether ``array`` is memory of this GPU (``Device.owns``): a numpy array never
         is (host memory, answered at once); any other object is when it exports
         ``__cuda_array_interface__`` (``interface_of``) over a block pyacc allocated here
-        (a bisect in ``_blocks``) or other memory of this GPU (``extent_of``'s test)."""
+        (a bisect in ``memory``'s blocks) or other memory of this GPU (``extent_of``'s test)."""
         if isinstance(array, np.ndarray):
             return False
         interface = self.backend.interface_of(array)
@@ -196,7 +157,7 @@ class CudaDevice(Device):
         if 0 in shape:
             return True  # a device array object holding no memory: never host data
         _, low, _ = extent(data, shape, dtype.itemsize, strides)
-        return self._block_at(low) is not None or self.backend.is_device_memory(low)
+        return self.memory.block_at(low) is not None or self.backend.is_device_memory(low)
 
     def as_device_array(self, device_array):
         """A backend view (a CuPy array) of any device array of this device."""
@@ -213,7 +174,9 @@ class CudaDevice(Device):
     def _transfer(self, kind, destination, source, queue, name) -> None:
         """``Device._transfer``, once foreign device arrays (any other object with
         ``__cuda_array_interface__``) are backend arrays: events carry arrays."""
-        super()._transfer(kind, self._native(destination), self._native(source), queue, name)
+        destination, source = self._native(destination), self._native(source)
+        submit_transfer(self.identity, kind, destination, source, queue, name,
+                        self._transfer_operation(kind, destination, source, queue))
 
     def _native(self, array):
         if isinstance(array, np.ndarray):  # a host array
@@ -221,11 +184,14 @@ class CudaDevice(Device):
         return self.backend.as_device_array(array)
 
     def _transfer_operation(self, kind, destination, source, queue):
+        """The operation ``queue`` runs (``cuda_transfers``): it gets the memory and the
+        queue, and whether that is the synchronous queue; never the device."""
+        synchronous = queue is self.sync_queue
         if kind == EventKind.DEVICE_COPY:
-            return DeviceCopy(self, destination, source, queue)
+            return DeviceCopy(self.memory, destination, source, queue, synchronous)
         if kind == EventKind.UPLOAD:
-            return HostTransfer(self, True, source, destination, queue)
-        return HostTransfer(self, False, destination, source, queue)
+            return HostTransfer(self.memory, True, source, destination, queue, synchronous)
+        return HostTransfer(self.memory, False, destination, source, queue, synchronous)
 
     def _copy(self, destination, source) -> None:
         """Copy between two same-shaped arrays, each a host (numpy) array or a device
@@ -256,7 +222,7 @@ class CudaDevice(Device):
     # -- properties and lifetime ---------------------------------------------------
     @property
     def memory_in_use(self) -> int:
-        return self._blocks.in_use
+        return self.memory.in_use
 
     def properties(self) -> dict:
         free, total = self.backend.memory_info()
@@ -272,11 +238,7 @@ class CudaDevice(Device):
     def reset(self) -> None:
         """Forget every allocation and registration (``acc.shutdown``, after the queues
         have drained); ``PYACC_PIN`` is read again."""
-        with self._lock:
-            handles = self._blocks.clear()
-        for handle in handles:
-            self.backend.free(handle)
-        self.pins.unpin_all()
+        self.memory.clear()
 
 
 def _describe_device_array(array, shape, dtype) -> str:
