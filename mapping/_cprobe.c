@@ -388,65 +388,76 @@ static int takes_verb(Lane *self, PyObject *x, Py_ssize_t event_kind) {
     return 1;
 }
 
-static PyObject *lane_enter(Lane *self, PyObject *x) {
-    if (!takes_verb(self, x, self->enter_kind))
-        Py_RETURN_NONE;
-    if (self->table == Py_None)  /* shared memory: no action, the host array (§2.7.4) */
-        return Py_NewRef(x);
+/* How a verb starts: DECLINED (the caller takes the Python verb), SHARED (shared memory:
+ * no action), HELD (the table lock is taken; ``*release`` releases it); -1: an error. */
+enum { DECLINED, SHARED, HELD };
+
+static int start_verb(Lane *self, PyObject *x, Py_ssize_t event_kind, PyObject **release) {
+    if (!takes_verb(self, x, event_kind))
+        return DECLINED;
+    if (self->table == Py_None)  /* shared memory (§2.7.4) */
+        return SHARED;
     if (self->tracks_use)  /* oversubscribing: every use restores and is noted (Python) */
-        Py_RETURN_NONE;
-    PyObject *release;
-    if (lock(self, &release) < 0)
+        return DECLINED;
+    return lock(self, release) < 0 ? -1 : HELD;
+}
+
+/* With the lock held: +1 to the dynamic count of ``entry`` and the device array of x;
+ * NULL with an exception set, the count unchanged. */
+static PyObject *enter_entry(Lane *self, PyObject *entry, PyObject *x) {
+    long dynamic = count_of(entry, s_dynamic);
+    if (dynamic < 0 || set_count(entry, s_dynamic, dynamic + 1) < 0)
         return NULL;
-    PyObject *result = NULL;
-    PyObject *entry = present_entry(self, x);
-    if (entry == NULL) {
-        if (!PyErr_Occurred())
-            result = Py_NewRef(Py_None);
-    } else {
-        long dynamic = count_of(entry, s_dynamic);
-        if (dynamic >= 0 && set_count(entry, s_dynamic, dynamic + 1) == 0) {
-            result = device_array_of(self, entry, x);
-            if (result == NULL) {  /* all or nothing: the count goes back */
-                PyObject *type, *value, *traceback;
-                PyErr_Fetch(&type, &value, &traceback);
-                set_count(entry, s_dynamic, dynamic);
-                PyErr_Restore(type, value, traceback);
-            }
-        }
+    PyObject *result = device_array_of(self, entry, x);
+    if (result == NULL) {  /* all or nothing: the count goes back */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        set_count(entry, s_dynamic, dynamic);
+        PyErr_Restore(type, value, traceback);
     }
+    return result;
+}
+
+/* With the lock held: −1 to the dynamic count of ``entry`` (True) in the plain case, a
+ * NORMAL entry that keeps a count after it; else None, unchanged; NULL on error. (``x``,
+ * the array, is not needed: nothing is handed back.) */
+static PyObject *leave_entry(Lane *self, PyObject *entry, PyObject *x) {
+    PyObject *kind = PyObject_GetAttr(entry, s_kind);
+    if (kind == NULL)
+        return NULL;
+    Py_DECREF(kind);  /* only its identity is compared; EntryKind members live on */
+    long dynamic = count_of(entry, s_dynamic);
+    long structured = dynamic < 0 ? -1 : count_of(entry, s_structured);
+    if (structured < 0)
+        return NULL;
+    if (kind != self->normal || dynamic < 1 || (dynamic == 1 && structured == 0))
+        Py_RETURN_NONE;  /* pinned, already 0, or the lifetime would end: Python's */
+    return set_count(entry, s_dynamic, dynamic - 1) < 0 ? NULL : Py_NewRef(Py_True);
+}
+
+/* A verb on the entry wholly containing x: ``on_entry(self, entry, x)`` with the lock
+ * held, or None when x is in no entry; ``shared`` answers for shared memory. */
+static PyObject *run_verb(Lane *self, PyObject *x, Py_ssize_t event_kind, PyObject *shared,
+                          PyObject *(*on_entry)(Lane *, PyObject *, PyObject *)) {
+    PyObject *release;
+    switch (start_verb(self, x, event_kind, &release)) {
+        case DECLINED: Py_RETURN_NONE;
+        case SHARED: return Py_NewRef(shared);
+        case HELD: break;
+        default: return NULL;
+    }
+    PyObject *entry = present_entry(self, x);
+    PyObject *result = entry != NULL ? on_entry(self, entry, x)
+        : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
     return unlock(release, result);
 }
 
+static PyObject *lane_enter(Lane *self, PyObject *x) {
+    return run_verb(self, x, self->enter_kind, x, enter_entry);  /* shared: x itself */
+}
+
 static PyObject *lane_leave(Lane *self, PyObject *x) {
-    if (!takes_verb(self, x, self->exit_kind))
-        Py_RETURN_NONE;
-    if (self->table == Py_None)  /* shared memory: no action */
-        Py_RETURN_TRUE;
-    if (self->tracks_use)  /* oversubscribing: every use restores and is noted (Python) */
-        Py_RETURN_NONE;
-    PyObject *release;
-    if (lock(self, &release) < 0)
-        return NULL;
-    PyObject *result = NULL;
-    PyObject *entry = present_entry(self, x);
-    if (entry == NULL) {
-        if (!PyErr_Occurred())
-            result = Py_NewRef(Py_None);
-    } else {
-        PyObject *kind = PyObject_GetAttr(entry, s_kind);
-        long dynamic = kind == NULL ? -1 : count_of(entry, s_dynamic);
-        long structured = dynamic < 0 ? -1 : count_of(entry, s_structured);
-        if (structured >= 0) {
-            /* the plain case: a NORMAL entry keeps a count after the decrement */
-            if (kind != self->normal || dynamic < 1 || (dynamic == 1 && structured == 0))
-                result = Py_NewRef(Py_None);
-            else if (set_count(entry, s_dynamic, dynamic - 1) == 0)
-                result = Py_NewRef(Py_True);
-        }
-        Py_XDECREF(kind);
-    }
-    return unlock(release, result);
+    return run_verb(self, x, self->exit_kind, Py_True, leave_entry);
 }
 
 static PyObject *lane_present(Lane *self, PyObject *x) {

@@ -84,34 +84,35 @@ def _entered(kind: MapKind, a, async_, routine: str):
             directive_end(routine)
 
 
-# The four data routines below first try the current runtime's lane (``runtime.lane``,
-# ``mapping/_cprobe.c``): one C call that carries out the routine on present data when
-# nobody listens to its events, or answers None having changed nothing. A thread that has
-# no current runtime yet (``ICVS.runtime`` None) selects it on the Python path.
-def copyin(a, *, async_=None):
-    """Present: dynamic count +1, no transfer. Absent: allocate, copy in, dynamic = 1.
+# The four data routines (``_entering``, ``_leaving``) first try the current runtime's lane
+# (``runtime.lane``, ``mapping/_cprobe.c``): one C call that carries out the routine on
+# present data when nobody listens to its events, or answers None having changed nothing.
+# A thread that has no current runtime yet (``ICVS.runtime`` None) selects it on the
+# Python path.
+def _entering(kind: MapKind, name: str, doc: str):
+    """The data routine ``acc.<name>`` that enters data as ``kind`` (copyin, create)."""
+    routine = f"acc.{name}"
+
+    def enter(a, *, async_=None):
+        if async_ is None:
+            runtime = ICVS.runtime
+            if runtime is not None:
+                device_array = runtime.lane.enter(a)
+                if device_array is not None:
+                    return device_array
+        return _entered(kind, a, async_, routine)
+
+    enter.__name__ = enter.__qualname__ = name
+    enter.__doc__ = doc
+    return enter
+
+
+copyin = _entering(_COPYIN, "copyin", """Present: dynamic count +1, no transfer. Absent: allocate, copy in, dynamic = 1.
 
     Returns:
         The device array of ``a``.
-    """
-    if async_ is None:
-        runtime = ICVS.runtime
-        if runtime is not None:
-            device_array = runtime.lane.enter(a)
-            if device_array is not None:
-                return device_array
-    return _entered(_COPYIN, a, async_, "acc.copyin")
-
-
-def create(a, *, async_=None):
-    """As ``copyin``, without the transfer."""
-    if async_ is None:
-        runtime = ICVS.runtime
-        if runtime is not None:
-            device_array = runtime.lane.enter(a)
-            if device_array is not None:
-                return device_array
-    return _entered(_CREATE, a, async_, "acc.create")
+    """)
+create = _entering(_CREATE, "create", """As ``copyin``, without the transfer.""")
 
 
 def _exit_one(kind: MapKind, array, finalize, async_) -> None:
@@ -138,23 +139,25 @@ def _exited(kind: MapKind, a, finalize, async_, routine: str) -> None:
             directive_end(routine)
 
 
-def copyout(a, *, finalize=False, async_=None) -> None:
-    """Dynamic count −1 (``finalize``: 0); when both counts reach 0, copy out and free.
-    Absent data, or a dynamic count already 0: nothing (API.md §8)."""
-    if async_ is None and not finalize:
-        runtime = ICVS.runtime
-        if runtime is not None and runtime.lane.leave(a):
-            return
-    _exited(MapKind.COPYOUT, a, finalize, async_, "acc.copyout")
+def _leaving(kind: MapKind, name: str, doc: str):
+    """The data routine ``acc.<name>`` that exits data as ``kind`` (copyout, delete)."""
+    routine = f"acc.{name}"
+
+    def leave(a, *, finalize=False, async_=None) -> None:
+        if async_ is None and not finalize:
+            runtime = ICVS.runtime
+            if runtime is not None and runtime.lane.leave(a):
+                return
+        _exited(kind, a, finalize, async_, routine)
+
+    leave.__name__ = leave.__qualname__ = name
+    leave.__doc__ = doc
+    return leave
 
 
-def delete(a, *, finalize=False, async_=None) -> None:
-    """As ``copyout``, without the transfer."""
-    if async_ is None and not finalize:
-        runtime = ICVS.runtime
-        if runtime is not None and runtime.lane.leave(a):
-            return
-    _exited(_DELETE, a, finalize, async_, "acc.delete")
+copyout = _leaving(MapKind.COPYOUT, "copyout", """Dynamic count −1 (``finalize``: 0); when both counts reach 0, copy out and free.
+    Absent data, or a dynamic count already 0: nothing (API.md §8).""")
+delete = _leaving(_DELETE, "delete", """As ``copyout``, without the transfer.""")
 
 
 def _update_one(direction, array, if_present, async_) -> None:
