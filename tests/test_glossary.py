@@ -46,8 +46,10 @@ def _python_files():
 
 
 def _c_files():
+    """The C sources and the headers they include (``*.c.h`` parts of one translation unit)."""
     for folder in PACKAGES:
         yield from sorted((ROOT / folder).rglob("*.c"))
+        yield from sorted((ROOT / folder).rglob("*.h"))
 
 
 def _module_name(path: Path) -> str:

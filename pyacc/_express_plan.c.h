@@ -1,0 +1,558 @@
+/* pyacc/_express_plan.c.h: the express plan of pyacc._fastcall, included by _fastcall.c.
+ *
+ * Owns the type ``ExpressPlan`` (what one replay checked and launched), its checks (the
+ * call, the arrays, the thread's context, the present table) and one call through it,
+ * synchronous (``run_plan``) or asynchronous run at once (``run_plan_at_once``). It is
+ * part of ``_fastcall.c``'s one translation unit (included after the module state it
+ * reads: ``g_*``, ``s_*``; CPython's own ``*.c.h`` files are built the same way), so its
+ * functions stay ``static``; the rules it follows are stated in ``_fastcall.c``'s header
+ * comment.
+ */
+
+/* -- plans ------------------------------------------------------------------------------ */
+typedef struct {
+    Py_ssize_t slot;
+    PyObject *ref;        /* weak reference to the host array (exact slots), else NULL */
+    PyTypeObject *type;   /* the host array's type */
+    PyObject *device;     /* what the kernel gets instead (strong), or NULL: the argument */
+    PyObject *descr;      /* strong: compared by address */
+    char *data;
+    int nd;
+    int flags;
+    Py_ssize_t *layout;   /* dims then strides (exact slots) */
+    Py_ssize_t itemsize;  /* the dtype's (the same at every call: the dtype is checked) */
+} ArraySlot;
+
+typedef struct {
+    Py_ssize_t slot;
+    PyTypeObject *type;
+} ScalarSlot;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *owner;       /* what the plan was made from (one plan per owner) */
+    Py_ssize_t nargs;
+    PyObject *runtime;     /* the runtime the call ran on */
+    PyObject *ranges;      /* the present table's SortedRanges (its .version), or NULL */
+    PyObject *table;       /* the present table (its ._lock), or NULL: nothing held */
+    PyObject *version;
+    PyObject *kernel;
+    PyObject *check_default;  /* NULL: not read; else the expected innermost default */
+    PyObject *env_values;  /* tuple: the expected values (None: unset) */
+    PyObject *launch_cell; /* list [count] of the statistics */
+    PyObject *device_dict; /* the device's instance dict: no "launch" installed there */
+    uint64_t memo_thread;  /* context memo: the thread (PyThreadState id, 0: none) on which */
+    uint64_t memo_epoch;   /* the context checks last held, at this g_context_epoch, */
+    uint64_t memo_env_tag;  /* and this os.environ version (0: unknown) */
+    uint64_t memo_device_tag;  /* device_dict's version when it had no "launch" (0: none) */
+    int substitutes;       /* some slot has a device array */
+    PyObject *fixed_args;  /* the kernel's arguments when every slot has one, else NULL */
+    PyObject *lock;        /* the table lock last seen, its bound acquire and release */
+    PyObject *acquire, *release;
+    PyObject *take_at_once; /* the device's QueueSet.take_at_once, or NULL: async calls
+                             * take the Python launcher */
+    Py_ssize_t narrays;
+    ArraySlot *arrays;
+    Py_ssize_t nscalars;
+    ScalarSlot *scalars;
+} ExpressPlan;
+
+static int plan_traverse(ExpressPlan *plan, visitproc visit, void *arg) {
+    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+        ArraySlot *a = &plan->arrays[i];
+        Py_VISIT(a->ref);
+        Py_VISIT((PyObject *)a->type);
+        Py_VISIT(a->device);
+        Py_VISIT(a->descr);
+    }
+    for (Py_ssize_t i = 0; i < plan->nscalars; i++)
+        Py_VISIT((PyObject *)plan->scalars[i].type);
+    Py_VISIT(plan->owner);
+    Py_VISIT(plan->runtime);
+    Py_VISIT(plan->ranges);
+    Py_VISIT(plan->table);
+    Py_VISIT(plan->version);
+    Py_VISIT(plan->kernel);
+    Py_VISIT(plan->check_default);
+    Py_VISIT(plan->env_values);
+    Py_VISIT(plan->launch_cell);
+    Py_VISIT(plan->device_dict);
+    Py_VISIT(plan->fixed_args);
+    Py_VISIT(plan->lock);
+    Py_VISIT(plan->acquire);
+    Py_VISIT(plan->release);
+    Py_VISIT(plan->take_at_once);
+    return 0;
+}
+
+static void plan_dealloc(ExpressPlan *plan) {
+    PyObject_GC_UnTrack(plan);
+    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+        ArraySlot *a = &plan->arrays[i];
+        Py_XDECREF(a->ref);
+        Py_XDECREF((PyObject *)a->type);
+        Py_XDECREF(a->device);
+        Py_XDECREF(a->descr);
+        PyMem_Free(a->layout);
+    }
+    PyMem_Free(plan->arrays);
+    for (Py_ssize_t i = 0; i < plan->nscalars; i++)
+        Py_XDECREF((PyObject *)plan->scalars[i].type);
+    PyMem_Free(plan->scalars);
+    Py_XDECREF(plan->owner);
+    Py_XDECREF(plan->runtime);
+    Py_XDECREF(plan->ranges);
+    Py_XDECREF(plan->table);
+    Py_XDECREF(plan->version);
+    Py_XDECREF(plan->kernel);
+    Py_XDECREF(plan->check_default);
+    Py_XDECREF(plan->env_values);
+    Py_XDECREF(plan->launch_cell);
+    Py_XDECREF(plan->device_dict);
+    Py_XDECREF(plan->fixed_args);
+    Py_XDECREF(plan->lock);
+    Py_XDECREF(plan->acquire);
+    Py_XDECREF(plan->release);
+    Py_XDECREF(plan->take_at_once);
+    Py_TYPE(plan)->tp_free((PyObject *)plan);
+}
+
+static PyTypeObject ExpressPlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyacc._fastcall.ExpressPlan",
+    .tp_basicsize = sizeof(ExpressPlan),
+    .tp_dealloc = (destructor)plan_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    /* no tp_clear: a plan is reached only through its region's plans, which the
+     * region's clear (FastCall's) drops, so a cycle through a plan is broken there */
+    .tp_traverse = (traverseproc)plan_traverse,
+    .tp_free = PyObject_GC_Del,
+    .tp_doc = "An express plan (FastCall._arm).",
+};
+
+static int is_target(PyObject *ref, PyObject *object) {
+    /* whether weak reference ``ref`` still refers to ``object`` */
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *target = NULL;
+    if (PyWeakref_GetRef(ref, &target) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_XDECREF(target);  /* the caller holds ``object``: only the address is compared */
+    return target == object;
+#else
+    return PyWeakref_GET_OBJECT(ref) == object;
+#endif
+}
+
+/* -- the checks ---------------------------------------------------------------------------- */
+static int arrays_match(ExpressPlan *plan, PyObject *args) {
+    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+        ArraySlot *a = &plan->arrays[i];
+        PyObject *arg = PyTuple_GET_ITEM(args, a->slot);
+        if (a->ref != NULL) {
+            if (!is_target(a->ref, arg))
+                return 0;
+        } else if (Py_TYPE(arg) != a->type) {
+            return 0;
+        }
+        ArrayFields *f = ARRAY(arg);
+        if (f->nd != a->nd)
+            return 0;
+        if (f->descr != a->descr) {  /* an equal dtype may be another object */
+            int equal = PyObject_RichCompareBool(f->descr, a->descr, Py_EQ);
+            if (equal != 1) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+        if (a->layout != NULL) {
+            if (f->data != a->data || (f->flags & LAYOUT_FLAGS) != a->flags)
+                return 0;
+            size_t bytes = (size_t)a->nd * sizeof(Py_ssize_t);
+            if (bytes && (memcmp(f->dimensions, a->layout, bytes) != 0 ||
+                          memcmp(f->strides, a->layout + a->nd, bytes) != 0))
+                return 0;
+        }
+    }
+    for (Py_ssize_t i = 0; i < plan->nscalars; i++) {
+        if (Py_TYPE(PyTuple_GET_ITEM(args, plan->scalars[i].slot)) != plan->scalars[i].type)
+            return 0;
+    }
+    return 1;
+}
+
+/* 1: same; 0: not; -1: error */
+static int same_attr(PyObject *owner, PyObject *name, PyObject *expected, int by_value) {
+    PyObject *value = PyObject_GetAttr(owner, name);
+    if (value == NULL)
+        return -1;
+    int same = value == expected;
+    if (!same && by_value)
+        same = PyObject_RichCompareBool(value, expected, Py_EQ);
+    Py_DECREF(value);
+    return same;
+}
+
+/* A dict's version tag: changed by every change of the dict (PEP 509; CPython 3.10-3.13
+ * keep it, deprecated from 3.12), 0 where there is none to read (every check then runs). */
+static inline uint64_t dict_tag(PyObject *dict) {
+#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_LIMITED_API)
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return ((PyDictObject *)dict)->ma_version_tag;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+#else
+    (void)dict;
+    return 0;
+#endif
+}
+
+/* The tag of an object's instance dict, or 0: from 3.13 an attribute set on the object
+ * may be stored in the object's inline values without touching its dict's tag. */
+static inline uint64_t instance_dict_tag(PyObject *dict) {
+#if PY_VERSION_HEX < 0x030D0000
+    return dict_tag(dict);
+#else
+    (void)dict;
+    return 0;
+#endif
+}
+
+static inline uint64_t thread_id(void) {
+    return PyThreadState_GetID(PyThreadState_Get());
+}
+
+/* The context memo: the checks of thread_context held on this thread and nothing they
+ * read has changed since. */
+static inline int context_remembered(ExpressPlan *plan) {
+    return g_remember && plan->memo_thread == thread_id() && plan->memo_epoch == g_context_epoch &&
+           plan->memo_env_tag != 0 && plan->memo_env_tag == dict_tag(g_environ);
+}
+
+/* The thread's current runtime, enclosing default and kernel environment. */
+static int thread_context(ExpressPlan *plan) {
+    int same = same_attr(g_icvs, s_runtime, plan->runtime, 0);
+    if (same != 1)
+        return same;
+    if (plan->check_default != NULL) {
+        PyObject *stack = PyObject_GetAttr(g_icvs, s_region_stack);
+        if (stack == NULL)
+            return -1;
+        same = same_attr(stack, s_innermost_default, plan->check_default, 1);
+        Py_DECREF(stack);
+        if (same != 1)
+            return same;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(g_env_keys);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *value = PyDict_GetItemWithError(g_environ, PyTuple_GET_ITEM(g_env_keys, i));
+        if (value == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            value = Py_None;
+        }
+        PyObject *expected = PyTuple_GET_ITEM(plan->env_values, i);
+        if (value != expected) {  /* (os.environ stores a new bytes object at each write) */
+            int equal = PyObject_RichCompareBool(value, expected, Py_EQ);
+            if (equal != 1)
+                return equal;
+        }
+    }
+    return 1;
+}
+
+/* 1: no launch installed on the plan's device (fault injection); 0: one is; -1: error */
+static int no_launch_installed(ExpressPlan *plan) {
+    uint64_t tag = instance_dict_tag(plan->device_dict);
+    if (tag != 0 && tag == plan->memo_device_tag)
+        return 1;
+    PyObject *launch = PyDict_GetItemWithError(plan->device_dict, s_launch);
+    if (launch != NULL)
+        return 0;
+    if (PyErr_Occurred())
+        return -1;
+    plan->memo_device_tag = tag;
+    return 1;
+}
+
+/* 1: the call's context is the plan's; 0: not; -1: error */
+static int context_matches(ExpressPlan *plan) {
+    if (PyList_GET_ITEM(g_tally_alone, 0) != Py_True)
+        return 0;  /* another tally subscriber counts launches: BUS.count must see them */
+    int ok = no_launch_installed(plan);
+    if (ok != 1 || context_remembered(plan))
+        return ok;
+    /* what the memo will say, read before the checks (which may run Python code) */
+    uint64_t thread = thread_id(), epoch = g_context_epoch, env_tag = dict_tag(g_environ);
+    ok = thread_context(plan);
+    if (ok == 1) {
+        plan->memo_thread = thread;
+        plan->memo_epoch = epoch;
+        plan->memo_env_tag = env_tag;
+    }
+    return ok;
+}
+
+static int table_unchanged(ExpressPlan *plan) {
+    return same_attr(plan->ranges, s_version, plan->version, 1);
+}
+
+/* -- one call ----------------------------------------------------------------------------- */
+static PyObject *MISS = NULL;  /* sentinel (a private object()): the plan does not apply */
+static PyObject *g_one = NULL;
+
+static PyObject *kernel_arguments(ExpressPlan *plan, PyObject *args) {
+    if (!plan->substitutes) {
+        Py_INCREF(args);
+        return args;
+    }
+    if (plan->fixed_args != NULL) {  /* every argument is a device array of the plan */
+        Py_INCREF(plan->fixed_args);
+        return plan->fixed_args;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *device_args = PyTuple_New(n);
+    if (device_args == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(args, i);
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(device_args, i, item);
+    }
+    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+        ArraySlot *a = &plan->arrays[i];
+        if (a->device != NULL) {
+            PyObject *old = PyTuple_GET_ITEM(device_args, a->slot);
+            Py_INCREF(a->device);
+            PyTuple_SET_ITEM(device_args, a->slot, a->device);
+            Py_DECREF(old);
+        }
+    }
+    return device_args;
+}
+
+static int count_launch(ExpressPlan *plan) {
+    PyObject *cell = plan->launch_cell;
+    PyObject *count = PyNumber_Add(PyList_GET_ITEM(cell, 0), g_one);
+    if (count == NULL)
+        return -1;
+    return PyList_SetItem(cell, 0, count);  /* steals count */
+}
+
+static int unlock(PyObject *release) {
+    /* call the lock's bound ``release``, keeping a pending exception (which came
+     * first); -1 when the release itself failed */
+    PyObject *type = NULL, *value = NULL, *traceback = NULL;
+    int pending = PyErr_Occurred() != NULL;
+    if (pending)
+        PyErr_Fetch(&type, &value, &traceback);
+    PyObject *done = PyObject_CallNoArgs(release);
+    if (pending) {
+        if (done == NULL)
+            PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+    }
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
+static PyObject *failed(PyObject *self) {
+    /* the kernel raised: self._express_failed(error) raises what the launcher would */
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL)
+        PyException_SetTraceback(value, traceback);
+    PyObject *result = value == NULL ? NULL
+        : PyObject_CallMethodOneArg(self, s_express_failed, value);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    return result;
+}
+
+static int bind_lock(ExpressPlan *plan) {
+    /* the table's lock, read at each call (in the child of a fork the table has a new
+     * one), with its bound acquire and release made when it is not the one last seen */
+    PyObject *lock = PyObject_GetAttr(plan->table, s_lock);
+    if (lock == NULL)
+        return -1;
+    if (lock == plan->lock) {
+        Py_DECREF(lock);
+        return 0;
+    }
+    PyObject *acquire = PyObject_GetAttr(lock, s_acquire);
+    PyObject *release = acquire == NULL ? NULL : PyObject_GetAttr(lock, s_release);
+    if (release == NULL) {
+        Py_XDECREF(acquire);
+        Py_DECREF(lock);
+        return -1;
+    }
+    Py_XSETREF(plan->lock, lock);
+    Py_XSETREF(plan->acquire, acquire);
+    Py_XSETREF(plan->release, release);
+    return 0;
+}
+
+/* The table's lock taken for the plan's call, with the table unchanged (1; ``*release``
+ * is then the lock's bound release, or NULL when the plan holds nothing); 0: the table
+ * changed (released again); -1: an error. */
+static int hold_table(ExpressPlan *plan, PyObject **release) {
+    *release = NULL;
+    if (plan->table == NULL)
+        return 1;
+    if (bind_lock(plan) < 0)
+        return -1;
+    PyObject *acquire = Py_NewRef(plan->acquire);  /* (another thread may bind a */
+    PyObject *bound = Py_NewRef(plan->release);     /* new lock meanwhile) */
+    PyObject *taken = PyObject_CallNoArgs(acquire);
+    Py_DECREF(acquire);
+    if (taken == NULL) {
+        Py_DECREF(bound);
+        return -1;
+    }
+    Py_DECREF(taken);
+    int ok = table_unchanged(plan);  /* held: nobody changes the table until unlock */
+    if (ok != 1) {
+        int released = unlock(bound);
+        Py_DECREF(bound);
+        return ok == 0 && released == 0 ? 0 : -1;
+    }
+    *release = bound;
+    return 1;
+}
+
+/* Release what hold_table took; a failed release clears ``*result`` (its error pends). */
+static void let_go(PyObject *release, PyObject **result) {
+    if (release != NULL) {
+        if (unlock(release) < 0 && *result != NULL)
+            Py_CLEAR(*result);
+        Py_DECREF(release);
+    }
+}
+
+/* The plan's checks, then the table held (hold_table): 1, with ``*release``; 0: a
+ * check failed (nothing held); -1: an error. */
+static int enter_plan(ExpressPlan *plan, PyObject *args, PyObject **release) {
+    *release = NULL;
+    if (PyTuple_GET_SIZE(args) != plan->nargs || !arrays_match(plan, args))
+        return 0;
+    int ok = context_matches(plan);
+    return ok != 1 ? ok : hold_table(plan, release);
+}
+
+/* The plan's call, or MISS (no reference) when a check fails; NULL on error. */
+static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
+    PyObject *release;
+    int ok = enter_plan(plan, args, &release);
+    if (ok != 1)
+        return ok == 0 ? MISS : NULL;
+    PyObject *result = NULL;
+    int kernel_failed = 0;
+    PyObject *device_args = kernel_arguments(plan, args);
+    if (device_args != NULL && count_launch(plan) == 0) {
+        result = PyObject_Call(plan->kernel, device_args, NULL);
+        kernel_failed = result == NULL;
+    }
+    Py_XDECREF(device_args);
+    let_go(release, &result);
+    if (kernel_failed)
+        return failed(self);
+    return result;
+}
+
+/* -- an async call run at once (API.md §5, last point) ---------------------------------- */
+static Py_ssize_t plan_bytes(ExpressPlan *plan, PyObject *args) {
+    /* the bytes of the call's arrays (what the kernel's predicted run time scales with) */
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+        ArrayFields *f = ARRAY(PyTuple_GET_ITEM(args, plan->arrays[i].slot));
+        Py_ssize_t size = plan->arrays[i].itemsize;
+        for (int d = 0; d < f->nd; d++)
+            size *= f->dimensions[d];
+        total += size;
+    }
+    return total;
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);  /* time.perf_counter's clock on Linux */
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The plan's call with ``async_=value``, run at once on this thread when its queue is
+ * idle and the kernel predicted short (``QueueSet.take_at_once``, asked with the table
+ * held): what ``self._ran_at_once(queue, kernel, seconds, nbytes, value, error)`` returns
+ * (an AsyncResult; the kernel's error is kept for the covering wait); MISS when a check
+ * fails or the queue is not taken; NULL on error. */
+static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *args,
+                                  PyObject *value) {
+    if (plan->take_at_once == NULL)
+        return MISS;
+    PyObject *release;
+    int ok = enter_plan(plan, args, &release);
+    if (ok != 1)
+        return ok == 0 ? MISS : NULL;
+    Py_ssize_t nbytes = plan_bytes(plan, args);
+    PyObject *result = NULL;
+    PyObject *queue = PyObject_CallFunction(plan->take_at_once, "OOn", value, plan->kernel, nbytes);
+    if (queue == NULL || queue == Py_None) {
+        let_go(release, &queue);
+        if (queue == NULL)
+            return NULL;
+        Py_DECREF(queue);
+        return MISS;
+    }
+    /* from here the queue is taken: _ran_at_once gives it back, whatever happens */
+    PyObject *error = NULL;
+    double seconds = 0.0;
+    PyObject *device_args = kernel_arguments(plan, args);
+    if (device_args != NULL && count_launch(plan) == 0) {
+        double start = now();
+        result = PyObject_Call(plan->kernel, device_args, NULL);
+        seconds = now() - start;
+    }
+    Py_XDECREF(device_args);
+    let_go(release, &result);
+    if (result == NULL) {  /* the kernel's error (or the lane's): kept, not raised here */
+        PyObject *type, *traceback;
+        PyErr_Fetch(&type, &error, &traceback);
+        PyErr_NormalizeException(&type, &error, &traceback);
+        if (traceback != NULL && error != NULL)
+            PyException_SetTraceback(error, traceback);
+        Py_XDECREF(type);
+        Py_XDECREF(traceback);
+    }
+    PyObject *took = PyFloat_FromDouble(seconds);
+    PyObject *size = PyLong_FromSsize_t(nbytes);
+    PyObject *done = NULL;
+    if (took != NULL && size != NULL) {
+        if (result != NULL && g_async_result != NULL) {
+            /* it ran: queue.ran_at_once(...) gives the queue back; AsyncResult(queue, value) */
+            PyObject *given = PyObject_CallMethodObjArgs(queue, s_queue_ran_at_once, plan->kernel,
+                                                         took, size, Py_None, Py_None, NULL);
+            if (given != NULL) {
+                Py_DECREF(given);
+                done = PyObject_CallFunctionObjArgs(g_async_result, queue, result, NULL);
+            }
+        } else {  /* it failed: self._ran_at_once keeps the error for the covering wait */
+            done = PyObject_CallMethodObjArgs(self, s_ran_at_once, queue, plan->kernel, took,
+                                              size, result ? result : Py_None,
+                                              error ? error : Py_None, NULL);
+        }
+    }
+    Py_XDECREF(took);
+    Py_XDECREF(size);
+    Py_DECREF(queue);
+    Py_XDECREF(result);
+    Py_XDECREF(error);
+    return done;
+}
