@@ -9,6 +9,7 @@ queue, the backend), a synchronous copyin of 1000 float64 took 48 hops, 4 of the
 a file still waiting on the stack (issue 31); the tests keep those re-entries at most 2."""
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
@@ -36,6 +37,16 @@ def _file(code) -> str | None:
     return str(path.relative_to(ROOT)) if ROOT in path.parents else None
 
 
+def _qualname(code) -> str:
+    """``code``'s name as the checks read it: its qualified name, with ``<locals>`` for a
+    function defined inside another (a closure handed down), on every Python (3.10 has no
+    ``co_qualname``; its ``CO_NESTED`` flag tells the closure)."""
+    name = getattr(code, "co_qualname", None)
+    if name is None:
+        name = ("<locals>." if code.co_flags & inspect.CO_NESTED else "") + code.co_name
+    return name
+
+
 def _level(file: str):
     """0 for the runtime side, 1–4 in the room, None for the floor every level shares."""
     if file.removesuffix(".py") in ROOM_FLOOR:
@@ -58,7 +69,7 @@ def _hops(action):
         while outer is not None:
             stack.add(_file(outer.f_code))
             outer = outer.f_back
-        hops.append((caller, callee, frame.f_code.co_qualname, callee in stack))
+        hops.append((caller, callee, _qualname(frame.f_code), callee in stack))
 
     sys.setprofile(profile)
     try:
