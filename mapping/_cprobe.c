@@ -31,6 +31,7 @@
 #include <structmember.h>
 
 #include "../pyacc/_numpy_abi.h"
+#include "../pyacc/_table_lock.h"
 
 static PyTypeObject *g_ndarray;  /* numpy.ndarray */
 static PyObject *g_int64;        /* numpy.dtype("int64"): native, one object (built-in dtypes are) */
@@ -200,13 +201,12 @@ typedef struct {
     PyObject_HEAD
     PyObject *table, *ranges, *runtime, *entry_type, *normal, *active;
     Py_ssize_t enter_kind, exit_kind, end_kind;
-    PyObject *lock, *acquire, *release;  /* the table lock last seen, its bound methods */
+    TableLock held;  /* the table lock last seen, its bound methods (``_table_lock.h``) */
     char tracks_use;  /* the runtime's ``tracks_use``, kept here by the runtime */
 } Lane;
 
-static PyObject *s_lock, *s_bounds, *s_values, *s_version, *s_dynamic,
-    *s_structured, *s_kind, *s_host_array, *s_device_array, *s_device_array_of, *s_contains,
-    *s_acquire, *s_release;
+static PyObject *s_bounds, *s_values, *s_version, *s_dynamic,
+    *s_structured, *s_kind, *s_host_array, *s_device_array, *s_device_array_of, *s_contains;
 
 static int lane_init(Lane *self, PyObject *args, PyObject *kwargs) {
     PyObject *table, *ranges, *runtime, *entry_type, *normal, *active;
@@ -233,14 +233,14 @@ static int lane_init(Lane *self, PyObject *args, PyObject *kwargs) {
 static int lane_traverse(Lane *self, visitproc visit, void *arg) {
     Py_VISIT(self->table); Py_VISIT(self->ranges); Py_VISIT(self->runtime);
     Py_VISIT(self->entry_type); Py_VISIT(self->normal); Py_VISIT(self->active);
-    Py_VISIT(self->lock); Py_VISIT(self->acquire); Py_VISIT(self->release);
+    TABLE_LOCK_VISIT(self->held);
     return 0;
 }
 
 static int lane_clear(Lane *self) {
     Py_CLEAR(self->table); Py_CLEAR(self->ranges); Py_CLEAR(self->runtime);
     Py_CLEAR(self->entry_type); Py_CLEAR(self->normal); Py_CLEAR(self->active);
-    Py_CLEAR(self->lock); Py_CLEAR(self->acquire); Py_CLEAR(self->release);
+    table_lock_clear(&self->held);
     return 0;
 }
 
@@ -260,57 +260,15 @@ static PyObject *call_method_1(PyObject *object, PyObject *name, PyObject *argum
     return PyObject_VectorcallMethod(name, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
-/* The table lock, acquired; ``*release`` is then its bound release (a new reference,
- * for ``unlock``). The lock is read as ``table._lock`` at each call (in the child of a
- * fork the table has a new one); its bound methods are made again when it is not the one
- * last seen. -1 with an exception set. */
-static int lock(Lane *self, PyObject **release) {
-    PyObject *table_lock = PyObject_GetAttr(self->table, s_lock);
-    if (table_lock == NULL)
-        return -1;
-    if (table_lock != self->lock) {
-        PyObject *acquire = PyObject_GetAttr(table_lock, s_acquire);
-        PyObject *bound = acquire == NULL ? NULL : PyObject_GetAttr(table_lock, s_release);
-        if (bound == NULL) {
-            Py_XDECREF(acquire);
-            Py_DECREF(table_lock);
-            return -1;
-        }
-        Py_XSETREF(self->acquire, acquire);
-        Py_XSETREF(self->release, bound);
-        Py_XSETREF(self->lock, Py_NewRef(table_lock));
-    }
-    Py_DECREF(table_lock);
-    PyObject *acquire = Py_NewRef(self->acquire);  /* (another thread may bind a new */
-    *release = Py_NewRef(self->release);           /* lock while this one waits) */
-    PyObject *taken = PyObject_CallNoArgs(acquire);
-    Py_DECREF(acquire);
-    if (taken == NULL) {
-        Py_CLEAR(*release);
-        return -1;
-    }
-    Py_DECREF(taken);
-    return 0;
-}
-
-/* Calls and drops the bound ``release``, and returns ``result``: the verb's result, or
- * NULL with its exception set, which the release keeps (a failed release of a verb that
- * succeeded makes the result NULL with the release's exception). */
+/* Gives the table lock back (``release``: its bound release, dropped here) and returns
+ * ``result``: the verb's result, or NULL with its exception set, which the release keeps
+ * (a failed release of a verb that succeeded makes the result NULL with the release's
+ * exception). */
 static PyObject *unlock(PyObject *release, PyObject *result) {
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyObject *released = PyObject_CallNoArgs(release);
+    int failed = table_lock_give(release) < 0;
     Py_DECREF(release);
-    if (released == NULL) {
-        if (result == NULL)
-            PyErr_Clear();  /* the verb's own error is the one to report */
-        else
-            Py_CLEAR(result);
-    } else {
-        Py_DECREF(released);
-    }
-    if (type != NULL)
-        PyErr_Restore(type, value, traceback);
+    if (failed && result != NULL)
+        Py_CLEAR(result);
     return result;
 }
 
@@ -399,7 +357,7 @@ static int start_verb(Lane *self, PyObject *x, Py_ssize_t event_kind, PyObject *
         return SHARED;
     if (self->tracks_use)  /* oversubscribing: every use restores and is noted (Python) */
         return DECLINED;
-    return lock(self, release) < 0 ? -1 : HELD;
+    return table_lock_take(&self->held, self->table, release) < 0 ? -1 : HELD;
 }
 
 /* With the lock held: +1 to the dynamic count of ``entry`` and the device array of x;
@@ -548,16 +506,15 @@ PyMODINIT_FUNC PyInit__cprobe(void) {
     if (g_ndarray == NULL || g_int64 == NULL || s_itemsize == NULL)
         return NULL;
     struct { PyObject **slot; const char *text; } names[] = {
-        {&s_lock, "_lock"}, {&s_bounds, "bounds"}, {&s_values, "values"}, {&s_version, "version"},
+        {&s_bounds, "bounds"}, {&s_values, "values"}, {&s_version, "version"},
         {&s_dynamic, "dynamic"}, {&s_structured, "structured"},
         {&s_kind, "kind"}, {&s_host_array, "host_array"}, {&s_device_array, "device_array"},
         {&s_device_array_of, "device_array_of"}, {&s_contains, "contains"},
-        {&s_acquire, "acquire"}, {&s_release, "release"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].text)) == NULL)
             return NULL;
-    if (PyType_Ready(&LaneType) < 0)
+    if (table_lock_init() < 0 || PyType_Ready(&LaneType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)

@@ -47,8 +47,7 @@ typedef struct {
     uint64_t memo_device_tag;  /* device_dict's version when it had no "launch" (0: none) */
     int substitutes;       /* some slot has a device array */
     PyObject *fixed_args;  /* the kernel's arguments when every slot has one, else NULL */
-    PyObject *lock;        /* the table lock last seen, its bound acquire and release */
-    PyObject *acquire, *release;
+    TableLock held;        /* the table lock last seen, its bound methods (_table_lock.h) */
     PyObject *take_at_once; /* the device's QueueSet.take_at_once, or NULL: async calls
                              * take the Python launcher */
     Py_ssize_t narrays;
@@ -78,9 +77,7 @@ static int plan_traverse(ExpressPlan *plan, visitproc visit, void *arg) {
     Py_VISIT(plan->launch_cell);
     Py_VISIT(plan->device_dict);
     Py_VISIT(plan->fixed_args);
-    Py_VISIT(plan->lock);
-    Py_VISIT(plan->acquire);
-    Py_VISIT(plan->release);
+    TABLE_LOCK_VISIT(plan->held);
     Py_VISIT(plan->take_at_once);
     return 0;
 }
@@ -110,9 +107,7 @@ static void plan_dealloc(ExpressPlan *plan) {
     Py_XDECREF(plan->launch_cell);
     Py_XDECREF(plan->device_dict);
     Py_XDECREF(plan->fixed_args);
-    Py_XDECREF(plan->lock);
-    Py_XDECREF(plan->acquire);
-    Py_XDECREF(plan->release);
+    table_lock_clear(&plan->held);
     Py_XDECREF(plan->take_at_once);
     Py_TYPE(plan)->tp_free((PyObject *)plan);
 }
@@ -344,25 +339,6 @@ static int count_launch(ExpressPlan *plan) {
     return PyList_SetItem(cell, 0, count);  /* steals count */
 }
 
-static int unlock(PyObject *release) {
-    /* call the lock's bound ``release``, keeping a pending exception (which came
-     * first); -1 when the release itself failed */
-    PyObject *type = NULL, *value = NULL, *traceback = NULL;
-    int pending = PyErr_Occurred() != NULL;
-    if (pending)
-        PyErr_Fetch(&type, &value, &traceback);
-    PyObject *done = PyObject_CallNoArgs(release);
-    if (pending) {
-        if (done == NULL)
-            PyErr_Clear();
-        PyErr_Restore(type, value, traceback);
-    }
-    if (done == NULL)
-        return -1;
-    Py_DECREF(done);
-    return 0;
-}
-
 static PyObject *failed(PyObject *self) {
     /* the kernel raised: self._express_failed(error) raises what the launcher would */
     PyObject *type, *value, *traceback;
@@ -378,29 +354,6 @@ static PyObject *failed(PyObject *self) {
     return result;
 }
 
-static int bind_lock(ExpressPlan *plan) {
-    /* the table's lock, read at each call (in the child of a fork the table has a new
-     * one), with its bound acquire and release made when it is not the one last seen */
-    PyObject *lock = PyObject_GetAttr(plan->table, s_lock);
-    if (lock == NULL)
-        return -1;
-    if (lock == plan->lock) {
-        Py_DECREF(lock);
-        return 0;
-    }
-    PyObject *acquire = PyObject_GetAttr(lock, s_acquire);
-    PyObject *release = acquire == NULL ? NULL : PyObject_GetAttr(lock, s_release);
-    if (release == NULL) {
-        Py_XDECREF(acquire);
-        Py_DECREF(lock);
-        return -1;
-    }
-    Py_XSETREF(plan->lock, lock);
-    Py_XSETREF(plan->acquire, acquire);
-    Py_XSETREF(plan->release, release);
-    return 0;
-}
-
 /* The table's lock taken for the plan's call, with the table unchanged (1; ``*release``
  * is then the lock's bound release, or NULL when the plan holds nothing); 0: the table
  * changed (released again); -1: an error. */
@@ -408,20 +361,12 @@ static int hold_table(ExpressPlan *plan, PyObject **release) {
     *release = NULL;
     if (plan->table == NULL)
         return 1;
-    if (bind_lock(plan) < 0)
+    PyObject *bound;
+    if (table_lock_take(&plan->held, plan->table, &bound) < 0)
         return -1;
-    PyObject *acquire = Py_NewRef(plan->acquire);  /* (another thread may bind a */
-    PyObject *bound = Py_NewRef(plan->release);     /* new lock meanwhile) */
-    PyObject *taken = PyObject_CallNoArgs(acquire);
-    Py_DECREF(acquire);
-    if (taken == NULL) {
-        Py_DECREF(bound);
-        return -1;
-    }
-    Py_DECREF(taken);
     int ok = table_unchanged(plan);  /* held: nobody changes the table until unlock */
     if (ok != 1) {
-        int released = unlock(bound);
+        int released = table_lock_give(bound);
         Py_DECREF(bound);
         return ok == 0 && released == 0 ? 0 : -1;
     }
@@ -432,7 +377,7 @@ static int hold_table(ExpressPlan *plan, PyObject **release) {
 /* Release what hold_table took; a failed release clears ``*result`` (its error pends). */
 static void let_go(PyObject *release, PyObject **result) {
     if (release != NULL) {
-        if (unlock(release) < 0 && *result != NULL)
+        if (table_lock_give(release) < 0 && *result != NULL)
             Py_CLEAR(*result);
         Py_DECREF(release);
     }

@@ -60,6 +60,7 @@
 #include <time.h>
 
 #include "_numpy_abi.h"
+#include "_table_lock.h"
 
 /* what Numba's typing reads of an array's flags */
 #define LAYOUT_FLAGS (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS | NPY_ALIGNED | NPY_WRITEABLE)
@@ -75,9 +76,8 @@ static PyObject *g_async_result; /* pyacc._compute.AsyncResult (configure_async)
 static int g_enabled = 1;        /* set_enabled(): plans are tried at all */
 static uint64_t g_context_epoch = 1;  /* bumped by context_changed() */
 static int g_remember = 1;       /* configure(): one ICVS per thread state, the memo holds */
-static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *s_lock,
-                *s_acquire, *s_release, *s_call_slow, *s_express_failed, *s_launch,
-                *s_async, *s_ran_at_once, *s_queue_ran_at_once;
+static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *s_call_slow,
+                *s_express_failed, *s_launch, *s_async, *s_ran_at_once, *s_queue_ran_at_once;
 
 /* -- plans: the ExpressPlan type, its checks and one call through it -------------------- */
 #include "_express_plan.c.h"
@@ -204,7 +204,7 @@ static ExpressPlan *new_plan(PyObject *spec) {
     plan->scalars = NULL;
     plan->substitutes = 0;
     plan->fixed_args = NULL;
-    plan->lock = plan->acquire = plan->release = NULL;
+    plan->held = (TableLock){NULL, NULL, NULL};
     plan->take_at_once = take_at_once == Py_None ? NULL : Py_NewRef(take_at_once);
 #define KEEP(field, value) (Py_INCREF(value), plan->field = (value))
     KEEP(owner, owner);
@@ -472,18 +472,15 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     s_region_stack = intern("region_stack");
     s_innermost_default = intern("innermost_default");
     s_version = intern("version");
-    s_lock = intern("_lock");
-    s_acquire = intern("acquire");
-    s_release = intern("release");
     s_call_slow = intern("_call_slow");
     s_express_failed = intern("_express_failed");
     s_launch = intern("launch");
     s_async = intern("async_");
     s_ran_at_once = intern("_ran_at_once");
     s_queue_ran_at_once = intern("ran_at_once");
-    if (!s_runtime || !s_region_stack || !s_innermost_default || !s_version || !s_lock ||
-            !s_acquire || !s_release || !s_call_slow || !s_express_failed || !s_launch ||
-            !s_async || !s_ran_at_once || !s_queue_ran_at_once)
+    if (!s_runtime || !s_region_stack || !s_innermost_default || !s_version || !s_call_slow ||
+            !s_express_failed || !s_launch || !s_async || !s_ran_at_once || !s_queue_ran_at_once ||
+            table_lock_init() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
