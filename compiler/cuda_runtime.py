@@ -15,6 +15,10 @@ drivers need at run time:
   ``num_gangs`` blocks when given, else one thread per iteration; nests with
   reductions or private arrays use a grid capped to a few blocks per multiprocessor
   (grid-stride loops cover the rest), so their per-block partials stay small;
+* :func:`tile`, :func:`launch_tiles` — the 2-D block and grid of a *tiled* nest (two or
+  more levels, ``cuda_target``): x along the innermost level, y along the other levels'
+  iterations, 16 × 16 threads unless ``vector_length`` says how many (a square-ish block
+  re-reads its neighbours' rows and columns from cache, as hand-written 2-D kernels do);
 * :func:`partials`, :func:`scratch` — device arrays for block partials and per-thread
   private copies, from CuPy's memory pool when CuPy is in use;
 * :func:`on_device` — an array the driver itself made on the host (``t = np.zeros(3)``
@@ -46,7 +50,7 @@ from numba import config as _numba_config
 from . import cuda_compilers
 from .feedback import info_enabled, log_info
 
-__all__ = ["launch", "stream", "launch_shape", "partials", "scratch", "on_device", "finish",
+__all__ = ["launch", "stream", "launch_shape", "tile", "launch_tiles", "partials", "scratch", "on_device", "finish",
            "scalar", "refuse_host_arrays", "SIMULATED", "DEFAULT_BLOCK"]
 
 #: True when kernels run in Numba's CUDA simulator.
@@ -57,7 +61,15 @@ DEFAULT_BLOCK = 128
 BLOCKS_PER_SM = 8
 SIMULATOR_BLOCK = 16
 SIMULATOR_GRID = 3
+#: a tiled nest's block without ``vector_length`` (x, y): as hand-written 2-D kernels
+DEFAULT_TILE = (16, 16)
+#: x threads of a tile when ``vector_length`` allows: 16 8-byte elements, a 128-byte line
+TILE_WIDTH = 16
+#: the simulator's tiles and tiled grids, per dimension
+SIMULATOR_TILE = 4
+SIMULATOR_TILES = 2
 _MAX_GRID = 2**31 - 1
+_MAX_GRID_Y = 65535  # CUDA's limit on a grid's y dimension
 #: both compilers warn of "low occupancy" below this many blocks
 _FEW_BLOCKS = 128
 #: configured launches kept (kernel, grid, block, stream); the oldest go first
@@ -118,7 +130,7 @@ def _parameter_name(kernel, position: int) -> str:
     return code.co_varnames[position]
 
 
-def launch(kernel, grid: int, block: int, args: tuple) -> None:
+def launch(kernel, grid, block, args: tuple) -> None:
     """``kernel[grid, block, stream()](*args)``, host arrays refused."""
     refuse_host_arrays(kernel, args)
     if SIMULATED:
@@ -143,7 +155,7 @@ def _configure(key, kernel, grid, block, where):
     recompiled, which pyacc never does (numba-cuda-mlir keeps its own configure cache,
     which a recompile invalidates)."""
     with _lock, warnings.catch_warnings():
-        if grid < _FEW_BLOCKS:
+        if _blocks(grid) < _FEW_BLOCKS:
             warnings.filterwarnings("ignore", message=cuda_compilers.LOW_OCCUPANCY.pattern)
         configured = kernel[grid, block, where]
         if len(_configured) >= _CONFIGURED_KEPT:
@@ -191,6 +203,40 @@ def launch_shape(total: int, block: int, gangs: int | None, capped: bool):
     if SIMULATED:
         grid = min(grid, SIMULATOR_GRID)
     return max(1, grid), block
+
+
+def tile(threads: int | None) -> tuple[int, int]:
+    """The ``(x, y)`` block of a tiled nest: ``DEFAULT_TILE``, or ``threads`` in all (the
+    ``vector_length``, OpenACC 3.3 §2.5.12) as rows of ``TILE_WIDTH`` when it divides
+    them into two or more, else one row of ``threads``."""
+    if not threads:
+        return DEFAULT_TILE
+    if threads % TILE_WIDTH == 0 and threads >= 2 * TILE_WIDTH:
+        return TILE_WIDTH, threads // TILE_WIDTH
+    return threads, 1
+
+
+def launch_tiles(columns: int, rows: int, block: tuple[int, int]):
+    """``(grid, block)`` of a tiled nest of ``rows`` × ``columns`` iterations (both > 0):
+    one thread per iteration, grid-stride loops past CUDA's grid limits."""
+    x, y = block
+    if SIMULATED:
+        x, y = min(x, SIMULATOR_TILE), min(y, SIMULATOR_TILE)
+    grid_x = min((columns + x - 1) // x, _MAX_GRID)
+    grid_y = min((rows + y - 1) // y, _MAX_GRID_Y)
+    if SIMULATED:
+        grid_x, grid_y = min(grid_x, SIMULATOR_TILES), min(grid_y, SIMULATOR_TILES)
+    return (grid_x, grid_y), (x, y)
+
+
+def _blocks(grid) -> int:
+    """The number of blocks of a grid (an int, or a tuple of dimensions)."""
+    if isinstance(grid, tuple):
+        count = 1
+        for dimension in grid:
+            count *= dimension
+        return count
+    return grid
 
 
 _reported_gangs: set[int] = set()

@@ -6,10 +6,15 @@ a GPU the host and the device are separate, so the generated module holds:
 
 * one ``@cuda.jit`` kernel per parallel nest (``_acc_k<N>``): a grid-stride loop over
   the nest's collapsed iteration space (OpenACC 3.3 §2.9.1: the collapsed levels form
-  one space of ``prod(trip counts)`` iterations, recovered here by divmod, innermost
-  level fastest so neighbouring threads touch neighbouring elements). Threads per block
-  come from ``vector_length`` (default ``cuda_runtime.DEFAULT_BLOCK``), blocks from
-  ``num_gangs`` or the problem size (§2.5.10, §2.5.12). Reductions (§2.9.11): each
+  one space of ``prod(trip counts)`` iterations, innermost level fastest so
+  neighbouring threads touch neighbouring elements). A nest of two or more levels
+  without reductions, private arrays or ``num_gangs`` is *tiled*: a 2-D grid of 2-D
+  blocks (``cuda_runtime.tile``), x along the innermost level and y along the other
+  levels' iterations (the rows), so that a block reuses its rows' and columns' cache
+  lines and no element's index needs a division. Other nests run on a 1-D grid, their
+  levels recovered from the flat index by divmod. Threads per block come from
+  ``vector_length`` (default ``cuda_runtime.DEFAULT_BLOCK``, a tile's 16 × 16), blocks
+  from ``num_gangs`` or the problem size (§2.5.10, §2.5.12). Reductions (§2.9.11): each
   thread accumulates from the operator's identity, each block combines its threads in a
   shared-memory tree and writes one partial, and the driver combines the partials with
   the variable's value before the region (second pass), so that value participates once.
@@ -156,14 +161,21 @@ class CudaTarget(Target):
             kernel_params += [v for v in (s, t) if not v[0].isdigit() and not v.startswith("-")]
             if depth:
                 kernel_params.append(n)
-        kernel_params.append(f"{p}total")
+        tile = self._tile(nest, private_arrays)
+        kernel_params.append(f"{p}rows" if tile else f"{p}total")
         kernel_params += [f"{p}pv_{var}" for _, var in nest.reductions]
         kernel_params += [f"{p}pa_{n}" for n in private_arrays]
         capped = bool(nest.reductions or private_arrays)
-        driver = self._launch_lines(nest, p, name, kernel_params, private_arrays, capped, slots)
+        if tile:
+            driver = self._tiled_launch_lines(nest, p, name, kernel_params, tile)
+            kernel = self._tiled_kernel_text(nest, p, name, kernel_params, levels)
+        else:
+            driver = self._launch_lines(nest, p, name, kernel_params, private_arrays, capped,
+                                        slots)
+            kernel = self._kernel_text(nest, p, name, kernel_params, levels, private_arrays,
+                                       slots)
         stmts = fill_body(setup + "\n" + driver, exprs, [], nest.levels[0])
         self.launches.update(id(s) for s in stmts)
-        kernel = self._kernel_text(nest, p, name, kernel_params, levels, private_arrays, slots)
         tree = fill_body(kernel, {}, body, nest.levels[0])[0]
         self.pending.append((tree, stmts))
         return stmts
@@ -210,6 +222,60 @@ class CudaTarget(Target):
         for op, var in nest.reductions:
             lines.append(f"    {var} = " + COMBINE[op].format(
                 a=var, b=f"{_CRT}.finish({p}pv_{var}, {op!r})"))
+        return "\n".join(lines)
+
+    def _tile(self, nest, private_arrays):
+        """The block shape of a nest launched on a 2-D grid (``cuda_runtime.tile``), or
+        None for the 1-D grid-stride form. Tiled: nests of two or more levels without
+        reductions or private arrays (their block trees and scratch rows are 1-D), with
+        no ``num_gangs`` (gangs are blocks: a 1-D grid of exactly that many, §2.5.10).
+        A tile of ``vector_length`` threads (§2.5.12) or 16 × 16."""
+        clauses = self.builder.clauses
+        if len(nest.levels) < 2 or nest.reductions or private_arrays:
+            return None
+        if clauses is not None and clauses.num_gangs:
+            return None
+        return cuda_runtime.tile(clauses.vector_length if clauses is not None else None)
+
+    def _tiled_launch_lines(self, nest, p, name, params, tile):
+        """The launch of a tiled nest: x over the innermost level's trips, y over the
+        rows (the outer levels' iterations, collapsed)."""
+        inner = f"{p}n{len(nest.levels) - 1}"
+        rows = " * ".join(f"{p}n{d}" for d in range(len(nest.levels) - 1))
+        return "\n".join([
+            f"{p}rows = {rows}", f"if {p}rows * {inner} > 0:",
+            f"    {p}grid, {p}block = {_CRT}.launch_tiles({inner}, {p}rows, {tile!r})",
+            f"    {_CRT}.launch({name}, {p}grid, {p}block, ({_args(params)}))"])
+
+    @staticmethod
+    def _tiled_kernel_text(nest, p, name, params, levels):
+        """A 2-D grid-stride loop (OpenACC 3.3 §2.9.1: the collapsed space, innermost level
+        along x so that neighbouring threads touch neighbouring elements, as a
+        hand-written 2-D kernel does): the outer levels recovered from the row by divmod
+        once per row, the innermost level's index from x. ``while`` loops that step
+        before the body (a ``continue`` in it still steps) and no ``range``: Numba
+        sets up a ``range`` of a run-time step with a 64-bit division, once per row."""
+        last = len(nest.levels) - 1
+        lines = [f"def {name}({', '.join(params)}):",
+                 f"    {p}c0, {p}r = {_CUDA}.grid(2)",
+                 f"    {p}cs, {p}rs = {_CUDA}.gridsize(2)"]
+        # private scalars: a per-thread local (a tiled nest has no private arrays)
+        lines += [f"    {p}pp_{n} = {n}" for n in nest.private + nest.firstprivate]
+        lines += [f"    while {p}r < {p}rows:", f"        {p}q = {p}r", f"        {p}r += {p}rs"]
+        for depth in range(last - 1, 0, -1):
+            s, _e, t, n = levels[depth]
+            var = nest.levels[depth].target.id
+            lines += [f"        {p}x = {p}q // {n}",
+                      f"        {var} = {s} + ({p}q - {p}x * {n}) * {t}",
+                      f"        {p}q = {p}x"]
+        s, _e, t, _n = levels[0]
+        lines.append(f"        {nest.levels[0].target.id} = {s} + {p}q * {t}")
+        s, _e, t, n = levels[last]
+        lines += [f"        {p}c = {p}c0",
+                  f"        while {p}c < {n}:",
+                  f"            {nest.levels[last].target.id} = {s} + {p}c * {t}",
+                  f"            {p}c += {p}cs",
+                  "            BODY"]
         return "\n".join(lines)
 
     def _kernel_text(self, nest, p, name, params, levels, private_arrays, slots):

@@ -405,3 +405,46 @@ CASES += [
     StructCase("aligned_record_reduction", aligned_record_reduction, "parallel_loop",
                lambda: (np.ones(30, ALIGNED_RECORD).view(np.recarray),)),
 ]
+
+
+# == tiled nests: 2-D grids for nests of two or more levels (issue 28, matmul) ==============
+def matmul(a, b, c):
+    """The naive triple loop, its two outer levels collapsed: a tiled nest."""
+    for i in range(c.shape[0]):
+        for j in range(c.shape[1]):
+            s = 0.0
+            for k in range(a.shape[1]):
+                s += a[i, k] * b[k, j]
+            c[i, j] = s
+
+
+def skips_and_private_scalar(x, y, t):
+    """``continue`` in a tiled body still steps on; a private scalar per thread; run-time
+    starts and steps on both levels (a reversed inner level)."""
+    for i in range(1, x.shape[0], 2):
+        for j in range(x.shape[1] - 1, 0, -1):
+            if (i + j) % 3 == 0:
+                continue
+            t = x[i, j] * 2.0
+            y[i, j] = t + i - j
+
+
+def four_levels(a):
+    """Three outer levels recovered from a row by divmod, the fourth along x."""
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            for k in range(a.shape[2]):
+                for m in range(a.shape[3]):
+                    a[i, j, k, m] = 1000 * i + 100 * j + 10 * k + m
+
+
+CASES += [
+    Case("tiled_collapse_2_matmul", matmul, "parallel_loop",
+         lambda: (np.arange(63.0).reshape(9, 7) / 10, np.arange(77.0).reshape(7, 11) / 7,
+                  np.zeros((9, 11))), {"collapse": 2}),
+    Case("tiled_continue_private_scalar_vector_length_32", skips_and_private_scalar,
+         "parallel_loop", lambda: (np.arange(130.0).reshape(13, 10), np.zeros((13, 10)), 0.0),
+         {"collapse": 2, "private": ["t"], "vector_length": 32}),
+    Case("tiled_collapse_4_levels", four_levels, "parallel_loop",
+         lambda: (np.zeros((3, 4, 5, 9), dtype=np.int64),), {"collapse": 4}),
+]

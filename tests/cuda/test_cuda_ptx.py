@@ -8,6 +8,7 @@ a compiler that cannot compile here is skipped, naming why.
 """
 from __future__ import annotations
 
+import dis
 import importlib
 import warnings
 
@@ -96,12 +97,23 @@ class _CompileInsteadOfLaunch:
         self.compiler = compiler
 
     def __getitem__(self, configuration):
+        self.compiled.configurations.append((self.dispatcher.py_func, configuration))
+
         def launch(*args):
             signature = tuple(self.compiler.typeof(a) for a in args)
             ptx, _ = cuda_compilers.load(self.compiler).compile_ptx(
                 self.dispatcher.py_func, signature, cc=CAPABILITY)
             self.compiled.append((self.dispatcher.py_func.__name__, ptx))
         return launch
+
+
+class _Compiled(list):
+    """``(kernel name, PTX)`` of each launch, and ``configurations``: ``(Python function of
+    the kernel, (grid, block, stream))`` of each."""
+
+    def __init__(self):
+        super().__init__()
+        self.configurations = []
 
 
 @pytest.fixture
@@ -113,7 +125,7 @@ def compile_only(monkeypatch, compiler_name):
     monkeypatch.setattr(cuda_runtime, "_multiprocessors", [132])
     monkeypatch.setattr(cuda_runtime, "_configured", {})
     compiler = cuda_compilers.COMPILERS[compiler_name]
-    compiled = []
+    compiled = _Compiled()
 
     def run(info, args):
         kernel = get_kernel(info, args, target="cuda", device_type="cuda")
@@ -281,3 +293,75 @@ def test_a_local_array_the_gpu_cannot_size_is_a_compile_error(func, args, words)
     message = str(raised.value)
     assert all(word in message for word in words), message
     assert raised.value.filename == __file__ and raised.value.lineno > func.__code__.co_firstlineno
+
+
+# == tiled nests (cuda_target: 2-D grids for nests of two or more levels) ===================
+def _floor_divisions(function) -> int:
+    """How many ``//`` a function's code computes."""
+    return sum(1 for instruction in dis.get_instructions(function)
+               if instruction.opname == "BINARY_FLOOR_DIVIDE" or instruction.argrepr == "//")
+
+
+def _case(name):
+    return next(c for c in CASES if c.name == name)
+
+
+def test_a_nest_of_two_levels_runs_on_a_2d_grid_with_no_division_per_element(compile_only):
+    """The naive matmul, collapsed: 16 × 16 blocks (as hand-written numba-cuda), x along
+    the innermost level, its index found with no division; the PTX reads y's block index."""
+    case = _case("tiled_collapse_2_matmul")
+    compiled = compile_only(case.info(), case.make_args())
+    (function, (grid, block, _stream)), = compiled.configurations
+    assert block == (16, 16) and grid == (1, 1)
+    assert _floor_divisions(function) == 0
+    (_name, ptx), = compiled
+    assert "%ctaid.y" in ptx and "%nctaid.y" in ptx
+
+
+def test_outer_levels_of_a_tiled_nest_are_recovered_once_per_row(compile_only):
+    """Four collapsed levels: the three outer ones from the row (two divisions: the middle
+    levels), the fourth along x."""
+    case = _case("tiled_collapse_4_levels")
+    compiled = compile_only(case.info(), case.make_args())
+    (function, (grid, block, _stream)), = compiled.configurations
+    assert block == (16, 16) and grid == (1, 4)  # 9 columns, 3 * 4 * 5 = 60 rows
+    assert _floor_divisions(function) == 2
+
+
+def test_a_tile_holds_vector_length_threads(compile_only):
+    """OpenACC 3.3 §2.5.12: ``vector_length(32)`` threads per block, as two rows of 16."""
+    case = _case("tiled_continue_private_scalar_vector_length_32")
+    compiled = compile_only(case.info(), case.make_args())
+    (_function, (grid, block, _stream)), = compiled.configurations
+    assert block == (16, 2) and grid == (1, 3)  # 9 columns, 6 rows
+
+
+@pytest.mark.parametrize("case_name, clauses", [
+    ("collapse_2_with_max_reduction", None),           # a block tree is 1-D
+    ("tiled_collapse_2_matmul", {"num_gangs": 4}),     # gangs are exactly that many blocks
+])
+def test_reductions_and_num_gangs_keep_the_1d_grid(compile_only, case_name, clauses):
+    case = _case(case_name)
+    info = case.info() if clauses is None else analyze(
+        case.func, parse_clauses(case.construct, **case.clauses, **clauses))
+    compiled = compile_only(info, case.make_args())
+    for _function, (grid, block, _stream) in compiled.configurations:
+        assert isinstance(grid, int) and isinstance(block, int)
+    if clauses:
+        assert compiled.configurations[0][1][0] == 4
+
+
+def test_tile_shapes_follow_vector_length():
+    assert cuda_runtime.tile(None) == (16, 16)
+    assert cuda_runtime.tile(128) == (16, 8)
+    assert cuda_runtime.tile(1024) == (16, 64)
+    assert cuda_runtime.tile(16) == (16, 1)   # one row: fewer than two rows of 16
+    assert cuda_runtime.tile(100) == (100, 1)  # not a multiple of 16
+
+
+def test_tiled_grids_cover_the_space_within_cuda_limits():
+    """One thread per iteration, up to CUDA's 65,535 blocks in y: past it the rows'
+    grid-stride loop covers the rest."""
+    assert cuda_runtime.launch_tiles(4096, 4096, (16, 16)) == ((256, 256), (16, 16))
+    assert cuda_runtime.launch_tiles(17, 1, (16, 16)) == ((2, 1), (16, 16))
+    assert cuda_runtime.launch_tiles(3, 10**7, (16, 16)) == ((1, 65535), (16, 16))
