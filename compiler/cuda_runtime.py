@@ -50,7 +50,7 @@ from numba import config as _numba_config
 from . import cuda_compilers
 from .feedback import info_enabled, log_info
 
-__all__ = ["launch", "stream", "launch_shape", "tile", "launch_tiles", "partials", "scratch", "on_device", "finish",
+__all__ = ["launch", "stream", "launch_shape", "tile", "launch_tiles", "blocks", "partials", "scratch", "on_device", "finish",
            "scalar", "refuse_host_arrays", "SIMULATED", "DEFAULT_BLOCK"]
 
 #: True when kernels run in Numba's CUDA simulator.
@@ -155,7 +155,7 @@ def _configure(key, kernel, grid, block, where):
     recompiled, which pyacc never does (numba-cuda-mlir keeps its own configure cache,
     which a recompile invalidates)."""
     with _lock, warnings.catch_warnings():
-        if _blocks(grid) < _FEW_BLOCKS:
+        if blocks(grid) < _FEW_BLOCKS:
             warnings.filterwarnings("ignore", message=cuda_compilers.LOW_OCCUPANCY.pattern)
         configured = kernel[grid, block, where]
         if len(_configured) >= _CONFIGURED_KEPT:
@@ -216,20 +216,25 @@ def tile(threads: int | None) -> tuple[int, int]:
     return threads, 1
 
 
-def launch_tiles(columns: int, rows: int, block: tuple[int, int]):
+def launch_tiles(columns: int, rows: int, block: tuple[int, int], capped: bool = False):
     """``(grid, block)`` of a tiled nest of ``rows`` × ``columns`` iterations (both > 0):
-    one thread per iteration, grid-stride loops past CUDA's grid limits."""
+    one thread per iteration, grid-stride loops past CUDA's grid limits; ``capped`` (a
+    nest with reductions): at most the capped grid's blocks in all, as for 1-D grids."""
     x, y = block
     if SIMULATED:
         x, y = min(x, SIMULATOR_TILE), min(y, SIMULATOR_TILE)
     grid_x = min((columns + x - 1) // x, _MAX_GRID)
     grid_y = min((rows + y - 1) // y, _MAX_GRID_Y)
+    if capped and not SIMULATED:
+        most = _capped_grid()
+        grid_x = min(grid_x, most)
+        grid_y = min(grid_y, max(1, most // grid_x))
     if SIMULATED:
         grid_x, grid_y = min(grid_x, SIMULATOR_TILES), min(grid_y, SIMULATOR_TILES)
     return (grid_x, grid_y), (x, y)
 
 
-def _blocks(grid) -> int:
+def blocks(grid) -> int:
     """The number of blocks of a grid (an int, or a tuple of dimensions)."""
     if isinstance(grid, tuple):
         count = 1

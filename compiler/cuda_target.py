@@ -8,7 +8,7 @@ a GPU the host and the device are separate, so the generated module holds:
   the nest's collapsed iteration space (OpenACC 3.3 §2.9.1: the collapsed levels form
   one space of ``prod(trip counts)`` iterations, innermost level fastest so
   neighbouring threads touch neighbouring elements). A nest of two or more levels
-  without reductions, private arrays or ``num_gangs`` is *tiled*: a 2-D grid of 2-D
+  without private arrays or ``num_gangs`` is *tiled*: a 2-D grid of 2-D
   blocks (``cuda_runtime.tile``), x along the innermost level and y along the other
   levels' iterations (the rows), so that a block reuses its rows' and columns' cache
   lines and no element's index needs a division. Other nests run on a 1-D grid, their
@@ -167,8 +167,9 @@ class CudaTarget(Target):
         kernel_params += [f"{p}pa_{n}" for n in private_arrays]
         capped = bool(nest.reductions or private_arrays)
         if tile:
-            driver = self._tiled_launch_lines(nest, p, name, kernel_params, tile)
-            kernel = self._tiled_kernel_text(nest, p, name, kernel_params, levels)
+            driver = self._tiled_launch_lines(nest, p, name, kernel_params, tile, slots)
+            kernel = self._tiled_kernel_text(nest, p, name, kernel_params, levels, tile,
+                                             slots)
         else:
             driver = self._launch_lines(nest, p, name, kernel_params, private_arrays, capped,
                                         slots)
@@ -219,36 +220,45 @@ class CudaTarget(Target):
         for n in private_arrays:
             lines.append(f"    {p}pa_{n} = {_CRT}.scratch({p}grid * {p}block, {n})")
         lines.append(f"    {_CRT}.launch({name}, {p}grid, {p}block, ({_args(params)}))")
-        for op, var in nest.reductions:
-            lines.append(f"    {var} = " + COMBINE[op].format(
-                a=var, b=f"{_CRT}.finish({p}pv_{var}, {op!r})"))
+        lines += self._combined(nest, p)
         return "\n".join(lines)
 
     def _tile(self, nest, private_arrays):
         """The block shape of a nest launched on a 2-D grid (``cuda_runtime.tile``), or
         None for the 1-D grid-stride form. Tiled: nests of two or more levels without
-        reductions or private arrays (their block trees and scratch rows are 1-D), with
-        no ``num_gangs`` (gangs are blocks: a 1-D grid of exactly that many, §2.5.10).
-        A tile of ``vector_length`` threads (§2.5.12) or 16 × 16."""
+        private arrays (their scratch rows are per flat thread index), with no
+        ``num_gangs`` (gangs are blocks: a 1-D grid of exactly that many, §2.5.10). A tile
+        of ``vector_length`` threads (§2.5.12) or 16 × 16."""
         clauses = self.builder.clauses
-        if len(nest.levels) < 2 or nest.reductions or private_arrays:
+        if len(nest.levels) < 2 or private_arrays:
             return None
         if clauses is not None and clauses.num_gangs:
             return None
         return cuda_runtime.tile(clauses.vector_length if clauses is not None else None)
 
-    def _tiled_launch_lines(self, nest, p, name, params, tile):
+    def _tiled_launch_lines(self, nest, p, name, params, tile, slots):
         """The launch of a tiled nest: x over the innermost level's trips, y over the
-        rows (the outer levels' iterations, collapsed)."""
+        rows (the outer levels' iterations, collapsed); a nest with reductions on a
+        capped grid, with one partial per block, combined as for 1-D grids."""
         inner = f"{p}n{len(nest.levels) - 1}"
         rows = " * ".join(f"{p}n{d}" for d in range(len(nest.levels) - 1))
-        return "\n".join([
-            f"{p}rows = {rows}", f"if {p}rows * {inner} > 0:",
-            f"    {p}grid, {p}block = {_CRT}.launch_tiles({inner}, {p}rows, {tile!r})",
-            f"    {_CRT}.launch({name}, {p}grid, {p}block, ({_args(params)}))"])
+        capped = bool(nest.reductions)
+        lines = [f"{p}rows = {rows}", f"if {p}rows * {inner} > 0:",
+                 f"    {p}grid, {p}block = {_CRT}.launch_tiles({inner}, {p}rows, {tile!r}, "
+                 f"{capped})"]
+        lines += [f"    {p}pv_{var} = {_CRT}.partials({_CRT}.blocks({p}grid), "
+                  f"{slots.dtype(p, op, var)})" for op, var in nest.reductions]
+        lines.append(f"    {_CRT}.launch({name}, {p}grid, {p}block, ({_args(params)}))")
+        lines += self._combined(nest, p)
+        return "\n".join(lines)
 
     @staticmethod
-    def _tiled_kernel_text(nest, p, name, params, levels):
+    def _combined(nest, p):
+        """The driver's lines combining each reduction's partials with its variable."""
+        return [f"    {var} = " + COMBINE[op].format(a=var, b=f"{_CRT}.finish({p}pv_{var}, {op!r})")
+                for op, var in nest.reductions]
+
+    def _tiled_kernel_text(self, nest, p, name, params, levels, tile, slots):
         """A 2-D grid-stride loop (OpenACC 3.3 §2.9.1: the collapsed space, innermost level
         along x so that neighbouring threads touch neighbouring elements, as a
         hand-written 2-D kernel does): the outer levels recovered from the row by divmod
@@ -259,6 +269,7 @@ class CudaTarget(Target):
         lines = [f"def {name}({', '.join(params)}):",
                  f"    {p}c0, {p}r = {_CUDA}.grid(2)",
                  f"    {p}cs, {p}rs = {_CUDA}.gridsize(2)"]
+        lines += [f"    {p}rv_{var} = {slots.identity(p, op, var)}" for op, var in nest.reductions]
         # private scalars: a per-thread local (a tiled nest has no private arrays)
         lines += [f"    {p}pp_{n} = {n}" for n in nest.private + nest.firstprivate]
         lines += [f"    while {p}r < {p}rows:", f"        {p}q = {p}r", f"        {p}r += {p}rs"]
@@ -276,6 +287,8 @@ class CudaTarget(Target):
                   f"            {nest.levels[last].target.id} = {s} + {p}c * {t}",
                   f"            {p}c += {p}cs",
                   "            BODY"]
+        if nest.reductions:
+            lines += self._block_reduction(nest, p, slots, tile)
         return "\n".join(lines)
 
     def _kernel_text(self, nest, p, name, params, levels, private_arrays, slots):
@@ -302,10 +315,17 @@ class CudaTarget(Target):
             lines += self._block_reduction(nest, p, slots)
         return "\n".join(lines)
 
-    def _block_reduction(self, nest, p, slots):
-        """Shared-memory tree over the block's threads, then one partial per block."""
-        block = self._block_size()
-        lines = [f"    {p}tx = {_CUDA}.threadIdx.x", f"    {p}nt = {_CUDA}.blockDim.x"]
+    def _block_reduction(self, nest, p, slots, tile=None):
+        """Shared-memory tree over the block's threads, then one partial per block (of a
+        1-D block, or of a ``tile``: threads and blocks numbered row by row)."""
+        c = _CUDA
+        if tile is None:
+            block, at = self._block_size(), f"{c}.blockIdx.x"
+            lines = [f"    {p}tx = {c}.threadIdx.x", f"    {p}nt = {c}.blockDim.x"]
+        else:
+            block, at = tile[0] * tile[1], f"{c}.blockIdx.y * {c}.gridDim.x + {c}.blockIdx.x"
+            lines = [f"    {p}tx = {c}.threadIdx.y * {c}.blockDim.x + {c}.threadIdx.x",
+                     f"    {p}nt = {c}.blockDim.x * {c}.blockDim.y"]
         for op, var in nest.reductions:
             lines += [f"    {p}sm_{var} = {_CUDA}.shared.array({block}, {slots.dtype(p, op, var)})",
                       f"    {p}sm_{var}[{p}tx] = {p}rv_{var}"]
@@ -319,8 +339,7 @@ class CudaTarget(Target):
                 a=f"{sm}[{p}tx]", b=f"{sm}[{p}tx + {p}h]"))
         lines += [f"        {_CUDA}.syncthreads()", f"        {p}h //= 2",
                   f"    if {p}tx == 0:"]
-        lines += [f"        {p}pv_{var}[{_CUDA}.blockIdx.x] = {p}sm_{var}[0]"
-                  for _, var in nest.reductions]
+        lines += [f"        {p}pv_{var}[{at}] = {p}sm_{var}[0]" for _, var in nest.reductions]
         return lines
 
     # -- sequential code: host or single-thread device runs ----------------------------------

@@ -438,7 +438,36 @@ def four_levels(a):
                     a[i, j, k, m] = 1000 * i + 100 * j + 10 * k + m
 
 
+def private_array_over_two_levels(x, tmp):
+    """Two collapsed levels with a private array: its scratch rows are per flat thread
+    index, so the nest keeps the 1-D grid."""
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            for k in range(3):
+                tmp[k] = x[i, j] + k
+            x[i, j] = tmp[0] + tmp[1] + tmp[2]
+
+
+def sums_and_minimum_over_three_levels(a):
+    """Two reductions over a tiled 3-level nest larger than the simulator's grid in both
+    directions: each thread's share, the blocks' trees, the partials."""
+    total = 0.0
+    low = 10**9
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            for k in range(a.shape[2]):
+                total += a[i, j, k]
+                low = min(low, (i * 7 + j * 5 + k * 3) % 23 - 4)
+    return total, low
+
+
 CASES += [
+    Case("tiled_reductions_sum_and_min_3_levels", sums_and_minimum_over_three_levels,
+         "parallel_loop", lambda: (np.arange(330.0).reshape(5, 6, 11),),
+         {"collapse": 3, "reduction": ["+:total", "min:low"]}),
+    Case("private_array_over_two_levels", private_array_over_two_levels, "parallel_loop",
+         lambda: (np.arange(60.0).reshape(6, 10), np.zeros(3)),
+         {"collapse": 2, "private": "tmp"}, ignore=(1,)),
     Case("tiled_collapse_2_matmul", matmul, "parallel_loop",
          lambda: (np.arange(63.0).reshape(9, 7) / 10, np.arange(77.0).reshape(7, 11) / 7,
                   np.zeros((9, 11))), {"collapse": 2}),

@@ -336,11 +336,25 @@ def test_a_tile_holds_vector_length_threads(compile_only):
     assert block == (16, 2) and grid == (1, 3)  # 9 columns, 6 rows
 
 
+def test_a_reduction_over_a_tiled_nest_is_one_partial_per_block_of_a_capped_grid(compile_only):
+    """The stencil with its ``max`` error: tiled, the block's threads combined in shared
+    memory row by row, one partial per block; a large grid capped as 1-D reductions are
+    (8 blocks per multiprocessor, 132 here)."""
+    case = _case("collapse_2_with_max_reduction")
+    compiled = compile_only(case.info(), case.make_args())
+    (_function, (grid, block, _stream)), = compiled.configurations
+    assert block == (16, 16) and isinstance(grid, tuple)
+    (_name, ptx), = compiled
+    assert ".shared" in ptx and "bar.sync" in ptx and "%tid.y" in ptx
+    assert cuda_runtime.launch_tiles(4096, 4096, (16, 16), True) == ((256, 4), (16, 16))
+    assert cuda_runtime.launch_tiles(10**6, 8, (16, 16), True) == ((1056, 1), (16, 16))
+
+
 @pytest.mark.parametrize("case_name, clauses", [
-    ("collapse_2_with_max_reduction", None),           # a block tree is 1-D
+    ("private_array_over_two_levels", None),           # scratch rows per flat thread
     ("tiled_collapse_2_matmul", {"num_gangs": 4}),     # gangs are exactly that many blocks
 ])
-def test_reductions_and_num_gangs_keep_the_1d_grid(compile_only, case_name, clauses):
+def test_private_arrays_and_num_gangs_keep_the_1d_grid(compile_only, case_name, clauses):
     case = _case(case_name)
     info = case.info() if clauses is None else analyze(
         case.func, parse_clauses(case.construct, **case.clauses, **clauses))
