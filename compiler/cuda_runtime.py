@@ -50,7 +50,7 @@ from numba import config as _numba_config
 from . import cuda_compilers
 from .feedback import info_enabled, log_info
 
-__all__ = ["launch", "stream", "launch_shape", "tile", "launch_tiles", "blocks", "partials", "scratch", "on_device", "finish",
+__all__ = ["launch", "stream", "launch_shape", "tile", "launch_tiles", "blocks", "threads", "partials", "scratch", "on_device", "finish",
            "scalar", "refuse_host_arrays", "SIMULATED", "DEFAULT_BLOCK"]
 
 #: True when kernels run in Numba's CUDA simulator.
@@ -219,7 +219,8 @@ def tile(threads: int | None) -> tuple[int, int]:
 def launch_tiles(columns: int, rows: int, block: tuple[int, int], capped: bool = False):
     """``(grid, block)`` of a tiled nest of ``rows`` × ``columns`` iterations (both > 0):
     one thread per iteration, grid-stride loops past CUDA's grid limits; ``capped`` (a
-    nest with reductions): at most the capped grid's blocks in all, as for 1-D grids."""
+    nest with reductions or private arrays): at most the capped grid's blocks in all, as
+    for 1-D grids."""
     x, y = block
     if SIMULATED:
         x, y = min(x, SIMULATOR_TILE), min(y, SIMULATOR_TILE)
@@ -235,13 +236,19 @@ def launch_tiles(columns: int, rows: int, block: tuple[int, int], capped: bool =
 
 
 def blocks(grid) -> int:
-    """The number of blocks of a grid (an int, or a tuple of dimensions)."""
+    """The number of blocks of a grid (an int, or a tuple of dimensions); of a block, its
+    threads."""
     if isinstance(grid, tuple):
         count = 1
         for dimension in grid:
             count *= dimension
         return count
     return grid
+
+
+def threads(grid, block) -> int:
+    """The threads of a launch (each dimension an int or a tuple)."""
+    return blocks(grid) * blocks(block)
 
 
 _reported_gangs: set[int] = set()

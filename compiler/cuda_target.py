@@ -8,7 +8,7 @@ a GPU the host and the device are separate, so the generated module holds:
   the nest's collapsed iteration space (OpenACC 3.3 §2.9.1: the collapsed levels form
   one space of ``prod(trip counts)`` iterations, innermost level fastest so
   neighbouring threads touch neighbouring elements). A nest of two or more levels
-  without private arrays or ``num_gangs`` is *tiled*: a 2-D grid of 2-D
+  without ``num_gangs`` is *tiled*: a 2-D grid of 2-D
   blocks (``cuda_runtime.tile``), x along the innermost level and y along the other
   levels' iterations (the rows), so that a block reuses its rows' and columns' cache
   lines and no element's index needs a division. Other nests run on a 1-D grid, their
@@ -161,15 +161,16 @@ class CudaTarget(Target):
             kernel_params += [v for v in (s, t) if not v[0].isdigit() and not v.startswith("-")]
             if depth:
                 kernel_params.append(n)
-        tile = self._tile(nest, private_arrays)
+        tile = self._tile(nest)
         kernel_params.append(f"{p}rows" if tile else f"{p}total")
         kernel_params += [f"{p}pv_{var}" for _, var in nest.reductions]
         kernel_params += [f"{p}pa_{n}" for n in private_arrays]
         capped = bool(nest.reductions or private_arrays)
         if tile:
-            driver = self._tiled_launch_lines(nest, p, name, kernel_params, tile, slots)
+            driver = self._tiled_launch_lines(nest, p, name, kernel_params, tile,
+                                              private_arrays, slots)
             kernel = self._tiled_kernel_text(nest, p, name, kernel_params, levels, tile,
-                                             slots)
+                                             private_arrays, slots)
         else:
             driver = self._launch_lines(nest, p, name, kernel_params, private_arrays, capped,
                                         slots)
@@ -223,31 +224,33 @@ class CudaTarget(Target):
         lines += self._combined(nest, p)
         return "\n".join(lines)
 
-    def _tile(self, nest, private_arrays):
+    def _tile(self, nest):
         """The block shape of a nest launched on a 2-D grid (``cuda_runtime.tile``), or
-        None for the 1-D grid-stride form. Tiled: nests of two or more levels without
-        private arrays (their scratch rows are per flat thread index), with no
+        None for the 1-D grid-stride form. Tiled: nests of two or more levels with no
         ``num_gangs`` (gangs are blocks: a 1-D grid of exactly that many, §2.5.10). A tile
         of ``vector_length`` threads (§2.5.12) or 16 × 16."""
         clauses = self.builder.clauses
-        if len(nest.levels) < 2 or private_arrays:
+        if len(nest.levels) < 2:
             return None
         if clauses is not None and clauses.num_gangs:
             return None
         return cuda_runtime.tile(clauses.vector_length if clauses is not None else None)
 
-    def _tiled_launch_lines(self, nest, p, name, params, tile, slots):
+    def _tiled_launch_lines(self, nest, p, name, params, tile, private_arrays, slots):
         """The launch of a tiled nest: x over the innermost level's trips, y over the
-        rows (the outer levels' iterations, collapsed); a nest with reductions on a
-        capped grid, with one partial per block, combined as for 1-D grids."""
+        rows (the outer levels' iterations, collapsed); a nest with reductions or private
+        arrays on a capped grid, with one partial per block and one scratch row per
+        thread, as for 1-D grids."""
         inner = f"{p}n{len(nest.levels) - 1}"
         rows = " * ".join(f"{p}n{d}" for d in range(len(nest.levels) - 1))
-        capped = bool(nest.reductions)
+        capped = bool(nest.reductions or private_arrays)
         lines = [f"{p}rows = {rows}", f"if {p}rows * {inner} > 0:",
                  f"    {p}grid, {p}block = {_CRT}.launch_tiles({inner}, {p}rows, {tile!r}, "
                  f"{capped})"]
         lines += [f"    {p}pv_{var} = {_CRT}.partials({_CRT}.blocks({p}grid), "
                   f"{slots.dtype(p, op, var)})" for op, var in nest.reductions]
+        lines += [f"    {p}pa_{n} = {_CRT}.scratch({_CRT}.threads({p}grid, {p}block), {n})"
+                  for n in private_arrays]
         lines.append(f"    {_CRT}.launch({name}, {p}grid, {p}block, ({_args(params)}))")
         lines += self._combined(nest, p)
         return "\n".join(lines)
@@ -258,7 +261,7 @@ class CudaTarget(Target):
         return [f"    {var} = " + COMBINE[op].format(a=var, b=f"{_CRT}.finish({p}pv_{var}, {op!r})")
                 for op, var in nest.reductions]
 
-    def _tiled_kernel_text(self, nest, p, name, params, levels, tile, slots):
+    def _tiled_kernel_text(self, nest, p, name, params, levels, tile, private_arrays, slots):
         """A 2-D grid-stride loop (OpenACC 3.3 §2.9.1: the collapsed space, innermost level
         along x so that neighbouring threads touch neighbouring elements, as a
         hand-written 2-D kernel does): the outer levels recovered from the row by divmod
@@ -267,12 +270,16 @@ class CudaTarget(Target):
         sets up a ``range`` of a run-time step with a 64-bit division, once per row."""
         last = len(nest.levels) - 1
         lines = [f"def {name}({', '.join(params)}):",
-                 f"    {p}c0, {p}r = {_CUDA}.grid(2)",
-                 f"    {p}cs, {p}rs = {_CUDA}.gridsize(2)"]
-        lines += [f"    {p}rv_{var} = {slots.identity(p, op, var)}" for op, var in nest.reductions]
-        # private scalars: a per-thread local (a tiled nest has no private arrays)
-        lines += [f"    {p}pp_{n} = {n}" for n in nest.private + nest.firstprivate]
-        lines += [f"    while {p}r < {p}rows:", f"        {p}q = {p}r", f"        {p}r += {p}rs"]
+                 f"    {p}col0, {p}row = {_CUDA}.grid(2)",
+                 f"    {p}colstep, {p}rowstep = {_CUDA}.gridsize(2)"]
+        if private_arrays:  # the thread's scratch row: blocks, then threads, row by row
+            c = _CUDA
+            lines.append(f"    {p}tid = ({c}.blockIdx.y * {c}.gridDim.x + {c}.blockIdx.x) * "
+                         f"{c}.blockDim.x * {c}.blockDim.y + {c}.threadIdx.y * {c}.blockDim.x"
+                         f" + {c}.threadIdx.x")
+        lines += self._thread_locals(nest, p, private_arrays, slots)
+        lines += [f"    while {p}row < {p}rows:", f"        {p}q = {p}row",
+                  f"        {p}row += {p}rowstep"]
         for depth in range(last - 1, 0, -1):
             s, _e, t, n = levels[depth]
             var = nest.levels[depth].target.id
@@ -282,18 +289,19 @@ class CudaTarget(Target):
         s, _e, t, _n = levels[0]
         lines.append(f"        {nest.levels[0].target.id} = {s} + {p}q * {t}")
         s, _e, t, n = levels[last]
-        lines += [f"        {p}c = {p}c0",
-                  f"        while {p}c < {n}:",
-                  f"            {nest.levels[last].target.id} = {s} + {p}c * {t}",
-                  f"            {p}c += {p}cs",
+        lines += [f"        {p}col = {p}col0",
+                  f"        while {p}col < {n}:",
+                  f"            {nest.levels[last].target.id} = {s} + {p}col * {t}",
+                  f"            {p}col += {p}colstep",
                   "            BODY"]
         if nest.reductions:
             lines += self._block_reduction(nest, p, slots, tile)
         return "\n".join(lines)
 
-    def _kernel_text(self, nest, p, name, params, levels, private_arrays, slots):
-        lines = [f"def {name}({', '.join(params)}):", f"    {p}tid = {_CUDA}.grid(1)"]
-        lines += [f"    {p}rv_{var} = {slots.identity(p, op, var)}" for op, var in nest.reductions]
+    def _thread_locals(self, nest, p, private_arrays, slots):
+        """A thread's own values: each reduction's identity, each private scalar, each
+        private array's scratch row (``{p}tid``; ``firstprivate`` rows copied in)."""
+        lines = [f"    {p}rv_{var} = {slots.identity(p, op, var)}" for op, var in nest.reductions]
         for n in nest.private + nest.firstprivate:
             if n in private_arrays:
                 lines.append(f"    {p}pp_{n} = {p}pa_{n}[{p}tid]")
@@ -301,6 +309,11 @@ class CudaTarget(Target):
                     lines += _copy_loops(f"{p}pp_{n}", n, self._array_ndim(n), p, 1)
             else:
                 lines.append(f"    {p}pp_{n} = {n}")
+        return lines
+
+    def _kernel_text(self, nest, p, name, params, levels, private_arrays, slots):
+        lines = [f"def {name}({', '.join(params)}):", f"    {p}tid = {_CUDA}.grid(1)"]
+        lines += self._thread_locals(nest, p, private_arrays, slots)
         lines.append(f"    for {p}k in range({p}tid, {p}total, {_CUDA}.gridsize(1)):")
         lines.append(f"        {p}q = {p}k")
         for depth in range(len(nest.levels) - 1, 0, -1):

@@ -20,7 +20,6 @@ def test_the_cold_start_measure_runs_fresh_processes_and_reports_both_first_call
 
 
 def test_a_failed_cold_start_is_a_note_and_the_other_measures_stand(monkeypatch):
-
     def fails(device_type, processes):
         raise RuntimeError("the child exited 1: boom")
 

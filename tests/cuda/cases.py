@@ -439,8 +439,8 @@ def four_levels(a):
 
 
 def private_array_over_two_levels(x, tmp):
-    """Two collapsed levels with a private array: its scratch rows are per flat thread
-    index, so the nest keeps the 1-D grid."""
+    """Two collapsed levels with a private array: a tiled nest whose threads each take
+    their scratch row (blocks, then threads, numbered row by row)."""
     for i in range(x.shape[0]):
         for j in range(x.shape[1]):
             for k in range(3):
@@ -461,7 +461,19 @@ def sums_and_minimum_over_three_levels(a):
     return total, low
 
 
+def firstprivate_array_over_two_levels(x, w):
+    """A firstprivate array in a tiled nest: each thread's row starts as a copy of ``w``
+    (its first two elements read, the third written and never read back)."""
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            x[i, j] = w[0] * x[i, j] + w[1] + i - j
+            w[2] = x[i, j]
+
+
 CASES += [
+    Case("tiled_firstprivate_array", firstprivate_array_over_two_levels, "parallel_loop",
+         lambda: (np.arange(99.0).reshape(11, 9), np.array([2.0, 0.5, 0.0])),
+         {"collapse": 2, "firstprivate": "w"}, ignore=(1,)),
     Case("tiled_reductions_sum_and_min_3_levels", sums_and_minimum_over_three_levels,
          "parallel_loop", lambda: (np.arange(330.0).reshape(5, 6, 11),),
          {"collapse": 3, "reduction": ["+:total", "min:low"]}),

@@ -127,7 +127,9 @@ def compile_only(monkeypatch, compiler_name):
     compiler = cuda_compilers.COMPILERS[compiler_name]
     compiled = _Compiled()
 
-    def run(info, args):
+    def run(info, args, scratch=None):
+        if scratch is not None:  # a stand-in for cuda_runtime.scratch, to watch it
+            monkeypatch.setattr(cuda_runtime, "scratch", scratch)
         kernel = get_kernel(info, args, target="cuda", device_type="cuda")
         module = kernel.driver.__globals__
         assert module["_acc_cuda"] is cuda_compilers.load(compiler)
@@ -350,19 +352,27 @@ def test_a_reduction_over_a_tiled_nest_is_one_partial_per_block_of_a_capped_grid
     assert cuda_runtime.launch_tiles(10**6, 8, (16, 16), True) == ((1056, 1), (16, 16))
 
 
-@pytest.mark.parametrize("case_name, clauses", [
-    ("private_array_over_two_levels", None),           # scratch rows per flat thread
-    ("tiled_collapse_2_matmul", {"num_gangs": 4}),     # gangs are exactly that many blocks
-])
-def test_private_arrays_and_num_gangs_keep_the_1d_grid(compile_only, case_name, clauses):
-    case = _case(case_name)
-    info = case.info() if clauses is None else analyze(
-        case.func, parse_clauses(case.construct, **case.clauses, **clauses))
+def test_private_arrays_of_a_tiled_nest_have_one_scratch_row_per_thread(compile_only):
+    """The scratch array has a row for every thread of the (capped) 2-D launch, and each
+    thread finds its own row from its block and thread indices in both directions."""
+    case = _case("private_array_over_two_levels")
+    scratch = []
+    real = cuda_runtime.scratch
+    compiled = compile_only(case.info(), case.make_args(), scratch=lambda threads, like: (
+        scratch.append(threads), real(threads, like))[1])
+    (function, (grid, block, _stream)), = compiled.configurations
+    assert block == (16, 16) and grid == (1, 1) and scratch == [256]
+    (_name, ptx), = compiled
+    assert "%ctaid.y" in ptx and "%tid.y" in ptx and "%nctaid.x" in ptx
+
+
+def test_num_gangs_keeps_the_1d_grid_of_exactly_that_many_blocks(compile_only):
+    """OpenACC 3.3 §2.5.10: gangs are blocks, ``num_gangs(4)`` a grid of 4."""
+    case = _case("tiled_collapse_2_matmul")
+    info = analyze(case.func, parse_clauses(case.construct, **case.clauses, num_gangs=4))
     compiled = compile_only(info, case.make_args())
-    for _function, (grid, block, _stream) in compiled.configurations:
-        assert isinstance(grid, int) and isinstance(block, int)
-    if clauses:
-        assert compiled.configurations[0][1][0] == 4
+    (_function, (grid, block, _stream)), = compiled.configurations
+    assert grid == 4 and block == 128
 
 
 def test_tile_shapes_follow_vector_length():
