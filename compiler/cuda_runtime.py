@@ -221,7 +221,7 @@ def launch_tiles(columns: int, rows: int, block: tuple[int, int], capped: bool =
     one thread per iteration, grid-stride loops past CUDA's grid limits; ``capped`` (a
     nest with reductions or private arrays): at most the capped grid's blocks in all, as
     for 1-D grids."""
-    x, y = block
+    x, y = _fitted(columns, rows, *block)
     if SIMULATED:
         x, y = min(x, SIMULATOR_TILE), min(y, SIMULATOR_TILE)
     grid_x = min((columns + x - 1) // x, _MAX_GRID)
@@ -233,6 +233,21 @@ def launch_tiles(columns: int, rows: int, block: tuple[int, int], capped: bool =
     if SIMULATED:
         grid_x, grid_y = min(grid_x, SIMULATOR_TILES), min(grid_y, SIMULATOR_TILES)
     return (grid_x, grid_y), (x, y)
+
+
+def _fitted(columns: int, rows: int, x: int, y: int) -> tuple[int, int]:
+    """The tile ``(x, y)`` narrowed to the power of two that covers fewer ``columns`` (or
+    shortened to cover fewer ``rows``), the threads it frees given to the other direction:
+    a nest of 3 columns gets 4-wide tiles, not 16-wide ones with 13 threads in 16 idle.
+    Never more threads than ``x * y`` (a reduction's shared array has that many)."""
+    threads = x * y
+    if columns < x:
+        x = 1 << max(0, columns - 1).bit_length()
+        y = threads // x
+    if rows < y:
+        y = 1 << max(0, rows - 1).bit_length()
+        x = threads // y
+    return x, y
 
 
 def blocks(grid) -> int:

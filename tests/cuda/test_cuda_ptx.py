@@ -345,11 +345,11 @@ def test_a_reduction_over_a_tiled_nest_is_one_partial_per_block_of_a_capped_grid
     case = _case("collapse_2_with_max_reduction")
     compiled = compile_only(case.info(), case.make_args())
     (_function, (grid, block, _stream)), = compiled.configurations
-    assert block == (16, 16) and isinstance(grid, tuple)
+    assert block == (32, 8) and grid == (1, 1)  # 9 × 13 array: 11 columns, 7 rows
     (_name, ptx), = compiled
     assert ".shared" in ptx and "bar.sync" in ptx and "%tid.y" in ptx
     assert cuda_runtime.launch_tiles(4096, 4096, (16, 16), True) == ((256, 4), (16, 16))
-    assert cuda_runtime.launch_tiles(10**6, 8, (16, 16), True) == ((1056, 1), (16, 16))
+    assert cuda_runtime.launch_tiles(10**6, 8, (16, 16), True) == ((1056, 1), (32, 8))
 
 
 def test_private_arrays_of_a_tiled_nest_have_one_scratch_row_per_thread(compile_only):
@@ -361,7 +361,7 @@ def test_private_arrays_of_a_tiled_nest_have_one_scratch_row_per_thread(compile_
     compiled = compile_only(case.info(), case.make_args(), scratch=lambda threads, like: (
         scratch.append(threads), real(threads, like))[1])
     (function, (grid, block, _stream)), = compiled.configurations
-    assert block == (16, 16) and grid == (1, 1) and scratch == [256]
+    assert block == (32, 8) and grid == (1, 1) and scratch == [256]  # 10 columns, 6 rows
     (_name, ptx), = compiled
     assert "%ctaid.y" in ptx and "%tid.y" in ptx and "%nctaid.x" in ptx
 
@@ -387,5 +387,19 @@ def test_tiled_grids_cover_the_space_within_cuda_limits():
     """One thread per iteration, up to CUDA's 65,535 blocks in y: past it the rows'
     grid-stride loop covers the rest."""
     assert cuda_runtime.launch_tiles(4096, 4096, (16, 16)) == ((256, 256), (16, 16))
-    assert cuda_runtime.launch_tiles(17, 1, (16, 16)) == ((2, 1), (16, 16))
-    assert cuda_runtime.launch_tiles(3, 10**7, (16, 16)) == ((1, 65535), (16, 16))
+    assert cuda_runtime.launch_tiles(4096, 10**7, (16, 16)) == ((256, 65535), (16, 16))
+    assert cuda_runtime.launch_tiles(10**12, 1, (16, 1)) == ((2**31 - 1, 1), (16, 1))
+
+
+def test_a_tile_narrows_to_few_columns_or_rows_and_keeps_its_threads():
+    """Three columns (a vector's components): 4-wide tiles of 64 rows, not 16-wide ones
+    with 13 threads in 16 idle; two rows: 2-high tiles, 128 wide; never more threads
+    than the tile has (a reduction's shared array is that size)."""
+    assert cuda_runtime.launch_tiles(3, 10**6, (16, 16)) == ((1, 15625), (4, 64))
+    assert cuda_runtime.launch_tiles(10**6, 2, (16, 16)) == ((7813, 1), (128, 2))
+    assert cuda_runtime.launch_tiles(1, 10**6, (16, 2)) == ((1, 31250), (1, 32))
+    assert cuda_runtime.launch_tiles(17, 1, (16, 16)) == ((1, 1), (256, 1))
+    for columns in range(1, 40):
+        for rows in range(1, 40):
+            (gx, gy), (x, y) = cuda_runtime.launch_tiles(columns, rows, (16, 16))
+            assert x * y <= 256 and gx * x >= columns and gy * y >= rows
