@@ -251,14 +251,16 @@ exec(code, {"acc": acc, "x": x, "floor": floor})
 """
 
 
-def instructions(statement, calls) -> int:
-    """Machine instructions of a process making ``calls`` such calls (callgrind)."""
+def instructions(statement, calls, child=None, env=None, options=()) -> int:
+    """Machine instructions of a process making ``calls`` such calls (callgrind);
+    ``child``: another program and its arguments instead of the data API's."""
+    argv = child if child is not None else (_CALLGRIND_CHILD, statement, str(calls))
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "callgrind.out")
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                        sys.executable, "-c", _CALLGRIND_CHILD, statement, str(calls)],
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *options,
+                        sys.executable, "-c", *argv],
                        check=True, capture_output=True, timeout=1800,
-                       env=dict(os.environ, PYTHONHASHSEED="0"))  # the same run each time
+                       env=dict(os.environ, PYTHONHASHSEED="0", **(env or {})))  # the same run each time
         with open(out) as text:
             for line in text:
                 if line.startswith("summary:") or line.startswith("totals:"):
@@ -274,6 +276,48 @@ def data_api_instructions(calls=20000) -> dict:
         statement, per_run = _statement(name)
         per = (instructions(statement, 2 * calls) - instructions(statement, calls)) / calls
         result[name] = per / per_run
+    return result
+
+
+_COMPUTE_CHILD = """
+import sys
+sys.path.insert(0, sys.argv[4])
+import numpy as np, pyacc as acc
+from bench_async import add
+device, form, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
+acc.set_device_type(device)
+a, b, c = np.ones(1000), np.ones(1000), np.zeros(1000)
+loops = {"sync": "add(a, b, c)", "async": "add(a, b, c, async_=1)",
+         "async+wait": "add(a, b, c, async_=1); acc.wait(1)"}
+code = compile("for _ in range(%d):\\n    %s" % (calls, loops[form]), "bench", "exec")
+with acc.data(copyin=[a, b], copy=[c]):
+    for _ in range(5):  # compile, measure the kernel, arm the lane
+        add(a, b, c)
+        add(a, b, c, async_=1)
+        acc.wait(1)
+    sys.breakpointhook = lambda: exec(code, {"acc": acc, "add": add, "a": a, "b": b, "c": c})
+    breakpoint()  # counted: CPython's builtin_breakpoint, which nothing else calls
+    acc.wait(1)
+"""
+
+#: the compute call's forms counted in instructions (``compute_instructions``)
+COMPUTE_FORMS = ("sync", "async", "async+wait")
+
+
+def compute_instructions(calls=2000, devices=("host", "emulated")) -> dict:
+    """Instructions per trivial compute call on 3 present arrays of 1,000 elements, in
+    each form: callgrind counts only inside the loop, run by ``breakpoint()``
+    (``--toggle-collect`` of CPython's ``builtin_breakpoint``, on the calling thread), so the import, the compile and
+    the warm-up, and the threads of the kernels and queues, are not counted. The
+    crossover is set (``PYACC_ASYNC_INLINE_BELOW`` = 1 ms): under valgrind every measured
+    time is tens of times longer, and the measure is of the path taken at once."""
+    result = {}
+    for device in devices:
+        for form in COMPUTE_FORMS:
+            count = instructions(None, calls, child=(_COMPUTE_CHILD, device, form, str(calls), HERE),
+                                 env={"PYACC_ASYNC_INLINE_BELOW": "1000"},
+                                 options=("--collect-atstart=no", "--toggle-collect=builtin_breakpoint"))
+            result[f"{device} {form}"] = count / calls
     return result
 
 
@@ -341,6 +385,10 @@ def main(argv=None) -> int:
     for name, value in found.items():
         print(f"  {name:<30} {value:7.2f}")
     if args.callgrind:
+        results["compute instructions"] = found = compute_instructions(20 if args.smoke else 2000)
+        print("\ncompute call, 1,000 elements, instructions per call:")
+        for name, value in found.items():
+            print(f"  {name:<30} {value:9.0f}")
         results["data api instructions"] = found = data_api_instructions(200 if args.smoke else 20000)
         print("\ndata API on present data (emulated), instructions per call (target ≤ 3,000):")
         for name, value in found.items():

@@ -27,7 +27,9 @@ import numpy as np
 
 from pyacc.compiler.kernel import KERNEL_ENV_KEYS
 from pyacc.mapping import BUS
+from pyacc.mapping import inline
 from pyacc.mapping.events import STATS
+from pyacc.mapping.queues import QueueSet, WorkerQueue
 
 from ._devices import ICVS, watch_context
 
@@ -59,9 +61,12 @@ CALL_BASE = object if _FASTCALL is None else _FASTCALL.FastCall
 
 
 def configure_async(async_result) -> None:
-    """Tell the lane what an ``async_`` call it runs at once returns (``AsyncResult``)."""
+    """Tell the lane what an ``async_`` call it runs at once returns (``AsyncResult``), and
+    what it takes and gives back its queue by in C (``pyacc/_at_once.c.h``): the exact
+    queue classes and the kernels' run records (``inline.RUNS``, ``record_kernel``)."""
     if _FASTCALL is not None:
-        _FASTCALL.configure_async(async_result)
+        _FASTCALL.configure_async(async_result, WorkerQueue, QueueSet, inline.RUNS,
+                                  inline._KEPT, inline.record_kernel)
 
 
 def express_lane() -> bool:

@@ -2,7 +2,8 @@
  *
  * Owns the type ``ExpressPlan`` (what one replay checked and launched), its checks (the
  * call, the arrays, the thread's context, the present table) and one call through it,
- * synchronous (``run_plan``) or asynchronous run at once (``run_plan_at_once``). It is
+ * synchronous (``run_plan``); an asynchronous call run at once through a plan is
+ * ``_at_once.c.h``'s (``run_plan_at_once``). It is
  * part of ``_fastcall.c``'s one translation unit (included after the module state it
  * reads: ``g_*``, ``s_*``; CPython's own ``*.c.h`` files are built the same way), so its
  * functions stay ``static``; the rules it follows are stated in ``_fastcall.c``'s header
@@ -50,6 +51,8 @@ typedef struct {
     TableLock held;        /* the table lock last seen, its bound methods (_table_lock.h) */
     PyObject *take_at_once; /* the device's QueueSet.take_at_once, or NULL: async calls
                              * take the Python launcher */
+    PyObject *queue_set;   /* its QueueSet when the queue's take and give-back may be done in
+                            * C (_at_once.c.h: an exact QueueSet's own method), else NULL */
     Py_ssize_t narrays;
     ArraySlot *arrays;
     Py_ssize_t nscalars;
@@ -79,6 +82,7 @@ static int plan_traverse(ExpressPlan *plan, visitproc visit, void *arg) {
     Py_VISIT(plan->fixed_args);
     TABLE_LOCK_VISIT(plan->held);
     Py_VISIT(plan->take_at_once);
+    Py_VISIT(plan->queue_set);
     return 0;
 }
 
@@ -109,6 +113,7 @@ static void plan_dealloc(ExpressPlan *plan) {
     Py_XDECREF(plan->fixed_args);
     table_lock_clear(&plan->held);
     Py_XDECREF(plan->take_at_once);
+    Py_XDECREF(plan->queue_set);
     Py_TYPE(plan)->tp_free((PyObject *)plan);
 }
 
@@ -411,93 +416,4 @@ static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
     if (kernel_failed)
         return failed(self);
     return result;
-}
-
-/* -- an async call run at once (API.md §5, last point) ---------------------------------- */
-static Py_ssize_t plan_bytes(ExpressPlan *plan, PyObject *args) {
-    /* the bytes of the call's arrays (what the kernel's predicted run time scales with) */
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
-        ArrayFields *f = ARRAY(PyTuple_GET_ITEM(args, plan->arrays[i].slot));
-        Py_ssize_t size = plan->arrays[i].itemsize;
-        for (int d = 0; d < f->nd; d++)
-            size *= f->dimensions[d];
-        total += size;
-    }
-    return total;
-}
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);  /* time.perf_counter's clock on Linux */
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* The plan's call with ``async_=value``, run at once on this thread when its queue is
- * idle and the kernel predicted short (``QueueSet.take_at_once``, asked with the table
- * held): what ``self._ran_at_once(queue, kernel, seconds, nbytes, value, error)`` returns
- * (an AsyncResult; the kernel's error is kept for the covering wait); MISS when a check
- * fails or the queue is not taken; NULL on error. */
-static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *args,
-                                  PyObject *value) {
-    if (plan->take_at_once == NULL)
-        return MISS;
-    PyObject *release;
-    int ok = enter_plan(plan, args, &release);
-    if (ok != 1)
-        return ok == 0 ? MISS : NULL;
-    Py_ssize_t nbytes = plan_bytes(plan, args);
-    PyObject *result = NULL;
-    PyObject *queue = PyObject_CallFunction(plan->take_at_once, "OOn", value, plan->kernel, nbytes);
-    if (queue == NULL || queue == Py_None) {
-        let_go(release, &queue);
-        if (queue == NULL)
-            return NULL;
-        Py_DECREF(queue);
-        return MISS;
-    }
-    /* from here the queue is taken: _ran_at_once gives it back, whatever happens */
-    PyObject *error = NULL;
-    double seconds = 0.0;
-    PyObject *device_args = kernel_arguments(plan, args);
-    if (device_args != NULL && count_launch(plan) == 0) {
-        double start = now();
-        result = PyObject_Call(plan->kernel, device_args, NULL);
-        seconds = now() - start;
-    }
-    Py_XDECREF(device_args);
-    let_go(release, &result);
-    if (result == NULL) {  /* the kernel's error (or the lane's): kept, not raised here */
-        PyObject *type, *traceback;
-        PyErr_Fetch(&type, &error, &traceback);
-        PyErr_NormalizeException(&type, &error, &traceback);
-        if (traceback != NULL && error != NULL)
-            PyException_SetTraceback(error, traceback);
-        Py_XDECREF(type);
-        Py_XDECREF(traceback);
-    }
-    PyObject *took = PyFloat_FromDouble(seconds);
-    PyObject *size = PyLong_FromSsize_t(nbytes);
-    PyObject *done = NULL;
-    if (took != NULL && size != NULL) {
-        if (result != NULL && g_async_result != NULL) {
-            /* it ran: queue.ran_at_once(...) gives the queue back; AsyncResult(queue, value) */
-            PyObject *given = PyObject_CallMethodObjArgs(queue, s_queue_ran_at_once, plan->kernel,
-                                                         took, size, Py_None, Py_None, NULL);
-            if (given != NULL) {
-                Py_DECREF(given);
-                done = PyObject_CallFunctionObjArgs(g_async_result, queue, result, NULL);
-            }
-        } else {  /* it failed: self._ran_at_once keeps the error for the covering wait */
-            done = PyObject_CallMethodObjArgs(self, s_ran_at_once, queue, plan->kernel, took,
-                                              size, result ? result : Py_None,
-                                              error ? error : Py_None, NULL);
-        }
-    }
-    Py_XDECREF(took);
-    Py_XDECREF(size);
-    Py_DECREF(queue);
-    Py_XDECREF(result);
-    Py_XDECREF(error);
-    return done;
 }

@@ -81,6 +81,8 @@ static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *
 
 /* -- plans: the ExpressPlan type, its checks and one call through it -------------------- */
 #include "_express_plan.c.h"
+/* -- an async call run at once: the queue taken and given back in C --------------------- */
+#include "_at_once.c.h"
 
 /* -- FastCall ----------------------------------------------------------------------------- */
 typedef struct {
@@ -206,6 +208,7 @@ static ExpressPlan *new_plan(PyObject *spec) {
     plan->fixed_args = NULL;
     plan->held = (TableLock){NULL, NULL, NULL};
     plan->take_at_once = take_at_once == Py_None ? NULL : Py_NewRef(take_at_once);
+    plan->queue_set = plan->take_at_once == NULL ? NULL : queue_set_of(plan->take_at_once);
 #define KEEP(field, value) (Py_INCREF(value), plan->field = (value))
     KEEP(owner, owner);
     KEEP(runtime, runtime);
@@ -413,12 +416,6 @@ static PyObject *configure(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-static PyObject *configure_async(PyObject *module, PyObject *type) {
-    Py_INCREF(type);
-    Py_XSETREF(g_async_result, type);
-    Py_RETURN_NONE;
-}
-
 static PyObject *set_enabled(PyObject *module, PyObject *flag) {
     int enabled = PyObject_IsTrue(flag);
     if (enabled < 0)
@@ -438,8 +435,10 @@ static PyObject *context_changed(PyObject *module, PyObject *Py_UNUSED(ignored))
 }
 
 static PyMethodDef module_methods[] = {
-    {"configure_async", configure_async, METH_O,
-     "configure_async(AsyncResult): what an async call run at once returns, made in C."},
+    {"configure_async", configure_async, METH_VARARGS,
+     "configure_async(AsyncResult[, WorkerQueue, QueueSet, RUNS, kept, record_kernel]): what "
+     "an async call run at once returns, made in C; with the rest, its queue is taken and "
+     "given back in C (pyacc/_at_once.c.h)."},
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> previous: whether calls try their express plans (tests, debugging)."},
     {"is_enabled", is_enabled, METH_NOARGS, "Whether calls try their express plans."},

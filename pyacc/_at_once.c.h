@@ -1,0 +1,485 @@
+/* pyacc/_at_once.c.h: an async call run at once by the express lane, included by _fastcall.c.
+ *
+ * OpenACC 3.3 §2.16.1 lets async work run asynchronously, not must: an ``async_=<int>``
+ * call whose plan holds runs at once on the calling thread when its queue is idle and the
+ * kernel is predicted below the queue's crossover (API.md §5, last point;
+ * ``mapping/inline.py``). Owns ``run_plan_at_once`` and the queue's *take* and *give-back*
+ * done in C: what ``QueueSet.take_at_once`` (``WorkerQueue.take_kernel``,
+ * ``inline.predict_kernel``, ``WorkerQueue.begin_inline``) and ``WorkerQueue.ran_at_once``
+ * (``inline.record_kernel``, ``WorkerQueue.end_inline``) do in Python, step for step, on
+ * the same attributes under the same lock (the queue's ``_lock``, taken by its bound
+ * ``acquire``/``release``, as ``with self._lock`` does); and the call's ``AsyncResult``,
+ * made without its Python ``__init__`` (its two slots set; ``configure_async``).
+ *
+ * Invariants:
+ *   - the C take and give-back run only for an exact ``QueueSet`` (its own
+ *     ``take_at_once``) and an exact ``WorkerQueue`` whose crossover and the kernel's
+ *     prediction have the types the Python code writes (float; (float, int)); any other
+ *     case asks the Python methods, so a queue is always given back by the side that
+ *     took it;
+ *   - a queue taken here is given back whatever happens (the kernel's error is kept by
+ *     ``self._ran_at_once``, in Python, for the covering wait: the rare case);
+ *   - events: the lane runs only when nobody subscribes (``BUS.silent``, checked by
+ *     ``fastcall_call``); neither the take nor the give-back publishes any;
+ *   - the GIL is held throughout, except while the queue's lock waits; no Python code
+ *     runs between reading a queue's counts and writing them (the lock held), except a
+ *     ``notify_all`` of its condition when a thread waits or work was queued meanwhile.
+ */
+
+static PyTypeObject *g_worker_queue;  /* mapping.queues.WorkerQueue (exact), or NULL */
+static PyTypeObject *g_queue_set;     /* mapping.queues.QueueSet (exact), or NULL */
+static PyObject *g_take_at_once;      /* QueueSet.take_at_once (the function) */
+static PyObject *g_runs;              /* mapping.inline.RUNS: kernel -> (seconds, bytes) */
+static PyObject *g_record_kernel;     /* mapping.inline.record_kernel (records of another shape) */
+static Py_ssize_t g_kept;             /* mapping.inline._KEPT: RUNS is cleared when full */
+static PyObject *g_result_slots[2];   /* AsyncResult's _queue and _value slots, or NULL */
+/* What the C take and give-back stand for, watched (``python_unchanged``): a name
+ * rebound in one of these dicts (a test's spy, a patch) sends the calls to Python. */
+enum { WATCHED_DICTS = 3, WATCHED_NAMES = 8 };
+static PyObject *g_watched[WATCHED_DICTS];  /* queues' globals, WorkerQueue's dict, inline's globals */
+static uint64_t g_watched_tags[WATCHED_DICTS];  /* their tags when last seen unchanged (0: none) */
+static const struct { int dict; const char *name; } WATCHED[WATCHED_NAMES] = {
+    {0, "record_kernel"}, {0, "predict_kernel"}, {1, "take_kernel"}, {1, "ran_at_once"},
+    {1, "begin_inline"}, {1, "end_inline"}, {2, "RUNS"}, {2, "_KEPT"},
+};
+static PyObject *g_watched_values[WATCHED_NAMES];  /* their values at configure_async */
+static PyObject *s_queues, *s_inlines, *s_inline_below, *s_qlock, *s_completed, *s_submitted,
+                *s_holds, *s_closed, *s_error, *s_inline, *s_waiters, *s_operations,
+                *s_condition, *s_notify_all, *s_acquire, *s_release;
+
+/* 1: every watched name still has its value of configure_async; 0: one was rebound;
+ * -1: error. Memoized by the dicts' version tags (read again only when one changed). */
+static int python_unchanged(void) {
+    int same = 1;
+    for (int i = 0; i < WATCHED_DICTS; i++)
+        same &= g_watched_tags[i] != 0 && dict_tag(g_watched[i]) == g_watched_tags[i];
+    if (same)
+        return 1;
+    uint64_t tags[WATCHED_DICTS];
+    for (int i = 0; i < WATCHED_DICTS; i++)
+        tags[i] = dict_tag(g_watched[i]);
+    for (int i = 0; i < WATCHED_NAMES; i++) {
+        PyObject *value = PyDict_GetItemString(g_watched[WATCHED[i].dict], WATCHED[i].name);
+        if (value != g_watched_values[i])
+            return 0;
+    }
+    memcpy(g_watched_tags, tags, sizeof tags);
+    return 1;
+}
+
+/* The QueueSet of a bound ``take_at_once`` when it is an exact QueueSet's own method
+ * (new reference), else NULL (the plan's async calls take and give back in Python). */
+static PyObject *queue_set_of(PyObject *bound) {
+    if (g_queue_set == NULL || !PyMethod_Check(bound) || PyMethod_GET_FUNCTION(bound) != g_take_at_once)
+        return NULL;
+    PyObject *owner = PyMethod_GET_SELF(bound);
+    return Py_TYPE(owner) == g_queue_set ? Py_NewRef(owner) : NULL;
+}
+
+/* the truth of ``owner.name``: 1, 0, or -1 on error */
+static int attr_true(PyObject *owner, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(owner, name);
+    if (value == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+/* ``owner.name += 1`` (the caller holds the lock that guards it); -1 on error */
+static int attr_increment(PyObject *owner, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(owner, name);
+    if (value == NULL)
+        return -1;
+    PyObject *next = PyNumber_Add(value, g_one);
+    Py_DECREF(value);
+    if (next == NULL)
+        return -1;
+    int done = PyObject_SetAttr(owner, name, next);
+    Py_DECREF(next);
+    return done;
+}
+
+/* ``owner.name()``; -1 on error */
+static int call_method(PyObject *owner, PyObject *name) {
+    PyObject *done = PyObject_VectorcallMethod(name, &owner, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* ``lock.release()``, keeping a pending exception (which came first); -1 when the
+ * release itself failed */
+static int release_lock(PyObject *lock) {
+    PyObject *type = NULL, *value = NULL, *traceback = NULL;
+    int pending = PyErr_Occurred() != NULL;
+    if (pending)
+        PyErr_Fetch(&type, &value, &traceback);
+    int done = call_method(lock, s_release);
+    if (pending) {
+        if (done < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
+    }
+    return done;
+}
+
+/* ``inline.predict_kernel(kernel, nbytes)``: 1 with ``*predicted``; 0: never measured;
+ * 2: a record of another shape (the Python code decides); -1: error. */
+static int predict(PyObject *kernel, Py_ssize_t nbytes, double *predicted) {
+    PyObject *last = PyDict_GetItemWithError(g_runs, kernel);
+    if (last == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyTuple_CheckExact(last) || PyTuple_GET_SIZE(last) != 2 ||
+            !PyFloat_CheckExact(PyTuple_GET_ITEM(last, 0)) || !PyLong_CheckExact(PyTuple_GET_ITEM(last, 1)))
+        return 2;
+    Py_ssize_t measured = PyLong_AsSsize_t(PyTuple_GET_ITEM(last, 1));
+    if (measured == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 2;
+    }
+    double seconds = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(last, 0));
+    /* seconds if nbytes <= measured else seconds * (nbytes / max(measured, 1)) */
+    *predicted = nbytes <= measured ? seconds
+        : seconds * ((double)nbytes / (double)(measured > 1 ? measured : 1));
+    return 1;
+}
+
+/* ``end_inline``'s work, its lock held: not running, one more completed, waiters woken
+ * (a synchronize, or work queued meanwhile); -1 on error */
+static int end_taken(PyObject *queue) {
+    if (PyObject_SetAttr(queue, s_inline, Py_False) < 0 || attr_increment(queue, s_completed) < 0)
+        return -1;
+    int wake = attr_true(queue, s_waiters);
+    if (wake == 0)
+        wake = attr_true(queue, s_operations);
+    if (wake != 1)
+        return wake;
+    PyObject *condition = PyObject_GetAttr(queue, s_condition);
+    int done = condition == NULL ? -1 : call_method(condition, s_notify_all);
+    Py_XDECREF(condition);
+    return done;
+}
+
+/* ``WorkerQueue.begin_inline``: 1 taken, 0 not, -1 error (nothing taken) */
+static int begin_inline(PyObject *queue) {
+    PyObject *lock = PyObject_GetAttr(queue, s_qlock);
+    if (lock == NULL)
+        return -1;
+    if (call_method(lock, s_acquire) < 0) {
+        Py_DECREF(lock);
+        return -1;
+    }
+    int taken = -1;
+    PyObject *completed = PyObject_GetAttr(queue, s_completed);
+    PyObject *submitted = completed ? PyObject_GetAttr(queue, s_submitted) : NULL;
+    PyObject *error = submitted ? PyObject_GetAttr(queue, s_error) : NULL;
+    if (error != NULL) {
+        int busy = PyObject_RichCompareBool(completed, submitted, Py_NE);
+        if (busy == 0)
+            busy = attr_true(queue, s_holds);
+        if (busy == 0)
+            busy = attr_true(queue, s_closed);
+        if (busy == 0)
+            busy = error != Py_None;
+        if (busy == 0)
+            busy = attr_true(queue, s_inline);
+        if (busy == 0) {
+            PyObject *next = PyNumber_Add(submitted, g_one);  /* (before any write) */
+            if (next != NULL && PyObject_SetAttr(queue, s_inline, Py_True) == 0) {
+                if (PyObject_SetAttr(queue, s_submitted, next) == 0)
+                    taken = 1;
+                else  /* (not taken after all) */
+                    PyObject_SetAttr(queue, s_inline, Py_False);
+            }
+            Py_XDECREF(next);
+        } else if (busy == 1) {
+            taken = 0;
+        }
+    }
+    Py_XDECREF(completed);
+    Py_XDECREF(submitted);
+    Py_XDECREF(error);
+    if (release_lock(lock) < 0 && taken == 1) {  /* (not with a lock this thread holds) */
+        end_taken(queue);
+        taken = -1;
+    }
+    Py_DECREF(lock);
+    return taken;
+}
+
+/* The plan's queue for ``value``, taken in C: 1 (``*queue``, a new reference), 0 not
+ * taken (no such queue, not idle, predicted too long: the call is queued), 2 the Python
+ * ``take_at_once`` decides (another kind of queue or record), -1 error. */
+static int take_queue(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, PyObject **queue) {
+    *queue = NULL;
+    int unchanged = python_unchanged();
+    if (unchanged != 1)
+        return unchanged < 0 ? -1 : 2;
+    PyObject *queues = PyObject_GetAttr(plan->queue_set, s_queues);
+    if (queues == NULL)
+        return -1;
+    if (!PyDict_CheckExact(queues)) {
+        Py_DECREF(queues);
+        return 2;
+    }
+    PyObject *found = PyDict_GetItemWithError(queues, value);
+    Py_XINCREF(found);
+    Py_DECREF(queues);
+    if (found == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int taken = 2;
+    if (Py_TYPE(found) == g_worker_queue) {
+        double predicted = 0.0;
+        taken = attr_true(found, s_inlines);
+        if (taken == 1)
+            taken = predict(plan->kernel, nbytes, &predicted);
+        if (taken == 1) {
+            PyObject *below = PyObject_GetAttr(found, s_inline_below);
+            if (below == NULL)
+                taken = -1;
+            else if (!PyFloat_CheckExact(below))
+                taken = 2;
+            else if (!(predicted < PyFloat_AS_DOUBLE(below)))
+                taken = 0;
+            Py_XDECREF(below);
+        }
+        if (taken == 1)
+            taken = begin_inline(found);
+    }
+    if (taken == 1)
+        *queue = found;
+    else
+        Py_DECREF(found);
+    return taken;
+}
+
+/* ``inline.record_kernel(kernel, seconds, nbytes, at_once=True)``; -1 on error */
+static int record_run(PyObject *kernel, double seconds, Py_ssize_t nbytes) {
+    double predicted;
+    int known = predict(kernel, nbytes, &predicted);
+    if (known < 0)
+        return -1;
+    if (known == 2) {  /* a record of another shape: the Python code reads it */
+        PyObject *done = PyObject_CallFunction(g_record_kernel, "OdnO", kernel, seconds, nbytes,
+                                               Py_True);
+        Py_XDECREF(done);
+        return done == NULL ? -1 : 0;
+    }
+    if (known == 0 && PyDict_GET_SIZE(g_runs) >= g_kept)
+        PyDict_Clear(g_runs);
+    if (known == 1 && seconds > predicted && 2.0 * predicted < seconds)
+        seconds = 2.0 * predicted;  /* a longer run at once at most doubles it */
+    PyObject *run = Py_BuildValue("(dn)", seconds, nbytes);
+    if (run == NULL)
+        return -1;
+    int done = PyDict_SetItem(g_runs, kernel, run);
+    Py_DECREF(run);
+    return done;
+}
+
+/* ``WorkerQueue.end_inline()`` of a queue ``begin_inline`` took; -1 on error (the counts
+ * are written first: the queue is given back even then) */
+static int end_inline(PyObject *queue) {
+    PyObject *lock = PyObject_GetAttr(queue, s_qlock);
+    if (lock == NULL || call_method(lock, s_acquire) < 0) {
+        Py_XDECREF(lock);
+        return -1;
+    }
+    int done = end_taken(queue);
+    if (release_lock(lock) < 0)
+        done = -1;
+    Py_DECREF(lock);
+    return done;
+}
+
+/* ``AsyncResult(queue, value)``: its two slots set (its __init__ sets nothing else) */
+static PyObject *async_result(PyObject *queue, PyObject *value) {
+    PyTypeObject *type = (PyTypeObject *)g_async_result;
+    if (g_result_slots[0] == NULL)
+        return PyObject_CallFunctionObjArgs(g_async_result, queue, value, NULL);
+    PyObject *result = type->tp_alloc(type, 0);
+    if (result == NULL)
+        return NULL;
+    for (int i = 0; i < 2; i++) {
+        PyObject *slot = g_result_slots[i];
+        if (Py_TYPE(slot)->tp_descr_set(slot, result, i ? value : queue) < 0) {
+            Py_DECREF(result);
+            return NULL;
+        }
+    }
+    return result;
+}
+
+/* -- one call ----------------------------------------------------------------------------- */
+static Py_ssize_t plan_bytes(ExpressPlan *plan, PyObject *args) {
+    /* the bytes of the call's arrays (what the kernel's predicted run time scales with) */
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+        ArrayFields *f = ARRAY(PyTuple_GET_ITEM(args, plan->arrays[i].slot));
+        Py_ssize_t size = plan->arrays[i].itemsize;
+        for (int d = 0; d < f->nd; d++)
+            size *= f->dimensions[d];
+        total += size;
+    }
+    return total;
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);  /* time.perf_counter's clock on Linux */
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The queue for ``value`` taken (``take_queue``, else the Python ``take_at_once``): the
+ * queue (``*in_c``: whether C took it, so gives it back), Py_None when not taken, NULL
+ * on error. */
+static PyObject *take(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, int *in_c) {
+    PyObject *queue = NULL;
+    int taken = plan->queue_set == NULL ? 2 : take_queue(plan, value, nbytes, &queue);
+    *in_c = taken == 1;
+    if (taken == 1)
+        return queue;
+    if (taken == 0)
+        Py_RETURN_NONE;
+    if (taken < 0)
+        return NULL;
+    return PyObject_CallFunction(plan->take_at_once, "OOn", value, plan->kernel, nbytes);
+}
+
+/* The plan's call with ``async_=value``, run at once on this thread when its queue is
+ * idle and the kernel predicted short (taken with the table held): its AsyncResult (the
+ * kernel's error is kept for the covering wait, by ``self._ran_at_once``); MISS when a
+ * check fails or the queue is not taken; NULL on error. */
+static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *args,
+                                  PyObject *value) {
+    if (plan->take_at_once == NULL)
+        return MISS;
+    PyObject *release;
+    int ok = enter_plan(plan, args, &release);
+    if (ok != 1)
+        return ok == 0 ? MISS : NULL;
+    Py_ssize_t nbytes = plan_bytes(plan, args);
+    PyObject *result = NULL;
+    int in_c;
+    PyObject *queue = take(plan, value, nbytes, &in_c);
+    if (queue == NULL || queue == Py_None) {
+        let_go(release, &queue);
+        if (queue == NULL)
+            return NULL;
+        Py_DECREF(queue);
+        return MISS;
+    }
+    /* from here the queue is taken: given back below, whatever happens */
+    PyObject *error = NULL;
+    double seconds = 0.0;
+    PyObject *device_args = kernel_arguments(plan, args);
+    if (device_args != NULL && count_launch(plan) == 0) {
+        double start = now();
+        result = PyObject_Call(plan->kernel, device_args, NULL);
+        seconds = now() - start;
+    }
+    Py_XDECREF(device_args);
+    let_go(release, &result);
+    PyObject *done = NULL;
+    if (result != NULL && in_c) {  /* it ran: record_kernel, end_inline; AsyncResult */
+        int recorded = record_run(plan->kernel, seconds, nbytes);
+        if (end_inline(queue) == 0 && recorded == 0)
+            done = async_result(queue, result);
+        Py_DECREF(queue);
+        Py_DECREF(result);
+        return done;
+    }
+    if (result == NULL) {  /* the kernel's error (or the lane's): kept, not raised here */
+        PyObject *type, *traceback;
+        PyErr_Fetch(&type, &error, &traceback);
+        PyErr_NormalizeException(&type, &error, &traceback);
+        if (traceback != NULL && error != NULL)
+            PyException_SetTraceback(error, traceback);
+        Py_XDECREF(type);
+        Py_XDECREF(traceback);
+    }
+    PyObject *took = PyFloat_FromDouble(seconds);
+    PyObject *size = PyLong_FromSsize_t(nbytes);
+    if (took != NULL && size != NULL) {
+        if (result != NULL) {
+            /* it ran: queue.ran_at_once(...) gives the queue back; AsyncResult(queue, value) */
+            PyObject *given = PyObject_CallMethodObjArgs(queue, s_queue_ran_at_once, plan->kernel,
+                                                         took, size, Py_None, Py_None, NULL);
+            if (given != NULL) {
+                Py_DECREF(given);
+                done = async_result(queue, result);
+            }
+        } else {  /* it failed: self._ran_at_once keeps the error for the covering wait */
+            done = PyObject_CallMethodObjArgs(self, s_ran_at_once, queue, plan->kernel, took,
+                                              size, Py_None, error ? error : Py_None, NULL);
+        }
+    }
+    Py_XDECREF(took);
+    Py_XDECREF(size);
+    Py_DECREF(queue);
+    Py_XDECREF(result);
+    Py_XDECREF(error);
+    return done;
+}
+
+/* -- configuration ------------------------------------------------------------------------ */
+static PyObject *configure_async(PyObject *module, PyObject *args) {
+    /* configure_async(AsyncResult[, WorkerQueue, QueueSet, RUNS, kept, record_kernel]) */
+    PyObject *result_type, *worker = NULL, *queue_set = NULL, *runs = NULL, *record = NULL;
+    Py_ssize_t kept = 0;
+    if (!PyArg_ParseTuple(args, "O!|O!O!O!nO", &PyType_Type, &result_type, &PyType_Type, &worker,
+                          &PyType_Type, &queue_set, &PyDict_Type, &runs, &kept, &record))
+        return NULL;
+    Py_XSETREF(g_async_result, Py_NewRef(result_type));
+    for (int i = 0; i < 2; i++) {  /* its slots, when they are plain member slots */
+        PyObject *slot = PyObject_GetAttrString(result_type, i ? "_value" : "_queue");
+        if (slot == NULL)
+            PyErr_Clear();
+        else if (Py_TYPE(slot) != &PyMemberDescr_Type)
+            Py_CLEAR(slot);
+        Py_XSETREF(g_result_slots[i], slot);
+    }
+    if (g_result_slots[0] == NULL || g_result_slots[1] == NULL) {  /* then: called */
+        Py_CLEAR(g_result_slots[0]);
+        Py_CLEAR(g_result_slots[1]);
+    }
+    if (record == NULL)
+        Py_RETURN_NONE;
+    PyObject *take = PyObject_GetAttrString(queue_set, "take_at_once");
+    if (take == NULL)
+        return NULL;
+    if (s_queues == NULL) {
+#define NAME(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) { Py_DECREF(take); return NULL; }
+        NAME(s_queues, "_queues") NAME(s_inlines, "inlines") NAME(s_inline_below, "_inline_below")
+        NAME(s_qlock, "_lock") NAME(s_completed, "_completed") NAME(s_submitted, "_submitted")
+        NAME(s_holds, "_holds") NAME(s_closed, "_closed") NAME(s_error, "_error")
+        NAME(s_inline, "_inline") NAME(s_waiters, "_waiters") NAME(s_operations, "_operations")
+        NAME(s_condition, "_condition") NAME(s_notify_all, "notify_all")
+        NAME(s_acquire, "acquire") NAME(s_release, "release")
+#undef NAME
+    }
+    Py_XSETREF(g_take_at_once, take);
+    Py_XSETREF(g_worker_queue, (PyTypeObject *)Py_NewRef(worker));
+    Py_XSETREF(g_queue_set, (PyTypeObject *)Py_NewRef(queue_set));
+    Py_XSETREF(g_runs, Py_NewRef(runs));
+    Py_XSETREF(g_record_kernel, Py_NewRef(record));
+    g_kept = kept;
+    /* the dicts watched: WorkerQueue's methods' globals (mapping.queues), WorkerQueue's
+     * own dict, record_kernel's globals (mapping.inline) */
+    PyObject *method = PyDict_GetItemString(((PyTypeObject *)worker)->tp_dict, "take_kernel");
+    if (method == NULL || !PyFunction_Check(method) || !PyFunction_Check(record)) {
+        PyErr_SetString(PyExc_TypeError, "configure_async: WorkerQueue.take_kernel and "
+                        "record_kernel must be Python functions");
+        return NULL;
+    }
+    PyObject *dicts[WATCHED_DICTS] = {PyFunction_GET_GLOBALS(method),
+                                      ((PyTypeObject *)worker)->tp_dict, PyFunction_GET_GLOBALS(record)};
+    for (int i = 0; i < WATCHED_DICTS; i++) {
+        Py_XSETREF(g_watched[i], Py_NewRef(dicts[i]));
+        g_watched_tags[i] = 0;
+    }
+    for (int i = 0; i < WATCHED_NAMES; i++)
+        Py_XSETREF(g_watched_values[i], Py_XNewRef(PyDict_GetItemString(dicts[WATCHED[i].dict],
+                                                                       WATCHED[i].name)));
+    Py_RETURN_NONE;
+}

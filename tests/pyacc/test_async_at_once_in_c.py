@@ -1,0 +1,287 @@
+"""The express lane's queue take and give-back in C (``pyacc/_at_once.c.h``; API.md §5,
+last point; OpenACC 3.3 §2.16).
+
+An ``async_=<int>`` call the lane runs at once takes its idle queue and gives it back
+without pyacc's Python (``QueueSet.take_at_once``, ``WorkerQueue.begin_inline``/
+``end_inline``, ``inline.record_kernel`` done in C). Each test checks, by the Python
+frames the calling thread enters (``sys.setprofile``), that the C path ran — or that
+Python did, where it must — and that the result is the queue semantics' own:
+
+* the queue's counts and the kernel's run record afterwards, ``async_test`` true, the
+  ``AsyncResult`` made in C;
+* work another thread queued first (the queue's lock held meanwhile) runs first;
+* an error at once is kept for the covering wait (once), work behind it skipped;
+* ``wait_async`` orders another queue after work run at once in C;
+* with an event subscriber, or a take/give-back method rebound (a spy, a patch), the
+  Python methods run instead, and the subscriber sees the launch.
+
+The crossover is set through the environment, as in ``test_async_at_once.py``.
+"""
+
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+from pyacc import _compute
+from pyacc._devices import current_runtime
+from pyacc._outcome import AsyncResult
+from pyacc.mapping import BUS, EventKind, inline
+from pyacc.mapping.queues import QueueSet, WorkerQueue
+
+N = 64
+ALWAYS = "1000000"  # µs: every predicted operation runs at once on an idle queue
+
+pytestmark = pytest.mark.skipif(not acc._express.express_lane(), reason="needs the C express lane")
+
+#: the Python code of the take and give-back, which the C path stands for
+TAKE_AND_GIVE_BACK = {function.__code__ for function in (
+    QueueSet.take_at_once, WorkerQueue.take_kernel, WorkerQueue.begin_inline,
+    WorkerQueue.ran_at_once, WorkerQueue.end_inline, inline.predict_kernel,
+    inline.record_kernel, _compute.ComputeRegion._ran_at_once, AsyncResult.__init__)}
+
+
+@acc.parallel_loop
+def add_one(x):
+    for i in range(x.shape[0]):
+        x[i] = x[i] + 1.0
+
+
+@acc.parallel_loop
+def double(x):
+    for i in range(x.shape[0]):
+        x[i] = 2.0 * x[i]
+
+
+@acc.parallel_loop
+def shifted(x, y, k):
+    for i in range(x.shape[0]):
+        y[i] = x[i + k]
+
+
+@pytest.fixture(params=["host", "emulated"])
+def device(request, monkeypatch):
+    monkeypatch.setenv("PYACC_ASYNC_INLINE_BELOW", ALWAYS)
+    inline.RUNS.clear()
+    acc.shutdown(request.param)
+    acc.set_device_type(request.param)
+    previous = acc._express.set_lane(True)
+    yield request.param
+    acc._express.set_lane(previous)
+    acc.wait()
+    acc.shutdown(request.param)
+    acc.set_device_type("host")
+
+
+@contextmanager
+def python_code():
+    """The code objects of the Python functions this thread enters meanwhile."""
+    entered = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            entered.append(frame.f_code)
+
+    sys.setprofile(profile)
+    try:
+        yield entered
+    finally:
+        sys.setprofile(None)
+
+
+def took_in_c(entered) -> bool:
+    return not TAKE_AND_GIVE_BACK.intersection(entered)
+
+
+def queue(number):
+    return current_runtime().device.queue(number)
+
+
+def warm(*kernels, x, number=1):
+    """Each kernel measured on the worker, then once at once (the lane armed)."""
+    for kernel in kernels:
+        kernel(x, async_=number)
+        acc.wait(number)
+        kernel(x, async_=number)
+        acc.wait(number)
+
+
+def records(nbytes):
+    return [run for run in inline.RUNS.values() if run[1] == nbytes]
+
+
+def test_the_take_and_give_back_in_c_count_once_and_leave_the_queue_idle(device):
+    x = np.zeros(N)
+    with acc.data(copy=[x]):
+        warm(add_one, x=x)
+        q = queue(1)
+        submitted = q._submitted
+        with python_code() as entered:
+            handle = add_one(x, async_=1)
+        assert took_in_c(entered), "the lane must take and give back the queue in C"
+        assert acc.async_test(1)
+        assert (q._submitted, q._completed, q._inline) == (submitted + 1, submitted + 1, False)
+        assert type(handle) is AsyncResult and handle._queue is q and handle._value is None
+        assert handle.done() and handle.result() is None
+        acc.wait(1)
+    np.testing.assert_array_equal(x, 3.0)
+
+
+def test_the_run_record_follows_record_kernel_at_once(device):
+    x = np.zeros(N)
+    with acc.data(copy=[x]):
+        warm(add_one, x=x)
+        (key,) = [k for k, run in inline.RUNS.items() if run[1] == x.nbytes]
+        inline.RUNS[key] = (1e-12, 10 ** 9)  # predicted 1e-12 s: a longer run at most doubles it
+        with python_code() as entered:
+            add_one(x, async_=1)
+        assert took_in_c(entered)
+        assert inline.RUNS[key] == (2e-12, x.nbytes)
+        inline.RUNS[key] = (0.0, 8)  # scaled by the bytes: still 0.0; at most doubled: 0.0
+        add_one(x, async_=1)
+        assert inline.RUNS[key] == (0.0, x.nbytes)
+        inline.RUNS[key] = (10.0, x.nbytes)  # predicted above the crossover: to the worker
+        with python_code() as entered:
+            add_one(x, async_=1)
+        assert WorkerQueue.begin_inline.__code__ not in entered
+        assert queue(1)._handed, "work predicted long goes to the queue's worker"
+        acc.wait(1)
+        inline.RUNS.clear()  # never measured: to the worker, which measures it
+        add_one(x, async_=1)
+        assert queue(1)._handed
+        acc.wait(1)
+        assert records(x.nbytes)
+    np.testing.assert_array_equal(x, 6.0)
+
+
+def test_work_another_thread_queued_first_runs_before_the_call(device):
+    x = np.zeros(N)
+    with acc.data(copy=[x]):
+        warm(add_one, x=x)
+        q = queue(1)
+        runtime = current_runtime()
+        before = []
+        view = x if device == "host" else np.asarray(acc.deviceptr(x))
+
+        def earlier():  # queued by "another thread" while the call waits for the lock
+            before.append(float(view[0]))
+
+        def call():  # (a thread's device is its own ICV)
+            acc.set_device_type(device)
+            assert current_runtime() is runtime
+            add_one(x, async_=1)
+
+        with q._lock:
+            caller = threading.Thread(target=call)
+            caller.start()
+            time.sleep(0.2)  # (the caller now waits for the queue's lock in C, or has run)
+            q._operations.append((earlier, "an earlier operation", False))
+            q._submitted += 1
+            q._handed = True
+            q._condition.notify_all()
+        caller.join()
+        acc.wait(1)
+        assert before == [2.0], "work queued before the call must run before its kernel"
+        with python_code() as entered:
+            add_one(x, async_=1)
+        assert took_in_c(entered)
+        assert current_runtime() is runtime
+    np.testing.assert_array_equal(x, 4.0)
+
+
+def test_an_error_at_once_after_a_c_take_is_raised_by_the_covering_wait_once(device, monkeypatch):
+    monkeypatch.setenv("PYACC_BOUNDSCHECK", "1")
+    x = np.arange(N, dtype=np.float64)
+    y = np.zeros(N)
+    with acc.data(copyin=[x], copyout=[y]):
+        for k in (0, 0, 0):
+            shifted(x, y, k, async_=3)
+            acc.wait(3)
+        shifted(x, y, 1, async_=3)  # arms the lane for k = 1 (fails: on the worker)
+        with pytest.raises(acc.ExecutionError):
+            acc.wait(3)
+        with python_code() as entered:
+            handle = shifted(x, y, 1, async_=3)  # reads x[N]: fails, at once
+        assert WorkerQueue.begin_inline.__code__ not in entered, "taken in C"
+        assert _compute.ComputeRegion._ran_at_once.__code__ in entered, "the error kept by Python"
+        assert acc.async_test(3)
+        z = np.zeros(N)
+        add_one(z, async_=3)  # behind an unreported error: skipped
+        with pytest.raises(acc.ExecutionError, match=r"shifted.*queue 3"):
+            acc.wait(3)
+        acc.wait(3)  # raised once
+        with pytest.raises(acc.ExecutionError, match="kernel of this handle failed"):
+            handle.result()
+        np.testing.assert_array_equal(z, 0.0)
+        shifted(x, y, 0, async_=3)
+        acc.wait(3)
+    np.testing.assert_array_equal(y, x)
+
+
+def test_wait_async_orders_another_queue_after_work_taken_in_c(device):
+    x = np.ones(N)
+    with acc.data(copy=[x]):
+        warm(add_one, double, x=x)  # 1 → 2 → 3 → 6 → 12
+        with python_code() as entered:
+            add_one(x, async_=1)  # 13, at once
+        assert took_in_c(entered)
+        acc.wait_async(1, 2)
+        double(x, async_=2)
+        acc.wait(2)
+        acc.update_self(x)
+        np.testing.assert_array_equal(x, 26.0)
+
+
+def test_an_event_subscriber_sends_the_call_to_the_python_path(device):
+    x = np.zeros(N)
+    launches = []
+
+    def subscriber(event):
+        launches.append(event)
+
+    with acc.data(copy=[x]):
+        warm(add_one, x=x)
+        BUS.subscribe(subscriber, (EventKind.LAUNCH,))
+        try:
+            with python_code() as entered:
+                add_one(x, async_=1)
+        finally:
+            BUS.unsubscribe(subscriber, (EventKind.LAUNCH,))
+        assert not took_in_c(entered)
+        assert len(launches) == 1
+        assert acc.async_test(1)
+        with python_code() as entered:
+            add_one(x, async_=1)
+        assert took_in_c(entered)
+    np.testing.assert_array_equal(x, 4.0)
+
+
+def test_a_rebound_take_or_give_back_method_runs_instead_of_the_c_path(device, monkeypatch):
+    x = np.zeros(N)
+    calls = []
+    begin, end = WorkerQueue.begin_inline, WorkerQueue.end_inline
+
+    def spied_begin(self):
+        calls.append("begin")
+        return begin(self)
+
+    def spied_end(self, description=None, cause=None):
+        calls.append("end")
+        return end(self, description, cause)
+
+    with acc.data(copy=[x]):
+        warm(add_one, x=x)
+        monkeypatch.setattr(WorkerQueue, "begin_inline", spied_begin)
+        monkeypatch.setattr(WorkerQueue, "end_inline", spied_end)
+        add_one(x, async_=1)
+        assert calls == ["begin", "end"]
+        monkeypatch.undo()
+        with python_code() as entered:
+            add_one(x, async_=1)
+        assert took_in_c(entered)
+        assert calls == ["begin", "end"]
+    np.testing.assert_array_equal(x, 4.0)
