@@ -280,14 +280,7 @@ class CudaTarget(Target):
         lines += self._thread_locals(nest, p, private_arrays, slots)
         lines += [f"    while {p}row < {p}rows:", f"        {p}q = {p}row",
                   f"        {p}row += {p}rowstep"]
-        for depth in range(last - 1, 0, -1):
-            s, _e, t, n = levels[depth]
-            var = nest.levels[depth].target.id
-            lines += [f"        {p}x = {p}q // {n}",
-                      f"        {var} = {s} + ({p}q - {p}x * {n}) * {t}",
-                      f"        {p}q = {p}x"]
-        s, _e, t, _n = levels[0]
-        lines.append(f"        {nest.levels[0].target.id} = {s} + {p}q * {t}")
+        lines += _levels_of_flat_index(nest, p, levels, last - 1)
         s, _e, t, n = levels[last]
         lines += [f"        {p}col = {p}col0",
                   f"        while {p}col < {n}:",
@@ -316,14 +309,8 @@ class CudaTarget(Target):
         lines += self._thread_locals(nest, p, private_arrays, slots)
         lines.append(f"    for {p}k in range({p}tid, {p}total, {_CUDA}.gridsize(1)):")
         lines.append(f"        {p}q = {p}k")
-        for depth in range(len(nest.levels) - 1, 0, -1):
-            s, _e, t, n = levels[depth]
-            var = nest.levels[depth].target.id
-            lines += [f"        {p}x = {p}q // {n}",
-                      f"        {var} = {s} + ({p}q - {p}x * {n}) * {t}",
-                      f"        {p}q = {p}x"]
-        s, _e, t, _n = levels[0]
-        lines += [f"        {nest.levels[0].target.id} = {s} + {p}q * {t}", "        BODY"]
+        lines += _levels_of_flat_index(nest, p, levels, len(nest.levels) - 1)
+        lines.append("        BODY")
         if nest.reductions:
             lines += self._block_reduction(nest, p, slots)
         return "\n".join(lines)
@@ -553,6 +540,21 @@ def _is_atomic(func) -> bool:
     return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
             and func.value.attr == "atomic" and isinstance(func.value.value, ast.Name)
             and func.value.value.id == _CUDA)
+
+
+def _levels_of_flat_index(nest, p, levels, deepest: int) -> list[str]:
+    """Kernel lines setting the loop variables of levels ``0 … deepest`` from ``{p}q``,
+    their flat index with level ``deepest`` fastest (divmod by each inner level's trips;
+    OpenACC 3.3 §2.9.1)."""
+    lines = []
+    for depth in range(deepest, 0, -1):
+        s, _e, t, n = levels[depth]
+        var = nest.levels[depth].target.id
+        lines += [f"        {p}x = {p}q // {n}",
+                  f"        {var} = {s} + ({p}q - {p}x * {n}) * {t}",
+                  f"        {p}q = {p}x"]
+    s, _e, t, _n = levels[0]
+    return lines + [f"        {nest.levels[0].target.id} = {s} + {p}q * {t}"]
 
 
 def _copy_loops(target, source, ndim, p, indent):

@@ -33,6 +33,8 @@ from pyacc._outcome import AsyncResult
 from pyacc.mapping import BUS, EventKind, inline
 from pyacc.mapping.queues import QueueSet, WorkerQueue
 
+from test_async_at_once import add_one, double, shifted  # noqa: E402 - the same kernels
+
 N = 64
 ALWAYS = "1000000"  # µs: every predicted operation runs at once on an idle queue
 
@@ -44,23 +46,6 @@ TAKE_AND_GIVE_BACK = {function.__code__ for function in (
     WorkerQueue.ran_at_once, WorkerQueue.end_inline, inline.predict_kernel,
     inline.record_kernel, _compute.ComputeRegion._ran_at_once, AsyncResult.__init__)}
 
-
-@acc.parallel_loop
-def add_one(x):
-    for i in range(x.shape[0]):
-        x[i] = x[i] + 1.0
-
-
-@acc.parallel_loop
-def double(x):
-    for i in range(x.shape[0]):
-        x[i] = 2.0 * x[i]
-
-
-@acc.parallel_loop
-def shifted(x, y, k):
-    for i in range(x.shape[0]):
-        y[i] = x[i + k]
 
 
 @pytest.fixture(params=["host", "emulated"])
