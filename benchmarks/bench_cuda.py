@@ -56,6 +56,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 import bench_compute as bc  # noqa: E402  (the pyacc kernels, the same as the CPU suite's)
+from bench_cold_start import CHILD as COLD_CHILD  # noqa: E402  (the CPU cold start's child)
 from bench_runtime import machine_description  # noqa: E402
 from suite import Candidate, measure, write_results  # noqa: E402  (the CPU suite's)
 
@@ -581,38 +582,13 @@ def run_launch(mode, cupy, nb, budget) -> dict:
 
 # == kernels compiled once per machine: first calls in fresh processes ==========================
 
-COLD_CHILD = r"""
-import json, sys, time
-import numpy as np
-import pyacc as acc
-
-@acc.parallel_loop
-def saxpy(a, x, y):
-    for i in range(x.shape[0]):
-        y[i] = a * x[i] + y[i]
-
-@acc.parallel_loop(reduction="+:s")
-def dot(x, y):
-    s = 0.0
-    for i in range(x.shape[0]):
-        s += x[i] * y[i]
-    return s
-
-x = np.ones(1000); y = np.zeros(1000)
-with acc.data(copyin=[x], copy=[y]):
-    start = time.perf_counter()
-    saxpy(2.0, x, y)
-    total = dot(x, y)
-    first = time.perf_counter() - start
-assert total == 2000.0 and (y == 2.0).all(), (total, y[:3])
-print(json.dumps({"first_ms": first * 1e3}))
-"""
 
 
 def cold_start(device_type: str, processes: int) -> dict:
     """ms of the first calls of two kernels in fresh processes on ``device_type``: one with
     an empty kernel cache (its kernels compiled), then ``processes`` with the cache it
-    filled (loaded): ``compile_first_call_ms`` and ``cached_first_call_ms`` (median)."""
+    filled (loaded): ``compile_first_call_ms`` and ``cached_first_call_ms`` (median). The
+    child is ``bench_cold_start.py``'s (saxpy and a ``+`` reduction, results checked)."""
     import subprocess  # the cold-start measure only: fresh processes
     import tempfile  # the cold-start measure only: a private cache folder
 
@@ -622,7 +598,7 @@ def cold_start(device_type: str, processes: int) -> dict:
                               capture_output=True, text=True, timeout=600)
         if done.returncode:
             raise RuntimeError(f"the child exited {done.returncode}: {done.stderr[-2000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])["first_ms"]
+        return json.loads(done.stdout.strip().splitlines()[-1])["first_s"] * 1e3
 
     with tempfile.TemporaryDirectory(prefix="pyacc-cold-") as cache:
         (Path(cache) / "cold_child.py").write_text(COLD_CHILD)  # kernels live in files
