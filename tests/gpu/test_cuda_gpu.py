@@ -457,3 +457,66 @@ def test_pin_zero_leaves_mappings_pageable(gpu, monkeypatch):
     acc.enter_data(copyin=[a])
     assert not _page_locked(a)
     acc.exit_data(delete=[a])
+
+
+# == tiled nests (2-D grids, ``compiler/cuda_target.py``) at sizes that fill the GPU =============
+@acc.parallel_loop(collapse=2, present=["a", "b", "c"])
+def tiled_matmul(a, b, c):
+    for i in range(c.shape[0]):
+        for j in range(c.shape[1]):
+            total = 0.0
+            for k in range(a.shape[1]):
+                total += a[i, k] * b[k, j]
+            c[i, j] = total
+
+
+@acc.parallel_loop(collapse=2, reduction="+:total")
+def components(v, scale):
+    """Three columns and millions of rows: 4-wide tiles, more row blocks than a grid's y
+    limit (65,535), so the rows' grid-stride loop runs."""
+    total = 0.0
+    for i in range(v.shape[0]):
+        for k in range(v.shape[1]):
+            v[i, k] = v[i, k] * scale + k
+            total += v[i, k]
+    return total
+
+
+@acc.parallel_loop(collapse=2, private=["stencil"], reduction="max:top")
+def fluxes(state, flux, stencil):
+    """miniWeather's shape: a private array per thread in a collapsed nest, with a reduction."""
+    top = 0.0
+    for k in range(flux.shape[0]):
+        for i in range(flux.shape[1]):
+            for s in range(4):
+                stencil[s] = state[k, i + s]
+            flux[k, i] = (-stencil[0] + 7.0 * stencil[1] + 7.0 * stencil[2] - stencil[3]) / 12.0
+            top = max(top, flux[k, i])
+    return top
+
+
+def test_a_tiled_matmul_matches_numpy(gpu):
+    rng = np.random.default_rng(5)
+    a, b = rng.random((300, 70)), rng.random((70, 517))
+    c = np.zeros((300, 517))
+    with acc.data(copyin=[a, b], copyout=[c]):
+        tiled_matmul(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-12)
+
+
+def test_a_tiled_nest_of_few_columns_past_the_grids_y_limit(gpu):
+    v = np.ones((5_000_000, 3))
+    total = components(v, 2.0)
+    assert np.array_equal(v[:, 0], np.full(5_000_000, 2.0)) and (v[:, 2] == 4.0).all()
+    assert total == 5_000_000 * (2.0 + 3.0 + 4.0)
+
+
+def test_a_tiled_nest_with_a_private_array_and_a_reduction_on_a_queue(gpu):
+    state = np.random.default_rng(6).random((130, 1027))
+    flux = np.zeros((130, 1024))
+    stencil = np.zeros(4)
+    with acc.data(copyin=[state], copyout=[flux]):
+        top = fluxes(state, flux, stencil, async_=2).result()
+    expected = (-state[:, :-3] + 7.0 * state[:, 1:-2] + 7.0 * state[:, 2:-1] - state[:, 3:]) / 12.0
+    np.testing.assert_allclose(flux, expected, rtol=1e-12)  # (the GPU may fuse to FMAs)
+    assert top == pytest.approx(expected.max(), rel=1e-12)
