@@ -33,7 +33,7 @@ from pyacc._outcome import AsyncResult
 from pyacc.mapping import BUS, EventKind, inline
 from pyacc.mapping.queues import QueueSet, WorkerQueue
 
-from test_async_at_once import add_one, double, shifted  # noqa: E402 - the same kernels
+from test_async_at_once import add_one, double, shifted  # the same three kernels
 
 N = 64
 ALWAYS = "1000000"  # µs: every predicted operation runs at once on an idle queue
@@ -45,7 +45,6 @@ TAKE_AND_GIVE_BACK = {function.__code__ for function in (
     QueueSet.take_at_once, WorkerQueue.take_kernel, WorkerQueue.begin_inline,
     WorkerQueue.ran_at_once, WorkerQueue.end_inline, inline.predict_kernel,
     inline.record_kernel, _compute.ComputeRegion._ran_at_once, AsyncResult.__init__)}
-
 
 
 @pytest.fixture(params=["host", "emulated"])
