@@ -43,9 +43,9 @@ static const struct { int dict; const char *name; } WATCHED[WATCHED_NAMES] = {
     {1, "begin_inline"}, {1, "end_inline"}, {2, "RUNS"}, {2, "_KEPT"},
 };
 static PyObject *g_watched_values[WATCHED_NAMES];  /* their values at configure_async */
-static PyObject *s_queues, *s_inlines, *s_inline_below, *s_qlock, *s_completed, *s_submitted,
+static PyObject *s_queues, *s_inlines, *s_inline_below, *s_completed, *s_submitted,
                 *s_holds, *s_closed, *s_error, *s_inline, *s_waiters, *s_operations,
-                *s_condition, *s_notify_all, *s_acquire, *s_release;
+                *s_condition, *s_notify_all;
 
 /* 1: every watched name still has its value of configure_async; 0: one was rebound;
  * -1: error. Memoized by the dicts' version tags (read again only when one changed). */
@@ -107,19 +107,16 @@ static int call_method(PyObject *owner, PyObject *name) {
     return done == NULL ? -1 : 0;
 }
 
-/* ``lock.release()``, keeping a pending exception (which came first); -1 when the
- * release itself failed */
-static int release_lock(PyObject *lock) {
-    PyObject *type = NULL, *value = NULL, *traceback = NULL;
-    int pending = PyErr_Occurred() != NULL;
-    if (pending)
-        PyErr_Fetch(&type, &value, &traceback);
-    int done = call_method(lock, s_release);
-    if (pending) {
-        if (done < 0)
-            PyErr_Clear();
-        PyErr_Restore(type, value, traceback);
-    }
+/* A queue's lock (``queue._lock``), taken and given back as the table lock is
+ * (``_table_lock.h``: its bound methods kept for the lock last seen; a release keeps a
+ * pending exception). */
+static TableLock g_queue_lock;
+
+/* ``queue._lock.release()`` through the bound ``release`` that ``table_lock_take`` gave
+ * (dropped here), a pending exception kept; -1 when the release itself failed */
+static int give_queue_lock(PyObject *release) {
+    int done = table_lock_give(release);
+    Py_DECREF(release);
     return done;
 }
 
@@ -162,13 +159,9 @@ static int end_taken(PyObject *queue) {
 
 /* ``WorkerQueue.begin_inline``: 1 taken, 0 not, -1 error (nothing taken) */
 static int begin_inline(PyObject *queue) {
-    PyObject *lock = PyObject_GetAttr(queue, s_qlock);
-    if (lock == NULL)
+    PyObject *release;
+    if (table_lock_take(&g_queue_lock, queue, &release) < 0)
         return -1;
-    if (call_method(lock, s_acquire) < 0) {
-        Py_DECREF(lock);
-        return -1;
-    }
     int taken = -1;
     PyObject *completed = PyObject_GetAttr(queue, s_completed);
     PyObject *submitted = completed ? PyObject_GetAttr(queue, s_submitted) : NULL;
@@ -199,11 +192,10 @@ static int begin_inline(PyObject *queue) {
     Py_XDECREF(completed);
     Py_XDECREF(submitted);
     Py_XDECREF(error);
-    if (release_lock(lock) < 0 && taken == 1) {  /* (not with a lock this thread holds) */
+    if (give_queue_lock(release) < 0 && taken == 1) {  /* (not with a lock this thread holds) */
         end_taken(queue);
         taken = -1;
     }
-    Py_DECREF(lock);
     return taken;
 }
 
@@ -280,15 +272,12 @@ static int record_run(PyObject *kernel, double seconds, Py_ssize_t nbytes) {
 /* ``WorkerQueue.end_inline()`` of a queue ``begin_inline`` took; -1 on error (the counts
  * are written first: the queue is given back even then) */
 static int end_inline(PyObject *queue) {
-    PyObject *lock = PyObject_GetAttr(queue, s_qlock);
-    if (lock == NULL || call_method(lock, s_acquire) < 0) {
-        Py_XDECREF(lock);
+    PyObject *release;
+    if (table_lock_take(&g_queue_lock, queue, &release) < 0)
         return -1;
-    }
     int done = end_taken(queue);
-    if (release_lock(lock) < 0)
+    if (give_queue_lock(release) < 0)
         done = -1;
-    Py_DECREF(lock);
     return done;
 }
 
@@ -451,11 +440,10 @@ static PyObject *configure_async(PyObject *module, PyObject *args) {
     if (s_queues == NULL) {
 #define NAME(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) { Py_DECREF(take); return NULL; }
         NAME(s_queues, "_queues") NAME(s_inlines, "inlines") NAME(s_inline_below, "_inline_below")
-        NAME(s_qlock, "_lock") NAME(s_completed, "_completed") NAME(s_submitted, "_submitted")
+        NAME(s_completed, "_completed") NAME(s_submitted, "_submitted")
         NAME(s_holds, "_holds") NAME(s_closed, "_closed") NAME(s_error, "_error")
         NAME(s_inline, "_inline") NAME(s_waiters, "_waiters") NAME(s_operations, "_operations")
         NAME(s_condition, "_condition") NAME(s_notify_all, "notify_all")
-        NAME(s_acquire, "acquire") NAME(s_release, "release")
 #undef NAME
     }
     Py_XSETREF(g_take_at_once, take);

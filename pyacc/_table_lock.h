@@ -1,7 +1,9 @@
 /* The present table's lock as pyacc's C extensions take it (pyacc/_express_plan.c.h, the
  * express lane; mapping/_cprobe.c, the data lane): the same re-entrant lock the Python
  * verbs hold (``PresentTable._lock``, a ``threading.RLock``), so that a C lane waits for a
- * held compute call or another thread's directive exactly as they do.
+ * held compute call or another thread's directive exactly as they do. A worker queue's
+ * lock (``WorkerQueue._lock``, pyacc/_at_once.c.h) is taken the same way: any object's
+ * ``_lock``.
  *
  * ``TableLock`` remembers the lock last seen and its bound ``acquire``/``release``. The
  * lock is read as ``table._lock`` at each take (in the child of a fork the table has a new
