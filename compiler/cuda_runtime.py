@@ -20,7 +20,8 @@ drivers need at run time:
   iterations, 16 × 16 threads unless ``vector_length`` says how many (a square-ish block
   re-reads its neighbours' rows and columns from cache, as hand-written 2-D kernels do);
 * :func:`partials`, :func:`scratch` — device arrays for block partials and per-thread
-  private copies, from CuPy's memory pool when CuPy is in use;
+  private copies of a launch (its grid and block), from CuPy's memory pool when CuPy is
+  in use;
 * :func:`on_device` — an array the driver itself made on the host (``t = np.zeros(3)``
   in the region's body), as a device array, once: the driver rebinds the name to it;
 * :func:`finish` — the second pass of a reduction: the block partials combined with
@@ -40,6 +41,7 @@ threads and grids at :data:`SIMULATOR_GRID` blocks: each simulated thread costs 
 """
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import warnings
@@ -50,8 +52,8 @@ from numba import config as _numba_config
 from . import cuda_compilers
 from .feedback import info_enabled, log_info
 
-__all__ = ["launch", "stream", "launch_shape", "tile", "launch_tiles", "blocks", "threads", "partials", "scratch", "on_device", "finish",
-           "scalar", "refuse_host_arrays", "SIMULATED", "DEFAULT_BLOCK"]
+__all__ = ["launch", "stream", "launch_shape", "tile", "launch_tiles", "partials", "scratch",
+           "on_device", "finish", "scalar", "refuse_host_arrays", "SIMULATED", "DEFAULT_BLOCK"]
 
 #: True when kernels run in Numba's CUDA simulator.
 SIMULATED = bool(_numba_config.ENABLE_CUDASIM)
@@ -155,7 +157,7 @@ def _configure(key, kernel, grid, block, where):
     recompiled, which pyacc never does (numba-cuda-mlir keeps its own configure cache,
     which a recompile invalidates)."""
     with _lock, warnings.catch_warnings():
-        if blocks(grid) < _FEW_BLOCKS:
+        if _size(grid) < _FEW_BLOCKS:
             warnings.filterwarnings("ignore", message=cuda_compilers.LOW_OCCUPANCY.pattern)
         configured = kernel[grid, block, where]
         if len(_configured) >= _CONFIGURED_KEPT:
@@ -250,20 +252,9 @@ def _fitted(columns: int, rows: int, x: int, y: int) -> tuple[int, int]:
     return x, y
 
 
-def blocks(grid) -> int:
-    """The number of blocks of a grid (an int, or a tuple of dimensions); of a block, its
-    threads."""
-    if isinstance(grid, tuple):
-        count = 1
-        for dimension in grid:
-            count *= dimension
-        return count
-    return grid
-
-
-def threads(grid, block) -> int:
-    """The threads of a launch (each dimension an int or a tuple)."""
-    return blocks(grid) * blocks(block)
+def _size(dimensions) -> int:
+    """The blocks of a grid, or the threads of a block (an int, or a tuple of dimensions)."""
+    return math.prod(dimensions) if isinstance(dimensions, tuple) else dimensions
 
 
 _reported_gangs: set[int] = set()
@@ -304,14 +295,16 @@ def on_device(value, copies: dict):
     return device
 
 
-def partials(count: int, dtype):
-    """A device array of ``count`` partial results."""
-    return _empty(count, dtype)
+def partials(grid, dtype):
+    """A device array of one partial result per block of ``grid`` (an int, or a tuple of
+    dimensions)."""
+    return _empty(_size(grid), dtype)
 
 
-def scratch(threads: int, like):
-    """One private copy of array ``like`` per thread: shape ``(threads, *like.shape)``."""
-    return _empty((threads,) + tuple(like.shape), like.dtype)
+def scratch(grid, block, like):
+    """One private copy of array ``like`` per thread of a launch of ``grid`` × ``block``:
+    shape ``(threads, *like.shape)``."""
+    return _empty((_size(grid) * _size(block),) + tuple(like.shape), like.dtype)
 
 
 def _to_host(array) -> np.ndarray:

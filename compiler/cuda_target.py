@@ -165,15 +165,11 @@ class CudaTarget(Target):
         kernel_params.append(f"{p}rows" if tile else f"{p}total")
         kernel_params += [f"{p}pv_{var}" for _, var in nest.reductions]
         kernel_params += [f"{p}pa_{n}" for n in private_arrays]
-        capped = bool(nest.reductions or private_arrays)
+        driver = self._launch_lines(nest, p, name, kernel_params, tile, private_arrays, slots)
         if tile:
-            driver = self._tiled_launch_lines(nest, p, name, kernel_params, tile,
-                                              private_arrays, slots)
             kernel = self._tiled_kernel_text(nest, p, name, kernel_params, levels, tile,
                                              private_arrays, slots)
         else:
-            driver = self._launch_lines(nest, p, name, kernel_params, private_arrays, capped,
-                                        slots)
             kernel = self._kernel_text(nest, p, name, kernel_params, levels, private_arrays,
                                        slots)
         stmts = fill_body(setup + "\n" + driver, exprs, [], nest.levels[0])
@@ -209,19 +205,31 @@ class CudaTarget(Target):
             lines.append(f"{n} = {RT}.trip_count({s}, {e}, {t})")
         return "\n".join(lines), exprs
 
-    def _launch_lines(self, nest, p, name, params, private_arrays, capped, slots):
-        clauses = self.builder.clauses
-        block = self._block_size()
-        gangs = clauses.num_gangs if clauses is not None else None
-        total = " * ".join(f"{p}n{d}" for d in range(len(nest.levels)))
-        lines = [f"{p}total = {total}", f"if {p}total > 0:",
-                 f"    {p}grid, {p}block = {_CRT}.launch_shape({p}total, {block}, {gangs}, {capped})"]
-        for op, var in nest.reductions:
-            lines.append(f"    {p}pv_{var} = {_CRT}.partials({p}grid, {slots.dtype(p, op, var)})")
-        for n in private_arrays:
-            lines.append(f"    {p}pa_{n} = {_CRT}.scratch({p}grid * {p}block, {n})")
+    def _launch_lines(self, nest, p, name, params, tile, private_arrays, slots):
+        """The driver's launch of a nest: its grid and block (a ``tile``'s: x over the
+        innermost level's trips, y over the rows, the outer levels' iterations collapsed;
+        else 1-D), capped for reductions and private arrays; one partial per block and
+        one scratch row per thread; the launch; the reductions combined."""
+        capped = bool(nest.reductions or private_arrays)
+        if tile:
+            inner = f"{p}n{len(nest.levels) - 1}"
+            rows = " * ".join(f"{p}n{d}" for d in range(len(nest.levels) - 1))
+            lines = [f"{p}rows = {rows}", f"if {p}rows * {inner} > 0:",
+                     f"    {p}grid, {p}block = {_CRT}.launch_tiles({inner}, {p}rows, {tile!r}, "
+                     f"{capped})"]
+        else:
+            clauses = self.builder.clauses
+            gangs = clauses.num_gangs if clauses is not None else None
+            total = " * ".join(f"{p}n{d}" for d in range(len(nest.levels)))
+            lines = [f"{p}total = {total}", f"if {p}total > 0:",
+                     f"    {p}grid, {p}block = {_CRT}.launch_shape({p}total, "
+                     f"{self._block_size()}, {gangs}, {capped})"]
+        lines += [f"    {p}pv_{var} = {_CRT}.partials({p}grid, {slots.dtype(p, op, var)})"
+                  for op, var in nest.reductions]
+        lines += [f"    {p}pa_{n} = {_CRT}.scratch({p}grid, {p}block, {n})" for n in private_arrays]
         lines.append(f"    {_CRT}.launch({name}, {p}grid, {p}block, ({_args(params)}))")
-        lines += self._combined(nest, p)
+        lines += [f"    {var} = " + COMBINE[op].format(a=var, b=f"{_CRT}.finish({p}pv_{var}, {op!r})")
+                  for op, var in nest.reductions]
         return "\n".join(lines)
 
     def _tile(self, nest):
@@ -235,31 +243,6 @@ class CudaTarget(Target):
         if clauses is not None and clauses.num_gangs:
             return None
         return cuda_runtime.tile(clauses.vector_length if clauses is not None else None)
-
-    def _tiled_launch_lines(self, nest, p, name, params, tile, private_arrays, slots):
-        """The launch of a tiled nest: x over the innermost level's trips, y over the
-        rows (the outer levels' iterations, collapsed); a nest with reductions or private
-        arrays on a capped grid, with one partial per block and one scratch row per
-        thread, as for 1-D grids."""
-        inner = f"{p}n{len(nest.levels) - 1}"
-        rows = " * ".join(f"{p}n{d}" for d in range(len(nest.levels) - 1))
-        capped = bool(nest.reductions or private_arrays)
-        lines = [f"{p}rows = {rows}", f"if {p}rows * {inner} > 0:",
-                 f"    {p}grid, {p}block = {_CRT}.launch_tiles({inner}, {p}rows, {tile!r}, "
-                 f"{capped})"]
-        lines += [f"    {p}pv_{var} = {_CRT}.partials({_CRT}.blocks({p}grid), "
-                  f"{slots.dtype(p, op, var)})" for op, var in nest.reductions]
-        lines += [f"    {p}pa_{n} = {_CRT}.scratch({_CRT}.threads({p}grid, {p}block), {n})"
-                  for n in private_arrays]
-        lines.append(f"    {_CRT}.launch({name}, {p}grid, {p}block, ({_args(params)}))")
-        lines += self._combined(nest, p)
-        return "\n".join(lines)
-
-    @staticmethod
-    def _combined(nest, p):
-        """The driver's lines combining each reduction's partials with its variable."""
-        return [f"    {var} = " + COMBINE[op].format(a=var, b=f"{_CRT}.finish({p}pv_{var}, {op!r})")
-                for op, var in nest.reductions]
 
     def _tiled_kernel_text(self, nest, p, name, params, levels, tile, private_arrays, slots):
         """A 2-D grid-stride loop (OpenACC 3.3 §2.9.1: the collapsed space, innermost level

@@ -358,8 +358,8 @@ def test_private_arrays_of_a_tiled_nest_have_one_scratch_row_per_thread(compile_
     case = _case("private_array_over_two_levels")
     scratch = []
     real = cuda_runtime.scratch
-    compiled = compile_only(case.info(), case.make_args(), scratch=lambda threads, like: (
-        scratch.append(threads), real(threads, like))[1])
+    compiled = compile_only(case.info(), case.make_args(), scratch=lambda grid, block, like: (
+        scratch.append(grid[0] * grid[1] * block[0] * block[1]), real(grid, block, like))[1])
     (function, (grid, block, _stream)), = compiled.configurations
     assert block == (32, 8) and grid == (1, 1) and scratch == [256]  # 10 columns, 6 rows
     (_name, ptx), = compiled
