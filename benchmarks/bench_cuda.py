@@ -43,7 +43,9 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -589,9 +591,6 @@ def cold_start(device_type: str, processes: int) -> dict:
     an empty kernel cache (its kernels compiled), then ``processes`` with the cache it
     filled (loaded): ``compile_first_call_ms`` and ``cached_first_call_ms`` (median). The
     child is ``bench_cold_start.py``'s (saxpy and a ``+`` reduction, results checked)."""
-    import subprocess  # the cold-start measure only: fresh processes
-    import tempfile  # the cold-start measure only: a private cache folder
-
     def first_ms(cache: str) -> float:
         env = dict(os.environ, PYACC_CACHE_DIR=cache, ACC_DEVICE_TYPE=device_type)
         done = subprocess.run([sys.executable, str(Path(cache) / "cold_child.py")], env=env,
