@@ -2,9 +2,10 @@
  *
  * Owns ``extent(x)``, ``contained_index(bounds, x)``, ``same_layout(a, b)`` (whether
  * a cached device view still matches its host array), ``plain_block(x)`` (the data
- * API's hot-path test: a numpy.ndarray whose elements are one C- or F-ordered block) and
+ * API's hot-path test: a numpy.ndarray whose elements are one C- or F-ordered block),
  * ``DataLane`` (below: copyin/create/delete/copyout/is_present of present data in one
- * C call each). The first two give the same answers as the Numba
+ * C call each) and ``TableLock`` (the present table's lock, which the lanes take in
+ * place: ``_reentrant_lock.c.h``). The first two give the same answers as the Numba
  * functions of ``mapping/_probe.py`` (which uses these when this module is built), without
  * a Numba dispatch (~0.3 µs, the larger part of an ``acc.is_present`` of present data).
  *
@@ -28,10 +29,14 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 #include <structmember.h>
 
 #include "../pyacc/_numpy_abi.h"
+#include "../pyacc/_dict_tag.h"
 #include "../pyacc/_table_lock.h"
+#include "_slot_fields.h"
+#include "_reentrant_lock.c.h"
 
 static PyTypeObject *g_ndarray;  /* numpy.ndarray */
 static PyObject *g_int64;        /* numpy.dtype("int64"): native, one object (built-in dtypes are) */
@@ -203,6 +208,12 @@ typedef struct {
     Py_ssize_t enter_kind, exit_kind, end_kind;
     TableLock held;  /* the table lock last seen, its bound methods (``_table_lock.h``) */
     char tracks_use;  /* the runtime's ``tracks_use``, kept here by the runtime */
+    /* the ranges' and entries' attributes the verbs read, in place where slots (``_slot_fields.h``) */
+    SlotField bounds, values, version, dynamic, structured, kind, host_array, device_array;
+    /* update's copies (``_lane_copies.c.h``: ``allow_copies``; NULL until then) */
+    PyObject *device_dict, *tally_alone, *stats_row;
+    Py_ssize_t counted[4], upload_kind, download_kind, done_kind;
+    uint64_t device_tag;  /* device_dict's tag when it was last found plain (0: none) */
 } Lane;
 
 static PyObject *s_bounds, *s_values, *s_version, *s_dynamic,
@@ -227,12 +238,23 @@ static int lane_init(Lane *self, PyObject *args, PyObject *kwargs) {
     Py_INCREF(normal); Py_XSETREF(self->normal, normal);
     Py_INCREF(active); Py_XSETREF(self->active, active);
     self->enter_kind = enter_kind, self->exit_kind = exit_kind, self->end_kind = end_kind;
+    PyTypeObject *ranges_type = Py_TYPE(ranges), *entry = PyType_Check(entry_type) ? (PyTypeObject *)entry_type
+                                                                                  : &PyBaseObject_Type;
+    slot_field_init(&self->bounds, ranges_type, s_bounds);
+    slot_field_init(&self->values, ranges_type, s_values);
+    slot_field_init(&self->version, ranges_type, s_version);
+    slot_field_init(&self->dynamic, entry, s_dynamic);
+    slot_field_init(&self->structured, entry, s_structured);
+    slot_field_init(&self->kind, entry, s_kind);
+    slot_field_init(&self->host_array, entry, s_host_array);
+    slot_field_init(&self->device_array, entry, s_device_array);
     return 0;
 }
 
 static int lane_traverse(Lane *self, visitproc visit, void *arg) {
     Py_VISIT(self->table); Py_VISIT(self->ranges); Py_VISIT(self->runtime);
     Py_VISIT(self->entry_type); Py_VISIT(self->normal); Py_VISIT(self->active);
+    Py_VISIT(self->device_dict); Py_VISIT(self->tally_alone); Py_VISIT(self->stats_row);
     TABLE_LOCK_VISIT(self->held);
     return 0;
 }
@@ -240,6 +262,7 @@ static int lane_traverse(Lane *self, visitproc visit, void *arg) {
 static int lane_clear(Lane *self) {
     Py_CLEAR(self->table); Py_CLEAR(self->ranges); Py_CLEAR(self->runtime);
     Py_CLEAR(self->entry_type); Py_CLEAR(self->normal); Py_CLEAR(self->active);
+    Py_CLEAR(self->device_dict); Py_CLEAR(self->tally_alone); Py_CLEAR(self->stats_row);
     table_lock_clear(&self->held);
     return 0;
 }
@@ -278,14 +301,14 @@ static PyObject *present_entry(Lane *self, PyObject *x) {
     int64_t data, low, high;
     if (array_extent(x, &data, &low, &high) < 0 || high == low)
         return NULL;
-    PyObject *bounds = PyObject_GetAttr(self->ranges, s_bounds);
+    PyObject *bounds = slot_field_get(self->ranges, &self->bounds);
     if (bounds == NULL)
         return NULL;
     Py_ssize_t index = search(bounds, low, high);
     Py_DECREF(bounds);
     if (index < 0)
         return NULL;
-    PyObject *values = PyObject_GetAttr(self->ranges, s_values);
+    PyObject *values = slot_field_get(self->ranges, &self->values);
     if (values == NULL)
         return NULL;
     PyObject *entry = NULL;
@@ -299,8 +322,8 @@ static PyObject *present_entry(Lane *self, PyObject *x) {
 }
 
 /* entry.<name> as a C long; -1 with an exception set (counts are never negative). */
-static long count_of(PyObject *entry, PyObject *name) {
-    PyObject *value = PyObject_GetAttr(entry, name);
+static long count_of(PyObject *entry, const SlotField *field) {
+    PyObject *value = slot_field_get(entry, field);
     if (value == NULL)
         return -1;
     long count = PyLong_Check(value) ? PyLong_AsLong(value) : -1;
@@ -310,11 +333,11 @@ static long count_of(PyObject *entry, PyObject *name) {
     return count;
 }
 
-static int set_count(PyObject *entry, PyObject *name, long count) {
+static int set_count(PyObject *entry, const SlotField *field, long count) {
     PyObject *value = PyLong_FromLong(count);
     if (value == NULL)
         return -1;
-    int status = PyObject_SetAttr(entry, name, value);
+    int status = slot_field_set(entry, field, value);
     Py_DECREF(value);
     return status;
 }
@@ -322,12 +345,12 @@ static int set_count(PyObject *entry, PyObject *name, long count) {
 /* The device array of x in entry: the cached one when x is the mapped array itself with
  * its layout, else runtime.device_array_of(entry, x) (which re-makes the cache). */
 static PyObject *device_array_of(Lane *self, PyObject *entry, PyObject *x) {
-    PyObject *host = PyObject_GetAttr(entry, s_host_array);
+    PyObject *host = slot_field_get(entry, &self->host_array);
     if (host == NULL)
         return NULL;
     Py_DECREF(host);  /* only its identity is compared; the entry keeps it */
     if (host == x) {
-        PyObject *cached = PyObject_GetAttr(entry, s_device_array);
+        PyObject *cached = slot_field_get(entry, &self->device_array);
         if (cached == NULL)
             return NULL;
         if (PyObject_TypeCheck(cached, g_ndarray) && same_layout_of((ArrayFields *)cached, (ArrayFields *)x))
@@ -363,14 +386,14 @@ static int start_verb(Lane *self, PyObject *x, Py_ssize_t event_kind, PyObject *
 /* With the lock held: +1 to the dynamic count of ``entry`` and the device array of x;
  * NULL with an exception set, the count unchanged. */
 static PyObject *enter_entry(Lane *self, PyObject *entry, PyObject *x) {
-    long dynamic = count_of(entry, s_dynamic);
-    if (dynamic < 0 || set_count(entry, s_dynamic, dynamic + 1) < 0)
+    long dynamic = count_of(entry, &self->dynamic);
+    if (dynamic < 0 || set_count(entry, &self->dynamic, dynamic + 1) < 0)
         return NULL;
     PyObject *result = device_array_of(self, entry, x);
     if (result == NULL) {  /* all or nothing: the count goes back */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        set_count(entry, s_dynamic, dynamic);
+        set_count(entry, &self->dynamic, dynamic);
         PyErr_Restore(type, value, traceback);
     }
     return result;
@@ -380,17 +403,17 @@ static PyObject *enter_entry(Lane *self, PyObject *entry, PyObject *x) {
  * NORMAL entry that keeps a count after it; else None, unchanged; NULL on error. (``x``,
  * the array, is not needed: nothing is handed back.) */
 static PyObject *leave_entry(Lane *self, PyObject *entry, PyObject *x) {
-    PyObject *kind = PyObject_GetAttr(entry, s_kind);
+    PyObject *kind = slot_field_get(entry, &self->kind);
     if (kind == NULL)
         return NULL;
     Py_DECREF(kind);  /* only its identity is compared; EntryKind members live on */
-    long dynamic = count_of(entry, s_dynamic);
-    long structured = dynamic < 0 ? -1 : count_of(entry, s_structured);
+    long dynamic = count_of(entry, &self->dynamic);
+    long structured = dynamic < 0 ? -1 : count_of(entry, &self->structured);
     if (structured < 0)
         return NULL;
     if (kind != self->normal || dynamic < 1 || (dynamic == 1 && structured == 0))
         Py_RETURN_NONE;  /* pinned, already 0, or the lifetime would end: Python's */
-    return set_count(entry, s_dynamic, dynamic - 1) < 0 ? NULL : Py_NewRef(Py_True);
+    return set_count(entry, &self->dynamic, dynamic - 1) < 0 ? NULL : Py_NewRef(Py_True);
 }
 
 /* A verb on the entry wholly containing x: ``on_entry(self, entry, x)`` with the lock
@@ -423,7 +446,7 @@ static PyObject *lane_present(Lane *self, PyObject *x) {
         Py_RETURN_TRUE;
     if (!PyObject_TypeCheck(x, g_ndarray))
         goto checked_in_python;
-    PyObject *version = PyObject_GetAttr(self->ranges, s_version);
+    PyObject *version = slot_field_get(self->ranges, &self->version);
     if (version == NULL)
         return NULL;
     long stamp = PyLong_Check(version) ? PyLong_AsLong(version) : 1;
@@ -435,7 +458,7 @@ static PyObject *lane_present(Lane *self, PyObject *x) {
         return NULL;
     if (high == low)
         Py_RETURN_TRUE;  /* zero-size data is always present (API.md §2) */
-    PyObject *bounds = PyObject_GetAttr(self->ranges, s_bounds);
+    PyObject *bounds = slot_field_get(self->ranges, &self->bounds);
     if (bounds == NULL)
         return NULL;
     Py_ssize_t index = search(bounds, low, high);
@@ -448,6 +471,8 @@ checked_in_python:
     return call_method_1(self->table, s_contains, x);
 }
 
+#include "_lane_copies.c.h"
+
 static PyMemberDef lane_members[] = {
     {"tracks_use", T_BOOL, offsetof(Lane, tracks_use), 0,
      "the runtime's tracks_use (oversubscription), kept here by the runtime: while true, enter and leave answer None"},
@@ -459,6 +484,13 @@ static PyMethodDef lane_methods[] = {
      "enter(x) -> the device array of present x after its dynamic count's +1; None: take the Python path."},
     {"leave", (PyCFunction)lane_leave, METH_O,
      "leave(x) -> True after the dynamic count's -1 of data that stays present; None: take the Python path."},
+    {"upload", (PyCFunction)lane_upload, METH_O,
+     "upload(x) -> True after the copy of present x to its device array; None: take the Python path."},
+    {"download", (PyCFunction)lane_download, METH_O,
+     "download(x) -> True after the copy of present x from its device array; None: take the Python path."},
+    {"allow_copies", (PyCFunction)lane_allow_copies, METH_VARARGS,
+     "allow_copies(device, tally_alone, stats_row, counted, kinds): upload/download copy in place "
+     "(mapping/_lane_copies.c.h)."},
     {"present", (PyCFunction)lane_present, METH_O,
      "present(x) -> whether the elements of x lie inside one mapping (or x is empty)."},
     {NULL, NULL, 0, NULL},
@@ -514,14 +546,14 @@ PyMODINIT_FUNC PyInit__cprobe(void) {
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].text)) == NULL)
             return NULL;
-    if (table_lock_init() < 0 || PyType_Ready(&LaneType) < 0)
+    if (table_lock_init() < 0 || copies_names_init() < 0 || PyType_Ready(&LaneType) < 0 || PyType_Ready(&ReentrantLockType) < 0)
         return NULL;
+    tl_reentrant = (PyTypeObject *)Py_NewRef(&ReentrantLockType);
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
-    Py_INCREF(&LaneType);
-    if (PyModule_AddObject(module, "DataLane", (PyObject *)&LaneType) < 0) {
-        Py_DECREF(&LaneType);
+    if (PyModule_AddObjectRef(module, "DataLane", (PyObject *)&LaneType) < 0 ||
+            PyModule_AddObjectRef(module, "TableLock", (PyObject *)&ReentrantLockType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

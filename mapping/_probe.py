@@ -22,6 +22,8 @@ slots padded with int64 max in both rows (so both rows are sorted).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from numba import njit
 
@@ -31,7 +33,7 @@ except ImportError:  # pragma: no cover - numpy 1.x
     _byte_bounds = np.byte_bounds
 
 __all__ = ["extent", "lookup", "lookup_range", "contained_index", "contained_index_python", "same_layout",
-           "plain_block", "DataLane"]
+           "plain_block", "DataLane", "TableLock"]
 
 # Relation codes returned by the compiled search; ``ranges.Relation`` gives them names.
 DISJOINT, CONTAINED, EXTENDS_BEFORE, EXTENDS_AFTER, COVERS, SPANS = range(6)
@@ -96,10 +98,12 @@ def _contained_index(bounds, x):
 
 _contained_index_numba = _contained_index
 try:  # the C searches (optional extension, like pyacc._fastcall)
-    from ._cprobe import DataLane, contained_index as _contained_index, extent as _extent_c, plain_block, \
-        same_layout
+    from ._cprobe import DataLane, TableLock, contained_index as _contained_index, extent as _extent_c, \
+        plain_block, same_layout
 except ImportError:  # pragma: no cover - built without a C compiler
     _extent_c = _extent
+    #: the present table's lock: without the C extension, an RLock (same semantics)
+    TableLock = threading.RLock
 
     class DataLane:
         """Without the C extension: no lane. ``enter``/``leave`` always send the caller to
@@ -116,6 +120,11 @@ except ImportError:  # pragma: no cover - built without a C compiler
         @staticmethod
         def leave(x):
             return None
+
+        upload = download = leave
+
+        def allow_copies(self, *args):
+            pass
 
     def plain_block(x) -> bool:
         """Whether ``x`` is a numpy.ndarray (not a subclass) of one C- or F-ordered block."""

@@ -314,6 +314,8 @@ class Stats:
         self._baseline: dict[tuple[str, int], list[int]] = {}
         #: {device: [launches]}: counted by callers outside Python (``launch_cell``)
         self._launch_cells: dict[tuple[str, int], list[int]] = {}
+        #: {device: row}: counted by callers outside Python (``counter_row``)
+        self._counter_rows: dict[tuple[str, int], list[int]] = {}
         bus.subscribe_tally(self.add)
 
     def launch_cell(self, device: tuple[str, int]) -> list[int]:
@@ -322,6 +324,17 @@ class Stats:
         GIL, instead of calling ``add`` (a Python call costs more than its whole check)."""
         with self._lock:
             return self._launch_cells.setdefault(device, [0])
+
+    def counter_row(self, device: tuple[str, int]) -> list[int]:
+        """A row of counts (``STAT_KEYS``' order) of ``device`` that callers outside Python
+        add to in place (the data lane's copies, ``mapping/_lane_copies.c.h``), atomically
+        under the GIL; one per device, summed with every thread's rows."""
+        with self._lock:
+            row = self._counter_rows.get(device)
+            if row is None:
+                row = self._counter_rows[device] = [0] * len(STAT_KEYS)
+                self._tables.append({device: row})
+            return row
 
     def add(self, kind: int, device: tuple[str, int], nbytes=None) -> None:
         try:

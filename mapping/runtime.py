@@ -84,10 +84,11 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         #: called only when a mapping is created or an error is raised
         self.namer = lambda array: None
         #: the data API's present-data verbs in one C call each (``_cprobe.DataLane``:
-        #: ``enter``, ``leave``, ``present``; each answers None, changing nothing, for
-        #: every case but the plain one, and the caller takes the verbs below)
+        #: ``enter``, ``leave``, ``present``, ``upload``/``download`` where the device admits
+        #: them; each answers None, changing nothing, for all but the plain case: the verbs below)
         self.lane = _probe.DataLane(self.table, self.table.version_holder, self, MappingEntry,
                                        EntryKind.NORMAL, _ACTIVE, (_ENTER_DATA, _EXIT_DATA, _DIRECTIVE_END))
+        device.admit_lane_copies(self.lane)
         #: ``is_present(array)``: bound straight to the lane's lock-free check (one call
         #: frame less on the hottest query)
         self.is_present = self.lane.present

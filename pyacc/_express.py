@@ -1,7 +1,8 @@
 """The express lane's Python side (the lane itself: ``pyacc/_fastcall.c``).
 
 Owns: loading the optional C extension ``pyacc._fastcall`` (``CALL_BASE``, the base class
-of ``ComputeRegion``: the extension's ``FastCall``, or ``object`` without it),
+of ``ComputeRegion``: the extension's ``FastCall``, or ``object`` without it;
+``lane_routine``: a data routine whose plain calls enter the data lane in C),
 ``express_lane``/``set_lane`` (whether calls try their express plans), and ``plan_spec``:
 what a call the Python launcher has just replayed hands the lane, so that the next such
 calls repeat it in C (guide: "What a compute call costs").
@@ -19,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import _thread
+import functools
 import os
 import sys
 from typing import NamedTuple
@@ -33,7 +35,8 @@ from pyacc.mapping.queues import QueueSet, WorkerQueue
 
 from ._devices import ICVS, watch_context
 
-__all__ = ["CALL_BASE", "ExpressPlan", "express_lane", "set_lane", "plan_spec", "configure_async"]
+__all__ = ["CALL_BASE", "ExpressPlan", "express_lane", "set_lane", "plan_spec", "configure_async",
+           "lane_routine", "RETURNS_DEVICE_ARRAY", "RETURNS_NONE", "ANSWERS"]
 
 
 def _load():
@@ -123,3 +126,22 @@ def plan_spec(runtime, call_plan, args, reads_default: bool):
     return ExpressPlan(call_plan, len(args), runtime, holder, table, version, call_plan.kernel,
                        reads_default, default, env, STATS.launch_cell(device.identity), vars(device),
                        arrays, call_plan.scalars, exact, take_at_once)
+
+
+#: what a data lane's answer means to a routine (``pyacc/_routine_lane.c.h``): a device
+#: array or None (``enter``); True or None (``leave``, ``update``); the answer (``present``)
+RETURNS_DEVICE_ARRAY, RETURNS_NONE, ANSWERS = range(3)
+
+
+def lane_routine(function, verb: str, kind: int):
+    """The data routine ``function`` as a ``LaneRoutine`` (``pyacc/_routine_lane.c.h``):
+    its calls with one positional argument try the current runtime's ``lane.<verb>(a)``
+    in C before ``function`` runs (no Python frame, no read of the thread's ICVs);
+    ``functools.update_wrapper`` gives it ``function``'s name, docstring and
+    ``__wrapped__``. Without the extension: ``function`` itself, which tries the lane from
+    Python."""
+    if _FASTCALL is None:
+        return function
+    routine = _FASTCALL.LaneRoutine(verb, function, kind)
+    functools.update_wrapper(routine, function)
+    return routine

@@ -194,35 +194,6 @@ static int same_attr(PyObject *owner, PyObject *name, PyObject *expected, int by
     return same;
 }
 
-/* A dict's version tag: changed by every change of the dict (PEP 509; CPython 3.10-3.13
- * keep it, deprecated from 3.12), 0 where there is none to read (every check then runs). */
-static inline uint64_t dict_tag(PyObject *dict) {
-#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_LIMITED_API)
-#if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-#endif
-    return ((PyDictObject *)dict)->ma_version_tag;
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
-#else
-    (void)dict;
-    return 0;
-#endif
-}
-
-/* The tag of an object's instance dict, or 0: from 3.13 an attribute set on the object
- * may be stored in the object's inline values without touching its dict's tag. */
-static inline uint64_t instance_dict_tag(PyObject *dict) {
-#if PY_VERSION_HEX < 0x030D0000
-    return dict_tag(dict);
-#else
-    (void)dict;
-    return 0;
-#endif
-}
-
 static inline uint64_t thread_id(void) {
     return PyThreadState_GetID(PyThreadState_Get());
 }

@@ -57,8 +57,10 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h>
 #include <time.h>
 
+#include "_dict_tag.h"
 #include "_numpy_abi.h"
 #include "_table_lock.h"
 
@@ -83,6 +85,8 @@ static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *
 #include "_express_plan.c.h"
 /* -- an async call run at once: the queue taken and given back in C --------------------- */
 #include "_at_once.c.h"
+/* -- the data routines' entry: the current runtime's data lane first ---------------------- */
+#include "_routine_lane.c.h"
 
 /* -- FastCall ----------------------------------------------------------------------------- */
 typedef struct {
@@ -461,7 +465,8 @@ static struct PyModuleDef module_def = {
 static PyObject *intern(const char *text) { return PyUnicode_InternFromString(text); }
 
 PyMODINIT_FUNC PyInit__fastcall(void) {
-    if (PyType_Ready(&ExpressPlanType) < 0 || PyType_Ready(&FastCallType) < 0)
+    if (PyType_Ready(&ExpressPlanType) < 0 || PyType_Ready(&FastCallType) < 0 ||
+            PyType_Ready(&LaneRoutineType) < 0)
         return NULL;
     MISS = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
     g_one = PyLong_FromLong(1);
@@ -477,16 +482,16 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     s_async = intern("async_");
     s_ran_at_once = intern("_ran_at_once");
     s_queue_ran_at_once = intern("ran_at_once");
-    if (!s_runtime || !s_region_stack || !s_innermost_default || !s_version || !s_call_slow ||
+    s_lane = intern("lane");
+    if (!s_lane || !s_runtime || !s_region_stack || !s_innermost_default || !s_version || !s_call_slow ||
             !s_express_failed || !s_launch || !s_async || !s_ran_at_once || !s_queue_ran_at_once ||
             table_lock_init() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
-    Py_INCREF(&FastCallType);
-    if (PyModule_AddObject(module, "FastCall", (PyObject *)&FastCallType) < 0) {
-        Py_DECREF(&FastCallType);
+    if (PyModule_AddObjectRef(module, "FastCall", (PyObject *)&FastCallType) < 0 ||
+            PyModule_AddObjectRef(module, "LaneRoutine", (PyObject *)&LaneRoutineType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -35,6 +35,7 @@ from ._names import variable_name
 from ._clauses import async_noval, async_value, queue_of, wait_values
 from ._devices import ICVS, canonical_type, current_runtime
 from ._errors import directive_end, report, reported
+from ._express import ANSWERS, RETURNS_DEVICE_ARRAY, RETURNS_NONE, lane_routine
 
 __all__ = [
     "copyin", "create", "copyout", "delete", "update_device", "update_self",
@@ -87,6 +88,8 @@ def _entered(kind: MapKind, a, async_, routine: str):
 # The four data routines (``_entering``, ``_leaving``) first try the current runtime's lane
 # (``runtime.lane``, ``mapping/_cprobe.c``): one C call that carries out the routine on
 # present data when nobody listens to its events, or answers None having changed nothing.
+# Built, the C entry (``lane_routine``: ``pyacc/_routine_lane.c.h``) makes that call before
+# any Python frame; the functions below try it again for calls the entry passes on.
 # A thread that has no current runtime yet (``ICVS.runtime`` None) selects it on the
 # Python path.
 def _entering(kind: MapKind, name: str, doc: str):
@@ -104,7 +107,7 @@ def _entering(kind: MapKind, name: str, doc: str):
 
     enter.__name__ = enter.__qualname__ = name
     enter.__doc__ = doc
-    return enter
+    return lane_routine(enter, "enter", RETURNS_DEVICE_ARRAY)
 
 
 copyin = _entering(_COPYIN, "copyin", """Present: dynamic count +1, no transfer. Absent: allocate, copy in, dynamic = 1.
@@ -152,7 +155,7 @@ def _leaving(kind: MapKind, name: str, doc: str):
 
     leave.__name__ = leave.__qualname__ = name
     leave.__doc__ = doc
-    return leave
+    return lane_routine(leave, "leave", RETURNS_NONE)
 
 
 copyout = _leaving(MapKind.COPYOUT, "copyout", """Dynamic count −1 (``finalize``: 0); when both counts reach 0, copy out and free.
@@ -180,6 +183,11 @@ def update_self(a, *, if_present=False, async_=None) -> None:
     _update_one(UpdateDirection.SELF, a, if_present, async_)
 
 
+# a synchronous update of present data on a device that copies in place: the lane's copy
+update_device = lane_routine(update_device, "upload", RETURNS_NONE)
+update_self = lane_routine(update_self, "download", RETURNS_NONE)
+
+
 def is_present(a) -> bool:
     """True when every element of ``a`` (any view) is present on the current device."""
     try:  # the hot path: no wrapper frame; the runtime's ``is_present`` is its lane's
@@ -190,6 +198,9 @@ def is_present(a) -> bool:
     except AccError as error:
         report(error)
         raise
+
+
+is_present = lane_routine(is_present, "present", ANSWERS)
 
 
 @reported

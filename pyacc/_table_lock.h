@@ -1,25 +1,128 @@
 /* The present table's lock as pyacc's C extensions take it (pyacc/_express_plan.c.h, the
  * express lane; mapping/_cprobe.c, the data lane): the same re-entrant lock the Python
- * verbs hold (``PresentTable._lock``, a ``threading.RLock``), so that a C lane waits for a
- * held compute call or another thread's directive exactly as they do. A worker queue's
- * lock (``WorkerQueue._lock``, pyacc/_at_once.c.h) is taken the same way: any object's
+ * verbs hold (``PresentTable._lock``), so that a C lane waits for a held compute call or
+ * another thread's directive exactly as they do. A worker queue's lock
+ * (``WorkerQueue._lock``, pyacc/_at_once.c.h) is taken the same way: any object's
  * ``_lock``.
  *
- * ``TableLock`` remembers the lock last seen and its bound ``acquire``/``release``. The
- * lock is read as ``table._lock`` at each take (in the child of a fork the table has a new
- * one) and its bound methods are made again only when it is not the one last seen.
+ * Two kinds of lock. The table's own, ``pyacc.mapping._cprobe.TableLock``
+ * (mapping/_reentrant_lock.c.h; its layout, ``ReentrantLock``, is here), is taken and
+ * given in place: its owner and count are read and set with the GIL held, and only a
+ * lock another thread holds is waited for, with the GIL released. Any other lock (a
+ * ``threading.RLock`` where _cprobe is not built, a queue's ``threading.Lock``) is taken
+ * through its Python ``acquire``/``release``: ``TableLock`` remembers the lock last seen
+ * and its bound methods, made again only when the lock is not the one last seen.
+ *
+ * The lock is read as ``table._lock`` at each take (in the child of a fork the table has
+ * a new one). An extension recognises the table's lock type by its name and size the
+ * first time it meets it (``tl_reentrant``), so that _fastcall needs no import of _cprobe.
  * ``table_lock_init`` interns the three names once per extension (each includes this
- * header: its functions are ``static``). The GIL is held throughout, except while the
- * lock's acquire waits.
+ * header: its functions are ``static``). The GIL is held throughout, except while a take
+ * waits.
  */
 #ifndef PYACC_TABLE_LOCK_H
 #define PYACC_TABLE_LOCK_H
 
 #include <Python.h>
+#include <pythread.h>
+#include <limits.h>
+#include <string.h>
+#include <time.h>
+
+#define TABLE_LOCK_TYPE_NAME "pyacc.mapping._cprobe.TableLock"
+
+/* pyacc.mapping._cprobe.TableLock: threading.RLock's state, read and set with the GIL held */
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;  /* held while count > 0 (and briefly before, by a new owner) */
+    unsigned long owner;      /* PyThread_get_thread_ident() of the holder while count > 0 */
+    unsigned long count;      /* how many times the owner took it */
+    PyObject *weakrefs;
+} ReentrantLock;
 
 typedef struct {
-    PyObject *lock, *acquire, *release;  /* the table lock last seen, its bound methods */
+    PyObject *lock, *acquire, *release;  /* the (other kind of) lock last seen, its bound methods */
 } TableLock;
+
+static PyTypeObject *tl_reentrant;  /* TableLock's type, once met (or set by _cprobe) */
+
+static int64_t tl_now_us(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+}
+
+/* Wait for ``lock`` with the GIL released, ``wait_us`` at most (-1: for ever; 0: not at
+ * all): 1 taken, 0 not; -1 when a signal handler raised meanwhile (as _thread's
+ * acquire_timed: an interrupted wait runs the handlers, then waits again). */
+static int tl_wait(PyThread_type_lock lock, int64_t wait_us) {
+    if (PyThread_acquire_lock_timed(lock, 0, 0) == PY_LOCK_ACQUIRED)
+        return 1;
+    if (wait_us == 0)
+        return 0;
+    if (wait_us > (int64_t)PY_TIMEOUT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "timeout value is too large");
+        return -1;
+    }
+    int64_t deadline = wait_us > 0 ? tl_now_us() + wait_us : 0;
+    for (;;) {
+        PyLockStatus status;
+        Py_BEGIN_ALLOW_THREADS
+        status = PyThread_acquire_lock_timed(lock, (PY_TIMEOUT_T)wait_us, 1);
+        Py_END_ALLOW_THREADS
+        if (status != PY_LOCK_INTR)
+            return status == PY_LOCK_ACQUIRED;
+        if (Py_MakePendingCalls() < 0)
+            return -1;
+        if (wait_us > 0 && (wait_us = deadline - tl_now_us()) <= 0)
+            return PyThread_acquire_lock_timed(lock, 0, 0) == PY_LOCK_ACQUIRED;
+    }
+}
+
+/* One level of ``self`` for this thread, waiting ``wait_us`` at most: 1 taken, 0 not, -1
+ * an error (set). */
+static int reentrant_lock_take(ReentrantLock *self, int64_t wait_us) {
+    unsigned long me = PyThread_get_thread_ident();
+    if (self->count > 0 && self->owner == me) {
+        if (self->count == ULONG_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "Internal lock count overflowed");
+            return -1;
+        }
+        self->count++;
+        return 1;
+    }
+    int taken = tl_wait(self->lock, wait_us);
+    if (taken == 1) {
+        self->owner = me;
+        self->count = 1;
+    }
+    return taken;
+}
+
+/* One level less; -1 with RuntimeError when this thread does not hold ``self``. */
+static int reentrant_lock_give(ReentrantLock *self) {
+    if (self->count == 0 || self->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
+        return -1;
+    }
+    if (--self->count == 0) {
+        self->owner = 0;
+        PyThread_release_lock(self->lock);
+    }
+    return 0;
+}
+
+/* Whether ``lock`` is the table's own kind (recognised by name and size once). */
+static int tl_is_reentrant(PyObject *lock) {
+    PyTypeObject *type = Py_TYPE(lock);
+    if (type == tl_reentrant)
+        return 1;
+    if (tl_reentrant != NULL || type->tp_basicsize != (Py_ssize_t)sizeof(ReentrantLock) ||
+            strcmp(type->tp_name, TABLE_LOCK_TYPE_NAME) != 0)
+        return 0;
+    tl_reentrant = (PyTypeObject *)Py_NewRef(type);
+    return 1;
+}
 
 static PyObject *tl_lock_name, *tl_acquire_name, *tl_release_name;
 
@@ -39,12 +142,21 @@ static void table_lock_clear(TableLock *bound) {
     Py_CLEAR(bound->release);
 }
 
-/* ``table``'s lock, acquired: 0, and ``*release`` is its bound release (a new reference,
- * for ``table_lock_give`` and then Py_DECREF); -1 with an exception set, nothing held. */
+/* ``table``'s lock, acquired: 0, and ``*release`` is what gives it back (a new reference,
+ * for ``table_lock_give`` and then Py_DECREF: the lock itself, or its bound release); -1
+ * with an exception set, nothing held. */
 static int table_lock_take(TableLock *bound, PyObject *table, PyObject **release) {
     PyObject *lock = PyObject_GetAttr(table, tl_lock_name);
     if (lock == NULL)
         return -1;
+    if (tl_is_reentrant(lock)) {  /* taken in place; *release is the lock itself */
+        if (reentrant_lock_take((ReentrantLock *)lock, -1) < 0) {
+            Py_DECREF(lock);
+            return -1;
+        }
+        *release = lock;
+        return 0;
+    }
     if (lock != bound->lock) {
         PyObject *acquire = PyObject_GetAttr(lock, tl_acquire_name);
         PyObject *released = acquire == NULL ? NULL : PyObject_GetAttr(lock, tl_release_name);
@@ -70,14 +182,19 @@ static int table_lock_take(TableLock *bound, PyObject *table, PyObject **release
     return 0;
 }
 
-/* Call the bound ``release`` (not dropped), keeping a pending exception (which came
- * first); -1 when the release itself failed (its exception set, unless one was pending). */
+/* Give back what ``table_lock_take`` gave as ``release`` (not dropped), keeping a pending
+ * exception (which came first); -1 when the release itself failed (its exception set,
+ * unless one was pending). */
 static int table_lock_give(PyObject *release) {
+    int in_place = Py_TYPE(release) == tl_reentrant;  /* (no Python code runs) */
+    if (in_place && !PyErr_Occurred())
+        return reentrant_lock_give((ReentrantLock *)release);
     PyObject *type = NULL, *value = NULL, *traceback = NULL;
     int pending = PyErr_Occurred() != NULL;
     if (pending)
         PyErr_Fetch(&type, &value, &traceback);
-    PyObject *done = PyObject_CallNoArgs(release);
+    PyObject *done = !in_place ? PyObject_CallNoArgs(release)
+        : reentrant_lock_give((ReentrantLock *)release) < 0 ? NULL : Py_NewRef(Py_None);
     if (pending) {
         if (done == NULL)
             PyErr_Clear();

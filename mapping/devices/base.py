@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..events import BUS, EventKind
+from ..events import BUS, STAT_KEYS, STATS, EventKind
 from ..queues import CROSSOVER, Pending, Queue, QueueSet, SyncQueue, WorkerQueue, raise_all
 from .common import Timed, announce, emit, size_setting
 
@@ -88,6 +88,10 @@ class Device(abc.ABC):
     type_name: str = "abstract"
     shares_host_memory: bool = False
     views_hold_memory: bool = True
+    #: transfers are ``_copy`` between two numpy arrays in host memory, run at once on the
+    #: synchronous queue with nothing else (``emulated``): the data lane may carry out a
+    #: synchronous update of present data itself (``admit_lane_copies``)
+    copies_in_place: bool = False
 
     def __init__(self, number: int, *, queue_factory=WorkerQueue, sync_queue: Queue | None = None):
         self.number = number
@@ -210,6 +214,18 @@ class Device(abc.ABC):
         """The callable ``queue`` runs for a transfer: ``_copy`` on the thread that runs
         it. (Devices whose copies are enqueued on a stream, ``cuda``, return their own.)"""
         return lambda: self._copy(destination, source)
+
+    def admit_lane_copies(self, lane) -> None:
+        """Let ``lane`` (the runtime's ``DataLane``) copy synchronous updates of present
+        data in place (``mapping/_lane_copies.c.h``), counted in the statistics as
+        ``submit_transfer`` counts them, when this device copies in place
+        (``copies_in_place``) and its class keeps this class's transfer path."""
+        hooks = ("upload", "download", "_transfer", "_transfer_operation")
+        if not self.copies_in_place or any(getattr(type(self), hook) is not getattr(Device, hook) for hook in hooks):
+            return
+        counted = tuple(STAT_KEYS.index(key) for key in ("h2d_count", "h2d_bytes", "d2h_count", "d2h_bytes"))
+        lane.allow_copies(self, BUS.tally_alone, STATS.counter_row(self.identity), counted,
+                          (int(EventKind.UPLOAD), int(EventKind.DOWNLOAD), _DONE))
 
     # -- oversubscription's copies (``residency``): not the program's transfers ---------
     def host_buffer(self, nbytes: int) -> np.ndarray:

@@ -253,6 +253,11 @@ class EmulatedDevice(GuardedMemory, Device):
     shares_host_memory = False
     views_hold_memory = False  # views are windows on the one pool (``view``)
 
+    @property
+    def copies_in_place(self) -> bool:
+        """Transfers are ``np.copyto`` (``_copy``) unless a subclass copies otherwise."""
+        return type(self)._copy is EmulatedDevice._copy
+
     def __init__(self, number: int, capacity: int | None = None):
         super().__init__(number)
         self._faults: FaultPlan | None = None  # fault injection (tests), see the module doc

@@ -229,7 +229,7 @@ def test_shared_memory_lane_takes_no_action(host_device):
 
 # -- random programs: the lane changes no outcome ----------------------------------------
 VERBS = st.lists(st.tuples(st.sampled_from(["copyin", "create", "delete", "copyout", "is_present",
-                                            "region"]),
+                                            "region", "update_device", "update_self", "bump"]),
                            st.sampled_from([(0, 16), (0, 8), (4, 12), (8, 16), (2, 3), (0, 0)])),
                  max_size=25)
 
@@ -240,9 +240,19 @@ def _run(program, lane_on: bool):
     acc.shutdown("emulated")
     acc.set_device_type("emulated")
     runtime = _devices.current_runtime()
+    lane, is_present = runtime.lane, runtime.is_present
     if not lane_on:
         runtime.lane = _NoLane(runtime.table)
         runtime.is_present = runtime.table.contains
+    _devices._context_changed()  # the routines' C entry remembers a runtime's lane
+    try:
+        return _trace(program)
+    finally:
+        runtime.lane, runtime.is_present = lane, is_present  # (shutdown keeps the runtime)
+        _devices._context_changed()
+
+
+def _trace(program):
     a = np.arange(16.0)
     trace = []
     for verb, (low, high) in program:
@@ -251,6 +261,9 @@ def _run(program, lane_on: bool):
             if verb == "region":
                 with acc.data(copy=[x]):
                     outcome = acc.is_present(x)
+            elif verb == "bump":  # the host data changes: updates and copy-outs show it
+                x += 1.0
+                outcome = None
             else:
                 outcome = getattr(acc, verb)(x)
             outcome = "array" if isinstance(outcome, np.ndarray) else outcome
@@ -270,7 +283,7 @@ class _NoLane:
     def __init__(self, table):
         self.present = table.contains
 
-    enter = leave = staticmethod(lambda x: None)
+    enter = leave = upload = download = staticmethod(lambda x: None)
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,0 +1,176 @@
+/* The data routines' entry in C: ``LaneRoutine``, what ``acc.copyin``, ``acc.create``,
+ * ``acc.copyout``, ``acc.delete``, ``acc.is_present``, ``acc.update_device`` and
+ * ``acc.update_self`` are when this extension is built (``pyacc/_routines.py``).
+ *
+ * A call with one positional argument and no keyword goes straight to the current
+ * runtime's data lane (``runtime.lane``, ``mapping/_cprobe.c``): ``lane.<verb>(a)``.
+ * The lane either carries the routine out on present data (nobody listening to its
+ * events) or answers that it did not, having changed nothing; then — and for every other
+ * call — the routine's Python function (``slow``) runs, exactly as before. What the
+ * lane's answer means depends on the verb (``kind``):
+ *
+ *   RETURNS_DEVICE_ARRAY (``enter``): a device array, returned; None: not done;
+ *   RETURNS_NONE (``leave``, ``update``): True: done, None returned; None: not done;
+ *   ANSWERS (``present``): the answer, for a ``numpy.ndarray`` argument only (other
+ *       objects are checked, and reported, by the Python function).
+ *
+ * The current runtime is ``ICVS.runtime`` of the calling thread. Its lane is remembered
+ * (``memo_lane``) with the thread and the context epoch at which it was read (the express
+ * lane's context memo, ``_express_plan.c.h``): while no thread's ``ICVS.runtime`` has
+ * changed (``context_changed()`` bumps the epoch) the same thread finds the same lane
+ * without reading its thread-local ICVs. A runtime's lane never changes. A thread without
+ * a current runtime yet takes the Python function, which selects one.
+ *
+ * The routine has a ``__dict__``: ``functools.update_wrapper`` gives it the Python
+ * function's name, docstring and ``__wrapped__`` (``inspect.signature`` follows it).
+ * Invariants: the GIL is held throughout, except where the lane waits for the table
+ * lock; a call holds its own reference to the lane it calls.
+ */
+
+enum { RETURNS_DEVICE_ARRAY, RETURNS_NONE, ANSWERS };
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *verb;   /* the lane's method name (interned) */
+    PyObject *slow;   /* the routine's Python function */
+    PyObject *dict;
+    int kind;
+    uint64_t memo_thread, memo_epoch;  /* the thread and epoch at which memo_lane was read */
+    PyObject *memo_lane;
+} LaneRoutine;
+
+static PyObject *s_lane;
+
+/* The calling thread's current runtime's lane (a new reference); NULL without an
+ * exception: no current runtime (the Python function selects one), or one without a lane. */
+static PyObject *current_lane(LaneRoutine *self) {
+    uint64_t thread = thread_id(), epoch = g_context_epoch;
+    if (g_remember && self->memo_lane != NULL && self->memo_thread == thread && self->memo_epoch == epoch)
+        return Py_NewRef(self->memo_lane);
+    PyObject *runtime = PyObject_GetAttr(g_icvs, s_runtime);
+    if (runtime == NULL || runtime == Py_None) {
+        Py_XDECREF(runtime);
+        return NULL;
+    }
+    PyObject *lane = PyObject_GetAttr(runtime, s_lane);
+    Py_DECREF(runtime);
+    if (lane == NULL) {  /* a runtime without a lane: the Python function serves it */
+        if (PyErr_ExceptionMatches(PyExc_AttributeError))
+            PyErr_Clear();
+        return NULL;
+    }
+    Py_XSETREF(self->memo_lane, Py_NewRef(lane));
+    self->memo_thread = thread;
+    self->memo_epoch = epoch;  /* (read before the attribute reads, which may run Python code) */
+    return lane;
+}
+
+/* The lane's part of a call: its result, or MISS (the Python function's turn), NULL on error. */
+static PyObject *through_lane(LaneRoutine *self, PyObject *a) {
+    if (g_icvs == NULL || (self->kind == ANSWERS && Py_TYPE(a) != g_ndarray))
+        return Py_NewRef(MISS);
+    PyObject *lane = current_lane(self);
+    if (lane == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(MISS);
+    PyObject *call[2] = {lane, a};
+    PyObject *answer = PyObject_VectorcallMethod(self->verb, call, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(lane);
+    if (answer == NULL || self->kind == ANSWERS)
+        return answer;
+    if (answer == Py_None) {
+        Py_DECREF(answer);
+        return Py_NewRef(MISS);
+    }
+    if (self->kind == RETURNS_NONE) {
+        Py_DECREF(answer);
+        return Py_NewRef(Py_None);
+    }
+    return answer;
+}
+
+static PyObject *routine_vectorcall(LaneRoutine *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+        PyObject *result = through_lane(self, args[0]);
+        if (result != MISS)
+            return result;
+        Py_DECREF(result);
+    }
+    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+static PyObject *routine_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *verb, *slow;
+    int kind;
+    if (!PyArg_ParseTuple(args, "UOi:LaneRoutine", &verb, &slow, &kind))
+        return NULL;
+    if (kind < RETURNS_DEVICE_ARRAY || kind > ANSWERS || !PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_ValueError, "LaneRoutine(verb, function, kind): kind 0, 1 or 2, a callable function");
+        return NULL;
+    }
+    LaneRoutine *self = (LaneRoutine *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    Py_INCREF(verb);
+    PyUnicode_InternInPlace(&verb);
+    self->verb = verb;
+    self->slow = Py_NewRef(slow);
+    self->kind = kind;
+    self->vectorcall = (vectorcallfunc)routine_vectorcall;
+    return (PyObject *)self;
+}
+
+static int routine_traverse(LaneRoutine *self, visitproc visit, void *arg) {
+    Py_VISIT(self->slow);
+    Py_VISIT(self->dict);
+    Py_VISIT(self->memo_lane);
+    return 0;
+}
+
+static int routine_clear(LaneRoutine *self) {
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->memo_lane);
+    return 0;
+}
+
+static void routine_dealloc(LaneRoutine *self) {
+    PyObject_GC_UnTrack(self);
+    routine_clear(self);
+    Py_CLEAR(self->verb);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *routine_repr(LaneRoutine *self) {
+    return PyUnicode_FromFormat("<pyacc data routine %R>", self->slow);
+}
+
+static PyMemberDef routine_members[] = {
+    {"slow", T_OBJECT, offsetof(LaneRoutine, slow), READONLY,
+     "the routine's Python function: every call the data lane does not finish"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef routine_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject LaneRoutineType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyacc._fastcall.LaneRoutine",
+    .tp_doc = "LaneRoutine(verb, function, kind): a data routine whose plain calls try the current "
+              "runtime's data lane first (pyacc/_routine_lane.c.h).",
+    .tp_basicsize = sizeof(LaneRoutine),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = routine_new,
+    .tp_dealloc = (destructor)routine_dealloc,
+    .tp_traverse = (traverseproc)routine_traverse,
+    .tp_clear = (inquiry)routine_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(LaneRoutine, vectorcall),
+    .tp_dictoffset = offsetof(LaneRoutine, dict),
+    .tp_repr = (reprfunc)routine_repr,
+    .tp_members = routine_members,
+    .tp_getset = routine_getset,
+};
