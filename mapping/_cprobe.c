@@ -196,11 +196,15 @@ static PyObject *plain_block(PyObject *module, PyObject *x) {
  *   present(x) -> bool: ``table.contains(x)`` for a numpy array (lock-free: the GIL is
  *       held throughout, and an odd ``ranges.version`` — a writer stopped mid-mutation —
  *       sends it to ``table.contains``, which retries under the lock).
+ *   upload(x) / download(x) -> True | None: a synchronous ``acc.update_device``/
+ *       ``update_self`` of present data, on a device that admitted the lane's copies
+ *       (``_lane_copies.c.h``).
  *
- * enter and leave hold the table lock (``table._lock``, read at each call: a fork
- * replaces it) while they read and change the counts, as the Python verbs do
- * (mapping/table.py's lock rule): a held compute call or another thread's directive is
- * waited for, with the GIL released by the lock's acquire.
+ * enter, leave and the copies hold the table lock (``table._lock``, read at each call: a
+ * fork replaces it; a ``TableLock``, taken in place) while they read and change the
+ * counts, as the Python verbs do (mapping/table.py's lock rule): a held compute call or
+ * another thread's directive is waited for, with the GIL released. They read the ranges'
+ * and entries' slots in place (``_slot_fields.h``).
  */
 typedef struct {
     PyObject_HEAD

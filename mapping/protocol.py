@@ -10,9 +10,10 @@ that forgets one cannot be created) — and ``MappingRecord``, one row of
 What ``pyacc`` may call on a runtime is exactly what is declared here, plus the
 attributes ``device``, ``table`` (a ``PresentTable``; always empty for shared memory),
 ``namer`` (finds a variable name for an array; pyacc sets it) and ``lane`` (a
-``_probe.DataLane``: the data API's present-data verbs in one C call each — ``enter``
-and ``leave`` answer None, changing nothing, for every case but the plain one, and the
-caller then calls ``enter_one``/``leave_present``/``exit_dynamic``).
+``_probe.DataLane``: the data API's present-data verbs in one C call each — ``enter``,
+``leave``, ``upload`` and ``download`` answer None, changing nothing, for every case but
+the plain one, and the caller then calls ``enter_one``/``leave_present``/``exit_dynamic``/
+``update_one``; a runtime's lane never changes: pyacc's routines remember it).
 
 Threading: every verb may be called from any host thread; a verb that changes the table
 holds the table lock (``table.locked()``) for its whole duration. Queries that only find
