@@ -23,7 +23,7 @@
  *     ``fastcall_call``); neither the take nor the give-back publishes any;
  *   - the GIL is held throughout, except while the queue's lock waits; no Python code
  *     runs between reading a queue's counts and writing them (the lock held), except a
- *     ``notify_all`` of its condition when a thread waits or work was queued meanwhile.
+ *     ``_notify()`` of the queue when a thread waits or work was queued meanwhile.
  */
 
 static PyTypeObject *g_worker_queue;  /* mapping.queues.WorkerQueue (exact), or NULL */
@@ -45,7 +45,7 @@ static const struct { int dict; const char *name; } WATCHED[WATCHED_NAMES] = {
 static PyObject *g_watched_values[WATCHED_NAMES];  /* their values at configure_async */
 static PyObject *s_queues, *s_inlines, *s_inline_below, *s_completed, *s_submitted,
                 *s_holds, *s_closed, *s_error, *s_inline, *s_waiters, *s_operations,
-                *s_condition, *s_notify_all;
+                *s_notify;
 
 /* 1: every watched name still has its value of configure_async; 0: one was rebound;
  * -1: error. Memoized by the dicts' version tags (read again only when one changed). */
@@ -142,7 +142,7 @@ static int predict(PyObject *kernel, Py_ssize_t nbytes, double *predicted) {
 }
 
 /* ``end_inline``'s work, its lock held: not running, one more completed, waiters woken
- * (a synchronize, or work queued meanwhile); -1 on error */
+ * (a synchronize, or work queued meanwhile: ``queue._notify()``); -1 on error */
 static int end_taken(PyObject *queue) {
     if (PyObject_SetAttr(queue, s_inline, Py_False) < 0 || attr_increment(queue, s_completed) < 0)
         return -1;
@@ -151,10 +151,7 @@ static int end_taken(PyObject *queue) {
         wake = attr_true(queue, s_operations);
     if (wake != 1)
         return wake;
-    PyObject *condition = PyObject_GetAttr(queue, s_condition);
-    int done = condition == NULL ? -1 : call_method(condition, s_notify_all);
-    Py_XDECREF(condition);
-    return done;
+    return call_method(queue, s_notify);
 }
 
 /* ``WorkerQueue.begin_inline``: 1 taken, 0 not, -1 error (nothing taken) */
@@ -443,7 +440,7 @@ static PyObject *configure_async(PyObject *module, PyObject *args) {
         NAME(s_completed, "_completed") NAME(s_submitted, "_submitted")
         NAME(s_holds, "_holds") NAME(s_closed, "_closed") NAME(s_error, "_error")
         NAME(s_inline, "_inline") NAME(s_waiters, "_waiters") NAME(s_operations, "_operations")
-        NAME(s_condition, "_condition") NAME(s_notify_all, "notify_all")
+        NAME(s_notify, "_notify")
 #undef NAME
     }
     Py_XSETREF(g_take_at_once, take);

@@ -166,7 +166,7 @@ def test_work_another_thread_queued_first_runs_before_the_call(device):
             q._operations.append((earlier, "an earlier operation", False))
             q._submitted += 1
             q._handed = True
-            q._condition.notify_all()
+            q._notify()  # (what submit does: wake the worker)
         caller.join()
         acc.wait(1)
         assert before == [2.0], "work queued before the call must run before its kernel"
