@@ -20,7 +20,9 @@ Invariants and threading:
 - a ``WorkerQueue``'s ``completed <= submitted``; the queue is idle iff they are equal
   and nothing is running. Closures of queued operations keep their host and device arrays
   alive until they have run;
-- a ``WorkerQueue``'s state is guarded by its condition; operations run on its worker
+- a ``WorkerQueue``'s state is guarded by its lock (``_lock``); host threads waiting in
+  ``synchronize`` sleep on its condition, the idle worker on a raw lock of its own
+  (``_wake``, released once per sleep by ``_wake_worker``); operations run on its worker
   thread with no lock held (they may take the device's allocator lock, never the table
   lock);
 - event order: a ``WAIT`` event is published after the wait it reports has ended, also
