@@ -199,6 +199,8 @@ static PyObject *plain_block(PyObject *module, PyObject *x) {
  *   upload(x) / download(x) -> True | None: a synchronous ``acc.update_device``/
  *       ``update_self`` of present data, on a device that admitted the lane's copies
  *       (``_lane_copies.c.h``).
+ *   join(arrays) / part(entries): a data region's structured counts of present data
+ *       (``_lane_regions.c.h``).
  *
  * enter, leave and the copies hold the table lock (``table._lock``, read at each call: a
  * fork replaces it; a ``TableLock``, taken in place) while they read and change the
@@ -476,6 +478,7 @@ checked_in_python:
 }
 
 #include "_lane_copies.c.h"
+#include "_lane_regions.c.h"
 
 static PyMemberDef lane_members[] = {
     {"tracks_use", T_BOOL, offsetof(Lane, tracks_use), 0,
@@ -492,6 +495,10 @@ static PyMethodDef lane_methods[] = {
      "upload(x) -> True after the copy of present x to its device array; None: take the Python path."},
     {"download", (PyCFunction)lane_download, METH_O,
      "download(x) -> True after the copy of present x from its device array; None: take the Python path."},
+    {"join", (PyCFunction)lane_join, METH_O,
+     "join(arrays) -> their entries after each one's structured +1; None: take the Python path."},
+    {"part", (PyCFunction)lane_part, METH_O,
+     "part(entries) -> True after each one's structured -1, no lifetime ending; None: the Python path."},
     {"allow_copies", (PyCFunction)lane_allow_copies, METH_VARARGS,
      "allow_copies(device, tally_alone, stats_row, counted, kinds): upload/download copy in place "
      "(mapping/_lane_copies.c.h)."},

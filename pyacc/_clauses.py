@@ -57,8 +57,9 @@ def check_clauses(directive: str, given: dict, allowed: tuple[str, ...], *, data
         )
 
 
-def arrays_of(value, clause: str) -> list:
-    """A clause value as a list: one array, or a list/tuple of arrays; None is empty."""
+def arrays_of(value, clause: str = "") -> list:
+    """A clause value as a list: one array, or a list/tuple of arrays; None is empty
+    (``clause``: its name, for the reader of the call)."""
     if value is None:
         return []
     if isinstance(value, (list, tuple)):
@@ -68,7 +69,7 @@ def arrays_of(value, clause: str) -> list:
 
 def requests_of(kind: MapKind, value, *, contiguous: bool = True) -> list[MapRequest]:
     """Validated ``MapRequest`` values for the arrays of one clause."""
-    return [MapRequest(kind, check_array(array, contiguous=contiguous)) for array in arrays_of(value, kind.value)]
+    return [MapRequest(kind, check_array(array, contiguous=contiguous)) for array in arrays_of(value)]
 
 
 def async_value(value) -> int | None:

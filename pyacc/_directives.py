@@ -18,6 +18,7 @@ from pyacc.mapping import (
     ExecutionError,
     InvalidArgumentError,
     MapKind,
+    Mapped,
     UpdateDirection,
     UpdateItem,
     check_array,
@@ -33,6 +34,7 @@ __all__ = ["data", "enter_data", "exit_data", "update", "host_data", "declare"]
 
 _DATA_CLAUSES = ("copy", "copyin", "copyout", "create", "no_create", "present", "deviceptr")
 _CONTROL = ("if_", "async_", "wait")
+_DATA_ALLOWED = _DATA_CLAUSES + ("default",) + _CONTROL  # every clause of acc.data
 _KIND_OF = {kind.value: kind for kind in MapKind}
 _HOLDING = BUS.holding()  # (one object: ``with`` it costs no call)
 _ACTIVE = BUS.active
@@ -84,8 +86,7 @@ class data(SingleUseRegion):
             raise
 
     def _setup(self, clauses) -> None:
-        check_clauses("acc.data", clauses, _DATA_CLAUSES + ("default",) + _CONTROL,
-                      data_clauses=_DATA_CLAUSES)
+        check_clauses("acc.data", clauses, _DATA_ALLOWED, data_clauses=_DATA_CLAUSES)
         self.default = _check_default(clauses.get("default"))
         self._enabled = bool(clauses.get("if_", True))
         self._async = clauses.get("async_")
@@ -102,6 +103,11 @@ class data(SingleUseRegion):
         self._runtime = None
         self._queue = None
         self._mapped = []
+        #: the arrays the data lane may join (``runtime.lane.join``: a synchronous region
+        #: with data clauses only), and the entries it joined (None: the Python verbs)
+        self._arrays = [request.array for request in self._requests] if (
+            self._requests and self._async is None and self._wait is None and not self._deviceptrs) else None
+        self._joined = None
         self._stack = None  # the thread's stack of open regions this region is on
 
     def _enter(self):
@@ -113,8 +119,11 @@ class data(SingleUseRegion):
                     runtime.device.extent_of(device_array)  # must be this device's memory
                 if self._wait is not None:
                     wait_for(runtime, self._wait, queue)
-                self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue,
-                                             at_once=False)  # API.md §10
+                if self._arrays is not None:  # present data: one C call (``_lane_regions.c.h``)
+                    self._joined = runtime.lane.join(self._arrays)
+                if self._joined is None:
+                    self._mapped = runtime.enter(self._requests, Counter.STRUCTURED, queue,
+                                                 at_once=False)  # API.md §10
             self._stack = ICVS.region_stack
             self._stack.push(self)
             if _ACTIVE[_REGION_ENTER]:
@@ -127,6 +136,11 @@ class data(SingleUseRegion):
     def _leave(self, exc) -> None:
         # from the stack of the thread that entered it (exits need not be LIFO)
         self._stack.remove_region(self)
+        joined = self._joined
+        if joined is not None:  # no lifetime ends: one C call; else the full exit
+            if self._runtime.lane.part(joined):
+                return
+            self._mapped = [Mapped(request, entry) for request, entry in zip(self._requests, joined)]
         self._runtime.exit_structured(self._mapped, self._queue,
                                       copy_back=not isinstance(exc, ExecutionError))
 

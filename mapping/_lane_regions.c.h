@@ -1,0 +1,106 @@
+/* The data lane's structured counts: a data region's entry and exit of present data
+ * (``acc.data``, OpenACC 3.3 §2.6.5 and §2.7), one C call each. Included by
+ * ``mapping/_cprobe.c`` after the lane's verbs, whose lock and entry helpers it uses (one
+ * translation unit).
+ *
+ *   join(arrays) -> [entry, ...] | None: the structured count +1 of the entry wholly
+ *       containing each array (a list; one entry per array, in order) — ``runtime.enter``
+ *       of present data, all or nothing — when every array is a plain block inside one
+ *       mapping, nobody subscribes to ENTER_DATA or DIRECTIVE_END, and the runtime does
+ *       not track use; else None, nothing changed.
+ *   part(entries) -> True | None: the structured count −1 of each entry (k for an entry
+ *       listed k times) when none of them would end its lifetime by it
+ *       (``entry.leave_all_structured``'s rule: not dynamic and structured ≤ k) and
+ *       nobody subscribes to EXIT_DATA or DIRECTIVE_END; else None, nothing changed (the
+ *       caller runs ``exit_structured``, which copies back and frees).
+ *
+ * Both hold the table lock for the whole list, as the Python verbs do.
+ */
+
+/* How many times ``entry`` is in the list ``entries`` (by identity). */
+static Py_ssize_t times_listed(PyObject *entries, PyObject *entry) {
+    Py_ssize_t times = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++)
+        times += PyList_GET_ITEM(entries, i) == entry;
+    return times;
+}
+
+/* Adds ``step`` to the structured count of each of ``entries`` from the first up to
+ * ``stop`` (exclusive); -1 with an exception set. */
+static int add_structured(Lane *self, PyObject *entries, Py_ssize_t stop, long step) {
+    for (Py_ssize_t i = 0; i < stop; i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i);
+        long structured = count_of(entry, &self->structured);
+        if (structured < 0 || set_count(entry, &self->structured, structured + step) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* With the lock held: the entries of ``arrays`` after their +1 (a new list), or None. */
+static PyObject *join_entries(Lane *self, PyObject *arrays) {
+    Py_ssize_t n = PyList_GET_SIZE(arrays);
+    PyObject *entries = PyList_New(n);
+    if (entries == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyList_GET_ITEM(arrays, i);
+        PyObject *entry = Py_TYPE(x) != g_ndarray || !(((ArrayFields *)x)->flags & (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS))
+            ? NULL : present_entry(self, x);
+        if (entry == NULL) {
+            Py_DECREF(entries);
+            return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+        }
+        PyList_SET_ITEM(entries, i, Py_NewRef(entry));
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {  /* all or nothing: a failed set undoes the ones before */
+        PyObject *entry = PyList_GET_ITEM(entries, i);
+        long structured = count_of(entry, &self->structured);
+        if (structured < 0 || set_count(entry, &self->structured, structured + 1) < 0) {
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+            add_structured(self, entries, i, -1);
+            PyErr_Restore(type, value, traceback);
+            Py_DECREF(entries);
+            return NULL;
+        }
+    }
+    return entries;
+}
+
+/* With the lock held: True after the −1 of each of ``entries``, or None. */
+static PyObject *part_entries(Lane *self, PyObject *entries) {
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i);
+        if ((PyObject *)Py_TYPE(entry) != self->entry_type)
+            Py_RETURN_NONE;
+        long dynamic = count_of(entry, &self->dynamic);
+        long structured = dynamic < 0 ? -1 : count_of(entry, &self->structured);
+        if (structured < 0)
+            return NULL;
+        if (!dynamic && structured <= times_listed(entries, entry))
+            Py_RETURN_NONE;  /* a lifetime would end: Python's full exit */
+    }
+    return add_structured(self, entries, n, -1) < 0 ? NULL : Py_NewRef(Py_True);
+}
+
+/* A verb on a whole list: the lock taken once, ``on_list`` with it held. */
+static PyObject *run_list_verb(Lane *self, PyObject *list, Py_ssize_t event_kind,
+                               PyObject *(*on_list)(Lane *, PyObject *)) {
+    if (!PyList_CheckExact(list) || PyList_GET_SIZE(list) == 0 || self->table == Py_None ||
+            self->tracks_use || watched(self, event_kind) || watched(self, self->end_kind))
+        Py_RETURN_NONE;
+    PyObject *release;
+    if (table_lock_take(&self->held, self->table, &release) < 0)
+        return NULL;
+    return unlock(release, on_list(self, list));
+}
+
+static PyObject *lane_join(Lane *self, PyObject *arrays) {
+    return run_list_verb(self, arrays, self->enter_kind, join_entries);
+}
+
+static PyObject *lane_part(Lane *self, PyObject *entries) {
+    return run_list_verb(self, entries, self->exit_kind, part_entries);
+}

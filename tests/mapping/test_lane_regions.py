@@ -1,0 +1,121 @@
+"""The data lane's structured counts (``DataLane.join``/``part``, mapping/_lane_regions.c.h):
+a data region's entry and exit of present data in one C call each. The lane changes counts
+only in the plain case, all or nothing, and answers None otherwise; these tests hold it to
+``runtime.enter``/``exit_structured`` (OpenACC 3.3 §2.6.5, §2.7): counts, duplicates, a
+lifetime ending at the exit (copied back by the Python exit), events, oversubscription."""
+
+import sys
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+from pyacc import _devices
+from pyacc.mapping import BUS, EventKind, MapKind, MapRequest, Mapped
+
+_cprobe = pytest.importorskip("pyacc.mapping._cprobe", reason="built without a C compiler")
+
+
+def _lane():
+    return _devices.current_runtime().lane
+
+
+def _runtime_verbs(function) -> list[str]:
+    """The methods of the mapping runtime that ``function()`` entered."""
+    entered = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.endswith("mapping/runtime.py"):
+            entered.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return entered
+
+
+def test_join_and_part_change_every_structured_count_by_one(emulated):
+    a, b = np.arange(10.0), np.ones(4)
+    acc.copyin(a)
+    acc.copyin(b)
+    entries = _lane().join([a, b[1:3], a[2:5]])
+    assert len(entries) == 3 and entries[0] is entries[2]
+    assert acc.refcounts(a) == (2, 1) and acc.refcounts(b) == (1, 1)
+    assert _lane().part(entries) is True
+    assert acc.refcounts(a) == (0, 1) and acc.refcounts(b) == (0, 1)
+    acc.delete(a)
+    acc.delete(b)
+
+
+def test_join_is_all_or_nothing(emulated):
+    a, absent = np.arange(10.0), np.ones(4)
+    acc.copyin(a)
+    assert _lane().join([a, absent]) is None
+    assert _lane().join([a, np.arange(20.0)]) is None  # partly present
+    assert _lane().join([a, a[::2]]) is None  # strided: the Python verb
+    assert _lane().join([a, a[:0]]) is None  # zero-size: the Python verb
+    assert _lane().join([]) is None and _lane().join((a,)) is None  # (a list, not empty)
+    assert acc.refcounts(a) == (0, 1)
+    acc.delete(a)
+
+
+def test_part_declines_when_a_lifetime_would_end(emulated):
+    a = np.arange(10.0)
+    acc.copyin(a)
+    entries = _lane().join([a, a])
+    acc.delete(a)  # the dynamic count goes: the two structured counts hold the data
+    assert acc.refcounts(a) == (2, 0)
+    assert _lane().part(entries) is None  # both −1 would end it: the full exit
+    assert acc.refcounts(a) == (2, 0)
+    assert _lane().part(entries[:1]) is True  # one −1 leaves (1, 0)
+    assert acc.refcounts(a) == (1, 0)
+    runtime = _devices.current_runtime()  # the last structured exit, the Python verb's
+    runtime.exit_structured([Mapped(MapRequest(MapKind.PRESENT, a), entries[0])], runtime.device.sync_queue)
+    assert not acc.is_present(a)
+
+
+def test_a_region_of_present_data_takes_the_lane_and_the_python_exit_when_data_leaves(emulated):
+    a = np.arange(10.0)
+    acc.copyin(a)
+    run = lambda: acc.data(present=[a]).__enter__().__exit__(None, None, None)  # noqa: E731
+    assert "enter" not in _runtime_verbs(run) and "exit_structured" not in _runtime_verbs(run)
+    assert acc.refcounts(a) == (0, 1)
+    with acc.data(copy=[a]):  # the copy's lifetime ends at the exit: copied back by Python
+        np.asarray(acc.deviceptr(a))[:] = 7.0
+        acc.delete(a)
+        assert acc.refcounts(a) == (1, 0)
+    np.testing.assert_array_equal(a, 7.0)
+    assert not acc.is_present(a)
+
+
+def test_observed_regions_publish_every_count(emulated):
+    a = np.arange(10.0)
+    acc.copyin(a)
+    seen = []
+    BUS.subscribe(seen.append, (EventKind.ENTER_DATA, EventKind.EXIT_DATA))
+    try:
+        with acc.data(present=[a]):
+            pass
+    finally:
+        BUS.unsubscribe(seen.append, (EventKind.ENTER_DATA, EventKind.EXIT_DATA))
+    assert [event.kind for event in seen] == [EventKind.ENTER_DATA, EventKind.EXIT_DATA]
+    assert acc.refcounts(a) == (0, 1)
+    acc.delete(a)
+
+
+def test_oversubscription_and_shared_memory_take_the_python_verbs(emulated):
+    a = np.arange(10.0)
+    acc.copyin(a)
+    lane = _lane()
+    lane.tracks_use = True
+    try:
+        assert lane.join([a]) is None
+    finally:
+        lane.tracks_use = False
+    acc.delete(a)
+    acc.set_device_type("host")
+    assert _lane().join([a]) is None  # shared memory: no counts at all
+    with acc.data(copy=[a]):
+        assert acc.is_present(a)
