@@ -2,7 +2,7 @@
  *
  * Owns ``extent(x)``, ``contained_index(bounds, x)``, ``same_layout(a, b)`` (whether
  * a cached device view still matches its host array), ``plain_block(x)`` (the data
- * API's hot-path test: a numpy.ndarray whose elements are one C- or F-ordered block),
+ * API's hot-path test: a numpy.ndarray of plain data in one C- or F-ordered block),
  * ``DataLane`` (below: copyin/create/delete/copyout/is_present of present data in one
  * C call each) and ``TableLock`` (the present table's lock, which the lanes take in
  * place: ``_reentrant_lock.c.h``). The first two give the same answers as the Numba
@@ -42,7 +42,8 @@ static PyTypeObject *g_ndarray;  /* numpy.ndarray */
 static PyObject *g_int64;        /* numpy.dtype("int64"): native, one object (built-in dtypes are) */
 static PyObject *g_last_descr;   /* the dtype object itemsize() read last (a strong ref) */
 static Py_ssize_t g_last_itemsize;
-static PyObject *s_itemsize;
+static int g_last_hasobject;     /* its ``hasobject``: elements that are object references */
+static PyObject *s_itemsize, *s_hasobject;
 
 static Py_ssize_t itemsize(PyObject *array) {
     PyObject *descr = ((ArrayFields *)array)->descr;
@@ -53,12 +54,25 @@ static Py_ssize_t itemsize(PyObject *array) {
         return -1;
     Py_ssize_t size = PyLong_AsSsize_t(value);
     Py_DECREF(value);
-    if (size < 0)
+    PyObject *objects = size < 0 ? NULL : PyObject_GetAttr(descr, s_hasobject);
+    int hasobject = objects == NULL ? -1 : PyObject_IsTrue(objects);
+    Py_XDECREF(objects);
+    if (hasobject < 0)
         return -1;
     Py_INCREF(descr);
     Py_XSETREF(g_last_descr, descr);
-    g_last_itemsize = size;
+    g_last_itemsize = size, g_last_hasobject = hasobject;
     return size;
+}
+
+/* Whether the numpy array x holds plain data (no object references, which only the
+ * Python verbs' ``check_array`` refuses properly); 0 also on an error, cleared. */
+static int plain_items(PyObject *x) {
+    if (itemsize(x) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return !g_last_hasobject;
 }
 
 /* The extent of a numpy array; 0, or -1 with an exception set. */
@@ -164,12 +178,16 @@ static PyObject *same_layout(PyObject *module, PyObject *const *args, Py_ssize_t
     return PyBool_FromLong(same_layout_of((ArrayFields *)args[0], (ArrayFields *)args[1]));
 }
 
-/* plain_block(x): whether x is exactly a numpy.ndarray (no subclass) whose elements are one
- * C- or Fortran-ordered block (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_F_CONTIGUOUS). */
+/* plain_block(x): whether x is exactly a numpy.ndarray (no subclass) of plain data (no
+ * object references) whose elements are one C- or Fortran-ordered block
+ * (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_F_CONTIGUOUS): the arrays the lane's verbs take. */
+static int is_plain_block(PyObject *x) {
+    return Py_TYPE(x) == g_ndarray && (((ArrayFields *)x)->flags & (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS))
+           && plain_items(x);
+}
+
 static PyObject *plain_block(PyObject *module, PyObject *x) {
-    if (Py_TYPE(x) == g_ndarray && (((ArrayFields *)x)->flags & (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS)))
-        Py_RETURN_TRUE;
-    Py_RETURN_FALSE;
+    return PyBool_FromLong(is_plain_block(x));
 }
 
 
@@ -368,16 +386,24 @@ static PyObject *device_array_of(Lane *self, PyObject *entry, PyObject *x) {
 }
 
 static int takes_verb(Lane *self, PyObject *x, Py_ssize_t event_kind) {
-    if (Py_TYPE(x) != g_ndarray || !(((ArrayFields *)x)->flags & (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS)))
-        return 0;
-    if (watched(self, event_kind) || watched(self, self->end_kind))
-        return 0;
-    return 1;
+    return is_plain_block(x) && !watched(self, event_kind) && !watched(self, self->end_kind);
 }
 
 /* How a verb starts: DECLINED (the caller takes the Python verb), SHARED (shared memory:
  * no action), HELD (the table lock is taken; ``*release`` releases it); -1: an error. */
 enum { DECLINED, SHARED, HELD };
+
+/* The table lock, then the checks that another thread may have changed while the take
+ * waited (a subscriber, oversubscription) made again: HELD, DECLINED (given back) or -1. */
+static int take_lock(Lane *self, Py_ssize_t event_kind, PyObject **release) {
+    if (table_lock_take(&self->held, self->table, release) < 0)
+        return -1;
+    if (!watched(self, event_kind) && !watched(self, self->end_kind) && !self->tracks_use)
+        return HELD;
+    int failed = table_lock_give(*release) < 0;
+    Py_CLEAR(*release);
+    return failed ? -1 : DECLINED;
+}
 
 static int start_verb(Lane *self, PyObject *x, Py_ssize_t event_kind, PyObject **release) {
     if (!takes_verb(self, x, event_kind))
@@ -386,7 +412,7 @@ static int start_verb(Lane *self, PyObject *x, Py_ssize_t event_kind, PyObject *
         return SHARED;
     if (self->tracks_use)  /* oversubscribing: every use restores and is noted (Python) */
         return DECLINED;
-    return table_lock_take(&self->held, self->table, release) < 0 ? -1 : HELD;
+    return take_lock(self, event_kind, release);
 }
 
 /* With the lock held: +1 to the dynamic count of ``entry`` and the device array of x;
@@ -546,7 +572,8 @@ PyMODINIT_FUNC PyInit__cprobe(void) {
     g_int64 = PyObject_CallMethod(numpy, "dtype", "s", "int64");
     Py_DECREF(numpy);
     s_itemsize = PyUnicode_InternFromString("itemsize");
-    if (g_ndarray == NULL || g_int64 == NULL || s_itemsize == NULL)
+    s_hasobject = PyUnicode_InternFromString("hasobject");
+    if (g_ndarray == NULL || g_int64 == NULL || s_itemsize == NULL || s_hasobject == NULL)
         return NULL;
     struct { PyObject **slot; const char *text; } names[] = {
         {&s_bounds, "bounds"}, {&s_values, "values"}, {&s_version, "version"},

@@ -49,8 +49,9 @@ static PyObject *lane_allow_copies(Lane *self, PyObject *args) {
             !PyArg_ParseTuple(kinds, "nnn", &k[0], &k[1], &k[2]))
         return NULL;
     for (int i = 0; i < 4; i++)
-        if (c[i] < 0 || c[i] >= PyList_GET_SIZE(row)) {
-            PyErr_SetString(PyExc_ValueError, "allow_copies: a count index outside the statistics row");
+        if (c[i] < 0 || c[i] >= PyList_GET_SIZE(row) || (i < 3 && k[i] < 0)) {
+            PyErr_SetString(PyExc_ValueError, "allow_copies: a count index outside the statistics row, "
+                                              "or a negative event kind");
             return NULL;
         }
     PyObject *dict = PyObject_GenericGetDict(device, NULL);
@@ -139,6 +140,10 @@ static PyObject *copy_verb(Lane *self, PyObject *x, int upload) {
         case HELD: break;
         default: return NULL;
     }
+    /* what another thread may have changed while the take waited, again with the lock */
+    plain = watched(self, self->done_kind) ? 0 : device_copies_plainly(self);
+    if (plain != 1)
+        return unlock(release, plain < 0 ? NULL : Py_NewRef(Py_None));
     PyObject *entry = present_entry(self, x);
     PyObject *result = entry != NULL ? copy_entry(self, entry, x, upload)
         : PyErr_Occurred() ? NULL : Py_NewRef(Py_None);

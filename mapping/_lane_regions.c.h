@@ -45,8 +45,7 @@ static PyObject *join_entries(Lane *self, PyObject *arrays) {
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *x = PyList_GET_ITEM(arrays, i);
-        PyObject *entry = Py_TYPE(x) != g_ndarray || !(((ArrayFields *)x)->flags & (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS))
-            ? NULL : present_entry(self, x);
+        PyObject *entry = is_plain_block(x) ? present_entry(self, x) : NULL;
         if (entry == NULL) {
             Py_DECREF(entries);
             return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
@@ -92,9 +91,11 @@ static PyObject *run_list_verb(Lane *self, PyObject *list, Py_ssize_t event_kind
             self->tracks_use || watched(self, event_kind) || watched(self, self->end_kind))
         Py_RETURN_NONE;
     PyObject *release;
-    if (table_lock_take(&self->held, self->table, &release) < 0)
-        return NULL;
-    return unlock(release, on_list(self, list));
+    switch (take_lock(self, event_kind, &release)) {
+        case HELD: return unlock(release, on_list(self, list));
+        case DECLINED: Py_RETURN_NONE;
+        default: return NULL;
+    }
 }
 
 static PyObject *lane_join(Lane *self, PyObject *arrays) {

@@ -127,8 +127,9 @@ except ImportError:  # pragma: no cover - built without a C compiler
             pass
 
     def plain_block(x) -> bool:
-        """Whether ``x`` is a numpy.ndarray (not a subclass) of one C- or F-ordered block."""
-        return type(x) is np.ndarray and (x.flags.c_contiguous or x.flags.f_contiguous)
+        """Whether ``x`` is a numpy.ndarray (not a subclass) of plain data (no object
+        references) in one C- or F-ordered block."""
+        return type(x) is np.ndarray and not x.dtype.hasobject and (x.flags.c_contiguous or x.flags.f_contiguous)
 
     def same_layout(a, b):
         """Whether two numpy arrays have one shape, strides and dtype: None, ask Python."""

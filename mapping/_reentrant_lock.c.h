@@ -12,8 +12,9 @@
  * handlers, whose exception ends the wait).
  *
  * Python sees ``acquire(blocking=True, timeout=-1)``, ``release()``, ``__enter__``,
- * ``__exit__`` and ``_is_owned()``, as on an RLock; releasing a lock this thread does not
- * hold raises RuntimeError. Included by ``mapping/_cprobe.c`` (one translation unit).
+ * ``__exit__``, ``_is_owned()`` and ``threading.Condition``'s ``_release_save``/
+ * ``_acquire_restore``, as on an RLock; releasing a lock this thread does not hold raises
+ * RuntimeError. Included by ``mapping/_cprobe.c`` (one translation unit).
  */
 
 static PyObject *lock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -57,7 +58,19 @@ static PyObject *lock_acquire(ReentrantLock *self, PyObject *args, PyObject *kwa
         PyErr_SetString(PyExc_ValueError, "timeout value must be a non-negative number");
         return NULL;
     }
-    int64_t wait_us = !blocking ? 0 : timeout == -1 ? -1 : (int64_t)(timeout * 1e6);
+    if (timeout != timeout) {  /* NaN */
+        PyErr_SetString(PyExc_ValueError, "Invalid value NaN (not a number)");
+        return NULL;
+    }
+    if (timeout != -1 && timeout * 1e6 > (double)PY_TIMEOUT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "timeout value is too large");
+        return NULL;
+    }
+    int64_t wait_us = blocking ? -1 : 0;
+    if (blocking && timeout != -1) {  /* up to the next microsecond, as _thread's timeouts */
+        wait_us = (int64_t)(timeout * 1e6);
+        wait_us += (double)wait_us < timeout * 1e6;
+    }
     int taken = reentrant_lock_take(self, wait_us);
     return taken < 0 ? NULL : PyBool_FromLong(taken);
 }
@@ -78,6 +91,36 @@ static PyObject *lock_is_owned(ReentrantLock *self, PyObject *unused) {
     return PyBool_FromLong(self->count > 0 && self->owner == PyThread_get_thread_ident());
 }
 
+/* threading.Condition's protocol for a re-entrant lock: every level given back at once
+ * while it waits, and taken back after. */
+static PyObject *lock_release_save(ReentrantLock *self, PyObject *unused) {
+    if (self->count == 0 || self->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
+        return NULL;
+    }
+    PyObject *saved = Py_BuildValue("(kk)", self->count, self->owner);
+    if (saved == NULL)
+        return NULL;
+    self->count = 0;
+    self->owner = 0;
+    PyThread_release_lock(self->lock);
+    return saved;
+}
+
+static PyObject *lock_acquire_restore(ReentrantLock *self, PyObject *saved) {
+    unsigned long count, owner;
+    if (!PyArg_ParseTuple(saved, "kk:_acquire_restore", &count, &owner))
+        return NULL;
+    if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {  /* not interruptible, as RLock's */
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    self->owner = owner;
+    self->count = count;
+    Py_RETURN_NONE;
+}
+
 static PyObject *lock_repr(ReentrantLock *self) {
     return PyUnicode_FromFormat("<%s %s owner=%lu count=%lu at %p>", Py_TYPE(self)->tp_name,
                                 self->count > 0 ? "locked" : "unlocked", self->count > 0 ? self->owner : 0,
@@ -92,6 +135,8 @@ static PyMethodDef lock_methods[] = {
     {"__enter__", (PyCFunction)lock_enter, METH_NOARGS, "acquire()"},
     {"__exit__", (PyCFunction)(void (*)(void))lock_exit, METH_FASTCALL, "release()"},
     {"_is_owned", (PyCFunction)lock_is_owned, METH_NOARGS, "whether this thread holds the lock"},
+    {"_release_save", (PyCFunction)lock_release_save, METH_NOARGS, "for threading.Condition: every level released"},
+    {"_acquire_restore", (PyCFunction)lock_acquire_restore, METH_O, "for threading.Condition: the levels taken back"},
     {NULL, NULL, 0, NULL},
 };
 

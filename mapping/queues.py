@@ -207,8 +207,8 @@ class WorkerQueue(Queue):
                 self._error = (description, cause)
             self._inline = False
             self._completed += 1
-            if self._waiters or self._operations:  # a synchronize, or work queued meanwhile
-                self._notify()
+            if self._waiters or self._operations or self._closed:  # a synchronize, work queued
+                self._notify()                                       # or a close meanwhile
 
     def run_inline(self, operation, description) -> None:
         """Run ``operation`` on this thread, taken by ``begin_inline``: its error is kept

@@ -138,11 +138,12 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
             if entry.__class__ is MappingEntry:  # present: the hot path
                 if self.tracks_use:
                     return self._enter_one_tracked(entry, array, counter, queue)
+                view = self.device_array_of(entry, array)  # first: all or nothing
                 if _ACTIVE[_ENTER_DATA]:
                     self._increment_all((entry,), counter, queue, None)
                 else:
                     entry.increment(counter)
-                return self.device_array_of(entry, array)
+                return view
             with _HOLD:
                 request = MapRequest(kind, array)
                 if queue is None:

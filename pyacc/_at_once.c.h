@@ -142,13 +142,15 @@ static int predict(PyObject *kernel, Py_ssize_t nbytes, double *predicted) {
 }
 
 /* ``end_inline``'s work, its lock held: not running, one more completed, waiters woken
- * (a synchronize, or work queued meanwhile: ``queue._notify()``); -1 on error */
+ * (a synchronize, work queued or a close meanwhile: ``queue._notify()``); -1 on error */
 static int end_taken(PyObject *queue) {
     if (PyObject_SetAttr(queue, s_inline, Py_False) < 0 || attr_increment(queue, s_completed) < 0)
         return -1;
     int wake = attr_true(queue, s_waiters);
     if (wake == 0)
         wake = attr_true(queue, s_operations);
+    if (wake == 0)  /* a close meanwhile: the worker finishes */
+        wake = attr_true(queue, s_closed);
     if (wake != 1)
         return wake;
     return call_method(queue, s_notify);

@@ -22,7 +22,10 @@
  * a current runtime yet takes the Python function, which selects one.
  *
  * The routine has a ``__dict__``: ``functools.update_wrapper`` gives it the Python
- * function's name, docstring and ``__wrapped__`` (``inspect.signature`` follows it).
+ * function's name, docstring and ``__wrapped__`` (``inspect.signature`` follows it); it
+ * pickles by name (``__reduce__``), copies as itself and takes weak references, as a
+ * function does. A lane that raised an ``Exception`` changed nothing (its verbs are all or
+ * nothing): the Python function then runs, and raises and reports what it finds.
  * Invariants: the GIL is held throughout, except where the lane waits for the table
  * lock; a call holds its own reference to the lane it calls.
  */
@@ -34,7 +37,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *verb;   /* the lane's method name (interned) */
     PyObject *slow;   /* the routine's Python function */
-    PyObject *dict;
+    PyObject *dict, *weakrefs;
     int kind;
     uint64_t memo_thread, memo_epoch;  /* the thread and epoch at which memo_lane was read */
     PyObject *memo_lane;
@@ -92,9 +95,15 @@ static PyObject *through_lane(LaneRoutine *self, PyObject *a) {
 static PyObject *routine_vectorcall(LaneRoutine *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     if (PyVectorcall_NARGS(nargsf) == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
         PyObject *result = through_lane(self, args[0]);
-        if (result != MISS)
+        if (result == NULL) {  /* the lane changed nothing: the Python function decides, */
+            if (!PyErr_ExceptionMatches(PyExc_Exception))  /* and reports; an interrupt */
+                return NULL;                               /* propagates */
+            PyErr_Clear();
+        } else if (result != MISS) {
             return result;
-        Py_DECREF(result);
+        } else {
+            Py_DECREF(result);
+        }
     }
     return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
 }
@@ -136,10 +145,28 @@ static int routine_clear(LaneRoutine *self) {
 
 static void routine_dealloc(LaneRoutine *self) {
     PyObject_GC_UnTrack(self);
+    if (self->weakrefs != NULL)
+        PyObject_ClearWeakRefs((PyObject *)self);
     routine_clear(self);
     Py_CLEAR(self->verb);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
+
+/* pickle and copy: a routine is a module global, found again by its name */
+static PyObject *routine_reduce(PyObject *self, PyObject *unused) {
+    return PyObject_GetAttrString(self, "__qualname__");
+}
+
+static PyObject *routine_itself(PyObject *self, PyObject *unused) {
+    return Py_NewRef(self);
+}
+
+static PyMethodDef routine_methods[] = {
+    {"__reduce__", routine_reduce, METH_NOARGS, "the routine's name: pickled as a module global"},
+    {"__copy__", routine_itself, METH_NOARGS, "the routine itself"},
+    {"__deepcopy__", routine_itself, METH_O, "the routine itself"},
+    {NULL, NULL, 0, NULL},
+};
 
 static PyObject *routine_repr(LaneRoutine *self) {
     return PyUnicode_FromFormat("<pyacc data routine %R>", self->slow);
@@ -170,6 +197,8 @@ static PyTypeObject LaneRoutineType = {
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(LaneRoutine, vectorcall),
     .tp_dictoffset = offsetof(LaneRoutine, dict),
+    .tp_weaklistoffset = offsetof(LaneRoutine, weakrefs),
+    .tp_methods = routine_methods,
     .tp_repr = (reprfunc)routine_repr,
     .tp_members = routine_members,
     .tp_getset = routine_getset,

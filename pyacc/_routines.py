@@ -85,13 +85,11 @@ def _entered(kind: MapKind, a, async_, routine: str):
             directive_end(routine)
 
 
-# The four data routines (``_entering``, ``_leaving``) first try the current runtime's lane
-# (``runtime.lane``, ``mapping/_cprobe.c``): one C call that carries out the routine on
-# present data when nobody listens to its events, or answers None having changed nothing.
-# Built, the C entry (``lane_routine``: ``pyacc/_routine_lane.c.h``) makes that call before
-# any Python frame; the functions below try it again for calls the entry passes on.
-# A thread that has no current runtime yet (``ICVS.runtime`` None) selects it on the
-# Python path.
+# The data routines first try the current runtime's lane (``runtime.lane``, mapping/_cprobe.c):
+# one C call that does the routine on present data when nobody listens to its events, or
+# answers None (or raises) having changed nothing. Built, the C entry (``lane_routine``,
+# pyacc/_routine_lane.c.h) makes that call before any Python frame; the functions below
+# try it again for what the entry passes on. A thread with no runtime selects one here.
 def _entering(kind: MapKind, name: str, doc: str):
     """The data routine ``acc.<name>`` that enters data as ``kind`` (copyin, create)."""
     routine = f"acc.{name}"
@@ -100,7 +98,10 @@ def _entering(kind: MapKind, name: str, doc: str):
         if async_ is None:
             runtime = ICVS.runtime
             if runtime is not None:
-                device_array = runtime.lane.enter(a)
+                try:
+                    device_array = runtime.lane.enter(a)
+                except Exception:  # the lane changed nothing: the verb decides and reports
+                    device_array = None
                 if device_array is not None:
                     return device_array
         return _entered(kind, a, async_, routine)
@@ -149,8 +150,11 @@ def _leaving(kind: MapKind, name: str, doc: str):
     def leave(a, *, finalize=False, async_=None) -> None:
         if async_ is None and not finalize:
             runtime = ICVS.runtime
-            if runtime is not None and runtime.lane.leave(a):
-                return
+            try:
+                if runtime is not None and runtime.lane.leave(a):
+                    return
+            except Exception:  # the lane changed nothing: the verb decides and reports
+                pass
         _exited(kind, a, finalize, async_, routine)
 
     leave.__name__ = leave.__qualname__ = name
@@ -183,8 +187,7 @@ def update_self(a, *, if_present=False, async_=None) -> None:
     _update_one(UpdateDirection.SELF, a, if_present, async_)
 
 
-# a synchronous update of present data on a device that copies in place: the lane's copy
-update_device = lane_routine(update_device, "upload", RETURNS_NONE)
+update_device = lane_routine(update_device, "upload", RETURNS_NONE)  # (emulated: the lane copies)
 update_self = lane_routine(update_self, "download", RETURNS_NONE)
 
 

@@ -189,3 +189,49 @@ def test_shared_memory_updates_take_no_action(host_device):
     acc.update_device(a)
     acc.update_self(a)
     assert _lane().upload(a) is None  # never admitted: the Python verb's no-op
+
+
+def test_arrays_of_object_references_are_left_to_the_python_verbs(emulated):
+    """An object-dtype view of mapped memory: the Python verbs refuse it (``check_array``);
+    the lane must not copy or count raw bytes as object references."""
+    a = np.zeros(4)
+    acc.copyin(a)
+    objects = np.ndarray((4,), dtype=object, buffer=a)
+    lane = _lane()
+    assert lane.enter(objects) is None and lane.leave(objects) is None
+    assert lane.upload(objects) is None and lane.download(objects) is None
+    assert lane.join([objects]) is None
+    for routine in (acc.copyin, acc.update_device, acc.update_self, acc.delete):
+        with pytest.raises(acc.InvalidArgumentError):
+            routine(objects)
+    with pytest.raises(acc.InvalidArgumentError):
+        with acc.data(present=[objects]):
+            pass
+    assert acc.refcounts(a) == (0, 1)
+    acc.delete(a)
+
+
+def test_a_listener_that_subscribes_while_an_update_waits_for_the_lock_sees_it(emulated):
+    import threading
+
+    a = np.arange(8.0)
+    acc.copyin(a)
+    runtime = _devices.current_runtime()
+    seen, done = [], threading.Event()
+
+    def update():
+        acc.set_device_type("emulated")
+        acc.update_device(a)
+        done.set()
+
+    with runtime.table.locked():
+        worker = threading.Thread(target=update)
+        worker.start()
+        assert not done.wait(0.2)  # waiting for the lock, past the lane's first checks
+        BUS.subscribe(seen.append, (EventKind.UPLOAD,))
+    try:
+        worker.join(5)
+    finally:
+        BUS.unsubscribe(seen.append, (EventKind.UPLOAD,))
+    assert done.is_set() and [event.kind for event in seen] == [EventKind.UPLOAD]
+    acc.delete(a)

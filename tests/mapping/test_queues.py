@@ -146,3 +146,17 @@ def test_the_synchronous_queue_declares_the_whole_protocol():
     queue.wait_event(event)
     with pytest.raises(ExecutionError, match="cannot be held"):
         queue.hold()
+
+
+def test_close_while_the_caller_runs_work_at_once_finishes_when_that_work_ends():
+    """``end_inline`` wakes the worker for a close that came meanwhile (the worker waits
+    while the caller runs an operation), so ``close`` returns."""
+    queue = WorkerQueue(3, "test device", inline_below=1.0)
+    assert queue.begin_inline()
+    closer = threading.Thread(target=queue.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()  # the worker waits for the work run at once
+    queue.end_inline()
+    closer.join(5)
+    assert not closer.is_alive()

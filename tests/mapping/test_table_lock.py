@@ -232,3 +232,36 @@ def test_after_a_fork_the_routines_take_the_new_table_lock(emulated):
         holder.join(5)
     assert acc.refcounts(a) == (0, 2)
     acc.delete(a, finalize=True)
+
+
+@pytest.mark.parametrize("make", [TableLock, threading.RLock], ids=["TableLock", "RLock"])
+def test_timeouts_that_are_not_a_duration_are_refused_like_an_rlock(make):
+    lock = make()
+    with pytest.raises(ValueError):
+        lock.acquire(timeout=float("nan"))
+    with pytest.raises(OverflowError):
+        lock.acquire(timeout=1e300)
+    assert lock.acquire(timeout=1e-7)  # a tiny timeout still takes a free lock
+    lock.release()
+
+
+@pytest.mark.parametrize("make", [TableLock, threading.RLock], ids=["TableLock", "RLock"])
+def test_a_condition_on_the_lock_gives_back_every_level_while_it_waits(make):
+    lock = make()
+    condition = threading.Condition(lock)
+    taken = []
+
+    def other():
+        with condition:  # possible only while the waiter has given back both levels
+            taken.append(True)
+            condition.notify()
+
+    with lock:
+        with condition:
+            worker = threading.Thread(target=other)
+            worker.start()
+            assert condition.wait(5)
+            assert lock._is_owned()
+        assert lock._is_owned()  # one level still held after the inner block
+    worker.join(5)
+    assert taken == [True] and not lock._is_owned()

@@ -150,3 +150,37 @@ def test_the_routines_without_the_c_entry_behave_the_same(emulated):
     delete(a)
     delete(a)
     assert not is_present(a)
+
+
+@pytest.mark.parametrize("name", ROUTINES)
+def test_the_routines_pickle_copy_and_take_weak_references_as_functions_do(name):
+    import copy
+    import pickle
+    import weakref
+
+    routine = getattr(acc, name)
+    assert pickle.loads(pickle.dumps(routine)) is routine
+    assert copy.copy(routine) is routine and copy.deepcopy(routine) is routine
+    assert weakref.ref(routine)() is routine
+
+
+def test_an_error_inside_the_lane_is_raised_and_reported_by_the_python_function(emulated, monkeypatch):
+    a = np.arange(10.0)
+    acc.copyin(a)
+    runtime = _devices.current_runtime()
+
+    def failing(entry, x):
+        raise InvalidArgumentError("no device view today")
+
+    monkeypatch.setattr(runtime, "device_array_of", failing)
+    reported = []
+    acc.register_error_callback(reported.append)
+    try:
+        with pytest.raises(InvalidArgumentError, match="no device view today") as raised:
+            acc.copyin(a[2:5])  # a view: the lane asks runtime.device_array_of
+    finally:
+        acc.unregister_error_callback(reported.append)
+    assert reported == [raised.value]
+    monkeypatch.undo()
+    assert acc.refcounts(a) == (0, 1)
+    acc.delete(a)
