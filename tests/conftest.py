@@ -9,7 +9,11 @@
   and cuda when usable: a real GPU, or the fake one in the simulator run).
 - ``python_launcher``: compute calls take the Python launcher only, as where the C
   express lane (``pyacc/_fastcall.c``) is not built.
+- ``python_frames``: which of pyacc's Python functions a call entered (the C lanes'
+  tests: a call they finish enters none).
 """
+
+import sys
 
 import pytest
 
@@ -66,3 +70,24 @@ def python_launcher():
     previous = set_lane(False)
     yield
     set_lane(previous)
+
+
+@pytest.fixture
+def python_frames():
+    """``python_frames(function, *args, **kwargs)``: the names of pyacc's Python functions
+    that the call entered (a profile hook; C code and other packages are not listed)."""
+    def run(function, *args, **kwargs) -> list[str]:
+        entered = []
+
+        def profile(frame, event, arg):
+            if event == "call" and "pyacc" in frame.f_code.co_filename:
+                entered.append(frame.f_code.co_name)
+
+        sys.setprofile(profile)
+        try:
+            function(*args, **kwargs)
+        finally:
+            sys.setprofile(None)
+        return entered
+
+    return run

@@ -5,7 +5,6 @@ having done nothing, otherwise; these tests hold it to the Python verb's rules (
 §2.14.4, API.md §4): the elements that move, the statistics, events, errors, fault
 injection, patched devices, oversubscription."""
 
-import sys
 
 import numpy as np
 import pytest
@@ -23,36 +22,20 @@ def _lane():
     return _devices.current_runtime().lane
 
 
-def _python_frames(function, *args, **kwargs) -> list[str]:
-    """The Python functions of pyacc that ``function(*args, **kwargs)`` entered."""
-    entered = []
-
-    def profile(frame, event, arg):
-        if event == "call" and "pyacc" in frame.f_code.co_filename:
-            entered.append(frame.f_code.co_name)
-
-    sys.setprofile(profile)
-    try:
-        function(*args, **kwargs)
-    finally:
-        sys.setprofile(None)
-    return entered
-
-
 def _moved() -> tuple:
     stats = acc.stats()
     return stats["h2d_count"], stats["h2d_bytes"], stats["d2h_count"], stats["d2h_bytes"]
 
 
-def test_update_of_present_data_copies_in_the_lane_and_counts_like_the_python_verb(emulated):
+def test_update_of_present_data_copies_in_the_lane_and_counts_like_the_python_verb(emulated, python_frames):
     a = np.arange(12.0).reshape(3, 4)
     device = acc.copyin(a)
     acc.reset_stats()
     a[:] = -1.0
-    assert _python_frames(acc.update_device, a) == []
+    assert python_frames(acc.update_device, a) == []
     np.testing.assert_array_equal(device, -1.0)
     device[1] = 9.0
-    assert _python_frames(acc.update_self, a) == []
+    assert python_frames(acc.update_self, a) == []
     np.testing.assert_array_equal(a[1], 9.0)
     assert _moved() == (1, 96, 1, 96)
     acc.reset_stats()

@@ -3,6 +3,7 @@ re-entrant lock with ``threading.RLock``'s semantics that pyacc's C lanes take i
 Held to the RLock's rules one by one, against an RLock where a behaviour is compared, and
 through the lanes that take it from C."""
 
+import contextlib
 import signal
 import sys
 import threading
@@ -17,6 +18,26 @@ from pyacc.mapping.table import PresentTable
 
 _cprobe = pytest.importorskip("pyacc.mapping._cprobe", reason="built without a C compiler")
 TableLock = _cprobe.TableLock
+
+
+@contextlib.contextmanager
+def _held_by_another_thread(lock):
+    """``lock`` held by another thread for the block's duration."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    try:
+        yield
+    finally:
+        release.set()
+        holder.join(5)
 
 
 def _in_thread(function):
@@ -138,16 +159,6 @@ def test_the_lock_excludes_other_threads():
 @pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM")
 def test_a_signal_handler_that_raises_ends_a_wait_for_the_lock():
     lock = TableLock()
-    held, release = threading.Event(), threading.Event()
-
-    def hold():
-        with lock:
-            held.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(5)
 
     class Interrupted(Exception):
         pass
@@ -155,17 +166,16 @@ def test_a_signal_handler_that_raises_ends_a_wait_for_the_lock():
     def handler(signum, frame):
         raise Interrupted
 
-    previous = signal.signal(signal.SIGALRM, handler)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, 0.1)
-        with pytest.raises(Interrupted):
-            lock.acquire()  # waits with the GIL released; the handler's exception ends it
-        assert not lock._is_owned()
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        release.set()
-        holder.join(5)
+    with _held_by_another_thread(lock):
+        previous = signal.signal(signal.SIGALRM, handler)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+            with pytest.raises(Interrupted):
+                lock.acquire()  # waits with the GIL released; the handler's exception ends it
+            assert not lock._is_owned()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
     assert lock.acquire(blocking=False)
     lock.release()
 
@@ -177,28 +187,18 @@ def test_the_express_lane_and_the_data_lane_share_the_lock_a_directive_holds(emu
     acc.copyin(a)
     runtime = _devices.current_runtime()
     done = threading.Event()
-    held, release = threading.Event(), threading.Event()
 
-    def hold():
-        with runtime.table.locked():
-            held.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(5)
     def copyin():
         acc.set_device_type("emulated")  # (a new thread starts on the default device)
         assert _devices.current_runtime() is runtime
         acc.copyin(a)
         done.set()
 
-    worker = threading.Thread(target=copyin)
-    worker.start()
-    assert not done.wait(0.2)
-    assert runtime.table.containing(a).dynamic == 1  # (a lock-free read)
-    release.set()
-    holder.join(5)
+    with _held_by_another_thread(runtime.table.locked()):
+        worker = threading.Thread(target=copyin)
+        worker.start()
+        assert not done.wait(0.2)
+        assert runtime.table.containing(a).dynamic == 1  # (a lock-free read)
     worker.join(5)
     assert done.is_set() and acc.refcounts(a) == (0, 2)
     acc.delete(a, finalize=True)
@@ -211,25 +211,11 @@ def test_after_a_fork_the_routines_take_the_new_table_lock(emulated):
     acc.copyin(a)
     acc.copyin(a)  # the lanes have met the current lock
     runtime = _devices.current_runtime()
-    old = runtime.table.locked()
-    held, release = threading.Event(), threading.Event()
-
-    def hold():  # another thread of the "parent" keeps the old lock
-        with old:
-            held.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(5)
-    try:
+    with _held_by_another_thread(runtime.table.locked()):  # a thread of the "parent"
         runtime.table.after_fork_in_child()
         assert acc.copyin(a) is not None  # would wait for the old lock
         acc.delete(a)
         assert acc.is_present(a)
-    finally:
-        release.set()
-        holder.join(5)
     assert acc.refcounts(a) == (0, 2)
     acc.delete(a, finalize=True)
 

@@ -6,7 +6,6 @@ Python functions' behaviour: which runtime a call uses (after device changes, on
 threads), keywords, errors and their reports, events, and the functions' metadata."""
 
 import inspect
-import sys
 import threading
 
 import numpy as np
@@ -20,22 +19,6 @@ _fastcall = pytest.importorskip("pyacc._fastcall", reason="built without a C com
 ROUTINES = ("copyin", "create", "copyout", "delete", "is_present", "update_device", "update_self")
 
 
-def _python_frames(function, *args, **kwargs) -> list[str]:
-    """The Python functions of pyacc that ``function(*args, **kwargs)`` entered."""
-    entered = []
-
-    def profile(frame, event, arg):
-        if event == "call" and "pyacc" in frame.f_code.co_filename:
-            entered.append(frame.f_code.co_name)
-
-    sys.setprofile(profile)
-    try:
-        function(*args, **kwargs)
-    finally:
-        sys.setprofile(None)
-    return entered
-
-
 @pytest.mark.parametrize("name", ROUTINES)
 def test_the_routines_keep_their_names_docstrings_and_signatures(name):
     routine = getattr(acc, name)
@@ -45,27 +28,27 @@ def test_the_routines_keep_their_names_docstrings_and_signatures(name):
     assert routine.__module__ == "pyacc._routines"
 
 
-def test_present_data_is_entered_and_left_without_a_python_frame(emulated):
+def test_present_data_is_entered_and_left_without_a_python_frame(emulated, python_frames):
     a = np.arange(10.0)
     acc.copyin(a)
-    assert _python_frames(acc.copyin, a) == []
-    assert _python_frames(acc.create, a) == []
-    assert _python_frames(acc.is_present, a) == []
-    assert _python_frames(acc.delete, a) == []
-    assert _python_frames(acc.copyout, a) == []
+    assert python_frames(acc.copyin, a) == []
+    assert python_frames(acc.create, a) == []
+    assert python_frames(acc.is_present, a) == []
+    assert python_frames(acc.delete, a) == []
+    assert python_frames(acc.copyout, a) == []
     assert acc.refcounts(a) == (0, 1)
     acc.delete(a)
     assert not acc.is_present(a)
 
 
-def test_what_the_lane_does_not_finish_runs_the_python_function(emulated):
+def test_what_the_lane_does_not_finish_runs_the_python_function(emulated, python_frames):
     a = np.arange(10.0)
-    assert "enter" in _python_frames(acc.copyin, a)  # absent: allocated by the Python verb
-    assert "leave" in _python_frames(acc.delete, a)  # the lifetime ends: the Python verb
+    assert "enter" in python_frames(acc.copyin, a)  # absent: allocated by the Python verb
+    assert "leave" in python_frames(acc.delete, a)  # the lifetime ends: the Python verb
     assert not acc.is_present(a)
     acc.copyin(a)
-    assert "enter" in _python_frames(acc.copyin, a, async_=None)  # a keyword
-    assert "leave" in _python_frames(acc.delete, a, finalize=True)
+    assert "enter" in python_frames(acc.copyin, a, async_=None)  # a keyword
+    assert "leave" in python_frames(acc.delete, a, finalize=True)
     assert not acc.is_present(a)
 
 
