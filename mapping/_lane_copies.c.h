@@ -141,7 +141,8 @@ static PyObject *copy_verb(Lane *self, PyObject *x, int upload) {
         default: return NULL;
     }
     /* what another thread may have changed while the take waited, again with the lock */
-    plain = watched(self, self->done_kind) ? 0 : device_copies_plainly(self);
+    plain = watched(self, self->done_kind) || PyList_GET_ITEM(self->tally_alone, 0) != Py_True
+        ? 0 : device_copies_plainly(self);
     if (plain != 1)
         return unlock(release, plain < 0 ? NULL : Py_NewRef(Py_None));
     PyObject *entry = present_entry(self, x);

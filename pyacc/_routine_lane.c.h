@@ -93,6 +93,10 @@ static PyObject *through_lane(LaneRoutine *self, PyObject *a) {
 }
 
 static PyObject *routine_vectorcall(LaneRoutine *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (self->slow == NULL) {  /* (cleared by the garbage collector: a module torn down) */
+        PyErr_SetString(PyExc_RuntimeError, "a pyacc data routine called after its module was torn down");
+        return NULL;
+    }
     if (PyVectorcall_NARGS(nargsf) == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
         PyObject *result = through_lane(self, args[0]);
         if (result == NULL) {  /* the lane changed nothing: the Python function decides, */
