@@ -173,7 +173,7 @@ class EventBus:
         #: that reads this once may skip every ``active`` check and ``holding`` of its call
         self.silent: list[bool] = [True]
         #: ``tally_alone[0]``: at most one tally subscriber (the statistics), which a hot
-        #: path may count for in place (``Stats.launch_cell``) instead of ``count``
+        #: path may count for in place (``Stats.counter_row``) instead of ``count``
         self.tally_alone: list[bool] = [True]
         #: ``in_order[0]``: a subscriber must see each operation's DONE before the next
         #: operation of its queue runs (``PYACC_AUTOCOMPARE``'s host runs write host
@@ -288,7 +288,6 @@ _COUNTED = {
 }
 
 STAT_KEYS = tuple(key for pair in _COUNTED.values() for key in pair if key)
-_LAUNCHES = STAT_KEYS.index("launch_count")
 
 
 _SLOTS: list = [None] * len(EventKind)  # int(kind) -> (count index, bytes index or None)
@@ -312,23 +311,15 @@ class Stats:
         self._local = threading.local()
         self._tables: list[dict] = []  # every thread's {device: row}
         self._baseline: dict[tuple[str, int], list[int]] = {}
-        #: {device: [launches]}: counted by callers outside Python (``launch_cell``)
-        self._launch_cells: dict[tuple[str, int], list[int]] = {}
         #: {device: row}: counted by callers outside Python (``counter_row``)
         self._counter_rows: dict[tuple[str, int], list[int]] = {}
         bus.subscribe_tally(self.add)
 
-    def launch_cell(self, device: tuple[str, int]) -> list[int]:
-        """A one-element list whose item counts launches on ``device`` besides ``add``'s:
-        pyacc's express lane (``pyacc/_fastcall.c``) adds to it in C, atomically under the
-        GIL, instead of calling ``add`` (a Python call costs more than its whole check)."""
-        with self._lock:
-            return self._launch_cells.setdefault(device, [0])
-
     def counter_row(self, device: tuple[str, int]) -> list[int]:
         """A row of counts (``STAT_KEYS``' order) of ``device`` that callers outside Python
-        add to in place (the data lane's copies, ``mapping/_lane_copies.c.h``), atomically
-        under the GIL; one per device, summed with every thread's rows."""
+        add to in place (the express lane's launches, ``pyacc/_express_plan.c.h``; the data
+        lane's copies, ``mapping/_lane_copies.c.h``), atomically under the GIL; one per
+        device, summed with every thread's rows."""
         with self._lock:
             row = self._counter_rows.get(device)
             if row is None:
@@ -355,7 +346,6 @@ class Stats:
         totals = [0] * len(STAT_KEYS)
         with self._lock:
             tables = list(self._tables)
-            totals[_LAUNCHES] = self._launch_cells.get(device, (0,))[0]
         for table in tables:
             row = table.get(device)
             if row is not None:

@@ -30,7 +30,7 @@ import numpy as np
 from pyacc.compiler.kernel import KERNEL_ENV_KEYS
 from pyacc.mapping import BUS
 from pyacc.mapping import inline
-from pyacc.mapping.events import STATS
+from pyacc.mapping.events import STAT_KEYS, STATS
 from pyacc.mapping.queues import QueueSet, WorkerQueue
 
 from ._devices import ICVS, watch_context
@@ -72,6 +72,9 @@ def configure_async(async_result) -> None:
                                   inline._KEPT, inline.record_kernel)
 
 
+_LAUNCHES = STAT_KEYS.index("launch_count")  # the launch count's place in a statistics row
+
+
 def express_lane() -> bool:
     """True when compute calls that repeat a replayed call take the C express lane
     (``pyacc/_fastcall.c``), False when every call takes the Python launcher."""
@@ -100,7 +103,7 @@ class ExpressPlan(NamedTuple):
     reads_default: bool    #: whether the enclosing ``default`` is checked
     default: object        #: that enclosing default
     env_values: tuple      #: the values of ``KERNEL_ENV_KEYS`` that chose the kernel
-    launch_cell: list      #: the statistics' launch counter of the device
+    launch_count: tuple    #: ``(row, index)``: the device's launch count in the statistics
     device_dict: dict      #: the device's instance dict (no launch installed on it)
     arrays: tuple          #: ``(slot, host array, device array | None)`` per mapped argument
     scalars: tuple         #: ``(slot, type)`` per scalar argument
@@ -112,7 +115,7 @@ def plan_spec(runtime, call_plan, args, reads_default: bool):
     """The express plan of a call with ``args`` that replayed ``call_plan``
     on ``runtime``: what ``FastCall._arm_plan`` takes — the plan's kernel, environment
     and enclosing default (checked when ``reads_default``), the runtime and its device's
-    instance dict, the statistics' launch cell, the kinds of the arguments passed as
+    instance dict, where the statistics count its launches, the kinds of the arguments passed as
     they are, the memo's arrays and table guard, and how an ``async_`` call takes its
     queue to run at once (``QueueSet.take_at_once``; None on devices whose queues never
     do); None where the lane would not repeat the replay exactly."""
@@ -123,9 +126,10 @@ def plan_spec(runtime, call_plan, args, reads_default: bool):
     env, default, _ = call_plan.key
     device = runtime.device
     take_at_once = device.queues.take_at_once if device.runs_work_at_once else None
+    launch_count = (STATS.counter_row(device.identity), _LAUNCHES)
     return ExpressPlan(call_plan, len(args), runtime, holder, table, version, call_plan.kernel,
-                       reads_default, default, env, STATS.launch_cell(device.identity), vars(device),
-                       arrays, call_plan.scalars, exact, take_at_once)
+                       reads_default, default, env, launch_count, vars(device), arrays,
+                       call_plan.scalars, exact, take_at_once)
 
 
 #: what a data lane's answer means to a routine (``pyacc/_routine_lane.c.h``): a device

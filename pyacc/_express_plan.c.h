@@ -40,7 +40,8 @@ typedef struct {
     PyObject *kernel;
     PyObject *check_default;  /* NULL: not read; else the expected innermost default */
     PyObject *env_values;  /* tuple: the expected values (None: unset) */
-    PyObject *launch_cell; /* list [count] of the statistics */
+    PyObject *launch_row;  /* the statistics' counter row of the device (``Stats.counter_row``) */
+    Py_ssize_t launch_index;  /* the launch count's index in it */
     PyObject *device_dict; /* the device's instance dict: no "launch" installed there */
     uint64_t memo_thread;  /* context memo: the thread (PyThreadState id, 0: none) on which */
     uint64_t memo_epoch;   /* the context checks last held, at this g_context_epoch, */
@@ -77,7 +78,7 @@ static int plan_traverse(ExpressPlan *plan, visitproc visit, void *arg) {
     Py_VISIT(plan->kernel);
     Py_VISIT(plan->check_default);
     Py_VISIT(plan->env_values);
-    Py_VISIT(plan->launch_cell);
+    Py_VISIT(plan->launch_row);
     Py_VISIT(plan->device_dict);
     Py_VISIT(plan->fixed_args);
     TABLE_LOCK_VISIT(plan->held);
@@ -108,7 +109,7 @@ static void plan_dealloc(ExpressPlan *plan) {
     Py_XDECREF(plan->kernel);
     Py_XDECREF(plan->check_default);
     Py_XDECREF(plan->env_values);
-    Py_XDECREF(plan->launch_cell);
+    Py_XDECREF(plan->launch_row);
     Py_XDECREF(plan->device_dict);
     Py_XDECREF(plan->fixed_args);
     table_lock_clear(&plan->held);
@@ -308,11 +309,11 @@ static PyObject *kernel_arguments(ExpressPlan *plan, PyObject *args) {
 }
 
 static int count_launch(ExpressPlan *plan) {
-    PyObject *cell = plan->launch_cell;
-    PyObject *count = PyNumber_Add(PyList_GET_ITEM(cell, 0), g_one);
+    PyObject *row = plan->launch_row;
+    PyObject *count = PyNumber_Add(PyList_GET_ITEM(row, plan->launch_index), g_one);
     if (count == NULL)
         return -1;
-    return PyList_SetItem(cell, 0, count);  /* steals count */
+    return PyList_SetItem(row, plan->launch_index, count);  /* steals count */
 }
 
 static PyObject *failed(PyObject *self) {

@@ -173,10 +173,10 @@ static int read_array(ArraySlot *a, PyObject *array, int exact) {
 static ExpressPlan *new_plan(PyObject *spec) {
     /* spec: a pyacc._express.ExpressPlan (a named tuple; its fields documented there):
      *       (owner, nargs, runtime, ranges|None, table|None, version, kernel,
-     *        reads_default, default, env_values, launch_cell, device_dict, arrays,
+     *        reads_default, default, env_values, (launch_row, launch_index), device_dict, arrays,
      *        scalars, exact, take_at_once|None)
      * arrays: ((slot, host array, device array|None), ...); scalars: ((slot, type), ...) */
-    Py_ssize_t nargs;
+    Py_ssize_t nargs, launch_index;
     PyObject *owner, *runtime, *ranges, *table, *version, *kernel, *default_, *env_values,
              *cell, *device_dict, *arrays, *scalars, *take_at_once;
     int reads_default, exact;
@@ -184,16 +184,16 @@ static ExpressPlan *new_plan(PyObject *spec) {
         PyErr_SetString(PyExc_TypeError, "FastCall._arm_plan: the plan must be a tuple");
         return NULL;
     }
-    if (!PyArg_ParseTuple(spec, "OnOOOOOpOO!O!O!O!O!pO", &owner, &nargs, &runtime, &ranges, &table,
+    if (!PyArg_ParseTuple(spec, "OnOOOOOpOO!(O!n)O!O!O!pO", &owner, &nargs, &runtime, &ranges, &table,
                           &version, &kernel, &reads_default, &default_, &PyTuple_Type, &env_values,
-                          &PyList_Type, &cell, &PyDict_Type, &device_dict, &PyTuple_Type, &arrays,
+                          &PyList_Type, &cell, &launch_index, &PyDict_Type, &device_dict, &PyTuple_Type, &arrays,
                           &PyTuple_Type, &scalars, &exact, &take_at_once))
         return NULL;
     if ((ranges == Py_None) != (table == Py_None)) {
         PyErr_SetString(PyExc_ValueError, "FastCall._arm_plan: a table needs its version holder");
         return NULL;
     }
-    if (PyList_GET_SIZE(cell) != 1 || PyTuple_GET_SIZE(env_values) != PyTuple_GET_SIZE(g_env_keys)) {
+    if (launch_index < 0 || launch_index >= PyList_GET_SIZE(cell) || PyTuple_GET_SIZE(env_values) != PyTuple_GET_SIZE(g_env_keys)) {
         PyErr_SetString(PyExc_ValueError, "FastCall._arm: a malformed plan");
         return NULL;
     }
@@ -201,7 +201,7 @@ static ExpressPlan *new_plan(PyObject *spec) {
     if (plan == NULL)
         return NULL;
     plan->owner = plan->runtime = plan->ranges = plan->table = plan->version = NULL;
-    plan->kernel = plan->check_default = plan->env_values = plan->launch_cell = NULL;
+    plan->kernel = plan->check_default = plan->env_values = plan->launch_row = NULL;
     plan->device_dict = NULL;
     plan->memo_thread = plan->memo_epoch = plan->memo_env_tag = plan->memo_device_tag = 0;
     plan->nargs = nargs;
@@ -222,7 +222,8 @@ static ExpressPlan *new_plan(PyObject *spec) {
     KEEP(kernel, kernel);
     plan->check_default = reads_default ? (Py_INCREF(default_), default_) : NULL;
     KEEP(env_values, env_values);
-    KEEP(launch_cell, cell);
+    KEEP(launch_row, cell);
+    plan->launch_index = launch_index;
     KEEP(device_dict, device_dict);
 #undef KEEP
     Py_ssize_t n = PyTuple_GET_SIZE(arrays);
