@@ -25,14 +25,22 @@ static Py_ssize_t times_listed(PyObject *entries, PyObject *entry) {
     return times;
 }
 
-/* Adds ``step`` to the structured count of each of ``entries`` from the first up to
- * ``stop`` (exclusive); -1 with an exception set. */
-static int add_structured(Lane *self, PyObject *entries, Py_ssize_t stop, long step) {
-    for (Py_ssize_t i = 0; i < stop; i++) {
+/* Adds ``step`` to the structured count of each of ``entries``, all or nothing: 0, or -1
+ * with an exception set and every count as it was. */
+static int add_structured(Lane *self, PyObject *entries, long step) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
         PyObject *entry = PyList_GET_ITEM(entries, i);
         long structured = count_of(entry, &self->structured);
-        if (structured < 0 || set_count(entry, &self->structured, structured + step) < 0)
+        if (structured < 0 || set_count(entry, &self->structured, structured + step) < 0) {
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+            while (--i >= 0) {  /* the counts set so far go back */
+                entry = PyList_GET_ITEM(entries, i);
+                set_count(entry, &self->structured, count_of(entry, &self->structured) - step);
+            }
+            PyErr_Restore(type, value, traceback);
             return -1;
+        }
     }
     return 0;
 }
@@ -52,17 +60,9 @@ static PyObject *join_entries(Lane *self, PyObject *arrays) {
         }
         PyList_SET_ITEM(entries, i, Py_NewRef(entry));
     }
-    for (Py_ssize_t i = 0; i < n; i++) {  /* all or nothing: a failed set undoes the ones before */
-        PyObject *entry = PyList_GET_ITEM(entries, i);
-        long structured = count_of(entry, &self->structured);
-        if (structured < 0 || set_count(entry, &self->structured, structured + 1) < 0) {
-            PyObject *type, *value, *traceback;
-            PyErr_Fetch(&type, &value, &traceback);
-            add_structured(self, entries, i, -1);
-            PyErr_Restore(type, value, traceback);
-            Py_DECREF(entries);
-            return NULL;
-        }
+    if (add_structured(self, entries, 1) < 0) {
+        Py_DECREF(entries);
+        return NULL;
     }
     return entries;
 }
@@ -81,7 +81,7 @@ static PyObject *part_entries(Lane *self, PyObject *entries) {
         if (!dynamic && structured <= times_listed(entries, entry))
             Py_RETURN_NONE;  /* a lifetime would end: Python's full exit */
     }
-    return add_structured(self, entries, n, -1) < 0 ? NULL : Py_NewRef(Py_True);
+    return add_structured(self, entries, -1) < 0 ? NULL : Py_NewRef(Py_True);
 }
 
 /* A verb on a whole list: the lock taken once, ``on_list`` with it held. */
