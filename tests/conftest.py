@@ -11,13 +11,20 @@
   express lane (``pyacc/_fastcall.c``) is not built.
 - ``python_frames``: which of pyacc's Python functions a call entered (the C lanes'
   tests: a call they finish enters none).
+- ``held_by_another_thread``: ``with held_by_another_thread(lock):`` — another thread
+  holds ``lock`` for the block's duration (a held table lock, a fork's old lock).
+- ``listening``: ``listening(*kinds)`` subscribes one list to those event kinds until the
+  test ends and returns it.
 """
 
+import contextlib
 import sys
+import threading
 
 import pytest
 
 import pyacc as acc
+from pyacc.mapping import BUS
 
 
 def _fresh(device_type):
@@ -91,3 +98,43 @@ def python_frames():
         return entered
 
     return run
+
+
+@pytest.fixture
+def listening():
+    """Subscribe a list to some event kinds for the test's duration."""
+    seen, kinds_seen = [], []
+
+    def subscribe(*kinds):
+        BUS.subscribe(seen.append, kinds)
+        kinds_seen.append(kinds)
+        return seen
+
+    yield subscribe
+    for kinds in kinds_seen:
+        BUS.unsubscribe(seen.append, kinds)
+
+
+@pytest.fixture
+def held_by_another_thread():
+    """``with held_by_another_thread(lock):``: ``lock`` held by another thread for the
+    block's duration."""
+    @contextlib.contextmanager
+    def hold(lock):
+        held, release = threading.Event(), threading.Event()
+
+        def keep():
+            with lock:
+                held.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=keep)
+        holder.start()
+        held.wait(5)
+        try:
+            yield
+        finally:
+            release.set()
+            holder.join(5)
+
+    return hold

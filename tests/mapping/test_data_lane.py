@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyacc as acc
 from pyacc import _devices
-from pyacc.mapping import BUS, EventKind
+from pyacc.mapping import EventKind
 from pyacc.mapping.table import PresentTable
 
 _cprobe = pytest.importorskip("pyacc.mapping._cprobe", reason="built without a C compiler")
@@ -24,21 +24,6 @@ def _lane():
 
 def _counts(a):
     return acc.refcounts(a)
-
-
-@pytest.fixture
-def listening():
-    """Subscribe a list to some event kinds for the test's duration."""
-    seen, kinds_seen = [], []
-
-    def subscribe(*kinds):
-        BUS.subscribe(seen.append, kinds)
-        kinds_seen.append(kinds)
-        return seen
-
-    yield subscribe
-    for kinds in kinds_seen:
-        BUS.unsubscribe(seen.append, kinds)
 
 
 # -- enter: copyin / create of present data ---------------------------------------------
@@ -191,30 +176,15 @@ def test_lane_waits_for_a_directive_that_holds_the_table_lock(emulated):
     assert done.is_set() and _counts(a) == (0, 2)
 
 
-def test_lane_takes_the_new_table_lock_after_a_fork(emulated):
+def test_lane_takes_the_new_table_lock_after_a_fork(emulated, held_by_another_thread):
     a = np.arange(10.0)
     acc.copyin(a)
     runtime = _devices.current_runtime()
     runtime.lane.enter(a)  # binds the current lock
-    old = runtime.table.locked()
-    held = threading.Event()
-    release = threading.Event()
-
-    def hold():  # another thread of the "parent" keeps the old lock
-        with old:
-            held.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(5)
-    try:
+    with held_by_another_thread(runtime.table.locked()):  # a thread of the "parent"
         runtime.table.after_fork_in_child()  # what the fork child does: a new lock
         assert runtime.lane.enter(a) is not None  # would block on the old lock
         assert runtime.lane.leave(a) is True
-    finally:
-        release.set()
-        holder.join(5)
     assert _counts(a) == (0, 2)
 
 

@@ -194,13 +194,13 @@ def test_arrays_of_object_references_are_left_to_the_python_verbs(emulated):
     acc.delete(a)
 
 
-def test_a_listener_that_subscribes_while_an_update_waits_for_the_lock_sees_it(emulated):
+def test_a_listener_that_subscribes_while_an_update_waits_for_the_lock_sees_it(emulated, listening):
     import threading
 
     a = np.arange(8.0)
     acc.copyin(a)
     runtime = _devices.current_runtime()
-    seen, done = [], threading.Event()
+    done = threading.Event()
 
     def update():
         acc.set_device_type("emulated")
@@ -211,10 +211,7 @@ def test_a_listener_that_subscribes_while_an_update_waits_for_the_lock_sees_it(e
         worker = threading.Thread(target=update)
         worker.start()
         assert not done.wait(0.2)  # waiting for the lock, past the lane's first checks
-        BUS.subscribe(seen.append, (EventKind.UPLOAD,))
-    try:
-        worker.join(5)
-    finally:
-        BUS.unsubscribe(seen.append, (EventKind.UPLOAD,))
+        seen = listening(EventKind.UPLOAD)
+    worker.join(5)
     assert done.is_set() and [event.kind for event in seen] == [EventKind.UPLOAD]
     acc.delete(a)

@@ -11,7 +11,7 @@ import pytest
 
 import pyacc as acc
 from pyacc import _devices
-from pyacc.mapping import BUS, EventKind, MapKind, MapRequest, Mapped
+from pyacc.mapping import EventKind, MapKind, MapRequest, Mapped
 
 _cprobe = pytest.importorskip("pyacc.mapping._cprobe", reason="built without a C compiler")
 
@@ -90,16 +90,12 @@ def test_a_region_of_present_data_takes_the_lane_and_the_python_exit_when_data_l
     assert not acc.is_present(a)
 
 
-def test_observed_regions_publish_every_count(emulated):
+def test_observed_regions_publish_every_count(emulated, listening):
     a = np.arange(10.0)
     acc.copyin(a)
-    seen = []
-    BUS.subscribe(seen.append, (EventKind.ENTER_DATA, EventKind.EXIT_DATA))
-    try:
-        with acc.data(present=[a]):
-            pass
-    finally:
-        BUS.unsubscribe(seen.append, (EventKind.ENTER_DATA, EventKind.EXIT_DATA))
+    seen = listening(EventKind.ENTER_DATA, EventKind.EXIT_DATA)
+    with acc.data(present=[a]):
+        pass
     assert [event.kind for event in seen] == [EventKind.ENTER_DATA, EventKind.EXIT_DATA]
     assert acc.refcounts(a) == (0, 1)
     acc.delete(a)

@@ -3,7 +3,6 @@ re-entrant lock with ``threading.RLock``'s semantics that pyacc's C lanes take i
 Held to the RLock's rules one by one, against an RLock where a behaviour is compared, and
 through the lanes that take it from C."""
 
-import contextlib
 import signal
 import sys
 import threading
@@ -18,26 +17,6 @@ from pyacc.mapping.table import PresentTable
 
 _cprobe = pytest.importorskip("pyacc.mapping._cprobe", reason="built without a C compiler")
 TableLock = _cprobe.TableLock
-
-
-@contextlib.contextmanager
-def _held_by_another_thread(lock):
-    """``lock`` held by another thread for the block's duration."""
-    held, release = threading.Event(), threading.Event()
-
-    def hold():
-        with lock:
-            held.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(5)
-    try:
-        yield
-    finally:
-        release.set()
-        holder.join(5)
 
 
 def _in_thread(function):
@@ -157,7 +136,7 @@ def test_the_lock_excludes_other_threads():
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="needs SIGALRM")
-def test_a_signal_handler_that_raises_ends_a_wait_for_the_lock():
+def test_a_signal_handler_that_raises_ends_a_wait_for_the_lock(held_by_another_thread):
     lock = TableLock()
 
     class Interrupted(Exception):
@@ -166,7 +145,7 @@ def test_a_signal_handler_that_raises_ends_a_wait_for_the_lock():
     def handler(signum, frame):
         raise Interrupted
 
-    with _held_by_another_thread(lock):
+    with held_by_another_thread(lock):
         previous = signal.signal(signal.SIGALRM, handler)
         try:
             signal.setitimer(signal.ITIMER_REAL, 0.1)
@@ -180,7 +159,7 @@ def test_a_signal_handler_that_raises_ends_a_wait_for_the_lock():
     lock.release()
 
 
-def test_the_express_lane_and_the_data_lane_share_the_lock_a_directive_holds(emulated):
+def test_the_express_lane_and_the_data_lane_share_the_lock_a_directive_holds(emulated, held_by_another_thread):
     """Both C lanes take the table lock in place; a directive holding it on another
     thread keeps a data routine of present data waiting, and it proceeds on release."""
     a = np.arange(10.0)
@@ -194,7 +173,7 @@ def test_the_express_lane_and_the_data_lane_share_the_lock_a_directive_holds(emu
         acc.copyin(a)
         done.set()
 
-    with _held_by_another_thread(runtime.table.locked()):
+    with held_by_another_thread(runtime.table.locked()):
         worker = threading.Thread(target=copyin)
         worker.start()
         assert not done.wait(0.2)
@@ -204,14 +183,14 @@ def test_the_express_lane_and_the_data_lane_share_the_lock_a_directive_holds(emu
     acc.delete(a, finalize=True)
 
 
-def test_after_a_fork_the_routines_take_the_new_table_lock(emulated):
+def test_after_a_fork_the_routines_take_the_new_table_lock(emulated, held_by_another_thread):
     """In a fork's child the table gets a new lock (``after_fork_in_child``): the routines'
     C entry reads the lock at each call, never one it remembered."""
     a = np.arange(10.0)
     acc.copyin(a)
     acc.copyin(a)  # the lanes have met the current lock
     runtime = _devices.current_runtime()
-    with _held_by_another_thread(runtime.table.locked()):  # a thread of the "parent"
+    with held_by_another_thread(runtime.table.locked()):  # a thread of the "parent"
         runtime.table.after_fork_in_child()
         assert acc.copyin(a) is not None  # would wait for the old lock
         acc.delete(a)

@@ -13,7 +13,7 @@ import pytest
 
 import pyacc as acc
 from pyacc import _devices, _routines
-from pyacc.mapping import BUS, EventKind, InvalidArgumentError
+from pyacc.mapping import EventKind, InvalidArgumentError
 
 _fastcall = pytest.importorskip("pyacc._fastcall", reason="built without a C compiler")
 ROUTINES = ("copyin", "create", "copyout", "delete", "is_present", "update_device", "update_self")
@@ -110,16 +110,12 @@ def test_bad_input_is_reported_and_raised_as_by_the_python_function(emulated):
         acc.copyin(np.ones(3), np.ones(3))
 
 
-def test_observed_calls_publish_their_events(emulated):
+def test_observed_calls_publish_their_events(emulated, listening):
     a = np.arange(10.0)
     acc.copyin(a)
-    seen = []
-    BUS.subscribe(seen.append, (EventKind.ENTER_DATA, EventKind.EXIT_DATA))
-    try:
-        acc.copyin(a)
-        acc.delete(a)
-    finally:
-        BUS.unsubscribe(seen.append, (EventKind.ENTER_DATA, EventKind.EXIT_DATA))
+    seen = listening(EventKind.ENTER_DATA, EventKind.EXIT_DATA)
+    acc.copyin(a)
+    acc.delete(a)
     assert [event.kind for event in seen] == [EventKind.ENTER_DATA, EventKind.EXIT_DATA]
     acc.delete(a)
 
