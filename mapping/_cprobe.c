@@ -415,19 +415,14 @@ static int start_verb(Lane *self, PyObject *x, Py_ssize_t event_kind, PyObject *
     return take_lock(self, event_kind, release);
 }
 
-/* With the lock held: +1 to the dynamic count of ``entry`` and the device array of x;
- * NULL with an exception set, the count unchanged. */
+/* With the lock held: the device array of x, then +1 to the dynamic count of ``entry``
+ * (the order of ``runtime.enter_one``: a view that fails changes no count); NULL with an
+ * exception set, the count unchanged. */
 static PyObject *enter_entry(Lane *self, PyObject *entry, PyObject *x) {
-    long dynamic = count_of(entry, &self->dynamic);
-    if (dynamic < 0 || set_count(entry, &self->dynamic, dynamic + 1) < 0)
-        return NULL;
     PyObject *result = device_array_of(self, entry, x);
-    if (result == NULL) {  /* all or nothing: the count goes back */
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        set_count(entry, &self->dynamic, dynamic);
-        PyErr_Restore(type, value, traceback);
-    }
+    long dynamic = result == NULL ? -1 : count_of(entry, &self->dynamic);
+    if (dynamic < 0 || set_count(entry, &self->dynamic, dynamic + 1) < 0)
+        Py_CLEAR(result);
     return result;
 }
 
