@@ -36,7 +36,7 @@
  * dict's tag, and it is looked up at every call). These lookups cost ~0.5 µs a call
  * after a kernel has streamed its arrays through the caches.
  *
- * Then it counts the launch (the statistics' launch cell of the device), calls the kernel
+ * Then it counts the launch (the device's row of the statistics, ``Stats.counter_row``), calls the kernel
  * with the plan's device arrays in place of the mapped host arrays, and releases the lock.
  * A kernel that raises goes to ``self._express_failed(error)`` (Python), which raises what
  * the Python launcher would.

@@ -126,15 +126,15 @@ def held_by_another_thread():
         def keep():
             with lock:
                 held.set()
-                release.wait(10)
+                release.wait(30)
 
         holder = threading.Thread(target=keep)
         holder.start()
-        held.wait(5)
+        held.wait(30)
         try:
             yield
         finally:
             release.set()
-            holder.join(5)
+            holder.join(30)
 
     return hold

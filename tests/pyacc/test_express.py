@@ -298,28 +298,15 @@ def test_fault_injection_reaches_calls_armed_before_it(emulated):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_an_express_call_in_a_forked_child_takes_the_childs_table_lock(emulated):
+def test_an_express_call_in_a_forked_child_takes_the_childs_table_lock(emulated, held_by_another_thread):
     """A fork replaces the table's lock in the child (another thread of the parent may
     have held it); the lane reads the lock at each call, so the child never waits for
     the parent's."""
-    import threading
-
     x = np.zeros(4)
     with acc.data(copy=[x]):
         for _ in range(3):
             add_one(x)
-        lock = acc._devices.current_runtime().table.locked()
-        taken, release = threading.Event(), threading.Event()
-
-        def hold():
-            with lock:
-                taken.set()
-                release.wait(30)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        taken.wait(30)
-        try:
+        with held_by_another_thread(acc._devices.current_runtime().table.locked()):
             pid = os.fork()
             if pid == 0:  # the child: one express call, then leave at once
                 code = 1
@@ -330,9 +317,6 @@ def test_an_express_call_in_a_forked_child_takes_the_childs_table_lock(emulated)
                 finally:
                     os._exit(code)
             _, status = os.waitpid(pid, 0)
-        finally:
-            release.set()
-            holder.join()
         assert os.waitstatus_to_exitcode(status) == 0
     np.testing.assert_array_equal(x, 3.0)
 
