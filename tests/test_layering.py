@@ -61,7 +61,7 @@ ROOM = ROOT / "mapping" / "devices"
 #: what the room may import from ``mapping``: what every level shares
 ROOM_FLOOR = {"errors", "events", "_probe", "queue_protocol", "queues", "inline"}
 DEVICES = {"base", "host", "emulated", "memcheck", "cuda"}
-HELPERS = {"cuda_memory", "cuda_transfers", "cuda_queues", "cuda_pins", "faults"}
+HELPERS = {"cuda_memory", "cuda_transfers", "cuda_staging", "cuda_queues", "cuda_pins", "faults"}
 BACKENDS = {"cuda_backend", "cuda_fake"}
 LEAVES = {"common", "cuda_layout"}
 #: the modules of ``mapping`` (outside the room) that may import the room, and what

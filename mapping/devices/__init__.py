@@ -17,6 +17,7 @@ device asks its helpers; the ``cuda`` helpers ask the backend. Modules:
 - ``cuda_memory``    ``CudaMemory``: the GPU's blocks, ``allocate_block``, ``interface_of``,
   ``pins``; handed to the transfers by the device
 - ``cuda_transfers`` the operations a queue runs for uploads, downloads and device copies
+- ``cuda_staging``   chunked, double-buffered staging of the transfers (``CHUNK``-byte pieces)
 - ``cuda_queues``    ``CudaQueue``/``CudaSyncQueue``: queues on CUDA streams
 - ``cuda_pins``      ``Pins``: host arrays page-locked while they are mapped (``PYACC_PIN``)
 - ``cuda_layout``    strides, element order, extents and transfer packing (pure arithmetic)
@@ -32,8 +33,8 @@ delete):
    ``emit``); ``mapping/__init__`` re-exports the device types, and ``pyacc`` creates
    them (``pyacc/_registry.py``);
 2. the devices: ``base``, ``host``, ``emulated`` (with its mixin ``memcheck``), ``cuda``;
-3. their helpers: ``cuda_memory``, ``cuda_transfers``, ``cuda_queues``, ``cuda_pins``,
-   ``faults``: they import no device module and never call a device; what they need (the
+3. their helpers: ``cuda_memory``, ``cuda_transfers``, ``cuda_staging``, ``cuda_queues``,
+   ``cuda_pins``, ``faults``: they import no device module and never call a device; what they need (the
    memory, a queue, the backend, whether a queue is the synchronous one) is handed down;
 4. the backends: ``cuda_backend``, ``cuda_fake``: they import no device or helper module;
 5. the leaves: ``common``, ``cuda_layout``: they import nothing of the room.

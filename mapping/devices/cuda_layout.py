@@ -4,7 +4,8 @@ Owns: the stride arithmetic of ``cuda`` transfers — ``c_strides``/``f_strides`
 ``block_order`` (does a view fill one gap-free C- or F-ordered block?),
 ``interface_layout`` (a ``__cuda_array_interface__`` as ``(data, shape, dtype,
 strides)``), ``extent`` (the byte range a view covers) and ``Packing`` (how one
-host↔device transfer moves its elements as a single block, and which side is packed).
+host↔device transfer moves its elements as a single block, which side is packed, and
+how the block splits into pieces of at most so many bytes for chunked staging).
 Pure functions of shapes and strides: no CUDA, no device, no lock.
 """
 
@@ -102,6 +103,44 @@ class Packing:
         itemsize = self.dtype.itemsize
         return c_strides(self.shape, itemsize) if self.order == "C" else f_strides(self.shape, itemsize)
 
-    def staged(self, buffer: np.ndarray) -> np.ndarray:
-        """The staging ``buffer`` (bytes) seen as the host array's elements, block order."""
-        return np.ndarray(self.shape, self.dtype, buffer=buffer, order=self.order)
+    def staged(self, buffer: np.ndarray, shape=None) -> np.ndarray:
+        """The staging ``buffer`` (bytes) seen as the host array's elements (or, with
+        ``shape``, those of one of its ``pieces``), block order."""
+        return np.ndarray(self.shape if shape is None else shape, self.dtype, buffer=buffer,
+                          order=self.order)
+
+    def pieces(self, limit: int) -> list[tuple[tuple, int, int]]:
+        """The block in consecutive pieces of at most ``max(limit, itemsize)`` bytes, as
+        ``(index, begin, end)``: ``host[index]`` (basic slices, no axis dropped) holds the
+        elements of the block's bytes ``[begin, end)``. Pieces are runs of whole slices
+        along the block's outermost axis, or of one such slice's inner pieces when a
+        slice alone exceeds ``limit``."""
+        axes = list(range(len(self.shape)))
+        if self.order == "F":
+            axes.reverse()
+        found: list[tuple[tuple, int, int]] = []
+        _split(self.shape, self.dtype.itemsize, axes, max(limit, self.dtype.itemsize),
+               [slice(None)] * len(self.shape), 0, found)
+        return found
+
+
+def _split(shape, itemsize: int, axes: list, limit: int, index: list, offset: int, found: list) -> None:
+    """Append to ``found`` the pieces of the sub-block ``index`` (whose bytes start at
+    ``offset``) along ``axes`` (outermost first): ``Packing.pieces``."""
+    if not axes:  # a 0-d array: one element
+        found.append((tuple(index), offset, offset + itemsize))
+        return
+    axis, inner = axes[0], axes[1:]
+    step = itemsize * int(np.prod([shape[a] for a in inner], dtype=np.int64))  # one slice
+    count = shape[axis]
+    if step <= limit:
+        run = limit // step
+        for first in range(0, count, run):
+            last = min(count, first + run)
+            index[axis] = slice(first, last)
+            found.append((tuple(index), offset + first * step, offset + last * step))
+    else:
+        for position in range(count):
+            index[axis] = slice(position, position + 1)
+            _split(shape, itemsize, inner, limit, index, offset + position * step, found)
+    index[axis] = slice(None)

@@ -146,6 +146,7 @@ class CudaQueue(Queue):
         self._failures: list[_Failure] = []  # every failure found (rare: never pruned)
         self._waits: list[tuple[int, CudaQueueEvent]] = []  # until known harmless
         self._deferred: collections.deque = collections.deque()  # (event, sequence, callback)
+        self._staging_stream = None  # made at first use (``staging_stream``)
 
     # -- the protocol ----------------------------------------------------------------------
     def submit(self, operation, description="an operation", *, essential: bool = False,
@@ -229,16 +230,30 @@ class CudaQueue(Queue):
                 self._waits.append((sequence, event))
 
     # -- for operations that enqueue ---------------------------------------------------------
-    def host_func(self, function) -> None:
-        """Run ``function`` on the host when the stream reaches this point (it must not
-        call CUDA). Called by an operation while it enqueues: ``function`` shares its
-        sequence number, is skipped when an earlier operation failed, and its failure is
-        the operation's."""
+    def host_func(self, function, *, stream=None) -> None:
+        """Run ``function`` on the host when the stream (or ``stream``: the
+        ``staging_stream``) reaches this point (it must not call CUDA). Called by an
+        operation while it enqueues: ``function`` shares its sequence number, is skipped
+        when an earlier operation failed, and its failure is the operation's."""
         running = getattr(self._local, "running", None)
         with self._enqueue_lock:
             sequence, description = running or (self._next(), "a host function")
             guarded = _Guarded(self, sequence, function, description, False)
-            self._backend.launch_host_func(self.stream, guarded)
+            self._backend.launch_host_func(self.stream if stream is None else stream, guarded)
+
+    @property
+    def staging_stream(self):
+        """This queue's second stream, made at first use: the host copies of a transfer
+        staged in several pieces run on it beside the queue's DMAs (``cuda_staging``),
+        ordered with the queue's stream by events only."""
+        with self._enqueue_lock:
+            if self._staging_stream is None:
+                self._staging_stream = self._backend.new_stream(blocking=False)
+            return self._staging_stream
+
+    def streams(self) -> tuple:
+        """The CUDA streams this queue has made: its own, and its staging stream once made."""
+        return (self.stream,) if self._staging_stream is None else (self.stream, self._staging_stream)
 
     def poll(self, *, force: bool = False) -> None:
         """Run the deferred callbacks whose point the stream has passed (all of them with

@@ -39,7 +39,9 @@ import contextlib
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from . import cuda_staging
 from .cuda_layout import Packing, block_order, interface_layout
+from .cuda_staging import CopyInto
 
 __all__ = ["HostTransfer", "DeviceCopy", "block_for", "run_synchronously"]
 
@@ -99,11 +101,10 @@ class HostTransfer:
 
     def _upload_async(self, host, device_array, packing: Packing) -> None:
         backend, queue = self.memory.backend, self.queue
-        staging = backend.pinned(packing.nbytes)
         address, temporary = block_for(self.memory, packing)
-        try:
-            queue.host_func(_CopyInto(packing.staged(staging), host))  # reads the host when it runs
-            backend.memcpy_htod(address, staging, queue.stream)
+        staging = []
+        try:  # the host is read when the copies run (cuda_staging)
+            cuda_staging.upload_async(backend, queue, host, packing, address, staging)
             if temporary is not None:
                 backend.copy(backend.as_device_array(device_array), temporary.view, queue.stream)
         finally:  # released once the stream has passed whatever was enqueued
@@ -111,13 +112,12 @@ class HostTransfer:
 
     def _download_async(self, host, device_array, packing: Packing) -> None:
         backend, queue = self.memory.backend, self.queue
-        staging = backend.pinned(packing.nbytes)
         address, temporary = block_for(self.memory, packing)
-        try:
+        staging = []
+        try:  # the host is written when the copies run (cuda_staging)
             if temporary is not None:
                 backend.copy(temporary.view, backend.as_device_array(device_array), queue.stream)
-            backend.memcpy_dtoh(staging, address, queue.stream)
-            queue.host_func(_CopyInto(host, packing.staged(staging)))  # writes the host when it runs
+            cuda_staging.download_async(backend, queue, host, packing, address, staging)
         finally:
             queue.defer(_Release(backend, temporary, staging))
 
@@ -148,25 +148,25 @@ class HostTransfer:
         staging = None if locked else backend.pinned(host_bytes.size)
         if self.upload:
             if staging is not None:
-                queue.host_func(_CopyInto(staging, host_bytes))  # reads the host when it runs
+                queue.host_func(CopyInto(staging, host_bytes))  # reads the host when it runs
             backend.memcpy_htod(address, host_bytes if locked else staging, queue.stream)
         else:
             backend.memcpy_dtoh(host_bytes if locked else staging, address, queue.stream)
             if staging is not None:
-                queue.host_func(_CopyInto(host_bytes, staging))  # writes the host when it runs
+                queue.host_func(CopyInto(host_bytes, staging))  # writes the host when it runs
         return staging
 
     # -- synchronous: complete on return ---------------------------------------------------------
     def _upload_now(self, host, device_array, packing: Packing) -> None:
         backend, stream = self.memory.backend, self.queue.stream
-        buffer = host
-        if packing.host_packed:
-            buffer = backend.pinned(packing.nbytes)
-            np.copyto(packing.staged(buffer), host, casting="no")
         address, temporary = block_for(self.memory, packing)
+        staging = []  # kept until the stream has run the DMAs that read it
 
         def enqueue():
-            backend.memcpy_htod(address, buffer, stream)
+            if packing.host_packed:  # packed into pinned buffers, piece by piece (cuda_staging)
+                cuda_staging.upload_now(backend, stream, host, packing, address, staging)
+            else:
+                backend.memcpy_htod(address, host, stream)
             if temporary is not None:
                 backend.copy(backend.as_device_array(device_array), temporary.view, stream)
 
@@ -175,16 +175,17 @@ class HostTransfer:
     def _download_now(self, host, device_array, packing: Packing) -> None:
         backend, stream = self.memory.backend, self.queue.stream
         address, temporary = block_for(self.memory, packing)
-        buffer = backend.pinned(packing.nbytes) if packing.host_packed else host
+        staging = []  # kept until the stream has run the DMAs that write it
 
         def enqueue():
             if temporary is not None:
                 backend.copy(temporary.view, backend.as_device_array(device_array), stream)
-            backend.memcpy_dtoh(buffer, address, stream)
+            if packing.host_packed:  # unpacked from pinned buffers, piece by piece (cuda_staging)
+                cuda_staging.download_now(backend, stream, host, packing, address, staging)
+            else:
+                backend.memcpy_dtoh(host, address, stream)
 
         run_synchronously(backend, self.queue, enqueue, _Release(backend, temporary, None))
-        if packing.host_packed:
-            np.copyto(host, packing.staged(buffer), casting="no")
 
 
 class DeviceCopy:
@@ -232,20 +233,6 @@ class _Temporary:
 
     def __init__(self, address: int, handle, view):
         self.address, self.handle, self.view = address, handle, view
-
-
-class _CopyInto:
-    """``np.copyto(destination, source)``: a host function of a transfer."""
-
-    __slots__ = ("destination", "source")
-
-    def __init__(self, destination: np.ndarray, source: np.ndarray):
-        self.destination, self.source = destination, source
-
-    def __call__(self) -> None:
-        destination, source = self.destination, self.source
-        self.destination = self.source = None  # release the host array once it has run
-        np.copyto(destination, source, casting="no")
 
 
 class _Release:

@@ -459,6 +459,31 @@ def test_pin_zero_leaves_mappings_pageable(gpu, monkeypatch):
     acc.exit_data(delete=[a])
 
 
+@pytest.mark.parametrize("queue", [None, 1])
+def test_staged_transfers_in_pieces_are_exact(gpu, monkeypatch, queue):
+    """A strided host side is staged in CHUNK-byte pieces through two pinned buffers
+    (mapping/devices/cuda_staging.py); on an async queue its host copies run on the
+    queue's staging stream: the data must be exact on a real GPU too."""
+    from pyacc.mapping.devices import cuda_staging
+
+    monkeypatch.setattr(cuda_staging, "CHUNK", 64 << 10)  # 16 pieces per column below
+    a = np.zeros((1 << 17, 2))
+    acc.enter_data(copyin=[a])
+    try:
+        column = a[:, 1]
+        column[...] = np.arange(column.size)
+        acc.update(device=[column], async_=queue)
+        acc.wait()
+        d = acc.deviceptr(a)
+        assert np.array_equal(cupy.asnumpy(d[:, 1]), np.arange(column.size)) and not cupy.asnumpy(d[:, 0]).any()
+        d[:, 1] *= 3.0
+        acc.update(self=[column], async_=queue)
+        acc.wait()
+        assert np.array_equal(column, np.arange(column.size) * 3.0) and not a[:, 0].any()
+    finally:
+        acc.exit_data(delete=[a])
+
+
 # == tiled nests (2-D grids, ``compiler/cuda_target.py``) at sizes that fill the GPU =============
 @acc.parallel_loop(collapse=2, present=["a", "b", "c"])
 def tiled_matmul(a, b, c):

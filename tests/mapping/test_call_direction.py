@@ -98,7 +98,8 @@ def runtime():
     yield DeviceRuntime(device)
     device.synchronize()
     for queue in device.existing_queues():
-        queue.stream.close()
+        for stream in queue.streams():
+            stream.close()
     device.sync_queue.stream.close()
 
 

@@ -44,7 +44,8 @@ def device(backend):
     device = CudaDevice(0, backend=backend)
     yield device
     for queue in device.existing_queues():
-        queue.stream.close()
+        for stream in queue.streams():
+            stream.close()
     device.sync_queue.stream.close()
 
 

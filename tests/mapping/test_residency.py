@@ -347,7 +347,8 @@ def cuda_runtime():
     yield runtime
     runtime.shutdown()
     for queue in device.existing_queues():
-        queue.stream.close()
+        for stream in queue.streams():
+            stream.close()
     device.sync_queue.stream.close()
 
 
