@@ -64,7 +64,7 @@ from pyacc.compiler.analysis import MemberError
 from pyacc.compiler.kernel import feedback_view
 
 from . import _routines
-from ._arguments import KIND_OF_CLAUSE, ArgumentSorting, enclosing_default, unstage
+from ._arguments import KIND_OF_CLAUSE, ArgumentSorting, unstage
 from ._clauses import queue_of, wait_for
 from ._call_inputs import clause_values, free_reader
 from ._outcome import AsyncResult, add_section_hint, is_kernel_failure, kernel_failure
@@ -203,17 +203,8 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
                 if self._read_free is not None:
                     args = (*args, *self._read_free())
                 runtime = ICVS.runtime or current_runtime()
-                plan = None
-                if self._call_plans:  # _matching_call_plan, CallPlan.applies inlined: hot path
-                    key = (kernel_env(), ICVS.region_stack.innermost_default if self._uses_default else None,
-                           None)
-                    for candidate in self._call_plans:
-                        if candidate.runtime is runtime and candidate.key == key and (
-                                not candidate.scalars or candidate.scalars_match(args)) and \
-                                candidate.memo.matches(args):
-                            plan = candidate
-                            break
-                return self._launch(runtime, args, runtime.device.sync_queue, None, True, plan)
+                return self._launch(runtime, args, runtime.device.sync_queue, None, True,
+                                    self._matching_call_plan(runtime, args))
             except AccError as error:
                 add_section_hint(error)
                 report(error)
@@ -271,12 +262,8 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         cover their whole arrays at this call, ``WholeSections``)."""
         try:
             runtime = ICVS.runtime or current_runtime()
-            plan = None
-            if self._call_plans:
-                key = (kernel_env(), enclosing_default() if self._uses_default else None, None)
-                plan = next((candidate for candidate in self._call_plans
-                             if candidate.applies(runtime, key, args)), None)
-            return self._launch(runtime, args, runtime.device.sync_queue, None, True, plan)
+            return self._launch(runtime, args, runtime.device.sync_queue, None, True,
+                                self._matching_call_plan(runtime, args))
         except AccError as error:
             add_section_hint(error)
             report(error)
@@ -451,12 +438,15 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         raise error
 
     def _matching_call_plan(self, runtime, args, clauses=None):
-        """A recent call's plan that holds for this call (``CallPlan.applies``), or None.
-        Changes nothing."""
-        if self._call_plans:
+        """A recent call's plan that holds for this call (``CallPlan``'s docstring), or None.
+        Changes nothing. The one replay check of the Python launcher: every call path
+        asks it (the express lane's, in C, is ``enter_plan`` in ``_express_plan.c.h``)."""
+        plans = self._call_plans
+        if plans:
             key = self._call_key(clauses)
-            for plan in self._call_plans:
-                if plan.applies(runtime, key, args):
+            for plan in plans:
+                if plan.runtime is runtime and plan.key == key and (
+                        not plan.scalars or plan.scalars_match(args)) and plan.memo.matches(args):
                     return plan
         return None
 
@@ -476,7 +466,8 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         the enclosing ``default`` when an array parameter has no clause, and the launch
         shape of clauses evaluated at this call (on cuda it is part of the kernel)."""
         shape = None if clauses is None else (clauses.num_gangs, clauses.num_workers, clauses.vector_length)
-        return (kernel_env(), enclosing_default() if self._uses_default else None, shape)
+        # enclosing_default(), spelled out: every Python launch asks for this key
+        return (kernel_env(), ICVS.region_stack.innermost_default if self._uses_default else None, shape)
 
     def _run_on_host(self, args):
         """``if(false)``: the region runs on the local thread with host data (§2.5.6); a

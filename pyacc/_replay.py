@@ -30,8 +30,11 @@ def is_device_array(value) -> bool:
 
 class CallPlan:
     """What a recent call of a compute region decided, for the next calls (module
-    docstring): ``applies`` says whether it holds for a call; its ``kernel`` is then the
-    one to launch and its ``memo`` the data to replay."""
+    docstring). It holds for a call on the same runtime under the same key (kernel
+    environment, enclosing default, launch shape) whose unmapped arguments
+    ``scalars_match`` and whose mapped ones the memo ``matches``: the launcher's one
+    check of that is ``ComputeRegion._matching_call_plan``. Its ``kernel`` is then the one
+    to launch and its ``memo`` the data to replay."""
 
     __slots__ = ("runtime", "key", "scalars", "devices", "kernel", "memo")
 
@@ -48,13 +51,6 @@ class CallPlan:
         #: another object of the same kind in such a slot may be host data
         self.devices = tuple((slot, _reference(args[slot])) for slot, kind in self.scalars
                              if type(kind) is tuple)
-
-    def applies(self, runtime, key, args) -> bool:
-        """Whether this plan holds for a call with ``args`` on ``runtime`` under ``key``
-        (kernel environment and enclosing default). Changes nothing. (The launcher's
-        hot path spells the same test out inline.)"""
-        return runtime is self.runtime and key == self.key and self.scalars_match(args) and \
-            self.memo.matches(args)
 
     def scalars_match(self, args) -> bool:
         """Whether the arguments the kernel gets as they are have the plan's kinds."""
