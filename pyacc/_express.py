@@ -90,8 +90,9 @@ def set_lane(enabled: bool) -> bool:
 
 
 class ExpressPlan(NamedTuple):
-    """What ``FastCall._arm_plan`` (``pyacc/_fastcall.c``, ``new_plan``) takes, field by
-    field in this order (the C side parses it as a tuple)."""
+    """The launch-plan record: what ``FastCall._arm_plan`` (``pyacc/_fastcall.c``,
+    ``new_plan``) takes. C reads its fields by name (``_fastcall.PLAN_FIELDS``, equal to
+    ``ExpressPlan._fields``), so this class is their one definition."""
 
     owner: object          #: the ``CallPlan`` the call replayed
     nargs: int             #: positional arguments of the call

@@ -170,24 +170,60 @@ static int read_array(ArraySlot *a, PyObject *array, int exact) {
     return 0;
 }
 
-static ExpressPlan *new_plan(PyObject *spec) {
-    /* spec: a pyacc._express.ExpressPlan (a named tuple; its fields documented there):
-     *       (owner, nargs, runtime, ranges|None, table|None, version, kernel,
-     *        reads_default, default, env_values, (launch_row, launch_index), device_dict, arrays,
-     *        scalars, exact, take_at_once|None)
-     * arrays: ((slot, host array, device array|None), ...); scalars: ((slot, type), ...) */
+/* The fields of a launch-plan record (pyacc._express.ExpressPlan, where each is
+ * documented), read by name: the record's class is their one definition, and this
+ * list its C reader's (exported as PLAN_FIELDS; a test holds the two equal). */
+static const char *const PLAN_FIELDS[] = {
+    "owner", "nargs", "runtime", "ranges", "table", "version", "kernel", "reads_default",
+    "default", "env_values", "launch_count", "device_dict", "arrays", "scalars", "exact",
+    "take_at_once", NULL,
+};
+#define PLAN_FIELD_COUNT (sizeof(PLAN_FIELDS) / sizeof(PLAN_FIELDS[0]) - 1)
+
+static PyObject *plan_fields(PyObject *record) {
+    /* the record's fields by name, as a tuple in PLAN_FIELDS' order */
+    PyObject *fields = PyTuple_New(PLAN_FIELD_COUNT);
+    for (Py_ssize_t i = 0; fields != NULL && i < (Py_ssize_t)PLAN_FIELD_COUNT; i++) {
+        PyObject *value = PyObject_GetAttrString(record, PLAN_FIELDS[i]);
+        if (value == NULL)
+            Py_CLEAR(fields);
+        else
+            PyTuple_SET_ITEM(fields, i, value);
+    }
+    return fields;
+}
+
+static PyObject *plan_field_names(void) {
+    PyObject *names = PyTuple_New(PLAN_FIELD_COUNT);
+    for (Py_ssize_t i = 0; names != NULL && i < (Py_ssize_t)PLAN_FIELD_COUNT; i++) {
+        PyObject *name = PyUnicode_FromString(PLAN_FIELDS[i]);
+        if (name == NULL)
+            Py_CLEAR(names);
+        else
+            PyTuple_SET_ITEM(names, i, name);
+    }
+    return names;
+}
+
+static ExpressPlan *new_plan(PyObject *record) {
+    /* record: a launch-plan record, pyacc._express.ExpressPlan, its fields read by name
+     * (PLAN_FIELDS): ranges and table None or both set, reads_default and exact truth
+     * values, env_values a tuple, launch_count (row list, index), device_dict a dict,
+     * arrays ((slot, host array, device array|None), ...), scalars ((slot, type), ...),
+     * take_at_once None or QueueSet.take_at_once */
     Py_ssize_t nargs, launch_index;
     PyObject *owner, *runtime, *ranges, *table, *version, *kernel, *default_, *env_values,
              *cell, *device_dict, *arrays, *scalars, *take_at_once;
     int reads_default, exact;
-    if (!PyTuple_Check(spec)) {
-        PyErr_SetString(PyExc_TypeError, "FastCall._arm_plan: the plan must be a tuple");
+    PyObject *spec = plan_fields(record);
+    if (spec == NULL)
         return NULL;
-    }
-    if (!PyArg_ParseTuple(spec, "OnOOOOOpOO!(O!n)O!O!O!pO", &owner, &nargs, &runtime, &ranges, &table,
-                          &version, &kernel, &reads_default, &default_, &PyTuple_Type, &env_values,
-                          &PyList_Type, &cell, &launch_index, &PyDict_Type, &device_dict, &PyTuple_Type, &arrays,
-                          &PyTuple_Type, &scalars, &exact, &take_at_once))
+    int parsed = PyArg_ParseTuple(spec, "OnOOOOOpOO!(O!n)O!O!O!pO", &owner, &nargs, &runtime, &ranges, &table,
+                                  &version, &kernel, &reads_default, &default_, &PyTuple_Type, &env_values,
+                                  &PyList_Type, &cell, &launch_index, &PyDict_Type, &device_dict,
+                                  &PyTuple_Type, &arrays, &PyTuple_Type, &scalars, &exact, &take_at_once);
+    Py_DECREF(spec);  /* (the record keeps every field alive while the plan is made) */
+    if (!parsed)
         return NULL;
     if ((ranges == Py_None) != (table == Py_None)) {
         PyErr_SetString(PyExc_ValueError, "FastCall._arm_plan: a table needs its version holder");
@@ -491,10 +527,14 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(module, "FastCall", (PyObject *)&FastCallType) < 0 ||
-            PyModule_AddObjectRef(module, "LaneRoutine", (PyObject *)&LaneRoutineType) < 0) {
+    PyObject *names = plan_field_names();
+    if (names == NULL || PyModule_AddObjectRef(module, "FastCall", (PyObject *)&FastCallType) < 0 ||
+            PyModule_AddObjectRef(module, "LaneRoutine", (PyObject *)&LaneRoutineType) < 0 ||
+            PyModule_AddObjectRef(module, "PLAN_FIELDS", names) < 0) {
+        Py_XDECREF(names);
         Py_DECREF(module);
         return NULL;
     }
+    Py_DECREF(names);
     return module;
 }

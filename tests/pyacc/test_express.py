@@ -115,6 +115,38 @@ def test_repeated_calls_take_the_express_lane_and_count_their_launches(device_ty
     acc.shutdown(device_type)
 
 
+@pytest.mark.skipif(not LANE, reason="the launch-plan record is the C lane's input")
+def test_a_launch_plan_record_is_read_by_field_name(emulated, monkeypatch):
+    """The record the Python launcher hands the lane (``_express.ExpressPlan``) is read
+    by name in C (``PLAN_FIELDS``): any object with those attributes arms a plan, and
+    one without a field is refused, naming it."""
+    import types
+
+    from pyacc import _fastcall
+    from pyacc._express import ExpressPlan
+
+    assert _fastcall.PLAN_FIELDS == ExpressPlan._fields
+    records = []
+    monkeypatch.setattr(add_one, "_arm_plan", records.append, raising=False)
+    calls = slow_calls(add_one, monkeypatch)
+    x = np.zeros(8)
+    with acc.data(copy=[x]):
+        add_one(x)
+        add_one(x)  # a replay: its record is made (and kept here instead of armed)
+        monkeypatch.undo()
+        calls = slow_calls(add_one, monkeypatch)
+        fields = records[-1]._asdict()
+        shuffled = types.SimpleNamespace(**dict(reversed(list(fields.items()))))
+        type(add_one)._arm_plan(add_one, shuffled)  # not a tuple, fields in another order
+        for _ in range(3):
+            add_one(x)
+        assert calls == []  # the three calls took the plan armed from that record
+        del fields["kernel"]
+        with pytest.raises(AttributeError, match="kernel"):
+            type(add_one)._arm_plan(add_one, types.SimpleNamespace(**fields))
+    np.testing.assert_array_equal(x, 5.0)
+
+
 def test_jacobi_swaps_keep_one_plan_per_argument_order(emulated, monkeypatch):
     u, unew = np.linspace(0.0, 1.0, 16), np.zeros(16)
     expected_u, expected_unew = u.copy(), unew.copy()
