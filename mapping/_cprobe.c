@@ -40,41 +40,6 @@
 
 static PyTypeObject *g_ndarray;  /* numpy.ndarray */
 static PyObject *g_int64;        /* numpy.dtype("int64"): native, one object (built-in dtypes are) */
-static PyObject *g_last_descr;   /* the dtype object itemsize() read last (a strong ref) */
-static Py_ssize_t g_last_itemsize;
-static int g_last_hasobject;     /* its ``hasobject``: elements that are object references */
-static PyObject *s_itemsize, *s_hasobject;
-
-static Py_ssize_t itemsize(PyObject *array) {
-    PyObject *descr = ((ArrayFields *)array)->descr;
-    if (descr == g_last_descr)
-        return g_last_itemsize;
-    PyObject *value = PyObject_GetAttr(array, s_itemsize);
-    if (value == NULL)
-        return -1;
-    Py_ssize_t size = PyLong_AsSsize_t(value);
-    Py_DECREF(value);
-    PyObject *objects = size < 0 ? NULL : PyObject_GetAttr(descr, s_hasobject);
-    int hasobject = objects == NULL ? -1 : PyObject_IsTrue(objects);
-    Py_XDECREF(objects);
-    if (hasobject < 0)
-        return -1;
-    Py_INCREF(descr);
-    Py_XSETREF(g_last_descr, descr);
-    g_last_itemsize = size, g_last_hasobject = hasobject;
-    return size;
-}
-
-/* Whether the numpy array x holds plain data (no object references, which only the
- * Python verbs' ``check_array`` refuses properly); 0 also on an error, cleared. */
-static int plain_items(PyObject *x) {
-    if (itemsize(x) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    return !g_last_hasobject;
-}
-
 /* The extent of a numpy array; 0, or -1 with an exception set. */
 static int array_extent(PyObject *x, int64_t *data, int64_t *low, int64_t *high) {
     if (!PyObject_TypeCheck(x, g_ndarray)) {
@@ -86,7 +51,7 @@ static int array_extent(PyObject *x, int64_t *data, int64_t *low, int64_t *high)
     for (int axis = 0; axis < f->nd; axis++)
         if (f->dimensions[axis] == 0)
             return 0;
-    Py_ssize_t size = itemsize(x);
+    Py_ssize_t size = array_itemsize(x);
     if (size < 0)
         return -1;
     *high += size;
@@ -566,9 +531,7 @@ PyMODINIT_FUNC PyInit__cprobe(void) {
     g_ndarray = (PyTypeObject *)PyObject_GetAttrString(numpy, "ndarray");
     g_int64 = PyObject_CallMethod(numpy, "dtype", "s", "int64");
     Py_DECREF(numpy);
-    s_itemsize = PyUnicode_InternFromString("itemsize");
-    s_hasobject = PyUnicode_InternFromString("hasobject");
-    if (g_ndarray == NULL || g_int64 == NULL || s_itemsize == NULL || s_hasobject == NULL)
+    if (g_ndarray == NULL || g_int64 == NULL || numpy_abi_init() < 0)
         return NULL;
     struct { PyObject **slot; const char *text; } names[] = {
         {&s_bounds, "bounds"}, {&s_values, "values"}, {&s_version, "version"},

@@ -7,12 +7,15 @@
  *       containing each array (a list; one entry per array, in order) — ``runtime.enter``
  *       of present data, all or nothing — when every array is a plain block inside one
  *       mapping, nobody subscribes to ENTER_DATA or DIRECTIVE_END, and the runtime does
- *       not track use; else None, nothing changed.
+ *       not track use; else None, nothing changed. On shared memory (the lane of
+ *       ``SharedMemoryRuntime``: no table) every plain block is present and nothing is
+ *       counted: one None entry per array, as that runtime's ``enter``.
  *   part(entries) -> True | None: the structured count −1 of each entry (k for an entry
  *       listed k times) when none of them would end its lifetime by it
  *       (``entry.leave_all_structured``'s rule: not dynamic and structured ≤ k) and
  *       nobody subscribes to EXIT_DATA or DIRECTIVE_END; else None, nothing changed (the
- *       caller runs ``exit_structured``, which copies back and frees).
+ *       caller runs ``exit_structured``, which copies back and frees). On shared memory:
+ *       True for the None entries of its join.
  *
  * Both hold the table lock for the whole list, as the Python verbs do.
  */
@@ -84,12 +87,38 @@ static PyObject *part_entries(Lane *self, PyObject *entries) {
     return add_structured(self, entries, -1) < 0 ? NULL : Py_NewRef(Py_True);
 }
 
-/* A verb on a whole list: the lock taken once, ``on_list`` with it held. */
+/* Shared memory (OpenACC 3.3 §2.7.4: no action, ``SharedMemoryRuntime``): the entries
+ * of ``arrays`` (one None per plain block, as ``enter``'s ``Mapped(request, None)``), or
+ * None. */
+static PyObject *shared_join(Lane *self, PyObject *arrays) {
+    Py_ssize_t n = PyList_GET_SIZE(arrays);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!is_plain_block(PyList_GET_ITEM(arrays, i)))
+            Py_RETURN_NONE;
+    PyObject *entries = PyList_New(n);
+    for (Py_ssize_t i = 0; entries != NULL && i < n; i++)
+        PyList_SET_ITEM(entries, i, Py_NewRef(Py_None));
+    return entries;
+}
+
+/* Shared memory: True for the entries ``shared_join`` gave (all None), else None. */
+static PyObject *shared_part(Lane *self, PyObject *entries) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++)
+        if (PyList_GET_ITEM(entries, i) != Py_None)
+            Py_RETURN_NONE;
+    Py_RETURN_TRUE;
+}
+
+/* A verb on a whole list: the lock taken once, ``on_list`` with it held; on shared
+ * memory, ``on_shared`` (no table, no lock). */
 static PyObject *run_list_verb(Lane *self, PyObject *list, Py_ssize_t event_kind,
-                               PyObject *(*on_list)(Lane *, PyObject *)) {
-    if (!PyList_CheckExact(list) || PyList_GET_SIZE(list) == 0 || self->table == Py_None ||
+                               PyObject *(*on_list)(Lane *, PyObject *),
+                               PyObject *(*on_shared)(Lane *, PyObject *)) {
+    if (!PyList_CheckExact(list) || PyList_GET_SIZE(list) == 0 ||
             self->tracks_use || watched(self, event_kind) || watched(self, self->end_kind))
         Py_RETURN_NONE;
+    if (self->table == Py_None)
+        return on_shared(self, list);
     PyObject *release;
     switch (take_lock(self, event_kind, &release)) {
         case HELD: return unlock(release, on_list(self, list));
@@ -99,9 +128,9 @@ static PyObject *run_list_verb(Lane *self, PyObject *list, Py_ssize_t event_kind
 }
 
 static PyObject *lane_join(Lane *self, PyObject *arrays) {
-    return run_list_verb(self, arrays, self->enter_kind, join_entries);
+    return run_list_verb(self, arrays, self->enter_kind, join_entries, shared_join);
 }
 
 static PyObject *lane_part(Lane *self, PyObject *entries) {
-    return run_list_verb(self, entries, self->exit_kind, part_entries);
+    return run_list_verb(self, entries, self->exit_kind, part_entries, shared_part);
 }

@@ -28,6 +28,7 @@ from pyacc.mapping.plan import not_present, partly_present
 from ._clauses import arrays_of, check_clauses, queue_of, requests_of, wait_for
 from ._devices import ICVS, current_runtime
 from ._errors import report, reported
+from ._express import DATA_BASE, configure_data
 from ._region import SingleUseRegion
 
 __all__ = ["data", "enter_data", "exit_data", "update", "host_data", "declare"]
@@ -42,7 +43,7 @@ _REGION_ENTER = int(EventKind.REGION_ENTER)
 _REGION_EXIT = int(EventKind.REGION_EXIT)
 
 
-class data(SingleUseRegion):
+class data(*((SingleUseRegion,) if DATA_BASE is object else (DATA_BASE, SingleUseRegion))):
     """A structured data region: ``with acc.data(copyin=[a], copy=[b]) as region:``.
 
     Clauses: ``copy``, ``copyin``, ``copyout``, ``create``, ``no_create``, ``present``,
@@ -73,17 +74,38 @@ class data(SingleUseRegion):
     A region object is single-use (like ``trio.CancelScope``): entering it twice raises
     ``InvalidArgumentError``. ``async_`` applies to the entry and exit operations only;
     the block runs synchronously (§2.6.5).
+
+    With the C extension, the constructor, ``__enter__`` and ``__exit__`` are its base
+    class's (``DATA_BASE``, ``pyacc/_data_region.c.h``): a region of data clauses only
+    whose arrays are all present is entered and left in C (the data lane's ``join`` and
+    ``part``), and any other goes through the methods below, with the same outcome.
     """
 
     _NAME = "acc.data"
     _WHAT = "acc.data region"
+    #: what a region lends compute calls inside it (``RegionStack``): none for a region
+    #: entered in C, which has data clauses only (set per region by ``_setup``)
+    default = None
+    deviceptr = ()
 
-    def __init__(self, **clauses):
+    def _init(self, clauses) -> None:
+        """The Python constructor (the C base calls it for any region it does not enter
+        itself): validate the clauses, errors reported."""
         try:
             self._setup(clauses)
         except AccError as error:
             report(error)
             raise
+
+    def _exit_joined(self, stack, joined, exc) -> None:
+        """The exit of a region the C base entered (``stack``: the region stack it is
+        on, ``joined``: the entries the lane joined), when the lane's ``part`` declines
+        because a lifetime ends: the Python exit (copy back, free) of those entries."""
+        runtime = self._runtime
+        self._setup(self._clauses)  # valid: the C base checked every array as check_array does
+        self._runtime, self._queue = runtime, runtime.device.sync_queue
+        self._joined, self._stack, self._state = joined, stack, "done"
+        self._exit(exc)
 
     def _setup(self, clauses) -> None:
         check_clauses("acc.data", clauses, _DATA_ALLOWED, data_clauses=_DATA_CLAUSES)
@@ -153,6 +175,15 @@ class data(SingleUseRegion):
         runtime = self._runtime or current_runtime()
         check_array(a, contiguous=False)
         return runtime.deviceptr(a)
+
+
+if DATA_BASE is object:  # no C base: the constructor is the Python one
+    def _construct(self, **clauses) -> None:
+        self._init(clauses)
+
+    data.__init__ = _construct
+configure_data(SingleUseRegion.__enter__, SingleUseRegion.__exit__, ("copy", "copyin", "copyout", "create",
+                                                                     "no_create", "present"))
 
 
 def _publish_region(kind, runtime, construct: str, name=None) -> None:

@@ -2,7 +2,8 @@
 
 Owns: loading the optional C extension ``pyacc._fastcall`` (``CALL_BASE``, the base class
 of ``ComputeRegion``: the extension's ``FastCall``, or ``object`` without it;
-``lane_routine``: a data routine whose plain calls enter the data lane in C),
+``lane_routine``: a data routine whose plain calls enter the data lane in C;
+``DATA_BASE``: the base class of ``acc.data``, the extension's ``DataRegion``, or ``object``),
 ``express_lane``/``set_lane`` (whether calls try their express plans), and ``plan_spec``:
 what a call the Python launcher has just replayed hands the lane, so that the next such
 calls repeat it in C (guide: "What a compute call costs").
@@ -28,14 +29,14 @@ from typing import NamedTuple
 import numpy as np
 
 from pyacc.compiler.kernel import KERNEL_ENV_KEYS
-from pyacc.mapping import BUS
+from pyacc.mapping import BUS, EventKind
 from pyacc.mapping import inline
 from pyacc.mapping.events import STAT_KEYS, STATS
 from pyacc.mapping.queues import QueueSet, WorkerQueue
 
 from ._devices import ICVS, watch_context
 
-__all__ = ["CALL_BASE", "ExpressPlan", "express_lane", "set_lane", "plan_spec", "configure_async",
+__all__ = ["CALL_BASE", "DATA_BASE", "configure_data", "ExpressPlan", "express_lane", "set_lane", "plan_spec", "configure_async",
            "lane_routine", "RETURNS_DEVICE_ARRAY", "RETURNS_NONE", "ANSWERS"]
 
 
@@ -61,6 +62,18 @@ def _load():
 
 _FASTCALL = _load()
 CALL_BASE = object if _FASTCALL is None else _FASTCALL.FastCall
+#: the base class of ``acc.data``: the extension's ``DataRegion`` (regions of present data
+#: entered and left in C, ``pyacc/_data_region.c.h``), or ``object`` without it
+DATA_BASE = object if _FASTCALL is None else _FASTCALL.DataRegion
+
+
+def configure_data(enter, exit, clauses) -> None:
+    """Tell ``acc.data``'s C base the Python entry and exit it falls back to
+    (``SingleUseRegion.__enter__``/``__exit__``) and the data clauses a region it enters
+    itself may have; it reads ``BUS.active`` for REGION_ENTER and REGION_EXIT."""
+    if _FASTCALL is not None:
+        _FASTCALL.configure_data(BUS.active, int(EventKind.REGION_ENTER), int(EventKind.REGION_EXIT),
+                                 enter, exit, clauses)
 
 
 def configure_async(async_result) -> None:

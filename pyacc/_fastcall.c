@@ -87,6 +87,9 @@ static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *
 #include "_at_once.c.h"
 /* -- the data routines' entry: the current runtime's data lane first ---------------------- */
 #include "_routine_lane.c.h"
+/* -- acc.data's C base: regions of present data entered and left in C --------------------- */
+static PyObject *intern(const char *text);
+#include "_data_region.c.h"
 
 /* -- FastCall ----------------------------------------------------------------------------- */
 typedef struct {
@@ -486,6 +489,10 @@ static PyMethodDef module_methods[] = {
     {"context_changed", context_changed, METH_NOARGS,
      "A thread's ICVS.runtime or open regions' default changed: every plan's context memo "
      "is stale."},
+    {"configure_data", configure_data, METH_VARARGS,
+     "configure_data(BUS.active, REGION_ENTER, REGION_EXIT, SingleUseRegion.__enter__, "
+     "SingleUseRegion.__exit__, data clause names): what acc.data's C base reads "
+     "(pyacc/_data_region.c.h)."},
     {"configure", configure, METH_VARARGS,
      "configure(icvs, environ_data, env_keys, silent, tally_alone, ndarray, remember=True): "
      "what every plan reads (once); remember: the ICVs are one per thread state, so a plan may "
@@ -503,7 +510,7 @@ static PyObject *intern(const char *text) { return PyUnicode_InternFromString(te
 
 PyMODINIT_FUNC PyInit__fastcall(void) {
     if (PyType_Ready(&ExpressPlanType) < 0 || PyType_Ready(&FastCallType) < 0 ||
-            PyType_Ready(&LaneRoutineType) < 0)
+            PyType_Ready(&LaneRoutineType) < 0 || numpy_abi_init() < 0 || data_region_init() < 0)
         return NULL;
     MISS = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
     g_one = PyLong_FromLong(1);
@@ -530,6 +537,7 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     PyObject *names = plan_field_names();
     if (names == NULL || PyModule_AddObjectRef(module, "FastCall", (PyObject *)&FastCallType) < 0 ||
             PyModule_AddObjectRef(module, "LaneRoutine", (PyObject *)&LaneRoutineType) < 0 ||
+            PyModule_AddObjectRef(module, "DataRegion", (PyObject *)&DataRegionType) < 0 ||
             PyModule_AddObjectRef(module, "PLAN_FIELDS", names) < 0) {
         Py_XDECREF(names);
         Py_DECREF(module);

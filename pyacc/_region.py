@@ -48,10 +48,7 @@ class SingleUseRegion:
 
     def __enter__(self):
         if self._state != "new":
-            error = InvalidArgumentError(f"this {self._WHAT} was already entered; create a new "
-                                         f"{self._NAME}(...) for each with-block")
-            report(error)
-            raise error
+            self._refuse_entry()
         self._state = "entered"
         try:
             return self._enter()
@@ -71,6 +68,13 @@ class SingleUseRegion:
         if self._opened():
             self._exit(exc)
         return False
+
+    def _refuse_entry(self):
+        """A second entry: ``InvalidArgumentError``, reported."""
+        error = InvalidArgumentError(f"this {self._WHAT} was already entered; create a new "
+                                     f"{self._NAME}(...) for each with-block")
+        report(error)
+        raise error
 
     def _exit(self, exc: BaseException | None) -> None:
         """The exit: ``_leave(exc)``, an ``AccError`` of it reported, then ``_left()``."""

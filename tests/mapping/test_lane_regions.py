@@ -101,7 +101,7 @@ def test_observed_regions_publish_every_count(emulated, listening):
     acc.delete(a)
 
 
-def test_oversubscription_and_shared_memory_take_the_python_verbs(emulated):
+def test_oversubscription_takes_the_python_verbs_and_shared_memory_counts_nothing(emulated):
     a = np.arange(10.0)
     acc.copyin(a)
     lane = _lane()
@@ -112,6 +112,9 @@ def test_oversubscription_and_shared_memory_take_the_python_verbs(emulated):
         lane.tracks_use = False
     acc.delete(a)
     acc.set_device_type("host")
-    assert _lane().join([a]) is None  # shared memory: no counts at all
+    entries = _lane().join([a, a[2:4]])  # shared memory: present, no action (§2.7.4)
+    assert entries == [None, None] and acc.refcounts(a) == (0, 0)
+    assert _lane().part(entries) is True and acc.refcounts(a) == (0, 0)
+    assert _lane().join([a, a[::2]]) is None  # a strided view: the Python verb validates it
     with acc.data(copy=[a]):
         assert acc.is_present(a)

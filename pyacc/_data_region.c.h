@@ -1,0 +1,341 @@
+/* The data region's C base: ``acc.data`` of present data entered and left in C.
+ * Included by ``pyacc/_fastcall.c`` (one translation unit).
+ *
+ * ``DataRegion`` is the base type of ``pyacc._directives.data`` (a Python subclass that
+ * holds everything else: clause checking, the full entry and exit, ``device``). Its
+ * constructor, ``__enter__`` and ``__exit__`` are C:
+ *
+ *   - construction (``tp_init``): keyword clauses only. When they are data clauses
+ *     (``copy``, ``copyin``, ``copyout``, ``create``, ``no_create``, ``present``: no
+ *     ``default``, ``deviceptr``, ``if_``, ``async_`` or ``wait``), each one array or a
+ *     list or tuple of arrays, every array an exact ``numpy.ndarray`` that is C- or
+ *     F-contiguous with plain items (what ``check_array`` accepts, so no error of the
+ *     Python constructor is lost), the region keeps the clauses and their arrays and is
+ *     a *C region*. Otherwise it calls ``self._init(clauses)``: the Python constructor
+ *     (which validates and reports).
+ *   - ``__enter__`` of a C region: when nobody subscribes to REGION_ENTER
+ *     (``BUS.active``), the thread has a current runtime (``ICVS.runtime``) and its data
+ *     lane joins every array (``runtime.lane.join``: all present, each a plain block
+ *     inside one mapping, the structured counts +1, all or nothing), the region pushes
+ *     itself on the thread's ``ICVS.region_stack`` and returns itself. Otherwise it
+ *     becomes a Python region: ``self._init(clauses)``, then the Python entry
+ *     (``SingleUseRegion.__enter__``) — which finds the same answer from the lane.
+ *   - ``__exit__`` of a C region: ``runtime.lane.part(entries)`` (the counts −1 when no
+ *     lifetime ends); then it leaves the stack, and publishes REGION_EXIT when someone
+ *     subscribes (``self._left()``). When the lane declines (a lifetime would end: copy
+ *     back, free), ``self._exit_joined(stack, entries, exc)`` runs the Python exit with
+ *     what the C entry took.
+ *   - a region entered twice: ``self._refuse_entry()`` (raises, as the Python one).
+ *
+ * A C region lends nothing to compute calls inside it (no ``default``, no ``deviceptr``:
+ * the class values None and ()), so pushing and removing it changes nothing that
+ * ``RegionStack._refresh`` keeps: a list append and a removal by identity are exactly
+ * ``push``/``remove_region``. Invariants: the state goes NEW → ENTERED → DONE once; a
+ * region that became a Python region never takes this path again; references to the
+ * clauses, arrays, runtime, entries and stack are traversed by the garbage collector.
+ */
+
+enum { REGION_NEW, REGION_ENTERED, REGION_DONE };
+enum { REGION_UNSET, REGION_IN_C, REGION_IN_PYTHON };  /* (UNSET: never initialised) */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *clauses;   /* the keyword clauses (a dict) */
+    PyObject *arrays;    /* a C region's arrays, clause by clause (a list) */
+    PyObject *runtime;   /* the runtime it entered on (``_runtime``, shared with Python) */
+    PyObject *entries;   /* what the lane joined */
+    PyObject *stack;     /* the region stack it is on */
+    int state, mode;
+} DataRegion;
+
+static PyObject *g_active;          /* BUS.active: [bool] per event kind */
+static Py_ssize_t g_region_enter, g_region_exit;  /* REGION_ENTER, REGION_EXIT */
+static PyObject *g_python_enter, *g_python_exit;  /* SingleUseRegion.__enter__/__exit__ */
+static PyObject *g_data_kinds;      /* frozenset of the clauses a C region takes */
+static PyObject *s_join, *s_part, *s_init, *s_refuse_entry, *s_exit_joined, *s_left;
+
+/* The calling thread's runtime, its lane and its region stack, remembered with the
+ * thread and the context epoch at which they were read (as ``LaneRoutine``'s lane): both
+ * ICVs are watched (``_ThreadICVs._WATCHED``), so while the epoch stands the same thread
+ * finds the same three without reading its thread-local ICVs. One slot for the module. */
+static uint64_t g_region_thread, g_region_epoch;
+static PyObject *g_region_runtime, *g_region_lane, *g_region_stack;
+
+/* 1 with new references in the three (``*runtime`` None: no current runtime, the
+ * others NULL), -1 with an exception set. */
+static int region_context(PyObject **runtime, PyObject **lane, PyObject **stack) {
+    uint64_t thread = thread_id(), epoch = g_context_epoch;
+    if (!(g_remember && g_region_runtime != NULL && g_region_thread == thread && g_region_epoch == epoch)) {
+        PyObject *found = PyObject_GetAttr(g_icvs, s_runtime);
+        if (found == NULL)
+            return -1;
+        if (found == Py_None) {
+            *runtime = found, *lane = *stack = NULL;
+            return 1;
+        }
+        PyObject *found_lane = PyObject_GetAttr(found, s_lane);
+        PyObject *found_stack = found_lane == NULL ? NULL : PyObject_GetAttr(g_icvs, s_region_stack);
+        if (found_stack == NULL || !PyList_Check(found_stack)) {
+            if (found_stack != NULL)
+                PyErr_SetString(PyExc_TypeError, "acc.data: the thread's region stack is not a list");
+            Py_DECREF(found);
+            Py_XDECREF(found_lane);
+            Py_XDECREF(found_stack);
+            return -1;
+        }
+        Py_XSETREF(g_region_runtime, found);
+        Py_XSETREF(g_region_lane, found_lane);
+        Py_XSETREF(g_region_stack, found_stack);
+        g_region_thread = thread;
+        g_region_epoch = epoch;  /* (read before the attribute reads, which may run Python code) */
+    }
+    *runtime = Py_NewRef(g_region_runtime);
+    *lane = Py_NewRef(g_region_lane);
+    *stack = Py_NewRef(g_region_stack);
+    return 1;
+}
+
+static int subscribed(Py_ssize_t kind) {
+    return g_active == NULL || PyList_GET_ITEM(g_active, kind) != Py_False;
+}
+
+/* Whether ``x`` is an array a C region takes (``check_array`` accepts it). */
+static int region_array(PyObject *x) {
+    return Py_TYPE(x) == g_ndarray && (ARRAY(x)->flags & (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS))
+           && plain_items(x);
+}
+
+/* Appends the arrays of one clause value to ``arrays``: 1, 0 (not a C region's), -1. */
+static int add_clause_arrays(PyObject *arrays, PyObject *value) {
+    if (PyList_Check(value) || PyTuple_Check(value)) {
+        PyObject *items = PySequence_Fast(value, "");
+        if (items == NULL)
+            return -1;
+        int taken = 1;
+        for (Py_ssize_t i = 0; taken == 1 && i < PySequence_Fast_GET_SIZE(items); i++) {
+            PyObject *x = PySequence_Fast_GET_ITEM(items, i);
+            taken = region_array(x) ? (PyList_Append(arrays, x) < 0 ? -1 : 1) : 0;
+        }
+        Py_DECREF(items);
+        return taken;
+    }
+    if (!region_array(value))
+        return 0;
+    return PyList_Append(arrays, value) < 0 ? -1 : 1;
+}
+
+/* The arrays of clauses a C region takes (a new list), None when it does not, NULL. */
+static PyObject *region_arrays(PyObject *clauses) {
+    PyObject *arrays = PyList_New(0);
+    PyObject *key, *value;
+    Py_ssize_t position = 0;
+    int taken = arrays != NULL && g_data_kinds != NULL && PyDict_GET_SIZE(clauses) > 0;
+    while (taken == 1 && PyDict_Next(clauses, &position, &key, &value)) {
+        taken = PySet_Contains(g_data_kinds, key);
+        if (taken == 1)
+            taken = add_clause_arrays(arrays, value);
+    }
+    if (taken == 1 && PyList_GET_SIZE(arrays) > 0)
+        return arrays;
+    Py_XDECREF(arrays);
+    return taken < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+static int region_init(DataRegion *self, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_Format(PyExc_TypeError, "acc.data takes clauses as keywords only "
+                     "(acc.data(copyin=[a], copy=[b])), got %zd positional argument(s)",
+                     PyTuple_GET_SIZE(args));
+        return -1;
+    }
+    PyObject *clauses = kwds != NULL ? Py_NewRef(kwds) : PyDict_New();
+    if (clauses == NULL)
+        return -1;
+    Py_XSETREF(self->clauses, clauses);
+    PyObject *arrays = region_arrays(clauses);
+    if (arrays == NULL)
+        return -1;
+    if (arrays != Py_None) {
+        Py_XSETREF(self->arrays, arrays);
+        self->mode = REGION_IN_C;
+        return 0;
+    }
+    Py_DECREF(arrays);
+    self->mode = REGION_IN_PYTHON;
+    PyObject *done = PyObject_CallMethodOneArg((PyObject *)self, s_init, clauses);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* The C region becomes a Python region and enters as one. */
+static PyObject *enter_in_python(DataRegion *self) {
+    self->mode = REGION_IN_PYTHON;
+    PyObject *done = PyObject_CallMethodOneArg((PyObject *)self, s_init, self->clauses);
+    if (done == NULL)
+        return NULL;
+    Py_DECREF(done);
+    return PyObject_CallOneArg(g_python_enter, (PyObject *)self);
+}
+
+static PyObject *region_enter(DataRegion *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->mode != REGION_IN_C)
+        return PyObject_CallOneArg(g_python_enter, (PyObject *)self);
+    if (self->state != REGION_NEW)
+        return PyObject_CallMethodNoArgs((PyObject *)self, s_refuse_entry);
+    if (subscribed(g_region_enter))
+        return enter_in_python(self);
+    PyObject *runtime, *lane, *stack;
+    if (region_context(&runtime, &lane, &stack) < 0)
+        return NULL;
+    if (runtime == Py_None) {  /* no current runtime yet: the Python entry selects one */
+        Py_DECREF(runtime);
+        return enter_in_python(self);
+    }
+    PyObject *entries = PyObject_CallMethodOneArg(lane, s_join, self->arrays);
+    if (entries != NULL && entries != Py_None && PyList_Append(stack, (PyObject *)self) < 0) {
+        PyObject *error_type, *error, *traceback;  /* no count may stay behind: the lane's part */
+        PyErr_Fetch(&error_type, &error, &traceback);
+        Py_XDECREF(PyObject_CallMethodOneArg(lane, s_part, entries));
+        PyErr_Restore(error_type, error, traceback);
+        Py_CLEAR(entries);
+    }
+    Py_DECREF(lane);
+    if (entries == NULL || entries == Py_None) {  /* an error, or the lane declined */
+        Py_DECREF(runtime);
+        Py_DECREF(stack);
+        if (entries == NULL)
+            return NULL;
+        Py_DECREF(entries);
+        return enter_in_python(self);
+    }
+    Py_XSETREF(self->runtime, runtime);
+    Py_XSETREF(self->entries, entries);
+    Py_XSETREF(self->stack, stack);
+    self->state = REGION_ENTERED;
+    return Py_NewRef(self);
+}
+
+/* Removes the region from its stack, innermost end first (``RegionStack.remove_region``). */
+static int leave_stack(DataRegion *self) {
+    PyObject *stack = self->stack;
+    for (Py_ssize_t i = PyList_GET_SIZE(stack) - 1; i >= 0; i--)
+        if (PyList_GET_ITEM(stack, i) == (PyObject *)self)
+            return PyList_SetSlice(stack, i, i + 1, NULL);
+    return 0;
+}
+
+static PyObject *region_exit(DataRegion *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (self->mode != REGION_IN_C)
+        return PyObject_Vectorcall(g_python_exit, (PyObject *[]){(PyObject *)self,
+                                   nargs > 0 ? args[0] : Py_None, nargs > 1 ? args[1] : Py_None,
+                                   nargs > 2 ? args[2] : Py_None}, 4, NULL);
+    if (self->state != REGION_ENTERED)
+        Py_RETURN_FALSE;
+    self->state = REGION_DONE;
+    PyObject *lane = PyObject_GetAttr(self->runtime, s_lane);
+    PyObject *parted = lane == NULL ? NULL : PyObject_CallMethodOneArg(lane, s_part, self->entries);
+    Py_XDECREF(lane);
+    if (parted == NULL)
+        return NULL;
+    PyObject *done;
+    if (parted == Py_None) {  /* a lifetime ends: the Python exit (copy back, free) */
+        done = PyObject_CallMethodObjArgs((PyObject *)self, s_exit_joined, self->stack, self->entries,
+                                          nargs > 1 ? args[1] : Py_None, NULL);
+    } else {
+        done = leave_stack(self) < 0 ? NULL
+               : subscribed(g_region_exit) ? PyObject_CallMethodNoArgs((PyObject *)self, s_left)
+               : Py_NewRef(Py_None);
+    }
+    Py_DECREF(parted);
+    if (done == NULL)
+        return NULL;
+    Py_DECREF(done);
+    Py_RETURN_FALSE;
+}
+
+static int region_traverse(DataRegion *self, visitproc visit, void *arg) {
+    Py_VISIT(self->clauses);
+    Py_VISIT(self->arrays);
+    Py_VISIT(self->runtime);
+    Py_VISIT(self->entries);
+    Py_VISIT(self->stack);
+    return 0;
+}
+
+static int region_clear(DataRegion *self) {
+    Py_CLEAR(self->clauses);
+    Py_CLEAR(self->arrays);
+    Py_CLEAR(self->runtime);
+    Py_CLEAR(self->entries);
+    Py_CLEAR(self->stack);
+    return 0;
+}
+
+static void region_dealloc(DataRegion *self) {
+    PyObject_GC_UnTrack(self);
+    region_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef region_methods[] = {
+    {"__enter__", (PyCFunction)region_enter, METH_NOARGS, "Enter the region (see the type's docs)."},
+    {"__exit__", (PyCFunction)(void (*)(void))region_exit, METH_FASTCALL, "Leave the region."},
+    {NULL},
+};
+
+static PyMemberDef region_members[] = {
+    {"_runtime", T_OBJECT, offsetof(DataRegion, runtime), 0, "the runtime it entered on"},
+    {"_clauses", T_OBJECT, offsetof(DataRegion, clauses), READONLY, "the clauses given"},
+    {NULL},
+};
+
+static PyTypeObject DataRegionType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyacc._fastcall.DataRegion",
+    .tp_basicsize = sizeof(DataRegion),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The C base of acc.data: a region of present data entered and left in C.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)region_init,
+    .tp_traverse = (traverseproc)region_traverse,
+    .tp_clear = (inquiry)region_clear,
+    .tp_dealloc = (destructor)region_dealloc,
+    .tp_methods = region_methods,
+    .tp_members = region_members,
+};
+
+static PyObject *configure_data(PyObject *module, PyObject *args) {
+    /* configure_data(BUS.active, REGION_ENTER, REGION_EXIT, SingleUseRegion.__enter__,
+     *                SingleUseRegion.__exit__, data clause names) */
+    PyObject *active, *enter, *exit, *kinds;
+    Py_ssize_t enter_kind, exit_kind;
+    if (!PyArg_ParseTuple(args, "O!nnOOO", &PyList_Type, &active, &enter_kind, &exit_kind, &enter, &exit,
+                          &kinds))
+        return NULL;
+    if (enter_kind < 0 || exit_kind < 0 || enter_kind >= PyList_GET_SIZE(active) ||
+            exit_kind >= PyList_GET_SIZE(active)) {
+        PyErr_SetString(PyExc_ValueError, "configure_data: an event kind outside BUS.active");
+        return NULL;
+    }
+    PyObject *names = PyFrozenSet_New(kinds);
+    if (names == NULL)
+        return NULL;
+    Py_XSETREF(g_data_kinds, names);
+    Py_XSETREF(g_active, Py_NewRef(active));
+    Py_XSETREF(g_python_enter, Py_NewRef(enter));
+    Py_XSETREF(g_python_exit, Py_NewRef(exit));
+    g_region_enter = enter_kind, g_region_exit = exit_kind;
+    Py_RETURN_NONE;
+}
+
+static int data_region_init(void) {
+    s_join = intern("join");
+    s_part = intern("part");
+    s_init = intern("_init");
+    s_refuse_entry = intern("_refuse_entry");
+    s_exit_joined = intern("_exit_joined");
+    s_left = intern("_left");
+    if (!s_join || !s_part || !s_init || !s_refuse_entry || !s_exit_joined || !s_left)
+        return -1;
+    return PyType_Ready(&DataRegionType);
+}

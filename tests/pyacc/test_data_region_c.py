@@ -1,0 +1,225 @@
+"""``acc.data`` entered and left in C (``DataRegion``, pyacc/_data_region.c.h): a region of
+data clauses only whose arrays are all present is entered (structured counts +1) and left
+(−1) without a Python frame; every other region — absent data, ``default``, ``deviceptr``,
+``if_``, ``async_``, ``wait``, a subscriber to REGION_ENTER, a lifetime that ends at the
+exit — takes the Python methods with the same outcome (OpenACC 3.3 §2.6.5, §2.7). These
+tests hold the C base to the Python region: counts, copies back, errors at construction
+and their reports, second entries, the region stack, events, threads."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+from pyacc import _devices
+from pyacc.mapping import BUS, ClauseError, EventKind, InvalidArgumentError, InvalidDataSectionError
+
+_fastcall = pytest.importorskip("pyacc._fastcall", reason="built without a C compiler")
+pytestmark = pytest.mark.skipif(not acc.express_lane(), reason="PYACC_EXPRESS=0: no C base")
+
+
+def _region_and_exit(**clauses):
+    with acc.data(**clauses):
+        pass
+
+
+def test_data_region_c_present_data_is_entered_and_left_without_a_python_frame(emulated, python_frames):
+    a, b = np.ones(8), np.zeros((3, 4))
+    acc.copyin(a)
+    acc.copyin(b)
+    assert python_frames(_region_and_exit, copyin=[a], copy=b, present=(a, b[1:])) == ["_region_and_exit"]
+    assert acc.refcounts(a) == (0, 1) and acc.refcounts(b) == (0, 1)
+    with acc.data(copyin=[a], create=[b]) as region:
+        assert isinstance(region, acc.data) and isinstance(region, _fastcall.DataRegion)
+        assert acc.refcounts(a) == (1, 1) and acc.refcounts(b) == (1, 1)
+        assert region in _devices.ICVS.region_stack
+        assert region.device(a) is acc.deviceptr(a)
+    assert acc.refcounts(a) == (0, 1) and region not in _devices.ICVS.region_stack
+    acc.delete(a)
+    acc.delete(b)
+
+
+def test_data_region_c_absent_data_takes_the_python_region_with_its_copies(emulated, python_frames):
+    a, present = np.arange(6.0), np.ones(3)
+    acc.copyin(present)
+    with acc.data(copy=[a], copyin=[present]):
+        assert acc.refcounts(a) == (1, 0) and acc.refcounts(present) == (1, 1)
+        acc.deviceptr(a)[...] = 7.0
+    assert np.all(a == 7.0) and not acc.is_present(a) and acc.refcounts(present) == (0, 1)
+    assert "_enter" in python_frames(_region_and_exit, copyin=[a])  # absent: the Python entry
+    acc.delete(present)
+
+
+def test_data_region_c_a_lifetime_ending_at_the_exit_copies_back_and_frees(emulated):
+    """Present at the entry, its dynamic count gone inside: the exit ends the lifetime
+    (the lane's part declines), so the Python exit copies back (copy) and frees."""
+    a = np.zeros(5)
+    acc.copyin(a)
+    with acc.data(copy=[a]):
+        acc.deviceptr(a)[...] = 3.0
+        acc.delete(a)  # dynamic 1 → 0: structured 1 keeps it
+        assert acc.refcounts(a) == (1, 0)
+    assert np.all(a == 3.0) and not acc.is_present(a)
+    assert _devices.ICVS.region_stack == []
+
+
+@pytest.mark.parametrize("clauses, error", [
+    ({"copyin": [[1.0, 2.0]]}, InvalidArgumentError),
+    ({"copyin": np.empty(3, dtype=object)}, InvalidArgumentError),
+    ({"copy": [np.ones((4, 4))[:, 1]]}, InvalidDataSectionError),
+    ({"copyin": [np.ones(3)], "copyinn": [np.ones(3)]}, ClauseError),
+    ({}, ClauseError),
+])
+def test_data_region_c_bad_clauses_raise_at_construction_and_are_reported(emulated, clauses, error):
+    reported = []
+    acc.register_error_callback(reported.append)
+    try:
+        with pytest.raises(error):
+            acc.data(**clauses)
+    finally:
+        acc.unregister_error_callback(reported.append)
+    assert len(reported) == 1 and isinstance(reported[0], error)
+
+
+def test_data_region_c_positional_arguments_are_refused(emulated):
+    with pytest.raises(TypeError, match="keywords only"):
+        acc.data(np.ones(3))
+
+
+def test_data_region_c_a_second_entry_is_refused_and_reported(emulated):
+    a = np.ones(4)
+    acc.copyin(a)
+    region = acc.data(copyin=[a])
+    with region:
+        with pytest.raises(InvalidArgumentError, match="already entered"):
+            region.__enter__()
+    with pytest.raises(InvalidArgumentError, match="already entered"):
+        with region:
+            pass
+    assert acc.refcounts(a) == (0, 1)
+    acc.delete(a)
+
+
+def test_data_region_c_an_exception_in_the_block_releases_the_counts(emulated):
+    a = np.ones(4)
+    acc.copyin(a)
+    with pytest.raises(ZeroDivisionError):
+        with acc.data(copy=[a]):
+            1 / 0
+    assert acc.refcounts(a) == (0, 1) and _devices.ICVS.region_stack == []
+    acc.delete(a)
+
+
+def test_data_region_c_regions_leave_the_stack_in_any_order(emulated):
+    a, b = np.ones(4), np.ones(4)
+    acc.copyin(a)
+    acc.copyin(b)
+    outer, inner = acc.data(copyin=[a]), acc.data(copyin=[b])
+    outer.__enter__()
+    inner.__enter__()
+    assert list(_devices.ICVS.region_stack) == [outer, inner]
+    outer.__exit__(None, None, None)  # not LIFO
+    assert list(_devices.ICVS.region_stack) == [inner]
+    inner.__exit__(None, None, None)
+    assert _devices.ICVS.region_stack == [] and acc.refcounts(a) == acc.refcounts(b) == (0, 1)
+    acc.delete(a)
+    acc.delete(b)
+
+
+def test_data_region_c_an_enclosing_default_reaches_compute_calls_inside(emulated):
+    """A C region lends no default, so the enclosing Python region's default(present)
+    still holds inside it."""
+    a, absent = np.ones(4), np.ones(4)
+    acc.copyin(a)
+
+    @acc.parallel_loop
+    def touch(x):
+        for i in range(x.shape[0]):
+            x[i] += 1.0
+
+    with acc.data(default="present", present=[a]):
+        with acc.data(copyin=[a]) as region:
+            assert isinstance(region, _fastcall.DataRegion)
+            assert _devices.ICVS.region_stack.innermost_default == "present"
+            with pytest.raises(acc.NotPresentError):
+                touch(absent)
+    acc.delete(a)
+
+
+@pytest.mark.parametrize("clauses", [{"default": "present"}, {"if_": True}, {"async_": 1}, {"wait": [1]}])
+def test_data_region_c_other_clauses_take_the_python_region(emulated, python_frames, clauses):
+    a = np.ones(4)
+    acc.copyin(a)
+    frames = python_frames(_region_and_exit, present=[a], **clauses)
+    assert "_setup" in frames and "_enter" in frames
+    acc.wait()
+    assert acc.refcounts(a) == (0, 1)
+    acc.delete(a)
+
+
+def test_data_region_c_region_events_are_published_as_by_the_python_region(emulated, listening):
+    a = np.ones(4)
+    acc.copyin(a)
+    seen = listening(EventKind.REGION_ENTER, EventKind.REGION_EXIT)
+    with acc.data(copyin=[a]):
+        pass
+    assert [event.kind for event in seen] == [EventKind.REGION_ENTER, EventKind.REGION_EXIT]
+    acc.delete(a)
+
+
+def test_data_region_c_a_subscriber_that_comes_inside_sees_the_exit(emulated):
+    a = np.ones(4)
+    acc.copyin(a)
+    seen = []
+    with acc.data(copyin=[a]) as region:
+        assert isinstance(region, _fastcall.DataRegion)
+        BUS.subscribe(seen.append, (EventKind.REGION_EXIT,))
+    BUS.unsubscribe(seen.append, (EventKind.REGION_EXIT,))
+    assert [event.kind for event in seen] == [EventKind.REGION_EXIT]
+    acc.delete(a)
+
+
+def test_data_region_c_each_thread_uses_its_own_device_and_stack(emulated):
+    a = np.ones(4)
+    acc.copyin(a)
+    results = {}
+
+    def other():  # this thread's current device is the host: nothing to join there
+        acc.set_device_type("host")
+        with acc.data(copyin=[a]):
+            results["stack"] = list(_devices.ICVS.region_stack)
+            results["present"] = acc.is_present(a)
+        results["after"] = list(_devices.ICVS.region_stack)
+
+    with acc.data(copyin=[a]) as region:
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(30)
+        assert list(_devices.ICVS.region_stack) == [region]
+    assert len(results["stack"]) == 1 and results["stack"][0] is not region and results["after"] == []
+    assert acc.refcounts(a) == (0, 1)
+    acc.delete(a)
+
+
+def test_data_region_c_the_region_on_the_host_device_is_entered_in_c(host_device, python_frames):
+    a = np.ones(4)
+    assert python_frames(_region_and_exit, copy=[a]) == ["_region_and_exit"]
+    with acc.data(copy=[a]):
+        pass
+
+
+def test_data_region_c_a_device_switched_between_regions_is_used_by_the_next(emulated):
+    """The C base remembers the thread's runtime, lane and stack per context epoch: a
+    device change on this thread is seen by the next region."""
+    a = np.ones(4)
+    acc.copyin(a)
+    with acc.data(copyin=[a]):
+        assert acc.refcounts(a) == (1, 1)
+    acc.set_device_type("host")
+    with acc.data(copyin=[a]):  # the host: no counts anywhere
+        assert acc.refcounts(a) == (0, 0)
+    acc.set_device_type("emulated")
+    with acc.data(copyin=[a]):
+        assert acc.refcounts(a) == (1, 1)
+    acc.delete(a)
