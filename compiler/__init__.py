@@ -67,6 +67,8 @@ Modules, from the function to the kernel:
   (imported only when a cuda kernel is built); ``cuda_arrays``: the arrays a region makes
   there; ``cuda_compilers``: which CUDA kernel compiler, and the NumPy 2.5 fix of numba-cuda
 - ``atomics``     LLVM atomicrmw intrinsics; ``runtime``: jitted helpers
+- ``arguments``   what a kernel argument is: ``is_device_array`` (the one test),
+  ``argument_kind`` (its part of the kernel key), how a device array is typed
 - ``kernel``      ``get_kernel``: the kernel cache, building; ``typing_probe``: the types
   Numba infers, before a module's text is final; ``kernel_errors``: Numba's errors and
   bounds errors in the user's terms
@@ -86,7 +88,8 @@ from .clauses import ASYNC_NOVAL, ClauseExpr, ComputeClauses, parse_clauses
 from .errors import CompileError, KernelIndexError, PerformanceWarning
 from .feedback import explain
 from .frontend import ROUTINE_ATTR
-from .kernel import argument_kind, cache_dir, get_kernel, kernel_env, kernel_for
+from .arguments import argument_kind
+from .kernel import cache_dir, get_kernel, kernel_env, kernel_for
 
 __all__ = ["ComputeClauses", "parse_clauses", "CompileError", "KernelInfo", "analyze",
            "bind_free_names", "ClauseExpr", "PerformanceWarning", "explain",

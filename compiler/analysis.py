@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .access import access_sets
+from .arguments import is_device_array
 from .clauses import DATA_CLAUSES, ComputeClauses
 from .frontend import (MISSING, RESERVED_PREFIX, FunctionSource, Scope, load_function,
                        local_names)
@@ -347,7 +348,7 @@ def _check_clause_names(source, clauses, scope):
 
 
 def _is_array_like(value) -> bool:
-    return isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__")
+    return isinstance(value, np.ndarray) or is_device_array(value)
 
 
 def check_free_names(source: FunctionSource, scope: Scope, *, strict: bool) -> None:

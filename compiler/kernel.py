@@ -47,6 +47,7 @@ import numpy as np
 from numba.core import types as nbtypes
 
 from . import caches, crossover, cuda_compilers, feedback, markers
+from .arguments import argument_kind, device_dtype_ndim, is_device_array
 from .analysis import KernelInfo, check_free_names, flat_clauses, flattened, struct_layout
 from .caches import cache_dir
 from .clauses import DATA_CLAUSES
@@ -59,9 +60,8 @@ from .planner import Planner
 from .typing_probe import private_local_types
 from .typing_probe import probe_types as _probe_types  # a module global: tests replace it
 
-__all__ = ["get_kernel", "kernel_for", "kernel_key", "kernel_env", "KERNEL_ENV_KEYS", "argument_kind",
+__all__ = ["get_kernel", "kernel_for", "kernel_key", "kernel_env", "KERNEL_ENV_KEYS",
            "feedback_view",
-           "SCALAR_TYPES",
            "jit_disabled",
            "cache_dir", "TARGETS", "boundscheck_enabled"]
 
@@ -225,46 +225,6 @@ def _reading_free_values(kernel, info):
     return call
 
 
-def argument_kind(value):
-    """The kind of a kernel argument, part of the kernel key: ``(dtype char, byteorder,
-    ndim)`` for a host or device array (any ``__cuda_array_interface__`` object), the
-    Python type for a scalar. Cheap attribute reads (hashing dtype objects is not)."""
-    if type(value) is np.ndarray or isinstance(value, np.ndarray):
-        dtype = value.dtype
-        if dtype.char == "V":  # every record dtype has char "V": the dtype is the kind
-            return (dtype, value.ndim)
-        return (dtype.char, dtype.byteorder, value.ndim)
-    kind = type(value)
-    if kind in SCALAR_TYPES or not _is_device_array(value):
-        return kind
-    dtype, ndim = _device_dtype_ndim(value)
-    return (dtype, ndim) if dtype.char == "V" else (dtype.char, dtype.byteorder, ndim)
-
-
-#: argument types that are certainly scalars (no device-array check needed)
-SCALAR_TYPES = frozenset({int, float, complex, bool, np.float64, np.float32, np.int64, np.int32,
-                           np.uint64, np.uint32, np.complex128, np.complex64, np.bool_})
-
-
-def _is_device_array(value) -> bool:
-    """A GPU array (CuPy, numba-cuda, any ``__cuda_array_interface__`` object)."""
-    return hasattr(value, "__cuda_array_interface__") or (
-        type(value).__name__ == "FakeCUDAArray")  # numba's CUDA simulator
-
-
-def _device_dtype_ndim(value):
-    """dtype and ndim of a GPU array, from its ``__cuda_array_interface__`` when it
-    has no ``dtype``/``ndim`` attributes of its own."""
-    interface = getattr(value, "__cuda_array_interface__", None)
-    if interface is not None:
-        dtype = np.dtype(interface["typestr"])
-        if dtype.char == "V":  # a record: its fields are in the interface's descr
-            own = getattr(value, "dtype", None)
-            dtype = own if isinstance(own, np.dtype) and own.fields else np.dtype(interface["descr"])
-        return dtype, len(interface["shape"])
-    return np.dtype(value.dtype), value.ndim
-
-
 # -------------------------------------------------------------------------------- build
 
 
@@ -406,8 +366,8 @@ def _launch_origin(exc, generated_file, linemap):
 def _numba_types(info, args):
     types = []
     for name, value in zip(info.kernel_params, args):
-        if _is_device_array(value):  # typed like the host array it stands for
-            dtype, ndim = _device_dtype_ndim(value)
+        if is_device_array(value):  # typed like the host array it stands for
+            dtype, ndim = device_dtype_ndim(value)
             types.append(nbtypes.Array(numba.from_dtype(dtype), ndim, "A"))
             continue
         try:

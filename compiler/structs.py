@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from .arguments import is_device_array
 from .clauses import ComputeClauses
 
 if TYPE_CHECKING:  # annotations only: analysis imports this module
@@ -126,7 +127,7 @@ def _is_struct(value) -> bool:
                           pytypes.FunctionType, pytypes.BuiltinFunctionType,
                           pytypes.MethodType)) or value is None:
         return False
-    if hasattr(value, "__cuda_array_interface__") or type(value).__name__ == "FakeCUDAArray":
+    if is_device_array(value):
         return False
     if isinstance(value, tuple):
         return hasattr(type(value), "_fields")  # a namedtuple; a plain tuple is a scalar

@@ -32,9 +32,8 @@ from pyacc.mapping import (
 )
 from pyacc.mapping.ranges import Relation
 from pyacc.compiler import analysis as _structs
-from pyacc.compiler.kernel import SCALAR_TYPES
+from pyacc.compiler.arguments import SCALAR_TYPES, is_device_array
 
-from ._replay import is_device_array
 from ._devices import ICVS, enclosing_deviceptr
 
 __all__ = ["ArgumentSorting", "KIND_OF_CLAUSE", "enclosing_default", "unstage"]

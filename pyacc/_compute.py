@@ -61,6 +61,7 @@ from pyacc.mapping.queues import CROSSOVER, Pending
 from pyacc.compiler import kernel_env
 from pyacc.compiler import analysis as _structs
 from pyacc.compiler.analysis import MemberError
+from pyacc.compiler.arguments import is_device_array
 from pyacc.compiler.kernel import feedback_view
 
 from . import _routines
@@ -68,7 +69,7 @@ from ._arguments import KIND_OF_CLAUSE, ArgumentSorting, unstage
 from ._clauses import queue_of, wait_for
 from ._call_inputs import clause_values, free_reader
 from ._outcome import AsyncResult, add_section_hint, is_kernel_failure, kernel_failure
-from ._replay import CallPlan, is_device_array
+from ._replay import CallPlan
 from ._devices import ICVS, current_runtime
 from ._errors import directive_end, report
 from ._express import CALL_BASE, configure_async, express_lane, plan_spec

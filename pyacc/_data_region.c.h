@@ -52,6 +52,7 @@ static PyObject *g_active;          /* BUS.active: [bool] per event kind */
 static Py_ssize_t g_region_enter, g_region_exit;  /* REGION_ENTER, REGION_EXIT */
 static PyObject *g_python_enter, *g_python_exit;  /* SingleUseRegion.__enter__/__exit__ */
 static PyObject *g_data_kinds;      /* frozenset of the clauses a C region takes */
+static PyObject *g_data_type;       /* pyacc._directives.data: only its own regions are C regions */
 static PyObject *s_join, *s_part, *s_init, *s_refuse_entry, *s_exit_joined, *s_left;
 
 /* The calling thread's runtime, its lane and its region stack, remembered with the
@@ -105,40 +106,52 @@ static int region_array(PyObject *x) {
            && plain_items(x);
 }
 
-/* Appends the arrays of one clause value to ``arrays``: 1, 0 (not a C region's), -1. */
-static int add_clause_arrays(PyObject *arrays, PyObject *value) {
-    if (PyList_Check(value) || PyTuple_Check(value)) {
-        PyObject *items = PySequence_Fast(value, "");
-        if (items == NULL)
-            return -1;
-        int taken = 1;
-        for (Py_ssize_t i = 0; taken == 1 && i < PySequence_Fast_GET_SIZE(items); i++) {
-            PyObject *x = PySequence_Fast_GET_ITEM(items, i);
-            taken = region_array(x) ? (PyList_Append(arrays, x) < 0 ? -1 : 1) : 0;
-        }
-        Py_DECREF(items);
-        return taken;
+/* Appends the arrays of one clause value to ``arrays``, and what the region keeps of the
+ * value to ``snapshot[key]`` (a tuple of a list's arrays: the list may change after, but
+ * the arrays are fixed when the region is made, OpenACC 3.3 §2.7.1): 1, 0 (not a C
+ * region's), -1. */
+static int add_clause(PyObject *snapshot, PyObject *arrays, PyObject *key, PyObject *value) {
+    if (!PyList_Check(value) && !PyTuple_Check(value)) {
+        if (!region_array(value))
+            return 0;
+        return PyList_Append(arrays, value) < 0 || PyDict_SetItem(snapshot, key, value) < 0 ? -1 : 1;
     }
-    if (!region_array(value))
-        return 0;
-    return PyList_Append(arrays, value) < 0 ? -1 : 1;
+    PyObject *items = PySequence_Tuple(value);
+    if (items == NULL)
+        return -1;
+    int taken = 1;
+    for (Py_ssize_t i = 0; taken == 1 && i < PyTuple_GET_SIZE(items); i++) {
+        PyObject *x = PyTuple_GET_ITEM(items, i);
+        taken = region_array(x) ? (PyList_Append(arrays, x) < 0 ? -1 : 1) : 0;
+    }
+    if (taken == 1 && PyDict_SetItem(snapshot, key, items) < 0)
+        taken = -1;
+    Py_DECREF(items);
+    return taken;
 }
 
-/* The arrays of clauses a C region takes (a new list), None when it does not, NULL. */
-static PyObject *region_arrays(PyObject *clauses) {
-    PyObject *arrays = PyList_New(0);
+/* For clauses a C region takes: 1, with its snapshot of them (a new dict) and their
+ * arrays (a new list); 0 when it does not take them; -1 with an exception set. */
+static int region_clauses(PyObject *clauses, PyObject **snapshot, PyObject **arrays) {
+    *snapshot = PyDict_New();
+    *arrays = PyList_New(0);
     PyObject *key, *value;
     Py_ssize_t position = 0;
-    int taken = arrays != NULL && g_data_kinds != NULL && PyDict_GET_SIZE(clauses) > 0;
+    int taken = *snapshot != NULL && *arrays != NULL ? 1 : -1;
+    if (taken == 1 && (g_data_kinds == NULL || PyDict_GET_SIZE(clauses) == 0))
+        taken = 0;
     while (taken == 1 && PyDict_Next(clauses, &position, &key, &value)) {
         taken = PySet_Contains(g_data_kinds, key);
         if (taken == 1)
-            taken = add_clause_arrays(arrays, value);
+            taken = add_clause(*snapshot, *arrays, key, value);
     }
-    if (taken == 1 && PyList_GET_SIZE(arrays) > 0)
-        return arrays;
-    Py_XDECREF(arrays);
-    return taken < 0 ? NULL : Py_NewRef(Py_None);
+    if (taken == 1 && PyList_GET_SIZE(*arrays) == 0)
+        taken = 0;
+    if (taken != 1) {
+        Py_CLEAR(*snapshot);
+        Py_CLEAR(*arrays);
+    }
+    return taken;
 }
 
 static int region_init(DataRegion *self, PyObject *args, PyObject *kwds) {
@@ -151,16 +164,19 @@ static int region_init(DataRegion *self, PyObject *args, PyObject *kwds) {
     PyObject *clauses = kwds != NULL ? Py_NewRef(kwds) : PyDict_New();
     if (clauses == NULL)
         return -1;
-    Py_XSETREF(self->clauses, clauses);
-    PyObject *arrays = region_arrays(clauses);
-    if (arrays == NULL)
-        return -1;
-    if (arrays != Py_None) {
+    PyObject *snapshot = NULL, *arrays = NULL;
+    /* a subclass's own hooks (_enter, _left ...) are Python's to run: only data itself */
+    int taken = (PyObject *)Py_TYPE(self) == g_data_type ? region_clauses(clauses, &snapshot, &arrays) : 0;
+    if (taken == 1) {
+        Py_DECREF(clauses);
+        Py_XSETREF(self->clauses, snapshot);
         Py_XSETREF(self->arrays, arrays);
         self->mode = REGION_IN_C;
         return 0;
     }
-    Py_DECREF(arrays);
+    Py_XSETREF(self->clauses, clauses);
+    if (taken < 0)
+        return -1;
     self->mode = REGION_IN_PYTHON;
     PyObject *done = PyObject_CallMethodOneArg((PyObject *)self, s_init, clauses);
     Py_XDECREF(done);
@@ -184,9 +200,13 @@ static PyObject *region_enter(DataRegion *self, PyObject *Py_UNUSED(ignored)) {
         return PyObject_CallMethodNoArgs((PyObject *)self, s_refuse_entry);
     if (subscribed(g_region_enter))
         return enter_in_python(self);
+    self->state = REGION_ENTERED;  /* from here on single use: an entry while the join waits
+                                      for the lock (a signal handler's) is refused */
     PyObject *runtime, *lane, *stack;
-    if (region_context(&runtime, &lane, &stack) < 0)
+    if (region_context(&runtime, &lane, &stack) < 0) {
+        self->state = REGION_DONE;
         return NULL;
+    }
     if (runtime == Py_None) {  /* no current runtime yet: the Python entry selects one */
         Py_DECREF(runtime);
         return enter_in_python(self);
@@ -203,16 +223,33 @@ static PyObject *region_enter(DataRegion *self, PyObject *Py_UNUSED(ignored)) {
     if (entries == NULL || entries == Py_None) {  /* an error, or the lane declined */
         Py_DECREF(runtime);
         Py_DECREF(stack);
-        if (entries == NULL)
+        if (entries == NULL) {  /* a failed entry leaves the region done, as in Python */
+            self->state = REGION_DONE;
             return NULL;
+        }
         Py_DECREF(entries);
         return enter_in_python(self);
     }
     Py_XSETREF(self->runtime, runtime);
     Py_XSETREF(self->entries, entries);
     Py_XSETREF(self->stack, stack);
-    self->state = REGION_ENTERED;
     return Py_NewRef(self);
+}
+
+/* ``self._left()`` (REGION_EXIT): with an error pending (the exit failed), the error is
+ * kept unless ``_left`` raises one of its own, as in ``finally: self._left()``. */
+static PyObject *call_left(DataRegion *self) {
+    PyObject *error_type, *error, *traceback;
+    PyErr_Fetch(&error_type, &error, &traceback);
+    PyObject *done = PyObject_CallMethodNoArgs((PyObject *)self, s_left);
+    if (done == NULL) {
+        Py_XDECREF(error_type);
+        Py_XDECREF(error);
+        Py_XDECREF(traceback);
+    } else {
+        PyErr_Restore(error_type, error, traceback);
+    }
+    return done;
 }
 
 /* Removes the region from its stack, innermost end first (``RegionStack.remove_region``). */
@@ -232,21 +269,21 @@ static PyObject *region_exit(DataRegion *self, PyObject *const *args, Py_ssize_t
     if (self->state != REGION_ENTERED)
         Py_RETURN_FALSE;
     self->state = REGION_DONE;
+    if (leave_stack(self) < 0)  /* first, as the Python exit (``_leave``) */
+        return NULL;
     PyObject *lane = PyObject_GetAttr(self->runtime, s_lane);
     PyObject *parted = lane == NULL ? NULL : PyObject_CallMethodOneArg(lane, s_part, self->entries);
     Py_XDECREF(lane);
-    if (parted == NULL)
-        return NULL;
     PyObject *done;
     if (parted == Py_None) {  /* a lifetime ends: the Python exit (copy back, free) */
         done = PyObject_CallMethodObjArgs((PyObject *)self, s_exit_joined, self->stack, self->entries,
                                           nargs > 1 ? args[1] : Py_None, NULL);
-    } else {
-        done = leave_stack(self) < 0 ? NULL
-               : subscribed(g_region_exit) ? PyObject_CallMethodNoArgs((PyObject *)self, s_left)
-               : Py_NewRef(Py_None);
+    } else {  /* True, or the part's error: ``_left`` follows either (``finally``) */
+        done = subscribed(g_region_exit) ? call_left(self) : Py_NewRef(Py_None);
+        if (parted == NULL)  /* the part's error stands (or _left's own) */
+            Py_CLEAR(done);
     }
-    Py_DECREF(parted);
+    Py_XDECREF(parted);
     if (done == NULL)
         return NULL;
     Py_DECREF(done);
@@ -277,7 +314,51 @@ static void region_dealloc(DataRegion *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+#define OR_NONE(field) ((field) != NULL ? (field) : Py_None)
+
+/* copy and pickle: the instance dict and the C fields (``__setstate__`` restores both) */
+static PyObject *region_getstate(DataRegion *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *dict = PyObject_GenericGetDict((PyObject *)self, NULL);
+    if (dict == NULL)
+        return NULL;
+    return Py_BuildValue("(N(OOOOOii))", dict, OR_NONE(self->clauses), OR_NONE(self->arrays),
+                         OR_NONE(self->runtime), OR_NONE(self->entries), OR_NONE(self->stack),
+                         self->state, self->mode);
+}
+
+static PyObject *field_or_null(PyObject *value) {
+    return value == Py_None ? NULL : Py_NewRef(value);
+}
+
+static PyObject *region_setstate(DataRegion *self, PyObject *state) {
+    PyObject *values, *clauses, *arrays, *runtime, *entries, *stack;
+    int region_state, mode;
+    if (!PyArg_ParseTuple(state, "O!(OOOOOii)", &PyDict_Type, &values, &clauses, &arrays, &runtime,
+                          &entries, &stack, &region_state, &mode))
+        return NULL;
+    if (region_state < REGION_NEW || region_state > REGION_DONE || mode < REGION_UNSET ||
+            mode > REGION_IN_PYTHON || (mode == REGION_IN_C && (!PyDict_Check(clauses) || !PyList_Check(arrays))) ||
+            (stack != Py_None && !PyList_Check(stack))) {
+        PyErr_SetString(PyExc_ValueError, "acc.data.__setstate__: a malformed state");
+        return NULL;
+    }
+    PyObject *dict = PyObject_GenericGetDict((PyObject *)self, NULL);
+    int updated = dict == NULL ? -1 : PyDict_Update(dict, values);
+    Py_XDECREF(dict);
+    if (updated < 0)
+        return NULL;
+    Py_XSETREF(self->clauses, field_or_null(clauses));
+    Py_XSETREF(self->arrays, field_or_null(arrays));
+    Py_XSETREF(self->runtime, field_or_null(runtime));
+    Py_XSETREF(self->entries, field_or_null(entries));
+    Py_XSETREF(self->stack, field_or_null(stack));
+    self->state = region_state, self->mode = mode;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef region_methods[] = {
+    {"__getstate__", (PyCFunction)region_getstate, METH_NOARGS, "The state copy and pickle keep."},
+    {"__setstate__", (PyCFunction)region_setstate, METH_O, "Restore what __getstate__ gave."},
     {"__enter__", (PyCFunction)region_enter, METH_NOARGS, "Enter the region (see the type's docs)."},
     {"__exit__", (PyCFunction)(void (*)(void))region_exit, METH_FASTCALL, "Leave the region."},
     {NULL},
@@ -305,13 +386,17 @@ static PyTypeObject DataRegionType = {
 };
 
 static PyObject *configure_data(PyObject *module, PyObject *args) {
-    /* configure_data(BUS.active, REGION_ENTER, REGION_EXIT, SingleUseRegion.__enter__,
+    /* configure_data(data, BUS.active, REGION_ENTER, REGION_EXIT, SingleUseRegion.__enter__,
      *                SingleUseRegion.__exit__, data clause names) */
-    PyObject *active, *enter, *exit, *kinds;
+    PyObject *type, *active, *enter, *exit, *kinds;
     Py_ssize_t enter_kind, exit_kind;
-    if (!PyArg_ParseTuple(args, "O!nnOOO", &PyList_Type, &active, &enter_kind, &exit_kind, &enter, &exit,
-                          &kinds))
+    if (!PyArg_ParseTuple(args, "O!O!nnOOO", &PyType_Type, &type, &PyList_Type, &active, &enter_kind,
+                          &exit_kind, &enter, &exit, &kinds))
         return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)type, &DataRegionType)) {
+        PyErr_SetString(PyExc_TypeError, "configure_data: the region class must derive from DataRegion");
+        return NULL;
+    }
     if (enter_kind < 0 || exit_kind < 0 || enter_kind >= PyList_GET_SIZE(active) ||
             exit_kind >= PyList_GET_SIZE(active)) {
         PyErr_SetString(PyExc_ValueError, "configure_data: an event kind outside BUS.active");
@@ -321,6 +406,7 @@ static PyObject *configure_data(PyObject *module, PyObject *args) {
     if (names == NULL)
         return NULL;
     Py_XSETREF(g_data_kinds, names);
+    Py_XSETREF(g_data_type, Py_NewRef(type));
     Py_XSETREF(g_active, Py_NewRef(active));
     Py_XSETREF(g_python_enter, Py_NewRef(enter));
     Py_XSETREF(g_python_exit, Py_NewRef(exit));

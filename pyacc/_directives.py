@@ -182,8 +182,8 @@ if DATA_BASE is object:  # no C base: the constructor is the Python one
         self._init(clauses)
 
     data.__init__ = _construct
-configure_data(SingleUseRegion.__enter__, SingleUseRegion.__exit__, ("copy", "copyin", "copyout", "create",
-                                                                     "no_create", "present"))
+configure_data(data, SingleUseRegion.__enter__, SingleUseRegion.__exit__,
+               ("copy", "copyin", "copyout", "create", "no_create", "present"))
 
 
 def _publish_region(kind, runtime, construct: str, name=None) -> None:

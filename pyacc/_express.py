@@ -67,13 +67,15 @@ CALL_BASE = object if _FASTCALL is None else _FASTCALL.FastCall
 DATA_BASE = object if _FASTCALL is None else _FASTCALL.DataRegion
 
 
-def configure_data(enter, exit, clauses) -> None:
-    """Tell ``acc.data``'s C base the Python entry and exit it falls back to
-    (``SingleUseRegion.__enter__``/``__exit__``) and the data clauses a region it enters
-    itself may have; it reads ``BUS.active`` for REGION_ENTER and REGION_EXIT."""
+def configure_data(region_class, enter, exit, clauses) -> None:
+    """Tell ``acc.data``'s C base its class (``region_class``: only regions of that exact
+    class are C regions, a subclass's hooks run in Python), the Python entry and exit it
+    falls back to (``SingleUseRegion.__enter__``/``__exit__``) and the data clauses a
+    region it enters itself may have; it reads ``BUS.active`` for REGION_ENTER and
+    REGION_EXIT."""
     if _FASTCALL is not None:
-        _FASTCALL.configure_data(BUS.active, int(EventKind.REGION_ENTER), int(EventKind.REGION_EXIT),
-                                 enter, exit, clauses)
+        _FASTCALL.configure_data(region_class, BUS.active, int(EventKind.REGION_ENTER),
+                                 int(EventKind.REGION_EXIT), enter, exit, clauses)
 
 
 def configure_async(async_result) -> None:

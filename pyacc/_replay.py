@@ -18,14 +18,9 @@ from __future__ import annotations
 
 import weakref
 
-from pyacc.compiler.kernel import argument_kind
+from pyacc.compiler.arguments import argument_kind
 
-__all__ = ["CallPlan", "is_device_array"]
-
-
-def is_device_array(value) -> bool:
-    """An object exporting ``__cuda_array_interface__`` (CuPy, numba-cuda, PyTorch ...)."""
-    return getattr(value, "__cuda_array_interface__", None) is not None
+__all__ = ["CallPlan"]
 
 
 class CallPlan:

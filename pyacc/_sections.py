@@ -34,7 +34,7 @@ from pyacc.compiler import analysis as _structs
 from pyacc.compiler.analysis import MemberError
 from pyacc.compiler.clause_text import EXPR_BUILTINS
 
-from ._replay import is_device_array
+from pyacc.compiler.arguments import is_device_array
 from ._devices import current_runtime
 
 __all__ = ["SectionCalls", "SectionSorter", "StructVariant", "WholeSections"]

@@ -223,3 +223,117 @@ def test_data_region_c_a_device_switched_between_regions_is_used_by_the_next(emu
     with acc.data(copyin=[a]):
         assert acc.refcounts(a) == (1, 1)
     acc.delete(a)
+
+
+def test_data_region_c_arrays_are_fixed_when_the_region_is_made(emulated):
+    """OpenACC 3.3 §2.7.1: the region keeps its clauses' arrays, not the lists they were
+    given in; a list changed afterwards changes nothing, at the entry (absent data: the
+    Python entry) nor at an exit that ends a lifetime (the Python exit)."""
+    a, b = np.zeros(5), np.zeros(5)
+    given = [a]
+    region = acc.data(copy=given)
+    given[0] = b
+    with region:  # absent: the Python entry, with the arrays of the region's making
+        assert acc.is_present(a) and not acc.is_present(b)
+    acc.copyin(a)
+    given = [a]
+    with acc.data(copy=given):
+        acc.deviceptr(a)[...] = 3.0
+        acc.delete(a)  # the exit ends the lifetime: copied back by the Python exit
+        given[0] = b
+        given.append("not an array")
+    assert np.all(a == 3.0) and not acc.is_present(a) and not b.any()
+    assert _devices.ICVS.region_stack == []
+
+
+class _FailingLane:
+    """A data lane whose ``verb`` raises (the others are the real lane's)."""
+
+    def __init__(self, lane, verb):
+        self.lane, self.verb = lane, verb
+
+    def __getattr__(self, name):
+        if name == self.verb:
+            def fail(*args):
+                raise RuntimeError(f"{name} failed")
+            return fail
+        return getattr(self.lane, name)
+
+
+def test_data_region_c_a_failed_exit_still_leaves_the_stack(emulated, listening):
+    a = np.ones(4)
+    acc.copyin(a)
+    runtime = _devices.current_runtime()
+    lane = runtime.lane
+    region = acc.data(copyin=[a])
+    region.__enter__()
+    seen = listening(EventKind.REGION_EXIT)
+    runtime.lane = _FailingLane(lane, "part")
+    try:
+        with pytest.raises(RuntimeError, match="part failed"):
+            region.__exit__(None, None, None)
+    finally:
+        runtime.lane = lane
+    assert _devices.ICVS.region_stack == [] and len(seen) == 1  # off the stack, and its exit event
+    assert acc.refcounts(a) == (1, 1)  # the failed part changed nothing (the fixture's shutdown ends it)
+
+
+def test_data_region_c_a_failed_entry_leaves_the_region_done(emulated):
+    a = np.ones(4)
+    acc.copyin(a)
+    runtime = _devices.current_runtime()
+    lane = runtime.lane
+    runtime.lane = _FailingLane(lane, "join")
+    _fastcall.context_changed()  # the C base remembers the lane per context epoch
+    region = acc.data(copyin=[a])
+    try:
+        with pytest.raises(RuntimeError, match="join failed"):
+            region.__enter__()
+    finally:
+        runtime.lane = lane
+        _fastcall.context_changed()
+    with pytest.raises(InvalidArgumentError, match="already entered"):
+        region.__enter__()
+    assert acc.refcounts(a) == (0, 1) and _devices.ICVS.region_stack == []
+    acc.delete(a)
+
+
+def test_data_region_c_a_new_region_copies_and_pickles(emulated):
+    import copy
+    import pickle
+
+    a = np.arange(4.0)
+    acc.copyin(a)
+    made = acc.data(copyin=[a])
+    for twin in (copy.copy(made), copy.deepcopy(made)):
+        with twin:
+            pass
+    revived = pickle.loads(pickle.dumps(made))
+    with revived:  # its own copy of a: absent, mapped for the region
+        assert acc.refcounts(a) == (0, 1)
+    with made:
+        assert acc.refcounts(a) == (1, 1)
+    python_region = acc.data(copyin=[a], default="present")
+    with copy.copy(python_region):
+        pass
+    acc.delete(a)
+
+
+def test_data_region_c_a_subclass_runs_its_own_hooks(emulated):
+    calls = []
+
+    class Logged(acc.data):
+        def _enter(self):
+            calls.append("enter")
+            return super()._enter()
+
+        def _left(self):
+            calls.append("left")
+            super()._left()
+
+    a = np.ones(4)
+    acc.copyin(a)
+    with Logged(copyin=[a]) as region:
+        assert isinstance(region, Logged) and acc.refcounts(a) == (1, 1)
+    assert calls == ["enter", "left"] and acc.refcounts(a) == (0, 1)
+    acc.delete(a)
