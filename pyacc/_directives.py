@@ -8,6 +8,7 @@ thread's current device; each is all-or-nothing.
 
 from __future__ import annotations
 
+import inspect
 from contextlib import contextmanager
 
 from pyacc.mapping import (
@@ -177,11 +178,15 @@ class data(*((SingleUseRegion,) if DATA_BASE is object else (DATA_BASE, SingleUs
         return runtime.deviceptr(a)
 
 
-if DATA_BASE is object:  # no C base: the constructor is the Python one
-    def _construct(self, **clauses) -> None:
-        self._init(clauses)
+def _construct(self, **clauses) -> None:
+    self._init(clauses)
 
+
+if DATA_BASE is object:  # no C base: the constructor is the Python one
     data.__init__ = _construct
+else:  # the C base's constructor takes the same keywords
+    data.__signature__ = inspect.signature(_construct).replace(
+        parameters=list(inspect.signature(_construct).parameters.values())[1:])
 configure_data(data, SingleUseRegion.__enter__, SingleUseRegion.__exit__,
                ("copy", "copyin", "copyout", "create", "no_create", "present"))
 

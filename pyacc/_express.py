@@ -36,8 +36,9 @@ from pyacc.mapping.queues import QueueSet, WorkerQueue
 
 from ._devices import ICVS, watch_context
 
-__all__ = ["CALL_BASE", "DATA_BASE", "configure_data", "ExpressPlan", "express_lane", "set_lane", "plan_spec", "configure_async",
-           "lane_routine", "RETURNS_DEVICE_ARRAY", "RETURNS_NONE", "ANSWERS"]
+__all__ = ["CALL_BASE", "DATA_BASE", "configure_data", "ExpressPlan", "express_lane", "set_lane",
+           "plan_spec", "configure_async", "lane_routine", "RETURNS_DEVICE_ARRAY", "RETURNS_NONE",
+           "ANSWERS"]
 
 
 def _load():

@@ -337,3 +337,10 @@ def test_data_region_c_a_subclass_runs_its_own_hooks(emulated):
         assert isinstance(region, Logged) and acc.refcounts(a) == (1, 1)
     assert calls == ["enter", "left"] and acc.refcounts(a) == (0, 1)
     acc.delete(a)
+
+
+def test_data_region_c_the_class_keeps_its_signature_and_docstring():
+    import inspect
+
+    assert str(inspect.signature(acc.data)) == "(**clauses) -> 'None'"
+    assert acc.data.__doc__.startswith("A structured data region")
