@@ -114,7 +114,9 @@ class Packing:
         ``(index, begin, end)``: ``host[index]`` (basic slices, no axis dropped) holds the
         elements of the block's bytes ``[begin, end)``. Pieces are runs of whole slices
         along the block's outermost axis, or of one such slice's inner pieces when a
-        slice alone exceeds ``limit``."""
+        slice alone exceeds ``limit``. A block of no element has no piece."""
+        if self.nbytes == 0:  # no element: nothing to move
+            return []
         axes = list(range(len(self.shape)))
         if self.order == "F":
             axes.reverse()

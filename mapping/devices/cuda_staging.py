@@ -31,6 +31,8 @@ marks piece ``k``'s DMA (upload) or host copy (download) done.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 __all__ = ["CHUNK", "upload_now", "download_now", "upload_async", "download_async", "CopyInto"]
@@ -70,7 +72,7 @@ class _Piece:
     def __init__(self, host: np.ndarray, packing, buffers: list, piece, address: int, k: int):
         index, begin, end = piece
         self.slot = k % 2
-        self.host = host[index]  # a view: nothing is read or written here
+        self.host = host[index + (Ellipsis,)]  # a view, also of a 0-d array: nothing moves here
         self.buffer = buffers[self.slot][:end - begin]
         self.staged = packing.staged(self.buffer, self.host.shape)
         self.address = address + begin
@@ -84,6 +86,22 @@ def _split(backend, host, packing, address: int, kept: list) -> list:
     buffers = _buffers(backend, pieces)
     kept.extend(buffers)
     return [_Piece(host, packing, buffers, piece, address, k) for k, piece in enumerate(pieces)]
+
+
+@contextlib.contextmanager
+def _covered(backend, stream, helper):
+    """The queue's ``stream`` waits for everything enqueued on the staging stream
+    ``helper`` in the block, also when enqueueing fails halfway (then at best effort,
+    the failure propagating): once the queue's stream has passed the transfer, no host
+    copy of it can still run (a download's would write the host array after the wait
+    that reports the failure)."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            backend.wait_event(stream, backend.record_event(helper))
+        raise
+    backend.wait_event(stream, backend.record_event(helper))
 
 
 # -- the synchronous queue: host copies on the calling thread --------------------------------
@@ -139,13 +157,14 @@ def upload_async(backend, queue, host: np.ndarray, packing, address: int, kept: 
     helper = queue.staging_stream
     backend.wait_event(helper, backend.record_event(stream))  # after what precedes it
     read = [None, None]  # per buffer: the event after the DMA that last read it
-    for piece in pieces:
-        if read[piece.slot] is not None:
-            backend.wait_event(helper, read[piece.slot])
-        queue.host_func(CopyInto(piece.staged, piece.host), stream=helper)
-        backend.wait_event(stream, backend.record_event(helper))
-        backend.memcpy_htod(piece.address, piece.buffer, stream)
-        read[piece.slot] = backend.record_event(stream)
+    with _covered(backend, stream, helper):
+        for piece in pieces:
+            if read[piece.slot] is not None:
+                backend.wait_event(helper, read[piece.slot])
+            queue.host_func(CopyInto(piece.staged, piece.host), stream=helper)
+            backend.wait_event(stream, backend.record_event(helper))
+            backend.memcpy_htod(piece.address, piece.buffer, stream)
+            read[piece.slot] = backend.record_event(stream)
 
 
 def download_async(backend, queue, host: np.ndarray, packing, address: int, kept: list) -> None:
@@ -162,11 +181,11 @@ def download_async(backend, queue, host: np.ndarray, packing, address: int, kept
         return
     helper = queue.staging_stream
     emptied = [None, None]  # per buffer: the event after the host copy that last read it
-    for piece in pieces:
-        if emptied[piece.slot] is not None:
-            backend.wait_event(stream, emptied[piece.slot])
-        backend.memcpy_dtoh(piece.buffer, piece.address, stream)
-        backend.wait_event(helper, backend.record_event(stream))
-        queue.host_func(CopyInto(piece.host, piece.staged), stream=helper)
-        emptied[piece.slot] = backend.record_event(helper)
-    backend.wait_event(stream, emptied[pieces[-1].slot])  # the queue passes it once written
+    with _covered(backend, stream, helper):  # the queue passes it once the host is written
+        for piece in pieces:
+            if emptied[piece.slot] is not None:
+                backend.wait_event(stream, emptied[piece.slot])
+            backend.memcpy_dtoh(piece.buffer, piece.address, stream)
+            backend.wait_event(helper, backend.record_event(stream))
+            queue.host_func(CopyInto(piece.host, piece.staged), stream=helper)
+            emptied[piece.slot] = backend.record_event(helper)

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyacc.mapping import DeviceRuntime, UpdateDirection
+from pyacc.mapping import errors as acc_errors
 from pyacc.mapping.devices import cuda_staging
 from pyacc.mapping.devices.cuda import CudaDevice
 from pyacc.mapping.devices.cuda_fake import FakeCudaBackend
@@ -66,11 +67,18 @@ def test_pieces_cover_the_block_in_order_each_at_most_the_limit(shape, order, li
     position = 0
     for index, begin, end in packing.pieces(limit):
         assert begin == position and 0 < end - begin <= max(limit, itemsize)
-        part = host[index]
+        part = host[index + (Ellipsis,)]  # as cuda_staging reads it: a view, also when 0-d
+        assert isinstance(part, np.ndarray) and part.base is not None
         assert part.ndim == host.ndim and part.nbytes == end - begin
         assert np.array_equal(packing.staged(block[begin:end], part.shape), part)
         position = end
     assert position == host.nbytes
+
+
+def test_pieces_of_a_block_without_elements_are_none():
+    host = np.zeros((3, 0))
+    interface = {"data": (0, False), "shape": (3, 0), "typestr": "<f8", "strides": host.strides, "version": 3}
+    assert Packing(host, interface, "a test").pieces(CHUNK) == []
 
 
 # == transfers in pieces: exact, two buffers of at most CHUNK, one memcpy per piece ===========
@@ -224,6 +232,75 @@ def test_staging_a_buffer_is_refilled_only_after_its_previous_piece_has_moved(wh
         runtime.update([(UpdateDirection.SELF, column, "column")], queue)
         queue.synchronize()
         assert np.array_equal(column, expected * 3)
+    finally:
+        for queue in device.existing_queues():
+            for stream in queue.streams():
+                stream.close()
+        device.sync_queue.stream.close()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.dtype([("x", "<f8"), ("n", "<i4")])])
+def test_staging_an_async_transfer_of_a_0d_array(device, runtime, dtype):
+    a = np.zeros((), dtype)
+    device_array = _copyin(runtime, a)
+    device_array[...] = np.ones((), dtype)
+    queue = device.queue(1)
+    runtime.update([(UpdateDirection.SELF, a, "a")], queue)
+    queue.synchronize()
+    assert a == np.ones((), dtype)
+    a[...] = np.zeros((), dtype)
+    runtime.update([(UpdateDirection.DEVICE, a, "a")], queue)
+    queue.synchronize()
+    assert device_array.get() == np.zeros((), dtype)
+
+
+class _FailingMemcpy(FakeCudaBackend):
+    """The fake backend whose ``fail_at``-th memcpy fails while it is enqueued, its host
+    functions slowed down (so that copies still queued on the staging stream show)."""
+
+    def __init__(self, fail_at: int):
+        super().__init__()
+        self.fail_at, self.count = fail_at, 0
+
+    def _next(self):
+        self.count += 1
+        if self.count == self.fail_at:
+            raise RuntimeError("injected: the memcpy could not be enqueued")
+
+    def memcpy_htod(self, address, host_buffer, stream):
+        self._next()
+        super().memcpy_htod(address, host_buffer, stream)
+
+    def memcpy_dtoh(self, host_buffer, address, stream):
+        self._next()
+        super().memcpy_dtoh(host_buffer, address, stream)
+
+    def launch_host_func(self, stream, fn):
+        def later():
+            time.sleep(0.005)
+            fn()
+
+        stream.submit(later, "a host function")
+
+
+def test_staging_a_transfer_failing_halfway_leaves_no_host_copy_running():
+    """The queue's stream waits for what the staging stream got before the failure: once
+    the failure is reported, the download writes the host array no more."""
+    backend = _FailingMemcpy(fail_at=6)
+    device = CudaDevice(0, backend=backend)
+    runtime = DeviceRuntime(device)
+    try:
+        queue = device.queue(1)
+        whole = np.zeros((10 * CHUNK // 8, 2))
+        column = whole[:, 0]
+        _copyin(runtime, whole)[:, 0] = 7.0
+        backend.count = 0
+        runtime.update([(UpdateDirection.SELF, column, "column")], queue)
+        with pytest.raises(acc_errors.ExecutionError, match="injected"):
+            queue.synchronize()
+        written = column.copy()
+        time.sleep(0.1)
+        assert np.array_equal(column, written) and 0 < (written == 7.0).sum() < column.size
     finally:
         for queue in device.existing_queues():
             for stream in queue.streams():
