@@ -1,7 +1,7 @@
 """Chunked, double-buffered staging of the ``cuda`` device's transfers.
 
-Owns: ``CHUNK`` (the bytes of one staging buffer) and the staged transfers of more than
-one chunk, called by ``cuda_transfers.HostTransfer``: ``upload_now``/``download_now`` (on
+Owns: ``CHUNK`` and ``ASYNC_CHUNK`` (the bytes of one staging buffer on the synchronous
+queue and on an asynchronous one) and the staged transfers of more than one chunk, called by ``cuda_transfers.HostTransfer``: ``upload_now``/``download_now`` (on
 the synchronous queue: the host side packed or unpacked on the calling thread) and
 ``upload_async``/``download_async`` (on an asynchronous queue: the host copies are host
 functions in stream order). A transfer of one chunk or less is one piece: one buffer, its
@@ -12,8 +12,9 @@ copies run on the queue's ``staging_stream``.
 Why pieces: a staged transfer is a CPU copy into page-locked memory and a DMA. In one
 piece the two run one after the other, and the staging buffer is as large as the
 transfer (a 1 GiB update held a 1 GiB pinned buffer). In pieces of at most ``CHUNK``
-bytes through two buffers, the CPU copy of one piece overlaps the DMA of the piece
-before it, and a transfer holds ``2 × CHUNK`` bytes of pinned memory whatever its size.
+(``ASYNC_CHUNK``) bytes through two buffers, the CPU copy of one piece overlaps the DMA
+of the piece before it, and a transfer holds two buffers of pinned memory whatever its
+size.
 The pieces follow the transfer's block order (``cuda_layout.Packing.pieces``): piece
 ``k`` is the block's bytes ``[begin, end)`` and the host elements ``host[index]``.
 
@@ -35,11 +36,17 @@ import contextlib
 
 import numpy as np
 
-__all__ = ["CHUNK", "upload_now", "download_now", "upload_async", "download_async", "CopyInto"]
+__all__ = ["CHUNK", "ASYNC_CHUNK", "upload_now", "download_now", "upload_async", "download_async", "CopyInto"]
 
-#: bytes of one staging buffer: at ~10 GB/s of host copy, ~0.8 ms per piece, so the
-#: per-piece cost (a host function and three events, tens of µs) stays within a few %
+#: bytes of one staging buffer of the synchronous queue (the calling thread packs): at
+#: ~10 GB/s of host copy ~0.8 ms a piece, so the per-piece cost (an event, a memcpy call,
+#: tens of µs) stays within a few %
 CHUNK = 8 << 20
+#: bytes of one staging buffer of an asynchronous queue: each piece's host copy is a host
+#: function, which must take the GIL from the program's thread (up to the interpreter's
+#: 5 ms switch interval while that thread runs Python), so its pieces are larger: at most
+#: 16 hand-offs per GiB, and 128 MiB of pinned memory per transfer
+ASYNC_CHUNK = 64 << 20
 
 
 class CopyInto:
@@ -78,11 +85,11 @@ class _Piece:
         self.address = address + begin
 
 
-def _split(backend, host, packing, address: int, kept: list) -> list:
-    """The pieces of a transfer, their staging buffers appended to ``kept`` first (the
-    caller holds them until the stream has passed every DMA that may touch them, also
-    when enqueueing fails halfway)."""
-    pieces = packing.pieces(CHUNK)
+def _split(backend, host, packing, address: int, kept: list, limit: int) -> list:
+    """The pieces of at most ``limit`` bytes of a transfer, their staging buffers appended
+    to ``kept`` first (the caller holds them until the stream has passed every DMA that
+    may touch them, also when enqueueing fails halfway)."""
+    pieces = packing.pieces(limit)
     buffers = _buffers(backend, pieces)
     kept.extend(buffers)
     return [_Piece(host, packing, buffers, piece, address, k) for k, piece in enumerate(pieces)]
@@ -109,7 +116,7 @@ def upload_now(backend, stream, host: np.ndarray, packing, address: int, kept: l
     """Enqueue on ``stream`` (the synchronous queue's) the upload of ``host`` to the
     block at ``address``: each piece packed on the calling thread while the DMA of the
     piece before it runs; the staging buffers go to ``kept``."""
-    pieces = _split(backend, host, packing, address, kept)
+    pieces = _split(backend, host, packing, address, kept, CHUNK)
     read = [None, None]  # per buffer: the event after the DMA that last read it
     for k, piece in enumerate(pieces):
         if read[piece.slot] is not None:
@@ -125,7 +132,7 @@ def download_now(backend, stream, host: np.ndarray, packing, address: int, kept:
     synchronous queue's; what must precede the DMAs is already enqueued): each piece
     unpacked on the calling thread while the DMA of the next one runs; the staging
     buffers go to ``kept``. Complete on return."""
-    pieces = _split(backend, host, packing, address, kept)
+    pieces = _split(backend, host, packing, address, kept, CHUNK)
     filled = [None, None]  # per buffer: the event after the DMA that last filled it
 
     def fill(k: int) -> None:
@@ -147,7 +154,7 @@ def upload_async(backend, queue, host: np.ndarray, packing, address: int, kept: 
     """Enqueue on ``queue`` (a ``CudaQueue``) the upload of ``host`` to the block at
     ``address``, the host read in stream order (module docstring); the staging buffers go
     to ``kept``, to release once the queue's stream has passed the transfer."""
-    pieces = _split(backend, host, packing, address, kept)
+    pieces = _split(backend, host, packing, address, kept, ASYNC_CHUNK)
     stream = queue.stream
     if len(pieces) == 1:  # the copy and the DMA one after the other on the queue's stream
         piece = pieces[0]
@@ -172,7 +179,7 @@ def download_async(backend, queue, host: np.ndarray, packing, address: int, kept
     into ``host``, the host written in stream order (module docstring); what must precede
     the DMAs is already enqueued; the staging buffers go to ``kept``, to release once the
     queue's stream has passed the transfer."""
-    pieces = _split(backend, host, packing, address, kept)
+    pieces = _split(backend, host, packing, address, kept, ASYNC_CHUNK)
     stream = queue.stream
     if len(pieces) == 1:  # the DMA and the copy one after the other on the queue's stream
         piece = pieces[0]

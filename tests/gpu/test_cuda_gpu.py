@@ -467,6 +467,7 @@ def test_staged_transfers_in_pieces_are_exact(gpu, monkeypatch, queue):
     from pyacc.mapping.devices import cuda_staging
 
     monkeypatch.setattr(cuda_staging, "CHUNK", 64 << 10)  # 16 pieces per column below
+    monkeypatch.setattr(cuda_staging, "ASYNC_CHUNK", 64 << 10)
     a = np.zeros((1 << 17, 2))
     acc.enter_data(copyin=[a])
     try:

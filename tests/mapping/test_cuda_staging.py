@@ -1,6 +1,6 @@
 """Chunked, double-buffered staging of the cuda device (mapping/devices/cuda_staging.py) on
-the fake backend: a staged transfer of more than ``CHUNK`` bytes moves in pieces of at most
-``CHUNK`` bytes through two pinned buffers (so its pinned memory is ``2 × CHUNK`` whatever
+the fake backend: a staged transfer of more than ``CHUNK`` bytes (``ASYNC_CHUNK`` on an
+asynchronous queue; both set to 96 here) moves in pieces of at most that many bytes through two pinned buffers (so its pinned memory is ``2 × CHUNK`` whatever
 its size), each piece one memcpy; the data are exact; on an asynchronous queue the host
 is still read and written in stream order, and a buffer is refilled only once the DMA
 (upload) or host copy (download) of its previous piece has run, even when the streams
@@ -27,6 +27,7 @@ CHUNK = 96  # bytes: 12 float64 elements per piece in these tests
 @pytest.fixture(autouse=True)
 def _small_chunks(monkeypatch):
     monkeypatch.setattr(cuda_staging, "CHUNK", CHUNK)
+    monkeypatch.setattr(cuda_staging, "ASYNC_CHUNK", CHUNK)
     monkeypatch.setenv("PYACC_PIN", "0")  # nothing is page-locked: every async copy is staged
 
 
