@@ -415,13 +415,12 @@ static PyObject *configure_data(PyObject *module, PyObject *args) {
 }
 
 static int data_region_init(void) {
-    s_join = intern("join");
-    s_part = intern("part");
-    s_init = intern("_init");
-    s_refuse_entry = intern("_refuse_entry");
-    s_exit_joined = intern("_exit_joined");
-    s_left = intern("_left");
-    if (!s_join || !s_part || !s_init || !s_refuse_entry || !s_exit_joined || !s_left)
-        return -1;
+    static const struct { PyObject **name; const char *text; } names[] = {
+        {&s_join, "join"}, {&s_part, "part"}, {&s_init, "_init"}, {&s_refuse_entry, "_refuse_entry"},
+        {&s_exit_joined, "_exit_joined"}, {&s_left, "_left"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if ((*names[i].name = intern(names[i].text)) == NULL)
+            return -1;
     return PyType_Ready(&DataRegionType);
 }
