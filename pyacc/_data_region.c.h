@@ -55,47 +55,6 @@ static PyObject *g_data_kinds;      /* frozenset of the clauses a C region takes
 static PyObject *g_data_type;       /* pyacc._directives.data: only its own regions are C regions */
 static PyObject *s_join, *s_part, *s_init, *s_refuse_entry, *s_exit_joined, *s_left;
 
-/* The calling thread's runtime, its lane and its region stack, remembered with the
- * thread and the context epoch at which they were read (as ``LaneRoutine``'s lane): both
- * ICVs are watched (``_ThreadICVs._WATCHED``), so while the epoch stands the same thread
- * finds the same three without reading its thread-local ICVs. One slot for the module. */
-static uint64_t g_region_thread, g_region_epoch;
-static PyObject *g_region_runtime, *g_region_lane, *g_region_stack;
-
-/* 1 with new references in the three (``*runtime`` None: no current runtime, the
- * others NULL), -1 with an exception set. */
-static int region_context(PyObject **runtime, PyObject **lane, PyObject **stack) {
-    uint64_t thread = thread_id(), epoch = g_context_epoch;
-    if (!(g_remember && g_region_runtime != NULL && g_region_thread == thread && g_region_epoch == epoch)) {
-        PyObject *found = PyObject_GetAttr(g_icvs, s_runtime);
-        if (found == NULL)
-            return -1;
-        if (found == Py_None) {
-            *runtime = found, *lane = *stack = NULL;
-            return 1;
-        }
-        PyObject *found_lane = PyObject_GetAttr(found, s_lane);
-        PyObject *found_stack = found_lane == NULL ? NULL : PyObject_GetAttr(g_icvs, s_region_stack);
-        if (found_stack == NULL || !PyList_Check(found_stack)) {
-            if (found_stack != NULL)
-                PyErr_SetString(PyExc_TypeError, "acc.data: the thread's region stack is not a list");
-            Py_DECREF(found);
-            Py_XDECREF(found_lane);
-            Py_XDECREF(found_stack);
-            return -1;
-        }
-        Py_XSETREF(g_region_runtime, found);
-        Py_XSETREF(g_region_lane, found_lane);
-        Py_XSETREF(g_region_stack, found_stack);
-        g_region_thread = thread;
-        g_region_epoch = epoch;  /* (read before the attribute reads, which may run Python code) */
-    }
-    *runtime = Py_NewRef(g_region_runtime);
-    *lane = Py_NewRef(g_region_lane);
-    *stack = Py_NewRef(g_region_stack);
-    return 1;
-}
-
 static int subscribed(Py_ssize_t kind) {
     return g_active == NULL || PyList_GET_ITEM(g_active, kind) != Py_False;
 }
@@ -203,13 +162,12 @@ static PyObject *region_enter(DataRegion *self, PyObject *Py_UNUSED(ignored)) {
     self->state = REGION_ENTERED;  /* from here on single use: an entry while the join waits
                                       for the lock (a signal handler's) is refused */
     PyObject *runtime, *lane, *stack;
-    if (region_context(&runtime, &lane, &stack) < 0) {
-        self->state = REGION_DONE;
-        return NULL;
-    }
-    if (runtime == Py_None) {  /* no current runtime yet: the Python entry selects one */
-        Py_DECREF(runtime);
-        return enter_in_python(self);
+    switch (thread_runtime(&runtime, &lane, &stack)) {
+        case 1: break;
+        case 0: return enter_in_python(self);  /* no current runtime yet: Python selects one */
+        default:
+            self->state = REGION_DONE;
+            return NULL;
     }
     PyObject *entries = PyObject_CallMethodOneArg(lane, s_join, self->arrays);
     if (entries != NULL && entries != Py_None && PyList_Append(stack, (PyObject *)self) < 0) {

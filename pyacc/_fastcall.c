@@ -85,6 +85,8 @@ static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *
 #include "_express_plan.c.h"
 /* -- an async call run at once: the queue taken and given back in C --------------------- */
 #include "_at_once.c.h"
+/* -- the thread's runtime, lane and region stack, remembered per context epoch ------------- */
+#include "_thread_runtime.c.h"
 /* -- the data routines' entry: the current runtime's data lane first ---------------------- */
 #include "_routine_lane.c.h"
 /* -- acc.data's C base: regions of present data entered and left in C --------------------- */

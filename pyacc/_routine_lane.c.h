@@ -14,12 +14,11 @@
  *   ANSWERS (``present``): the answer, for a ``numpy.ndarray`` argument only (other
  *       objects are checked, and reported, by the Python function).
  *
- * The current runtime is ``ICVS.runtime`` of the calling thread. Its lane is remembered
- * (``memo_lane``) with the thread and the context epoch at which it was read (the express
- * lane's context memo, ``_express_plan.c.h``): while no thread's ``ICVS.runtime`` has
- * changed (``context_changed()`` bumps the epoch) the same thread finds the same lane
- * without reading its thread-local ICVs. A runtime's lane never changes. A thread without
- * a current runtime yet takes the Python function, which selects one.
+ * The current runtime is ``ICVS.runtime`` of the calling thread; it and its lane are
+ * remembered per thread and context epoch (``thread_runtime``, ``_thread_runtime.c.h``),
+ * so that the same thread finds the same lane without reading its thread-local ICVs while
+ * no thread's ``ICVS.runtime`` has changed. A thread without a current runtime yet takes
+ * the Python function, which selects one.
  *
  * The routine has a ``__dict__``: ``functools.update_wrapper`` gives it the Python
  * function's name, docstring and ``__wrapped__`` (``inspect.signature`` follows it); it
@@ -39,41 +38,25 @@ typedef struct {
     PyObject *slow;   /* the routine's Python function */
     PyObject *dict, *weakrefs;
     int kind;
-    uint64_t memo_thread, memo_epoch;  /* the thread and epoch at which memo_lane was read */
-    PyObject *memo_lane;
 } LaneRoutine;
 
-static PyObject *s_lane;
-
-/* The calling thread's current runtime's lane (a new reference); NULL without an
- * exception: no current runtime (the Python function selects one), or one without a lane. */
-static PyObject *current_lane(LaneRoutine *self) {
-    uint64_t thread = thread_id(), epoch = g_context_epoch;
-    if (g_remember && self->memo_lane != NULL && self->memo_thread == thread && self->memo_epoch == epoch)
-        return Py_NewRef(self->memo_lane);
-    PyObject *runtime = PyObject_GetAttr(g_icvs, s_runtime);
-    if (runtime == NULL || runtime == Py_None) {
-        Py_XDECREF(runtime);
+/* The calling thread's current runtime's lane (a new reference, ``thread_runtime``);
+ * NULL without an exception: no current runtime (the Python function selects one), or one
+ * without a lane. */
+static PyObject *current_lane(void) {
+    PyObject *runtime, *lane, *stack;
+    if (thread_runtime(&runtime, &lane, &stack) <= 0)
         return NULL;
-    }
-    PyObject *lane = PyObject_GetAttr(runtime, s_lane);
     Py_DECREF(runtime);
-    if (lane == NULL) {  /* a runtime without a lane: the Python function serves it */
-        if (PyErr_ExceptionMatches(PyExc_AttributeError))
-            PyErr_Clear();
-        return NULL;
-    }
-    Py_XSETREF(self->memo_lane, Py_NewRef(lane));
-    self->memo_thread = thread;
-    self->memo_epoch = epoch;  /* (read before the attribute reads, which may run Python code) */
+    Py_DECREF(stack);
     return lane;
 }
 
 /* The lane's part of a call: its result, or MISS (the Python function's turn), NULL on error. */
 static PyObject *through_lane(LaneRoutine *self, PyObject *a) {
-    if (g_icvs == NULL || (self->kind == ANSWERS && Py_TYPE(a) != g_ndarray))
+    if (self->kind == ANSWERS && Py_TYPE(a) != g_ndarray)
         return Py_NewRef(MISS);
-    PyObject *lane = current_lane(self);
+    PyObject *lane = current_lane();
     if (lane == NULL)
         return PyErr_Occurred() ? NULL : Py_NewRef(MISS);
     PyObject *call[2] = {lane, a};
@@ -136,14 +119,12 @@ static PyObject *routine_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
 static int routine_traverse(LaneRoutine *self, visitproc visit, void *arg) {
     Py_VISIT(self->slow);
     Py_VISIT(self->dict);
-    Py_VISIT(self->memo_lane);
     return 0;
 }
 
 static int routine_clear(LaneRoutine *self) {
     Py_CLEAR(self->slow);
     Py_CLEAR(self->dict);
-    Py_CLEAR(self->memo_lane);
     return 0;
 }
 
