@@ -44,6 +44,8 @@ typedef struct {
  * NULL without an exception: no current runtime (the Python function selects one), or one
  * without a lane. */
 static PyObject *current_lane(void) {
+    if (thread_context_remembered())  /* (the common case: only the lane is needed) */
+        return Py_NewRef(g_context_lane);
     PyObject *runtime, *lane, *stack;
     if (thread_runtime(&runtime, &lane, &stack) <= 0)
         return NULL;

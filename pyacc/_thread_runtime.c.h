@@ -18,14 +18,19 @@ static PyObject *s_lane;
 static uint64_t g_context_thread, g_context_read_at;  /* the thread and epoch of the slot */
 static PyObject *g_context_runtime, *g_context_lane, *g_context_stack;
 
+/* Whether the slot holds the calling thread's context of the current epoch. */
+static inline int thread_context_remembered(void) {
+    return g_remember && g_context_runtime != NULL && g_context_thread == thread_id() &&
+           g_context_read_at == g_context_epoch;
+}
+
 /* 1 with new references in ``*runtime``, ``*lane`` and ``*stack``; 0 without an exception
  * when there is nothing to remember — not configured, no current runtime yet, or one
  * without a lane (the callers' Python paths select a runtime, or serve it); -1 with an
  * exception set. */
 static int thread_runtime(PyObject **runtime, PyObject **lane, PyObject **stack) {
-    uint64_t thread = thread_id(), epoch = g_context_epoch;
-    if (!(g_remember && g_context_runtime != NULL && g_context_thread == thread &&
-          g_context_read_at == epoch)) {
+    if (!thread_context_remembered()) {
+        uint64_t thread = thread_id(), epoch = g_context_epoch;
         if (g_icvs == NULL)
             return 0;
         PyObject *found = PyObject_GetAttr(g_icvs, s_runtime);
