@@ -71,3 +71,12 @@ class RecordingDevice(Device):
 
     def properties(self):
         return {"memory": self.capacity}
+
+
+def close_streams(device) -> None:
+    """Stop the worker threads of a cuda device's fake streams (``mapping/devices/cuda_fake``):
+    each queue's streams (its own and its staging stream) and the synchronous queue's."""
+    for queue in device.existing_queues():
+        for stream in queue.streams():
+            stream.close()
+    device.sync_queue.stream.close()

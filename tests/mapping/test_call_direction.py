@@ -22,6 +22,7 @@ from pyacc.mapping import (BUS, Counter, DeviceRuntime, EventKind, MapKind, MapR
 from pyacc.mapping.devices.cuda import CudaDevice
 from pyacc.mapping.devices.cuda_fake import FakeCudaBackend
 from tests.test_layering import BACKENDS, DEVICES, HELPERS, LEAVES, ROOM_FLOOR
+from tests.mapping.fakes import close_streams
 
 ROOT = Path(mapping.__file__).resolve().parent
 #: level of each file (lower number: higher level); the floor (``ROOM_FLOOR``) has none
@@ -97,10 +98,7 @@ def runtime():
     device = CudaDevice(0, backend=FakeCudaBackend())
     yield DeviceRuntime(device)
     device.synchronize()
-    for queue in device.existing_queues():
-        for stream in queue.streams():
-            stream.close()
-    device.sync_queue.stream.close()
+    close_streams(device)
 
 
 @pytest.fixture(params=[False, True], ids=["quiet", "observed"])

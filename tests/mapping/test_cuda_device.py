@@ -24,6 +24,7 @@ from pyacc.mapping import (
 )
 from pyacc.mapping.devices.cuda import CudaDevice, CudaQueue, CudaSyncQueue
 from pyacc.mapping.devices.cuda_fake import FakeCudaBackend
+from tests.mapping.fakes import close_streams
 
 
 class _Interface:
@@ -43,10 +44,7 @@ def backend():
 def device(backend):
     device = CudaDevice(0, backend=backend)
     yield device
-    for queue in device.existing_queues():
-        for stream in queue.streams():
-            stream.close()
-    device.sync_queue.stream.close()
+    close_streams(device)
 
 
 @pytest.fixture
@@ -513,7 +511,7 @@ def test_out_of_memory_is_an_actionable_error(device):
     small = CudaDevice(1, backend=FakeCudaBackend(capacity=1024))
     with pytest.raises(OutOfMemoryError, match="cuda device 1 is out of memory: 2048 bytes requested"):
         small.allocate(2048)
-    small.sync_queue.stream.close()
+    close_streams(small)
 
 
 def test_a_full_device_retries_after_the_frees_queues_have_passed(device):
@@ -525,8 +523,7 @@ def test_a_full_device_retries_after_the_frees_queues_have_passed(device):
     assert small.memory_in_use == 800
     small.free(small.allocate(800))
     assert small.memory_in_use == 0
-    queue.stream.close()
-    small.sync_queue.stream.close()
+    close_streams(small)
 
 
 def test_reset_frees_everything(device, backend, runtime):

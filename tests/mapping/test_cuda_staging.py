@@ -20,6 +20,7 @@ from pyacc.mapping.devices.cuda import CudaDevice
 from pyacc.mapping.devices.cuda_fake import FakeCudaBackend
 from pyacc.mapping.devices.cuda_layout import Packing
 from tests.mapping.test_cuda_device import _copyin, backend, device, runtime  # noqa: F401  (fixtures)
+from tests.mapping.fakes import close_streams
 
 CHUNK = 96  # bytes: 12 float64 elements per piece in these tests
 
@@ -234,10 +235,7 @@ def test_staging_a_buffer_is_refilled_only_after_its_previous_piece_has_moved(wh
         queue.synchronize()
         assert np.array_equal(column, expected * 3)
     finally:
-        for queue in device.existing_queues():
-            for stream in queue.streams():
-                stream.close()
-        device.sync_queue.stream.close()
+        close_streams(device)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.dtype([("x", "<f8"), ("n", "<i4")])])
@@ -303,7 +301,4 @@ def test_staging_a_transfer_failing_halfway_leaves_no_host_copy_running():
         time.sleep(0.1)
         assert np.array_equal(column, written) and 0 < (written == 7.0).sum() < column.size
     finally:
-        for queue in device.existing_queues():
-            for stream in queue.streams():
-                stream.close()
-        device.sync_queue.stream.close()
+        close_streams(device)

@@ -14,6 +14,7 @@ from pyacc.mapping.devices.cuda import CudaDevice
 from pyacc.mapping.devices.cuda_fake import FakeCudaBackend
 from pyacc.mapping.devices.emulated import EmulatedDevice
 from pyacc.mapping.devices.faults import FaultPlan
+from tests.mapping.fakes import close_streams
 
 BLOCK = 2048  # one float64 array of 256 elements: one allocator block (no gap below 4 KiB)
 _DYNAMIC, _STRUCTURED = Counter.DYNAMIC, Counter.STRUCTURED
@@ -346,10 +347,7 @@ def cuda_runtime():
     runtime.set_oversubscribe(True)
     yield runtime
     runtime.shutdown()
-    for queue in device.existing_queues():
-        for stream in queue.streams():
-            stream.close()
-    device.sync_queue.stream.close()
+    close_streams(device)
 
 
 def test_cuda_evicts_to_pinned_host_memory_and_restores_on_the_using_stream(cuda_runtime):

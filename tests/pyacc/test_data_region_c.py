@@ -13,7 +13,7 @@ import pytest
 
 import pyacc as acc
 from pyacc import _devices
-from pyacc.mapping import BUS, ClauseError, EventKind, InvalidArgumentError, InvalidDataSectionError
+from pyacc.mapping import ClauseError, EventKind, InvalidArgumentError, InvalidDataSectionError
 
 _fastcall = pytest.importorskip("pyacc._fastcall", reason="built without a C compiler")
 pytestmark = pytest.mark.skipif(not acc.express_lane(), reason="PYACC_EXPRESS=0: no C base")
@@ -168,14 +168,12 @@ def test_data_region_c_region_events_are_published_as_by_the_python_region(emula
     acc.delete(a)
 
 
-def test_data_region_c_a_subscriber_that_comes_inside_sees_the_exit(emulated):
+def test_data_region_c_a_subscriber_that_comes_inside_sees_the_exit(emulated, listening):
     a = np.ones(4)
     acc.copyin(a)
-    seen = []
     with acc.data(copyin=[a]) as region:
         assert isinstance(region, _fastcall.DataRegion)
-        BUS.subscribe(seen.append, (EventKind.REGION_EXIT,))
-    BUS.unsubscribe(seen.append, (EventKind.REGION_EXIT,))
+        seen = listening(EventKind.REGION_EXIT)
     assert [event.kind for event in seen] == [EventKind.REGION_EXIT]
     acc.delete(a)
 
