@@ -447,13 +447,12 @@ def run_bandwidth(mode, cupy, budget) -> dict:
     stream = cupy.cuda.Stream(non_blocking=True)
     sync = cupy.cuda.runtime.deviceSynchronize
 
-    def pyacc_h2d():
-        acc.update(device=[a], async_=1)
-        acc.wait(1)
-
-    def pyacc_d2h():
-        acc.update(self=[a], async_=1)
-        acc.wait(1)
+    def async_update(way, array):
+        """``acc.update(way=[array], async_=1)`` and its wait, as one candidate."""
+        def run():
+            acc.update(**{way: [array]}, async_=1)
+            acc.wait(1)
+        return run
 
     def cupy_h2d():
         d.set(pinned, stream=stream)
@@ -472,15 +471,7 @@ def run_bandwidth(mode, cupy, budget) -> dict:
         sync()
 
     half = a.reshape(-1, 2)[:, 0]  # every other element: a strided host side, always staged,
-    # in CHUNK-byte pieces through two pinned buffers (mapping/devices/cuda_staging.py)
-
-    def pyacc_staged_h2d():
-        acc.update(device=[half], async_=1)
-        acc.wait(1)
-
-    def pyacc_staged_d2h():
-        acc.update(self=[half], async_=1)
-        acc.wait(1)
+    # in pieces through two pinned buffers (mapping/devices/cuda_staging.py)
 
     b = np.random.default_rng(3).random(n)  # unmapped: every copy maps, copies, unmaps
 
@@ -493,10 +484,12 @@ def run_bandwidth(mode, cupy, budget) -> dict:
         acc.copyout(b)
 
     candidates = {name: Candidate(run) for name, run in (
-        ("pyacc h2d", pyacc_h2d), ("cupy pinned h2d", cupy_h2d), ("cupy pageable h2d", cupy_h2d_pageable),
-        ("pyacc d2h", pyacc_d2h), ("cupy pinned d2h", cupy_d2h), ("cupy pageable d2h", cupy_d2h_pageable),
+        ("pyacc h2d", async_update("device", a)), ("cupy pinned h2d", cupy_h2d),
+        ("cupy pageable h2d", cupy_h2d_pageable),
+        ("pyacc d2h", async_update("self", a)), ("cupy pinned d2h", cupy_d2h),
+        ("cupy pageable d2h", cupy_d2h_pageable),
         ("pyacc one-off h2d", pyacc_once_h2d), ("pyacc one-off d2h", pyacc_once_d2h),
-        ("pyacc staged h2d", pyacc_staged_h2d), ("pyacc staged d2h", pyacc_staged_d2h))}
+        ("pyacc staged h2d", async_update("device", half)), ("pyacc staged d2h", async_update("self", half)))}
     try:
         times, failed = measure(candidates, REPEATS[mode][1], budget)
     finally:
