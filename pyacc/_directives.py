@@ -8,6 +8,7 @@ thread's current device; each is all-or-nothing.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from contextlib import contextmanager
 
@@ -185,8 +186,7 @@ def _construct(self, **clauses) -> None:
 if DATA_BASE is object:  # no C base: the constructor is the Python one
     data.__init__ = _construct
 else:  # the C base's constructor takes the same keywords
-    data.__signature__ = inspect.signature(_construct).replace(
-        parameters=list(inspect.signature(_construct).parameters.values())[1:])
+    data.__signature__ = inspect.signature(functools.partial(_construct, None))
 configure_data(data, SingleUseRegion.__enter__, SingleUseRegion.__exit__,
                ("copy", "copyin", "copyout", "create", "no_create", "present"))
 
