@@ -65,7 +65,8 @@ Modules, from the function to the kernel:
   iterations a nest runs on one thread; ``threading_layer``: Numba's layer (oneTBB)
 - ``cuda_target`` / ``cuda_runtime``  the GPU code generator and its host-side helpers
   (imported only when a cuda kernel is built); ``cuda_arrays``: the arrays a region makes
-  there; ``cuda_compilers``: which CUDA kernel compiler, and the NumPy 2.5 fix of numba-cuda
+  there; ``cuda_compilers``: which CUDA kernel compiler, and the NumPy 2.5 fix of numba-cuda;
+  ``cuda_plans``: prepared launches (numba-cuda's launch without its dispatcher)
 - ``atomics``     LLVM atomicrmw intrinsics; ``runtime``: jitted helpers
 - ``arguments``   what a kernel argument is: ``is_device_array`` (the one test),
   ``argument_kind`` (its part of the kernel key), how a device array is typed

@@ -6,7 +6,9 @@ iteration spaces and launches GPU kernels compiled by the chosen compiler
 drivers need at run time:
 
 * :func:`launch` — a kernel launch on :func:`stream`, configured once per kernel, grid,
-  block and stream (:func:`_configured`), after :func:`refuse_host_arrays`;
+  block and stream (:func:`_configured`), after :func:`refuse_host_arrays`; with
+  numba-cuda, later launches with the same argument facts go through a prepared launch
+  (``cuda_plans``) instead of the dispatcher;
 * :func:`stream` — the stream to launch on: CuPy's *current* stream (the ``cuda`` device
   makes a queue's stream current while it runs a kernel of that queue, OpenACC 3.3
   §2.16.1), wrapped with the compiler's ``cuda.external_stream``; the default stream
@@ -49,7 +51,7 @@ import warnings
 import numpy as np
 from numba import config as _numba_config
 
-from . import cuda_compilers
+from . import cuda_compilers, cuda_plans
 from .feedback import info_enabled, log_info
 
 __all__ = ["launch", "stream", "launch_shape", "tile", "launch_tiles", "partials", "scratch",
@@ -80,6 +82,7 @@ _CONFIGURED_KEPT = 512
 _external: dict[int, object] = {}
 _multiprocessors: list[int] = []
 _configured: dict[tuple, object] = {}
+_prepared: list = []  # [CuPy's array class, or None: no prepared launches], once decided
 _lock = threading.Lock()
 
 
@@ -133,17 +136,38 @@ def _parameter_name(kernel, position: int) -> str:
 
 
 def launch(kernel, grid, block, args: tuple) -> None:
-    """``kernel[grid, block, stream()](*args)``, host arrays refused."""
-    refuse_host_arrays(kernel, args)
+    """``kernel[grid, block, stream()](*args)``, host arrays refused; through its
+    prepared launch (``cuda_plans``) when one matches the arguments."""
     if SIMULATED:
+        refuse_host_arrays(kernel, args)
         _simulated_launch(kernel, grid, block, args)
         return
     where = stream()  # 0, or the one wrapper of its pointer (``_external``)
     key = (kernel, grid, block, where)
+    array_class = _array_class()
+    prepared = cuda_plans.find(key, args, array_class)
+    if prepared is not None:  # its arguments are CuPy arrays and numbers only
+        prepared(args)
+        return
+    refuse_host_arrays(kernel, args)
     configured = _configured.get(key)
     if configured is None:
         configured = _configure(key, kernel, grid, block, where)
-    configured(*args)
+    if array_class is None:
+        configured(*args)
+    else:
+        cuda_plans.launch_and_prepare(key, configured, args, array_class)
+
+
+def _array_class():
+    """CuPy's array class when launches are prepared (``cuda_plans.enabled``), else None;
+    decided once CuPy is in use."""
+    if not _prepared:
+        cupy = _cupy()
+        if cupy is None:
+            return None
+        _prepared.append(cupy.ndarray if cuda_plans.enabled(cuda_compilers.chosen()) else None)
+    return _prepared[0]
 
 
 def _configure(key, kernel, grid, block, where):

@@ -159,6 +159,32 @@ def test_jacobi_with_a_max_reduction(gpu):
     assert all(isinstance(e, float) for e in errors)
 
 
+def test_prepared_launches_repeat_exact_results(gpu):
+    """Repeated present-data calls launch through a plan (``compiler.cuda_plans``) where the
+    compiler is numba-cuda; scalars change per call, two arrays swap, a queue switches."""
+    from pyacc.compiler import cuda_plans
+
+    x, y = np.arange(4096.0), np.ones(4096)
+    expected_x, expected_y = x.copy(), y.copy()
+    with acc.data(copy=[x, y]):
+        for step in range(12):
+            a = 0.5 * step - 1.0
+            if step % 3 == 2:  # on queue 1's stream: a configuration of its own
+                saxpy(a, x, y, async_=1)
+                acc.wait(1)
+            else:
+                saxpy(a, x, y)
+            expected_y = a * expected_x + expected_y
+            x, y, expected_x, expected_y = y, x, expected_y, expected_x
+    np.testing.assert_allclose(y, expected_y, rtol=1e-14)
+    np.testing.assert_allclose(x, expected_x, rtol=1e-14)
+    prepared = [plan for plans in cuda_plans._plans.values() for plan in plans.values() if plan]
+    if cuda_compilers.chosen().name == "numba-cuda":
+        assert prepared, "no launch was prepared"
+    else:
+        assert not prepared
+
+
 def test_dot_reduction(gpu):
     rng = np.random.default_rng(1)
     x, y = rng.random(2_000_001), rng.random(2_000_001)

@@ -1,0 +1,241 @@
+"""Prepared launches: the cuda target's express lane past numba-cuda's dispatcher.
+
+A launch through numba-cuda's dispatcher (``kernel[grid, block, stream](*args)``) types
+every argument and asks each CuPy array for a DLPack view, twice, before it calls
+``cuda.core.launch``: 76% of a present-data compute call on an H100 (issue 28, ~125 µs
+against ~3 µs for the driver call itself; ``../shared/reference/gpu-anchors.md`` §1).
+A :class:`PreparedLaunch` does that work once per *configuration* (kernel, grid, block,
+stream) and *argument facts*, and then launches with one ``cuda.core.launch`` call.
+
+**How a plan is made** (:func:`launch_and_prepare`). The first two launches of a
+configuration with given facts go through numba-cuda in full (facts seen once are only
+remembered: arguments that never repeat, such as fresh scratch arrays, cost no plans).
+At the second, a pre-launch callback (numba-cuda's
+public ``_LaunchConfiguration.pre_launch_callbacks``) names the compiled kernel that
+launch used. The plan then asks that kernel's own marshaller (``_Kernel._prepare_args``,
+what numba-cuda's launch calls) for the kernel-parameter words of this call: an array's
+words (``meminfo, parent, size, itemsize, pointer, *shape, *strides``) are kept, a
+scalar's are marshalled again by the same method at every launch. No word is spelled by
+pyacc: the compiler's ABI stays the compiler's.
+
+**Facts** (:func:`facts`): for a CuPy array, its pointer, shape, strides and dtype:
+numba-cuda's type of it (dtype, ndim, layout; CuPy arrays are never read-only) and its
+words are functions of these. For a scalar, its Python type (an ``int`` only while
+numba types it ``int64``, well inside 64 bits). Any other argument (a NumPy array, a
+tuple, a record, an unknown device array) has no facts, and its launch takes the full
+path. Equal facts therefore mean the same compiled kernel and the same array words;
+two plans per configuration cover a swap of two arrays (Jacobi's ``u, unew``).
+
+**No plan is made** (the full path stays, reported once through ``PYACC_INFO``) when
+the compiler is not numba-cuda 0.30 (numba-cuda-mlir launches through its own C++
+launcher), under the simulator, with ``PYACC_EXPRESS=0``, and for a kernel compiled
+with ``debug`` (its launch reads an error word back), with dispatcher extensions, that
+is launch-config sensitive, or a configuration with other pre-launch callbacks.
+
+Invariants: a plan launches the words numba-cuda's launch would pass for the same
+arguments, on the same stream object (the configuration's ``cuda.core`` stream, which is
+CuPy's current one: DLPack's stream hand-over would order that stream after itself),
+with the same ``LaunchConfig`` fields; a kernel is never recompiled under a plan (pyacc
+never recompiles, module docstring of ``cuda_runtime``).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+
+import numpy as np
+
+from .feedback import info_enabled, log_info
+
+__all__ = ["find", "launch_and_prepare", "facts", "PreparedLaunch", "enabled", "PLANS_KEPT",
+           "FACTS_KEPT"]
+
+#: configurations with plans kept; the oldest go first
+PLANS_KEPT = 512
+#: argument facts kept per configuration (plans, and facts seen once); the oldest go first
+FACTS_KEPT = 8
+#: ``int`` scalars in this range are typed ``int64`` by numba-cuda whatever their value
+_INT_RANGE = range(-(2 ** 62), 2 ** 62)
+#: NumPy scalars marshalled by value (records and datetimes are not: numba-cuda copies
+#: a record to the device at each launch)
+_NUMBERS = (np.number, np.bool_)
+#: the numba-cuda releases whose launch (``_Kernel.launch``) a plan reproduces
+_SUPPORTED = ("0.30.",)
+
+_plans: dict[tuple, dict[tuple, PreparedLaunch]] = {}
+_UNSEEN = object()
+_launched = threading.local()  # .kernel: what the armed pre-launch callback saw
+_refused: set = set()  # configurations' kernels whose refusal was reported
+
+
+def enabled(compiler) -> bool:
+    """Whether launches by ``compiler`` (a ``cuda_compilers.CudaCompiler``) are prepared."""
+    if os.environ.get("PYACC_EXPRESS", "1").strip() in ("0", ""):
+        return False
+    version = compiler.version() or ""
+    return compiler.name == "numba-cuda" and version.startswith(_SUPPORTED)
+
+
+def facts(args, array_class) -> tuple | None:
+    """The facts of a launch's arguments (module docstring), or None: one has none."""
+    found = []
+    for value in args:
+        kind = type(value)
+        if kind is array_class:
+            found.append((value.data.ptr, value.shape, value.strides, value.dtype))
+        elif kind is float or kind is bool or (kind is int and value in _INT_RANGE):
+            found.append(kind)
+        elif issubclass(kind, _NUMBERS):
+            found.append(kind)  # a NumPy number: typed by its dtype
+        else:
+            return None
+    return tuple(found)
+
+
+def find(key, args, array_class):
+    """The plan of configuration ``key`` for these arguments, or None."""
+    plans = _plans.get(key)
+    if plans is None:
+        return None
+    found = facts(args, array_class)
+    return None if found is None else plans.get(found) or None
+
+
+class PreparedLaunch:
+    """One configuration's launch for one set of argument facts: the driver's function
+    handle, one ``LaunchConfig``, the stream, and the parameter words of each argument
+    (kept for arrays; for scalars, the kernel's marshaller runs again at each launch)."""
+
+    __slots__ = ("_launch", "_stream", "_config", "_handle", "_words", "_scalars", "_kernel")
+
+    def __init__(self, kernel, configured, words, scalars):
+        from numba.cuda import dispatcher  # here: numba-cuda only, and only on a GPU
+
+        self._launch = dispatcher.launch  # the very function numba-cuda's launch calls
+        self._kernel = kernel
+        self._stream = configured.stream
+        self._config = _launch_config(dispatcher, kernel, configured)
+        self._handle = kernel._codelibrary.get_cufunc().kernel
+        self._words = words  # one tuple per argument
+        self._scalars = scalars  # (position, numba type) of each scalar
+
+    def __call__(self, args) -> None:
+        words = self._words
+        if self._scalars:
+            words = list(words)
+            for position, kind in self._scalars:
+                words[position] = marshal(self._kernel, kind, args[position], self._stream)
+        self._launch(self._stream, self._config, self._handle, *itertools.chain(*words))
+
+
+def _launch_config(dispatcher, kernel, configured):
+    """The ``LaunchConfig`` numba-cuda's ``_Kernel.launch`` builds (its two spellings)."""
+    if dispatcher.CUDA_CORE_GE_1_0:
+        return dispatcher.LaunchConfig(grid=configured.griddim, block=configured.blockdim,
+                                       shmem_size=configured.sharedmem,
+                                       is_cooperative=kernel.cooperative)
+    return dispatcher.LaunchConfig(grid=configured.griddim, block=configured.blockdim,
+                                   shmem_size=configured.sharedmem,
+                                   cooperative_launch=kernel.cooperative)
+
+
+def marshal(kernel, kind, value, stream) -> tuple:
+    """The parameter words of one argument, by the kernel's own marshaller."""
+    words, written_back = [], []
+    kernel._prepare_args(kind, value, stream, written_back, words)
+    if written_back:
+        raise _Unplannable("an argument is copied back after the launch")
+    return tuple(words)
+
+
+class _Unplannable(Exception):
+    """Why a launch cannot be prepared (reported through ``PYACC_INFO``)."""
+
+
+def _seen(kernel, configured) -> None:
+    """The pre-launch callback: remember the kernel when this thread armed it."""
+    if getattr(_launched, "armed", False):
+        _launched.kernel = kernel
+
+
+def launch_and_prepare(key, configured, args, array_class) -> None:
+    """Launch through numba-cuda in full; prepare the plan of ``key`` for these arguments
+    when their facts are seen the second time (module docstring)."""
+    found = facts(args, array_class)
+    plans = None if found is None else _plans_of(key)
+    state = _UNSEEN if plans is None else plans.get(found, _UNSEEN)
+    if state is not None:  # no facts, first sight (remembered), or refused
+        if plans is not None and state is _UNSEEN:
+            _keep(plans, found, None, FACTS_KEPT)
+        configured(*args)
+        return
+    if _seen not in configured.pre_launch_callbacks:
+        configured.pre_launch_callbacks.append(_seen)
+    _launched.armed, _launched.kernel = True, None
+    try:
+        configured(*args)
+    finally:
+        _launched.armed = False
+    kernel, _launched.kernel = _launched.kernel, None
+    try:
+        plans[found] = _prepare(kernel, configured, args, array_class)
+    except _Unplannable as why:
+        plans[found] = False  # these facts launch in full from now on
+        _report(configured, why)
+
+
+def _plans_of(key) -> dict:
+    """The plans of configuration ``key`` (facts seen once map to None, refused ones to
+    False)."""
+    plans = _plans.get(key)
+    if plans is None:
+        plans = _keep(_plans, key, {}, PLANS_KEPT)
+    return plans
+
+
+def _keep(table: dict, key, value, most: int):
+    """``table[key] = value``, the oldest entry dropped first past ``most``."""
+    if key not in table and len(table) >= most:
+        del table[next(iter(table))]
+    table[key] = value
+    return value
+
+
+def _prepare(kernel, configured, args, array_class) -> PreparedLaunch:
+    if kernel is None:
+        raise _Unplannable("the launch did not name its compiled kernel")
+    _refuse_unusual(kernel, configured)
+    kinds = kernel.argument_types
+    if len(kinds) != len(args):
+        raise _Unplannable(f"{len(args)} arguments for {len(kinds)} parameters")
+    words = tuple(marshal(kernel, kind, value, configured.stream)
+                  for kind, value in zip(kinds, args))
+    scalars = tuple((position, kinds[position]) for position, value in enumerate(args)
+                    if type(value) is not array_class)
+    return PreparedLaunch(kernel, configured, words, scalars)
+
+
+def _refuse_unusual(kernel, configured) -> None:
+    """Raise ``_Unplannable`` for what a plan does not reproduce of numba-cuda's launch."""
+    if getattr(kernel, "debug", False):
+        raise _Unplannable("the kernel was compiled with debug (its launch reads an error word)")
+    if getattr(kernel, "extensions", ()):
+        raise _Unplannable("numba-cuda dispatcher extensions marshal its arguments")
+    if getattr(kernel, "launch_config_sensitive", False) or \
+            getattr(configured.dispatcher, "_launch_config_sensitive", False):
+        raise _Unplannable("the kernel is launch-config sensitive")
+    if configured.pre_launch_callbacks != [_seen]:
+        raise _Unplannable("the configuration has pre-launch callbacks")
+    if configured.sharedmem:
+        raise _Unplannable("the launch asks for dynamic shared memory")
+
+
+def _report(configured, why) -> None:
+    """Say once per kernel, through ``PYACC_INFO``, why its launches are not prepared."""
+    dispatcher = configured.dispatcher
+    if not info_enabled() or dispatcher in _refused:
+        return
+    _refused.add(dispatcher)
+    name = getattr(getattr(dispatcher, "py_func", None), "__name__", "a kernel")
+    log_info(f"GPU kernel {name} launches through numba-cuda's dispatcher: {why}")
