@@ -14,7 +14,12 @@ median of timed rounds; every candidate ends each run with a device synchronise)
   copy from pageable memory shown for context;
 - launch overhead: a trivial kernel on 3 present arrays through pyacc ÷ the same
   numba-cuda kernel launched raw (target ≤ 1.3), synchronous (each launch waited for)
-  and asynchronous (launches queued on one queue/stream, one wait at the end);
+  and asynchronous (launches queued on one queue/stream, one wait at the end); for
+  context pyacc with every launch through the dispatcher (no prepared launches,
+  ``compiler.cuda_plans``), numba-cuda on CuPy arrays, and the driver call itself
+  (``cuda.core.launch`` with its words packed once);
+- two queues: saxpy kernels on queue 1 beside an h2d update on queue 2, alone and
+  together: the share of the shorter hidden behind the longer (``overlap_hidden``);
 - kernels compiled once per machine: the first call of two kernels (saxpy, dot) in a
   fresh process with an empty kernel cache (compiled) and, median of a few more fresh
   processes, with the cache it left (loaded, target ≤ 50 ms: ``cached_first_call_ms``);
@@ -63,7 +68,7 @@ from bench_runtime import machine_description  # noqa: E402
 from suite import Candidate, measure, write_results  # noqa: E402  (the CPU suite's)
 
 import pyacc as acc  # noqa: E402
-from pyacc.compiler import cuda_compilers  # noqa: E402
+from pyacc.compiler import cuda_compilers, cuda_runtime  # noqa: E402
 from pyacc import _devices  # noqa: E402
 
 RESULTS = HERE / "RESULTS.md"
@@ -79,6 +84,7 @@ KERNEL_RATIO = 1.1  # pyacc ÷ numba-cuda, at most
 BANDWIDTH_RATIO = 0.9  # pyacc ÷ CuPy pinned copy (bandwidth), at least
 LAUNCH_RATIO = 1.3  # pyacc ÷ raw numba-cuda launch, at most
 CACHED_FIRST_CALL_MS = 50.0  # first calls of cached kernels in a fresh process, at most
+OVERLAP_HIDDEN = 0.5  # share of the shorter of two queues' work hidden behind the other, at least
 
 
 def gpu_unavailable_reason() -> str | None:
@@ -543,6 +549,8 @@ def summary_fields(report: dict) -> dict:
     if "cached_first_call_ms" in cold:
         fields["cached_first_call_ms"] = cold["cached_first_call_ms"]
         fields["compile_first_call_ms"] = cold["compile_first_call_ms"]
+    if "hidden" in report.get("overlap", {}):
+        fields["overlap_hidden"] = report["overlap"]["hidden"]
     return fields
 
 
@@ -577,15 +585,118 @@ def run_launch(mode, cupy, nb, budget) -> dict:
             nb.trivial[1, 32, stream](dx, dy, dz)
         stream.synchronize()
 
+    cx, cy, cz = cupy.asarray(x), cupy.asarray(y), cupy.asarray(z)
+
+    def numba_cupy_sync():
+        for _ in range(calls):
+            nb.trivial[1, 32](cx, cy, cz)
+            cuda.synchronize()
+
+    unavailable = {}
+    try:
+        driver = driver_launch(nb, (dx, dy, dz))
+    except Exception as error:  # noqa: BLE001 - numba-cuda-mlir's kernels, or its internals moved
+        driver, unavailable["driver launch"] = None, f"{type(error).__name__}: {error}"
+
+    def driver_sync():
+        for _ in range(calls):
+            driver()
+        cuda.synchronize()
+
     with acc.data(copyin=[x, y], copy=[z]):
-        times, failed = measure({"pyacc sync": Candidate(pyacc_sync),
-                                 "numba-cuda sync": Candidate(numba_sync),
-                                 "pyacc async": Candidate(pyacc_async),
-                                 "numba-cuda async": Candidate(numba_async)},
-                                REPEATS[mode][1], budget)
+        bc.acc_trivial(x, y, z)  # compiled; whether its launches are prepared is decided
+        planned = [cuda_runtime._array_class()]
+        candidates = {
+            "pyacc sync": Candidate(pyacc_sync, prepare=_plans(planned)),
+            "numba-cuda sync": Candidate(numba_sync),
+            "pyacc async": Candidate(pyacc_async, prepare=_plans(planned)),
+            "numba-cuda async": Candidate(numba_async),
+            "pyacc sync, dispatcher": Candidate(pyacc_sync, prepare=_plans([None])),
+            "numba-cuda sync, CuPy arrays": Candidate(numba_cupy_sync)}
+        if driver is not None:
+            candidates["driver launch (cuda.core), queued"] = Candidate(driver_sync)
+        try:
+            times, failed = measure(candidates, REPEATS[mode][1], budget)
+        finally:
+            _plans(planned)()
+    failed.update(unavailable)
     us = {name: seconds / calls * 1e6 for name, seconds in times.items()}
     print("  launch (µs): " + ", ".join(f"{k} {v:.2f}" for k, v in us.items()))
-    return {"calls": calls, "us": us, "notes": failed}
+    return {"calls": calls, "us": us, "notes": failed, "prepared": planned[0] is not None}
+
+
+def _plans(state):
+    """A candidate's ``prepare``: pyacc's cuda launches prepared (``compiler.cuda_plans``)
+    or not (``[None]``: every launch through the compiler's dispatcher)."""
+    def prepare():
+        cuda_runtime._prepared[:] = state
+    return prepare
+
+
+def driver_launch(nb, arrays):
+    """One launch of ``nb.trivial`` on ``arrays`` by ``cuda.core.launch`` with its words
+    packed once (the floor a prepared launch approaches; numba-cuda only)."""
+    from numba.cuda import dispatcher  # the reference compiler is numba-cuda here
+
+    nb.trivial[1, 32](*arrays)
+    kernel, = nb.trivial.overloads.values()
+    words = []
+    for kind, value in zip(kernel.argument_types, arrays):
+        kernel._prepare_args(kind, value, 0, [], words)
+    config = dispatcher.LaunchConfig(grid=(1, 1, 1), block=(32, 1, 1), shmem_size=0)
+    handle = kernel._codelibrary.get_cufunc().kernel
+    stream = dispatcher.driver._to_core_stream(0)
+    return lambda: dispatcher.launch(stream, config, handle, *words)
+
+
+# == two queues: copies hidden behind kernels ==================================================
+
+
+def run_overlap(mode, budget) -> dict:
+    """Kernels on queue 1 (saxpy, ``launches`` times) and an h2d update of a mapped array
+    on queue 2, timed alone and issued together (each run waits for its queues).
+    ``hidden``: the share of the shorter of the two hidden behind the longer,
+    ``(kernels + copy − both) / min(kernels, copy)`` (1: fully hidden, 0: serialised).
+    Uses the current device: ``cuda`` here; the tests run it on ``emulated``."""
+    n = {"full": 1 << 26, "quick": 1 << 24, "smoke": 1 << 12}[mode]
+    nbytes = {"full": 256 << 20, "quick": 64 << 20, "smoke": 1 << 16}[mode]
+    launches = 8
+    rng = np.random.default_rng(4)
+    x, y, c = rng.random(n), rng.random(n), rng.random(nbytes // 8)
+
+    def kernels():
+        for _ in range(launches):
+            bc.acc_saxpy(1e-9, x, y, async_=1)
+
+    def copy():
+        acc.update(device=[c], async_=2)
+
+    def alone(issue, queue):
+        def run():
+            issue()
+            acc.wait(queue)
+        return run
+
+    def both():
+        copy()
+        kernels()
+        acc.wait(1)
+        acc.wait(2)
+
+    acc.enter_data(copyin=[x, y, c])
+    try:
+        times, failed = measure({"kernels (queue 1)": Candidate(alone(kernels, 1)),
+                                 "copy (queue 2)": Candidate(alone(copy, 2)),
+                                 "both": Candidate(both)}, REPEATS[mode][1], budget)
+    finally:
+        acc.exit_data(delete=[x, y, c])
+    result = {"launches": launches, "n": n, "nbytes": nbytes, "seconds": times, "notes": failed}
+    if len(times) == 3:
+        k, t, b = times["kernels (queue 1)"], times["copy (queue 2)"], times["both"]
+        result["hidden"] = (k + t - b) / min(k, t)
+        print(f"  overlap: kernels {k * 1e3:.2f} ms, copy {t * 1e3:.2f} ms, both {b * 1e3:.2f} ms: "
+              f"{result['hidden']:.2f} of the shorter hidden")
+    return result
 
 
 # == kernels compiled once per machine: first calls in fresh processes ==========================
@@ -750,6 +861,19 @@ def measure_lines(report) -> list[str]:
                 lines.append(f"| trivial kernel, 3 present arrays, {mode}: pyacc ÷ raw numba-cuda launch "
                              f"| {ratio:.3f} ({us[f'pyacc {mode}']:.2f} vs {us[f'numba-cuda {mode}']:.2f} µs) "
                              f"| ≤ {LAUNCH_RATIO} | {_verdict(ratio <= LAUNCH_RATIO)} |")
+        context = [f"{name} {us[name]:.2f}" for name in ("pyacc sync, dispatcher",
+                   "numba-cuda sync, CuPy arrays", "driver launch (cuda.core), queued") if name in us]
+        if context:
+            lines.append(f"| the same kernel, for context (µs per launch) | {'; '.join(context)} "
+                         f"| pyacc ≤ 10 | |")
+    overlap = report.get("overlap", {})
+    if "hidden" in overlap:
+        s = overlap["seconds"]
+        lines.append(f"| two queues: {overlap['launches']} saxpy of {overlap['n']:,} on queue 1 beside "
+                     f"an h2d update of {overlap['nbytes'] >> 20} MiB on queue 2: share of the shorter "
+                     f"hidden | {overlap['hidden']:.2f} (alone {s['kernels (queue 1)'] * 1e3:.2f} and "
+                     f"{s['copy (queue 2)'] * 1e3:.2f} ms, together {s['both'] * 1e3:.2f} ms) "
+                     f"| ≥ {OVERLAP_HIDDEN} | {_verdict(overlap['hidden'] >= OVERLAP_HIDDEN)} |")
     cold = report.get("cold_start", {})
     if "cached_first_call_ms" in cold:
         ms = cold["cached_first_call_ms"]
@@ -793,7 +917,7 @@ def section(report: dict, args) -> str:
     out += ["### Kernels", ""] + kernel_table(report["kernels"]) + [""]
     notes = [f"- {row['label']}, {LABELS.get(k, k)}: {v}" for row in report["kernels"]
              for k, v in row["notes"].items()]
-    for key in ("bandwidth", "launch", "strided"):
+    for key in ("bandwidth", "launch", "strided", "overlap"):
         notes += [f"- {key}, {k}: {v}" for k, v in report.get(key, {}).get("notes", {}).items()]
     if notes:
         out += ["Failed candidates:", ""] + notes + [""]
@@ -843,6 +967,7 @@ def main(argv=None) -> int:
     report["bandwidth"] = run_bandwidth(mode, cupy, budget)
     report["launch"] = run_launch(mode, cupy, nb, budget)
     report["strided"] = run_strided(mode, cupy, budget)
+    report["overlap"] = run_overlap(mode, budget)
     report["cold_start"] = run_cold_start(mode)
     report["seconds"] = time.perf_counter() - start
     report.update(summary_fields(report))
@@ -861,7 +986,8 @@ def main(argv=None) -> int:
             json.dump(report, out, indent=1, default=str)
     if mode == "smoke":
         failures = [f"{row['label']}, {k}: {v}" for row in report["kernels"] for k, v in row["notes"].items()]
-        failures += [f"{key}, {k}: {v}" for key in ("bandwidth", "launch", "strided", "cold_start")
+        failures += [f"{key}, {k}: {v}" for key in ("bandwidth", "launch", "strided", "overlap",
+                                                     "cold_start")
                      for k, v in report[key]["notes"].items()]
         for failure in failures:
             print(f"smoke run: FAILED: {failure}", file=sys.stderr)

@@ -35,3 +35,36 @@ def test_the_cached_first_call_is_a_headline_field_with_its_target():
     assert fields["cached_first_call_ms"] == 42.0 and fields["compile_first_call_ms"] == 900.0
     line, = [line for line in bench_cuda.measure_lines(report) if "fresh process" in line]
     assert "42.0" in line and "≤ 50.0" in line and "met" in line and "not met" not in line
+
+
+def test_the_overlap_measure_times_two_queues_alone_and_together():
+    """Run on ``emulated`` (its queues are threads): the three candidates are timed, the
+    hidden share computed from them, and the mapped arrays are gone afterwards."""
+    import pyacc as acc
+
+    acc.set_device_type("emulated")
+    try:
+        overlap = bench_cuda.run_overlap("smoke", 0.0)
+        assert acc.present_table() == []
+    finally:
+        acc.set_device_type("host")
+    assert overlap["notes"] == {}
+    assert set(overlap["seconds"]) == {"kernels (queue 1)", "copy (queue 2)", "both"}
+    k, c, b = (overlap["seconds"][name] for name in ("kernels (queue 1)", "copy (queue 2)", "both"))
+    assert overlap["hidden"] == (k + c - b) / min(k, c)
+
+
+def test_overlap_and_launch_context_are_reported_with_their_targets():
+    report = {"machine": {"gpu": "NVIDIA H100 80GB HBM3"},
+              "overlap": {"launches": 8, "n": 1 << 26, "nbytes": 256 << 20, "notes": {},
+                          "seconds": {"kernels (queue 1)": 0.004, "copy (queue 2)": 0.005,
+                                      "both": 0.0055}, "hidden": 0.875},
+              "launch": {"us": {"pyacc sync": 9.0, "numba-cuda sync": 30.0,
+                                "pyacc sync, dispatcher": 120.0,
+                                "driver launch (cuda.core), queued": 3.1}}}
+    assert bench_cuda.summary_fields(report)["overlap_hidden"] == 0.875
+    lines = bench_cuda.measure_lines(report)
+    overlap, = [line for line in lines if "two queues" in line]
+    assert "0.88" in overlap and "≥ 0.5" in overlap and "not met" not in overlap
+    context, = [line for line in lines if "for context" in line]
+    assert "dispatcher 120.00" in context and "queued 3.10" in context
