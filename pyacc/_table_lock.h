@@ -14,7 +14,8 @@
  * and its bound methods, made again only when the lock is not the one last seen.
  *
  * The lock is read as ``table._lock`` at each take (in the child of a fork the table has
- * a new one). An extension recognises the table's lock type by its name and size the
+ * a new one): in place when ``_lock`` is a ``__slots__`` member of the table's type (the
+ * offset learnt once per type, ``tl_lock_of``), else by name. An extension recognises the table's lock type by its name and size the
  * first time it meets it (``tl_reentrant``), so that _fastcall needs no import of _cprobe.
  * ``table_lock_init`` interns the three names once per extension (each includes this
  * header: its functions are ``static``). The GIL is held throughout, except while a take
@@ -24,6 +25,7 @@
 #define PYACC_TABLE_LOCK_H
 
 #include <Python.h>
+#include <structmember.h>
 #include <pythread.h>
 #include <limits.h>
 #include <string.h>
@@ -42,6 +44,8 @@ typedef struct {
 
 typedef struct {
     PyObject *lock, *acquire, *release;  /* the (other kind of) lock last seen, its bound methods */
+    PyObject *owner_type;   /* the type of the object whose ``_lock`` was last read */
+    Py_ssize_t lock_offset; /* ``_lock``'s slot in it (0: read by name) */
 } TableLock;
 
 static PyTypeObject *tl_reentrant;  /* TableLock's type, once met (or set by _cprobe) */
@@ -134,19 +138,51 @@ static int table_lock_init(void) {
 }
 
 #define TABLE_LOCK_VISIT(bound) \
-    do { Py_VISIT((bound).lock); Py_VISIT((bound).acquire); Py_VISIT((bound).release); } while (0)
+    do { Py_VISIT((bound).lock); Py_VISIT((bound).acquire); Py_VISIT((bound).release); \
+         Py_VISIT((bound).owner_type); } while (0)
 
 static void table_lock_clear(TableLock *bound) {
     Py_CLEAR(bound->lock);
     Py_CLEAR(bound->acquire);
     Py_CLEAR(bound->release);
+    Py_CLEAR(bound->owner_type);
+}
+
+/* The offset of ``_lock`` in objects of exactly ``type`` when it is a ``__slots__`` member
+ * of the type itself (``PresentTable``'s), else 0 (read by name). */
+static Py_ssize_t tl_slot_offset(PyTypeObject *type) {
+    PyObject *descr = type->tp_dict == NULL ? NULL : PyDict_GetItemWithError(type->tp_dict, tl_lock_name);
+    if (descr == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (Py_TYPE(descr) != &PyMemberDescr_Type)
+        return 0;
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    return member->type == T_OBJECT_EX && member->offset > 0 ? member->offset : 0;
+}
+
+/* ``owner._lock`` (a new reference; NULL with an exception set): read in place when it is
+ * a slot of the owner's type, else by name (``PyObject_GetAttr``, ~150 instructions). */
+static PyObject *tl_lock_of(TableLock *bound, PyObject *owner) {
+    PyTypeObject *type = Py_TYPE(owner);
+    if ((PyObject *)type != bound->owner_type) {
+        Py_XSETREF(bound->owner_type, Py_NewRef((PyObject *)type));
+        bound->lock_offset = tl_slot_offset(type);
+    }
+    if (bound->lock_offset) {
+        PyObject *lock = *(PyObject **)((char *)owner + bound->lock_offset);
+        if (lock != NULL)
+            return Py_NewRef(lock);
+    }
+    return PyObject_GetAttr(owner, tl_lock_name);
 }
 
 /* ``table``'s lock, acquired: 0, and ``*release`` is what gives it back (a new reference,
  * for ``table_lock_give`` and then Py_DECREF: the lock itself, or its bound release); -1
  * with an exception set, nothing held. */
 static int table_lock_take(TableLock *bound, PyObject *table, PyObject **release) {
-    PyObject *lock = PyObject_GetAttr(table, tl_lock_name);
+    PyObject *lock = tl_lock_of(bound, table);
     if (lock == NULL)
         return -1;
     if (tl_is_reentrant(lock)) {  /* taken in place; *release is the lock itself */

@@ -196,6 +196,19 @@ def test_after_a_fork_the_routines_take_the_new_table_lock(emulated, held_by_ano
         acc.delete(a)
         assert acc.is_present(a)
     assert acc.refcounts(a) == (0, 2)
+    done = threading.Event()
+
+    def copyin():
+        acc.set_device_type("emulated")
+        acc.copyin(a)
+        done.set()
+
+    with held_by_another_thread(runtime.table.locked()):  # the new lock, read in place
+        worker = threading.Thread(target=copyin)
+        worker.start()
+        assert not done.wait(0.2)
+    worker.join(5)
+    assert done.is_set() and acc.refcounts(a) == (0, 3)
     acc.delete(a, finalize=True)
 
 
