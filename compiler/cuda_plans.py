@@ -9,8 +9,8 @@ stream) and *argument facts*, and then launches with one ``cuda.core.launch`` ca
 
 **How a plan is made** (:func:`launch_and_prepare`). The first two launches of a
 configuration with given facts go through numba-cuda in full (facts seen once are only
-remembered: arguments that never repeat, such as fresh scratch arrays, cost no plans).
-At the second, a pre-launch callback (numba-cuda's
+remembered, apart from the plans: arguments that never repeat, such as fresh scratch
+arrays, cost no plan and push none out). At the second, a pre-launch callback (numba-cuda's
 public ``_LaunchConfiguration.pre_launch_callbacks``) names the compiled kernel that
 launch used. The plan then asks that kernel's own marshaller (``_Kernel._prepare_args``,
 what numba-cuda's launch calls) for the kernel-parameter words of this call: an array's
@@ -20,9 +20,10 @@ pyacc: the compiler's ABI stays the compiler's.
 
 **Facts** (:func:`facts`): for a CuPy array, its pointer, shape, strides and dtype:
 numba-cuda's type of it (dtype, ndim, layout; CuPy arrays are never read-only) and its
-words are functions of these. For a scalar, its Python type (an ``int`` only while
-numba types it ``int64``, well inside 64 bits). Any other argument (a NumPy array, a
-tuple, a record, an unknown device array) has no facts, and its launch takes the full
+words are functions of these. For a scalar, its type: ``bool``, ``float``, ``int``
+(well inside 64 bits), or a NumPy number (bool, integer, float, complex) whose type
+settles its dtype. Any other argument (a NumPy array, a tuple, a record, a
+``timedelta64``, an unknown device array) has no facts, and its launch takes the full
 path. Equal facts therefore mean the same compiled kernel and the same array words;
 two plans per configuration cover a swap of two arrays (Jacobi's ``u, unew``).
 
@@ -32,7 +33,8 @@ launcher), under the simulator, with ``PYACC_EXPRESS=0``, and for a kernel compi
 with ``debug`` (its launch reads an error word back), with dispatcher extensions, that
 is launch-config sensitive, or a configuration with other pre-launch callbacks.
 
-Invariants: a plan launches the words numba-cuda's launch would pass for the same
+The tables change under one lock (``_lock``); a launch through a plan takes none (it
+only reads them). Invariants: a plan launches the words numba-cuda's launch would pass for the same
 arguments, on the same stream object (the configuration's ``cuda.core`` stream, which is
 CuPy's current one: DLPack's stream hand-over would order that stream after itself),
 with the same ``LaunchConfig`` fields; a kernel is never recompiled under a plan (pyacc
@@ -49,22 +51,26 @@ import numpy as np
 from .feedback import info_enabled, log_info
 
 __all__ = ["find", "launch_and_prepare", "facts", "PreparedLaunch", "enabled", "PLANS_KEPT",
-           "FACTS_KEPT"]
+           "FACTS_KEPT", "SIGHTINGS_KEPT"]
 
 #: configurations with plans kept; the oldest go first
 PLANS_KEPT = 512
-#: argument facts kept per configuration (plans, and facts seen once); the oldest go first
+#: plans kept per configuration (argument facts); the oldest go first
 FACTS_KEPT = 8
+#: facts seen once, over all configurations; the oldest go first
+SIGHTINGS_KEPT = 1024
 #: ``int`` scalars in this range are typed ``int64`` by numba-cuda whatever their value
 _INT_RANGE = range(-(2 ** 62), 2 ** 62)
-#: NumPy scalars marshalled by value (records and datetimes are not: numba-cuda copies
-#: a record to the device at each launch)
-_NUMBERS = (np.number, np.bool_)
+#: NumPy scalars whose type settles numba-cuda's type of them, marshalled by value (not
+#: ``timedelta64``/``datetime64``, typed by their unit; not records, which numba-cuda
+#: copies to the device at each launch)
+_NUMBERS = frozenset(np.dtype(code).type for code in "?bBhHiIlLqQefdFD")
 #: the numba-cuda releases whose launch (``_Kernel.launch``) a plan reproduces
 _SUPPORTED = ("0.30.",)
 
-_plans: dict[tuple, dict[tuple, PreparedLaunch]] = {}
-_UNSEEN = object()
+_plans: dict[tuple, dict[tuple, PreparedLaunch | bool]] = {}  # False: refused
+_sightings: dict[tuple, None] = {}  # (configuration, facts) seen once
+_lock = threading.Lock()  # over the changes to the tables and to configurations' callbacks
 _launched = threading.local()  # .kernel: what the armed pre-launch callback saw
 _refused: set = set()  # configurations' kernels whose refusal was reported
 
@@ -86,7 +92,7 @@ def facts(args, array_class) -> tuple | None:
             found.append((value.data.ptr, value.shape, value.strides, value.dtype))
         elif kind is float or kind is bool or (kind is int and value in _INT_RANGE):
             found.append(kind)
-        elif issubclass(kind, _NUMBERS):
+        elif kind in _NUMBERS:
             found.append(kind)  # a NumPy number: typed by its dtype
         else:
             return None
@@ -163,15 +169,12 @@ def launch_and_prepare(key, configured, args, array_class) -> None:
     """Launch through numba-cuda in full; prepare the plan of ``key`` for these arguments
     when their facts are seen the second time (module docstring)."""
     found = facts(args, array_class)
-    plans = None if found is None else _plans_of(key)
-    state = _UNSEEN if plans is None else plans.get(found, _UNSEEN)
-    if state is not None:  # no facts, first sight (remembered), or refused
-        if plans is not None and state is _UNSEEN:
-            _keep(plans, found, None, FACTS_KEPT)
+    if found is None or not _second_sight(key, found):
         configured(*args)
         return
-    if _seen not in configured.pre_launch_callbacks:
-        configured.pre_launch_callbacks.append(_seen)
+    with _lock:  # (another thread may be adding it too)
+        if _seen not in configured.pre_launch_callbacks:
+            configured.pre_launch_callbacks.append(_seen)
     _launched.armed, _launched.kernel = True, None
     try:
         configured(*args)
@@ -179,24 +182,37 @@ def launch_and_prepare(key, configured, args, array_class) -> None:
         _launched.armed = False
     kernel, _launched.kernel = _launched.kernel, None
     try:
-        plans[found] = _prepare(kernel, configured, args, array_class)
+        plan = _prepare(kernel, configured, args, array_class)
     except _Unplannable as why:
-        plans[found] = False  # these facts launch in full from now on
+        plan = False  # these facts launch in full from now on
         _report(configured, why)
+    with _lock:
+        plans = _plans.get(key)
+        if plans is None:
+            plans = _keep(_plans, key, {}, PLANS_KEPT)
+        _keep(plans, found, plan, FACTS_KEPT)
 
 
-def _plans_of(key) -> dict:
-    """The plans of configuration ``key`` (facts seen once map to None, refused ones to
-    False)."""
-    plans = _plans.get(key)
-    if plans is None:
-        plans = _keep(_plans, key, {}, PLANS_KEPT)
-    return plans
+def _second_sight(key, found) -> bool:
+    """Whether configuration ``key`` met these facts before (then a plan is made now);
+    else they are remembered (refused facts are never seen a second time)."""
+    with _lock:
+        plans = _plans.get(key)
+        if plans is not None and found in plans:
+            return False
+        sighting = (key, found)
+        if sighting in _sightings:
+            del _sightings[sighting]
+            return True
+        _keep(_sightings, sighting, None, SIGHTINGS_KEPT)
+        return False
 
 
 def _keep(table: dict, key, value, most: int):
-    """``table[key] = value``, the oldest entry dropped first past ``most``."""
-    if key not in table and len(table) >= most:
+    """``table[key] = value`` as its newest entry, the oldest dropped past ``most``
+    (``_lock`` held)."""
+    table.pop(key, None)
+    if len(table) >= most:
         del table[next(iter(table))]
     table[key] = value
     return value

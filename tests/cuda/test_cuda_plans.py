@@ -3,8 +3,9 @@ without a GPU.
 
 numba-cuda's own dispatcher, typing, compiler (PTX for an H100), ``_Kernel.launch`` and
 ``_Kernel._prepare_args`` run; only the leaves that need a driver stand in: the stream
-handle, the loaded function (``get_cufunc``), the DLPack/CAI view of a device array, and
-``cuda.core.launch``, which records the words it is given. A prepared launch must hand
+handle, the loaded function (``get_cufunc``), cuda.core's DLPack view of a device array
+(``StridedMemoryView.from_dlpack``, through which numba-cuda types a CuPy array and reads
+its words), and ``cuda.core.launch``, which records the words it is given. A prepared launch must hand
 ``cuda.core.launch`` exactly what numba-cuda's launch hands it, without typing or
 viewing the arrays again (what every launch did before plans: the 76% of issue 28).
 """
@@ -30,63 +31,69 @@ if not cuda_plans.enabled(numba_cuda):
 from numba import cuda  # noqa: E402 - numba-cuda is installed (above)
 from numba.cuda import codegen, dispatcher  # noqa: E402
 from numba.cuda.cudadrv import devicearray, driver  # noqa: E402
+from numba.cuda.typing import typeof as typeof_module  # noqa: E402
 
 STREAM = SimpleNamespace(handle=0x5eed, name="the queue's stream")
 
 
 class DeviceArray:
     """A CuPy array as far as a launch looks at it: ``data.ptr``, shape, byte strides,
-    dtype, and the CUDA array interface numba-cuda types it by (strides None when
-    C-contiguous, as CuPy's)."""
+    dtype, size, and ``__dlpack__``, through which numba-cuda types it and reads its words
+    (a view, :class:`View`)."""
 
     def __init__(self, shape, dtype=np.float64, order="C", ptr=0x7f0000000000):
-        layout = np.empty(shape, dtype, order=order)
-        self.shape, self.strides, self.dtype = layout.shape, layout.strides, layout.dtype
-        self.size = layout.size
+        self._shadow = np.empty(shape, dtype, order=order)  # its layout and flags
         self.data = SimpleNamespace(ptr=ptr)
 
-    @property
-    def __cuda_array_interface__(self):
-        contiguous = self.strides == np.empty(self.shape, self.dtype).strides
-        return {"shape": self.shape, "strides": None if contiguous else self.strides,
-                "typestr": self.dtype.str,
-                "data": (self.data.ptr, False), "version": 3}
+    shape = property(lambda self: self._shadow.shape)
+    strides = property(lambda self: self._shadow.strides)
+    dtype = property(lambda self: self._shadow.dtype)
+    size = property(lambda self: self._shadow.size)
+
+    def __dlpack__(self, stream=None):  # pragma: no cover - View.from_dlpack reads the array
+        raise AssertionError("read through View.from_dlpack")
 
     def view_of_rows(self, count):
         """``a[:count]``: the same pointer, fewer rows."""
         other = DeviceArray.__new__(DeviceArray)
-        other.__dict__.update(self.__dict__, shape=(count,) + self.shape[1:])
-        other.size = int(np.prod(other.shape))
+        other._shadow, other.data = self._shadow[:count], self.data
         return other
 
 
-def _view(obj, stream=0, copy=True, user_explicit=False):
-    """``_to_strided_memory_view`` of a device array, without a driver: what the words
-    of an array argument are read from."""
-    watch.views += 1
-    interface = obj.__cuda_array_interface__
-    layout = SimpleNamespace(strides_in_bytes=interface["strides"],  # None: C-contiguous
-                             is_contiguous_c=interface["strides"] is None,
-                             is_contiguous_f=False)
-    view = SimpleNamespace(size=obj.size, dtype=obj.dtype, ptr=interface["data"][0],
-                           shape=interface["shape"], _layout=layout)
-    return view, False
+class View:
+    """cuda.core's ``StridedMemoryView`` made from DLPack, as far as numba-cuda reads one:
+    typing (``stream_ptr=-1``) and an array argument's words (the launch's stream)."""
+
+    @classmethod
+    def from_dlpack(cls, obj, stream_ptr=None):
+        if stream_ptr == -1:
+            watch.typings += 1
+        else:
+            watch.views += 1
+        view, flags = cls(), obj._shadow.flags
+        view.ptr, view.shape, view.dtype, view.size = obj.data.ptr, obj.shape, obj.dtype, obj.size
+        view.readonly = False
+        view._layout = SimpleNamespace(strides_in_bytes=obj.strides,
+                                       is_contiguous_c=flags.c_contiguous,
+                                       is_contiguous_f=flags.f_contiguous)
+        return view
 
 
-watch = SimpleNamespace(views=0, calls=0, launches=[])
+watch = SimpleNamespace(typings=0, views=0, calls=0, launches=[])
 
 
 @pytest.fixture
 def real_launch_path(monkeypatch):
     """numba-cuda's launch path with the driver's leaves standing in (module docstring);
     ``cuda_runtime`` launching on one stream with plans for :class:`DeviceArray`."""
-    watch.views, watch.calls, watch.launches = 0, 0, []
+    watch.typings, watch.views, watch.calls, watch.launches = 0, 0, 0, []
     monkeypatch.setattr(dispatcher, "get_current_device",
                         lambda: SimpleNamespace(compute_capability=(9, 0)))
     monkeypatch.setattr(codegen.CUDACodeLibrary, "_ensure_cc",
                         lambda library, cc: cc if cc is not None else (9, 0, "a"))
     monkeypatch.setattr(driver, "_to_core_stream", lambda stream: STREAM)
-    monkeypatch.setattr(devicearray, "_to_strided_memory_view", _view)
+    monkeypatch.setattr(typeof_module, "StridedMemoryView", View)
+    monkeypatch.setattr(devicearray, "StridedMemoryView", View)
     monkeypatch.setattr(codegen.CUDACodeLibrary, "get_cufunc",
                         lambda library: SimpleNamespace(
                             kernel=("handle", id(library)), name="kernel",
@@ -104,6 +111,7 @@ def real_launch_path(monkeypatch):
     monkeypatch.setattr(cuda_runtime, "_prepared", [DeviceArray])
     monkeypatch.setattr(cuda_runtime, "_configured", {})
     monkeypatch.setattr(cuda_plans, "_plans", {})
+    monkeypatch.setattr(cuda_plans, "_sightings", {})
     monkeypatch.setattr(cuda_plans, "_refused", set())
     monkeypatch.setattr(cuda_compilers, "_choice",
                         [(numba_cuda, None, "the test")])
@@ -148,10 +156,14 @@ def test_prepared_launch_passes_the_words_numba_cuda_passes(real_launch_path):
 
 def test_prepared_launch_skips_typing_and_views(real_launch_path):
     kernel, a = _kernel(), DeviceArray((64, 2))
-    for step in range(10):
+    for step in range(2):  # full path: facts seen once, then the plan made
         cuda_runtime.launch(kernel, 2, 32, (a, 64, float(step)))
-    assert watch.calls == 2  # the dispatcher typed the arguments at first and second sight
-    assert watch.views == 3  # by numba-cuda's two launches, and the plan's marshalling
+    typings = watch.typings
+    assert typings >= 2 and watch.views == 3  # words: numba-cuda's two launches, the plan's
+    for step in range(2, 10):
+        cuda_runtime.launch(kernel, 2, 32, (a, 64, float(step)))
+    assert watch.calls == 2  # the dispatcher ran at first and second sight only
+    assert (watch.typings, watch.views) == (typings, 3)
     assert [_comparable(w[3])[-1] for w in watch.launches] == \
         [(ctypes.c_double, float(step)) for step in range(10)]
 
@@ -233,27 +245,80 @@ def test_a_configuration_with_other_callbacks_is_not_prepared(real_launch_path):
     assert watch.calls == 3 and len(seen) == 3
 
 
-def test_plans_per_configuration_are_bounded(real_launch_path, monkeypatch):
+def test_facts_seen_once_push_no_plan_out(real_launch_path, monkeypatch):
+    """Arguments that never repeat (fresh scratch arrays) are only remembered; the plans of
+    a configuration are bounded, the oldest made dropped first."""
     monkeypatch.setattr(cuda_plans, "FACTS_KEPT", 2)
     kernel = _kernel()
-    arrays = [DeviceArray((8, 1), ptr=0x1000 * (k + 1)) for k in range(3)]
-    for a in arrays + arrays:
+    u, unew = DeviceArray((8, 1), ptr=0x1000), DeviceArray((8, 1), ptr=0x2000)
+    for a in (u, unew, u, unew):
         cuda_runtime.launch(kernel, 1, 32, (a, 8, 1.0))
+    assert watch.calls == 4
+    for k in range(20):  # one-off arguments between the hot ones
+        cuda_runtime.launch(kernel, 1, 32, (DeviceArray((8, 1), ptr=0x10000 * (k + 1)), 8, 1.0))
+        cuda_runtime.launch(kernel, 1, 32, (u, 8, 1.0))
+        cuda_runtime.launch(kernel, 1, 32, (unew, 8, 1.0))
+    assert watch.calls == 24
+    third = DeviceArray((8, 1), ptr=0x3000)
+    for _ in range(3):
+        cuda_runtime.launch(kernel, 1, 32, (third, 8, 1.0))
+    assert watch.calls == 26
     (plans,) = cuda_plans._plans.values()
-    assert len(plans) == 2
-    assert watch.calls == 6  # each first sight was dropped before its second
-    for a in arrays[1:] * 2:
+    assert len(plans) == 2 and all(plans.values())  # u's, made first, went
+    cuda_runtime.launch(kernel, 1, 32, (u, 8, 1.0))
+    assert watch.calls == 27
+
+
+def test_sightings_are_bounded(real_launch_path, monkeypatch):
+    monkeypatch.setattr(cuda_plans, "SIGHTINGS_KEPT", 3)
+    kernel = _kernel()
+    arrays = [DeviceArray((8, 1), ptr=0x1000 * (k + 1)) for k in range(4)]
+    for a in arrays + arrays:  # each first sight forgotten before its second
         cuda_runtime.launch(kernel, 1, 32, (a, 8, 1.0))
-    assert watch.calls == 8 and all(plans.values())
+    assert len(cuda_plans._sightings) == 3 and cuda_plans._plans == {}
+
+
+def test_threads_prepare_and_use_plans_at_once(real_launch_path):
+    """Launches of one configuration from several threads (each on its own arrays, some
+    shared): no error, every launch's words its own, one callback on the configuration."""
+    import threading
+
+    kernel = _kernel()
+    shared = DeviceArray((8, 1), ptr=0x9000)
+    errors, done = [], []
+
+    def work(index):
+        try:
+            mine = DeviceArray((8, 1), ptr=0x1000 * (index + 1))
+            for step in range(30):
+                for a in (mine, shared):
+                    cuda_runtime.launch(kernel, 1, 32, (a, 8, float(step)))
+            done.append(index)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+    workers = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    assert errors == [] and sorted(done) == list(range(6))
+    assert len(watch.launches) == 6 * 30 * 2
+    (configured,) = {config for config in cuda_runtime._configured.values()}
+    assert configured.pre_launch_callbacks.count(cuda_plans._seen) == 1
+    (plans,) = cuda_plans._plans.values()
+    assert len(plans) == 7 and all(plans.values())
 
 
 def test_facts_refuse_what_a_plan_cannot_replay():
     a = DeviceArray((4, 1))
     record = np.zeros(1, dtype=[("x", "f8")])[0]
-    for other in (np.zeros(3), (1, 2), record, np.datetime64("2026-11-27"), None, "text"):
+    for other in (np.zeros(3), (1, 2), record, np.datetime64("2026-11-27"),
+                  np.timedelta64(5, "s"), None, "text", 1j):
         assert cuda_plans.facts((a, other), DeviceArray) is None
-    assert cuda_plans.facts((a, True, np.bool_(False), 3, 2.5), DeviceArray) == \
-        ((a.data.ptr, a.shape, a.strides, a.dtype), bool, np.bool_, int, float)
+    assert cuda_plans.facts((a, True, np.bool_(False), 3, 2.5, np.float16(1), np.complex64(1j),
+                             np.uint64(7)), DeviceArray) == \
+        ((a.data.ptr, a.shape, a.strides, a.dtype), bool, np.bool_, int, float, np.float16,
+         np.complex64, np.uint64)
 
 
 def test_plans_are_for_numba_cuda_0_30_and_the_express_lane(monkeypatch):

@@ -159,11 +159,13 @@ def test_jacobi_with_a_max_reduction(gpu):
     assert all(isinstance(e, float) for e in errors)
 
 
-def test_prepared_launches_repeat_exact_results(gpu):
+def test_prepared_launches_repeat_exact_results(gpu, monkeypatch):
     """Repeated present-data calls launch through a plan (``compiler.cuda_plans``) where the
     compiler is numba-cuda; scalars change per call, two arrays swap, a queue switches."""
     from pyacc.compiler import cuda_plans
 
+    monkeypatch.setattr(cuda_plans, "_plans", {})  # only this test's plans
+    monkeypatch.setattr(cuda_plans, "_sightings", {})
     x, y = np.arange(4096.0), np.ones(4096)
     expected_x, expected_y = x.copy(), y.copy()
     with acc.data(copy=[x, y]):
