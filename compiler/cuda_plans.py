@@ -29,7 +29,9 @@ two plans per configuration cover a swap of two arrays (Jacobi's ``u, unew``).
 
 **No plan is made** (the full path stays, reported once through ``PYACC_INFO``) when
 the compiler is not numba-cuda 0.30 (numba-cuda-mlir launches through its own C++
-launcher), under the simulator, with ``PYACC_EXPRESS=0``, and for a kernel compiled
+launcher), under the simulator, with ``PYACC_EXPRESS=0``, on the default stream (every
+device's: a plan keeps one device's function handle; pyacc's queues each have a stream
+of their own device), and for a kernel compiled
 with ``debug`` (its launch reads an error word back), with dispatcher extensions, that
 is launch-config sensitive, or a configuration with other pre-launch callbacks.
 

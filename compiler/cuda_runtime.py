@@ -144,8 +144,10 @@ def launch(kernel, grid, block, args: tuple) -> None:
         return
     where = stream()  # 0, or the one wrapper of its pointer (``_external``)
     key = (kernel, grid, block, where)
-    array_class = _array_class()
-    prepared = cuda_plans.find(key, args, array_class)
+    # a queue's stream belongs to one device; the default stream (0) is every device's, and
+    # a plan keeps one device's function handle: no plans there
+    array_class = _array_class() if where else None
+    prepared = None if array_class is None else cuda_plans.find(key, args, array_class)
     if prepared is not None:  # its arguments are CuPy arrays and numbers only
         prepared(args)
         return

@@ -33,7 +33,14 @@ from numba.cuda import codegen, dispatcher  # noqa: E402
 from numba.cuda.cudadrv import devicearray, driver  # noqa: E402
 from numba.cuda.typing import typeof as typeof_module  # noqa: E402
 
-STREAM = SimpleNamespace(handle=0x5eed, name="the queue's stream")
+STREAM = SimpleNamespace(handle=0x5eed, name="the queue's stream")  # cuda.core's
+
+
+class _QueueStream:
+    """The compiler's wrapper of a queue's stream (``cuda_runtime.stream()``)."""
+
+
+QUEUE_STREAM = _QueueStream()
 
 
 class DeviceArray:
@@ -107,7 +114,7 @@ def real_launch_path(monkeypatch):
         watch.calls += 1
         return call(self, args, launch_config)
     monkeypatch.setattr(dispatcher.CUDADispatcher, "call", counted)
-    monkeypatch.setattr(cuda_runtime, "stream", lambda: 0)
+    monkeypatch.setattr(cuda_runtime, "stream", lambda: QUEUE_STREAM)
     monkeypatch.setattr(cuda_runtime, "_prepared", [DeviceArray])
     monkeypatch.setattr(cuda_runtime, "_configured", {})
     monkeypatch.setattr(cuda_plans, "_plans", {})
@@ -239,7 +246,7 @@ def test_a_configuration_with_other_callbacks_is_not_prepared(real_launch_path):
     seen = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numba-cuda's low-occupancy warning of 1 block
-        kernel[1, 32, 0].pre_launch_callbacks.append(lambda k, config: seen.append(k))
+        kernel[1, 32, QUEUE_STREAM].pre_launch_callbacks.append(lambda k, config: seen.append(k))
     for _ in range(3):
         cuda_runtime.launch(kernel, 1, 32, (a, 8, 1.0))
     assert watch.calls == 3 and len(seen) == 3
@@ -307,6 +314,15 @@ def test_threads_prepare_and_use_plans_at_once(real_launch_path):
     assert configured.pre_launch_callbacks.count(cuda_plans._seen) == 1
     (plans,) = cuda_plans._plans.values()
     assert len(plans) == 7 and all(plans.values())
+
+
+def test_no_plans_on_the_default_stream(real_launch_path, monkeypatch):
+    """Stream 0 is every device's: a plan would keep one device's function handle."""
+    monkeypatch.setattr(cuda_runtime, "stream", lambda: 0)
+    kernel, a = _kernel(), DeviceArray((8, 1))
+    for _ in range(4):
+        cuda_runtime.launch(kernel, 1, 32, (a, 8, 1.0))
+    assert watch.calls == 4 and cuda_plans._plans == {} and cuda_plans._sightings == {}
 
 
 def test_facts_refuse_what_a_plan_cannot_replay():
