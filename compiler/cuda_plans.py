@@ -112,8 +112,9 @@ def find(key, args, array_class):
 
 class PreparedLaunch:
     """One configuration's launch for one set of argument facts: the driver's function
-    handle, one ``LaunchConfig``, the stream, and the parameter words of each argument
-    (kept for arrays; for scalars, the kernel's marshaller runs again at each launch)."""
+    handle, one ``LaunchConfig``, the stream, and the parameter words of the arguments in
+    one flat tuple (an array's kept; a scalar's made again at each launch by the kernel's
+    marshaller, into its span of the words)."""
 
     __slots__ = ("_launch", "_stream", "_config", "_handle", "_words", "_scalars", "_kernel")
 
@@ -125,16 +126,23 @@ class PreparedLaunch:
         self._stream = configured.stream
         self._config = _launch_config(dispatcher, kernel, configured)
         self._handle = kernel._codelibrary.get_cufunc().kernel
-        self._words = words  # one tuple per argument
-        self._scalars = scalars  # (position, numba type) of each scalar
+        self._words = tuple(itertools.chain(*words))  # ``words``: one tuple per argument
+        spans, start = [], 0
+        for position, argument in enumerate(words):
+            spans.append((start, start + len(argument)))
+            start += len(argument)
+        #: (start, stop, position, numba type) of each scalar's words
+        self._scalars = tuple(spans[position] + (position, kind) for position, kind in scalars)
 
-    def __call__(self, args) -> None:
-        words = self._words
-        if self._scalars:
-            words = list(words)
-            for position, kind in self._scalars:
-                words[position] = marshal(self._kernel, kind, args[position], self._stream)
-        self._launch(self._stream, self._config, self._handle, *itertools.chain(*words))
+    def launch(self, args) -> None:
+        """The launch, with these arguments' scalars (their facts are the plan's)."""
+        if not self._scalars:
+            self._launch(self._stream, self._config, self._handle, *self._words)
+            return
+        words = list(self._words)
+        for start, stop, position, kind in self._scalars:
+            words[start:stop] = marshal(self._kernel, kind, args[position], self._stream)
+        self._launch(self._stream, self._config, self._handle, *words)
 
 
 def _launch_config(dispatcher, kernel, configured):

@@ -149,7 +149,7 @@ def launch(kernel, grid, block, args: tuple) -> None:
     array_class = _array_class() if where else None
     prepared = None if array_class is None else cuda_plans.find(key, args, array_class)
     if prepared is not None:  # its arguments are CuPy arrays and numbers only
-        prepared(args)
+        prepared.launch(args)
         return
     refuse_host_arrays(kernel, args)
     configured = _configured.get(key)

@@ -1,0 +1,188 @@
+"""The host side of one GPU launch, with and without a prepared plan, measured without a GPU.
+
+A launch of the trivial kernel (``z[i] = x[i] + y[i]``, 3 arrays, 1 block of 32) through
+``compiler.cuda_runtime.launch`` — what a generated cuda driver calls — in two ways, side
+by side: through its prepared launch (``compiler.cuda_plans``), and through numba-cuda's
+dispatcher (plans off, as with numba-cuda-mlir or ``PYACC_EXPRESS=0``). numba-cuda's own
+dispatcher, typing and marshaller run; the leaves that need a GPU stand in
+(``tests/cuda/numba_cuda_leaves.py``): the DLPack view of a device array, the loaded
+function, and ``cuda.core.launch``, which does nothing. So both figures leave out the
+driver call (~2–3 µs, ``../shared/reference/gpu-anchors.md`` A1–A3), and the dispatcher's
+leaves out CuPy's real ``__dlpack__`` (twice per array per launch): on a GPU the
+dispatcher path costs more than here, the plan's the same plus the driver call.
+
+Reported: µs per launch (median of rounds, interleaved) and machine instructions per
+launch (callgrind, counted only inside the loop of launches: ``--toggle-collect`` of
+CPython's ``builtin_breakpoint``), written to the "Prepared GPU launches" lines of the
+terminal; RESULTS.md quotes them with the machine.
+
+Run: ``python benchmarks/bench_launch_plans.py [--calls N] [--no-callgrind] [--smoke]``
+(needs numba-cuda 0.30 and pytest, as the test suite does).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "tests" / "cuda"))
+
+#: the two ways of launching, and what ``cuda_runtime._prepared`` holds for each
+WAYS = ("prepared", "dispatcher")
+
+_CHILD = """
+import sys
+sys.path.insert(0, sys.argv[3])
+import bench_launch_plans as b
+way, calls = sys.argv[1], int(sys.argv[2])
+with b.standing_in():
+    launch = b.launcher(way)
+    code = compile("for _ in range(%d):\\n    launch()" % calls, "bench", "exec")
+    sys.breakpointhook = lambda: exec(code, {"launch": launch})
+    breakpoint()  # counted: CPython's builtin_breakpoint, which nothing else calls
+"""
+
+
+def _no_launch(stream, config, handle, *words):
+    """``cuda.core.launch`` standing in: no GPU, nothing recorded."""
+
+
+class standing_in:
+    """numba-cuda's launch path with the GPU's leaves standing in (module docstring)."""
+
+    def __enter__(self):
+        import pytest
+        from numba_cuda_leaves import stand_in
+
+        self.patch = pytest.MonkeyPatch()
+        stand_in(self.patch)
+        # launches are not recorded here (a growing list would time the garbage collector)
+        from numba.cuda import dispatcher
+        self.patch.setattr(dispatcher, "launch", _no_launch)
+        return self
+
+    def __exit__(self, *exc):
+        self.patch.undo()
+
+
+def launcher(way: str):
+    """A no-argument callable: one launch of the trivial kernel on 3 device arrays, the
+    way named (``WAYS``), warmed up (compiled; the plan made for ``prepared``)."""
+    from numba import cuda
+    from numba_cuda_leaves import DeviceArray
+
+    from pyacc.compiler import cuda_runtime
+
+    @cuda.jit
+    def trivial(x, y, z):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            z[i] = x[i] + y[i]
+
+    x, y, z = (DeviceArray((8,), ptr=0x1000 * (k + 1)) for k in range(3))
+    args = (x, y, z)
+    use(way)
+
+    def launch():
+        cuda_runtime.launch(trivial, 1, 32, args)
+    for _ in range(3):
+        launch()
+    return launch
+
+
+def use(way: str) -> None:
+    """Launches from now on prepared (plans for the stand-in arrays) or not."""
+    from numba_cuda_leaves import DeviceArray
+
+    from pyacc.compiler import cuda_runtime
+
+    cuda_runtime._prepared[:] = [DeviceArray if way == "prepared" else None]
+
+
+def microseconds(calls: int, rounds: int = 7) -> dict:
+    """µs per launch of each way, median of ``rounds`` interleaved rounds."""
+    samples = {way: [] for way in WAYS}
+    with standing_in():
+        launches = {way: launcher(way) for way in WAYS}
+        for _ in range(rounds):
+            for way in WAYS:
+                use(way)
+                launch = launches[way]
+                start = time.perf_counter()
+                for _ in range(calls):
+                    launch()
+                samples[way].append((time.perf_counter() - start) / calls * 1e6)
+    return {way: statistics.median(values) for way, values in samples.items()}
+
+
+def instructions(calls: int) -> dict:
+    """Machine instructions per launch of each way (callgrind, inside the loop only)."""
+    result = {}
+    for way in WAYS:
+        with tempfile.TemporaryDirectory() as scratch:
+            out = os.path.join(scratch, "callgrind.out")
+            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                            "--collect-atstart=no", "--toggle-collect=builtin_breakpoint",
+                            sys.executable, "-c", _CHILD, way, str(calls), str(HERE)],
+                           check=True, capture_output=True, cwd=scratch)
+            result[way] = _total(out) / calls
+    return result
+
+
+def _total(path: str) -> int:
+    """The instructions a callgrind output file counted."""
+    with open(path) as counted:
+        for line in counted:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise RuntimeError(f"{path}: no totals")
+
+
+def unavailable() -> str | None:
+    """Why the measure cannot run here (None: it can)."""
+    from pyacc.compiler import cuda_compilers, cuda_plans, cuda_runtime
+
+    if cuda_runtime.SIMULATED:
+        return "under Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)"
+    compiler = cuda_compilers.COMPILERS["numba-cuda"]
+    if not cuda_plans.enabled(compiler):
+        return f"plans are for numba-cuda 0.30 with the express lane on; here {compiler.label()}"
+    return None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--no-callgrind", action="store_true")
+    parser.add_argument("--smoke", action="store_true",
+                        help="each way a few times, no callgrind (numba-cuda 0.30 missing: "
+                             "says so, exit 0)")
+    args = parser.parse_args(argv)
+    reason = unavailable()
+    if reason:
+        print(f"bench_launch_plans.py: not run: {reason}")
+        return 0
+    if args.smoke:
+        args.calls, args.no_callgrind = 20, True
+    us = microseconds(args.calls, rounds=1 if args.smoke else 7)
+    print("Prepared GPU launches, host side without the driver call (trivial kernel, 3 arrays):")
+    for way in WAYS:
+        print(f"  {way:>10}: {us[way]:7.2f} µs per launch")
+    print(f"  dispatcher ÷ prepared: {us['dispatcher'] / us['prepared']:.1f}")
+    if not args.no_callgrind and shutil.which("valgrind"):
+        counted = instructions(max(200, args.calls // 20))
+        for way in WAYS:
+            print(f"  {way:>10}: {counted[way]:9,.0f} instructions per launch")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""numba-cuda's launch path without a GPU: the leaves that need a driver, standing in.
+
+numba-cuda's own dispatcher, typing, compiler (PTX for an H100), ``_Kernel.launch`` and
+``_Kernel._prepare_args`` run; what stands in: the device's compute capability, the
+stream handle, the loaded function (``get_cufunc``), cuda.core's DLPack view of a device
+array (``StridedMemoryView.from_dlpack``, through which numba-cuda types a CuPy array and
+reads its words: :class:`View`), and ``cuda.core.launch``, which records the words it is
+given. :class:`DeviceArray` is a CuPy array as far as a launch looks at it.
+
+Used by ``test_cuda_plans.py`` and ``benchmarks/bench_launch_plans.py``:
+``stand_in(monkeypatch)`` (a ``pytest.MonkeyPatch``) puts the leaves in place and sets
+``cuda_runtime`` to launch on one queue's stream with plans for :class:`DeviceArray`;
+``watch`` counts what ran.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from pyacc.compiler import cuda_compilers, cuda_plans, cuda_runtime
+
+from numba.cuda import codegen, dispatcher  # numba-cuda: the callers check it is installed
+from numba.cuda.cudadrv import devicearray, driver
+from numba.cuda.typing import typeof as typeof_module
+
+__all__ = ["STREAM", "QUEUE_STREAM", "DeviceArray", "View", "watch", "stand_in"]
+
+STREAM = SimpleNamespace(handle=0x5eed, name="the queue's stream")  # cuda.core's
+
+
+class _QueueStream:
+    """The compiler's wrapper of a queue's stream (``cuda_runtime.stream()``)."""
+
+
+QUEUE_STREAM = _QueueStream()
+
+
+class DeviceArray:
+    """A CuPy array as far as a launch looks at it: ``data.ptr``, shape, byte strides,
+    dtype, size, and ``__dlpack__``, through which numba-cuda types it and reads its words
+    (a view, :class:`View`)."""
+
+    def __init__(self, shape, dtype=np.float64, order="C", ptr=0x7f0000000000):
+        self._take(np.empty(shape, dtype, order=order), SimpleNamespace(ptr=ptr))
+
+    def _take(self, shadow, data):
+        """Its layout and flags are ``shadow``'s (plain attributes: CuPy's are C's)."""
+        self._shadow, self.data = shadow, data
+        self.shape, self.strides, self.dtype, self.size = (shadow.shape, shadow.strides,
+                                                           shadow.dtype, shadow.size)
+
+    def __dlpack__(self, stream=None):  # pragma: no cover - View.from_dlpack reads the array
+        raise AssertionError("read through View.from_dlpack")
+
+    def view_of_rows(self, count):
+        """``a[:count]``: the same pointer, fewer rows."""
+        other = DeviceArray.__new__(DeviceArray)
+        other._take(self._shadow[:count], self.data)
+        return other
+
+
+class View:
+    """cuda.core's ``StridedMemoryView`` made from DLPack, as far as numba-cuda reads one:
+    typing (``stream_ptr=-1``) and an array argument's words (the launch's stream)."""
+
+    @classmethod
+    def from_dlpack(cls, obj, stream_ptr=None):
+        if stream_ptr == -1:
+            watch.typings += 1
+        else:
+            watch.views += 1
+        view, flags = cls(), obj._shadow.flags
+        view.ptr, view.shape, view.dtype, view.size = obj.data.ptr, obj.shape, obj.dtype, obj.size
+        view.readonly = False
+        view._layout = SimpleNamespace(strides_in_bytes=obj.strides,
+                                       is_contiguous_c=flags.c_contiguous,
+                                       is_contiguous_f=flags.f_contiguous)
+        return view
+
+
+watch = SimpleNamespace(typings=0, views=0, calls=0, launches=[])
+
+
+def stand_in(monkeypatch) -> SimpleNamespace:
+    """The leaves in place (module docstring); ``watch``, zeroed."""
+    watch.typings, watch.views, watch.calls, watch.launches = 0, 0, 0, []
+    monkeypatch.setattr(dispatcher, "get_current_device",
+                        lambda: SimpleNamespace(compute_capability=(9, 0)))
+    monkeypatch.setattr(codegen.CUDACodeLibrary, "_ensure_cc",
+                        lambda library, cc: cc if cc is not None else (9, 0, "a"))
+    monkeypatch.setattr(driver, "_to_core_stream", lambda stream: STREAM)
+    monkeypatch.setattr(typeof_module, "StridedMemoryView", View)
+    monkeypatch.setattr(devicearray, "StridedMemoryView", View)
+    monkeypatch.setattr(codegen.CUDACodeLibrary, "get_cufunc",
+                        lambda library: SimpleNamespace(
+                            kernel=("handle", id(library)), name="kernel",
+                            module=SimpleNamespace(initialized=True)))
+    monkeypatch.setattr(dispatcher, "launch",
+                        lambda stream, config, handle, *words: watch.launches.append(
+                            (stream, config, handle, words)))
+    call = dispatcher.CUDADispatcher.call
+
+    def counted(self, args, launch_config):
+        watch.calls += 1
+        return call(self, args, launch_config)
+    monkeypatch.setattr(dispatcher.CUDADispatcher, "call", counted)
+    monkeypatch.setattr(cuda_runtime, "stream", lambda: QUEUE_STREAM)
+    monkeypatch.setattr(cuda_runtime, "_prepared", [DeviceArray])
+    monkeypatch.setattr(cuda_runtime, "_configured", {})
+    monkeypatch.setattr(cuda_plans, "_plans", {})
+    monkeypatch.setattr(cuda_plans, "_sightings", {})
+    monkeypatch.setattr(cuda_plans, "_refused", set())
+    monkeypatch.setattr(cuda_compilers, "_choice",
+                        [(cuda_compilers.COMPILERS["numba-cuda"], None, "stand-ins")])
+    return watch
