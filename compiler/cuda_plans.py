@@ -47,6 +47,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -74,7 +75,7 @@ _plans: dict[tuple, dict[tuple, PreparedLaunch | bool]] = {}  # False: refused
 _sightings: dict[tuple, None] = {}  # (configuration, facts) seen once
 _lock = threading.Lock()  # over the changes to the tables and to configurations' callbacks
 _launched = threading.local()  # .kernel: what the armed pre-launch callback saw
-_refused: set = set()  # configurations' kernels whose refusal was reported
+_refused = weakref.WeakSet()  # kernels (dispatchers) whose refusal was reported
 
 
 def enabled(compiler) -> bool:

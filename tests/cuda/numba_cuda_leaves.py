@@ -14,6 +14,7 @@ Used by ``test_cuda_plans.py`` and ``benchmarks/bench_launch_plans.py``:
 """
 from __future__ import annotations
 
+import weakref
 from types import SimpleNamespace
 
 import numpy as np
@@ -110,7 +111,7 @@ def stand_in(monkeypatch) -> SimpleNamespace:
     monkeypatch.setattr(cuda_runtime, "_configured", {})
     monkeypatch.setattr(cuda_plans, "_plans", {})
     monkeypatch.setattr(cuda_plans, "_sightings", {})
-    monkeypatch.setattr(cuda_plans, "_refused", set())
+    monkeypatch.setattr(cuda_plans, "_refused", weakref.WeakSet())
     monkeypatch.setattr(cuda_compilers, "_choice",
                         [(cuda_compilers.COMPILERS["numba-cuda"], None, "stand-ins")])
     return watch
