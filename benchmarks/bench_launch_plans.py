@@ -3,13 +3,15 @@
 A launch of the trivial kernel (``z[i] = x[i] + y[i]``, 3 arrays, 1 block of 32) through
 ``compiler.cuda_runtime.launch`` — what a generated cuda driver calls — in two ways, side
 by side: through its prepared launch (``compiler.cuda_plans``), and through numba-cuda's
-dispatcher (plans off, as with numba-cuda-mlir or ``PYACC_EXPRESS=0``). numba-cuda's own
-dispatcher, typing and marshaller run; the leaves that need a GPU stand in
-(``tests/cuda/numba_cuda_leaves.py``): the DLPack view of a device array, the loaded
-function, and ``cuda.core.launch``, which does nothing. So both figures leave out the
-driver call (~2–3 µs, ``../shared/reference/gpu-anchors.md`` A1–A3), and the dispatcher's
-leaves out CuPy's real ``__dlpack__`` (twice per array per launch): on a GPU the
-dispatcher path costs more than here, the plan's the same plus the driver call.
+dispatcher (plans off: ``PYACC_EXPRESS=0``, or facts a plan does not cover). numba-cuda's
+own dispatcher, typing and marshaller run; what needs a GPU stands in
+(``tests/cuda/numba_cuda_leaves.py``): the queue's stream (``cuda_runtime.stream``, on a
+GPU a CuPy call and a dict lookup), the device arrays (plain attributes, where CuPy's
+``shape``/``strides`` build a tuple at each read), their DLPack views, the loaded function,
+and ``cuda.core.launch``, which does nothing. So both figures leave out the driver call
+(~2–3 µs, ``../shared/reference/gpu-anchors.md`` A1–A3) and the stream lookup, the plan's
+leaves out CuPy's attribute reads (a few per array), and the dispatcher's CuPy's real
+``__dlpack__`` (twice per array per launch). The GPU figures are ``bench_cuda.py``'s.
 
 Reported: µs per launch (median of rounds, interleaved) and machine instructions per
 launch (callgrind, counted only inside the loop of launches: ``--toggle-collect`` of
@@ -132,8 +134,12 @@ def instructions(calls: int) -> dict:
             subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                             "--collect-atstart=no", "--toggle-collect=builtin_breakpoint",
                             sys.executable, "-c", _CHILD, way, str(calls), str(HERE)],
-                           check=True, capture_output=True, cwd=scratch)
-            result[way] = _total(out) / calls
+                           check=True, capture_output=True, cwd=scratch, timeout=1800)
+            total = _total(out)
+            if total <= 0:
+                raise RuntimeError("callgrind counted nothing: is CPython's builtin_breakpoint "
+                                   "a symbol here?")
+            result[way] = total / calls
     return result
 
 

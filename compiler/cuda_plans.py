@@ -29,9 +29,9 @@ two plans per configuration cover a swap of two arrays (Jacobi's ``u, unew``).
 
 **No plan is made** (the full path stays, reported once through ``PYACC_INFO``) when
 the compiler is not numba-cuda 0.30 (numba-cuda-mlir launches through its own C++
-launcher), under the simulator, with ``PYACC_EXPRESS=0``, on the default stream (every
-device's: a plan keeps one device's function handle; pyacc's queues each have a stream
-of their own device), and for a kernel compiled
+launcher), under the simulator, with ``PYACC_EXPRESS=0``, on a default stream (legacy or per
+thread: every device's, and a plan keeps one device's function handle; pyacc's queues
+each have a stream of their own device), when preparing fails, and for a kernel compiled
 with ``debug`` (its launch reads an error word back), with dispatcher extensions, that
 is launch-config sensitive, or a configuration with other pre-launch callbacks.
 
@@ -194,9 +194,10 @@ def launch_and_prepare(key, configured, args, array_class) -> None:
     kernel, _launched.kernel = _launched.kernel, None
     try:
         plan = _prepare(kernel, configured, args, array_class)
-    except _Unplannable as why:
+    except Exception as why:  # noqa: BLE001 - the kernel ran: nothing here may fail the call
         plan = False  # these facts launch in full from now on
-        _report(configured, why)
+        _report(configured, why if isinstance(why, _Unplannable) else
+                f"preparing its launch failed ({type(why).__name__}: {why})")
     with _lock:
         plans = _plans.get(key)
         if plans is None:

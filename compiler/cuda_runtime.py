@@ -83,6 +83,10 @@ _external: dict[int, object] = {}
 _multiprocessors: list[int] = []
 _configured: dict[tuple, object] = {}
 _prepared: list = []  # [CuPy's array class, or None: no prepared launches], once decided
+#: the default streams' handles: the legacy one (0 and 1) and the per-thread one (2), each
+#: meaning the current device's
+_EVERY_DEVICES = (1, 2)
+_shared: set[int] = set()  # ids of the wrappers of those streams
 _lock = threading.Lock()
 
 
@@ -109,6 +113,8 @@ def stream():
     wrapped = _external.get(pointer)
     if wrapped is None:
         wrapped = _external[pointer] = _cuda().external_stream(pointer)
+        if pointer in _EVERY_DEVICES:
+            _shared.add(id(wrapped))  # (wrappers are kept for ever: their ids stay theirs)
     return wrapped
 
 
@@ -144,9 +150,9 @@ def launch(kernel, grid, block, args: tuple) -> None:
         return
     where = stream()  # 0, or the one wrapper of its pointer (``_external``)
     key = (kernel, grid, block, where)
-    # a queue's stream belongs to one device; the default stream (0) is every device's, and
+    # a queue's stream belongs to one device; the default streams are every device's, and
     # a plan keeps one device's function handle: no plans there
-    array_class = _array_class() if where else None
+    array_class = _array_class() if where and id(where) not in _shared else None
     prepared = None if array_class is None else cuda_plans.find(key, args, array_class)
     if prepared is not None:  # its arguments are CuPy arrays and numbers only
         prepared.launch(args)

@@ -251,7 +251,7 @@ static ExpressPlan *new_plan(PyObject *record) {
     plan->scalars = NULL;
     plan->substitutes = 0;
     plan->fixed_args = NULL;
-    plan->held = (TableLock){NULL, NULL, NULL};
+    plan->held = (TableLock){0};
     plan->take_at_once = take_at_once == Py_None ? NULL : Py_NewRef(take_at_once);
     plan->queue_set = plan->take_at_once == NULL ? NULL : queue_set_of(plan->take_at_once);
 #define KEEP(field, value) (Py_INCREF(value), plan->field = (value))

@@ -149,15 +149,16 @@ static void table_lock_clear(TableLock *bound) {
 }
 
 /* The offset of ``_lock`` in objects of exactly ``type`` when it is a ``__slots__`` member
- * of the type itself (``PresentTable``'s), else 0 (read by name). */
+ * of the type itself (``PresentTable``'s), else 0 (read by name). Learnt once per type: a
+ * ``_lock`` put on the class afterwards (replacing the slot's descriptor) is not seen. */
 static Py_ssize_t tl_slot_offset(PyTypeObject *type) {
     PyObject *descr = type->tp_dict == NULL ? NULL : PyDict_GetItemWithError(type->tp_dict, tl_lock_name);
     if (descr == NULL) {
         PyErr_Clear();
         return 0;
     }
-    if (Py_TYPE(descr) != &PyMemberDescr_Type)
-        return 0;
+    if (Py_TYPE(descr) != &PyMemberDescr_Type || !PyType_IsSubtype(type, PyDescr_TYPE(descr)))
+        return 0;  /* (a member of another class's layout, copied in: read by name) */
     PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
     return member->type == T_OBJECT_EX && member->offset > 0 ? member->offset : 0;
 }
@@ -167,8 +168,13 @@ static Py_ssize_t tl_slot_offset(PyTypeObject *type) {
 static PyObject *tl_lock_of(TableLock *bound, PyObject *owner) {
     PyTypeObject *type = Py_TYPE(owner);
     if ((PyObject *)type != bound->owner_type) {
-        Py_XSETREF(bound->owner_type, Py_NewRef((PyObject *)type));
-        bound->lock_offset = tl_slot_offset(type);
+        /* both fields set before the old type is released: its deallocation may run
+           Python code, and another thread may read the two meanwhile */
+        Py_ssize_t offset = tl_slot_offset(type);
+        PyObject *old = bound->owner_type;
+        bound->owner_type = Py_NewRef((PyObject *)type);
+        bound->lock_offset = offset;
+        Py_XDECREF(old);
     }
     if (bound->lock_offset) {
         PyObject *lock = *(PyObject **)((char *)owner + bound->lock_offset);

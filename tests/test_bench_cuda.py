@@ -61,10 +61,12 @@ def test_overlap_and_launch_context_are_reported_with_their_targets():
                                       "both": 0.0055}, "hidden": 0.875},
               "launch": {"us": {"pyacc sync": 9.0, "numba-cuda sync": 30.0,
                                 "pyacc sync, dispatcher": 120.0,
-                                "driver launch (cuda.core), queued": 3.1}}}
+                                "driver launch (cuda.core) sync": 6.1}}}
     assert bench_cuda.summary_fields(report)["overlap_hidden"] == 0.875
     lines = bench_cuda.measure_lines(report)
     overlap, = [line for line in lines if "two queues" in line]
     assert "0.88" in overlap and "≥ 0.5" in overlap and "not met" not in overlap
     context, = [line for line in lines if "for context" in line]
-    assert "dispatcher 120.00" in context and "queued 3.10" in context
+    assert "dispatcher 120.00" in context and "sync 6.10" in context
+    sync, = [line for line in lines if "sync: pyacc µs per call" in line]
+    assert "9.00" in sync and "≤ 10.0" in sync and "not met" not in sync

@@ -241,6 +241,33 @@ def test_no_plans_on_the_default_stream(real_launch_path, monkeypatch):
     assert watch.calls == 4 and cuda_plans._plans == {} and cuda_plans._sightings == {}
 
 
+def test_no_plans_on_a_default_stream_of_every_device(real_launch_path, monkeypatch):
+    """CuPy's per-thread default stream (handle 2) and the legacy one (1) are every
+    device's too."""
+    monkeypatch.setattr(cuda_runtime, "_shared", {id(QUEUE_STREAM)})
+    kernel, a = _kernel(), DeviceArray((8, 1))
+    for _ in range(4):
+        cuda_runtime.launch(kernel, 1, 32, (a, 8, 1.0))
+    assert watch.calls == 4 and cuda_plans._plans == {}
+
+
+def test_a_failure_while_preparing_fails_no_call(real_launch_path, monkeypatch, capsys):
+    """The kernel has run when its plan is made: an error then is reported, not raised,
+    and those facts launch in full from then on."""
+    monkeypatch.setenv("PYACC_INFO", "1")
+
+    def broken(*args):
+        raise RuntimeError("no function handle")
+    monkeypatch.setattr(cuda_plans.PreparedLaunch, "__init__", broken)
+    kernel, a = _kernel(), DeviceArray((8, 1))
+    for step in range(4):
+        cuda_runtime.launch(kernel, 1, 32, (a, 8, float(step)))
+    assert watch.calls == 4 and len(watch.launches) == 4
+    assert list(cuda_plans._plans.popitem()[1].values()) == [False]
+    said = capsys.readouterr().err
+    assert said.count("preparing its launch failed (RuntimeError: no function handle)") == 1
+
+
 def test_facts_refuse_what_a_plan_cannot_replay():
     a = DeviceArray((4, 1))
     record = np.zeros(1, dtype=[("x", "f8")])[0]
