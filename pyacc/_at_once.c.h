@@ -7,8 +7,9 @@
  * done in C: what ``QueueSet.take_at_once`` (``WorkerQueue.take_kernel``,
  * ``inline.predict_kernel``, ``WorkerQueue.begin_inline``) and ``WorkerQueue.ran_at_once``
  * (``inline.record_kernel``, ``WorkerQueue.end_inline``) do in Python, step for step, on
- * the same attributes under the same lock (the queue's ``_lock``, taken by its bound
- * ``acquire``/``release``, as ``with self._lock`` does); and the call's ``AsyncResult``,
+ * the same attributes (read and written in place: WorkerQueue's ``__slots__``) under the
+ * same lock (the queue's ``_lock``, taken by its bound ``acquire``/``release``, as
+ * ``with self._lock`` does); and the call's ``AsyncResult``,
  * made without its Python ``__init__`` (its two slots set; ``configure_async``).
  *
  * Invariants:
@@ -46,6 +47,13 @@ static PyObject *g_watched_values[WATCHED_NAMES];  /* their values at configure_
 static PyObject *s_queues, *s_inlines, *s_inline_below, *s_completed, *s_submitted,
                 *s_holds, *s_closed, *s_error, *s_inline, *s_waiters, *s_operations,
                 *s_notify;
+/* WorkerQueue's fields the take and give-back read and write: in place where they are
+ * ``__slots__`` members (``mapping/_slot_fields.h``; the take runs for an exact WorkerQueue
+ * only), else by name */
+enum { Q_INLINES, Q_INLINE_BELOW, Q_COMPLETED, Q_SUBMITTED, Q_HOLDS, Q_CLOSED, Q_ERROR,
+       Q_INLINE, Q_WAITERS, Q_OPERATIONS, Q_FIELDS };
+static SlotField g_queue_fields[Q_FIELDS];
+#define QUEUE_FIELD(name) (&g_queue_fields[Q_##name])
 
 /* 1: every watched name still has its value of configure_async; 0: one was rebound;
  * -1: error. Memoized by the dicts' version tags (read again only when one changed). */
@@ -76,9 +84,9 @@ static PyObject *queue_set_of(PyObject *bound) {
     return Py_TYPE(owner) == g_queue_set ? Py_NewRef(owner) : NULL;
 }
 
-/* the truth of ``owner.name``: 1, 0, or -1 on error */
-static int attr_true(PyObject *owner, PyObject *name) {
-    PyObject *value = PyObject_GetAttr(owner, name);
+/* the truth of ``owner.<field>``: 1, 0, or -1 on error */
+static int field_true(PyObject *owner, const SlotField *field) {
+    PyObject *value = slot_field_get(owner, field);
     if (value == NULL)
         return -1;
     int truth = PyObject_IsTrue(value);
@@ -86,16 +94,16 @@ static int attr_true(PyObject *owner, PyObject *name) {
     return truth;
 }
 
-/* ``owner.name += 1`` (the caller holds the lock that guards it); -1 on error */
-static int attr_increment(PyObject *owner, PyObject *name) {
-    PyObject *value = PyObject_GetAttr(owner, name);
+/* ``owner.<field> += 1`` (the caller holds the lock that guards it); -1 on error */
+static int field_increment(PyObject *owner, const SlotField *field) {
+    PyObject *value = slot_field_get(owner, field);
     if (value == NULL)
         return -1;
     PyObject *next = PyNumber_Add(value, g_one);
     Py_DECREF(value);
     if (next == NULL)
         return -1;
-    int done = PyObject_SetAttr(owner, name, next);
+    int done = slot_field_set(owner, field, next);
     Py_DECREF(next);
     return done;
 }
@@ -144,13 +152,14 @@ static int predict(PyObject *kernel, Py_ssize_t nbytes, double *predicted) {
 /* ``end_inline``'s work, its lock held: not running, one more completed, waiters woken
  * (a synchronize, work queued or a close meanwhile: ``queue._notify()``); -1 on error */
 static int end_taken(PyObject *queue) {
-    if (PyObject_SetAttr(queue, s_inline, Py_False) < 0 || attr_increment(queue, s_completed) < 0)
+    if (slot_field_set(queue, QUEUE_FIELD(INLINE), Py_False) < 0 ||
+            field_increment(queue, QUEUE_FIELD(COMPLETED)) < 0)
         return -1;
-    int wake = attr_true(queue, s_waiters);
+    int wake = field_true(queue, QUEUE_FIELD(WAITERS));
     if (wake == 0)
-        wake = attr_true(queue, s_operations);
+        wake = field_true(queue, QUEUE_FIELD(OPERATIONS));
     if (wake == 0)  /* a close meanwhile: the worker finishes */
-        wake = attr_true(queue, s_closed);
+        wake = field_true(queue, QUEUE_FIELD(CLOSED));
     if (wake != 1)
         return wake;
     return call_method(queue, s_notify);
@@ -162,26 +171,26 @@ static int begin_inline(PyObject *queue) {
     if (table_lock_take(&g_queue_lock, queue, &release) < 0)
         return -1;
     int taken = -1;
-    PyObject *completed = PyObject_GetAttr(queue, s_completed);
-    PyObject *submitted = completed ? PyObject_GetAttr(queue, s_submitted) : NULL;
-    PyObject *error = submitted ? PyObject_GetAttr(queue, s_error) : NULL;
+    PyObject *completed = slot_field_get(queue, QUEUE_FIELD(COMPLETED));
+    PyObject *submitted = completed ? slot_field_get(queue, QUEUE_FIELD(SUBMITTED)) : NULL;
+    PyObject *error = submitted ? slot_field_get(queue, QUEUE_FIELD(ERROR)) : NULL;
     if (error != NULL) {
         int busy = PyObject_RichCompareBool(completed, submitted, Py_NE);
         if (busy == 0)
-            busy = attr_true(queue, s_holds);
+            busy = field_true(queue, QUEUE_FIELD(HOLDS));
         if (busy == 0)
-            busy = attr_true(queue, s_closed);
+            busy = field_true(queue, QUEUE_FIELD(CLOSED));
         if (busy == 0)
             busy = error != Py_None;
         if (busy == 0)
-            busy = attr_true(queue, s_inline);
+            busy = field_true(queue, QUEUE_FIELD(INLINE));
         if (busy == 0) {
             PyObject *next = PyNumber_Add(submitted, g_one);  /* (before any write) */
-            if (next != NULL && PyObject_SetAttr(queue, s_inline, Py_True) == 0) {
-                if (PyObject_SetAttr(queue, s_submitted, next) == 0)
+            if (next != NULL && slot_field_set(queue, QUEUE_FIELD(INLINE), Py_True) == 0) {
+                if (slot_field_set(queue, QUEUE_FIELD(SUBMITTED), next) == 0)
                     taken = 1;
                 else  /* (not taken after all) */
-                    PyObject_SetAttr(queue, s_inline, Py_False);
+                    slot_field_set(queue, QUEUE_FIELD(INLINE), Py_False);
             }
             Py_XDECREF(next);
         } else if (busy == 1) {
@@ -221,11 +230,11 @@ static int take_queue(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, PyO
     int taken = 2;
     if (Py_TYPE(found) == g_worker_queue) {
         double predicted = 0.0;
-        taken = attr_true(found, s_inlines);
+        taken = field_true(found, QUEUE_FIELD(INLINES));
         if (taken == 1)
             taken = predict(plan->kernel, nbytes, &predicted);
         if (taken == 1) {
-            PyObject *below = PyObject_GetAttr(found, s_inline_below);
+            PyObject *below = slot_field_get(found, QUEUE_FIELD(INLINE_BELOW));
             if (below == NULL)
                 taken = -1;
             else if (!PyFloat_CheckExact(below))
@@ -447,6 +456,10 @@ static PyObject *configure_async(PyObject *module, PyObject *args) {
     }
     Py_XSETREF(g_take_at_once, take);
     Py_XSETREF(g_worker_queue, (PyTypeObject *)Py_NewRef(worker));
+    PyObject *field_names[Q_FIELDS] = {s_inlines, s_inline_below, s_completed, s_submitted,
+                                       s_holds, s_closed, s_error, s_inline, s_waiters, s_operations};
+    for (int i = 0; i < Q_FIELDS; i++)
+        slot_field_init(&g_queue_fields[i], (PyTypeObject *)worker, field_names[i]);
     Py_XSETREF(g_queue_set, (PyTypeObject *)Py_NewRef(queue_set));
     Py_XSETREF(g_runs, Py_NewRef(runs));
     Py_XSETREF(g_record_kernel, Py_NewRef(record));

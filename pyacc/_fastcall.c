@@ -63,6 +63,7 @@
 #include "_dict_tag.h"
 #include "_numpy_abi.h"
 #include "_table_lock.h"
+#include "../mapping/_slot_fields.h"
 
 /* what Numba's typing reads of an array's flags */
 #define LAYOUT_FLAGS (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS | NPY_ALIGNED | NPY_WRITEABLE)
