@@ -219,6 +219,25 @@ static int leave_stack(DataRegion *self) {
     return 0;
 }
 
+/* ``runtime.lane`` (a new reference; NULL with an exception set): the thread's remembered
+ * lane when ``runtime`` is the thread's current runtime (a runtime's lane is set once, by
+ * its constructor), else read by name. */
+static PyObject *lane_of(PyObject *runtime) {
+    PyObject *current, *lane, *stack;
+    int found = thread_runtime(&current, &lane, &stack);
+    if (found == 1) {
+        int same = current == runtime;
+        Py_DECREF(current);
+        Py_DECREF(stack);
+        if (same)
+            return lane;
+        Py_DECREF(lane);
+    } else if (found < 0) {
+        PyErr_Clear();  /* (the context is read again by the next call; here: by name) */
+    }
+    return PyObject_GetAttr(runtime, s_lane);
+}
+
 static PyObject *region_exit(DataRegion *self, PyObject *const *args, Py_ssize_t nargs) {
     if (self->mode != REGION_IN_C)
         return PyObject_Vectorcall(g_python_exit, (PyObject *[]){(PyObject *)self,
@@ -229,7 +248,7 @@ static PyObject *region_exit(DataRegion *self, PyObject *const *args, Py_ssize_t
     self->state = REGION_DONE;
     if (leave_stack(self) < 0)  /* first, as the Python exit (``_leave``) */
         return NULL;
-    PyObject *lane = PyObject_GetAttr(self->runtime, s_lane);
+    PyObject *lane = lane_of(self->runtime);
     PyObject *parted = lane == NULL ? NULL : PyObject_CallMethodOneArg(lane, s_part, self->entries);
     Py_XDECREF(lane);
     PyObject *done;

@@ -267,11 +267,13 @@ def test_data_region_c_a_failed_exit_still_leaves_the_stack(emulated, listening)
     region.__enter__()
     seen = listening(EventKind.REGION_EXIT)
     runtime.lane = _FailingLane(lane, "part")
+    _fastcall.context_changed()  # the C base remembers the lane per context epoch
     try:
         with pytest.raises(RuntimeError, match="part failed"):
             region.__exit__(None, None, None)
     finally:
         runtime.lane = lane
+        _fastcall.context_changed()
     assert _devices.ICVS.region_stack == [] and len(seen) == 1  # off the stack, and its exit event
     assert acc.refcounts(a) == (1, 1)  # the failed part changed nothing (the fixture's shutdown ends it)
 
