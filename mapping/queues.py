@@ -41,6 +41,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable
 
+from ._probe import TableLock
 from .errors import AccError, ExecutionError
 from .events import BUS, EventKind
 from .inline import MOST, Crossover, arguments_bytes, measure, predict_kernel, record_kernel
@@ -122,7 +123,10 @@ class WorkerQueue(Queue):
     def __init__(self, async_value: int, device_label: str, inline_below: float | None = None):
         self.async_value = async_value
         self._label = f"queue {async_value} of {device_label}"
-        self._lock = threading.Lock()  # guards the state; taken directly on the hot paths
+        # guards the state; taken directly on the hot paths, and in place from C (the async
+        # call run at once, pyacc/_at_once.c.h) when it is the C lock (``_probe.TableLock``,
+        # re-entrant; never entered twice here, so it behaves as the plain lock it replaces)
+        self._lock = TableLock()
         self._condition = threading.Condition(self._lock)  # host threads in synchronize
         # the sleeping worker's wake-up: a raw lock, held except between a ``_notify``'s
         # release and the worker's acquire (C calls: no Python-level Condition, no lock
