@@ -152,7 +152,8 @@ def launch(kernel, grid, block, args: tuple) -> None:
     key = (kernel, grid, block, where)
     # a queue's stream belongs to one device; the default streams are every device's, and
     # a plan keeps one device's function handle: no plans there
-    array_class = _array_class() if where and id(where) not in _shared else None
+    shared = type(where) is int or id(where) in _shared  # (0: the default stream)
+    array_class = None if shared else _array_class()
     prepared = None if array_class is None else cuda_plans.find(key, args, array_class)
     if prepared is not None:  # its arguments are CuPy arrays and numbers only
         prepared.launch(args)

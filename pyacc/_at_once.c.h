@@ -8,8 +8,8 @@
  * ``inline.predict_kernel``, ``WorkerQueue.begin_inline``) and ``WorkerQueue.ran_at_once``
  * (``inline.record_kernel``, ``WorkerQueue.end_inline``) do in Python, step for step, on
  * the same attributes (read and written in place: WorkerQueue's ``__slots__``) under the
- * same lock (the queue's ``_lock``, taken by its bound ``acquire``/``release``, as
- * ``with self._lock`` does); and the call's ``AsyncResult``,
+ * same lock (the queue's ``_lock``, the C lock of ``_table_lock.h`` taken in place; another
+ * kind through its bound ``acquire``/``release``); and the call's ``AsyncResult``,
  * made without its Python ``__init__`` (its two slots set; ``configure_async``).
  *
  * Invariants:

@@ -14,9 +14,10 @@
  * and its bound methods, made again only when the lock is not the one last seen.
  *
  * The lock is read as ``table._lock`` at each take (in the child of a fork the table has
- * a new one): in place when ``_lock`` is a ``__slots__`` member of the table's type (the
- * offset learnt once per type, ``tl_lock_of``), else by name. An extension recognises the table's lock type by its name and size the
- * first time it meets it (``tl_reentrant``), so that _fastcall needs no import of _cprobe.
+ * a new one): in place when ``_lock`` is a ``__slots__`` member of the owner's type (the
+ * table's, a WorkerQueue's; the offset learnt once per type, ``tl_lock_of``), else by
+ * name. An extension recognises the table's lock type by its name and size the first
+ * time it meets it (``tl_reentrant``), so that _fastcall needs no import of _cprobe.
  * ``table_lock_init`` interns the three names once per extension (each includes this
  * header: its functions are ``static``). The GIL is held throughout, except while a take
  * waits.
@@ -149,10 +150,12 @@ static void table_lock_clear(TableLock *bound) {
 }
 
 /* The offset of ``_lock`` in objects of exactly ``type`` when it is a ``__slots__`` member
- * of the type itself (``PresentTable``'s), else 0 (read by name). Learnt once per type: a
- * ``_lock`` put on the class afterwards (replacing the slot's descriptor) is not seen. */
+ * of the type itself (``PresentTable``'s, ``WorkerQueue``'s), else 0 (read by name).
+ * Learnt once per type: a ``_lock`` put on the class afterwards (replacing the slot's
+ * descriptor) is not seen. */
 static Py_ssize_t tl_slot_offset(PyTypeObject *type) {
-    PyObject *descr = type->tp_dict == NULL ? NULL : PyDict_GetItemWithError(type->tp_dict, tl_lock_name);
+    PyObject *descr = type->tp_dict == NULL ? NULL
+                                            : PyDict_GetItemWithError(type->tp_dict, tl_lock_name);
     if (descr == NULL) {
         PyErr_Clear();
         return 0;
