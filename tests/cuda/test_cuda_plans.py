@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pyacc.compiler import cuda_compilers, cuda_plans, cuda_runtime
 
@@ -286,3 +287,44 @@ def test_plans_are_for_numba_cuda_0_30_and_the_express_lane(monkeypatch):
     assert not cuda_plans.enabled(fake)
     monkeypatch.setenv("PYACC_EXPRESS", "0")
     assert not cuda_plans.enabled(numba_cuda)
+
+
+_POOL = None
+
+
+def _pool():
+    """Arrays a program's launches draw from: layouts, dtypes, pointers, a view."""
+    global _POOL
+    if _POOL is None:
+        u = DeviceArray((6, 2), ptr=0x1000)
+        _POOL = [u, DeviceArray((6, 2), ptr=0x2000), DeviceArray((6, 2), order="F", ptr=0x1000),
+                 DeviceArray((6, 2), np.float32, ptr=0x3000), u.view_of_rows(3)]
+    return _POOL
+
+
+_KERNEL = []
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, 4), st.sampled_from([3, 6, 2**40]),
+                          st.sampled_from([1.5, -2.0, np.float32(0.25)]),
+                          st.sampled_from([(1, 32), (2, 16)])), min_size=1, max_size=14))
+def test_plans_launch_exactly_what_the_dispatcher_launches(real_launch_path, program):
+    """Any sequence of launches (arrays swapped, views, other layouts and dtypes, scalars
+    of two types, two configurations): with plans, ``cuda.core.launch`` gets exactly the
+    launches it gets with every launch through numba-cuda's dispatcher."""
+    if not _KERNEL:
+        _KERNEL.append(_kernel())
+    kernel, pool = _KERNEL[0], _pool()
+    recorded = {}
+    for way, prepared in (("plans", [DeviceArray]), ("dispatcher", [None])):
+        cuda_runtime._prepared[:] = prepared
+        cuda_plans._plans.clear()
+        cuda_plans._sightings.clear()
+        watch.launches = []
+        for index, n, x, (grid, block) in program:
+            cuda_runtime.launch(kernel, grid, block, (pool[index], n, x))
+        recorded[way] = [(stream, repr(config), handle, _comparable(words))
+                         for stream, config, handle, words in watch.launches]
+    assert recorded["plans"] == recorded["dispatcher"]
