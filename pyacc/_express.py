@@ -116,7 +116,7 @@ class ExpressPlan(NamedTuple):
     ranges: object         #: the table's version holder, or None (nothing mapped)
     table: object          #: the present table whose lock a held replay takes, or None
     version: object        #: the table's version when armed
-    kernel: object         #: the compiled kernel the call launches
+    kernel: object         #: what the call launches: the device's launcher of its compiled kernel
     reads_default: bool    #: whether the enclosing ``default`` is checked
     default: object        #: that enclosing default
     env_values: tuple      #: the values of ``KERNEL_ENV_KEYS`` that chose the kernel
@@ -144,7 +144,12 @@ def plan_spec(runtime, call_plan, args, reads_default: bool):
     device = runtime.device
     take_at_once = device.queues.take_at_once if device.runs_work_at_once else None
     launch_count = (STATS.counter_row(device.identity), _LAUNCHES)
-    return ExpressPlan(call_plan, len(args), runtime, holder, table, version, call_plan.kernel,
+    # what the synchronous call launches (its async calls run at once only where the
+    # device's launcher is the kernel itself: queues of host threads)
+    kernel = device.launcher(call_plan.kernel, device.sync_queue)
+    if take_at_once is not None and kernel is not call_plan.kernel:
+        take_at_once = None
+    return ExpressPlan(call_plan, len(args), runtime, holder, table, version, kernel,
                        reads_default, default, env, launch_count, vars(device), arrays,
                        call_plan.scalars, exact, take_at_once)
 

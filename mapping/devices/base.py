@@ -267,11 +267,22 @@ class Device(abc.ABC):
         """The asynchronous queues created so far."""
         return self.queues.existing()
 
+    def launcher(self, kernel: Callable, queue: Queue) -> Callable:
+        """What runs ``kernel`` on ``queue`` when it is launched: the kernel itself. A
+        device whose launches need more wraps it (``cuda``: the queue's stream current
+        while it launches, then waited for on the synchronous queue). ``launch`` runs what
+        this returns, and so does pyacc's express lane (``pyacc/_fastcall.c``), which
+        takes only devices that keep ``Device.launch`` and whose replays keep their own
+        device arrays (``ComputeMemo``: not cuda's, whose views hold their memory)."""
+        return kernel
+
     def launch(self, kernel: Callable, args, queue: Queue, *, name=None, where=None, info=None):
-        """Run ``kernel(*args)`` on ``queue``. Returns the kernel's result on the
-        synchronous queue; on an asynchronous one a ``Pending`` whose ``value`` is set
-        when the kernel has run. ``where`` (the construct's source location) and
-        ``info`` (the launcher's description of the kernel) go into the LAUNCH event."""
+        """Run ``kernel(*args)`` (``launcher``'s) on ``queue``. Returns the kernel's
+        result on the synchronous queue; on an asynchronous one a ``Pending`` whose
+        ``value`` is set when the kernel has run. ``where`` (the construct's source
+        location) and ``info`` (the launcher's description of the kernel) go into the
+        LAUNCH event."""
+        kernel = self.launcher(kernel, queue)
         BUS.count(_LAUNCH, self.identity)
         if _ACTIVE[_LAUNCH] or _ACTIVE[_DONE]:
             with _HOLD:  # a subscriber that raises does so once the kernel is launched

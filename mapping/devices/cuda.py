@@ -210,14 +210,12 @@ class CudaDevice(Device):
         return self.backend.pinned(nbytes)
 
     # -- queues and launches -------------------------------------------------------
-    def launch(self, kernel, args, queue, **options):
-        """``Device.launch`` with the queue's stream current while the kernel launches
-        (compiled kernels launch on CuPy's current stream). On the synchronous queue the
-        stream is then synchronized; on an asynchronous one the launch is in stream order
-        and returns a ``Pending`` (OpenACC 3.3 §2.16.1)."""
-        if queue is self.sync_queue:
-            kernel = SyncKernel(kernel, self.backend, queue)
-        return super().launch(kernel, args, queue, **options)
+    def launcher(self, kernel, queue):
+        """On the synchronous queue, ``kernel`` with the queue's stream current while it
+        launches (compiled kernels launch on CuPy's current stream), then the stream
+        synchronized (OpenACC 3.3 §2.16.1); on an asynchronous one the kernel itself (the
+        queue runs it with its stream current, in stream order)."""
+        return SyncKernel(kernel, self.backend, queue) if queue is self.sync_queue else kernel
 
     # -- properties and lifetime ---------------------------------------------------
     @property

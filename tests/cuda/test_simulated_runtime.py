@@ -220,3 +220,20 @@ def test_strided_view_of_absent_data_goes_through_a_contiguous_copy():
     expected[:, 1] += 1
     expected.ravel()[::-3] += 1
     np.testing.assert_array_equal(u, expected)
+
+
+def test_an_express_plan_never_holds_a_cuda_device_array():
+    """A plan of the express lane holds its device arrays strongly; a CuPy view holds its
+    allocation, so a plan would keep the device memory of data that left (its region
+    lives as long as the program). cuda calls therefore stay on the Python launcher,
+    whose memo keeps weak references (``mapping.compute.ComputeMemo``), and the memory
+    is freed when the data leaves."""
+    x, y = np.arange(8.0), np.ones(8)
+    with acc.data(copyin=[x], copy=[y]):
+        for _ in range(5):
+            saxpy(2.0, x, y)
+        assert getattr(saxpy, "_express_plans", 0) == 0
+        assert acc.stats()["memory_in_use"] > 0
+    assert acc.stats()["memory_in_use"] == 0
+    np.testing.assert_allclose(y, 1.0 + 5 * 2.0 * np.arange(8.0))
+    assert acc.stats()["launch_count"] == 5
