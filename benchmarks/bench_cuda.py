@@ -595,7 +595,11 @@ def run_launch(mode, cupy, nb, budget) -> dict:
 
     # the driver call itself, from numba-cuda's kernel (numba-cuda-mlir has a launcher of
     # its own, the reference kernels are its kernels then: no such row)
-    driver = driver_launch(nb, (dx, dy, dz)) if REFERENCE.name == "numba-cuda" else None
+    try:
+        driver = driver_launch(nb, (dx, dy, dz)) if REFERENCE.name == "numba-cuda" else None
+        without_driver = None
+    except Exception as error:  # noqa: BLE001 - numba-cuda's internals moved: a context row less
+        driver, without_driver = None, f"{type(error).__name__}: {error}"
 
     def driver_sync():
         for _ in range(calls):
@@ -620,7 +624,8 @@ def run_launch(mode, cupy, nb, budget) -> dict:
             _plans(planned)()
     us = {name: seconds / calls * 1e6 for name, seconds in times.items()}
     print("  launch (µs): " + ", ".join(f"{k} {v:.2f}" for k, v in us.items()))
-    return {"calls": calls, "us": us, "notes": failed, "prepared": planned[0] is not None}
+    return {"calls": calls, "us": us, "notes": failed, "prepared": planned[0] is not None,
+            "driver_row_missing": without_driver}
 
 
 def _plans(state):
@@ -637,8 +642,14 @@ def driver_launch(nb, arrays):
     approaches (numba-cuda's kernels only)."""
     from numba.cuda import dispatcher  # the reference compiler is numba-cuda here
 
-    nb.trivial[1, 32](*arrays)
-    kernel, = nb.trivial.overloads.values()
+    seen = []  # the compiled kernel this launch uses (numba-cuda's pre-launch callback)
+    configured = nb.trivial[1, 32]
+    configured.pre_launch_callbacks.append(lambda kernel, config: seen.append(kernel))
+    try:
+        configured(*arrays)
+    finally:
+        configured.pre_launch_callbacks.pop()
+    kernel = seen[-1]
     words = []
     for kind, value in zip(kernel.argument_types, arrays):
         kernel._prepare_args(kind, value, 0, [], words)
