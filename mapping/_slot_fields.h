@@ -30,7 +30,8 @@ static void slot_field_init(SlotField *field, PyTypeObject *type, PyObject *name
         PyErr_Clear();  /* not there: read by name */
         return;
     }
-    if (Py_TYPE(descr) == &PyMemberDescr_Type) {
+    /* (a member descriptor of another class's layout, copied in, is read by name) */
+    if (Py_TYPE(descr) == &PyMemberDescr_Type && PyType_IsSubtype(type, PyDescr_TYPE(descr))) {
         PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
         if (member->type == T_OBJECT_EX && !(member->flags & READONLY) && member->offset > 0)
             field->offset = member->offset;

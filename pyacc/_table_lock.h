@@ -26,11 +26,12 @@
 #define PYACC_TABLE_LOCK_H
 
 #include <Python.h>
-#include <structmember.h>
 #include <pythread.h>
 #include <limits.h>
 #include <string.h>
 #include <time.h>
+
+#include "../mapping/_slot_fields.h"
 
 #define TABLE_LOCK_TYPE_NAME "pyacc.mapping._cprobe.TableLock"
 
@@ -46,7 +47,7 @@ typedef struct {
 typedef struct {
     PyObject *lock, *acquire, *release;  /* the (other kind of) lock last seen, its bound methods */
     PyObject *owner_type;   /* the type of the object whose ``_lock`` was last read */
-    Py_ssize_t lock_offset; /* ``_lock``'s slot in it (0: read by name) */
+    SlotField lock_field;   /* ``_lock`` in it: in place where a slot (``_slot_fields.h``) */
 } TableLock;
 
 static PyTypeObject *tl_reentrant;  /* TableLock's type, once met (or set by _cprobe) */
@@ -149,42 +150,22 @@ static void table_lock_clear(TableLock *bound) {
     Py_CLEAR(bound->owner_type);
 }
 
-/* The offset of ``_lock`` in objects of exactly ``type`` when it is a ``__slots__`` member
- * of the type itself (``PresentTable``'s, ``WorkerQueue``'s), else 0 (read by name).
- * Learnt once per type: a ``_lock`` put on the class afterwards (replacing the slot's
- * descriptor) is not seen. */
-static Py_ssize_t tl_slot_offset(PyTypeObject *type) {
-    PyObject *descr = type->tp_dict == NULL ? NULL
-                                            : PyDict_GetItemWithError(type->tp_dict, tl_lock_name);
-    if (descr == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (Py_TYPE(descr) != &PyMemberDescr_Type || !PyType_IsSubtype(type, PyDescr_TYPE(descr)))
-        return 0;  /* (a member of another class's layout, copied in: read by name) */
-    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-    return member->type == T_OBJECT_EX && member->offset > 0 ? member->offset : 0;
-}
-
 /* ``owner._lock`` (a new reference; NULL with an exception set): read in place when it is
- * a slot of the owner's type, else by name (``PyObject_GetAttr``, ~150 instructions). */
+ * a ``__slots__`` member of the owner's type (its field learnt once per type,
+ * ``slot_field_init``), else by name (``PyObject_GetAttr``, ~150 instructions). */
 static PyObject *tl_lock_of(TableLock *bound, PyObject *owner) {
     PyTypeObject *type = Py_TYPE(owner);
     if ((PyObject *)type != bound->owner_type) {
         /* both fields set before the old type is released: its deallocation may run
            Python code, and another thread may read the two meanwhile */
-        Py_ssize_t offset = tl_slot_offset(type);
+        SlotField field;
+        slot_field_init(&field, type, tl_lock_name);
         PyObject *old = bound->owner_type;
         bound->owner_type = Py_NewRef((PyObject *)type);
-        bound->lock_offset = offset;
+        bound->lock_field = field;
         Py_XDECREF(old);
     }
-    if (bound->lock_offset) {
-        PyObject *lock = *(PyObject **)((char *)owner + bound->lock_offset);
-        if (lock != NULL)
-            return Py_NewRef(lock);
-    }
-    return PyObject_GetAttr(owner, tl_lock_name);
+    return slot_field_get(owner, &bound->lock_field);
 }
 
 /* ``table``'s lock, acquired: 0, and ``*release`` is what gives it back (a new reference,
