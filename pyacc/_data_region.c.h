@@ -220,21 +220,11 @@ static int leave_stack(DataRegion *self) {
 }
 
 /* ``runtime.lane`` (a new reference; NULL with an exception set): the thread's remembered
- * lane when ``runtime`` is the thread's current runtime (a runtime's lane is set once, by
- * its constructor), else read by name. */
+ * lane when ``runtime`` is the remembered runtime (a runtime's lane is set once, by its
+ * constructor), else read by name. */
 static PyObject *lane_of(PyObject *runtime) {
-    PyObject *current, *lane, *stack;
-    int found = thread_runtime(&current, &lane, &stack);
-    if (found == 1) {
-        int same = current == runtime;
-        Py_DECREF(current);
-        Py_DECREF(stack);
-        if (same)
-            return lane;
-        Py_DECREF(lane);
-    } else if (found < 0) {
-        PyErr_Clear();  /* (the context is read again by the next call; here: by name) */
-    }
+    if (thread_context_remembered() && g_context_runtime == runtime)
+        return Py_NewRef(g_context_lane);
     return PyObject_GetAttr(runtime, s_lane);
 }
 
