@@ -102,13 +102,10 @@ def facts(args, array_class) -> tuple | None:
     return tuple(found)
 
 
-def find(key, args, array_class):
-    """The plan of configuration ``key`` for these arguments, or None."""
+def find(key, found):
+    """The plan of configuration ``key`` for arguments of facts ``found``, or None."""
     plans = _plans.get(key)
-    if plans is None:
-        return None
-    found = facts(args, array_class)
-    return None if found is None else plans.get(found) or None
+    return None if plans is None or found is None else plans.get(found) or None
 
 
 class PreparedLaunch:
@@ -176,10 +173,9 @@ def _seen(kernel, configured) -> None:
         _launched.kernel = kernel
 
 
-def launch_and_prepare(key, configured, args, array_class) -> None:
+def launch_and_prepare(key, configured, args, found, array_class) -> None:
     """Launch through numba-cuda in full; prepare the plan of ``key`` for these arguments
-    when their facts are seen the second time (module docstring)."""
-    found = facts(args, array_class)
+    when their facts (``found``) are seen the second time (module docstring)."""
     if found is None or not _second_sight(key, found):
         configured(*args)
         return

@@ -154,7 +154,8 @@ def launch(kernel, grid, block, args: tuple) -> None:
     # a plan keeps one device's function handle: no plans there
     shared = type(where) is int or id(where) in _shared  # (0: the default stream)
     array_class = None if shared else _array_class()
-    prepared = None if array_class is None else cuda_plans.find(key, args, array_class)
+    found = None if array_class is None else cuda_plans.facts(args, array_class)
+    prepared = cuda_plans.find(key, found)
     if prepared is not None:  # its arguments are CuPy arrays and numbers only
         prepared.launch(args)
         return
@@ -165,7 +166,7 @@ def launch(kernel, grid, block, args: tuple) -> None:
     if array_class is None:
         configured(*args)
     else:
-        cuda_plans.launch_and_prepare(key, configured, args, array_class)
+        cuda_plans.launch_and_prepare(key, configured, args, found, array_class)
 
 
 def _array_class():
