@@ -12,6 +12,7 @@ of issue 28).
 from __future__ import annotations
 
 import ctypes
+import functools
 import warnings
 from types import SimpleNamespace
 
@@ -289,20 +290,15 @@ def test_plans_are_for_numba_cuda_0_30_and_the_express_lane(monkeypatch):
     assert not cuda_plans.enabled(numba_cuda)
 
 
-_POOL = None
-
-
+@functools.cache
 def _pool():
     """Arrays a program's launches draw from: layouts, dtypes, pointers, a view."""
-    global _POOL
-    if _POOL is None:
-        u = DeviceArray((6, 2), ptr=0x1000)
-        _POOL = [u, DeviceArray((6, 2), ptr=0x2000), DeviceArray((6, 2), order="F", ptr=0x1000),
-                 DeviceArray((6, 2), np.float32, ptr=0x3000), u.view_of_rows(3)]
-    return _POOL
+    u = DeviceArray((6, 2), ptr=0x1000)
+    return (u, DeviceArray((6, 2), ptr=0x2000), DeviceArray((6, 2), order="F", ptr=0x1000),
+            DeviceArray((6, 2), np.float32, ptr=0x3000), u.view_of_rows(3))
 
 
-_KERNEL = []
+_shared_kernel = functools.cache(_kernel)  # one kernel for every example (compiled once)
 
 
 @settings(max_examples=25, deadline=None,
@@ -314,9 +310,7 @@ def test_plans_launch_exactly_what_the_dispatcher_launches(real_launch_path, pro
     """Any sequence of launches (arrays swapped, views, other layouts and dtypes, scalars
     of two types, two configurations): with plans, ``cuda.core.launch`` gets exactly the
     launches it gets with every launch through numba-cuda's dispatcher."""
-    if not _KERNEL:
-        _KERNEL.append(_kernel())
-    kernel, pool = _KERNEL[0], _pool()
+    kernel, pool = _shared_kernel(), _pool()
     recorded = {}
     for way, prepared in (("plans", [DeviceArray]), ("dispatcher", [None])):
         cuda_runtime._prepared[:] = prepared
