@@ -24,12 +24,9 @@ Run: ``python benchmarks/bench_launch_plans.py [--calls N] [--no-callgrind] [--s
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -126,30 +123,19 @@ def microseconds(calls: int, rounds: int = 7) -> dict:
 
 
 def instructions(calls: int) -> dict:
-    """Machine instructions per launch of each way (callgrind, inside the loop only)."""
+    """Machine instructions per launch of each way (callgrind, inside the loop only;
+    ``bench_async.instructions`` runs it)."""
+    from bench_async import instructions as counted  # (imports pyacc's async benchmark)
+
     result = {}
     for way in WAYS:
-        with tempfile.TemporaryDirectory() as scratch:
-            out = os.path.join(scratch, "callgrind.out")
-            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                            "--collect-atstart=no", "--toggle-collect=builtin_breakpoint",
-                            sys.executable, "-c", _CHILD, way, str(calls), str(HERE)],
-                           check=True, capture_output=True, cwd=scratch, timeout=1800)
-            total = _total(out)
-            if total <= 0:
-                raise RuntimeError("callgrind counted nothing: is CPython's builtin_breakpoint "
-                                   "a symbol here?")
-            result[way] = total / calls
+        total = counted(None, calls, child=(_CHILD, way, str(calls), str(HERE)),
+                        options=("--collect-atstart=no", "--toggle-collect=builtin_breakpoint"))
+        if total <= 0:
+            raise RuntimeError("callgrind counted nothing: is CPython's builtin_breakpoint "
+                               "a symbol here?")
+        result[way] = total / calls
     return result
-
-
-def _total(path: str) -> int:
-    """The instructions a callgrind output file counted."""
-    with open(path) as counted:
-        for line in counted:
-            if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1])
-    raise RuntimeError(f"{path}: no totals")
 
 
 def unavailable() -> str | None:
