@@ -32,12 +32,13 @@ The caller (``pyacc``'s launcher) knows the clauses, so it sorts the arguments: 
 an :class:`ArgumentSorter`, asked only when the replay does not apply.
 
 Invariants:
-    * A memo keeps nothing alive: the host arrays, the entries and the device arrays are
-      held by weak reference.
+    * A memo keeps nothing alive: the host arrays and the entries are held by weak
+      reference, and its device arrays are its own views that hold no memory
+      (``Device.own_view``).
     * While a memo matches and the table version is unchanged, each device array it kept
       is still what ``device_array_of`` would make (the same entry, at the same device
-      address, for a host array of the same layout); one changed in place since (its
-      shape, strides or dtype) is made anew.
+      address, for a host array of the same layout); nobody else holds it, so nobody
+      changes it in place.
     * Nothing here changes a counter directly: increments and decrements go through the
       runtime's ``join_structured``/``rejoin_structured``/``leave_structured`` and
       ``enter``/``exit_structured``, which hold the table lock and publish the events.
@@ -107,14 +108,13 @@ class ComputeMemo:
     """What a joined compute call remembers, so that the next call with the same arrays
     replays it (module docstring). Keeps nothing alive that a free would wait for.
 
-    Three forms, by device:
+    Two forms, by device:
     * shared host memory: the host arrays are the device arrays and nothing is counted;
       a match needs the same objects with the same dtype and ndim (the kernel's kinds);
-    * device views that hold no memory (``Device.views_hold_memory`` False: emulated's
-      windows on its pool): the memo keeps its own device arrays, which nobody else can
-      change, and the kernel's arguments are built from them without any check;
-    * otherwise (CuPy views hold their allocation): weak references to the entries'
-      device arrays, each checked for an in-place layout change before it is used again.
+    * separate memory: the memo keeps device arrays of its own (``Device.own_view``: they
+      keep no memory alive, and nobody else can change them in place), used only while
+      the table is unchanged since the memo's call, so while their blocks are allocated;
+      the kernel's arguments are built from them without any check.
 
     Attributes:
         slots: The argument slots of the mapped arrays.
@@ -122,8 +122,7 @@ class ComputeMemo:
         counter: The count the call's maps hold (structured; dynamic for OpenMP maps).
     """
 
-    __slots__ = ("slots", "map_kinds", "counter", "_structured_memo", "_host", "_shared", "_views",
-                 "_kept")
+    __slots__ = ("slots", "map_kinds", "counter", "_structured_memo", "_host", "_shared", "_kept")
 
     def __init__(self, runtime, args, slots, map_kinds, structured_memo, device_args):
         self.slots = slots
@@ -132,17 +131,14 @@ class ComputeMemo:
         self._structured_memo = structured_memo  # the runtime's: table version, weak entries
         device = runtime.device
         self._shared = device.shares_host_memory
-        self._views = self._kept = None
+        self._kept = None
         if self._shared:
             self._host = tuple((slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].ndim)
                                for slot in slots)
             return
         self._host = tuple((slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].shape,
                             args[slot].strides) for slot in slots)
-        if device.views_hold_memory:
-            self._views = [_weak(device_args[slot]) for slot in slots]
-        else:  # the memo's own device arrays: nobody else can change them in place
-            self._kept = tuple((slot, _own_view(device_args[slot])) for slot in slots)
+        self._kept = tuple((slot, device.own_view(device_args[slot])) for slot in slots)
 
     def matches(self, args) -> bool:
         """Whether ``args`` hold the same host array objects in the mapped slots, with
@@ -167,8 +163,8 @@ class ComputeMemo:
         """What pyacc's express lane (``pyacc/_fastcall.c``) must check and launch to
         repeat this memo's replay for ``args`` (just replayed) without Python:
         ``(version_holder, table, version, arrays, exact)``; None where the replay does
-        more than that (a device whose views hold memory or whose launch is not
-        ``Device.launch``, oversubscription). ``arrays``: ``(slot, host array, device
+        more than that (a device whose launch is not ``Device.launch``, a checked
+        runtime). ``arrays``: ``(slot, host array, device
         array or None)``; ``exact``: the same host objects with the same layout (separate
         memory; the table's version is checked under its lock, held for the kernel), else
         arrays of the same kinds (shared memory: nothing is mapped)."""
@@ -178,7 +174,7 @@ class ComputeMemo:
             # device's instance dict at each call, as a plan may be installed later)
         if self._shared:
             return None, None, 0, tuple((slot, args[slot], None) for slot in self.slots), False
-        if self._kept is None or runtime.tracks_use:
+        if runtime.tracks_use:
             return None
         table = runtime.table
         return (table.version_holder, table, self._structured_memo.version,
@@ -204,34 +200,8 @@ class ComputeMemo:
             entries = runtime.rejoin_structured(self._structured_memo)
             if entries is None:
                 return None
-        if self._kept is not None:
-            device_args = _substituted(args, self._kept)
-        else:
-            try:
-                if entries is None:  # held: the entries, for device arrays made anew
-                    entries = [reference() for reference in self._structured_memo]
-                device_args = self._device_args(runtime, args, entries)
-            except BaseException:  # nothing entered after all
-                exit_compute(runtime, _ticket(ComputeTicket, (None, self, True, entries, None, args,
-                                                              hold, ())), runtime.device.sync_queue,
-                             copy_back=False)
-                raise
+        device_args = _substituted(args, self._kept)
         return _ticket(ComputeTicket, (device_args, self, True, entries, None, args, hold, ()))
-
-    def _device_args(self, runtime, args, entries) -> list:
-        """``args`` with each mapped array replaced by the entry's device array kept
-        from the memo's call, while it still has that layout; else made anew."""
-        device_args = list(args)
-        views = self._views
-        for index, (slot, _, dtype, shape, strides) in enumerate(self._host):
-            view = views[index]()
-            # a kept device array may have been changed in place since (one that
-            # acc.deviceptr handed out, say): then it is made anew
-            if view is None or view.shape != shape or view.strides != strides or view.dtype != dtype:
-                view = runtime.device_array_of(entries[index], args[slot])
-                views[index] = _weak(view)
-            device_args[slot] = view
-        return device_args
 
 
 def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMemo | None = None,
@@ -317,22 +287,3 @@ def _substituted(args, replacements) -> list:
     for slot, device_array in replacements:
         device_args[slot] = device_array
     return device_args
-
-
-def _own_view(device_array):
-    """A device array of the memo's own: a new numpy array object over the same memory,
-    with the same layout (devices whose views hold no memory hand out numpy windows)."""
-    return device_array.view()
-
-
-def _weak(value):
-    """A weak reference to ``value``, or a stand-in that is always dead (types without
-    weak references: their device arrays are made anew at every call)."""
-    try:
-        return weakref.ref(value)
-    except TypeError:
-        return _dead
-
-
-def _dead():
-    return None

@@ -79,15 +79,10 @@ class Device(abc.ABC):
         number: the device number within its type.
         shares_host_memory: True when host arrays are device arrays (every data clause is
             a no-op, OpenACC 3.3 §2.7.4 "shared memory").
-        views_hold_memory: True when a device array made by ``view`` keeps its block's
-            memory alive (CuPy views hold their allocation); False when its device arrays
-            are numpy windows on memory that lives anyway (``emulated``'s one pool), so a
-            caller may keep views of them without delaying any free.
     """
 
     type_name: str = "abstract"
     shares_host_memory: bool = False
-    views_hold_memory: bool = True
     #: transfers are ``_copy`` between two numpy arrays in host memory, run at once on the
     #: synchronous queue with nothing else (``emulated``): the data lane may carry out a
     #: synchronous update of present data itself (``admit_lane_copies``)
@@ -145,6 +140,16 @@ class Device(abc.ABC):
     def view(self, address: int, like: np.ndarray):
         """A device array shaped and strided like ``like`` whose first element lies at
         device ``address``."""
+
+    def own_view(self, device_array):
+        """A device array of the caller's own over ``device_array``'s memory, with its
+        layout, that keeps no memory alive: a compute memo keeps one per mapped argument
+        (``mapping.compute.ComputeMemo``), which nobody else can change in place, and uses
+        it only while the present table is unchanged since it was made (so while its
+        block is allocated). By default a new numpy array object over the same memory
+        (device arrays that are numpy windows on memory that lives anyway); a device
+        whose arrays hold their allocation (CuPy's) makes one that does not."""
+        return device_array.view()
 
     def unmapped(self, array: np.ndarray):
         """What a kernel gets for host data without a device copy (``no_create`` of
@@ -272,8 +277,7 @@ class Device(abc.ABC):
         device whose launches need more wraps it (``cuda``: the queue's stream current
         while it launches, then waited for on the synchronous queue). ``launch`` runs what
         this returns, and so does pyacc's express lane (``pyacc/_fastcall.c``), which
-        takes only devices that keep ``Device.launch`` and whose replays keep their own
-        device arrays (``ComputeMemo``: not cuda's, whose views hold their memory)."""
+        takes only devices that keep ``Device.launch``."""
         return kernel
 
     def launch(self, kernel: Callable, args, queue: Queue, *, name=None, where=None, info=None):

@@ -116,6 +116,12 @@ class CudaDevice(Device):
         begin, _, handle = block
         return self.backend.view(handle, address - begin, like.shape, like.dtype, like.strides)
 
+    def own_view(self, device_array):
+        """A CuPy array over ``device_array``'s memory that does not hold its allocation
+        (``Device.own_view``; a CuPy view would keep a block of data that left alive for
+        as long as a memo or an express plan lives)."""
+        return self.backend.unowned_view(device_array)
+
     def unmapped(self, array: np.ndarray):
         """A GPU kernel takes no host array: an empty device array of the same dtype and
         rank stands for data without a device copy (``no_create`` of absent data). Like

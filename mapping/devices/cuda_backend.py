@@ -10,7 +10,9 @@ are ints; "enqueue" means the call returns at once and the work runs in stream o
   ``handle`` keeps the block alive), ``free(handle)``, ``memory_info() -> (free, total)``;
 - device arrays: ``view(handle, offset, shape, dtype, strides)`` (a CuPy array; ``handle``
   None: an empty one), ``foreign_view(address, shape, dtype, strides)`` (the same over
-  memory the program allocated, for ``acc.map_data``), ``interface_of(obj)`` (its ``__cuda_array_interface__`` dict, or
+  memory the program allocated, for ``acc.map_data``), ``unowned_view(array)`` (a new
+  device array over ``array``'s memory, with its layout, that keeps no allocation alive;
+  the caller uses it only while the memory is allocated), ``interface_of(obj)`` (its ``__cuda_array_interface__`` dict, or
   None when ``obj`` is not a device array), ``as_device_array(obj)`` (a view the backend
   can copy elements of), ``is_device_memory(address)`` (memory of device ``n``:
   ``cudaPointerGetAttributes``);
@@ -177,6 +179,13 @@ class CupyBackend:
         memory = self._cupy.cuda.UnownedMemory(low, high - low, None, self.number)
         pointer = self._cupy.cuda.MemoryPointer(memory, address - low)
         return self._cupy.ndarray(shape, dtype, memptr=pointer, strides=strides)
+
+    def unowned_view(self, array):
+        """A new CuPy array over ``array``'s memory, with its layout, whose memory is
+        ``UnownedMemory`` without an owner: it keeps nothing alive (module docstring)."""
+        if array.size == 0:
+            return self.view(None, 0, array.shape, array.dtype, array.strides)
+        return self.foreign_view(array.data.ptr, array.shape, array.dtype, array.strides)
 
     def interface_of(self, obj):
         try:

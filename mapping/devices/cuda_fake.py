@@ -17,7 +17,9 @@ How it stands in (the interface is listed in ``mapping.devices.cuda_backend``'s 
   hidden synchronous copy: pyacc's own code never relies on that. They have CuPy's surface
   where pyacc touches it: ``__cuda_array_interface__``, ``shape``/``dtype``/``strides``/
   ``ndim``/``size``/``nbytes``/``flags``, basic indexing into views, ``reshape``,
-  ``view``, ``T``, ``get()`` (a host copy), ``set(host)`` and ``__setitem__``.
+  ``view``, ``T``, ``get()`` (a host copy), ``set(host)`` and ``__setitem__``. Those of
+  ``unowned_view`` keep their buffer by weak reference, as CuPy's ``UnownedMemory``, and
+  refuse any use once it was freed (a GPU would let the kernel touch reused memory).
   The simulator reaches their memory through ``simulator_view()`` (the launch in
   ``compiler.cuda_runtime`` does); the backend reaches it through ``_view``;
 - streams: ``queues.WorkerQueue`` threads that run what is enqueued — memcpys, elementwise
@@ -138,6 +140,35 @@ class FakeDeviceArray:
     __iter__ = _read_on_host
 
 
+class _UnownedDeviceArray(FakeDeviceArray):
+    """What ``unowned_view`` makes: a device array that keeps its buffer by weak reference,
+    as CuPy's ``UnownedMemory`` keeps nothing alive. Stricter than CuPy, every use after
+    its buffer was freed raises (on a GPU it would read or write whatever the pool has put
+    there since)."""
+
+    __slots__ = ("_backend", "_begin", "_buffer", "_layout")
+
+    def __init__(self, backend: "FakeCudaBackend", begin: int, buffer: np.ndarray, layout: tuple):
+        self._backend = backend
+        self._begin = begin
+        self._buffer = weakref.ref(buffer)
+        self._layout = layout  # (shape, dtype, offset, strides)
+
+    @property
+    def _view(self) -> np.ndarray:
+        buffer = self._buffer()
+        found = self._backend._buffer_at(self._begin)
+        if buffer is None or found is None or found[1] is not buffer:
+            raise ValueError(f"fake CUDA: a device array without an owner (unowned_view) at "
+                             f"{self._begin:#x} was used after its memory was freed")
+        shape, dtype, offset, strides = self._layout
+        return np.ndarray(shape, dtype, buffer=buffer, offset=offset, strides=strides)
+
+    def __repr__(self) -> str:
+        shape, dtype, offset, _ = self._layout
+        return f"<unowned FakeDeviceArray shape={shape} dtype={dtype} at {self._begin + offset:#x}>"
+
+
 class _FakeStream(WorkerQueue):
     """A fake CUDA stream: a worker thread; ``ptr`` stands for the ``cudaStream_t``."""
 
@@ -225,6 +256,15 @@ class FakeCudaBackend:
         begin, buffer = self._buffer_at(address)
         return FakeDeviceArray(np.ndarray(shape, dtype, buffer=buffer, offset=address - begin,
                                           strides=strides))
+
+    def unowned_view(self, array: FakeDeviceArray) -> FakeDeviceArray:
+        view = array._view
+        if view.size == 0:
+            return self.view(None, 0, view.shape, view.dtype, view.strides)
+        address = view.__array_interface__["data"][0]
+        begin, buffer = self._buffer_at(address)
+        return _UnownedDeviceArray(self, begin, buffer,
+                                   (view.shape, view.dtype, address - begin, view.strides))
 
     def is_device_memory(self, address: int) -> bool:
         return self._buffer_at(address) is not None

@@ -251,7 +251,6 @@ class EmulatedDevice(GuardedMemory, Device):
 
     type_name = "emulated"
     shares_host_memory = False
-    views_hold_memory = False  # views are windows on the one pool (``view``)
 
     @property
     def copies_in_place(self) -> bool:

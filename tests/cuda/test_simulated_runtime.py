@@ -5,6 +5,8 @@ only under NUMBA_ENABLE_CUDASIM=1; ``test_simulator_run.py`` also sets
 PYACC_TESTING_FAKE_CUDA=1 for this run."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -222,18 +224,31 @@ def test_strided_view_of_absent_data_goes_through_a_contiguous_copy():
     np.testing.assert_array_equal(u, expected)
 
 
-def test_an_express_plan_never_holds_a_cuda_device_array():
-    """A plan of the express lane holds its device arrays strongly; a CuPy view holds its
-    allocation, so a plan would keep the device memory of data that left (its region
-    lives as long as the program). cuda calls therefore stay on the Python launcher,
-    whose memo keeps weak references (``mapping.compute.ComputeMemo``), and the memory
-    is freed when the data leaves."""
+def test_an_express_plan_keeps_no_cuda_memory_alive(monkeypatch):
+    """Repeated cuda calls take the express lane, whose plan holds its device arrays
+    strongly; they are the memo's own views (``Device.own_view``), which keep no
+    allocation alive (a CuPy view would keep the block of data that left for as long as
+    the region lives), so the memory goes back when the data leaves."""
+    from pyacc._devices import runtime_of
+
     x, y = np.arange(8.0), np.ones(8)
+    device = runtime_of("cuda", 0).device
+    saxpy._disarm()  # what earlier tests left
+    saxpy._call_plans = ()
+    launcher, slow = type(saxpy)._call_slow, []
+    monkeypatch.setattr(saxpy, "_call_slow", lambda *args: slow.append(1) or launcher(saxpy, *args),
+                        raising=False)
     with acc.data(copyin=[x], copy=[y]):
         for _ in range(5):
             saxpy(2.0, x, y)
-        assert getattr(saxpy, "_express_plans", 0) == 0
-        assert acc.stats()["memory_in_use"] > 0
+        assert (saxpy._express_plans, len(slow)) == (1, 2)  # a join, a replay, then the lane
+        addresses = [acc.deviceptr(a).__cuda_array_interface__["data"][0] for a in (x, y)]
+        blocks = [weakref.ref(device.backend._buffer_at(address)[1]) for address in addresses]
+        assert all(block() is not None for block in blocks)
     assert acc.stats()["memory_in_use"] == 0
+    assert [block() for block in blocks] == [None, None]  # the backend's buffers are gone
     np.testing.assert_allclose(y, 1.0 + 5 * 2.0 * np.arange(8.0))
     assert acc.stats()["launch_count"] == 5
+    with acc.data(copyin=[x], copy=[y]):  # new blocks: the plan no longer holds, nothing stale is read
+        saxpy(1.0, x, y)
+    np.testing.assert_allclose(y, 1.0 + 11 * np.arange(8.0))

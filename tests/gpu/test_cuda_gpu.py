@@ -18,6 +18,7 @@ import pytest
 
 import pyacc as acc
 from pyacc import _devices
+from pyacc._express import express_lane
 
 
 def _why_not() -> str | None:
@@ -185,6 +186,25 @@ def test_prepared_launches_repeat_exact_results(gpu, monkeypatch):
         assert prepared, "no launch was prepared"
     else:
         assert not prepared
+
+
+def test_an_express_plan_keeps_no_gpu_memory_alive(gpu):
+    """Repeated calls take the express lane with the memo's own CuPy views
+    (``Device.own_view``: ``UnownedMemory``), so the pool gets the blocks back when the
+    data leaves, and data mapped again at the same addresses is read afresh."""
+    pool = cupy.get_default_memory_pool()
+    acc.wait()
+    before = pool.used_bytes()
+    x, y = np.arange(1 << 20, dtype=np.float64), np.ones(1 << 20)
+    for round_ in range(2):
+        with acc.data(copyin=[x], copy=[y]):
+            for _ in range(5):
+                saxpy(2.0, x, y)
+            assert not express_lane() or saxpy._express_plans >= 1
+            assert pool.used_bytes() >= before + x.nbytes + y.nbytes
+        acc.wait()
+        assert pool.used_bytes() <= before
+        np.testing.assert_allclose(y, 1.0 + 10 * (round_ + 1) * np.arange(1 << 20))
 
 
 def test_dot_reduction(gpu):

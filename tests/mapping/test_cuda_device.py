@@ -5,6 +5,7 @@ arrays from any ``__cuda_array_interface__`` object, memory bookkeeping and even
 
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -482,6 +483,27 @@ def test_allocation_of_and_memory_in_use_follow_allocations(device):
     assert device.allocation_of(first) is None and device.memory_in_use == 0
     device.free(second)
     assert device.memory_in_use == 0
+
+
+def test_own_view_keeps_no_allocation_alive_and_refuses_use_after_the_free(device, backend):
+    """``own_view`` (what a compute memo keeps) is a new device array over the same memory
+    and layout, as CuPy's ``UnownedMemory`` view: it does not hold the block, and the fake
+    refuses any use of it once the block was freed (a GPU would touch reused memory)."""
+    address = device.allocate(8 * 24)
+    block = weakref.ref(backend._buffer_at(address)[1])
+    like = np.zeros((4, 6))[::-1, ::2]  # negative and skipping strides
+    viewed = device.view(address + 8 * 18, like)
+    own = device.own_view(viewed)
+    assert own is not viewed and (own.shape, own.strides, own.dtype) == (like.shape, like.strides, like.dtype)
+    viewed[1, 2] = 5.0
+    assert own.get()[1, 2] == 5.0 and own.__cuda_array_interface__ == viewed.__cuda_array_interface__
+    assert device.own_view(device.view(address, np.zeros(0))).shape == (0,)
+    del viewed
+    device.free(address)
+    assert block() is None  # the own view did not keep the buffer
+    with pytest.raises(ValueError, match="used after its memory was freed"):
+        own.get()
+    assert "unowned" in repr(own)
 
 
 def test_malloc_map_data_and_update_through_the_runtime(device, backend, runtime):
