@@ -35,10 +35,11 @@ from pyacc.mapping.events import STAT_KEYS, STATS
 from pyacc.mapping.queues import QueueSet, WorkerQueue
 
 from ._devices import ICVS, watch_context
+from ._outcome import AsyncResult
 
 __all__ = ["CALL_BASE", "DATA_BASE", "configure_data", "ExpressPlan", "express_lane", "set_lane",
            "plan_spec", "configure_async", "lane_routine", "RETURNS_DEVICE_ARRAY", "RETURNS_NONE",
-           "ANSWERS"]
+           "ANSWERS", "enqueuer"]
 
 
 def _load():
@@ -126,16 +127,23 @@ class ExpressPlan(NamedTuple):
     scalars: tuple         #: ``(slot, type)`` per scalar argument
     exact: bool            #: arrays compared by identity and layout (separate memory)
     take_at_once: object   #: ``QueueSet.take_at_once`` for ``async_`` calls, or None
+    #: for ``async_`` calls on a device whose queues are not host threads (``cuda``: a
+    #: queue enqueues on its stream): ``enqueue(value, device_args)`` (``enqueuer``), the
+    #: call's ``AsyncResult``, or None when the Python launcher must decide; else None
+    enqueue: object
 
 
-def plan_spec(runtime, call_plan, args, reads_default: bool):
+def plan_spec(runtime, call_plan, args, reads_default: bool, described=(None, None, None)):
     """The express plan of a call with ``args`` that replayed ``call_plan``
     on ``runtime``: what ``FastCall._arm_plan`` takes — the plan's kernel, environment
     and enclosing default (checked when ``reads_default``), the runtime and its device's
     instance dict, where the statistics count its launches, the kinds of the arguments passed as
     they are, the memo's arrays and table guard, and how an ``async_`` call takes its
     queue to run at once (``QueueSet.take_at_once``; None on devices whose queues never
-    do); None where the lane would not repeat the replay exactly."""
+    do), and on those others ``enqueue`` (``enqueuer``), which hands an ``async_`` call's
+    kernel to its queue, described by ``described`` (the region's name, location and
+    ``KernelInfo``, as ``Device.launch`` takes them); None where the lane would not repeat
+    the replay exactly."""
     guard = call_plan.memo.express(runtime, args)
     if guard is None or not all(isinstance(kind, type) for _, kind in call_plan.scalars):
         return None
@@ -149,9 +157,29 @@ def plan_spec(runtime, call_plan, args, reads_default: bool):
     kernel = device.launcher(call_plan.kernel, device.sync_queue)
     if take_at_once is not None and kernel is not call_plan.kernel:
         take_at_once = None
+    enqueue = None if device.runs_work_at_once else enqueuer(device, call_plan.kernel, *described)
     return ExpressPlan(call_plan, len(args), runtime, holder, table, version, kernel,
                        reads_default, default, env, launch_count, vars(device), arrays,
-                       call_plan.scalars, exact, take_at_once)
+                       call_plan.scalars, exact, take_at_once, enqueue)
+
+
+def enqueuer(device, kernel, name, where, info):
+    """What an express plan on ``device`` hands an ``async_=value`` call's kernel to
+    (``ExpressPlan.enqueue``): ``enqueue(value, device_args)`` launches ``kernel`` on
+    queue ``value`` as the Python launcher does (``Device.launch``, with the region's
+    ``name``, ``where`` and ``info``: counted, a ``Pending`` the queue runs in its order)
+    and returns the call's ``AsyncResult``; None for a negative ``value``
+    (``acc.async_noval``, ``acc.async_sync``, an invalid one), which the Python launcher
+    resolves. The lane calls it with the replay's checks made and the table lock held,
+    as the held replay launches."""
+
+    def enqueue(value, device_args):
+        if value < 0:
+            return None
+        queue = device.queue(value)
+        return AsyncResult(queue, device.launch(kernel, device_args, queue, name=name, where=where,
+                                                info=info))
+    return enqueue
 
 
 #: what a data lane's answer means to a routine (``pyacc/_routine_lane.c.h``): a device

@@ -54,6 +54,8 @@ typedef struct {
                              * take the Python launcher */
     PyObject *queue_set;   /* its QueueSet when the queue's take and give-back may be done in
                             * C (_at_once.c.h: an exact QueueSet's own method), else NULL */
+    PyObject *enqueue;     /* devices whose queues are not host threads (cuda): what hands an
+                            * async call's kernel to its queue (ComputeRegion._enqueuer), or NULL */
     Py_ssize_t narrays;
     ArraySlot *arrays;
     Py_ssize_t nscalars;
@@ -84,6 +86,7 @@ static int plan_traverse(ExpressPlan *plan, visitproc visit, void *arg) {
     TABLE_LOCK_VISIT(plan->held);
     Py_VISIT(plan->take_at_once);
     Py_VISIT(plan->queue_set);
+    Py_VISIT(plan->enqueue);
     return 0;
 }
 
@@ -115,6 +118,7 @@ static void plan_dealloc(ExpressPlan *plan) {
     table_lock_clear(&plan->held);
     Py_XDECREF(plan->take_at_once);
     Py_XDECREF(plan->queue_set);
+    Py_XDECREF(plan->enqueue);
     Py_TYPE(plan)->tp_free((PyObject *)plan);
 }
 
@@ -387,5 +391,33 @@ static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
     let_go(release, &result);
     if (kernel_failed)
         return failed(self);
+    return result;
+}
+
+/* An ``async_=value`` call through the plan on a device whose queues are not host threads
+ * (cuda: a launch enqueues on the queue's stream): ``plan->enqueue(value, device_args)``
+ * with the table held, as ``run_plan`` calls the kernel (it counts the launch itself,
+ * through ``Device.launch``): the call's AsyncResult; MISS (no reference) when a check
+ * fails or ``enqueue`` leaves the call to the Python launcher (None); NULL on error. */
+static PyObject *run_plan_enqueued(PyObject *self, ExpressPlan *plan, PyObject *args, PyObject *value) {
+    PyObject *release;
+    int ok = enter_plan(plan, args, &release);
+    if (ok != 1)
+        return ok == 0 ? MISS : NULL;
+    PyObject *result = NULL;
+    PyObject *device_args = kernel_arguments(plan, args);
+    if (device_args != NULL) {
+        result = PyObject_CallFunctionObjArgs(plan->enqueue, value, device_args, NULL);
+        Py_DECREF(device_args);
+        if (result == NULL) {
+            let_go(release, &result);
+            return failed(self);
+        }
+    }
+    let_go(release, &result);
+    if (result == Py_None) {
+        Py_DECREF(result);
+        return MISS;
+    }
     return result;
 }

@@ -41,6 +41,13 @@
  * A kernel that raises goes to ``self._express_failed(error)`` (Python), which raises what
  * the Python launcher would.
  *
+ * A call whose only keyword is ``async_=<int>`` takes the same checks, then: on devices
+ * whose queues are host threads, runs at once when its queue is idle and the kernel short
+ * (``_at_once.c.h``); on the others (``cuda``, where a launch only enqueues on the queue's
+ * stream), hands its kernel and device arrays to the plan's ``enqueue``
+ * (``ComputeRegion._enqueuer``: ``Device.launch`` on the queue, the ``AsyncResult``) with
+ * the table held, as the held replay launches (``run_plan_enqueued``).
+ *
  * NumPy arrays are read through NumPy's array object layout (``pyacc/_numpy_abi.h``:
  * ``PyArrayObject_fields``, part of NumPy's ABI, the same in NumPy 1.x and 2.x), so the
  * module builds without NumPy's headers. Every array a plan reads was checked at arming to be a
@@ -123,6 +130,7 @@ static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs)
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(plans); i++) {
             ExpressPlan *plan = (ExpressPlan *)PyTuple_GET_ITEM(plans, i);
             PyObject *result = plain ? run_plan((PyObject *)self, plan, args)
+                : plan->enqueue != NULL ? run_plan_enqueued((PyObject *)self, plan, args, async_value)
                 : run_plan_at_once((PyObject *)self, plan, args, async_value);
             if (result != MISS) {
                 Py_DECREF(plans);
@@ -182,7 +190,7 @@ static int read_array(ArraySlot *a, PyObject *array, int exact) {
 static const char *const PLAN_FIELDS[] = {
     "owner", "nargs", "runtime", "ranges", "table", "version", "kernel", "reads_default",
     "default", "env_values", "launch_count", "device_dict", "arrays", "scalars", "exact",
-    "take_at_once", NULL,
+    "take_at_once", "enqueue", NULL,
 };
 #define PLAN_FIELD_COUNT (sizeof(PLAN_FIELDS) / sizeof(PLAN_FIELDS[0]) - 1)
 
@@ -216,21 +224,27 @@ static ExpressPlan *new_plan(PyObject *record) {
      * (PLAN_FIELDS): ranges and table None or both set, reads_default and exact truth
      * values, env_values a tuple, launch_count (row list, index), device_dict a dict,
      * arrays ((slot, host array, device array|None), ...), scalars ((slot, type), ...),
-     * take_at_once None or QueueSet.take_at_once */
+     * take_at_once None or QueueSet.take_at_once, enqueue None or a callable (not both) */
     Py_ssize_t nargs, launch_index;
     PyObject *owner, *runtime, *ranges, *table, *version, *kernel, *default_, *env_values,
-             *cell, *device_dict, *arrays, *scalars, *take_at_once;
+             *cell, *device_dict, *arrays, *scalars, *take_at_once, *enqueue;
     int reads_default, exact;
     PyObject *spec = plan_fields(record);
     if (spec == NULL)
         return NULL;
-    int parsed = PyArg_ParseTuple(spec, "OnOOOOOpOO!(O!n)O!O!O!pO", &owner, &nargs, &runtime, &ranges, &table,
-                                  &version, &kernel, &reads_default, &default_, &PyTuple_Type, &env_values,
-                                  &PyList_Type, &cell, &launch_index, &PyDict_Type, &device_dict,
-                                  &PyTuple_Type, &arrays, &PyTuple_Type, &scalars, &exact, &take_at_once);
+    int parsed = PyArg_ParseTuple(spec, "OnOOOOOpOO!(O!n)O!O!O!pOO", &owner, &nargs, &runtime, &ranges,
+                                  &table, &version, &kernel, &reads_default, &default_, &PyTuple_Type,
+                                  &env_values, &PyList_Type, &cell, &launch_index, &PyDict_Type,
+                                  &device_dict, &PyTuple_Type, &arrays, &PyTuple_Type, &scalars, &exact,
+                                  &take_at_once, &enqueue);
     Py_DECREF(spec);  /* (the record keeps every field alive while the plan is made) */
     if (!parsed)
         return NULL;
+    if (take_at_once != Py_None && enqueue != Py_None) {
+        PyErr_SetString(PyExc_ValueError, "FastCall._arm_plan: a plan runs async calls at once or "
+                        "enqueues them, not both");
+        return NULL;
+    }
     if ((ranges == Py_None) != (table == Py_None)) {
         PyErr_SetString(PyExc_ValueError, "FastCall._arm_plan: a table needs its version holder");
         return NULL;
@@ -255,6 +269,7 @@ static ExpressPlan *new_plan(PyObject *record) {
     plan->held = (TableLock){0};
     plan->take_at_once = take_at_once == Py_None ? NULL : Py_NewRef(take_at_once);
     plan->queue_set = plan->take_at_once == NULL ? NULL : queue_set_of(plan->take_at_once);
+    plan->enqueue = enqueue == Py_None ? NULL : Py_NewRef(enqueue);
 #define KEEP(field, value) (Py_INCREF(value), plan->field = (value))
     KEEP(owner, owner);
     KEEP(runtime, runtime);

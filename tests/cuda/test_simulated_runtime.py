@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import pyacc as acc
+from pyacc._outcome import AsyncResult
 from cases import private_arrays_made_in_the_region
 
 pytestmark = pytest.mark.skipif(acc.get_num_devices("cuda") == 0,
@@ -222,6 +223,64 @@ def test_strided_view_of_absent_data_goes_through_a_contiguous_copy():
     expected[:, 1] += 1
     expected.ravel()[::-3] += 1
     np.testing.assert_array_equal(u, expected)
+
+
+def test_async_calls_of_present_data_are_enqueued_by_the_express_lane(monkeypatch):
+    """On cuda an ``async_`` call that repeats a replay is handed to its queue by the
+    express lane (``ExpressPlan.enqueue``): in queue order, counted, its ``AsyncResult``
+    waited as the Python launcher's; queues of a negative value (``acc.async_noval``)
+    and calls with other keywords stay with the Python launcher."""
+    x, y = np.arange(8.0), np.ones(8)
+    saxpy._disarm()
+    saxpy._call_plans = ()
+    launcher, slow = type(saxpy)._call_slow, []
+    monkeypatch.setattr(saxpy, "_call_slow",
+                        lambda *args, **kwargs: slow.append(1) or launcher(saxpy, *args, **kwargs),
+                        raising=False)
+    with acc.data(copyin=[x], copy=[y]):
+        saxpy(1.0, x, y)
+        saxpy(1.0, x, y)  # a join, then a replay that arms the plan
+        handles = [saxpy(2.0, x, y, async_=3) for _ in range(4)]
+        assert len(slow) == 2
+        assert all(isinstance(handle, AsyncResult) for handle in handles)
+        saxpy(0.5, x, y, async_=acc.async_noval)  # the launcher resolves the default queue
+        saxpy(0.5, x, y, async_=3, wait=[3])
+        assert len(slow) == 4
+        assert [handle.result() for handle in handles] == [None] * 4  # (each waits)
+        acc.wait()
+        assert acc.async_test(3)
+    np.testing.assert_allclose(y, 1.0 + (2 + 8 + 1) * np.arange(8.0))
+    assert acc.stats()["launch_count"] == 8
+
+
+def test_an_enqueue_that_raises_leaves_the_table_as_it_was(monkeypatch):
+    """A launch that fails while the express lane enqueues it raises at the call, as from
+    the Python launcher; the table lock is let go and no count is left behind."""
+    from pyacc._devices import runtime_of
+
+    x, y = np.arange(8.0), np.ones(8)
+    backend = runtime_of("cuda", 0).device.backend
+    saxpy._disarm()
+    saxpy._call_plans = ()
+    launcher, slow = type(saxpy)._call_slow, []
+    monkeypatch.setattr(saxpy, "_call_slow",
+                        lambda *args, **kwargs: slow.append(1) or launcher(saxpy, *args, **kwargs),
+                        raising=False)
+    with acc.data(copyin=[x], copy=[y]):
+        saxpy(1.0, x, y)
+        saxpy(1.0, x, y)  # a join, then a replay that arms the plan
+        saxpy(1.0, x, y, async_=2)
+        saxpy(1.0, x, y, async_=2)
+        acc.wait(2)
+        with monkeypatch.context() as patched:
+            patched.setattr(backend, "launch", lambda stream, fn: (_ for _ in ()).throw(RuntimeError("no launch")))
+            with pytest.raises(RuntimeError, match="no launch"):
+                saxpy(1.0, x, y, async_=2)
+        saxpy(1.0, x, y, async_=2)
+        acc.wait(2)
+        assert acc.is_present(y) and len(slow) == 2  # every async call was the lane's
+    assert not acc.is_present(y) and acc.stats()["memory_in_use"] == 0
+    np.testing.assert_allclose(y, 1.0 + 5 * np.arange(8.0))  # the failed call added nothing
 
 
 def test_an_express_plan_keeps_no_cuda_memory_alive(monkeypatch):
