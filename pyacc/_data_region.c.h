@@ -38,9 +38,16 @@
 enum { REGION_NEW, REGION_ENTERED, REGION_DONE };
 enum { REGION_UNSET, REGION_IN_C, REGION_IN_PYTHON };  /* (UNSET: never initialised) */
 
+/* the most clauses a C region has: one of each data clause */
+#define REGION_CLAUSES 6
+
 typedef struct {
     PyObject_HEAD
-    PyObject *clauses;   /* the keyword clauses (a dict) */
+    PyObject *clauses;   /* the keyword clauses (a dict), or NULL while ``names`` stands for it */
+    PyObject *names;     /* a region made by ``region_vectorcall``: its clause names (the call's
+                          * kwnames), from which ``clauses_of`` builds ``clauses`` when asked */
+    signed char counts[REGION_CLAUSES];  /* with ``names``: each clause's arrays in ``arrays``,
+                                          * in order (-1: one array, not a list or tuple) */
     PyObject *arrays;    /* a C region's arrays, clause by clause (a list) */
     PyObject *runtime;   /* the runtime it entered on (``_runtime``, shared with Python) */
     PyObject *entries;   /* what the lane joined */
@@ -126,6 +133,7 @@ static int region_init(DataRegion *self, PyObject *args, PyObject *kwds) {
     PyObject *snapshot = NULL, *arrays = NULL;
     /* a subclass's own hooks (_enter, _left ...) are Python's to run: only data itself */
     int taken = (PyObject *)Py_TYPE(self) == g_data_type ? region_clauses(clauses, &snapshot, &arrays) : 0;
+    Py_CLEAR(self->names);
     if (taken == 1) {
         Py_DECREF(clauses);
         Py_XSETREF(self->clauses, snapshot);
@@ -142,10 +150,120 @@ static int region_init(DataRegion *self, PyObject *args, PyObject *kwds) {
     return done == NULL ? -1 : 0;
 }
 
+/* The region's clauses (a borrowed dict; NULL with an exception set): those kept, else
+ * built from what ``region_vectorcall`` kept (the snapshot ``region_clauses`` makes: a
+ * list's or tuple's arrays as a tuple, fixed when the region was made). */
+static PyObject *clauses_of(DataRegion *self) {
+    if (self->clauses != NULL || self->names == NULL)
+        return self->clauses != NULL ? self->clauses : (PyErr_SetString(PyExc_RuntimeError,
+                                                        "acc.data: a region without clauses"), NULL);
+    PyObject *clauses = PyDict_New();
+    Py_ssize_t first = 0;
+    for (Py_ssize_t i = 0; clauses != NULL && i < PyTuple_GET_SIZE(self->names); i++) {
+        int count = self->counts[i];
+        PyObject *value = count < 0 ? Py_NewRef(PyList_GET_ITEM(self->arrays, first))
+                                    : PyList_GetSlice(self->arrays, first, first + count);
+        if (value != NULL && count >= 0)
+            Py_SETREF(value, PyList_AsTuple(value));
+        if (value == NULL || PyDict_SetItem(clauses, PyTuple_GET_ITEM(self->names, i), value) < 0)
+            Py_CLEAR(clauses);
+        Py_XDECREF(value);
+        first += count < 0 ? 1 : count;
+    }
+    if (clauses == NULL)
+        return NULL;
+    self->clauses = clauses;
+    Py_CLEAR(self->names);
+    return clauses;
+}
+
+/* ``type.__call__(type, *args, **kwargs)`` from a vectorcall's arguments. */
+static PyObject *type_call_slow(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *positional = PyTuple_New(nargs);
+    PyObject *keywords = nkw ? PyDict_New() : NULL;
+    PyObject *result = NULL;
+    if (positional == NULL || (nkw && keywords == NULL))
+        goto done;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        PyTuple_SET_ITEM(positional, i, Py_NewRef(args[i]));
+    for (Py_ssize_t i = 0; i < nkw; i++)
+        if (PyDict_SetItem(keywords, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
+            goto done;
+    result = PyType_Type.tp_call(type, positional, keywords);
+done:
+    Py_XDECREF(positional);
+    Py_XDECREF(keywords);
+    return result;
+}
+
+/* One clause of ``region_vectorcall``: its arrays appended to ``arrays``; 1 with
+ * ``*count`` (-1: one array), 0 (not a C region's), -1 (error). */
+static int add_arrays(PyObject *arrays, PyObject *value, signed char *count) {
+    if (!PyList_CheckExact(value) && !PyTuple_CheckExact(value)) {
+        *count = -1;
+        return !region_array(value) ? 0 : PyList_Append(arrays, value) < 0 ? -1 : 1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
+    if (n > 64)
+        return 0;  /* (the count is a signed char: long lists take the Python constructor) */
+    PyObject **items = PySequence_Fast_ITEMS(value);
+    for (Py_ssize_t i = 0; i < n; i++)  /* all checked before any is taken */
+        if (!region_array(items[i]))
+            return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyList_Append(arrays, items[i]) < 0)
+            return -1;
+    *count = (signed char)n;
+    return 1;
+}
+
+/* ``data(**clauses)``, the type's vectorcall (set on ``pyacc._directives.data`` by
+ * ``configure_data``; a type's ``tp_vectorcall`` is never inherited, so subclasses take
+ * ``type.__call__``): a region of data clauses only, each one array or a list or tuple
+ * of arrays a C region takes, is made without the keyword dict and the snapshot dict of
+ * ``region_init`` (``clauses_of`` builds the snapshot if anyone asks); any other call,
+ * or one after ``data.__init__`` was replaced, is ``type.__call__``'s. */
+static PyObject *region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyTypeObject *tp = (PyTypeObject *)type;
+    if (type != g_data_type || nargs != 0 || nkw == 0 || nkw > REGION_CLAUSES ||
+            tp->tp_init != (initproc)region_init || g_data_kinds == NULL)
+        return type_call_slow(type, args, nargsf, kwnames);
+    PyObject *arrays = PyList_New(0);
+    if (arrays == NULL)
+        return NULL;
+    signed char counts[REGION_CLAUSES];
+    int taken = 1;
+    for (Py_ssize_t i = 0; taken == 1 && i < nkw; i++) {
+        taken = PySet_Contains(g_data_kinds, PyTuple_GET_ITEM(kwnames, i));
+        if (taken == 1)
+            taken = add_arrays(arrays, args[i], &counts[i]);
+    }
+    if (taken != 1 || PyList_GET_SIZE(arrays) == 0) {
+        Py_DECREF(arrays);
+        return taken < 0 ? NULL : type_call_slow(type, args, nargsf, kwnames);
+    }
+    DataRegion *self = (DataRegion *)tp->tp_alloc(tp, 0);
+    if (self == NULL) {
+        Py_DECREF(arrays);
+        return NULL;
+    }
+    self->names = Py_NewRef(kwnames);
+    memcpy(self->counts, counts, sizeof(counts));
+    self->arrays = arrays;
+    self->mode = REGION_IN_C;
+    return (PyObject *)self;
+}
+
 /* The C region becomes a Python region and enters as one. */
 static PyObject *enter_in_python(DataRegion *self) {
     self->mode = REGION_IN_PYTHON;
-    PyObject *done = PyObject_CallMethodOneArg((PyObject *)self, s_init, self->clauses);
+    PyObject *clauses = clauses_of(self);
+    if (clauses == NULL)
+        return NULL;
+    PyObject *done = PyObject_CallMethodOneArg((PyObject *)self, s_init, clauses);
     if (done == NULL)
         return NULL;
     Py_DECREF(done);
@@ -259,6 +377,7 @@ static PyObject *region_exit(DataRegion *self, PyObject *const *args, Py_ssize_t
 
 static int region_traverse(DataRegion *self, visitproc visit, void *arg) {
     Py_VISIT(self->clauses);
+    Py_VISIT(self->names);
     Py_VISIT(self->arrays);
     Py_VISIT(self->runtime);
     Py_VISIT(self->entries);
@@ -268,6 +387,7 @@ static int region_traverse(DataRegion *self, visitproc visit, void *arg) {
 
 static int region_clear(DataRegion *self) {
     Py_CLEAR(self->clauses);
+    Py_CLEAR(self->names);
     Py_CLEAR(self->arrays);
     Py_CLEAR(self->runtime);
     Py_CLEAR(self->entries);
@@ -285,6 +405,8 @@ static void region_dealloc(DataRegion *self) {
 
 /* copy and pickle: the instance dict and the C fields (``__setstate__`` restores both) */
 static PyObject *region_getstate(DataRegion *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->names != NULL && clauses_of(self) == NULL)
+        return NULL;
     PyObject *dict = PyObject_GenericGetDict((PyObject *)self, NULL);
     if (dict == NULL)
         return NULL;
@@ -315,6 +437,7 @@ static PyObject *region_setstate(DataRegion *self, PyObject *state) {
     if (updated < 0)
         return NULL;
     Py_XSETREF(self->clauses, field_or_null(clauses));
+    Py_CLEAR(self->names);
     Py_XSETREF(self->arrays, field_or_null(arrays));
     Py_XSETREF(self->runtime, field_or_null(runtime));
     Py_XSETREF(self->entries, field_or_null(entries));
@@ -333,7 +456,17 @@ static PyMethodDef region_methods[] = {
 
 static PyMemberDef region_members[] = {
     {"_runtime", T_OBJECT, offsetof(DataRegion, runtime), 0, "the runtime it entered on"},
-    {"_clauses", T_OBJECT, offsetof(DataRegion, clauses), READONLY, "the clauses given"},
+    {NULL},
+};
+
+static PyObject *region_get_clauses(DataRegion *self, void *Py_UNUSED(closure)) {
+    if (self->clauses == NULL && self->names == NULL)
+        Py_RETURN_NONE;
+    return Py_XNewRef(clauses_of(self));
+}
+
+static PyGetSetDef region_getset[] = {
+    {"_clauses", (getter)region_get_clauses, NULL, "the clauses given", NULL},
     {NULL},
 };
 
@@ -350,6 +483,7 @@ static PyTypeObject DataRegionType = {
     .tp_dealloc = (destructor)region_dealloc,
     .tp_methods = region_methods,
     .tp_members = region_members,
+    .tp_getset = region_getset,
 };
 
 static PyObject *configure_data(PyObject *module, PyObject *args) {
@@ -374,6 +508,7 @@ static PyObject *configure_data(PyObject *module, PyObject *args) {
         return NULL;
     Py_XSETREF(g_data_kinds, names);
     Py_XSETREF(g_data_type, Py_NewRef(type));
+    ((PyTypeObject *)type)->tp_vectorcall = region_vectorcall;  /* (never inherited) */
     Py_XSETREF(g_active, Py_NewRef(active));
     Py_XSETREF(g_python_enter, Py_NewRef(enter));
     Py_XSETREF(g_python_exit, Py_NewRef(exit));

@@ -344,3 +344,49 @@ def test_data_region_c_the_class_keeps_its_signature_and_docstring():
 
     assert str(inspect.signature(acc.data)) == "(**clauses) -> 'None'"
     assert acc.data.__doc__.startswith("A structured data region")
+
+
+def test_data_region_c_the_snapshot_of_the_clauses_is_the_same_however_the_region_is_made(emulated):
+    """``acc.data(...)`` is made by the type's vectorcall (no keyword dict, the snapshot
+    built when asked); ``acc.data.__call__``-free paths (``type.__call__``, a subclass)
+    make it with ``__init__``: the same clauses, a list's arrays as a tuple fixed at the
+    making (OpenACC 3.3 §2.7.1)."""
+    a, b, c = np.ones(3), np.zeros(2), np.zeros(4)
+    given = [a, b]
+    made = [acc.data(copyin=given, copy=c), type.__call__(acc.data, copyin=given, copy=c)]
+    given.append(np.ones(1))
+    for region in made:
+        assert list(region._clauses) == ["copyin", "copy"]
+        assert region._clauses["copyin"] == (a, b) and region._clauses["copy"] is c
+        with region:
+            assert [acc.refcounts(x) for x in (a, b, c)] == [(1, 0)] * 3
+    assert not any(acc.is_present(x) for x in (a, b, c))
+
+
+def test_data_region_c_long_lists_and_list_subclasses_take_the_init(emulated, python_frames):
+    class Arrays(list):
+        pass
+
+    many = [np.ones(2) for _ in range(70)]
+    for array in many:
+        acc.copyin(array)
+    for given in (many, Arrays(many[:3])):
+        with acc.data(present=given) as region:
+            assert acc.refcounts(given[0]) == (1, 1) and region._clauses["present"] == tuple(given)
+        assert acc.refcounts(given[0]) == (0, 1)
+    for array in many:
+        acc.delete(array)
+
+
+def test_data_region_c_a_replaced_init_is_honoured(emulated, monkeypatch):
+    """The vectorcall stands for ``type.__call__`` only while ``data.__init__`` is the C
+    base's: a replaced one (a test's spy) runs."""
+    seen = []
+    init = acc.data.__init__
+    monkeypatch.setattr(acc.data, "__init__", lambda self, **clauses: seen.append(clauses) or init(self, **clauses))
+    a = np.ones(2)
+    acc.copyin(a)
+    with acc.data(present=[a]):
+        assert acc.refcounts(a) == (1, 1)
+    assert seen == [{"present": [a]}]
+    acc.delete(a)
