@@ -77,23 +77,26 @@ def malloc(device, table, shape, dtype):
 
 
 def free(device, table, device_array) -> None:
-    """Free memory from ``malloc``; refuses memory that backs a mapping."""
+    """Free the block from ``malloc`` that ``device_array`` starts (``acc_free`` of its
+    pointer: the whole block, however much of it the array spans); refuses a block any
+    part of which backs a mapping."""
     data, low, high = device.extent_of(device_array)
     if high == low:
         return
     with table.locked(), _HOLD:
-        users = table.entries_overlapping_device(low, high)
-        if users:
-            raise PresentError(
-                f"acc.free: device memory {format_range(low, high - low)} is still mapped: "
-                f"{users[0].describe()}; unmap_data / delete it first",
-                host_range=users[0].host_range,
-            )
         block = device.allocation_of(low)
         if block is None or block[0] != low:
             raise InvalidArgumentError(
                 f"acc.free: {describe_array(device_array)} at {format_range(low, high - low)} "
                 "is not the start of a block from acc.malloc"
+            )
+        begin, nbytes = block
+        users = table.entries_overlapping_device(begin, begin + max(nbytes, 1))
+        if users:
+            raise PresentError(
+                f"acc.free: device memory {format_range(begin, nbytes)} is still mapped: "
+                f"{users[0].describe()}; unmap_data / delete it first",
+                host_range=users[0].host_range,
             )
         # not before every queue has passed the work already queued on it (a block
         # reused while a kernel still writes it would corrupt its next owner)

@@ -529,6 +529,20 @@ def test_free_of_mapped_memory(emulated):
     acc.free(d)
 
 
+def test_free_of_a_block_mapped_beyond_the_array_given(emulated):
+    """``acc.free`` of an array that starts a malloc'd block frees the whole block
+    (``acc_free`` of its pointer), so it is refused while any part of the block is
+    mapped, not only the part the array spans."""
+    h = np.zeros(50)
+    d = acc.malloc((100,), np.float64)
+    acc.map_data(h, d[50:])
+    with unchanged(acc.PresentError, h, code="present"):
+        acc.free(d[:10])
+    assert acc.is_present(h)
+    acc.unmap_data(h)
+    acc.free(d[:10])
+
+
 # --------------------------------------------------------------------------- out of memory
 
 
