@@ -92,7 +92,7 @@ class FakeDeviceArray:
     nbytes = property(lambda self: self._view.nbytes)
     itemsize = property(lambda self: self._view.itemsize)
     flags = property(lambda self: self._view.flags)
-    T = property(lambda self: FakeDeviceArray(self._view.T))
+    T = property(lambda self: self._derived(self._view.T))
 
     def __len__(self) -> int:
         return len(self._view)
@@ -101,16 +101,21 @@ class FakeDeviceArray:
         part = self._view[key]
         if not isinstance(part, np.ndarray):  # one element: a 0-d device array, as CuPy's
             part = self._view[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)]
-        return FakeDeviceArray(part)
+        return self._derived(part)
 
     def __setitem__(self, key, value) -> None:
         self._view[key] = value._view if isinstance(value, FakeDeviceArray) else value
 
     def reshape(self, *shape, order="C") -> "FakeDeviceArray":
-        return FakeDeviceArray(self._view.reshape(*shape, order=order))
+        return self._derived(self._view.reshape(*shape, order=order))
 
     def view(self, dtype) -> "FakeDeviceArray":
-        return FakeDeviceArray(self._view.view(dtype))
+        return self._derived(self._view.view(dtype))
+
+    def _derived(self, part: np.ndarray) -> "FakeDeviceArray":
+        """A device array over ``part``, a numpy view of this one's memory (as CuPy's views
+        of a view share its memory and its ownership)."""
+        return FakeDeviceArray(part)
 
     def get(self, stream=None) -> np.ndarray:
         """A host copy of the elements (CuPy's ``get``)."""
@@ -163,6 +168,16 @@ class _UnownedDeviceArray(FakeDeviceArray):
                              f"{self._begin:#x} was used after its memory was freed")
         shape, dtype, offset, strides = self._layout
         return np.ndarray(shape, dtype, buffer=buffer, offset=offset, strides=strides)
+
+    def _derived(self, part: np.ndarray) -> FakeDeviceArray:
+        """Views of it keep nothing alive either (a CuPy view of an ``UnownedMemory`` array
+        shares its memory pointer)."""
+        buffer = self._buffer()
+        if not np.may_share_memory(part, buffer):  # a copy (reshape of a strided view): owned
+            return FakeDeviceArray(part)
+        offset = part.__array_interface__["data"][0] - self._begin
+        return _UnownedDeviceArray(self._backend, self._begin, buffer,
+                                   (part.shape, part.dtype, offset, part.strides))
 
     def __repr__(self) -> str:
         shape, dtype, offset, _ = self._layout

@@ -498,11 +498,16 @@ def test_own_view_keeps_no_allocation_alive_and_refuses_use_after_the_free(devic
     viewed[1, 2] = 5.0
     assert own.get()[1, 2] == 5.0 and own.__cuda_array_interface__ == viewed.__cuda_array_interface__
     assert device.own_view(device.view(address, np.zeros(0))).shape == (0,)
+    derived = [own[1:], own.T, own[::2].reshape(2, 3), own.view(np.int64), own[2, 1]]
+    assert derived[0].get()[0, 2] == 5.0 and derived[1].get()[2, 1] == 5.0
+    copied = own.reshape(-1)  # (strided: a copy, as CuPy's, which owns its memory)
     del viewed
     device.free(address)
-    assert block() is None  # the own view did not keep the buffer
-    with pytest.raises(ValueError, match="used after its memory was freed"):
-        own.get()
+    assert block() is None  # neither the own view nor its views kept the buffer
+    for array in [own] + derived:
+        with pytest.raises(ValueError, match="used after its memory was freed"):
+            array.get()
+    assert copied.get()[5] == 5.0
     assert "unowned" in repr(own)
 
 
