@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import functools
 import logging
 import threading
 import types as pytypes
@@ -126,6 +127,20 @@ class KernelInfo:
         """The compiled kernel's parameters: ``params`` then ``free_params``."""
         return self.params + self.free_params
 
+    @functools.cached_property
+    def may_return_arrays(self) -> bool:
+        """Whether what the function returns may be (or hold, or view) an array it was
+        given: False when every ``return`` gives back only constants and the values of
+        its reduction variables (those that are not parameters), combined by arithmetic,
+        tuples and ``abs``/``min``/``max``/``float``/``int``/``complex``/``round``
+        (numbers: a reduction's result); True, conservatively, for anything else. The
+        launcher lends a kernel that may return its arrays no device array it keeps
+        between calls (``mapping.compute.ComputeMemo``): one returned to the program
+        would outlive the memory it views."""
+        names = {var for _, var in self.reductions} - set(self.source.params)
+        returns = [node.value for node in _own_nodes(self.source.tree) if isinstance(node, ast.Return)]
+        return not all(value is None or _number_of(value, names) for value in returns)
+
     def free_values(self) -> tuple:
         """The current values of the free parameters, read now (API.md §6.1: a global
         or closure name is read at each call, never frozen at the first compile).
@@ -143,6 +158,37 @@ class KernelInfo:
             values.append(value)
         return tuple(values)
 
+
+
+_NUMBER_FUNCTIONS = frozenset({"abs", "min", "max", "float", "int", "complex", "round"})
+
+
+def _own_nodes(tree):
+    """The nodes of a function's body, not those of functions or lambdas inside it."""
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child for child in ast.iter_child_nodes(node)
+                     if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+
+def _number_of(node, names) -> bool:
+    """Whether expression ``node`` computes numbers from constants and ``names`` only
+    (``KernelInfo.may_return_arrays``)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.Tuple):
+        return all(_number_of(item, names) for item in node.elts)
+    if isinstance(node, ast.UnaryOp):
+        return _number_of(node.operand, names)
+    if isinstance(node, ast.BinOp):
+        return _number_of(node.left, names) and _number_of(node.right, names)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        return node.func.id in _NUMBER_FUNCTIONS and all(_number_of(arg, names) for arg in node.args)
+    return False
 
 
 # ------------------------------------------------------------------------------ analyze

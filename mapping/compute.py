@@ -114,7 +114,11 @@ class ComputeMemo:
     * separate memory: the memo keeps device arrays of its own (``Device.own_view``: they
       keep no memory alive, and nobody else can change them in place), used only while
       the table is unchanged since the memo's call, so while their blocks are allocated;
-      the kernel's arguments are built from them without any check.
+      the kernel's arguments are built from them without any check. Unless the caller
+      says the kernel may return one of them to the program (``lend`` False:
+      ``KernelInfo.may_return_arrays``), where it would outlive its block: then the
+      entries' device arrays are made at each replay (``device_array_of``), as the
+      join makes them.
 
     Attributes:
         slots: The argument slots of the mapped arrays.
@@ -124,7 +128,7 @@ class ComputeMemo:
 
     __slots__ = ("slots", "map_kinds", "counter", "_structured_memo", "_host", "_shared", "_kept")
 
-    def __init__(self, runtime, args, slots, map_kinds, structured_memo, device_args):
+    def __init__(self, runtime, args, slots, map_kinds, structured_memo, device_args, lend=True):
         self.slots = slots
         self.map_kinds = map_kinds
         self.counter = structured_memo.counter
@@ -138,7 +142,8 @@ class ComputeMemo:
             return
         self._host = tuple((slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].shape,
                             args[slot].strides) for slot in slots)
-        self._kept = tuple((slot, device.own_view(device_args[slot])) for slot in slots)
+        if lend:
+            self._kept = tuple((slot, device.own_view(device_args[slot])) for slot in slots)
 
     def matches(self, args) -> bool:
         """Whether ``args`` hold the same host array objects in the mapped slots, with
@@ -163,8 +168,8 @@ class ComputeMemo:
         """What pyacc's express lane (``pyacc/_fastcall.c``) must check and launch to
         repeat this memo's replay for ``args`` (just replayed) without Python:
         ``(version_holder, table, version, arrays, exact)``; None where the replay does
-        more than that (a device whose launch is not ``Device.launch``, a checked
-        runtime). ``arrays``: ``(slot, host array, device
+        more than that (a device whose launch is not ``Device.launch``, a memo that
+        lends no device arrays, a runtime that records each use). ``arrays``: ``(slot, host array, device
         array or None)``; ``exact``: the same host objects with the same layout (separate
         memory; the table's version is checked under its lock, held for the kernel), else
         arrays of the same kinds (shared memory: nothing is mapped)."""
@@ -174,7 +179,7 @@ class ComputeMemo:
             # device's instance dict at each call, as a plan may be installed later)
         if self._shared:
             return None, None, 0, tuple((slot, args[slot], None) for slot in self.slots), False
-        if runtime.tracks_use:
+        if self._kept is None or runtime.tracks_use:
             return None
         table = runtime.table
         return (table.version_holder, table, self._structured_memo.version,
@@ -200,19 +205,32 @@ class ComputeMemo:
             entries = runtime.rejoin_structured(self._structured_memo)
             if entries is None:
                 return None
-        device_args = _substituted(args, self._kept)
+        if self._kept is not None:
+            device_args = _substituted(args, self._kept)
+        else:
+            try:
+                if entries is None:  # held: the entries, for device arrays made anew
+                    entries = [reference() for reference in self._structured_memo]
+                device_args = _substituted(args, ((slot, runtime.device_array_of(entry, args[slot]))
+                                                  for (slot, *_), entry in zip(self._host, entries)))
+            except BaseException:  # nothing entered after all
+                exit_compute(runtime, _ticket(ComputeTicket, (None, self, True, entries, None, args,
+                                                              hold, ())), runtime.device.sync_queue,
+                             copy_back=False)
+                raise
         return _ticket(ComputeTicket, (device_args, self, True, entries, None, args, hold, ()))
 
 
 def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMemo | None = None,
-                  *, hold: bool = False) -> ComputeTicket:
+                  *, hold: bool = False, lend: bool = True) -> ComputeTicket:
     """Enter the data of a compute call with arguments ``args``: replay ``memo`` (the
     caller checked ``memo.matches(args)``) while the table is unchanged since its call;
     else join data that is all present; else the full entry (module docstring). Maps
     count on the counter ``sorter.counter_of`` gives (structured; dynamic for OpenMP
     maps). ``hold``: the call is synchronous and nobody observes events, so a replay may
-    hold the table lock instead of counting (``ComputeMemo.replay``). All or nothing: on
-    an exception no counter has changed."""
+    hold the table lock instead of counting (``ComputeMemo.replay``). ``lend``: a new
+    memo may lend the kernel device arrays of its own (not when the kernel may return
+    one: ``ComputeMemo``). All or nothing: on an exception no counter has changed."""
     if memo is not None:
         ticket = memo.replay(runtime, args, hold)
         if ticket is not None:
@@ -227,7 +245,7 @@ def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMem
     entries = runtime.join_structured(arrays, memos, counter)
     if entries is not None:
         device_args = _substituted(args, zip(slots, map(runtime.device_array_of, entries, arrays)))
-        memo = ComputeMemo(runtime, args, slots, map_kinds, memos[0], device_args)
+        memo = ComputeMemo(runtime, args, slots, map_kinds, memos[0], device_args, lend)
         return _ticket(ComputeTicket, (device_args, memo, False, entries, None, args, False, ()))
     mapped = runtime.enter(sorter.requests(runtime, arrays, map_kinds), counter, queue)
     device_args = _substituted(args, zip(slots, map(runtime.device_array, mapped)))

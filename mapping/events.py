@@ -42,7 +42,10 @@ class EventKind(enum.IntEnum):
     UPLOAD = 2  #: host→device transfer
     DOWNLOAD = 3  #: device→host transfer
     DEVICE_COPY = 4  #: device→device transfer
-    LAUNCH = 5  #: kernel launch
+    #: kernel launch (``info``: the launcher's description and the kernel's arguments,
+    #: whose device arrays are valid while the kernel may run: a replay lends the kernel
+    #: views that keep no memory alive, ``Device.own_view``; keep none past the kernel)
+    LAUNCH = 5
     WAIT = 6  #: a wait on a queue
     ENTER_DATA = 7  #: counters of a mapping incremented (a data lifetime begins or is joined)
     EXIT_DATA = 8  #: counters of a mapping decremented (a data lifetime may end)

@@ -371,7 +371,8 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         try:
             # a silent synchronous call's replay may hold the table instead of counting
             ticket = enter_compute(runtime, args, queue, sorter or self, None if plan is None
-                                   else plan.memo, hold=silent and queue is runtime.device.sync_queue)
+                                   else plan.memo, hold=silent and queue is runtime.device.sync_queue,
+                                   lend=not self.info.may_return_arrays)
             kernel = plan.kernel if ticket.replayed else self._kernel(runtime, ticket, queue, clauses)
             try:
                 value = runtime.device.launch(kernel, ticket.device_args, queue,

@@ -283,6 +283,26 @@ def test_an_enqueue_that_raises_leaves_the_table_as_it_was(monkeypatch):
     np.testing.assert_allclose(y, 1.0 + 5 * np.arange(8.0))  # the failed call added nothing
 
 
+@acc.kernels
+def bumped(x):
+    for i in range(x.shape[0]):
+        x[i] += 1.0
+    return x
+
+
+def test_a_device_array_a_region_returns_is_the_programs_to_keep():
+    """A kernel that may return its arrays (``KernelInfo.may_return_arrays``) is lent no
+    device array the replay keeps (``Device.own_view``, which holds no memory): what it
+    returns from every call holds its block, as ``acc.deviceptr``'s does, after the data
+    left."""
+    x = np.zeros(8)
+    with acc.data(copy=[x]):
+        returned = [bumped(x) for _ in range(4)]
+    assert acc.stats()["memory_in_use"] == 0
+    assert [array.get()[0] for array in returned] == [4.0] * 4
+    np.testing.assert_array_equal(x, 4.0)
+
+
 def test_an_express_plan_keeps_no_cuda_memory_alive(monkeypatch):
     """Repeated cuda calls take the express lane, whose plan holds its device arrays
     strongly; they are the memo's own views (``Device.own_view``), which keep no

@@ -205,6 +205,28 @@ def test_a_replay_keeps_its_own_device_views_on_emulated(runtime):
     leave()
 
 
+@pytest.mark.parametrize("hold", [False, True])
+def test_a_memo_that_lends_nothing_makes_the_entries_device_arrays_at_each_replay(runtime, hold):
+    """``lend=False`` (a kernel that may return its arrays to the program): each replay
+    passes the entries' device arrays, as the join does (``device_array_of``: what
+    ``acc.deviceptr`` gives, holding its memory on cuda; made anew once the program
+    changed one in place), never one the memo keeps; such a memo has no express plan."""
+    x = np.zeros(8)
+    _present(runtime, x)
+    queue = runtime.device.sync_queue
+    first = enter_compute(runtime, (x,), queue, CopyEverything(), lend=False)
+    exit_compute(runtime, first, queue)
+    seen = []
+    for _ in range(3):
+        ticket = enter_compute(runtime, (x,), queue, CopyEverything(), first.memo, hold=hold, lend=False)
+        assert ticket.replayed and ticket.device_args[0].shape == (8,)
+        seen.append(ticket.device_args[0])
+        exit_compute(runtime, ticket, queue)
+        seen[-1].shape = (4, 2)  # the program reshapes what the kernel returned
+    assert seen[0] is first.device_args[0] and len({id(array) for array in seen}) == 3
+    assert first.memo.express(runtime, (x,)) is None
+
+
 def test_a_failed_kernel_exit_does_not_copy_back(runtime):
     x = np.zeros(4)
     ticket, leave = _call(runtime, (x,), CopyEverything())

@@ -368,3 +368,24 @@ def test_a_launch_shape_evaluated_at_the_call_is_part_of_the_plan(emulated):
         add_n(x, 1000)  # 8 gangs instead of 1: its own plan
         assert len(add_n._call_plans) == 2
     np.testing.assert_array_equal(x, 1002.0)
+
+
+@acc.kernels
+def numbered(x):
+    for i in range(x.shape[0]):
+        x[i] = i
+    return x
+
+
+def test_a_returned_device_array_changed_in_place_changes_no_later_call(emulated):
+    """A region that returns its array hands the program the entry's device array (what
+    ``acc.deviceptr`` gives), never a view its replays keep: reshaping it in place does
+    not reshape what later calls launch with."""
+    x = np.zeros(8)
+    with acc.data(copy=[x]):
+        for _ in range(3):
+            x[:] = -1.0
+            acc.update_device(x)
+            returned = numbered(x)
+            returned.shape = (2, 4)  # (as a kernel given it would number its 2 rows)
+    np.testing.assert_array_equal(x, np.arange(8.0))
