@@ -130,16 +130,19 @@ class KernelInfo:
     @functools.cached_property
     def may_return_arrays(self) -> bool:
         """Whether what the function returns may be (or hold, or view) an array it was
-        given: False when every ``return`` gives back only constants and the values of
-        its reduction variables (those that are not parameters), combined by arithmetic,
-        tuples and ``abs``/``min``/``max``/``float``/``int``/``complex``/``round``
-        (numbers: a reduction's result); True, conservatively, for anything else. The
+        given. False when every ``return`` gives back only *fresh* values (``_fresh``):
+        constants, arithmetic (a new value, never a view), ``abs``/``float``/``int``/
+        ``complex``/``round`` of anything, ``min``/``max`` of a fresh value and others,
+        tuples and conditional expressions of fresh values, and reduction variables (not
+        parameters) every binding of which is fresh; True, conservatively, otherwise
+        (``return x``, ``return x[1:]``, ``return x[0]``: a row of a 2-d ``x``). The
         launcher lends a kernel that may return its arrays no device array it keeps
         between calls (``mapping.compute.ComputeMemo``): one returned to the program
         would outlive the memory it views."""
-        names = {var for _, var in self.reductions} - set(self.source.params)
-        returns = [node.value for node in _own_nodes(self.source.tree) if isinstance(node, ast.Return)]
-        return not all(value is None or _number_of(value, names) for value in returns)
+        nodes = list(_own_nodes(self.source.tree))
+        names = _fresh_names(nodes, {var for _, var in self.reductions} - set(self.source.params))
+        returns = [node.value for node in nodes if isinstance(node, ast.Return)]
+        return not all(value is None or _fresh(value, names) for value in returns)
 
     def free_values(self) -> tuple:
         """The current values of the free parameters, read now (API.md §6.1: a global
@@ -160,9 +163,6 @@ class KernelInfo:
 
 
 
-_NUMBER_FUNCTIONS = frozenset({"abs", "min", "max", "float", "int", "complex", "round"})
-
-
 def _own_nodes(tree):
     """The nodes of a function's body, not those of functions or lambdas inside it."""
     stack = list(tree.body)
@@ -173,21 +173,70 @@ def _own_nodes(tree):
                      if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
 
 
-def _number_of(node, names) -> bool:
-    """Whether expression ``node`` computes numbers from constants and ``names`` only
-    (``KernelInfo.may_return_arrays``)."""
-    if isinstance(node, ast.Constant):
-        return True
+def _fresh_names(nodes, names) -> set:
+    """The ``names`` every binding of which among ``nodes`` (a function's own) is a
+    fresh value (``_fresh``, with these names fresh): ``s = 0.0``, ``lo, hi = 1e300,
+    -1e300``, ``lo = min(lo, x[i])``, ``s = t * t + s`` (an augmented assignment binds
+    nothing new: ``s += x[i]`` keeps ``s`` what it was); a name bound any other way (a
+    loop or ``with`` target, unpacked from anything but a tuple display, ``h = hist``)
+    is dropped, until none changes."""
+    fresh = set(names)
+    while True:
+        dropped = {name for node in nodes for name, value in _bindings(node)
+                   if name in fresh and (value is None or not _fresh(value, fresh))}
+        if not dropped:
+            return fresh
+        fresh -= dropped
+
+
+def _bindings(node):
+    """``(name, value)`` for each name ``node`` binds: ``value`` the expression it gets,
+    or None when it is not one expression (loop targets, unpacking of other values)."""
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            yield from _targets(target, node.value)
+    elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)):
+        yield from _targets(node.target, node.value)
+    elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+        yield from _targets(node.target, None)
+    elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+        yield from _targets(node.optional_vars, None)
+
+
+def _targets(target, value):
+    if isinstance(target, ast.Name):
+        yield target.id, value
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        values = value.elts if isinstance(value, ast.Tuple) and len(value.elts) == len(target.elts) \
+            else [None] * len(target.elts)
+        for item, item_value in zip(target.elts, values):
+            yield from _targets(item, item_value)
+    elif isinstance(target, ast.Starred):
+        yield from _targets(target.value, None)
+
+
+_NEW_VALUE_FUNCTIONS = frozenset({"abs", "float", "int", "complex", "round"})
+
+
+def _fresh(node, names) -> bool:
+    """Whether expression ``node`` gives a number or a new value, never an array the
+    kernel was given nor a view of one (``KernelInfo.may_return_arrays``); ``names``:
+    the local names known to hold such values."""
+    if isinstance(node, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare)):
+        return True  # (arithmetic and comparisons make new values)
     if isinstance(node, ast.Name):
         return node.id in names
     if isinstance(node, ast.Tuple):
-        return all(_number_of(item, names) for item in node.elts)
-    if isinstance(node, ast.UnaryOp):
-        return _number_of(node.operand, names)
-    if isinstance(node, ast.BinOp):
-        return _number_of(node.left, names) and _number_of(node.right, names)
+        return all(_fresh(item, names) for item in node.elts)
+    if isinstance(node, ast.IfExp):
+        return _fresh(node.body, names) and _fresh(node.orelse, names)
+    if isinstance(node, ast.BoolOp):  # (gives one of its operands)
+        return all(_fresh(value, names) for value in node.values)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-        return node.func.id in _NUMBER_FUNCTIONS and all(_number_of(arg, names) for arg in node.args)
+        if node.func.id in _NEW_VALUE_FUNCTIONS:
+            return True
+        # min/max beside a number: the others are numbers too (Numba types no mix)
+        return node.func.id in ("min", "max") and any(_fresh(arg, names) for arg in node.args)
     return False
 
 

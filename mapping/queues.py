@@ -450,6 +450,10 @@ class QueueSet:
         with self._lock:
             return list(self._queues.values())
 
+    def made(self, async_value: int) -> Queue | None:
+        """The queue ``async_value`` when it exists, else None (nothing is created)."""
+        return self._queues.get(async_value)
+
     def take_at_once(self, async_value: int, kernel, nbytes: int):
         """The queue ``async_value``, taken for ``kernel`` (arguments of ``nbytes``
         bytes) run at once by the caller (``WorkerQueue.take``): when it exists, is idle

@@ -157,24 +157,32 @@ static PyObject *clauses_of(DataRegion *self) {
     if (self->clauses != NULL || self->names == NULL)
         return self->clauses != NULL ? self->clauses : (PyErr_SetString(PyExc_RuntimeError,
                                                         "acc.data: a region without clauses"), NULL);
+    /* (held: a dict's hashing may run Python code that asks for the clauses too) */
+    PyObject *names = Py_NewRef(self->names), *arrays = Py_NewRef(self->arrays);
     PyObject *clauses = PyDict_New();
     Py_ssize_t first = 0;
-    for (Py_ssize_t i = 0; clauses != NULL && i < PyTuple_GET_SIZE(self->names); i++) {
+    for (Py_ssize_t i = 0; clauses != NULL && i < PyTuple_GET_SIZE(names); i++) {
         int count = self->counts[i];
-        PyObject *value = count < 0 ? Py_NewRef(PyList_GET_ITEM(self->arrays, first))
-                                    : PyList_GetSlice(self->arrays, first, first + count);
+        PyObject *value = count < 0 ? Py_NewRef(PyList_GET_ITEM(arrays, first))
+                                    : PyList_GetSlice(arrays, first, first + count);
         if (value != NULL && count >= 0)
             Py_SETREF(value, PyList_AsTuple(value));
-        if (value == NULL || PyDict_SetItem(clauses, PyTuple_GET_ITEM(self->names, i), value) < 0)
+        if (value == NULL || PyDict_SetItem(clauses, PyTuple_GET_ITEM(names, i), value) < 0)
             Py_CLEAR(clauses);
         Py_XDECREF(value);
         first += count < 0 ? 1 : count;
     }
+    Py_DECREF(names);
+    Py_DECREF(arrays);
     if (clauses == NULL)
         return NULL;
-    self->clauses = clauses;
-    Py_CLEAR(self->names);
-    return clauses;
+    if (self->clauses == NULL) {  /* (else a nested call made them meanwhile) */
+        self->clauses = clauses;
+        Py_CLEAR(self->names);
+    } else {
+        Py_DECREF(clauses);
+    }
+    return self->clauses;
 }
 
 /* ``type.__call__(type, *args, **kwargs)`` from a vectorcall's arguments. */
@@ -204,17 +212,22 @@ static int add_arrays(PyObject *arrays, PyObject *value, signed char *count) {
         *count = -1;
         return !region_array(value) ? 0 : PyList_Append(arrays, value) < 0 ? -1 : 1;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
-    if (n > 64)
+    if (PySequence_Fast_GET_SIZE(value) > 64)
         return 0;  /* (the count is a signed char: long lists take the Python constructor) */
-    PyObject **items = PySequence_Fast_ITEMS(value);
-    for (Py_ssize_t i = 0; i < n; i++)  /* all checked before any is taken */
-        if (!region_array(items[i]))
-            return 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (PyList_Append(arrays, items[i]) < 0)
+    Py_ssize_t start = PyList_GET_SIZE(arrays), i = 0;
+    int taken = 1;
+    /* item by item, each held while it is checked (a check may run Python code) */
+    for (; taken == 1 && i < PySequence_Fast_GET_SIZE(value); i++) {
+        PyObject *x = Py_NewRef(PySequence_Fast_GET_ITEM(value, i));
+        taken = !region_array(x) ? 0 : PyList_Append(arrays, x) < 0 ? -1 : 1;
+        Py_DECREF(x);
+    }
+    if (taken != 1 || i > 64) {  /* all or nothing: this clause's arrays taken back */
+        if (PyList_SetSlice(arrays, start, PyList_GET_SIZE(arrays), NULL) < 0)
             return -1;
-    *count = (signed char)n;
+        return taken < 0 ? -1 : 0;
+    }
+    *count = (signed char)i;
     return 1;
 }
 
@@ -223,13 +236,14 @@ static int add_arrays(PyObject *arrays, PyObject *value, signed char *count) {
  * ``type.__call__``): a region of data clauses only, each one array or a list or tuple
  * of arrays a C region takes, is made without the keyword dict and the snapshot dict of
  * ``region_init`` (``clauses_of`` builds the snapshot if anyone asks); any other call,
- * or one after ``data.__init__`` was replaced, is ``type.__call__``'s. */
+ * or one after ``data.__init__`` or ``data.__new__`` was replaced, is ``type.__call__``'s. */
 static PyObject *region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
                                    PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     PyTypeObject *tp = (PyTypeObject *)type;
     if (type != g_data_type || nargs != 0 || nkw == 0 || nkw > REGION_CLAUSES ||
-            tp->tp_init != (initproc)region_init || g_data_kinds == NULL)
+            tp->tp_init != (initproc)region_init || tp->tp_new != PyType_GenericNew ||
+            g_data_kinds == NULL)
         return type_call_slow(type, args, nargsf, kwnames);
     PyObject *arrays = PyList_New(0);
     if (arrays == NULL)
@@ -259,10 +273,10 @@ static PyObject *region_vectorcall(PyObject *type, PyObject *const *args, size_t
 
 /* The C region becomes a Python region and enters as one. */
 static PyObject *enter_in_python(DataRegion *self) {
-    self->mode = REGION_IN_PYTHON;
     PyObject *clauses = clauses_of(self);
     if (clauses == NULL)
         return NULL;
+    self->mode = REGION_IN_PYTHON;
     PyObject *done = PyObject_CallMethodOneArg((PyObject *)self, s_init, clauses);
     if (done == NULL)
         return NULL;

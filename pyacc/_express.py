@@ -168,15 +168,17 @@ def enqueuer(device, kernel, name, where, info):
     (``ExpressPlan.enqueue``): ``enqueue(value, device_args)`` launches ``kernel`` on
     queue ``value`` as the Python launcher does (``Device.launch``, with the region's
     ``name``, ``where`` and ``info``: counted, a ``Pending`` the queue runs in its order)
-    and returns the call's ``AsyncResult``; None for a negative ``value``
-    (``acc.async_noval``, ``acc.async_sync``, an invalid one), which the Python launcher
-    resolves. The lane calls it with the replay's checks made and the table lock held,
-    as the held replay launches."""
+    and returns the call's ``AsyncResult``; None, for the Python launcher to resolve, when
+    ``value`` is negative (``acc.async_noval``, ``acc.async_sync``, an invalid one) or
+    its queue is not made yet (making one may fail, and takes a stream). The lane calls
+    it with the replay's checks made and the table lock held, as the held replay
+    launches."""
+    queues = device.queues
 
     def enqueue(value, device_args):
-        if value < 0:
+        queue = queues.made(value) if value >= 0 else None
+        if queue is None:
             return None
-        queue = device.queue(value)
         return AsyncResult(queue, device.launch(kernel, device_args, queue, name=name, where=where,
                                                 info=info))
     return enqueue

@@ -400,6 +400,9 @@ static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
  * through ``Device.launch``): the call's AsyncResult; MISS (no reference) when a check
  * fails or ``enqueue`` leaves the call to the Python launcher (None); NULL on error. */
 static PyObject *run_plan_enqueued(PyObject *self, ExpressPlan *plan, PyObject *args, PyObject *value) {
+    int overflow;
+    if (PyLong_AsLongAndOverflow(value, &overflow) < 0 || overflow)
+        return PyErr_Occurred() ? NULL : MISS;  /* (acc.async_noval ...: the launcher's) */
     PyObject *release;
     int ok = enter_plan(plan, args, &release);
     if (ok != 1)

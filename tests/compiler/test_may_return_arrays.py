@@ -2,8 +2,8 @@
 hold, or view) an array it was given. The launcher lends such a kernel no device array
 that it keeps between calls (``mapping.compute.ComputeMemo``), since one returned to the
 program would outlive the memory it views; every other kernel keeps the replay's views
-and its express plan. Conservative: anything but numbers computed from constants and
-reduction variables counts as an array."""
+and its express plan. Conservative: anything but fresh values (constants, arithmetic,
+reduction variables bound only to fresh values) counts as an array."""
 from __future__ import annotations
 
 import pytest
@@ -77,9 +77,71 @@ def an_element(x):
     (the_argument, "", True),
     (a_view, "", True),
     (an_argument_in_a_tuple, "reduction(+:s)", True),
-    (a_scalar_parameter, "", True),  # (a parameter may be an array: conservative)
+    (a_scalar_parameter, "", False),  # (arithmetic: a new value, whatever n is)
     (an_element, "", True),  # (x[0] of a 2-d x is a row: conservative)
 ])
-def test_may_return_arrays_is_false_only_for_numbers_of_reductions_and_constants(function, clauses, expected):
+def test_may_return_arrays_is_false_only_for_fresh_values(function, clauses, expected):
+    info = analyze(function, parse_clauses("parallel_loop", clauses or None))
+    assert info.may_return_arrays is expected
+
+
+def an_array_reduction_bound_to_a_parameter(x, hist):
+    h = hist
+    for i in range(x.shape[0]):
+        h[int(x[i]) % h.shape[0]] += 1.0
+    return h
+
+
+def an_array_reduction_bound_to_a_view(x, hist):
+    h, s = hist[0:4], 0.0
+    for i in range(x.shape[0]):
+        h[int(x[i]) % 4] += 1.0
+    return h
+
+
+def a_reduction_seeded_by_a_walrus(x):
+    (s := 0.0)
+    for i in range(x.shape[0]):
+        s += x[i]
+    return s
+
+
+@pytest.mark.parametrize("function, clauses, expected", [
+    (an_array_reduction_bound_to_a_parameter, "reduction(+:h)", True),
+    (an_array_reduction_bound_to_a_view, "reduction(+:h)", True),
+    (a_reduction_seeded_by_a_walrus, "reduction(+:s)", False),
+])
+def test_a_reduction_variable_is_fresh_only_when_every_binding_is(function, clauses, expected):
+    info = analyze(function, parse_clauses("parallel_loop", clauses))
+    assert info.may_return_arrays is expected
+
+
+def a_reduction_unpacked_from_a_parameter(x, pair):
+    s, t = pair
+    for i in range(x.shape[0]):
+        s += x[i]
+    return s
+
+
+def a_chunked_sum(x, scale):
+    s = 0.0
+    for i in range(x.shape[0]):
+        t = x[i] * scale
+        s = t * t + s
+    return s
+
+
+def one_of_two_arguments(x, y, flag):
+    for i in range(x.shape[0]):
+        x[i] = y[i]
+    return x if flag else y
+
+
+@pytest.mark.parametrize("function, clauses, expected", [
+    (a_reduction_unpacked_from_a_parameter, "reduction(+:s)", True),
+    (a_chunked_sum, "reduction(+:s)", False),
+    (one_of_two_arguments, "", True),
+])
+def test_bindings_and_forms_of_returns(function, clauses, expected):
     info = analyze(function, parse_clauses("parallel_loop", clauses or None))
     assert info.may_return_arrays is expected

@@ -355,6 +355,8 @@ def test_data_region_c_the_snapshot_of_the_clauses_is_the_same_however_the_regio
     given = [a, b]
     made = [acc.data(copyin=given, copy=c), type.__call__(acc.data, copyin=given, copy=c)]
     given.append(np.ones(1))
+    import gc  # (the vectorcall's region holds the clause names until its snapshot is asked for)
+    assert [dict in map(type, gc.get_referents(region)) for region in made] == [False, True]
     for region in made:
         assert list(region._clauses) == ["copyin", "copy"]
         assert region._clauses["copyin"] == (a, b) and region._clauses["copy"] is c
@@ -390,3 +392,51 @@ def test_data_region_c_a_replaced_init_is_honoured(emulated, monkeypatch):
         assert acc.refcounts(a) == (1, 1)
     assert seen == [{"present": [a]}]
     acc.delete(a)
+
+
+def test_data_region_c_clauses_asked_for_while_they_are_built_are_built_once(emulated):
+    """The snapshot of a region made by the vectorcall is built when first asked for;
+    a keyword whose hashing asks for it again (any Python code may run there) gets the
+    same clauses, and the outer build keeps them."""
+    class Key(str):
+        region = None
+
+        def __hash__(self):
+            region, Key.region = Key.region, None
+            if region is not None:
+                assert list(region._clauses) == ["copyin", "copy"]
+            return str.__hash__(self)
+
+        __eq__ = str.__eq__
+
+    a, b = np.zeros(4), np.zeros(4)
+    region = acc.data(**{Key("copyin"): a, "copy": [b]})
+    Key.region = region
+    clauses = region._clauses
+    assert clauses["copyin"] is a and clauses["copy"] == (b,) and region._clauses is clauses
+    with region:
+        assert acc.refcounts(a) == (1, 0)
+
+
+_REPLACED_NEW = """
+import numpy as np, pyacc as acc
+seen = []
+new = acc.data.__new__
+acc.data.__new__ = lambda cls, **clauses: seen.append(clauses) or new(cls)
+acc.set_device_type("emulated")
+a = np.ones(2)
+acc.copyin(a)
+with acc.data(present=[a]):
+    assert acc.refcounts(a) == (1, 1)
+assert seen == [{"present": [a]}], seen
+"""
+
+
+def test_data_region_c_a_replaced_new_is_honoured():
+    """In a child: a ``__new__`` set on the class (CPython keeps its slot after the
+    attribute is deleted again, so no test process should see it) runs."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _REPLACED_NEW], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
