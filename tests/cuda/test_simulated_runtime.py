@@ -225,6 +225,19 @@ def test_strided_view_of_absent_data_goes_through_a_contiguous_copy():
     np.testing.assert_array_equal(u, expected)
 
 
+def slow_calls(region, monkeypatch) -> list:
+    """A list that grows by one at each call of ``region`` that reaches the Python
+    launcher (``ComputeRegion._call_slow``), from a first call: what earlier tests left
+    (call plans, express plans) is dropped."""
+    region._disarm()
+    region._call_plans = ()
+    launcher, calls = type(region)._call_slow, []
+    monkeypatch.setattr(region, "_call_slow",
+                        lambda *args, **kwargs: calls.append(1) or launcher(region, *args, **kwargs),
+                        raising=False)
+    return calls
+
+
 def test_async_calls_of_present_data_are_enqueued_by_the_express_lane(monkeypatch):
     """On cuda an ``async_`` call that repeats a replay is handed to its queue by the
     express lane (``ExpressPlan.enqueue``): in queue order, counted, its ``AsyncResult``
@@ -232,12 +245,7 @@ def test_async_calls_of_present_data_are_enqueued_by_the_express_lane(monkeypatc
     and may fail), a negative value (``acc.async_noval``) and calls with other
     keywords stay with the Python launcher."""
     x, y = np.arange(8.0), np.ones(8)
-    saxpy._disarm()
-    saxpy._call_plans = ()
-    launcher, slow = type(saxpy)._call_slow, []
-    monkeypatch.setattr(saxpy, "_call_slow",
-                        lambda *args, **kwargs: slow.append(1) or launcher(saxpy, *args, **kwargs),
-                        raising=False)
+    slow = slow_calls(saxpy, monkeypatch)
     with acc.data(copyin=[x], copy=[y]):
         saxpy(1.0, x, y)
         saxpy(1.0, x, y)  # a join, then a replay that arms the plan
@@ -261,12 +269,7 @@ def test_an_enqueue_that_raises_leaves_the_table_as_it_was(monkeypatch):
 
     x, y = np.arange(8.0), np.ones(8)
     backend = runtime_of("cuda", 0).device.backend
-    saxpy._disarm()
-    saxpy._call_plans = ()
-    launcher, slow = type(saxpy)._call_slow, []
-    monkeypatch.setattr(saxpy, "_call_slow",
-                        lambda *args, **kwargs: slow.append(1) or launcher(saxpy, *args, **kwargs),
-                        raising=False)
+    slow = slow_calls(saxpy, monkeypatch)
     with acc.data(copyin=[x], copy=[y]):
         saxpy(1.0, x, y)
         saxpy(1.0, x, y)  # a join, then a replay that arms the plan
@@ -313,11 +316,7 @@ def test_an_express_plan_keeps_no_cuda_memory_alive(monkeypatch):
 
     x, y = np.arange(8.0), np.ones(8)
     device = runtime_of("cuda", 0).device
-    saxpy._disarm()  # what earlier tests left
-    saxpy._call_plans = ()
-    launcher, slow = type(saxpy)._call_slow, []
-    monkeypatch.setattr(saxpy, "_call_slow", lambda *args: slow.append(1) or launcher(saxpy, *args),
-                        raising=False)
+    slow = slow_calls(saxpy, monkeypatch)
     with acc.data(copyin=[x], copy=[y]):
         for _ in range(5):
             saxpy(2.0, x, y)
