@@ -169,10 +169,11 @@ class ComputeMemo:
         repeat this memo's replay for ``args`` (just replayed) without Python:
         ``(version_holder, table, version, arrays, exact)``; None where the replay does
         more than that (a device whose launch is not ``Device.launch``, a memo that
-        lends no device arrays, a runtime that records each use). ``arrays``: ``(slot, host array, device
-        array or None)``; ``exact``: the same host objects with the same layout (separate
-        memory; the table's version is checked under its lock, held for the kernel), else
-        arrays of the same kinds (shared memory: nothing is mapped)."""
+        lends no device arrays, a runtime that records each use). ``arrays``: ``(slot,
+        host array, device array or None)``; ``exact``: the same host objects with the
+        same layout (separate memory; the table's version is checked under its lock,
+        held for the kernel), else arrays of the same kinds (shared memory: nothing is
+        mapped)."""
         device = runtime.device
         if "launch" in vars(device) or type(device).launch is not Device.launch:
             return None  # (a fault plan or a device's own launch; the lane checks the

@@ -407,7 +407,8 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         while a second tally subscriber makes the lane send every call back (a plan made
         at each call would cost more than it saves)."""
         if express_lane() and BUS.tally_alone[0]:
-            spec = plan_spec(runtime, plan, args, self._uses_default, (self.info.name, self._where, self.info))
+            spec = plan_spec(runtime, plan, args, self._uses_default,
+                             (self.info.name, self._where, self.info))
             if spec is not None:
                 self._arm_plan(spec)
 

@@ -55,7 +55,7 @@ typedef struct {
     PyObject *queue_set;   /* its QueueSet when the queue's take and give-back may be done in
                             * C (_at_once.c.h: an exact QueueSet's own method), else NULL */
     PyObject *enqueue;     /* devices whose queues are not host threads (cuda): what hands an
-                            * async call's kernel to its queue (ComputeRegion._enqueuer), or NULL */
+                            * async call's kernel to its queue (_express.enqueuer), or NULL */
     Py_ssize_t narrays;
     ArraySlot *arrays;
     Py_ssize_t nscalars;

@@ -45,7 +45,7 @@
  * whose queues are host threads, runs at once when its queue is idle and the kernel short
  * (``_at_once.c.h``); on the others (``cuda``, where a launch only enqueues on the queue's
  * stream), hands its kernel and device arrays to the plan's ``enqueue``
- * (``ComputeRegion._enqueuer``: ``Device.launch`` on the queue, the ``AsyncResult``) with
+ * (``pyacc._express.enqueuer``: ``Device.launch`` on the queue, the ``AsyncResult``) with
  * the table held, as the held replay launches (``run_plan_enqueued``).
  *
  * NumPy arrays are read through NumPy's array object layout (``pyacc/_numpy_abi.h``:
