@@ -16,7 +16,8 @@ median of timed rounds; every candidate ends each run with a device synchronise)
   numba-cuda kernel launched raw (target ≤ 0.4, and ≤ 10 µs), synchronous (each launch waited for)
   and asynchronous (launches queued on one queue/stream, one wait at the end); for
   context pyacc with every launch through the dispatcher (no prepared launches,
-  ``compiler.cuda_plans``), numba-cuda on CuPy arrays, and the driver call itself
+  ``compiler.cuda_plans``), pyacc with every call through the Python launcher (no express
+  lane), numba-cuda on CuPy arrays, and the driver call itself
   (``cuda.core.launch`` with its words marshalled once), each waited for;
 - two queues: saxpy kernels on queue 1 beside an h2d update on queue 2, alone and
   together: the share of the shorter hidden behind the longer (``overlap_hidden``);
@@ -70,6 +71,7 @@ from suite import Candidate, measure, write_results  # noqa: E402  (the CPU suit
 import pyacc as acc  # noqa: E402
 from pyacc.compiler import cuda_compilers, cuda_runtime  # noqa: E402
 from pyacc import _devices  # noqa: E402
+from pyacc._express import set_lane  # noqa: E402
 
 RESULTS = HERE / "RESULTS.md"
 JSON = HERE / "results_cuda.json"
@@ -615,6 +617,7 @@ def run_launch(mode, cupy, nb, budget) -> dict:
             "pyacc async": Candidate(pyacc_async, prepare=_plans(planned)),
             "numba-cuda async": Candidate(numba_async),
             "pyacc sync, dispatcher": Candidate(pyacc_sync, prepare=_plans([None])),
+            "pyacc sync, Python launcher": Candidate(pyacc_sync, prepare=_plans(planned, lane=False)),
             "numba-cuda sync, CuPy arrays": Candidate(numba_cupy_sync)}
         if driver is not None:
             candidates["driver launch (cuda.core) sync"] = Candidate(driver_sync)
@@ -628,11 +631,14 @@ def run_launch(mode, cupy, nb, budget) -> dict:
             "driver_row_missing": without_driver}
 
 
-def _plans(state):
+def _plans(state, lane=True):
     """A candidate's ``prepare``: pyacc's cuda launches prepared (``compiler.cuda_plans``)
-    or not (``[None]``: every launch through the compiler's dispatcher)."""
+    or not (``[None]``: every launch through the compiler's dispatcher), and compute
+    calls through the express lane or, ``lane`` False, all through the Python launcher
+    (``pyacc._express.set_lane``; a call with the lane back on arms its plan again)."""
     def prepare():
         cuda_runtime._prepared[:] = state
+        set_lane(lane)
     return prepare
 
 
@@ -882,7 +888,8 @@ def measure_lines(report) -> list[str]:
                 lines.append(_row(f"trivial kernel, 3 present arrays, {mode}: pyacc µs per call",
                                   f"{value:.2f}", f"≤ {LAUNCH_US}", value <= LAUNCH_US))
         context = [f"{name} {us[name]:.2f}" for name in ("pyacc sync, dispatcher",
-                   "numba-cuda sync, CuPy arrays", "driver launch (cuda.core) sync") if name in us]
+                   "pyacc sync, Python launcher", "numba-cuda sync, CuPy arrays",
+                   "driver launch (cuda.core) sync") if name in us]
         if context:
             lines.append(_row("the same kernel, each launch waited for, for context (µs per launch)",
                               "; ".join(context)))
