@@ -72,7 +72,7 @@ from ._outcome import AsyncResult, add_section_hint, is_kernel_failure, kernel_f
 from ._replay import CallPlan
 from ._devices import ICVS, current_runtime
 from ._errors import directive_end, report
-from ._express import CALL_BASE, configure_async, express_lane, plan_spec
+from ._express import CALL_BASE, configure_async, enable_vectorcall, express_lane, plan_spec
 from ._sections import SectionCalls, SectionSorter, StructVariant, WholeSections
 from .observe._locate import Location
 
@@ -101,6 +101,10 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
     built: a call that repeats one the Python launcher replayed (``_arm_express``) is
     checked and launched there; any other goes to ``_call_slow``, the Python launcher.
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        enable_vectorcall(cls)  # (a subclass's calls take the C base's vectorcall too)
 
     def __init__(self, function, info):
         self.info = info
@@ -496,6 +500,7 @@ class _StructVariant(StructVariant, ComputeRegion):
 
 if CALL_BASE is object:  # no express lane: the Python launcher is the call
     ComputeRegion.__call__ = ComputeRegion._call_slow
+enable_vectorcall(ComputeRegion)
 
 
 #: call plans a region keeps (each is tried in turn, newest first, before the full path)

@@ -37,7 +37,7 @@ from pyacc.mapping.queues import QueueSet, WorkerQueue
 from ._devices import ICVS, watch_context
 from ._outcome import AsyncResult
 
-__all__ = ["CALL_BASE", "DATA_BASE", "configure_data", "ExpressPlan", "express_lane", "set_lane",
+__all__ = ["CALL_BASE", "DATA_BASE", "configure_data", "enable_vectorcall", "ExpressPlan", "express_lane", "set_lane",
            "plan_spec", "configure_async", "lane_routine", "RETURNS_DEVICE_ARRAY", "RETURNS_NONE",
            "ANSWERS", "enqueuer"]
 
@@ -67,6 +67,15 @@ CALL_BASE = object if _FASTCALL is None else _FASTCALL.FastCall
 #: the base class of ``acc.data``: the extension's ``DataRegion`` (regions of present data
 #: entered and left in C, ``pyacc/_data_region.c.h``), or ``object`` without it
 DATA_BASE = object if _FASTCALL is None else _FASTCALL.DataRegion
+
+
+def enable_vectorcall(region_class) -> None:
+    """Calls of ``region_class``'s instances (a ``ComputeRegion`` class) take the
+    vectorcall protocol of its C base (``FastCall``: no keyword dict for an ``async_``
+    call); before Python 3.12 a Python subclass does not inherit it. Nothing without the
+    extension."""
+    if _FASTCALL is not None:
+        _FASTCALL.enable_vectorcall(region_class)
 
 
 def configure_data(region_class, enter, exit, clauses) -> None:

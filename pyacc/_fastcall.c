@@ -102,9 +102,11 @@ static PyObject *intern(const char *text);
 #include "_data_region.c.h"
 
 /* -- FastCall ----------------------------------------------------------------------------- */
+static PyTypeObject FastCallType;
 typedef struct {
     PyObject_HEAD
     PyObject *plans;  /* tuple of ExpressPlan, newest first (empty: none) */
+    vectorcallfunc vectorcall;  /* fastcall_vectorcall (the instance's, PEP 590) */
 } FastCall;
 
 /* ``async_=value`` when it is the call's only keyword (an int: the queue; anything else
@@ -120,9 +122,11 @@ static PyObject *async_keyword(PyObject *kwargs) {
     return PyLong_CheckExact(value) ? value : NULL;
 }
 
-static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs) {
-    int plain = kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0;
-    PyObject *async_value = plain ? NULL : async_keyword(kwargs);
+/* The call: through a plan when one holds (``async_value``: the call's only keyword,
+ * ``async_=<int>``, else NULL), else ``self._call_slow(*args, **kwargs)``; ``kwargs`` may
+ * be NULL for a call whose only keyword is ``async_value`` (made for the slow path). */
+static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, PyObject *async_value) {
+    int plain = async_value == NULL && (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0);
     if (g_enabled && g_silent != NULL && (plain || async_value != NULL) &&
             PyTuple_GET_SIZE(self->plans) && PyList_GET_ITEM(g_silent, 0) == Py_True) {
         PyObject *plans = self->plans;
@@ -139,12 +143,70 @@ static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs)
         }
         Py_DECREF(plans);
     }
+    PyObject *made = NULL;
+    if (kwargs == NULL && async_value != NULL) {
+        made = kwargs = PyDict_New();
+        if (made == NULL || PyDict_SetItem(made, s_async, async_value) < 0) {
+            Py_XDECREF(made);
+            return NULL;
+        }
+    }
     PyObject *slow = PyObject_GetAttr((PyObject *)self, s_call_slow);
-    if (slow == NULL)
-        return NULL;
-    PyObject *result = PyObject_Call(slow, args, kwargs);
-    Py_DECREF(slow);
+    PyObject *result = slow == NULL ? NULL : PyObject_Call(slow, args, kwargs);
+    Py_XDECREF(slow);
+    Py_XDECREF(made);
     return result;
+}
+
+static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs) {
+    int plain = kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0;
+    return fastcall_run(self, args, kwargs, plain ? NULL : async_keyword(kwargs));
+}
+
+/* The instance's vectorcall (PEP 590): ``fastcall_call`` without the keyword dict of an
+ * ``async_=<int>`` call and without ``tp_call``'s argument conversion; any other
+ * keyword, or a class whose ``__call__`` was replaced (before 3.12 CPython does not
+ * clear the vectorcall flag then), goes through ``tp_call`` with a tuple and a dict. */
+static PyObject *fastcall_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                                     PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *positional = PyTuple_New(nargs);
+    if (positional == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        PyTuple_SET_ITEM(positional, i, Py_NewRef(args[i]));
+    ternaryfunc call = Py_TYPE(callable)->tp_call;
+    PyObject *result;
+    if (call == (ternaryfunc)fastcall_call && (nkw == 0 || (nkw == 1 &&
+            PyTuple_GET_ITEM(kwnames, 0) == s_async && PyLong_CheckExact(args[nargs])))) {
+        result = fastcall_run((FastCall *)callable, positional, NULL, nkw ? args[nargs] : NULL);
+    } else {
+        PyObject *keywords = nkw ? PyDict_New() : NULL;
+        int made = nkw == 0 || keywords != NULL;
+        for (Py_ssize_t i = 0; made && i < nkw; i++)
+            made = PyDict_SetItem(keywords, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) == 0;
+        result = made && call != NULL ? call(callable, positional, keywords) : NULL;
+        if (made && call == NULL)
+            PyErr_Format(PyExc_TypeError, "'%.200s' object is not callable", Py_TYPE(callable)->tp_name);
+        Py_XDECREF(keywords);
+    }
+    Py_DECREF(positional);
+    return result;
+}
+
+/* ``enable_vectorcall(cls)``: calls of ``cls``'s instances (a subclass of FastCall that
+ * keeps its ``tp_call``) take ``fastcall_vectorcall``. From 3.12 a heap subclass inherits
+ * the flag itself (and loses it when ``__call__`` is assigned); before, it does not. */
+static PyObject *enable_vectorcall(PyObject *module, PyObject *cls) {
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &FastCallType)) {
+        PyErr_SetString(PyExc_TypeError, "enable_vectorcall: a subclass of FastCall");
+        return NULL;
+    }
+    PyTypeObject *type = (PyTypeObject *)cls;
+    if (type->tp_call == (ternaryfunc)fastcall_call &&
+            type->tp_vectorcall_offset == offsetof(FastCall, vectorcall))
+        type->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+    Py_RETURN_NONE;
 }
 
 static int read_array(ArraySlot *a, PyObject *array, int exact) {
@@ -393,6 +455,7 @@ static PyObject *fastcall_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     FastCall *self = (FastCall *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
+    self->vectorcall = fastcall_vectorcall;
     self->plans = PyTuple_New(0);
     if (self->plans == NULL) {
         Py_DECREF(self);
@@ -437,7 +500,8 @@ static PyTypeObject FastCallType = {
     .tp_basicsize = sizeof(FastCall),
     .tp_dealloc = (destructor)fastcall_dealloc,
     .tp_call = (ternaryfunc)fastcall_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_vectorcall_offset = offsetof(FastCall, vectorcall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_doc = "Base of ComputeRegion: the express lane of its calls (module docstring).",
     .tp_traverse = (traverseproc)fastcall_traverse,
     .tp_clear = (inquiry)fastcall_clear,
@@ -497,6 +561,9 @@ static PyObject *context_changed(PyObject *module, PyObject *Py_UNUSED(ignored))
 }
 
 static PyMethodDef module_methods[] = {
+    {"enable_vectorcall", enable_vectorcall, METH_O,
+     "enable_vectorcall(cls): calls of a FastCall subclass's instances take the vectorcall "
+     "protocol (set by the class itself before Python 3.12)."},
     {"configure_async", configure_async, METH_VARARGS,
      "configure_async(AsyncResult[, WorkerQueue, QueueSet, RUNS, kept, record_kernel]): what "
      "an async call run at once returns, made in C; with the rest, its queue is taken and "

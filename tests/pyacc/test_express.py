@@ -567,3 +567,28 @@ def test_icvs_local_to_greenlets_do_not_share_a_remembered_context():
         cwd=root, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "ok" in result.stdout
+
+
+def test_calls_take_the_c_bases_vectorcall_and_a_replaced_call_is_honoured(emulated):
+    """``FastCall`` calls take the vectorcall protocol (no keyword dict for ``async_``):
+    a subclass made in Python gets it too (before Python 3.12 only by
+    ``enable_vectorcall``), keyword spellings all reach the same launcher, and a
+    ``__call__`` assigned to the class afterwards is the call."""
+    if not LANE:
+        pytest.skip("PYACC_EXPRESS=0: no C base")
+
+    class Counted(type(relax)):
+        pass
+
+    region = Counted(relax.__wrapped__, relax.info)
+    assert type(region).__flags__ & (1 << 11)  # Py_TPFLAGS_HAVE_VECTORCALL
+    u, unew = np.arange(8.0), np.zeros(8)
+    with acc.data(copyin=[u], copy=[unew]):
+        for _ in range(3):
+            region(u, unew)
+        assert region(u, unew, async_=1).result() is None
+        assert region(u, unew, **{"async_": 1}).result() is None
+        region(u, unew=unew)
+    np.testing.assert_allclose(unew[1:-1], 0.5 * (u[:-2] + u[2:]))
+    Counted.__call__ = lambda self, *args, **kwargs: ("replaced", args, kwargs)
+    assert region(1, async_=2) == ("replaced", (1,), {"async_": 2})
