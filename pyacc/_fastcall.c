@@ -170,9 +170,13 @@ static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs)
 static PyObject *fastcall_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    PyObject *positional = PyTuple_New(nargs);
-    if (positional == NULL)
+    if (Py_EnterRecursiveCall(" while calling a Python object"))  /* as tp_call's caller does */
         return NULL;
+    PyObject *positional = PyTuple_New(nargs);
+    if (positional == NULL) {
+        Py_LeaveRecursiveCall();
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < nargs; i++)
         PyTuple_SET_ITEM(positional, i, Py_NewRef(args[i]));
     ternaryfunc call = Py_TYPE(callable)->tp_call;
@@ -191,6 +195,7 @@ static PyObject *fastcall_vectorcall(PyObject *callable, PyObject *const *args, 
         Py_XDECREF(keywords);
     }
     Py_DECREF(positional);
+    Py_LeaveRecursiveCall();
     return result;
 }
 

@@ -4,6 +4,7 @@ the Python launcher, so every change between calls that the Python replay would 
 sends the call back to it. These tests also pass without the lane (``PYACC_EXPRESS=0``:
 ``test_the_python_launcher_alone_passes_these_tests``), where every call is a slow one."""
 
+import functools
 import gc
 import os
 import subprocess
@@ -592,3 +593,19 @@ def test_calls_take_the_c_bases_vectorcall_and_a_replaced_call_is_honoured(emula
     np.testing.assert_allclose(unew[1:-1], 0.5 * (u[:-2] + u[2:]))
     Counted.__call__ = lambda self, *args, **kwargs: ("replaced", args, kwargs)
     assert region(1, async_=2) == ("replaced", (1,), {"async_": 2})
+
+
+def test_a_call_that_recurses_in_c_raises_recursion_error():
+    """The vectorcall counts its depth as ``tp_call``'s caller does: a ``_call_slow``
+    that is a C callable calling the region again ends in ``RecursionError``, not in a
+    C stack overflow."""
+    if not LANE:
+        pytest.skip("PYACC_EXPRESS=0: no C base")
+
+    class Looping(type(relax)):
+        pass
+
+    region = Looping(relax.__wrapped__, relax.info)
+    region._call_slow = functools.partial(region)
+    with pytest.raises(RecursionError):
+        region()
