@@ -61,6 +61,7 @@ static PyObject *g_python_enter, *g_python_exit;  /* SingleUseRegion.__enter__/_
 static PyObject *g_data_kinds;      /* frozenset of the clauses a C region takes */
 static PyObject *g_data_type;       /* pyacc._directives.data: only its own regions are C regions */
 static PyObject *s_join, *s_part, *s_init, *s_refuse_entry, *s_exit_joined, *s_left;
+static DirectMethod g_join, g_part;  /* the lane's ``join`` and ``part``, called directly */
 
 static int subscribed(Py_ssize_t kind) {
     return g_active == NULL || PyList_GET_ITEM(g_active, kind) != Py_False;
@@ -301,11 +302,11 @@ static PyObject *region_enter(DataRegion *self, PyObject *Py_UNUSED(ignored)) {
             self->state = REGION_DONE;
             return NULL;
     }
-    PyObject *entries = PyObject_CallMethodOneArg(lane, s_join, self->arrays);
+    PyObject *entries = direct_call(&g_join, lane, self->arrays);
     if (entries != NULL && entries != Py_None && PyList_Append(stack, (PyObject *)self) < 0) {
         PyObject *error_type, *error, *traceback;  /* no count may stay behind: the lane's part */
         PyErr_Fetch(&error_type, &error, &traceback);
-        Py_XDECREF(PyObject_CallMethodOneArg(lane, s_part, entries));
+        Py_XDECREF(direct_call(&g_part, lane, entries));
         PyErr_Restore(error_type, error, traceback);
         Py_CLEAR(entries);
     }
@@ -371,7 +372,7 @@ static PyObject *region_exit(DataRegion *self, PyObject *const *args, Py_ssize_t
     if (leave_stack(self) < 0)  /* first, as the Python exit (``_leave``) */
         return NULL;
     PyObject *lane = lane_of(self->runtime);
-    PyObject *parted = lane == NULL ? NULL : PyObject_CallMethodOneArg(lane, s_part, self->entries);
+    PyObject *parted = lane == NULL ? NULL : direct_call(&g_part, lane, self->entries);
     Py_XDECREF(lane);
     PyObject *done;
     if (parted == Py_None) {  /* a lifetime ends: the Python exit (copy back, free) */
@@ -538,5 +539,6 @@ static int data_region_init(void) {
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].name = intern(names[i].text)) == NULL)
             return -1;
+    g_join.name = s_join, g_part.name = s_part;
     return PyType_Ready(&DataRegionType);
 }

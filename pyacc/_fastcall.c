@@ -68,6 +68,7 @@
 #include <time.h>
 
 #include "_dict_tag.h"
+#include "_direct_method.h"
 #include "_numpy_abi.h"
 #include "_table_lock.h"
 #include "../mapping/_slot_fields.h"

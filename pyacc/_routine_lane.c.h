@@ -35,6 +35,7 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *verb;   /* the lane's method name (interned) */
+    DirectMethod method;  /* the lane's verb, called directly (``_direct_method.h``) */
     PyObject *slow;   /* the routine's Python function */
     PyObject *dict, *weakrefs;
     int kind;
@@ -61,8 +62,7 @@ static PyObject *through_lane(LaneRoutine *self, PyObject *a) {
     PyObject *lane = current_lane();
     if (lane == NULL)
         return PyErr_Occurred() ? NULL : Py_NewRef(MISS);
-    PyObject *call[2] = {lane, a};
-    PyObject *answer = PyObject_VectorcallMethod(self->verb, call, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    PyObject *answer = direct_call(&self->method, lane, a);
     Py_DECREF(lane);
     if (answer == NULL || self->kind == ANSWERS)
         return answer;
@@ -112,6 +112,7 @@ static PyObject *routine_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     Py_INCREF(verb);
     PyUnicode_InternInPlace(&verb);
     self->verb = verb;
+    self->method = (DirectMethod){verb, NULL, NULL};
     self->slow = Py_NewRef(slow);
     self->kind = kind;
     self->vectorcall = (vectorcallfunc)routine_vectorcall;
