@@ -46,7 +46,10 @@
  * (``_at_once.c.h``); on the others (``cuda``, where a launch only enqueues on the queue's
  * stream), hands its kernel and device arrays to the plan's ``enqueue``
  * (``pyacc._express.enqueuer``: ``Device.launch`` on the queue, the ``AsyncResult``) with
- * the table held, as the held replay launches (``run_plan_enqueued``).
+ * the table held, as the held replay launches (``run_plan_enqueued``). Calls arrive through
+ * the instance's vectorcall (PEP 590, ``fastcall_vectorcall``: no keyword dict is made for
+ * ``async_``; Python subclasses ask for it with ``enable_vectorcall`` before 3.12) or
+ * through ``tp_call``; both end in ``fastcall_run``.
  *
  * NumPy arrays are read through NumPy's array object layout (``pyacc/_numpy_abi.h``:
  * ``PyArrayObject_fields``, part of NumPy's ABI, the same in NumPy 1.x and 2.x), so the
