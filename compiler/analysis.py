@@ -163,14 +163,17 @@ class KernelInfo:
 
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
 def _own_nodes(tree):
-    """The nodes of a function's body, not those of functions or lambdas inside it."""
-    stack = list(tree.body)
+    """The nodes of a function's body, not those of functions, lambdas or classes
+    defined inside it (their returns and bindings are their own)."""
+    stack = [node for node in tree.body if not isinstance(node, _SCOPES)]
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(child for child in ast.iter_child_nodes(node)
-                     if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, _SCOPES))
 
 
 def _fresh_names(nodes, names) -> set:

@@ -145,3 +145,18 @@ def one_of_two_arguments(x, y, flag):
 def test_bindings_and_forms_of_returns(function, clauses, expected):
     info = analyze(function, parse_clauses("parallel_loop", clauses or None))
     assert info.may_return_arrays is expected
+
+
+def a_sum_with_a_helper_inside(x):
+    def helper(y):
+        return y
+
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i]
+    return s
+
+
+def test_returns_of_a_function_defined_inside_are_its_own():
+    assert analyze(a_sum_with_a_helper_inside,
+                   parse_clauses("parallel_loop", "reduction(+:s)")).may_return_arrays is False
