@@ -12,6 +12,7 @@ import pytest
 
 import pyacc as acc
 from pyacc._outcome import AsyncResult
+from tests.launcher_calls import slow_calls
 from cases import private_arrays_made_in_the_region
 
 pytestmark = pytest.mark.skipif(acc.get_num_devices("cuda") == 0,
@@ -223,19 +224,6 @@ def test_strided_view_of_absent_data_goes_through_a_contiguous_copy():
     expected[:, 1] += 1
     expected.ravel()[::-3] += 1
     np.testing.assert_array_equal(u, expected)
-
-
-def slow_calls(region, monkeypatch) -> list:
-    """A list that grows by one at each call of ``region`` that reaches the Python
-    launcher (``ComputeRegion._call_slow``), from a first call: what earlier tests left
-    (call plans, express plans) is dropped."""
-    region._disarm()
-    region._call_plans = ()
-    launcher, calls = type(region)._call_slow, []
-    monkeypatch.setattr(region, "_call_slow",
-                        lambda *args, **kwargs: calls.append(1) or launcher(region, *args, **kwargs),
-                        raising=False)
-    return calls
 
 
 def test_async_calls_of_present_data_are_enqueued_by_the_express_lane(monkeypatch):

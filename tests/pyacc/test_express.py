@@ -18,7 +18,7 @@ import pytest
 import pyacc as acc
 import pyacc.testing  # noqa: F401 - acc.testing
 from pyacc.mapping import BUS, EventKind
-from pyacc._compute import ComputeRegion
+from tests.launcher_calls import slow_calls
 
 LANE = acc.express_lane()
 
@@ -57,32 +57,6 @@ def shifted(x, shift):
 def relax(u, unew):
     for i in range(1, u.shape[0] - 1):
         unew[i] = 0.5 * (u[i - 1] + u[i + 1])
-
-
-def slow_calls(region, monkeypatch) -> list:
-    """A list that grows by one at each call of ``region`` that reaches the Python
-    launcher (``ComputeRegion._call_slow``)."""
-    calls = []
-    region._call_plans = ()  # what earlier tests left: every count starts from a first call
-    if LANE:  # the lane calls the instance's ``_call_slow`` when no plan holds
-        region._disarm()
-        launcher = type(region)._call_slow
-
-        def counted(*args, **kwargs):
-            calls.append(1)
-            return launcher(region, *args, **kwargs)
-
-        monkeypatch.setattr(region, "_call_slow", counted, raising=False)
-        return calls
-    launcher = ComputeRegion.__call__  # without it, the launcher is the call
-
-    def counted_call(self, *args, **kwargs):
-        if self is region:
-            calls.append(1)
-        return launcher(self, *args, **kwargs)
-
-    monkeypatch.setattr(ComputeRegion, "__call__", counted_call)
-    return calls
 
 
 def express(calls_in_c: int) -> int:
