@@ -186,26 +186,6 @@ static PyObject *clauses_of(DataRegion *self) {
     return self->clauses;
 }
 
-/* ``type.__call__(type, *args, **kwargs)`` from a vectorcall's arguments. */
-static PyObject *type_call_slow(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    PyObject *positional = PyTuple_New(nargs);
-    PyObject *keywords = nkw ? PyDict_New() : NULL;
-    PyObject *result = NULL;
-    if (positional == NULL || (nkw && keywords == NULL))
-        goto done;
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        PyTuple_SET_ITEM(positional, i, Py_NewRef(args[i]));
-    for (Py_ssize_t i = 0; i < nkw; i++)
-        if (PyDict_SetItem(keywords, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
-            goto done;
-    result = PyType_Type.tp_call(type, positional, keywords);
-done:
-    Py_XDECREF(positional);
-    Py_XDECREF(keywords);
-    return result;
-}
-
 /* One clause of ``region_vectorcall``: its arrays appended to ``arrays``; 1 with
  * ``*count`` (-1: one array), 0 (not a C region's), -1 (error). */
 static int add_arrays(PyObject *arrays, PyObject *value, signed char *count) {
@@ -245,7 +225,7 @@ static PyObject *region_vectorcall(PyObject *type, PyObject *const *args, size_t
     if (type != g_data_type || nargs != 0 || nkw == 0 || nkw > REGION_CLAUSES ||
             tp->tp_init != (initproc)region_init || tp->tp_new != PyType_GenericNew ||
             g_data_kinds == NULL)
-        return type_call_slow(type, args, nargsf, kwnames);
+        return tp_call_of(PyType_Type.tp_call, type, args, nargsf, kwnames);
     PyObject *arrays = PyList_New(0);
     if (arrays == NULL)
         return NULL;
@@ -258,7 +238,7 @@ static PyObject *region_vectorcall(PyObject *type, PyObject *const *args, size_t
     }
     if (taken != 1 || PyList_GET_SIZE(arrays) == 0) {
         Py_DECREF(arrays);
-        return taken < 0 ? NULL : type_call_slow(type, args, nargsf, kwnames);
+        return taken < 0 ? NULL : tp_call_of(PyType_Type.tp_call, type, args, nargsf, kwnames);
     }
     DataRegion *self = (DataRegion *)tp->tp_alloc(tp, 0);
     if (self == NULL) {

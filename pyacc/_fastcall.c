@@ -93,6 +93,32 @@ static int g_remember = 1;       /* configure(): one ICVS per thread state, the 
 static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *s_call_slow,
                 *s_express_failed, *s_launch, *s_async, *s_ran_at_once, *s_queue_ran_at_once;
 
+/* -- a vectorcall's arguments as a tuple (and a dict), for a tp_call -------------------- */
+static PyObject *tuple_of(PyObject *const *items, Py_ssize_t n) {
+    PyObject *tuple = PyTuple_New(n);
+    for (Py_ssize_t i = 0; tuple != NULL && i < n; i++)
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(items[i]));
+    return tuple;
+}
+
+/* ``call(callable, args_tuple, kwargs_dict)`` with a vectorcall's arguments: what a
+ * vectorcall that does not take a call itself hands to the ``tp_call`` it stands for. */
+static PyObject *tp_call_of(ternaryfunc call, PyObject *callable, PyObject *const *args,
+                            size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *positional = tuple_of(args, nargs);
+    PyObject *keywords = nkw ? PyDict_New() : NULL;
+    PyObject *result = NULL;
+    int made = positional != NULL && (nkw == 0 || keywords != NULL);
+    for (Py_ssize_t i = 0; made && i < nkw; i++)
+        made = PyDict_SetItem(keywords, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) == 0;
+    if (made)
+        result = call(callable, positional, keywords);
+    Py_XDECREF(positional);
+    Py_XDECREF(keywords);
+    return result;
+}
+
 /* -- plans: the ExpressPlan type, its checks and one call through it -------------------- */
 #include "_express_plan.c.h"
 /* -- an async call run at once: the queue taken and given back in C --------------------- */
@@ -179,29 +205,19 @@ static PyObject *fastcall_vectorcall(PyObject *callable, PyObject *const *args, 
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     if (Py_EnterRecursiveCall(" while calling a Python object"))  /* as tp_call's caller does */
         return NULL;
-    PyObject *positional = PyTuple_New(nargs);
-    if (positional == NULL) {
-        Py_LeaveRecursiveCall();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        PyTuple_SET_ITEM(positional, i, Py_NewRef(args[i]));
     ternaryfunc call = Py_TYPE(callable)->tp_call;
-    PyObject *result;
+    PyObject *result = NULL;
     if (call == (ternaryfunc)fastcall_call && (nkw == 0 || (nkw == 1 &&
             PyTuple_GET_ITEM(kwnames, 0) == s_async && PyLong_CheckExact(args[nargs])))) {
-        result = fastcall_run((FastCall *)callable, positional, NULL, nkw ? args[nargs] : NULL);
+        PyObject *positional = tuple_of(args, nargs);
+        if (positional != NULL)
+            result = fastcall_run((FastCall *)callable, positional, NULL, nkw ? args[nargs] : NULL);
+        Py_XDECREF(positional);
+    } else if (call != NULL) {
+        result = tp_call_of(call, callable, args, nargsf, kwnames);
     } else {
-        PyObject *keywords = nkw ? PyDict_New() : NULL;
-        int made = nkw == 0 || keywords != NULL;
-        for (Py_ssize_t i = 0; made && i < nkw; i++)
-            made = PyDict_SetItem(keywords, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) == 0;
-        result = made && call != NULL ? call(callable, positional, keywords) : NULL;
-        if (made && call == NULL)
-            PyErr_Format(PyExc_TypeError, "'%.200s' object is not callable", Py_TYPE(callable)->tp_name);
-        Py_XDECREF(keywords);
+        PyErr_Format(PyExc_TypeError, "'%.200s' object is not callable", Py_TYPE(callable)->tp_name);
     }
-    Py_DECREF(positional);
     Py_LeaveRecursiveCall();
     return result;
 }
