@@ -212,8 +212,8 @@ class ComputeMemo:
             try:
                 if entries is None:  # held: the entries, for device arrays made anew
                     entries = [reference() for reference in self._structured_memo]
-                device_args = _substituted(args, ((slot, runtime.device_array_of(entry, args[slot]))
-                                                  for (slot, *_), entry in zip(self._host, entries)))
+                device_args = _substituted(args, zip(self.slots, map(runtime.device_array_of, entries,
+                                                                     self.arrays(args))))
             except BaseException:  # nothing entered after all
                 exit_compute(runtime, _ticket(ComputeTicket, (None, self, True, entries, None, args,
                                                               hold, ())), runtime.device.sync_queue,
