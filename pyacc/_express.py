@@ -142,7 +142,7 @@ class ExpressPlan(NamedTuple):
     enqueue: object
 
 
-def plan_spec(runtime, call_plan, args, reads_default: bool, described=(None, None, None)):
+def plan_spec(runtime, call_plan, args, reads_default: bool, described: tuple):
     """The express plan of a call with ``args`` that replayed ``call_plan``
     on ``runtime``: what ``FastCall._arm_plan`` takes — the plan's kernel, environment
     and enclosing default (checked when ``reads_default``), the runtime and its device's

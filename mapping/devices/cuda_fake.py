@@ -175,9 +175,13 @@ class _UnownedDeviceArray(FakeDeviceArray):
         buffer = self._buffer()
         if not np.may_share_memory(part, buffer):  # a copy (reshape of a strided view): owned
             return FakeDeviceArray(part)
-        offset = part.__array_interface__["data"][0] - self._begin
-        return _UnownedDeviceArray(self._backend, self._begin, buffer,
-                                   (part.shape, part.dtype, offset, part.strides))
+        return _UnownedDeviceArray.over(self._backend, self._begin, buffer, part)
+
+    @classmethod
+    def over(cls, backend, begin: int, buffer: np.ndarray, part: np.ndarray) -> "_UnownedDeviceArray":
+        """One over ``part``, a numpy view into ``buffer`` (the live buffer at ``begin``)."""
+        offset = part.__array_interface__["data"][0] - begin
+        return cls(backend, begin, buffer, (part.shape, part.dtype, offset, part.strides))
 
     def __repr__(self) -> str:
         shape, dtype, offset, _ = self._layout
@@ -276,10 +280,8 @@ class FakeCudaBackend:
         view = array._view
         if view.size == 0:
             return self.view(None, 0, view.shape, view.dtype, view.strides)
-        address = view.__array_interface__["data"][0]
-        begin, buffer = self._buffer_at(address)
-        return _UnownedDeviceArray(self, begin, buffer,
-                                   (view.shape, view.dtype, address - begin, view.strides))
+        begin, buffer = self._buffer_at(view.__array_interface__["data"][0])
+        return _UnownedDeviceArray.over(self, begin, buffer, view)
 
     def is_device_memory(self, address: int) -> bool:
         return self._buffer_at(address) is not None
