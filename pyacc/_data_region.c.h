@@ -5,14 +5,15 @@
  * holds everything else: clause checking, the full entry and exit, ``device``). Its
  * constructor, ``__enter__`` and ``__exit__`` are C:
  *
- *   - construction (``tp_init``): keyword clauses only. When they are data clauses
- *     (``copy``, ``copyin``, ``copyout``, ``create``, ``no_create``, ``present``: no
- *     ``default``, ``deviceptr``, ``if_``, ``async_`` or ``wait``), each one array or a
- *     list or tuple of arrays, every array an exact ``numpy.ndarray`` that is C- or
- *     F-contiguous with plain items (what ``check_array`` accepts, so no error of the
- *     Python constructor is lost), the region keeps the clauses and their arrays and is
- *     a *C region*. Otherwise it calls ``self._init(clauses)``: the Python constructor
- *     (which validates and reports).
+ *   - construction (the type's vectorcall, or ``tp_init``): keyword clauses only. When
+ *     they are data clauses (``copy``, ``copyin``, ``copyout``, ``create``,
+ *     ``no_create``, ``present``: no ``default``, ``deviceptr``, ``if_``, ``async_`` or
+ *     ``wait``), each one array or a list or tuple of arrays,
+ *     every array an exact ``numpy.ndarray`` that is C- or F-contiguous with plain items
+ *     (what ``check_array`` accepts, so no error of the Python constructor is lost), the
+ *     region keeps the clause names and their arrays and is a *C region*
+ *     (``region_arrays``). Otherwise it calls ``self._init(clauses)``: the Python
+ *     constructor (which validates and reports).
  *   - ``__enter__`` of a C region: when nobody subscribes to REGION_ENTER
  *     (``BUS.active``), the thread has a current runtime (``ICVS.runtime``) and its data
  *     lane joins every array (``runtime.lane.join``: all present, each a plain block
@@ -46,8 +47,8 @@ typedef struct {
     PyObject *clauses;   /* the keyword clauses (a dict), or NULL while ``names`` stands for it */
     PyObject *names;     /* a region made by ``region_vectorcall``: its clause names (the call's
                           * kwnames), from which ``clauses_of`` builds ``clauses`` when asked */
-    signed char counts[REGION_CLAUSES];  /* with ``names``: each clause's arrays in ``arrays``,
-                                          * in order (-1: one array, not a list or tuple) */
+    Py_ssize_t counts[REGION_CLAUSES];  /* with ``names``: each clause's arrays in ``arrays``,
+                                         * in order (-1: one array, not a list or tuple) */
     PyObject *arrays;    /* a C region's arrays, clause by clause (a list) */
     PyObject *runtime;   /* the runtime it entered on (``_runtime``, shared with Python) */
     PyObject *entries;   /* what the lane joined */
@@ -73,87 +74,9 @@ static int region_array(PyObject *x) {
            && plain_items(x);
 }
 
-/* Appends the arrays of one clause value to ``arrays``, and what the region keeps of the
- * value to ``snapshot[key]`` (a tuple of a list's arrays: the list may change after, but
- * the arrays are fixed when the region is made, OpenACC 3.3 §2.7.1): 1, 0 (not a C
- * region's), -1. */
-static int add_clause(PyObject *snapshot, PyObject *arrays, PyObject *key, PyObject *value) {
-    if (!PyList_Check(value) && !PyTuple_Check(value)) {
-        if (!region_array(value))
-            return 0;
-        return PyList_Append(arrays, value) < 0 || PyDict_SetItem(snapshot, key, value) < 0 ? -1 : 1;
-    }
-    PyObject *items = PySequence_Tuple(value);
-    if (items == NULL)
-        return -1;
-    int taken = 1;
-    for (Py_ssize_t i = 0; taken == 1 && i < PyTuple_GET_SIZE(items); i++) {
-        PyObject *x = PyTuple_GET_ITEM(items, i);
-        taken = region_array(x) ? (PyList_Append(arrays, x) < 0 ? -1 : 1) : 0;
-    }
-    if (taken == 1 && PyDict_SetItem(snapshot, key, items) < 0)
-        taken = -1;
-    Py_DECREF(items);
-    return taken;
-}
-
-/* For clauses a C region takes: 1, with its snapshot of them (a new dict) and their
- * arrays (a new list); 0 when it does not take them; -1 with an exception set. */
-static int region_clauses(PyObject *clauses, PyObject **snapshot, PyObject **arrays) {
-    *snapshot = PyDict_New();
-    *arrays = PyList_New(0);
-    PyObject *key, *value;
-    Py_ssize_t position = 0;
-    int taken = *snapshot != NULL && *arrays != NULL ? 1 : -1;
-    if (taken == 1 && (g_data_kinds == NULL || PyDict_GET_SIZE(clauses) == 0))
-        taken = 0;
-    while (taken == 1 && PyDict_Next(clauses, &position, &key, &value)) {
-        taken = PySet_Contains(g_data_kinds, key);
-        if (taken == 1)
-            taken = add_clause(*snapshot, *arrays, key, value);
-    }
-    if (taken == 1 && PyList_GET_SIZE(*arrays) == 0)
-        taken = 0;
-    if (taken != 1) {
-        Py_CLEAR(*snapshot);
-        Py_CLEAR(*arrays);
-    }
-    return taken;
-}
-
-static int region_init(DataRegion *self, PyObject *args, PyObject *kwds) {
-    if (PyTuple_GET_SIZE(args) != 0) {
-        PyErr_Format(PyExc_TypeError, "acc.data takes clauses as keywords only "
-                     "(acc.data(copyin=[a], copy=[b])), got %zd positional argument(s)",
-                     PyTuple_GET_SIZE(args));
-        return -1;
-    }
-    PyObject *clauses = kwds != NULL ? Py_NewRef(kwds) : PyDict_New();
-    if (clauses == NULL)
-        return -1;
-    PyObject *snapshot = NULL, *arrays = NULL;
-    /* a subclass's own hooks (_enter, _left ...) are Python's to run: only data itself */
-    int taken = (PyObject *)Py_TYPE(self) == g_data_type ? region_clauses(clauses, &snapshot, &arrays) : 0;
-    Py_CLEAR(self->names);
-    if (taken == 1) {
-        Py_DECREF(clauses);
-        Py_XSETREF(self->clauses, snapshot);
-        Py_XSETREF(self->arrays, arrays);
-        self->mode = REGION_IN_C;
-        return 0;
-    }
-    Py_XSETREF(self->clauses, clauses);
-    if (taken < 0)
-        return -1;
-    self->mode = REGION_IN_PYTHON;
-    PyObject *done = PyObject_CallMethodOneArg((PyObject *)self, s_init, clauses);
-    Py_XDECREF(done);
-    return done == NULL ? -1 : 0;
-}
-
 /* The region's clauses (a borrowed dict; NULL with an exception set): those kept, else
- * built from what ``region_vectorcall`` kept (the snapshot ``region_clauses`` makes: a
- * list's or tuple's arrays as a tuple, fixed when the region was made). */
+ * built from what ``keep_c_region`` kept (a list's or tuple's arrays as a tuple, fixed
+ * when the region was made, OpenACC 3.3 §2.7.1). */
 static PyObject *clauses_of(DataRegion *self) {
     if (self->clauses != NULL || self->names == NULL)
         return self->clauses != NULL ? self->clauses : (PyErr_SetString(PyExc_RuntimeError,
@@ -163,7 +86,7 @@ static PyObject *clauses_of(DataRegion *self) {
     PyObject *clauses = PyDict_New();
     Py_ssize_t first = 0;
     for (Py_ssize_t i = 0; clauses != NULL && i < PyTuple_GET_SIZE(names); i++) {
-        int count = self->counts[i];
+        Py_ssize_t count = self->counts[i];
         PyObject *value = count < 0 ? Py_NewRef(PyList_GET_ITEM(arrays, first))
                                     : PyList_GetSlice(arrays, first, first + count);
         if (value != NULL && count >= 0)
@@ -186,15 +109,13 @@ static PyObject *clauses_of(DataRegion *self) {
     return self->clauses;
 }
 
-/* One clause of ``region_vectorcall``: its arrays appended to ``arrays``; 1 with
+/* One clause of ``region_arrays``: its arrays appended to ``arrays``; 1 with
  * ``*count`` (-1: one array), 0 (not a C region's), -1 (error). */
-static int add_arrays(PyObject *arrays, PyObject *value, signed char *count) {
-    if (!PyList_CheckExact(value) && !PyTuple_CheckExact(value)) {
+static int add_arrays(PyObject *arrays, PyObject *value, Py_ssize_t *count) {
+    if (!PyList_Check(value) && !PyTuple_Check(value)) {
         *count = -1;
         return !region_array(value) ? 0 : PyList_Append(arrays, value) < 0 ? -1 : 1;
     }
-    if (PySequence_Fast_GET_SIZE(value) > 64)
-        return 0;  /* (the count is a signed char: long lists take the Python constructor) */
     Py_ssize_t start = PyList_GET_SIZE(arrays), i = 0;
     int taken = 1;
     /* item by item, each held while it is checked (a check may run Python code) */
@@ -203,52 +124,126 @@ static int add_arrays(PyObject *arrays, PyObject *value, signed char *count) {
         taken = !region_array(x) ? 0 : PyList_Append(arrays, x) < 0 ? -1 : 1;
         Py_DECREF(x);
     }
-    if (taken != 1 || i > 64) {  /* all or nothing: this clause's arrays taken back */
+    if (taken != 1) {  /* all or nothing: this clause's arrays taken back */
         if (PyList_SetSlice(arrays, start, PyList_GET_SIZE(arrays), NULL) < 0)
             return -1;
         return taken < 0 ? -1 : 0;
     }
-    *count = (signed char)i;
+    *count = i;
     return 1;
+}
+
+/* Whether a C region takes the ``n`` clauses ``names`` (a tuple, or NULL when ``n`` is 0)
+ * with ``values``: data clauses only, each one array or a list or tuple of arrays
+ * (``add_arrays``), some array in all. 1, with their arrays (a new list, ``*arrays``) and
+ * each clause's count in ``counts``; 0 when it does not; -1 with an exception set. */
+static int region_arrays(Py_ssize_t n, PyObject *names, PyObject *const *values, Py_ssize_t *counts,
+                         PyObject **arrays) {
+    if (n == 0 || n > REGION_CLAUSES || g_data_kinds == NULL)
+        return 0;
+    PyObject *found = PyList_New(0);
+    if (found == NULL)
+        return -1;
+    int taken = 1;
+    for (Py_ssize_t i = 0; taken == 1 && i < n; i++) {
+        taken = PySet_Contains(g_data_kinds, PyTuple_GET_ITEM(names, i));
+        if (taken == 1)
+            taken = add_arrays(found, values[i], &counts[i]);
+    }
+    if (taken == 1 && PyList_GET_SIZE(found) > 0) {
+        *arrays = found;
+        return 1;
+    }
+    Py_DECREF(found);
+    return taken < 0 ? -1 : 0;
+}
+
+/* The region becomes a C region of clauses ``names`` over ``arrays`` (stolen), as
+ * ``region_arrays`` found them; its snapshot is built when asked for (``clauses_of``). */
+static void keep_c_region(DataRegion *self, PyObject *names, const Py_ssize_t *counts, PyObject *arrays) {
+    Py_CLEAR(self->clauses);
+    Py_XSETREF(self->names, Py_NewRef(names));
+    memcpy(self->counts, counts, sizeof(self->counts));
+    Py_XSETREF(self->arrays, arrays);
+    self->mode = REGION_IN_C;
+}
+
+/* For ``data`` itself (a subclass's own hooks, ``_enter``, ``_left`` ..., are Python's to
+ * run): whether a C region takes the keyword clauses ``kwds`` (``region_arrays``); 1 when
+ * it does, and the region is one, its clauses' snapshot built at once. */
+static int region_init_in_c(DataRegion *self, PyObject *kwds) {
+    Py_ssize_t n = PyDict_GET_SIZE(kwds), position = 0, i = 0;
+    if ((PyObject *)Py_TYPE(self) != g_data_type || n == 0 || n > REGION_CLAUSES)
+        return 0;
+    PyObject *names = PyTuple_New(n), *values[REGION_CLAUSES], *key, *value;
+    if (names == NULL)
+        return -1;
+    while (PyDict_Next(kwds, &position, &key, &value) && i < n) {
+        PyTuple_SET_ITEM(names, i, Py_NewRef(key));
+        values[i++] = Py_NewRef(value);  /* (held: a check may run Python code) */
+    }
+    Py_ssize_t counts[REGION_CLAUSES];
+    PyObject *arrays;
+    int taken = region_arrays(i, names, values, counts, &arrays);
+    if (taken == 1) {
+        keep_c_region(self, names, counts, arrays);
+        taken = clauses_of(self) == NULL ? -1 : 1;
+    }
+    while (i > 0)
+        Py_DECREF(values[--i]);
+    Py_DECREF(names);
+    return taken;
+}
+
+static int region_init(DataRegion *self, PyObject *args, PyObject *kwds) {
+    if (PyTuple_GET_SIZE(args) != 0) {
+        PyErr_Format(PyExc_TypeError, "acc.data takes clauses as keywords only "
+                     "(acc.data(copyin=[a], copy=[b])), got %zd positional argument(s)",
+                     PyTuple_GET_SIZE(args));
+        return -1;
+    }
+    PyObject *clauses = kwds != NULL ? Py_NewRef(kwds) : PyDict_New();
+    if (clauses == NULL)
+        return -1;
+    int taken = region_init_in_c(self, clauses);
+    if (taken == 1) {
+        Py_DECREF(clauses);
+        return 0;
+    }
+    Py_CLEAR(self->names);
+    Py_XSETREF(self->clauses, clauses);
+    if (taken < 0)
+        return -1;
+    self->mode = REGION_IN_PYTHON;
+    PyObject *done = PyObject_CallMethodOneArg((PyObject *)self, s_init, clauses);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
 }
 
 /* ``data(**clauses)``, the type's vectorcall (set on ``pyacc._directives.data`` by
  * ``configure_data``; a type's ``tp_vectorcall`` is never inherited, so subclasses take
  * ``type.__call__``): a region of data clauses only, each one array or a list or tuple
- * of arrays a C region takes, is made without the keyword dict and the snapshot dict of
- * ``region_init`` (``clauses_of`` builds the snapshot if anyone asks); any other call,
+ * of arrays a C region takes (``region_arrays``), is made without the keyword dict, and
+ * without the snapshot ``region_init`` builds (``clauses_of`` builds it if anyone asks); any other call,
  * or one after ``data.__init__`` or ``data.__new__`` was replaced, is ``type.__call__``'s. */
 static PyObject *region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
                                    PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     PyTypeObject *tp = (PyTypeObject *)type;
-    if (type != g_data_type || nargs != 0 || nkw == 0 || nkw > REGION_CLAUSES ||
-            tp->tp_init != (initproc)region_init || tp->tp_new != PyType_GenericNew ||
-            g_data_kinds == NULL)
+    if (type != g_data_type || nargs != 0 || tp->tp_init != (initproc)region_init ||
+            tp->tp_new != PyType_GenericNew)
         return tp_call_of(PyType_Type.tp_call, type, args, nargsf, kwnames);
-    PyObject *arrays = PyList_New(0);
-    if (arrays == NULL)
-        return NULL;
-    signed char counts[REGION_CLAUSES];
-    int taken = 1;
-    for (Py_ssize_t i = 0; taken == 1 && i < nkw; i++) {
-        taken = PySet_Contains(g_data_kinds, PyTuple_GET_ITEM(kwnames, i));
-        if (taken == 1)
-            taken = add_arrays(arrays, args[i], &counts[i]);
-    }
-    if (taken != 1 || PyList_GET_SIZE(arrays) == 0) {
-        Py_DECREF(arrays);
+    Py_ssize_t counts[REGION_CLAUSES];
+    PyObject *arrays;
+    int taken = region_arrays(nkw, kwnames, args, counts, &arrays);
+    if (taken != 1)
         return taken < 0 ? NULL : tp_call_of(PyType_Type.tp_call, type, args, nargsf, kwnames);
-    }
     DataRegion *self = (DataRegion *)tp->tp_alloc(tp, 0);
     if (self == NULL) {
         Py_DECREF(arrays);
         return NULL;
     }
-    self->names = Py_NewRef(kwnames);
-    memcpy(self->counts, counts, sizeof(counts));
-    self->arrays = arrays;
-    self->mode = REGION_IN_C;
+    keep_c_region(self, kwnames, counts, arrays);
     return (PyObject *)self;
 }
 

@@ -365,7 +365,7 @@ def test_data_region_c_the_snapshot_of_the_clauses_is_the_same_however_the_regio
     assert not any(acc.is_present(x) for x in (a, b, c))
 
 
-def test_data_region_c_long_lists_and_list_subclasses_take_the_init(emulated, python_frames):
+def test_data_region_c_long_lists_and_list_subclasses_are_taken_too(emulated, python_frames):
     class Arrays(list):
         pass
 
