@@ -10,7 +10,9 @@
  * the same attributes (read and written in place: WorkerQueue's ``__slots__``) under the
  * same lock (the queue's ``_lock``, the C lock of ``_table_lock.h`` taken in place; another
  * kind through its bound ``acquire``/``release``); and the call's ``AsyncResult``,
- * made without its Python ``__init__`` (its two slots set; ``configure_async``).
+ * made without its Python ``__init__`` (its two slots set; ``configure_async``). Also owns
+ * ``wait_settled``: whether a host wait has nothing to do (``QueueSet.settled`` read in
+ * C, for ``acc.wait``'s C entry, ``_routine_lane.c.h``).
  *
  * Invariants:
  *   - the C take and give-back run only for an exact ``QueueSet`` (its own
@@ -46,12 +48,12 @@ static const struct { int dict; const char *name; } WATCHED[WATCHED_NAMES] = {
 static PyObject *g_watched_values[WATCHED_NAMES];  /* their values at configure_async */
 static PyObject *s_queues, *s_inlines, *s_inline_below, *s_completed, *s_submitted,
                 *s_holds, *s_closed, *s_error, *s_inline, *s_waiters, *s_operations,
-                *s_notify;
+                *s_notify, *s_handed, *s_device, *s_device_queues;
 /* WorkerQueue's fields the take and give-back read and write: in place where they are
  * ``__slots__`` members (``mapping/_slot_fields.h``; the take runs for an exact WorkerQueue
  * only), else by name */
 enum { Q_INLINES, Q_INLINE_BELOW, Q_COMPLETED, Q_SUBMITTED, Q_HOLDS, Q_CLOSED, Q_ERROR,
-       Q_INLINE, Q_WAITERS, Q_OPERATIONS, Q_FIELDS };
+       Q_INLINE, Q_WAITERS, Q_OPERATIONS, Q_HANDED, Q_FIELDS };
 static SlotField g_queue_fields[Q_FIELDS];
 #define QUEUE_FIELD(name) (&g_queue_fields[Q_##name])
 
@@ -382,7 +384,7 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
     PyObject *device_args = kernel_arguments(plan, args);
     if (device_args != NULL && count_launch(plan) == 0) {
         double start = now();
-        result = PyObject_Call(plan->kernel, device_args, NULL);
+        result = call_kernel(&plan->prepared, plan->kernel, device_args);
         seconds = now() - start;
     }
     Py_XDECREF(device_args);
@@ -429,6 +431,82 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
     return done;
 }
 
+/* -- a host wait with nothing to do: its queues settled, seen in C ------------------------ */
+/* ``WorkerQueue.settled()`` of an exact WorkerQueue whose work was not handed to its
+ * worker since the last wait (that case adapts the crossover: the Python wait's): 1
+ * settled (idle: ``_completed`` read first, as ``is_idle`` does; no error), 0 not, or not
+ * known here; -1 error. */
+static int queue_settled(PyObject *queue) {
+    if (Py_TYPE(queue) != g_worker_queue)
+        return 0;
+    PyObject *completed = slot_field_get(queue, QUEUE_FIELD(COMPLETED));
+    PyObject *submitted = completed ? slot_field_get(queue, QUEUE_FIELD(SUBMITTED)) : NULL;
+    PyObject *error = submitted ? slot_field_get(queue, QUEUE_FIELD(ERROR)) : NULL;
+    int settled = error == NULL ? -1 : error != Py_None ? 0
+        : completed == submitted ? 1 : PyObject_RichCompareBool(completed, submitted, Py_EQ);
+    if (settled == 1) {
+        int handed = field_true(queue, QUEUE_FIELD(HANDED));
+        settled = handed < 0 ? -1 : !handed;
+    }
+    Py_XDECREF(completed);
+    Py_XDECREF(submitted);
+    Py_XDECREF(error);
+    return settled;
+}
+
+/* ``QueueSet.settled(numbers)`` over the exact QueueSet's dict of queues ``queues``:
+ * every number a plain int >= 0 whose queue was never made or is settled (none: every
+ * queue); 1, 0 (not, or not known here), -1 error */
+static int numbers_settled(PyObject *queues, PyObject *const *numbers, Py_ssize_t count) {
+    if (count == 0) {  /* every queue: over a copy (reading a queue may run Python code) */
+        PyObject *all = PyDict_Values(queues);
+        int settled = all == NULL ? -1 : 1;
+        for (Py_ssize_t i = 0; settled == 1 && i < PyList_GET_SIZE(all); i++)
+            settled = queue_settled(PyList_GET_ITEM(all, i));
+        Py_XDECREF(all);
+        return settled;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int overflow;
+        if (!PyLong_CheckExact(numbers[i]) || PyLong_AsLongAndOverflow(numbers[i], &overflow) < 0 ||
+                overflow)
+            return PyErr_Occurred() ? -1 : 0;
+        PyObject *queue = PyDict_GetItemWithError(queues, numbers[i]);
+        if (queue == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            continue;  /* never made: nothing to wait for */
+        }
+        Py_INCREF(queue);
+        int settled = queue_settled(queue);
+        Py_DECREF(queue);
+        if (settled != 1)
+            return settled;
+    }
+    return 1;
+}
+
+/* Whether a host wait for ``numbers`` on ``runtime``'s device has nothing to do: its
+ * queues (``device.queues``) an exact QueueSet, ``numbers_settled``; 1, 0 (the Python wait
+ * decides), -1 error. */
+static int wait_settled(PyObject *runtime, PyObject *const *numbers, Py_ssize_t count) {
+    if (g_queue_set == NULL)
+        return 0;
+    PyObject *device = PyObject_GetAttr(runtime, s_device);
+    PyObject *set = device == NULL ? NULL : PyObject_GetAttr(device, s_device_queues);
+    Py_XDECREF(device);
+    if (set == NULL)
+        return -1;
+    int settled = 0;
+    if (Py_TYPE(set) == g_queue_set) {
+        PyObject *queues = PyObject_GetAttr(set, s_queues);
+        settled = queues == NULL ? -1 : PyDict_CheckExact(queues) ? numbers_settled(queues, numbers, count) : 0;
+        Py_XDECREF(queues);
+    }
+    Py_DECREF(set);
+    return settled;
+}
+
 /* -- configuration ------------------------------------------------------------------------ */
 static PyObject *configure_async(PyObject *module, PyObject *args) {
     /* configure_async(AsyncResult[, WorkerQueue, QueueSet, RUNS, kept, record_kernel]) */
@@ -461,13 +539,15 @@ static PyObject *configure_async(PyObject *module, PyObject *args) {
         NAME(s_completed, "_completed") NAME(s_submitted, "_submitted")
         NAME(s_holds, "_holds") NAME(s_closed, "_closed") NAME(s_error, "_error")
         NAME(s_inline, "_inline") NAME(s_waiters, "_waiters") NAME(s_operations, "_operations")
-        NAME(s_notify, "_notify")
+        NAME(s_notify, "_notify") NAME(s_handed, "_handed") NAME(s_device, "device")
+        NAME(s_device_queues, "queues")
 #undef NAME
     }
     Py_XSETREF(g_take_at_once, take);
     Py_XSETREF(g_worker_queue, (PyTypeObject *)Py_NewRef(worker));
     PyObject *field_names[Q_FIELDS] = {s_inlines, s_inline_below, s_completed, s_submitted,
-                                       s_holds, s_closed, s_error, s_inline, s_waiters, s_operations};
+                                       s_holds, s_closed, s_error, s_inline, s_waiters, s_operations,
+                                       s_handed};
     for (int i = 0; i < Q_FIELDS; i++)
         slot_field_init(&g_queue_fields[i], (PyTypeObject *)worker, field_names[i]);
     Py_XSETREF(g_queue_set, (PyTypeObject *)Py_NewRef(queue_set));

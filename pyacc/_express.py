@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pyacc.compiler import cpu_plans
 from pyacc.compiler.kernel import KERNEL_ENV_KEYS
 from pyacc.mapping import BUS, EventKind
 from pyacc.mapping import inline
@@ -39,7 +40,7 @@ from ._outcome import AsyncResult
 
 __all__ = ["CALL_BASE", "DATA_BASE", "configure_data", "enable_vectorcall", "ExpressPlan", "express_lane", "set_lane",
            "plan_spec", "configure_async", "lane_routine", "RETURNS_DEVICE_ARRAY", "RETURNS_NONE",
-           "ANSWERS", "enqueuer"]
+           "ANSWERS", "SETTLES", "enqueuer"]
 
 
 def _load():
@@ -59,6 +60,7 @@ def _load():
     _fastcall.configure(ICVS, os.environ._data, KERNEL_ENV_KEYS, BUS.silent, BUS.tally_alone,
                         np.ndarray, per_thread)
     watch_context(_fastcall.context_changed)
+    _fastcall.configure_prepared(cpu_plans.prepare)  # CPU kernels' prepared calls
     return _fastcall
 
 
@@ -194,8 +196,9 @@ def enqueuer(device, kernel, name, where, info):
 
 
 #: what a data lane's answer means to a routine (``pyacc/_routine_lane.c.h``): a device
-#: array or None (``enter``); True or None (``leave``, ``update``); the answer (``present``)
-RETURNS_DEVICE_ARRAY, RETURNS_NONE, ANSWERS = range(3)
+#: array or None (``enter``); True or None (``leave``, ``update``); the answer (``present``);
+#: SETTLES: not the lane's, ``acc.wait``'s: its queues checked settled in C
+RETURNS_DEVICE_ARRAY, RETURNS_NONE, ANSWERS, SETTLES = range(4)
 
 
 def lane_routine(function, verb: str, kind: int):
@@ -203,8 +206,9 @@ def lane_routine(function, verb: str, kind: int):
     its calls with one positional argument try the current runtime's ``lane.<verb>(a)``
     in C before ``function`` runs (no Python frame, no read of the thread's ICVs);
     ``functools.update_wrapper`` gives it ``function``'s name, docstring and
-    ``__wrapped__``. Without the extension: ``function`` itself, which tries the lane from
-    Python."""
+    ``__wrapped__``. A routine of kind ``SETTLES`` (``acc.wait``) instead returns at once
+    from calls with plain queue numbers whose queues are settled, checked in C. Without the
+    extension: ``function`` itself, which tries the lane (or the check) from Python."""
     if _FASTCALL is None:
         return function
     routine = _FASTCALL.LaneRoutine(verb, function, kind)

@@ -60,6 +60,7 @@ typedef struct {
     ArraySlot *arrays;
     Py_ssize_t nscalars;
     ScalarSlot *scalars;
+    PreparedCall prepared; /* the kernel's prepared call (CPU devices), asked at its first call */
 } ExpressPlan;
 
 static int plan_traverse(ExpressPlan *plan, visitproc visit, void *arg) {
@@ -119,6 +120,7 @@ static void plan_dealloc(ExpressPlan *plan) {
     Py_XDECREF(plan->take_at_once);
     Py_XDECREF(plan->queue_set);
     Py_XDECREF(plan->enqueue);
+    prepared_clear(&plan->prepared);
     Py_TYPE(plan)->tp_free((PyObject *)plan);
 }
 
@@ -384,7 +386,7 @@ static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
     int kernel_failed = 0;
     PyObject *device_args = kernel_arguments(plan, args);
     if (device_args != NULL && count_launch(plan) == 0) {
-        result = PyObject_Call(plan->kernel, device_args, NULL);
+        result = call_kernel(&plan->prepared, plan->kernel, device_args);
         kernel_failed = result == NULL;
     }
     Py_XDECREF(device_args);

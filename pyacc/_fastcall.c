@@ -37,7 +37,9 @@
  * after a kernel has streamed its arrays through the caches.
  *
  * Then it counts the launch (the device's row of the statistics, ``Stats.counter_row``), calls the kernel
- * with the plan's device arrays in place of the mapped host arrays, and releases the lock.
+ * with the plan's device arrays in place of the mapped host arrays (on a CPU device through
+ * the kernel's prepared call, ``_prepared_call.c.h``: plain words and one C call instead of
+ * Numba's dispatcher, where the arguments fit it), and releases the lock.
  * A kernel that raises goes to ``self._express_failed(error)`` (Python), which raises what
  * the Python launcher would.
  *
@@ -119,6 +121,8 @@ static PyObject *tp_call_of(ternaryfunc call, PyObject *callable, PyObject *cons
     return result;
 }
 
+/* -- a kernel's prepared call: plain words and one C call, not the dispatcher ------------ */
+#include "_prepared_call.c.h"
 /* -- plans: the ExpressPlan type, its checks and one call through it -------------------- */
 #include "_express_plan.c.h"
 /* -- an async call run at once: the queue taken and given back in C --------------------- */
@@ -403,6 +407,11 @@ static PyMethodDef module_methods[] = {
     {"context_changed", context_changed, METH_NOARGS,
      "A thread's ICVS.runtime or open regions' default changed: every plan's context memo "
      "is stale."},
+    {"configure_prepared", configure_prepared, METH_O,
+     "configure_prepared(prepare): what gives a plan's kernel its prepared call "
+     "(compiler.cpu_plans.prepare; None: the dispatcher is always called)."},
+    {"prepared_calls", prepared_calls, METH_NOARGS,
+     "prepared_calls(): how many kernel calls went through a prepared call so far."},
     {"configure_data", configure_data, METH_VARARGS,
      "configure_data(BUS.active, REGION_ENTER, REGION_EXIT, SingleUseRegion.__enter__, "
      "SingleUseRegion.__exit__, data clause names): what acc.data's C base reads "

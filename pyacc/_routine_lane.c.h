@@ -25,11 +25,17 @@
  * pickles by name (``__reduce__``), copies as itself and takes weak references, as a
  * function does. A lane that raised an ``Exception`` changed nothing (its verbs are all or
  * nothing): the Python function then runs, and raises and reports what it finds.
+ * One routine is not the lane's: ``acc.wait`` (kind SETTLES). Its calls with plain queue
+ * numbers (none: every queue) and no keyword return at once when nobody listens for its
+ * WAIT event and each queue of the current device was never made or is settled (idle, no
+ * error: ``wait_settled``, ``_at_once.c.h``; API.md §5: a wait with nothing pending costs
+ * a check); every other call, and every doubt, is the Python function's.
+ *
  * Invariants: the GIL is held throughout, except where the lane waits for the table
  * lock; a call holds its own reference to the lane it calls.
  */
 
-enum { RETURNS_DEVICE_ARRAY, RETURNS_NONE, ANSWERS };
+enum { RETURNS_DEVICE_ARRAY, RETURNS_NONE, ANSWERS, SETTLES };
 
 typedef struct {
     PyObject_HEAD
@@ -77,12 +83,40 @@ static PyObject *through_lane(LaneRoutine *self, PyObject *a) {
     return answer;
 }
 
+/* A wait (kind SETTLES) for ``numbers`` with nothing to do, seen in C: 1; 0 the Python
+ * function's turn; -1 error. */
+static int waits_for_nothing(PyObject *const *numbers, Py_ssize_t count) {
+    if (g_silent == NULL || PyList_GET_ITEM(g_silent, 0) != Py_True)
+        return 0;  /* someone listens for the WAIT event */
+    PyObject *runtime, *lane, *stack;
+    int found = thread_runtime(&runtime, &lane, &stack);
+    if (found <= 0)
+        return found;
+    Py_DECREF(lane);
+    Py_DECREF(stack);
+    int settled = wait_settled(runtime, numbers, count);
+    Py_DECREF(runtime);
+    return settled;
+}
+
 static PyObject *routine_vectorcall(LaneRoutine *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     if (self->slow == NULL) {  /* (cleared by the garbage collector: a module torn down) */
         PyErr_SetString(PyExc_RuntimeError, "a pyacc data routine called after its module was torn down");
         return NULL;
     }
-    if (PyVectorcall_NARGS(nargsf) == 1 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0)) {
+    int plain = kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0;
+    if (self->kind == SETTLES) {
+        int settled = plain ? waits_for_nothing(args, PyVectorcall_NARGS(nargsf)) : 0;
+        if (settled == 1)
+            Py_RETURN_NONE;
+        if (settled < 0) {  /* the Python function decides, and reports; an interrupt propagates */
+            if (!PyErr_ExceptionMatches(PyExc_Exception))
+                return NULL;
+            PyErr_Clear();
+        }
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    }
+    if (PyVectorcall_NARGS(nargsf) == 1 && plain) {
         PyObject *result = through_lane(self, args[0]);
         if (result == NULL) {  /* the lane changed nothing: the Python function decides, */
             if (!PyErr_ExceptionMatches(PyExc_Exception))  /* and reports; an interrupt */
@@ -102,8 +136,8 @@ static PyObject *routine_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     int kind;
     if (!PyArg_ParseTuple(args, "UOi:LaneRoutine", &verb, &slow, &kind))
         return NULL;
-    if (kind < RETURNS_DEVICE_ARRAY || kind > ANSWERS || !PyCallable_Check(slow)) {
-        PyErr_SetString(PyExc_ValueError, "LaneRoutine(verb, function, kind): kind 0, 1 or 2, a callable function");
+    if (kind < RETURNS_DEVICE_ARRAY || kind > SETTLES || !PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_ValueError, "LaneRoutine(verb, function, kind): kind 0 to 3, a callable function");
         return NULL;
     }
     LaneRoutine *self = (LaneRoutine *)type->tp_alloc(type, 0);

@@ -13,19 +13,8 @@ import numpy as np
 
 from pyacc.mapping import _probe
 from pyacc.mapping import (
-    BUS,
-    STATS,
-    EventKind,
-    AccError,
-    Counter,
-    DeviceTypeUnavailableError,
-    InvalidArgumentError,
-    InvalidAsyncError,
-    MapKind,
-    NotPresentError,
-    MapRequest,
-    UpdateDirection,
-    check_array,
+    BUS, STATS, EventKind, AccError, Counter, DeviceTypeUnavailableError, InvalidArgumentError,
+    InvalidAsyncError, MapKind, NotPresentError, MapRequest, UpdateDirection, check_array,
 )
 
 from pyacc.compiler.analysis import is_struct
@@ -35,7 +24,7 @@ from ._names import variable_name
 from ._clauses import async_noval, async_value, queue_of, wait_values
 from ._devices import ICVS, canonical_type, current_runtime
 from ._errors import directive_end, report, reported
-from ._express import ANSWERS, RETURNS_DEVICE_ARRAY, RETURNS_NONE, lane_routine
+from ._express import ANSWERS, RETURNS_DEVICE_ARRAY, RETURNS_NONE, SETTLES, lane_routine
 
 __all__ = [
     "copyin", "create", "copyout", "delete", "update_device", "update_self",
@@ -393,13 +382,16 @@ def wait(*queues, async_=None) -> None:
     a queued operation is raised as ``ExecutionError`` naming the queue and the
     operation. With ``async_=q`` the host does not block: queue ``q`` waits for them
     (§3.2.11, ``acc_wait_async``). Queues with nothing pending and no error to report
-    cost a check (API.md §5).
+    cost a check (API.md §5), made in C when the extension is built (``lane_routine``).
     """
     if async_ is None and _SILENT[0]:  # (nobody listens for the WAIT event it would publish)
         runtime = ICVS.runtime
         if runtime is not None and runtime.device.queues.settled(queues):
             return
     _wait(queues, async_)
+
+
+wait = lane_routine(wait, "wait", SETTLES)  # built: its plain calls of settled queues, in C
 
 
 @reported

@@ -1,0 +1,181 @@
+/* pyacc/_prepared_call.c.h: a plan's kernel called through its prepared call, included by
+ * _fastcall.c (before _express_plan.c.h: an ``ExpressPlan`` holds a ``PreparedCall``).
+ *
+ * Owns ``call_kernel``: what every lane path on a CPU device calls the kernel with. The
+ * first time a plan calls its kernel it asks ``compiler.cpu_plans.prepare(kernel,
+ * args)`` (configure_prepared) for the kernel's prepared call: a trampoline compiled by
+ * Numba that takes the arguments as plain words (an array: data pointer, dimensions,
+ * strides; a scalar: its bits) and calls the overload the dispatcher chose for those
+ * arguments' types, without the dispatcher's typing, overload selection and unboxing
+ * (~3,000 instructions a call; compiler/cpu_plans.py says what the trampoline does).
+ * Later calls fill the words from the arguments and call the trampoline when each
+ * argument still has the kind, dtype object and typing flags (layout, alignment,
+ * writability: what Numba's ``typeof`` reads) it had at the preparation; any other call
+ * goes to the dispatcher, as before (an ``int`` beyond int64, another layout, ...).
+ *
+ * Invariants: the words describe arguments that the call's tuple keeps alive for the
+ * call; a plan whose preparation failed or was refused calls the dispatcher for good
+ * (a failure is reported once as an unraisable error, never raised to the caller: the
+ * dispatcher is a correct way to call); the preparation runs Python code (the GIL may be
+ * released) while the plan is marked *preparing*, so another thread meanwhile calls the
+ * dispatcher.
+ */
+
+enum { PREPARED_WORDS = 64, PREPARED_MOST_NDIM = 32 };
+enum { PREPARED_UNASKED = 0, PREPARED_READY = 1, PREPARED_NONE = -1, PREPARED_PREPARING = -2 };
+/* the typing flags of an array: what Numba's typeof reads of them */
+#define PREPARED_TYPING_FLAGS (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS | NPY_ALIGNED | NPY_WRITEABLE)
+
+/* a kernel's prepared call: the trampoline and what each argument was when it was
+ * prepared (an ExpressPlan's ``prepared``) */
+typedef PyObject *(*Trampoline)(const int64_t *words);
+typedef struct {
+    unsigned char kind;   /* an array's ndim (0-32), else 'i', 'f', 'b' */
+    int flags;            /* an array's typing flags */
+    PyObject *descr;      /* an array's dtype (strong), compared by address */
+} PreparedArg;
+typedef struct {
+    int state;            /* PREPARED_UNASKED, _READY, _NONE, _PREPARING */
+    Trampoline entry;
+    int64_t function, environment;  /* the words every call starts with */
+    Py_ssize_t nargs;
+    PreparedArg *args;
+} PreparedCall;
+
+static PyObject *g_prepare_call;
+static unsigned long long g_prepared_calls;  /* calls made through a prepared call (prepared_calls()) */  /* compiler.cpu_plans.prepare, or NULL: never asked */
+
+/* ``prepare``'s answer, checked and kept: the trampoline, the words it starts with and
+ * what each argument was at the preparation */
+static int prepared_from(PreparedCall *n, PyObject *answer, PyObject *args) {
+    PyObject *kinds;
+    unsigned long long entry, function, environment;
+    if (!PyArg_ParseTuple(answer, "KKKS", &entry, &function, &environment, &kinds))
+        return -1;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (PyBytes_GET_SIZE(kinds) != nargs) {
+        PyErr_SetString(PyExc_ValueError, "prepare: one kind per argument");
+        return -1;
+    }
+    n->args = PyMem_Calloc(nargs ? (size_t)nargs : 1, sizeof(PreparedArg));
+    if (n->args == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    n->nargs = nargs;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PreparedArg *arg = &n->args[i];
+        PyObject *value = PyTuple_GET_ITEM(args, i);
+        arg->kind = (unsigned char)PyBytes_AS_STRING(kinds)[i];
+        if (arg->kind <= PREPARED_MOST_NDIM) {
+            if (Py_TYPE(value) != g_ndarray || ARRAY(value)->nd != arg->kind) {
+                PyErr_SetString(PyExc_ValueError, "prepare: an array's kind is its ndim");
+                return -1;
+            }
+            arg->descr = Py_NewRef(ARRAY(value)->descr);
+            arg->flags = ARRAY(value)->flags & PREPARED_TYPING_FLAGS;
+        }
+    }
+    n->entry = (Trampoline)(uintptr_t)entry;
+    n->function = (int64_t)function;
+    n->environment = (int64_t)environment;
+    return 0;
+}
+
+static void prepared_clear(PreparedCall *n) {
+    for (Py_ssize_t i = 0; i < n->nargs; i++)
+        Py_XDECREF(n->args[i].descr);
+    PyMem_Free(n->args);
+    n->args = NULL;
+    n->nargs = 0;
+}
+
+/* Ask for the kernel's prepared call, once: state READY or NONE afterwards. */
+static void prepare_call(PreparedCall *n, PyObject *kernel, PyObject *args) {
+    n->state = PREPARED_PREPARING;
+    PyObject *answer = g_prepare_call == NULL ? Py_NewRef(Py_None)
+        : PyObject_CallFunctionObjArgs(g_prepare_call, kernel, args, NULL);
+    int ready = answer != NULL && answer != Py_None && prepared_from(n, answer, args) == 0;
+    Py_XDECREF(answer);
+    if (PyErr_Occurred()) {  /* a failed preparation: said, and the dispatcher called */
+        PyErr_WriteUnraisable(kernel);
+        prepared_clear(n);
+    }
+    n->state = ready ? PREPARED_READY : PREPARED_NONE;
+}
+
+/* The words of a call with ``args``: 1; 0 when an argument is not what it was at the
+ * preparation (the dispatcher is called). */
+static int prepared_words(const PreparedCall *n, PyObject *args, int64_t *words) {
+    if (PyTuple_GET_SIZE(args) != n->nargs)
+        return 0;
+    Py_ssize_t k = 0;
+    words[k++] = n->function;
+    words[k++] = n->environment;
+    for (Py_ssize_t i = 0; i < n->nargs; i++) {
+        const PreparedArg *arg = &n->args[i];
+        PyObject *value = PyTuple_GET_ITEM(args, i);
+        if (arg->kind <= PREPARED_MOST_NDIM) {
+            ArrayFields *f = ARRAY(value);
+            int nd = arg->kind;
+            if (Py_TYPE(value) != g_ndarray || f->nd != nd || f->descr != arg->descr ||
+                    (f->flags & PREPARED_TYPING_FLAGS) != arg->flags || k + 1 + 2 * nd > PREPARED_WORDS)
+                return 0;
+            words[k++] = (int64_t)(intptr_t)f->data;
+            for (int d = 0; d < nd; d++)
+                words[k++] = f->dimensions[d];
+            for (int d = 0; d < nd; d++)
+                words[k++] = f->strides[d];
+            continue;
+        }
+        if (k + 1 > PREPARED_WORDS)
+            return 0;
+        if (arg->kind == 'i') {
+            if (!PyLong_CheckExact(value))
+                return 0;
+            int overflow;
+            long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+            if (overflow || (v == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                return 0;  /* typed uint64 or refused by the dispatcher */
+            }
+            words[k++] = v;
+        } else if (arg->kind == 'f') {
+            if (!PyFloat_CheckExact(value))
+                return 0;
+            double v = PyFloat_AS_DOUBLE(value);
+            memcpy(&words[k++], &v, sizeof v);
+        } else if (arg->kind == 'b' && (value == Py_True || value == Py_False)) {
+            words[k++] = value == Py_True;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ``kernel`` called with ``args``: through its prepared call ``n`` when it has one and
+ * the arguments fit it, else by the dispatcher. */
+static PyObject *call_kernel(PreparedCall *n, PyObject *kernel, PyObject *args) {
+    if (n->state == PREPARED_UNASKED)
+        prepare_call(n, kernel, args);
+    if (n->state == PREPARED_READY) {
+        int64_t words[PREPARED_WORDS];
+        if (prepared_words(n, args, words)) {
+            g_prepared_calls++;
+            return n->entry(words);
+        }
+    }
+    return PyObject_Call(kernel, args, NULL);
+}
+
+/* prepared_calls(): how many kernel calls went through a prepared call (tests, benchmarks) */
+static PyObject *prepared_calls(PyObject *module, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(g_prepared_calls);
+}
+
+/* configure_prepared(prepare): what asks for a plan's prepared call (None: never) */
+static PyObject *configure_prepared(PyObject *module, PyObject *prepare) {
+    Py_XSETREF(g_prepare_call, prepare == Py_None ? NULL : Py_NewRef(prepare));
+    Py_RETURN_NONE;
+}

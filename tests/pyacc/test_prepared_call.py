@@ -1,0 +1,253 @@
+"""A repeated CPU call goes through its kernel's prepared call (``compiler/cpu_plans.py``,
+``pyacc/_prepared_call.c.h``): plain words and one C call instead of Numba's dispatcher.
+It must give exactly what the dispatcher gives — the same results, return values and
+errors — and hand every call it cannot describe back to the dispatcher."""
+
+import threading
+
+import numpy as np
+import pytest
+from numba import njit
+
+import pyacc as acc
+from pyacc.compiler import cpu_plans
+
+pytestmark = pytest.mark.skipif(not acc.express_lane(), reason="the C express lane is not built")
+
+CPU_DEVICES = ["host", "emulated"]
+
+
+def prepared_calls() -> int:
+    from pyacc import _fastcall
+
+    return _fastcall.prepared_calls()
+
+
+@pytest.fixture(params=CPU_DEVICES)
+def cpu(request):
+    acc.shutdown(request.param)
+    acc.set_device_type(request.param)
+    acc.set_default_async(acc.async_noval)
+    yield request.param
+    acc.wait()
+    acc.shutdown(request.param)
+
+
+@acc.parallel_loop
+def axpy(y, x, a, n):
+    for i in range(n):
+        y[i] = y[i] + a * x[i]
+
+
+@acc.parallel_loop(reduction="+:total")
+def total_of(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        total += x[i]
+    return total
+
+
+@acc.parallel_loop(reduction="+:total max:biggest")
+def total_and_max(x):
+    total = 0.0
+    biggest = -1e300
+    for i in range(x.shape[0]):
+        total += x[i]
+        biggest = max(biggest, x[i])
+    return total, biggest
+
+
+@acc.parallel_loop(collapse=2)
+def grid_update(u, v, scale, flip):
+    for i in range(u.shape[0]):
+        for j in range(u.shape[1]):
+            if flip:
+                u[i, j] = scale * v[i, j] - u[i, j]
+            else:
+                u[i, j] = scale * v[i, j] + u[i, j]
+
+
+@acc.parallel_loop
+def shift(y, k):
+    for i in range(y.shape[0]):
+        y[i] = y[i] + k
+
+
+@acc.parallel_loop
+def divide(y, a, b):
+    for i in range(y.shape[0]):
+        y[i] = a // b
+
+
+def test_a_repeated_call_goes_through_its_prepared_call(cpu):
+    x, y = np.arange(100.0), np.zeros(100)
+    with acc.data(copyin=[x], copy=[y]):
+        for _ in range(3):  # the launcher, then the lane arms and prepares
+            axpy(y, x, 2.0, 100)
+        before = prepared_calls()
+        for _ in range(5):
+            axpy(y, x, 2.0, 100)
+        assert prepared_calls() - before == 5
+    np.testing.assert_array_equal(y, 16.0 * np.arange(100.0))
+
+
+def test_a_reduction_returns_its_value_through_the_prepared_call(cpu):
+    x = np.arange(1.0, 11.0)
+    with acc.data(copyin=[x]):
+        for _ in range(3):
+            total_of(x)
+            total_and_max(x)
+        before = prepared_calls()
+        assert total_of(x) == 55.0
+        assert total_and_max(x) == (55.0, 10.0)
+        assert prepared_calls() - before == 2
+
+
+def test_prepared_calls_pass_scalars_of_each_kind_and_arrays_of_any_layout(cpu):
+    """Fortran-ordered and strided arrays, ints, floats and bools: the same as NumPy."""
+    u = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+    whole = np.arange(24.0).reshape(3, 8)
+    v = whole[:, ::2]  # not contiguous: a view of a mapped array
+    expected = u.copy()
+    before = prepared_calls()
+    with acc.data(copy=[u], copyin=[whole]):
+        for flip in (False, True, False, True, True, False):
+            grid_update(u, v, 0.5, flip)
+            expected = 0.5 * v - expected if flip else 0.5 * v + expected
+    assert prepared_calls() - before >= 3
+    np.testing.assert_array_equal(u, expected)
+
+
+def test_an_int_beyond_int64_takes_the_dispatcher(cpu):
+    """The words carry an int64: a bigger int goes to the dispatcher, which refuses it as
+    the Python launcher does (the kernel was compiled for int64)."""
+    y = np.zeros(4)
+    with acc.data(copy=[y]):
+        for _ in range(3):
+            shift(y, 1)
+        before = prepared_calls()
+        with pytest.raises(acc.ExecutionError, match="OverflowError"):
+            shift(y, 2**63)
+        assert prepared_calls() == before
+        shift(y, -2**63)
+        assert prepared_calls() == before + 1
+    np.testing.assert_array_equal(y, np.full(4, 3.0 - float(2**63)))
+
+
+def test_a_kernel_error_through_the_prepared_call_is_the_dispatchers(cpu):
+    y = np.zeros(4)
+    with acc.data(copy=[y]):
+        with pytest.raises(Exception) as first:  # the Python launcher, the dispatcher
+            divide(y, 1, 0)
+        for _ in range(3):
+            divide(y, 6, 3)
+        before = prepared_calls()
+        with pytest.raises(type(first.value)) as again:
+            divide(y, 1, 0)
+        assert prepared_calls() == before + 1
+        assert str(again.value) == str(first.value)
+        divide(y, 8, 2)  # the lane goes on after an error
+    np.testing.assert_array_equal(y, np.full(4, 4.0))
+
+
+def test_an_async_call_run_at_once_goes_through_the_prepared_call(cpu, monkeypatch):
+    monkeypatch.setenv("PYACC_ASYNC_INLINE_BELOW", "1000")  # every kernel runs at once
+    acc.shutdown(cpu)
+    acc.set_device_type(cpu)
+    x, y = np.ones(50), np.zeros(50)
+    with acc.data(copyin=[x], copy=[y]):
+        for _ in range(3):
+            axpy(y, x, 1.0, 50, async_=1)
+            acc.wait(1)
+        before = prepared_calls()
+        for _ in range(4):
+            axpy(y, x, 1.0, 50, async_=1)
+        acc.wait(1)
+        assert prepared_calls() - before == 4
+    np.testing.assert_array_equal(y, np.full(50, 7.0))
+
+
+def test_threads_share_a_prepared_call(cpu):
+    arrays = [np.zeros(64) for _ in range(4)]
+    errors = []
+
+    def run(y):
+        try:
+            acc.set_device_type(cpu)
+            ones = np.ones(64)
+            with acc.data(copyin=[ones], copy=[y]):
+                for _ in range(200):
+                    axpy(y, ones, 1.0, 64)
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(y,)) for y in arrays]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for y in arrays:
+        np.testing.assert_array_equal(y, np.full(64, 200.0))
+
+
+# -- compiler.cpu_plans.prepare itself --------------------------------------------------
+
+
+@njit(nogil=True)
+def _add(a, b, n):
+    for i in range(n):
+        a[i] += b[i]
+    return n
+
+
+@njit
+def _view(a):
+    return a[1:]
+
+
+def test_prepare_answers_only_for_compiled_arguments_it_can_describe():
+    a, b = np.zeros(3), np.ones(3)
+    assert cpu_plans.prepare(_add, (a, b, 3)) is None  # not compiled for them yet
+    _add(a, b, 3)
+    trampoline, function, environment, kinds = cpu_plans.prepare(_add, (a, b, 3))
+    assert kinds == b"\x01\x01i" and trampoline and function and environment
+    assert cpu_plans.prepare(_add, (a, b, 2**63)) is None  # typed uint64
+    assert cpu_plans.prepare(_add, (a, [1.0, 2.0, 3.0], 3)) is None  # a list
+    assert cpu_plans.prepare(_add, (a, np.ma.masked_array(b), 3)) is None  # a subclass
+    assert cpu_plans.prepare(_add.py_func, (a, b, 3)) is None  # not a dispatcher
+    _view(a)
+    assert cpu_plans.prepare(_view, (a,)) is None  # returns an array
+
+
+def test_kernels_of_one_shape_share_one_trampoline():
+    @njit(nogil=True)
+    def other(a, b, n):
+        a[0] = b[0] * n
+        return n
+
+    a, b = np.zeros(3), np.ones(3)
+    _add(a, b, 3)
+    other(a, b, 3)
+    first, second = cpu_plans.prepare(_add, (a, b, 3)), cpu_plans.prepare(other, (a, b, 3))
+    assert first[0] == second[0] and first[1] != second[1]
+
+
+def test_a_prepared_call_that_cannot_be_built_is_said_once(monkeypatch, capsys):
+    @njit
+    def lonely(a, flag):
+        a[0] = 1.0 if flag else 2.0
+
+    a = np.zeros(2)
+    lonely(a, True)
+
+    def broken(*args):
+        raise AttributeError("no such internal")
+
+    monkeypatch.setattr(cpu_plans, "_build", broken)
+    monkeypatch.setenv("PYACC_INFO", "1")
+    assert cpu_plans.prepare(lonely, (a, True)) is None
+    assert cpu_plans.prepare(lonely, (a, True)) is None
+    said = capsys.readouterr().err
+    assert said.count("kernel lonely is called through Numba's dispatcher") == 1
+    assert "AttributeError: no such internal" in said
