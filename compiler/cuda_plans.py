@@ -20,9 +20,10 @@ pyacc: the compiler's ABI stays the compiler's.
 
 **Facts** (:func:`facts`): for a CuPy array, its pointer, shape, strides and dtype:
 numba-cuda's type of it (dtype, ndim, layout; CuPy arrays are never read-only) and its
-words are functions of these. For a scalar, its type: ``bool``, ``float``, ``int``
-(well inside 64 bits), or a NumPy number (bool, integer, float, complex) whose type
-settles its dtype. Any other argument (a NumPy array, a tuple, a record, a
+words are functions of these; a CuPy array of a record (void) dtype has none (numba-cuda
+cannot type it: ``cuda_runtime`` launches it as numba-cuda's own device array). For a
+scalar, its type: ``bool``, ``float``, ``int`` (well inside 64 bits), or a NumPy number
+(bool, integer, float, complex) whose type settles its dtype. Any other argument (a NumPy array, a tuple, a record, a
 ``timedelta64``, an unknown device array) has no facts, and its launch takes the full
 path. Equal facts therefore mean the same compiled kernel and the same array words;
 two plans per configuration cover a swap of two arrays (Jacobi's ``u, unew``).
@@ -92,7 +93,10 @@ def facts(args, array_class) -> tuple | None:
     for value in args:
         kind = type(value)
         if kind is array_class:
-            found.append((value.data.ptr, value.shape, value.strides, value.dtype))
+            dtype = value.dtype
+            if dtype.kind == "V":  # a record array (module docstring)
+                return None
+            found.append((value.data.ptr, value.shape, value.strides, dtype))
         elif kind is float or kind is bool or (kind is int and value in _INT_RANGE):
             found.append(kind)
         elif kind in _NUMBERS:

@@ -11,8 +11,11 @@ drivers need at run time:
   (``cuda_plans``) instead of the dispatcher;
 * :func:`stream` — the stream to launch on: CuPy's *current* stream (the ``cuda`` device
   makes a queue's stream current while it runs a kernel of that queue, OpenACC 3.3
-  §2.16.1), wrapped with the compiler's ``cuda.external_stream``; the default stream
-  when CuPy is not in use (Numba's CUDA simulator);
+  §2.16.1), wrapped with the compiler's ``cuda.external_stream`` once per device and
+  handle (``_external``: the driver hands a destroyed stream's handle out again, after
+  ``acc.shutdown`` to another device's stream too, and a configuration's plan keeps one
+  device's function handle); the default stream when CuPy is not in use (Numba's CUDA
+  simulator);
 * :func:`launch_shape` — grid and block of a nest: ``vector_length`` threads per block,
   ``num_gangs`` blocks when given, else one thread per iteration; nests with
   reductions or private arrays use a grid capped to a few blocks per multiprocessor
@@ -34,7 +37,12 @@ Invariants: every device operation here is ordered on :func:`stream`; a helper t
 returns a host value has waited for that stream. No host (NumPy) array is ever a GPU
 kernel's argument: the real stacks refuse one on any stream but the default one
 ("NumPy only supports stream=None") and copy it in and out implicitly on the default
-one, so :func:`launch` raises instead, on the GPU and in the simulator alike. No warning
+one, so :func:`launch` raises instead, on the GPU and in the simulator alike. A device
+array of a record (void) dtype reaches a kernel as the compiler's own device array over
+the same memory (:func:`_own_record_array`): numba-cuda types a CuPy array by DLPack,
+which CuPy refuses for void dtypes, then by ``__cuda_array_interface__``'s ``typestr``
+alone (``|V16``: no type, ``NumbaNotImplementedError``); the simulated launch refuses a
+fake array of a record dtype the same way. No warning
 names a launch configuration pyacc chose (API.md §12): the compilers' low-occupancy
 warning is silenced where pyacc configures a launch, and a ``num_gangs`` the program
 gave that is that small is reported once through ``PYACC_INFO`` instead. Under the
@@ -79,7 +87,7 @@ _FEW_BLOCKS = 128
 #: configured launches kept (kernel, grid, block, stream); the oldest go first
 _CONFIGURED_KEPT = 512
 
-_external: dict[int, object] = {}
+_external: dict[tuple[int, int], object] = {}  # (device, handle) → the compiler's wrapper
 _multiprocessors: list[int] = []
 _configured: dict[tuple, object] = {}
 _prepared: list = []  # [CuPy's array class, or None: no prepared launches], once decided
@@ -107,12 +115,14 @@ def stream():
     cupy = _cupy()
     if cupy is None:
         return 0
-    pointer = cupy.cuda.get_current_stream().ptr
+    current = cupy.cuda.get_current_stream()
+    pointer = current.ptr
     if pointer == 0:
         return 0
-    wrapped = _external.get(pointer)
+    place = (current.device_id, pointer)  # a handle names one stream of one device at a time
+    wrapped = _external.get(place)
     if wrapped is None:
-        wrapped = _external[pointer] = _cuda().external_stream(pointer)
+        wrapped = _external.setdefault(place, _cuda().external_stream(pointer))
         if pointer in _EVERY_DEVICES:
             _shared.add(id(wrapped))  # (wrappers are kept for ever: their ids stay theirs)
     return wrapped
@@ -146,9 +156,9 @@ def launch(kernel, grid, block, args: tuple) -> None:
     prepared launch (``cuda_plans``) when one matches the arguments."""
     if SIMULATED:
         refuse_host_arrays(kernel, args)
-        _simulated_launch(kernel, grid, block, args)
+        _simulated_launch(kernel, grid, block, _own_records(args))
         return
-    where = stream()  # 0, or the one wrapper of its pointer (``_external``)
+    where = stream()  # 0, or the one wrapper of its device and pointer (``_external``)
     key = (kernel, grid, block, where)
     # a queue's stream belongs to one device; the default streams are every device's, and
     # a plan keeps one device's function handle: no plans there
@@ -160,6 +170,7 @@ def launch(kernel, grid, block, args: tuple) -> None:
         prepared.launch(args)
         return
     refuse_host_arrays(kernel, args)
+    args = _own_records(args)  # (records have no facts: never a plan's arguments)
     configured = _configured.get(key)
     if configured is None:
         configured = _configure(key, kernel, grid, block, where)
@@ -167,6 +178,36 @@ def launch(kernel, grid, block, args: tuple) -> None:
         configured(*args)
     else:
         cuda_plans.launch_and_prepare(key, configured, args, found, array_class)
+
+
+def _own_records(args: tuple) -> tuple:
+    """``args`` with every other library's device array of a record dtype as the
+    compiler's own (:func:`_own_record_array`)."""
+    if not any(map(_foreign_record, args)):
+        return args
+    return tuple(_own_record_array(a) if _foreign_record(a) else a for a in args)
+
+
+def _foreign_record(value) -> bool:
+    """Whether ``value`` is a device array of a void dtype that the compiler does not type
+    by itself (not its own device array, which has ``_numba_type_``; not a host record)."""
+    dtype = getattr(value, "dtype", None)
+    return (isinstance(dtype, np.dtype) and dtype.kind == "V"
+            and not hasattr(type(value), "_numba_type_")
+            and hasattr(value, "__cuda_array_interface__"))
+
+
+def _own_record_array(array):
+    """The compiler's own device array over ``array``'s memory, with its record dtype
+    (module docstring), keeping ``array`` alive; under the simulator, the simulator's
+    over the fake's memory."""
+    if SIMULATED:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray  # simulator runs only (NUMBA_ENABLE_CUDASIM)
+
+        return FakeCUDAArray(array.simulator_view())
+    interface = {**array.__cuda_array_interface__, "stream": None}  # no stream to wrap or wait for
+    own = _cuda().from_cuda_array_interface(interface, owner=array, sync=False)
+    return own.view(array.dtype)  # (numba-cuda's dtype is the typestr's: '|V16')
 
 
 def _array_class():
@@ -208,13 +249,25 @@ def _simulated_launch(kernel, grid, block, args):
     """A launch in Numba's CUDA simulator; launches from several queues take turns.
     Device arrays of the fake cuda device (``mapping.devices.cuda_fake``) are handed over as the
     simulator's own device arrays over the same memory (it would otherwise copy them in
-    and out, and it cannot copy strided views)."""
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray  # simulator runs only (NUMBA_ENABLE_CUDASIM)
-
-    args = tuple(FakeCUDAArray(a.simulator_view()) if hasattr(a, "simulator_view") else a
-                 for a in args)
+    and out, and it cannot copy strided views); one of a record dtype is refused, as
+    numba-cuda refuses a CuPy array of one (module docstring)."""
+    args = tuple(_simulated_argument(a) for a in args)
     with _SIMULATOR_LOCK:
         kernel[grid, block, 0](*args)
+
+
+def _simulated_argument(value):
+    """``value`` as the simulator takes it (``_simulated_launch``)."""
+    view = getattr(value, "simulator_view", None)
+    if view is None:
+        return value
+    if value.dtype.kind == "V":  # what numba-cuda raises for a CuPy array of a record dtype
+        from numba.cuda.core.errors import NumbaNotImplementedError  # simulator runs only (NUMBA_ENABLE_CUDASIM)
+
+        raise NumbaNotImplementedError(value.dtype.str)
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray  # simulator runs only (NUMBA_ENABLE_CUDASIM)
+
+    return FakeCUDAArray(view())
 
 
 def _capped_grid() -> int:

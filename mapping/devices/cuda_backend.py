@@ -15,7 +15,8 @@ are ints; "enqueue" means the call returns at once and the work runs in stream o
   the caller uses it only while the memory is allocated), ``interface_of(obj)`` (its ``__cuda_array_interface__`` dict, or
   None when ``obj`` is not a device array), ``as_device_array(obj)`` (a view the backend
   can copy elements of), ``is_device_memory(address)`` (memory of device ``n``:
-  ``cudaPointerGetAttributes``);
+  ``cudaPointerGetAttributes``, with device ``n``'s context current, as CuPy queries:
+  without one the query fails, cupy#3991);
 - enqueued copies: ``copy(destination, source, stream)`` (elementwise, two same-shaped
   device arrays of any strides: the pack/unpack kernel), ``memcpy_htod(address,
   host_buffer, stream)``, ``memcpy_dtoh(host_buffer, address, stream)`` (``host_buffer``:
@@ -201,7 +202,8 @@ class CupyBackend:
 
     def is_device_memory(self, address: int) -> bool:
         try:
-            attributes = self._runtime.pointerGetAttributes(address)
+            with self._device():  # the query needs a current context (CuPy's own: cupy#3991)
+                attributes = self._runtime.pointerGetAttributes(address)
         except self._runtime.CUDARuntimeError:  # CUDA < 11 for host pointers
             return False
         return attributes.type in (_DEVICE_MEMORY, _MANAGED_MEMORY) and attributes.device == self.number

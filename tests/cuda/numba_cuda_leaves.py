@@ -4,8 +4,10 @@ numba-cuda's own dispatcher, typing, compiler (PTX for an H100), ``_Kernel.launc
 ``_Kernel._prepare_args`` run; what stands in: the device's compute capability, the
 stream handle, the loaded function (``get_cufunc``), cuda.core's DLPack view of a device
 array (``StridedMemoryView.from_dlpack``, through which numba-cuda types a CuPy array and
-reads its words: :class:`View`), and ``cuda.core.launch``, which records the words it is
-given. :class:`DeviceArray` is a CuPy array as far as a launch looks at it.
+reads its words: :class:`View`; it refuses a record dtype, as CuPy's DLPack export
+does), the current context (numba-cuda's own device arrays are made in it, by
+``cuda.from_cuda_array_interface``), and ``cuda.core.launch``, which records the words
+it is given. :class:`DeviceArray` is a CuPy array as far as a launch looks at it.
 
 Used by ``test_cuda_plans.py`` and ``benchmarks/bench_launch_plans.py``:
 ``stand_in(monkeypatch)`` (a ``pytest.MonkeyPatch``) puts the leaves in place and sets
@@ -14,6 +16,7 @@ Used by ``test_cuda_plans.py`` and ``benchmarks/bench_launch_plans.py``:
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
 from types import SimpleNamespace
 
@@ -21,13 +24,14 @@ import numpy as np
 
 from pyacc.compiler import cuda_compilers, cuda_plans, cuda_runtime
 
-from numba.cuda import codegen, dispatcher  # numba-cuda: the callers check it is installed
-from numba.cuda.cudadrv import devicearray, driver
+from numba.cuda import api, codegen, dispatcher  # numba-cuda: the callers check it is installed
+from numba.cuda.cudadrv import devicearray, devices, driver
 from numba.cuda.typing import typeof as typeof_module
 
-__all__ = ["STREAM", "QUEUE_STREAM", "DeviceArray", "View", "watch", "stand_in"]
+__all__ = ["STREAM", "CONTEXT", "QUEUE_STREAM", "DeviceArray", "View", "watch", "stand_in"]
 
 STREAM = SimpleNamespace(handle=0x5eed, name="the queue's stream")  # cuda.core's
+CONTEXT = SimpleNamespace(name="the current context")  # numba-cuda's
 
 
 class _QueueStream:
@@ -40,7 +44,8 @@ QUEUE_STREAM = _QueueStream()
 class DeviceArray:
     """A CuPy array as far as a launch looks at it: ``data.ptr``, shape, byte strides,
     dtype, size, and ``__dlpack__``, through which numba-cuda types it and reads its words
-    (a view, :class:`View`)."""
+    (a view, :class:`View`), else ``__cuda_array_interface__`` (CuPy's: ``typestr`` only,
+    no ``descr``)."""
 
     def __init__(self, shape, dtype=np.float64, order="C", ptr=0x7f0000000000):
         self._take(np.empty(shape, dtype, order=order), SimpleNamespace(ptr=ptr))
@@ -53,6 +58,15 @@ class DeviceArray:
 
     def __dlpack__(self, stream=None):  # pragma: no cover - View.from_dlpack reads the array
         raise AssertionError("read through View.from_dlpack")
+
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA, device 0
+
+    @property
+    def __cuda_array_interface__(self):
+        contiguous = self._shadow.flags.c_contiguous
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.data.ptr, False),
+                "strides": None if contiguous else self.strides, "version": 3}
 
     def view_of_rows(self, count):
         """``a[:count]``: the same pointer, fewer rows."""
@@ -67,6 +81,8 @@ class View:
 
     @classmethod
     def from_dlpack(cls, obj, stream_ptr=None):
+        if obj.dtype.kind == "V":  # CuPy's export (get_dlpack_dtype_code_itemsize)
+            raise BufferError(f"CuPy cannot export dtype {obj.dtype} through DLPack")
         if stream_ptr == -1:
             watch.typings += 1
         else:
@@ -93,6 +109,8 @@ def stand_in(monkeypatch) -> SimpleNamespace:
     monkeypatch.setattr(driver, "_to_core_stream", lambda stream: STREAM)
     monkeypatch.setattr(typeof_module, "StridedMemoryView", View)
     monkeypatch.setattr(devicearray, "StridedMemoryView", View)
+    monkeypatch.setattr(devices._runtime, "ensure_context", contextlib.nullcontext)
+    monkeypatch.setattr(api, "current_context", lambda: CONTEXT)
     monkeypatch.setattr(codegen.CUDACodeLibrary, "get_cufunc",
                         lambda library: SimpleNamespace(
                             kernel=("handle", id(library)), name="kernel",

@@ -35,6 +35,8 @@ from numba.cuda import dispatcher  # noqa: E402
 
 from numba_cuda_leaves import QUEUE_STREAM, STREAM, DeviceArray, stand_in, watch  # noqa: E402
 
+_stream = cuda_runtime.stream  # (``stand_in`` replaces it: one queue's stream)
+
 @pytest.fixture
 def real_launch_path(monkeypatch):
     """numba-cuda's launch path with the driver's leaves standing in
@@ -251,6 +253,64 @@ def test_no_plans_on_a_default_stream_of_every_device(real_launch_path, monkeypa
     for _ in range(4):
         cuda_runtime.launch(kernel, 1, 32, (a, 8, 1.0))
     assert watch.calls == 4 and cuda_plans._plans == {}
+
+
+class _Wrapper:
+    """The compiler's wrapper of a stream handle (``cuda.external_stream``)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+
+def test_a_stream_handle_reused_by_another_device_gets_no_plan_of_the_first(
+        real_launch_path, monkeypatch):
+    """``acc.shutdown`` destroys the queues' streams and the driver hands their handles out
+    again, to another device's stream too: the stream of a configuration is one device's
+    (``cuda_runtime.stream``: wrapped per device and handle), so device 1 never launches
+    through a plan that keeps device 0's function handle."""
+    current = SimpleNamespace(ptr=0x5000, device_id=0)  # CuPy's current stream
+    cupy = SimpleNamespace(cuda=SimpleNamespace(get_current_stream=lambda: current))
+    monkeypatch.setattr(cuda_runtime, "stream", _stream)
+    monkeypatch.setattr(cuda_runtime, "_cupy", lambda: cupy)
+    monkeypatch.setattr(cuda_runtime, "_external", {})
+    monkeypatch.setattr(cuda, "external_stream", _Wrapper)
+    kernel, a = _kernel(), DeviceArray((8, 1))
+    for _ in range(3):
+        cuda_runtime.launch(kernel, 1, 32, (a, 8, 1.0))
+    assert watch.calls == 2  # the third through device 0's plan
+    current.device_id = 1  # device 0's stream destroyed; device 1's has its handle
+    cuda_runtime.launch(kernel, 1, 32, (a, 8, 1.0))
+    assert watch.calls == 3  # numba-cuda's launch: device 1's function
+    assert sorted(cuda_runtime._external) == [(0, 0x5000), (1, 0x5000)]
+    current.device_id = 0  # device 0 again, the same handle: its own plan still holds
+    cuda_runtime.launch(kernel, 1, 32, (a, 8, 1.0))
+    assert watch.calls == 3
+
+
+RECORD = np.dtype([("energy", "f8"), ("count", "i4")], align=True)  # '|V16'
+
+
+def fill_records(g, n, x):
+    i = cuda.grid(1)
+    if i < n:
+        g[i].energy = x
+        g[i].count = i
+
+
+def test_a_record_array_launches_as_numba_cudas_own_device_array(real_launch_path):
+    """numba-cuda cannot type a CuPy array of a record dtype (CuPy's DLPack export refuses
+    it, and ``__cuda_array_interface__``'s ``typestr`` '|V16' is no type: a GPU raised
+    ``NumbaNotImplementedError: |V16``): each launch hands the kernel numba-cuda's own
+    device array over the same memory, through the dispatcher (records have no facts)."""
+    kernel, g = cuda.jit(fill_records), DeviceArray((50,), RECORD, ptr=0x4000)
+    for step in range(3):
+        cuda_runtime.launch(kernel, 2, 32, (g, 50, float(step)))
+    assert watch.calls == 3 and cuda_plans._plans == {} and cuda_plans._sightings == {}
+    assert cuda_plans.facts((g, 50, 1.0), DeviceArray) is None
+    ((array_type, _, _),) = kernel.overloads
+    assert array_type.dtype.fields.keys() == {"energy", "count"}
+    assert _comparable(watch.launches[-1][3]) == (0, 0, 50, 16, 0x4000, 50, 16,
+                                                  (ctypes.c_int64, 50), (ctypes.c_double, 2.0))
 
 
 def test_a_failure_while_preparing_fails_no_call(real_launch_path, monkeypatch, capsys):

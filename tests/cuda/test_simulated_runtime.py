@@ -319,3 +319,41 @@ def test_an_express_plan_keeps_no_cuda_memory_alive(monkeypatch):
     with acc.data(copyin=[x], copy=[y]):  # new blocks: the plan no longer holds, nothing stale is read
         saxpy(1.0, x, y)
     np.testing.assert_allclose(y, 1.0 + 11 * np.arange(8.0))
+
+
+RECORD = np.dtype([("energy", "f8"), ("count", "i4")], align=True)  # 16 bytes: '|V16'
+
+
+@acc.parallel_loop
+def bump_records(g):
+    for i in range(g.shape[0]):
+        g[i].energy = 2.0 * g[i].energy
+        g[i].count += 1
+
+
+def test_a_record_array_reaches_the_kernel_as_the_compilers_own_device_array():
+    """The cuda device's arrays of a record dtype (CuPy's, here the fake's) cannot be
+    typed by numba-cuda (DLPack refuses void dtypes; ``typestr`` '|V16' is no type):
+    ``cuda_runtime`` hands the kernel the compiler's own device array over their memory,
+    on every call (the express lane's too)."""
+    g = np.zeros(30, RECORD)
+    g["energy"] = np.arange(30.0)
+    with acc.data(copy=g):
+        for _ in range(4):
+            bump_records(g)
+    np.testing.assert_array_equal(g["energy"], 16 * np.arange(30.0))
+    np.testing.assert_array_equal(g["count"], 4)
+
+
+def test_the_simulated_launch_refuses_a_record_array_as_numba_cuda_does():
+    """What hid the fault above: the simulated launch took the fake's record arrays as
+    they are; it now refuses one, as numba-cuda refuses a CuPy array of a record dtype."""
+    from numba.cuda.core.errors import NumbaNotImplementedError
+
+    from pyacc.compiler import cuda_runtime
+
+    g = np.zeros(4, RECORD)
+    with acc.data(copy=g):
+        with acc.host_data(use_device=g) as device_g:
+            with pytest.raises(NumbaNotImplementedError, match=r"\|V16"):
+                cuda_runtime._simulated_launch(None, 1, 1, (device_g,))
