@@ -292,15 +292,22 @@ from bench_async import add
 device, form, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
 acc.set_device_type(device)
 a, b, c = np.ones(1000), np.ones(1000), np.zeros(1000)
+from numba import njit
+@njit(nogil=True)
+def numba_add(a, b, c):  # the same loop, hand-written Numba: the call it is compared with
+    for i in range(a.shape[0]):
+        c[i] = a[i] + b[i]
 loops = {"sync": "add(a, b, c)", "async": "add(a, b, c, async_=1)",
-         "async+wait": "add(a, b, c, async_=1); acc.wait(1)"}
+         "async+wait": "add(a, b, c, async_=1); acc.wait(1)", "numba": "numba_add(a, b, c)"}
 code = compile("for _ in range(%d):\\n    %s" % (calls, loops[form]), "bench", "exec")
 with acc.data(copyin=[a, b], copy=[c]):
     for _ in range(5):  # compile, measure the kernel, arm the lane
         add(a, b, c)
         add(a, b, c, async_=1)
         acc.wait(1)
-    sys.breakpointhook = lambda: exec(code, {"acc": acc, "add": add, "a": a, "b": b, "c": c})
+        numba_add(a, b, c)
+    sys.breakpointhook = lambda: exec(code, {"acc": acc, "add": add, "a": a, "b": b, "c": c,
+                                             "numba_add": numba_add})
     breakpoint()  # counted: CPython's builtin_breakpoint, which nothing else calls
     acc.wait(1)
 """
@@ -311,18 +318,18 @@ COMPUTE_FORMS = ("sync", "async", "async+wait")
 
 def compute_instructions(calls=2000, devices=("host", "emulated")) -> dict:
     """Instructions per trivial compute call on 3 present arrays of 1,000 elements, in
-    each form: callgrind counts only inside the loop, run by ``breakpoint()``
+    each form, and per call of the same loop in hand-written Numba: callgrind counts only inside the loop, run by ``breakpoint()``
     (``--toggle-collect`` of CPython's ``builtin_breakpoint``, on the calling thread), so the import, the compile and
     the warm-up, and the threads of the kernels and queues, are not counted. The
     crossover is set (``PYACC_ASYNC_INLINE_BELOW`` = 1 ms): under valgrind every measured
     time is tens of times longer, and the measure is of the path taken at once."""
-    result = {}
-    for device in devices:
-        for form in COMPUTE_FORMS:
-            count = instructions(None, calls, child=(_COMPUTE_CHILD, device, form, str(calls), HERE),
-                                 env={"PYACC_ASYNC_INLINE_BELOW": "1000"},
-                                 options=("--collect-atstart=no", "--toggle-collect=builtin_breakpoint"))
-            result[f"{device} {form}"] = count / calls
+    def count(device, form):
+        return instructions(None, calls, child=(_COMPUTE_CHILD, device, form, str(calls), HERE),
+                            env={"PYACC_ASYNC_INLINE_BELOW": "1000"},
+                            options=("--collect-atstart=no", "--toggle-collect=builtin_breakpoint")) / calls
+
+    result = {f"{device} {form}": count(device, form) for device in devices for form in COMPUTE_FORMS}
+    result["numba, the same loop called directly"] = count(devices[0], "numba")
     return result
 
 

@@ -115,10 +115,10 @@ class WorkerQueue(Queue):
             queue (``submit``); default: ``CROSSOVER.below()``; 0.0: never.
     """
 
-    # slots: the express lane's async call run at once (pyacc/_at_once.c.h) reads and
-    # writes these in place (the rest of the state is in the instance dict)
+    # slots: the express lane's async call run at once and acc.wait's C entry
+    # (pyacc/_at_once.c.h) read and write these in place (the rest is in the instance dict)
     __slots__ = ("_lock", "_completed", "_submitted", "_holds", "_closed", "_error", "_inline",
-                 "_waiters", "_operations", "_inline_below", "inlines")
+                 "_waiters", "_operations", "_inline_below", "inlines", "_handed")
 
     def __init__(self, async_value: int, device_label: str, inline_below: float | None = None):
         self.async_value = async_value

@@ -487,16 +487,25 @@ static int numbers_settled(PyObject *queues, PyObject *const *numbers, Py_ssize_
 }
 
 /* Whether a host wait for ``numbers`` on ``runtime``'s device has nothing to do: its
- * queues (``device.queues``) an exact QueueSet, ``numbers_settled``; 1, 0 (the Python wait
- * decides), -1 error. */
+ * queues (``device.queues``, remembered for the runtime last waited on) an exact QueueSet,
+ * ``numbers_settled``; 1, 0 (the Python wait decides), -1 error. */
+static PyObject *g_waited_runtime, *g_waited_set;  /* the runtime last waited on, its QueueSet */
+
 static int wait_settled(PyObject *runtime, PyObject *const *numbers, Py_ssize_t count) {
     if (g_queue_set == NULL)
         return 0;
-    PyObject *device = PyObject_GetAttr(runtime, s_device);
-    PyObject *set = device == NULL ? NULL : PyObject_GetAttr(device, s_device_queues);
-    Py_XDECREF(device);
-    if (set == NULL)
-        return -1;
+    PyObject *set;
+    if (runtime == g_waited_runtime) {  /* (a runtime's device, and its queues, never change) */
+        set = Py_NewRef(g_waited_set);
+    } else {
+        PyObject *device = PyObject_GetAttr(runtime, s_device);
+        set = device == NULL ? NULL : PyObject_GetAttr(device, s_device_queues);
+        Py_XDECREF(device);
+        if (set == NULL)
+            return -1;
+        Py_XSETREF(g_waited_runtime, Py_NewRef(runtime));
+        Py_XSETREF(g_waited_set, Py_NewRef(set));
+    }
     int settled = 0;
     if (Py_TYPE(set) == g_queue_set) {
         PyObject *queues = PyObject_GetAttr(set, s_queues);
