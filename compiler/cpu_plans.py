@@ -56,7 +56,7 @@ from numba.np.arrayobj import populate_array
 from .feedback import info_enabled, log_info
 
 #: the most words a prepared call takes (the C caller's buffer on the stack)
-MOST_WORDS = 64
+MOST_WORDS = 256
 #: the most dimensions an array argument's kind byte stands for
 _MOST_NDIM = 32
 _SCALARS = {int: (types.int64, b"i"), float: (types.float64, b"f"), bool: (types.boolean, b"b")}

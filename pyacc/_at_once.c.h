@@ -367,11 +367,22 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
     int ok = enter_plan(plan, args, &release);
     if (ok != 1)
         return ok == 0 ? MISS : NULL;
+    /* the kernel's arguments and its prepared call, before the queue is taken (an
+     * interrupt while preparing is raised here, nothing taken) and the kernel timed */
+    PyObject *device_args = kernel_arguments(plan, args);
+    PreparedCall *prepared = &plan->prepared;
+    if (device_args == NULL || ensure_prepared(prepared, plan->kernel, device_args) < 0) {
+        PyObject *none = NULL;
+        Py_XDECREF(device_args);
+        let_go(release, &none);
+        return NULL;
+    }
     Py_ssize_t nbytes = plan_bytes(plan, args);
     PyObject *result = NULL;
     int in_c;
     PyObject *queue = take(plan, value, nbytes, &in_c);
     if (queue == NULL || queue == Py_None) {
+        Py_DECREF(device_args);
         let_go(release, &queue);
         if (queue == NULL)
             return NULL;
@@ -381,13 +392,12 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
     /* from here the queue is taken: given back below, whatever happens */
     PyObject *error = NULL;
     double seconds = 0.0;
-    PyObject *device_args = kernel_arguments(plan, args);
-    if (device_args != NULL && count_launch(plan) == 0) {
+    if (count_launch(plan) == 0) {
         double start = now();
-        result = call_kernel(&plan->prepared, plan->kernel, device_args);
+        result = call_kernel(prepared, plan->kernel, device_args);
         seconds = now() - start;
     }
-    Py_XDECREF(device_args);
+    Py_DECREF(device_args);
     let_go(release, &result);
     PyObject *done = NULL;
     if (result != NULL && in_c) {  /* it ran: record_kernel, end_inline; AsyncResult */

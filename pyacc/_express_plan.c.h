@@ -385,7 +385,8 @@ static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
     PyObject *result = NULL;
     int kernel_failed = 0;
     PyObject *device_args = kernel_arguments(plan, args);
-    if (device_args != NULL && count_launch(plan) == 0) {
+    if (device_args != NULL && ensure_prepared(&plan->prepared, plan->kernel, device_args) == 0 &&
+            count_launch(plan) == 0) {
         result = call_kernel(&plan->prepared, plan->kernel, device_args);
         kernel_failed = result == NULL;
     }

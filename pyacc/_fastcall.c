@@ -461,7 +461,8 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     if (names == NULL || PyModule_AddObjectRef(module, "FastCall", (PyObject *)&FastCallType) < 0 ||
             PyModule_AddObjectRef(module, "LaneRoutine", (PyObject *)&LaneRoutineType) < 0 ||
             PyModule_AddObjectRef(module, "DataRegion", (PyObject *)&DataRegionType) < 0 ||
-            PyModule_AddObjectRef(module, "PLAN_FIELDS", names) < 0) {
+            PyModule_AddObjectRef(module, "PLAN_FIELDS", names) < 0 ||
+            PyModule_AddIntConstant(module, "PREPARED_WORDS", PREPARED_WORDS) < 0) {
         Py_XDECREF(names);
         Py_DECREF(module);
         return NULL;

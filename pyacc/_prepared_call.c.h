@@ -16,12 +16,14 @@
  * Invariants: the words describe arguments that the call's tuple keeps alive for the
  * call; a plan whose preparation failed or was refused calls the dispatcher for good
  * (a failure is reported once as an unraisable error, never raised to the caller: the
- * dispatcher is a correct way to call); the preparation runs Python code (the GIL may be
+ * dispatcher is a correct way to call; an interrupt meanwhile is raised, and the next call
+ * asks again); a thread with a profiler calls the dispatcher, which reports the kernel's
+ * call to it; the preparation runs Python code (the GIL may be
  * released) while the plan is marked *preparing*, so another thread meanwhile calls the
  * dispatcher.
  */
 
-enum { PREPARED_WORDS = 64, PREPARED_MOST_NDIM = 32 };
+enum { PREPARED_WORDS = 256, PREPARED_MOST_NDIM = 32 };  /* the words: compiler.cpu_plans.MOST_WORDS */
 enum { PREPARED_UNASKED = 0, PREPARED_READY = 1, PREPARED_NONE = -1, PREPARED_PREPARING = -2 };
 /* the typing flags of an array: what Numba's typeof reads of them */
 #define PREPARED_TYPING_FLAGS (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS | NPY_ALIGNED | NPY_WRITEABLE)
@@ -42,8 +44,8 @@ typedef struct {
     PreparedArg *args;
 } PreparedCall;
 
-static PyObject *g_prepare_call;
-static unsigned long long g_prepared_calls;  /* calls made through a prepared call (prepared_calls()) */  /* compiler.cpu_plans.prepare, or NULL: never asked */
+static PyObject *g_prepare_call;  /* compiler.cpu_plans.prepare, or NULL: never asked */
+static unsigned long long g_prepared_calls;  /* calls made through a prepared call (prepared_calls()) */
 
 /* ``prepare``'s answer, checked and kept: the trampoline, the words it starts with and
  * what each argument was at the preparation */
@@ -90,18 +92,37 @@ static void prepared_clear(PreparedCall *n) {
     n->nargs = 0;
 }
 
-/* Ask for the kernel's prepared call, once: state READY or NONE afterwards. */
-static void prepare_call(PreparedCall *n, PyObject *kernel, PyObject *args) {
+/* Ask for the kernel's prepared call, once: state READY or NONE afterwards, 0; an
+ * interrupt (any BaseException that is not an Exception: KeyboardInterrupt, SystemExit)
+ * propagates, -1, the call asked again next time. */
+static int prepare_call(PreparedCall *n, PyObject *kernel, PyObject *args) {
     n->state = PREPARED_PREPARING;
     PyObject *answer = g_prepare_call == NULL ? Py_NewRef(Py_None)
         : PyObject_CallFunctionObjArgs(g_prepare_call, kernel, args, NULL);
     int ready = answer != NULL && answer != Py_None && prepared_from(n, answer, args) == 0;
     Py_XDECREF(answer);
-    if (PyErr_Occurred()) {  /* a failed preparation: said, and the dispatcher called */
-        PyErr_WriteUnraisable(kernel);
+    if (PyErr_Occurred()) {
         prepared_clear(n);
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            n->state = PREPARED_UNASKED;
+            return -1;
+        }
+        PyErr_WriteUnraisable(kernel);  /* a failed preparation: said, and the dispatcher called */
     }
     n->state = ready ? PREPARED_READY : PREPARED_NONE;
+    return 0;
+}
+
+/* The kernel's prepared call asked for when it never was: 0, or -1 with an interrupt
+ * (``prepare_call``). Callers ask before they count or time the kernel's call. */
+static int ensure_prepared(PreparedCall *n, PyObject *kernel, PyObject *args) {
+    return n->state == PREPARED_UNASKED ? prepare_call(n, kernel, args) : 0;
+}
+
+/* Whether this thread has a profiler (``sys.setprofile``, cProfile): Numba's dispatcher
+ * reports the kernel's call to it, the trampoline would not. */
+static int profiled(void) {
+    return PyThreadState_Get()->c_profilefunc != NULL;  /* (CPython's thread state, 3.11-3.13) */
 }
 
 /* The words of a call with ``args``: 1; 0 when an argument is not what it was at the
@@ -154,12 +175,13 @@ static int prepared_words(const PreparedCall *n, PyObject *args, int64_t *words)
     return 1;
 }
 
-/* ``kernel`` called with ``args``: through its prepared call ``n`` when it has one and
- * the arguments fit it, else by the dispatcher. */
+/* ``kernel`` called with ``args``: through its prepared call ``n`` when it has one, the
+ * arguments fit it and no profiler listens, else by the dispatcher (prepared at the first
+ * call: ``prepare_call``, whose interrupt is this call's error). */
 static PyObject *call_kernel(PreparedCall *n, PyObject *kernel, PyObject *args) {
-    if (n->state == PREPARED_UNASKED)
-        prepare_call(n, kernel, args);
-    if (n->state == PREPARED_READY) {
+    if (ensure_prepared(n, kernel, args) < 0)
+        return NULL;
+    if (n->state == PREPARED_READY && !profiled()) {
         int64_t words[PREPARED_WORDS];
         if (prepared_words(n, args, words)) {
             g_prepared_calls++;

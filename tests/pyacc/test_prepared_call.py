@@ -73,6 +73,16 @@ def shift(y, k):
         y[i] = y[i] + k
 
 
+@acc.parallel_loop(collapse=3)
+def sum_of_ten(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, scale):
+    for i in range(a0.shape[0]):
+        for j in range(a0.shape[1]):
+            for k in range(a0.shape[2]):
+                a0[i, j, k] = scale * (a1[i, j, k] + a2[i, j, k] + a3[i, j, k] + a4[i, j, k]
+                                       + a5[i, j, k] + a6[i, j, k] + a7[i, j, k] + a8[i, j, k]
+                                       + a9[i, j, k])
+
+
 @acc.parallel_loop
 def divide(y, a, b):
     for i in range(y.shape[0]):
@@ -191,6 +201,62 @@ def test_threads_share_a_prepared_call(cpu):
         np.testing.assert_array_equal(y, np.full(64, 200.0))
 
 
+def test_an_interrupt_while_preparing_reaches_the_caller(cpu, monkeypatch):
+    """A Ctrl-C in the preparation (~15 ms for a new shape) is raised by the call, nothing
+    taken or counted; the next call prepares again."""
+    from pyacc import _fastcall
+
+    asked = []
+
+    def interrupted(kernel, args):
+        asked.append(1)
+        raise KeyboardInterrupt
+
+    x, y = np.ones(8), np.zeros(8)
+    with acc.data(copyin=[x], copy=[y]):
+        axpy._disarm()  # a fresh plan: prepared at its first call in the lane
+        monkeypatch.setattr(axpy, "_call_plans", ())
+        _fastcall.configure_prepared(interrupted)
+        try:
+            for keywords in ({}, {"async_": 1}):
+                axpy._disarm()
+                asked.clear()
+                raised = False
+                for _ in range(6):
+                    try:
+                        axpy(y, x, 1.0, 8, **keywords)
+                    except KeyboardInterrupt:
+                        raised = True
+                        break
+                assert asked == [1] and raised
+                acc.wait()
+        finally:
+            _fastcall.configure_prepared(cpu_plans.prepare)
+        axpy(y, x, 1.0, 8)  # prepared again, now for real
+        before = prepared_calls()
+        axpy(y, x, 1.0, 8)
+        assert prepared_calls() == before + 1
+
+
+def test_a_profiler_sees_the_kernel_called_by_its_dispatcher(cpu):
+    import cProfile
+    import pstats
+
+    x, y = np.ones(8), np.zeros(8)
+    with acc.data(copyin=[x], copy=[y]):
+        for _ in range(3):
+            axpy(y, x, 1.0, 8)
+        before = prepared_calls()
+        profile = cProfile.Profile()
+        profile.runcall(lambda: [axpy(y, x, 1.0, 8) for _ in range(5)])
+        assert prepared_calls() == before
+        names = {function[2] for function in pstats.Stats(profile).stats}
+        assert "_acc_kernel" in names
+        axpy(y, x, 1.0, 8)
+        assert prepared_calls() == before + 1
+    np.testing.assert_array_equal(y, np.full(8, 9.0))
+
+
 # -- compiler.cpu_plans.prepare itself --------------------------------------------------
 
 
@@ -251,3 +317,21 @@ def test_a_prepared_call_that_cannot_be_built_is_said_once(monkeypatch, capsys):
     said = capsys.readouterr().err
     assert said.count("kernel lonely is called through Numba's dispatcher") == 1
     assert "AttributeError: no such internal" in said
+
+
+def test_the_lane_holds_as_many_words_as_prepare_allows():
+    from pyacc import _fastcall
+
+    assert _fastcall.PREPARED_WORDS == cpu_plans.MOST_WORDS
+
+
+def test_a_call_of_many_arrays_is_prepared(cpu):
+    """Ten 3-D arrays and a scalar: 2 + 10 × 7 + 1 words."""
+    arrays = [np.full((2, 3, 4), float(i)) for i in range(10)]
+    with acc.data(copy=arrays):
+        for _ in range(3):
+            sum_of_ten(*arrays, 2.0)
+        before = prepared_calls()
+        sum_of_ten(*arrays, 2.0)
+        assert prepared_calls() == before + 1
+    np.testing.assert_array_equal(arrays[0], 2.0 * sum(range(1, 10)))
