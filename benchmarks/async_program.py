@@ -54,14 +54,29 @@ def fields(nx, nz):
 
 
 def run_pyacc(state, flux, tend, steps, dx, dt):
-    nz, nx = tend.shape
     with acc.data(copy=[state], create=[flux, tend]):
-        for _ in range(steps):
-            halo(state, nx, nz, async_=1)
-            fluxes(state, flux, nx, nz, async_=1)
-            tendencies(flux, tend, nx, nz, dx, async_=1)
-            update(state, tend, nx, nz, dt, async_=1)
-            acc.wait(1)
+        async_steps(state, flux, tend, steps, dx, dt)
+
+
+def async_steps(state, flux, tend, steps, dx, dt):
+    """``steps`` steps of mapped arrays, every kernel on queue 1, a wait per step."""
+    nz, nx = tend.shape
+    for _ in range(steps):
+        halo(state, nx, nz, async_=1)
+        fluxes(state, flux, nx, nz, async_=1)
+        tendencies(flux, tend, nx, nz, dx, async_=1)
+        update(state, tend, nx, nz, dt, async_=1)
+        acc.wait(1)
+
+
+def sync_steps(state, flux, tend, steps, dx, dt):
+    """The same steps with every kernel synchronous."""
+    nz, nx = tend.shape
+    for _ in range(steps):
+        halo(state, nx, nz)
+        fluxes(state, flux, nx, nz)
+        tendencies(flux, tend, nx, nz, dx)
+        update(state, tend, nx, nz, dt)
 
 
 def _numba_step(parallel):

@@ -195,29 +195,13 @@ def program_steady(nx, nz, steps, repeats) -> dict:
 
     dx, dt = 1.0 / nx, 0.1 / nx
     state, flux, tend = p.fields(nx, nz)
-    halo, fluxes, tendencies, update = p.halo, p.fluxes, p.tendencies, p.update
-
-    def sync_steps():
-        for _ in range(steps):  # written out, as a program calls them
-            halo(state, nx, nz)
-            fluxes(state, flux, nx, nz)
-            tendencies(flux, tend, nx, nz, dx)
-            update(state, tend, nx, nz, dt)
-
-    def async_steps():
-        for _ in range(steps):
-            halo(state, nx, nz, async_=1)
-            fluxes(state, flux, nx, nz, async_=1)
-            tendencies(flux, tend, nx, nz, dx, async_=1)
-            update(state, tend, nx, nz, dt, async_=1)
-            acc.wait(1)
 
     def pyacc(device, async_):
         def run():
             acc.set_device_type(device)
             with acc.data(copy=[state], create=[flux, tend]):
                 start = time.perf_counter()
-                (async_steps if async_ else sync_steps)()
+                (p.async_steps if async_ else p.sync_steps)(state, flux, tend, steps, dx, dt)
                 return time.perf_counter() - start
         return run
 
