@@ -62,7 +62,8 @@ Modules, from the function to the kernel:
 - ``interchange`` loop interchange of matrix-product nests on the CPU
 - ``codegen``     targets and module text; ``templates``: source templates of generated code
 - ``cpu_target``  parallel nests as Numba ``prange`` code; ``crossover``: below how many
-  iterations a nest runs on one thread; ``threading_layer``: Numba's layer (oneTBB)
+  iterations a nest runs on one thread; ``threading_layer``: Numba's layer (oneTBB);
+  ``cpu_plans``: prepared calls (a compiled kernel called without Numba's dispatcher)
 - ``cuda_target`` / ``cuda_runtime``  the GPU code generator and its host-side helpers
   (imported only when a cuda kernel is built); ``cuda_arrays``: the arrays a region makes
   there; ``cuda_compilers``: which CUDA kernel compiler, and the NumPy 2.5 fix of numba-cuda;
