@@ -4,8 +4,12 @@ adds to ``results_cuda.json`` and to the RESULTS.md table."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import bench_cuda  # noqa: E402
@@ -70,3 +74,111 @@ def test_overlap_and_launch_context_are_reported_with_their_targets():
     assert "dispatcher 120.00" in context and "sync 6.10" in context
     sync, = [line for line in lines if "sync: pyacc µs per call" in line]
     assert "9.00" in sync and "≤ 10.0" in sync and "not met" not in sync
+
+
+class _StubCupy:
+    """What ``run_bandwidth`` calls of CuPy, over host memory: its copies record whether
+    the host array they were given is mapped by pyacc (on a GPU a mapped array of at
+    least ``PYACC_PIN`` bytes is page-locked, so a "pageable" copy of it runs at pinned
+    speed), and its ``hostRegister`` refuses what is registered already, as CUDA does."""
+
+    def __init__(self, acc):
+        import types
+
+        stub = self
+        self.acc, self.copied_mapped, self.registered = acc, [], set()
+
+        class Device:
+            def __init__(self, n, dtype):
+                self.data = np.zeros(n, dtype)
+
+            def set(self, host, stream=None):
+                stub.note(host, stream)
+                self.data[...] = host
+
+            def get(self, stream=None, out=None):
+                stub.note(out, stream)
+                out[...] = self.data
+
+        def register(address, nbytes, flags):
+            if address in stub.registered:
+                raise RuntimeError("cudaErrorHostMemoryAlreadyRegistered")
+            stub.registered.add(address)
+
+        runtime = types.SimpleNamespace(deviceSynchronize=lambda: None, hostRegister=register,
+                                        hostUnregister=stub.registered.discard)
+        stream = types.SimpleNamespace(synchronize=lambda: None)
+        self.cuda = types.SimpleNamespace(runtime=runtime, Stream=lambda non_blocking: stream)
+        self.empty = Device
+        self.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: None)
+        self.cupyx = types.SimpleNamespace(empty_pinned=lambda shape, dtype: np.empty(shape, dtype))
+
+    def note(self, host, stream):
+        if stream is None:  # the pageable copies (the pinned ones name their stream)
+            self.copied_mapped.append(self.acc.is_present(host))
+
+
+def _bandwidth(monkeypatch, register=None):
+    import pyacc as acc
+
+    stub = _StubCupy(acc)
+    if register is not None:
+        stub.cuda.runtime.hostRegister = register
+    monkeypatch.setitem(sys.modules, "cupyx", stub.cupyx)
+    acc.set_device_type("emulated")
+    try:
+        result = bench_cuda.run_bandwidth("smoke", stub, 0.0)
+        assert acc.present_table() == []
+    finally:
+        acc.set_device_type("host")
+    return stub, result
+
+
+def test_cupys_pageable_copies_use_an_array_pyacc_never_mapped(monkeypatch):
+    """The array pyacc's updates copy is mapped, hence page-locked on a GPU: CuPy's
+    "pageable" copies of it measured pinned bandwidth, and the one-off ratio's target
+    (pyacc ÷ CuPy pageable ≥ 1) was judged against the wrong figure."""
+    stub, result = _bandwidth(monkeypatch)
+    assert stub.copied_mapped and not any(stub.copied_mapped)
+    assert {"cupy pageable h2d", "cupy pageable d2h"} <= set(result["seconds"])
+    assert result["registration"]["nbytes"] > 0 and result["notes"] == {}
+
+
+def test_a_refused_registration_is_a_note_and_the_bandwidth_figures_stand(monkeypatch):
+    def refuse(address, nbytes, flags):
+        raise RuntimeError("cudaErrorHostMemoryAlreadyRegistered")
+
+    _, result = _bandwidth(monkeypatch, refuse)
+    assert result["registration"] is None and "AlreadyRegistered" in result["notes"]["page-locking"]
+    assert "pyacc h2d" in result["gbps"]
+    assert not any("page-locking" in line for line in bench_cuda.measure_lines(
+        {"bandwidth": result, "machine": {}}))
+
+
+def test_the_cold_start_child_imports_the_measured_pyacc_installed_or_not(monkeypatch):
+    """The child's script lives in a temporary folder: without ``PYTHONPATH`` naming the
+    checkout it imports pyacc only where pyacc is installed (and then maybe another
+    copy of it), so the measure failed, or timed other code, on a machine that runs
+    the suite from a copied tree."""
+    import json
+    import subprocess
+    from types import SimpleNamespace
+
+    seen = []
+
+    def run(command, env, **_):
+        seen.append(env["PYTHONPATH"].split(os.pathsep)[0])
+        out = json.dumps({"file": str(bench_cuda.ROOT / "pyacc" / "__init__.py"), "first_s": 0.5})
+        return SimpleNamespace(returncode=0, stdout=out + "\n", stderr="")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    assert bench_cuda.cold_start("emulated", 2)["cached_first_call_ms"] == 500.0
+    assert seen == [str(bench_cuda.ROOT)] * 3
+
+    def elsewhere(command, env, **_):
+        out = json.dumps({"file": "/opt/other/pyacc/__init__.py", "first_s": 0.5})
+        return SimpleNamespace(returncode=0, stdout=out, stderr="")
+
+    monkeypatch.setattr(subprocess, "run", elsewhere)
+    with pytest.raises(RuntimeError, match="not the pyacc of"):
+        bench_cuda.cold_start("emulated", 1)

@@ -96,9 +96,10 @@ class CudaDevice(Device):
 
     def pin(self, address: int, host_begin: int, host_end: int, array: np.ndarray) -> None:
         """Page-lock the host side of a new mapping (``cuda_pins``) when its elements are
-        one contiguous block: its transfers then skip staging."""
+        one contiguous block: its transfers then skip staging; the registration keeps
+        ``array`` alive until it ends (``cuda_pins``)."""
         if array.flags.c_contiguous or array.flags.f_contiguous:
-            self.pins.pin(address, host_begin, host_end)
+            self.pins.pin(address, host_begin, host_end, array)
 
     def allocation_of(self, address: int):
         block = self.memory.block_at(address)

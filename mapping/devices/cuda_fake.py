@@ -33,7 +33,8 @@ How it stands in (the interface is listed in ``mapping.devices.cuda_backend``'s 
   standing for the locked-memory limit), and a memcpy on a non-blocking stream refuses
   host memory that is neither a ``pinned`` buffer nor registered: on a GPU such a copy
   reads (or, for a download, waits and writes) the host array when it is enqueued, not
-  in stream order.
+  in stream order; one that took registered memory finds it still registered when it
+  runs (a DMA through pages unregistered meanwhile is undefined on a GPU).
 
 For tests it records every host↔device and device↔device memcpy, as ``(kind, nbytes)``
 with kind ``"htod"``, ``"dtoh"`` or ``"dtod"``, in ``memcpys``, the byte count of every
@@ -319,17 +320,29 @@ class FakeCudaBackend:
 
     def memcpy_htod(self, address: int, host_buffer: np.ndarray, stream) -> None:
         source = _contiguous_bytes(host_buffer)
-        self._check_page_locked(host_buffer, source, stream)
+        registered = self._check_page_locked(host_buffer, source, stream)
         target = self._bytes(address, source.size)
         self.memcpys.append(("htod", source.size))
-        stream.submit(lambda: np.copyto(target, source), "a memcpy host to device")
+        stream.submit(self._dma(target, source, registered, source), "a memcpy host to device")
 
     def memcpy_dtoh(self, host_buffer: np.ndarray, address: int, stream) -> None:
         target = _contiguous_bytes(host_buffer)
-        self._check_page_locked(host_buffer, target, stream)
+        registered = self._check_page_locked(host_buffer, target, stream)
         source = self._bytes(address, target.size)
         self.memcpys.append(("dtoh", target.size))
-        stream.submit(lambda: np.copyto(target, source), "a memcpy device to host")
+        stream.submit(self._dma(target, source, registered, target), "a memcpy device to host")
+
+    def _dma(self, target: np.ndarray, source: np.ndarray, registered: bool, host: np.ndarray):
+        """The copy a stream runs; one whose host side was taken as registered memory
+        finds it still registered when it runs (on a GPU the DMA goes through the pages
+        the registration locked: unregistered before the DMA ran, it is undefined)."""
+        def run() -> None:
+            if registered and not self.is_registered(host.ctypes.data, host.size):
+                raise ValueError(
+                    "fake CUDA memcpy: the registered host memory of a queued async copy was "
+                    "unregistered (cudaHostUnregister) before the copy ran")
+            np.copyto(target, source)
+        return run
 
     def memcpy_dtod(self, destination: int, source: int, nbytes: int, stream) -> None:
         target, origin = self._bytes(destination, nbytes), self._bytes(source, nbytes)
@@ -362,20 +375,22 @@ class FakeCudaBackend:
             found = self._registrations.find(address)
         return found is not None and address + nbytes <= found[0] + max(found[1], 1)
 
-    def _check_page_locked(self, host_buffer: np.ndarray, memory: np.ndarray, stream) -> None:
-        """A memcpy on a non-blocking stream takes page-locked host memory only."""
+    def _check_page_locked(self, host_buffer: np.ndarray, memory: np.ndarray, stream) -> bool:
+        """A memcpy on a non-blocking stream takes page-locked host memory only; whether
+        it takes it as registered program memory (``_dma`` checks that again when it runs)."""
         if stream.blocking or memory.size == 0:
-            return
+            return False
         array = host_buffer
         while isinstance(array, np.ndarray):  # a view of a staging buffer
             if self._pinned.get(id(array)) is array:
-                return
+                return False
             array = array.base
         if not self.is_registered(memory.ctypes.data, memory.size):
             raise ValueError(
                 "fake CUDA memcpy: host memory that is neither pinned nor registered on an "
                 "asynchronous stream (on a GPU the copy would read or write the host array "
                 "when it is enqueued, not in stream order): stage it or register it")
+        return True
 
     # -- streams and events --------------------------------------------------------------
     def new_stream(self, *, blocking: bool) -> _FakeStream:

@@ -23,14 +23,23 @@ Rules (the lifetime of a registration is the lifetime of the mapping):
   has passed (``QueueSet.release``) — and at ``reset`` (``acc.shutdown``, the exit of
   the program). A child forked after the parent used the GPU has no cuda device
   (``pyacc._cuda_probe``), and memory locks are not inherited by ``fork``: nothing to do;
+- a registration keeps the host array alive until it is unregistered (CUDA: registered
+  memory must be unregistered before it is freed). The mapping's own reference ends
+  with the mapping, before a deferred free: an array the program dropped after an async
+  ``delete`` would otherwise be freed while registered, numpy would give its pages back
+  (``munmap``), and the next large array, often at the same addresses, would meet the
+  stale registration — the driver maps those addresses to the old pinned pages (a DMA
+  reads or writes those, not the new array), and ``locked_part`` still finds them;
 - a registration the system refuses (the locked-memory limit, pages another mapping or
   the program registered already) leaves the mapping unpinned, silently: its transfers
   go through staging as before;
-- a transfer whose host side is one contiguous block that meets a registered range
-  copies that part with one memcpy on the queue's stream, and its partial first and
-  last pages (less than a page each) through staging: every part reads (upload) or
-  writes (download) the host array when it runs in stream order (OpenACC 3.3 §2.16.1),
-  as staging did.
+- a transfer whose host side is one contiguous block that meets a registered range of
+  the mapping its device side lies in (never another mapping's: a mapping of the same
+  array that ended on another queue is unregistered once that queue has passed, without
+  waiting for this one) copies that part with one memcpy on the queue's stream, and
+  its partial first and last pages (less than a page each) through staging: every part
+  reads (upload) or writes (download) the host array when it runs in stream order
+  (OpenACC 3.3 §2.16.1), as staging did.
 
 Threading: ``Pins`` has its own lock; ``register``/``unregister`` (driver calls) run
 outside it. A lookup answers for the moment it is made: a registered range stays
@@ -74,21 +83,23 @@ class Pins:
         backend: the device's backend (``register``/``unregister``).
 
     Invariant: ``_ranges`` holds each registered page range by its first page (value:
-    its bytes and the device block's address); ``_by_block`` maps that device address
-    back to the range's first page.
+    its bytes and the device block's ``(begin, end)``); ``_by_block`` maps that block's
+    address back to the range's first page and the host array, kept alive while
+    registered.
     """
 
     def __init__(self, backend):
         self._backend = backend
         self._lock = threading.Lock()
         self._ranges = BlockIndex()
-        self._by_block: dict[int, int] = {}
+        self._by_block: dict[int, tuple[int, object]] = {}  # block → (first page, array)
         self.threshold = threshold_from_environment()
 
-    def pin(self, block: int, host_begin: int, host_end: int) -> bool:
+    def pin(self, block: int, host_begin: int, host_end: int, owner=None) -> bool:
         """Register the pages of ``[host_begin, host_end)``, the host range of the mapping
         whose device block starts at ``block``, when it is large enough (the caller
-        has checked that its elements are contiguous). Whether it is now registered."""
+        has checked that its elements are contiguous); ``owner`` (the host array) is kept
+        alive until the range is unregistered. Whether it is now registered."""
         if not self.threshold or host_end - host_begin < self.threshold:
             return False
         begin = -(-host_begin // PAGE) * PAGE
@@ -97,24 +108,29 @@ class Pins:
             return False
         if not self._backend.register(begin, end - begin):  # refused: pages registered already
             return False
-        with self._lock:
-            self._ranges.add(begin, end - begin, block)
-            self._by_block[block] = begin
+        with self._lock:  # the device block is as large as the host range it maps
+            self._ranges.add(begin, end - begin, (block, block + host_end - host_begin))
+            self._by_block[block] = (begin, owner)
         return True
 
     def unpin(self, block: int) -> None:
         """Unregister the range tied to the device block at ``block``, if any (the block
         is being freed)."""
         with self._lock:
-            begin = self._by_block.pop(block, None)
-            if begin is None:
+            found = self._by_block.pop(block, None)
+            if found is None:
                 return
-            self._ranges.pop(begin)
-        self._backend.unregister(begin)
+            self._ranges.pop(found[0])
+        self._backend.unregister(found[0])
+        del found  # the array may be freed now, not before
 
-    def locked_part(self, low: int, high: int):
+    def locked_part(self, low: int, high: int, device_address: int):
         """``(begin, end)``: the part of the host bytes ``[low, high)`` inside the
-        registered range that holds its first whole page; None when there is none."""
+        registered range that holds its first whole page, when that range is the one of
+        the mapping whose block holds ``device_address`` (the transfer's device side);
+        None otherwise. Another mapping's registration may end while this transfer is
+        still queued: a mapping of the same array that ends on another queue is
+        unregistered once that queue has passed, which does not wait for this one."""
         if not self._by_block:  # nothing registered: no lock
             return None
         first = min(-(-low // PAGE) * PAGE, high - 1)
@@ -122,17 +138,21 @@ class Pins:
             found = self._ranges.find(first)
         if found is None:
             return None
+        block, block_end = found[2]
+        if not block <= device_address < block_end:
+            return None
         begin, end = max(low, found[0]), min(high, found[0] + found[1])
         return (begin, end) if begin < end else None
 
     def unpin_all(self) -> None:
         """Unregister every range (``reset``), and read ``$PYACC_PIN`` again."""
         with self._lock:
-            begins = list(self._by_block.values())
+            registered = list(self._by_block.values())
             self._by_block.clear()
             self._ranges.clear()
-        for begin in begins:
+        for begin, _ in registered:
             self._backend.unregister(begin)
+        del registered  # the arrays may be freed now, not before
         self.threshold = threshold_from_environment()
 
     def __len__(self) -> int:

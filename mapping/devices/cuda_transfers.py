@@ -87,11 +87,12 @@ class HostTransfer:
     def _locked_part(self, host: np.ndarray, packing: Packing):
         """``(raw, begin, end)``: the bytes of ``host`` (a view, block order) and the
         offsets in them that the DMA can read or write in place (``host`` is one block in
-        the transfer's order and meets a registered range), or None."""
+        the transfer's order and meets a registered range of the device side's own
+        mapping), or None."""
         if packing.host_packed:
             return None
         low = host.ctypes.data
-        part = self.memory.pins.locked_part(low, low + packing.nbytes)
+        part = self.memory.pins.locked_part(low, low + packing.nbytes, packing.device_address)
         if part is None:
             return None
         raw = host.reshape(-1, order="A").view(np.uint8)

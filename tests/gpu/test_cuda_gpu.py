@@ -516,6 +516,30 @@ def test_pin_zero_leaves_mappings_pageable(gpu, monkeypatch):
     acc.exit_data(delete=[a])
 
 
+def test_an_array_dropped_after_an_async_delete_stays_registered_until_unregistered(gpu):
+    """Registered memory must be unregistered before it is freed. An async ``delete``
+    lets the program drop the array at once while the unregistration waits for the
+    queue; freed, numpy gave its pages back and the next array of that size, at the same
+    addresses, met the stale registration: its copy-in was one DMA through the old pinned
+    pages (``cuda_pins``: the registration keeps the array alive)."""
+    n = 1 << 22  # 32 MiB: numpy maps it on its own pages and unmaps them when freed
+    busy = np.zeros(1 << 25)
+    with acc.data(copy=[busy]):
+        for value in (1.0, 2.0, 3.0):
+            a = np.full(n, -value)
+            acc.enter_data(copyin=[a])
+            for _ in range(20):  # queue 1 busy well past the delete below
+                add_one(busy, async_=1)
+            acc.exit_data(delete=[a], async_=1)
+            del a
+            b = np.full(n, value)
+            acc.enter_data(copyin=[b], async_=1)
+            acc.wait(1)
+            assert bool((acc.deviceptr(b) == value).all())
+            acc.exit_data(delete=[b])
+    assert (busy == 60.0).all()
+
+
 @pytest.mark.parametrize("queue", [None, 1])
 def test_staged_transfers_in_pieces_are_exact(gpu, monkeypatch, queue):
     """A strided host side is staged in CHUNK-byte pieces through two pinned buffers

@@ -4,11 +4,15 @@ backend: host arrays at least ``PYACC_PIN`` bytes are registered while they are 
 the free; reset), their async transfers are one memcpy with no staging and still touch
 the host in stream order, and a refused registration falls back to staging silently."""
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
 from pyacc.mapping import Counter, DeviceRuntime, InvalidArgumentError, MapKind, MapRequest, UpdateDirection
 from pyacc.mapping.devices.cuda import CudaDevice
+from pyacc.mapping.errors import ExecutionError
 from pyacc.mapping.devices.cuda_fake import FakeCudaBackend
 from pyacc.mapping.devices.cuda_pins import DEFAULT_THRESHOLD, PAGE, threshold_from_environment
 from tests.mapping.test_cuda_device import backend, device, runtime  # noqa: F401  (fixtures)
@@ -94,6 +98,70 @@ def test_pin_unregistration_waits_for_the_queue_that_copies_out(device, backend,
         assert _registered(backend, a) and backend.unregistered == [] and not a.any()
     queue.synchronize()
     assert np.all(a == 7.0) and not _registered(backend, a)  # ... until the copy ran
+
+
+def test_pin_a_registered_array_lives_until_it_is_unregistered(device, backend, runtime):
+    """CUDA requires registered memory to be unregistered before it is freed: numpy hands
+    a freed large array's pages back (munmap) and the next array often gets the same
+    addresses, which the driver still maps to the old, pinned pages (a DMA from them
+    reads stale data) and which ``locked_part`` would still find registered. An async
+    ``delete`` lets the program drop the array at once (nothing copies it), while the
+    unregistration waits for the queue: the registration keeps the array alive."""
+    a = np.zeros(BIG)
+    alive = weakref.ref(a)
+    _enter(runtime, a)
+    queue = device.queue(1)
+    with queue.hold():
+        _exit(runtime, a, MapKind.DELETE, queue)
+        del a
+        gc.collect()
+        assert alive() is not None and backend.unregistered == []
+    queue.synchronize()
+    gc.collect()
+    assert alive() is None and len(backend.unregistered) == 1 and len(device.pins) == 0
+
+
+def test_pin_reset_drops_the_arrays_it_kept(device, backend, runtime):
+    a = np.zeros(BIG)
+    alive = weakref.ref(a)
+    _enter(runtime, a)
+    runtime.shutdown()
+    del a
+    gc.collect()
+    assert alive() is None
+
+
+def test_pin_a_new_mapping_of_the_array_never_uses_the_registration_of_the_old_one(device, backend, runtime):
+    """An async ``delete`` on queue 1 defers the old mapping's unregistration until queue
+    1 has passed it, and waits for no other queue. Mapped again at once, the array's
+    pages are still registered (the new mapping's registration is refused), and a copy
+    of the new mapping on queue 2 must not take them as page-locked: queue 1 passing
+    unregisters them while that DMA may still be queued (cudaHostUnregister does not
+    wait for it). Its copies go through staging instead."""
+    a = np.arange(BIG, dtype=np.float64)
+    _enter(runtime, a)
+    first, second = device.queue(1), device.queue(2)
+    with second.hold():
+        with first.hold():
+            _exit(runtime, a, MapKind.DELETE, first)
+            device_array = _enter(runtime, a, MapKind.COPYIN, second)
+        first.synchronize()  # the old mapping's block freed, its pages unregistered
+        assert not _registered(backend, a)
+    second.synchronize()
+    assert np.array_equal(device_array.get(), a)
+
+
+def test_fake_a_registered_copy_finds_its_memory_still_registered_when_it_runs(device, backend):
+    address, _ = backend.allocate(64)
+    host = np.zeros(8)
+    page = host.ctypes.data - host.ctypes.data % PAGE
+    assert backend.register(page, 2 * PAGE)
+    stream = device.queue(1).stream
+    with backend.hold(stream):
+        backend.memcpy_dtoh(host, address, stream)
+        backend.unregister(page)
+    with pytest.raises(ExecutionError, match="unregistered .* before the copy ran"):
+        stream.synchronize()
 
 
 def test_pin_reset_unregisters_everything(device, backend, runtime):
@@ -257,7 +325,7 @@ def test_fake_memcpy_on_an_async_stream_refuses_pageable_host_memory(device, bac
     assert backend.register(page, 2 * PAGE)  # two pages: the 64 bytes may cross into the second
     backend.memcpy_dtoh(host, address, stream)  # registered: taken
     assert not backend.register(page + PAGE, PAGE)  # shares a registered page: refused, no error
+    stream.synchronize()  # (unregistered while the copy is queued, it would fail: below)
     backend.unregister(page)
     backend.unregister(page)  # not registered any more: nothing, as CUDA reports and pyacc ignores
     assert backend.unregistered == [page]
-    stream.synchronize()
