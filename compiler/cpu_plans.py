@@ -47,11 +47,17 @@ import weakref
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.core.callconv import excinfo_t
 from numba.core.compiler_lock import global_compiler_lock
-from numba.core.environment import Environment
 from numba.core.registry import CPUDispatcher
-from numba.np.arrayobj import populate_array
+
+try:  # Numba's internals the trampoline is built from (numba 0.60 to 0.68 have them)
+    from numba.core.callconv import excinfo_t
+    from numba.core.environment import Environment
+    from numba.np.arrayobj import populate_array
+    _MISSING = None
+except ImportError as missing:  # a Numba that moved them: every kernel keeps its dispatcher
+    excinfo_t = Environment = populate_array = None
+    _MISSING = missing
 
 from .feedback import info_enabled, log_info
 
@@ -152,6 +158,8 @@ def _trampoline(cres, release_gil: bool) -> int:
 
 def _build(context, fndesc, release_gil: bool):
     """Compile the trampoline for ``fndesc``'s shape: ``(library, address)``."""
+    if _MISSING is not None:
+        raise _MISSING
     codegen = context.codegen()
     library = codegen.create_library("pyacc_prepared_call")
     module = library.create_ir_module("pyacc_prepared_call")

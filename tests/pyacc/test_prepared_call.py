@@ -335,3 +335,19 @@ def test_a_call_of_many_arrays_is_prepared(cpu):
         sum_of_ten(*arrays, 2.0)
         assert prepared_calls() == before + 1
     np.testing.assert_array_equal(arrays[0], 2.0 * sum(range(1, 10)))
+
+
+def test_a_numba_without_the_internals_keeps_the_dispatcher(monkeypatch, capsys):
+    """Numba's internals the trampoline is built from are imported defensively: a Numba
+    that moved them gets no prepared calls (said once), never an import error."""
+    @njit
+    def moved(a, k):
+        a[0] = k
+
+    a = np.zeros(2)
+    moved(a, 3)
+    monkeypatch.setattr(cpu_plans, "_MISSING", ImportError("cannot import name 'excinfo_t'"))
+    monkeypatch.setattr(cpu_plans, "_trampolines", {})
+    monkeypatch.setenv("PYACC_INFO", "1")
+    assert cpu_plans.prepare(moved, (a, 3)) is None
+    assert "ImportError: cannot import name 'excinfo_t'" in capsys.readouterr().err
