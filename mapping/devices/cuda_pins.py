@@ -150,7 +150,7 @@ class Pins:
             registered = list(self._by_block.values())
             self._by_block.clear()
             self._ranges.clear()
-        for begin, _ in registered:
+        for begin in [first for first, _owner in registered]:
             self._backend.unregister(begin)
         del registered  # the arrays may be freed now, not before
         self.threshold = threshold_from_environment()
