@@ -191,8 +191,7 @@ def _build(context, fndesc, release_gil: bool):
             api.return_none()
         compile_env = Environment({})  # what boxing would add constants to: none (checked)
         env_manager = api.get_env_manager(compile_env, context.get_env_body(builder, envptr), envptr)
-        restype = fndesc.restype.type if isinstance(fndesc.restype, types.Optional) else fndesc.restype
-        builder.ret(api.from_native_return(restype, retval, env_manager))
+        builder.ret(api.from_native_return(fndesc.restype, retval, env_manager))  # (plain: prepare)
     context.call_conv.raise_error(builder, api, status)
     builder.ret(api.get_null_object())
     if compile_env.consts:  # boxing that reads the environment: the caller's is another

@@ -177,11 +177,9 @@ static int prepared_words(const PreparedCall *n, PyObject *args, int64_t *words)
 }
 
 /* ``kernel`` called with ``args``: through its prepared call ``n`` when it has one, the
- * arguments fit it and no profiler listens, else by the dispatcher (prepared at the first
- * call: ``prepare_call``, whose interrupt is this call's error). */
+ * arguments fit it and no profiler listens, else by the dispatcher. The caller has asked
+ * for ``n`` (``ensure_prepared``) before counting or timing the call. */
 static PyObject *call_kernel(PreparedCall *n, PyObject *kernel, PyObject *args) {
-    if (ensure_prepared(n, kernel, args) < 0)
-        return NULL;
     if (n->state == PREPARED_READY && !profiled()) {
         int64_t words[PREPARED_WORDS];
         if (prepared_words(n, args, words)) {

@@ -12,6 +12,8 @@ from numba import njit
 import pyacc as acc
 from pyacc.compiler import cpu_plans
 
+from test_fast_paths import total_of  # the same sum: one region for both modules
+
 pytestmark = pytest.mark.skipif(not acc.express_lane(), reason="the C express lane is not built")
 
 CPU_DEVICES = ["host", "emulated"]
@@ -37,14 +39,6 @@ def cpu(request):
 def axpy(y, x, a, n):
     for i in range(n):
         y[i] = y[i] + a * x[i]
-
-
-@acc.parallel_loop(reduction="+:total")
-def total_of(x):
-    total = 0.0
-    for i in range(x.shape[0]):
-        total += x[i]
-    return total
 
 
 @acc.parallel_loop(reduction="+:total max:biggest")
