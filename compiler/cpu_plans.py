@@ -9,9 +9,9 @@ types, dtypes, dimensions and layouts as the call that armed it. So, as a GPU la
 goes through a prepared plan and one driver call (issue 28), a CPU call on present data
 goes through a prepared call: plain words and one C call.
 
-``prepare(kernel, args)`` returns ``(trampoline, function, environment, kinds)`` for a
-Numba CPU dispatcher already compiled for ``args``' types, or None (the lane then calls
-the dispatcher, as before):
+``prepare(kernel, args)`` returns ``(trampoline, holding, function, environment,
+kinds)`` for a Numba CPU dispatcher already compiled for ``args``' types, or None (the
+lane then calls the dispatcher, as before):
 
 - ``trampoline``: the address of ``PyObject *call(const int64_t *words)``, compiled once
   per overload *shape* (argument types, return type, whether the GIL is released) and
@@ -24,6 +24,10 @@ the dispatcher, as before):
   the dispatcher's ``nogil`` asks, and returns the boxed result, or NULL with the
   kernel's exception set, both as Numba's own CPython wrapper does (``numba.core.
   callwrapper``: the same ``call_conv.raise_error`` and ``from_native_return``).
+- ``holding``: the same shape's trampoline that keeps the GIL (``trampoline`` itself
+  when the kernel is not ``nogil``): the caller uses it for a kernel whose last call
+  was short, where releasing and taking back the GIL would cost more than another
+  thread gains (``pyacc/_prepared_call.c.h``).
 - ``function``, ``environment``: ``words[0]`` and ``words[1]`` (kept alive by the
   dispatcher's overload, which the dispatcher keeps).
 - ``kinds``: one byte per argument: an array's ``ndim`` (0–32), or ``b"i"``, ``b"f"``,
@@ -92,13 +96,15 @@ def prepare(kernel, args):
         return None
     if 2 + sum(_words_of(kind) for kind in kinds) > MOST_WORDS:
         return None
+    nogil = bool(kernel.targetoptions.get("nogil"))
     try:
-        trampoline = _trampoline(cres, bool(kernel.targetoptions.get("nogil")))
+        trampoline = _trampoline(cres, nogil)
+        holding = _trampoline(cres, False) if nogil else trampoline
     except Exception as error:  # noqa: BLE001 - the dispatcher is a correct way to call
         _report(kernel, error)
         return None
     function = cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
-    return trampoline, function, id(cres.environment), kinds
+    return trampoline, holding, function, id(cres.environment), kinds
 
 
 def _report(kernel, error) -> None:

@@ -3,42 +3,48 @@
  * ``mapping/_cprobe.c`` after the lane's verbs, whose lock and entry helpers it uses (one
  * translation unit).
  *
- *   join(arrays) -> [entry, ...] | None: the structured count +1 of the entry wholly
- *       containing each array (a list; one entry per array, in order) — ``runtime.enter``
+ *   join(arrays) -> (entry, ...) | None: the structured count +1 of the entry wholly
+ *       containing each array (a tuple or list; one entry per array, in order, in a
+ *       tuple: ``acc.data``'s C region keeps it until its exit) — ``runtime.enter``
  *       of present data, all or nothing — when every array is a plain block inside one
  *       mapping, nobody subscribes to ENTER_DATA or DIRECTIVE_END, and the runtime does
  *       not track use; else None, nothing changed. On shared memory (the lane of
  *       ``SharedMemoryRuntime``: no table) every plain block is present and nothing is
  *       counted: one None entry per array, as that runtime's ``enter``.
- *   part(entries) -> True | None: the structured count −1 of each entry (k for an entry
- *       listed k times) when none of them would end its lifetime by it
+ *   part(entries) -> True | None: the structured count −1 of each entry (a tuple or
+ *       list; k for an entry listed k times) when none of them would end its lifetime by it
  *       (``entry.leave_all_structured``'s rule: not dynamic and structured ≤ k) and
  *       nobody subscribes to EXIT_DATA or DIRECTIVE_END; else None, nothing changed (the
  *       caller runs ``exit_structured``, which copies back and frees). On shared memory:
  *       True for the None entries of its join.
  *
- * Both hold the table lock for the whole list, as the Python verbs do.
+ * Both hold the table lock for the whole sequence, as the Python verbs do.
  */
 
-/* How many times ``entry`` is in the list ``entries`` (by identity). */
+/* the sequences the verbs take: exact tuples and lists, read with PySequence_Fast's macros */
+static int verb_sequence(PyObject *items) {
+    return PyTuple_CheckExact(items) || PyList_CheckExact(items);
+}
+
+/* How many times ``entry`` is in ``entries`` (by identity). */
 static Py_ssize_t times_listed(PyObject *entries, PyObject *entry) {
     Py_ssize_t times = 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++)
-        times += PyList_GET_ITEM(entries, i) == entry;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(entries); i++)
+        times += PySequence_Fast_GET_ITEM(entries, i) == entry;
     return times;
 }
 
 /* Adds ``step`` to the structured count of each of ``entries``, all or nothing: 0, or -1
  * with an exception set and every count as it was. */
 static int add_structured(Lane *self, PyObject *entries, long step) {
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
-        PyObject *entry = PyList_GET_ITEM(entries, i);
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(entries); i++) {
+        PyObject *entry = PySequence_Fast_GET_ITEM(entries, i);
         long structured = count_of(entry, &self->structured);
         if (structured < 0 || set_count(entry, &self->structured, structured + step) < 0) {
             PyObject *type, *value, *traceback;
             PyErr_Fetch(&type, &value, &traceback);
             while (--i >= 0) {  /* the counts set so far go back */
-                entry = PyList_GET_ITEM(entries, i);
+                entry = PySequence_Fast_GET_ITEM(entries, i);
                 set_count(entry, &self->structured, count_of(entry, &self->structured) - step);
             }
             PyErr_Restore(type, value, traceback);
@@ -48,20 +54,20 @@ static int add_structured(Lane *self, PyObject *entries, long step) {
     return 0;
 }
 
-/* With the lock held: the entries of ``arrays`` after their +1 (a new list), or None. */
+/* With the lock held: the entries of ``arrays`` after their +1 (a new tuple), or None. */
 static PyObject *join_entries(Lane *self, PyObject *arrays) {
-    Py_ssize_t n = PyList_GET_SIZE(arrays);
-    PyObject *entries = PyList_New(n);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(arrays);
+    PyObject *entries = PyTuple_New(n);
     if (entries == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *x = PyList_GET_ITEM(arrays, i);
+        PyObject *x = PySequence_Fast_GET_ITEM(arrays, i);
         PyObject *entry = is_plain_block(x) ? present_entry(self, x) : NULL;
         if (entry == NULL) {
             Py_DECREF(entries);
             return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
         }
-        PyList_SET_ITEM(entries, i, Py_NewRef(entry));
+        PyTuple_SET_ITEM(entries, i, Py_NewRef(entry));
     }
     if (add_structured(self, entries, 1) < 0) {
         Py_DECREF(entries);
@@ -72,9 +78,9 @@ static PyObject *join_entries(Lane *self, PyObject *arrays) {
 
 /* With the lock held: True after the −1 of each of ``entries``, or None. */
 static PyObject *part_entries(Lane *self, PyObject *entries) {
-    Py_ssize_t n = PyList_GET_SIZE(entries);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(entries);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *entry = PyList_GET_ITEM(entries, i);
+        PyObject *entry = PySequence_Fast_GET_ITEM(entries, i);
         if ((PyObject *)Py_TYPE(entry) != self->entry_type)
             Py_RETURN_NONE;
         long dynamic = count_of(entry, &self->dynamic);
@@ -91,30 +97,30 @@ static PyObject *part_entries(Lane *self, PyObject *entries) {
  * of ``arrays`` (one None per plain block, as ``enter``'s ``Mapped(request, None)``), or
  * None. */
 static PyObject *shared_join(Lane *self, PyObject *arrays) {
-    Py_ssize_t n = PyList_GET_SIZE(arrays);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(arrays);
     for (Py_ssize_t i = 0; i < n; i++)
-        if (!is_plain_block(PyList_GET_ITEM(arrays, i)))
+        if (!is_plain_block(PySequence_Fast_GET_ITEM(arrays, i)))
             Py_RETURN_NONE;
-    PyObject *entries = PyList_New(n);
+    PyObject *entries = PyTuple_New(n);
     for (Py_ssize_t i = 0; entries != NULL && i < n; i++)
-        PyList_SET_ITEM(entries, i, Py_NewRef(Py_None));
+        PyTuple_SET_ITEM(entries, i, Py_NewRef(Py_None));
     return entries;
 }
 
 /* Shared memory: True for the entries ``shared_join`` gave (all None), else None. */
 static PyObject *shared_part(Lane *self, PyObject *entries) {
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++)
-        if (PyList_GET_ITEM(entries, i) != Py_None)
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(entries); i++)
+        if (PySequence_Fast_GET_ITEM(entries, i) != Py_None)
             Py_RETURN_NONE;
     Py_RETURN_TRUE;
 }
 
-/* A verb on a whole list: the lock taken once, ``on_list`` with it held; on shared
- * memory, ``on_shared`` (no table, no lock). */
+/* A verb on a whole sequence (``verb_sequence``): the lock taken once, ``on_list`` with
+ * it held; on shared memory, ``on_shared`` (no table, no lock). */
 static PyObject *run_list_verb(Lane *self, PyObject *list, Py_ssize_t event_kind,
                                PyObject *(*on_list)(Lane *, PyObject *),
                                PyObject *(*on_shared)(Lane *, PyObject *)) {
-    if (!PyList_CheckExact(list) || PyList_GET_SIZE(list) == 0 ||
+    if (!verb_sequence(list) || PySequence_Fast_GET_SIZE(list) == 0 ||
             self->tracks_use || watched(self, event_kind) || watched(self, self->end_kind))
         Py_RETURN_NONE;
     if (self->table == Py_None)

@@ -26,8 +26,9 @@ Owns:
   (1 ms); when a wait finds that work done (the host had its own work meanwhile), it
   halves back towards the measured one.
 
-Invariants: a prediction scales only up with bytes; a kernel that runs long at once is
-sent to the worker within log2(crossover / its prediction) + 1 runs; the environment is
+Invariants: a prediction scales only up with bytes and is kept while runs at once over
+the same bytes stay within a quarter of it on its side of the crossover; a kernel that
+runs long at once is sent to the worker within log2(crossover / its prediction) + 1 runs; the environment is
 read when a queue is created (``below``), never per operation.
 """
 
@@ -53,6 +54,9 @@ _clock = time.perf_counter
 #: (cleared when full: a prediction is only an optimization)
 RUNS: dict = {}
 _KEPT = 4096
+#: a run at once over the same bytes within this share of the record keeps it (no write:
+#: the express lane's async call runs this at every call, ``pyacc/_at_once.c.h``)
+_KEPT_WITHIN = 0.25
 
 
 def predict_kernel(kernel, nbytes: int):
@@ -65,14 +69,19 @@ def predict_kernel(kernel, nbytes: int):
     return seconds if nbytes <= measured else seconds * (nbytes / max(measured, 1))
 
 
-def record_kernel(kernel, seconds: float, nbytes: int, at_once: bool) -> None:
+def record_kernel(kernel, seconds: float, nbytes: int, at_once: bool,
+                  below: float | None = None) -> None:
     """``kernel`` ran ``seconds`` over arguments of ``nbytes`` bytes, ``at_once`` on the
     calling thread or else on a queue's worker. A run shorter than predicted for its
     bytes replaces the prediction; a longer run at once at most doubles it, so one slow
     run (a neighbour, a page fault) does not send it to the worker, while a kernel that
-    became long gets there within a few calls. A run on a worker only lowers it: its time is an upper bound,
-    which also counts the wait for the GIL after the kernel (up to the switch interval
-    while the host runs Python). (Every kernel run at once is recorded: one lookup.)"""
+    became long gets there within a few calls. A run on a worker only lowers it: its
+    time is an upper bound, which also counts the wait for the GIL after the kernel (up
+    to the switch interval while the host runs Python). A run at once over the record's
+    bytes within ``_KEPT_WITHIN`` (a quarter) of its seconds keeps the record — no
+    rewrite at every call for a prediction's noise — unless it falls on the other side of
+    the queue's crossover ``below`` than the record (then the record follows, and the
+    next call is decided by it)."""
     last = RUNS.get(kernel)  # ``predict_kernel``, spelled out on this hot path:
     if last is None:
         if len(RUNS) >= _KEPT:
@@ -84,6 +93,9 @@ def record_kernel(kernel, seconds: float, nbytes: int, at_once: bool) -> None:
         if not at_once:
             return
         seconds = min(seconds, 2.0 * predicted)
+    if at_once and nbytes == last[1] and abs(seconds - last[0]) <= _KEPT_WITHIN * last[0] \
+            and (below is None or (seconds < below) == (last[0] < below)):
+        return
     RUNS[kernel] = (seconds, nbytes)
 
 

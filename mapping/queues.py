@@ -115,17 +115,20 @@ class WorkerQueue(Queue):
             queue (``submit``); default: ``CROSSOVER.below()``; 0.0: never.
     """
 
-    # slots: the express lane's async call run at once and acc.wait's C entry
-    # (pyacc/_at_once.c.h) read and write these in place (the rest is in the instance dict)
+    # slots: the express lane's async call run at once (pyacc/_at_once.c.h) and acc.wait's
+    # C entry (pyacc/_queue_settled.c.h) read and write these in place (the rest is in the
+    # instance dict)
     __slots__ = ("_lock", "_completed", "_submitted", "_holds", "_closed", "_error", "_inline",
                  "_waiters", "_operations", "_inline_below", "inlines", "_handed")
 
     def __init__(self, async_value: int, device_label: str, inline_below: float | None = None):
         self.async_value = async_value
         self._label = f"queue {async_value} of {device_label}"
-        # guards the state; taken directly on the hot paths, and in place from C (the async
-        # call run at once, pyacc/_at_once.c.h) when it is the C lock (``_probe.TableLock``,
-        # re-entrant; never entered twice here, so it behaves as the plain lock it replaces)
+        # guards the state; taken directly on the hot paths, and in place from C when it is
+        # the C lock (``_probe.TableLock``). Re-entrant (that, or ``threading.RLock``): the
+        # express lane's async call run at once holds it for the kernel's run
+        # (pyacc/_at_once.c.h; no count then, see ``begin_inline``), and code that run
+        # calls on this thread (a profiler, Numba's dispatcher) may take it again
         self._lock = TableLock()
         self._condition = threading.Condition(self._lock)  # host threads in synchronize
         # the sleeping worker's wake-up: a raw lock, held except between a ``_notify``'s
@@ -191,15 +194,21 @@ class WorkerQueue(Queue):
         """A kernel the caller ran at once (``take_kernel``) took ``seconds`` over
         ``nbytes`` bytes; ``cause``: its error, kept for the covering wait
         (``end_inline``)."""
-        if cause is None:
-            record_kernel(kernel, seconds, nbytes, True)
-        self.end_inline(description, cause)
+        try:
+            if cause is None:
+                record_kernel(kernel, seconds, nbytes, True, self._inline_below)
+        finally:  # the queue is given back whatever happens
+            self.end_inline(description, cause)
 
     def begin_inline(self) -> bool:
         """Take the queue for one operation run by the caller, when it is idle (nothing
         queued or running), not held, not shut down and has no unreported error (work
         behind an error is skipped, which the worker does); True when taken. Until
-        ``end_inline``, the queue is busy: work others queue waits behind it."""
+        ``end_inline``, the queue is busy: work others queue waits behind it.
+
+        (The express lane's C path runs a kernel at once the other way: it holds the
+        lock for the kernel's run, after this same test, and changes no count — nobody
+        can queue, hold, close or wait meanwhile; ``pyacc/_at_once.c.h``.)"""
         with self._lock:
             if self._completed != self._submitted or self._holds or self._closed or \
                     self._error is not None or self._inline:
@@ -384,9 +393,7 @@ class WorkerQueue(Queue):
             self._wake.release()
 
     def _notify(self) -> None:
-        """The state changed: wake the host threads in ``synchronize`` and the worker
-        (``pyacc/_at_once.c.h`` calls this after work run at once, when some wait or work
-        was queued meanwhile)."""
+        """The state changed: wake the host threads in ``synchronize`` and the worker."""
         if self._waiters:
             self._condition.notify_all()
         self._wake_worker()

@@ -3,30 +3,34 @@
  * OpenACC 3.3 §2.16.1 lets async work run asynchronously, not must: an ``async_=<int>``
  * call whose plan holds runs at once on the calling thread when its queue is idle and the
  * kernel is predicted below the queue's crossover (API.md §5, last point;
- * ``mapping/inline.py``). Owns ``run_plan_at_once`` and the queue's *take* and *give-back*
- * done in C: what ``QueueSet.take_at_once`` (``WorkerQueue.take_kernel``,
- * ``inline.predict_kernel``, ``WorkerQueue.begin_inline``) and ``WorkerQueue.ran_at_once``
- * (``inline.record_kernel``, ``WorkerQueue.end_inline``) do in Python, step for step, on
- * the same attributes (read and written in place: WorkerQueue's ``__slots__``) under the
- * same lock (the queue's ``_lock``, the C lock of ``_table_lock.h`` taken in place; another
- * kind through its bound ``acquire``/``release``); and the call's ``AsyncResult``,
- * made without its Python ``__init__`` (its two slots set; ``configure_async``). Also owns
- * ``wait_settled``: whether a host wait has nothing to do (``QueueSet.settled`` read in
- * C, for ``acc.wait``'s C entry, ``_routine_lane.c.h``).
+ * ``mapping/inline.py``). Owns ``run_plan_at_once``: the queue *held* in C for the
+ * kernel's run (``hold_idle``: its lock taken and kept while the kernel runs, when
+ * ``WorkerQueue.begin_inline``'s test finds it idle; no count changes, see there), the
+ * run recorded as ``inline.record_kernel`` records it (``record_run``), and the call's
+ * ``AsyncResult``, made without its Python ``__init__`` (its two slots set;
+ * ``configure_async``, which also tells ``_queue_settled.c.h`` the queue types). A kernel
+ * that fails marks the queue as ``begin_inline`` does (``mark_taken``) and leaves the
+ * rest to ``self._ran_at_once`` (Python: the error kept for the covering wait,
+ * ``WorkerQueue.end_inline``).
  *
  * Invariants:
- *   - the C take and give-back run only for an exact ``QueueSet`` (its own
- *     ``take_at_once``) and an exact ``WorkerQueue`` whose crossover and the kernel's
- *     prediction have the types the Python code writes (float; (float, int)); any other
- *     case asks the Python methods, so a queue is always given back by the side that
- *     took it;
- *   - a queue taken here is given back whatever happens (the kernel's error is kept by
- *     ``self._ran_at_once``, in Python, for the covering wait: the rare case);
+ *   - the C path runs only for an exact ``QueueSet`` (its own ``take_at_once``) and an
+ *     exact ``WorkerQueue`` whose crossover and the kernel's record have the types the
+ *     Python code writes (float; (float, int)), while none of the Python names it stands
+ *     for was rebound (``python_unchanged``); any other case asks the Python methods, so
+ *     a queue is always given back by the side that took it;
+ *   - the queue's fields are read and written in place (WorkerQueue's ``__slots__``)
+ *     under its lock (the C lock of ``_table_lock.h`` taken in place; another kind
+ *     through its bound ``acquire``/``release``), taken after the table's (the order of
+ *     every path that holds both);
+ *   - a queue held here is given back whatever happens;
  *   - events: the lane runs only when nobody subscribes (``BUS.silent``, checked by
- *     ``fastcall_call``); neither the take nor the give-back publishes any;
- *   - the GIL is held throughout, except while the queue's lock waits; no Python code
- *     runs between reading a queue's counts and writing them (the lock held), except a
- *     ``_notify()`` of the queue when a thread waits or work was queued meanwhile.
+ *     ``fastcall_call``); the run publishes none;
+ *   - the GIL is held throughout, except while a lock waits and while the kernel runs
+ *     (as its ``nogil`` asks). While the queue is held, Python code runs only where the
+ *     kernel's call runs it (a profiler, the dispatcher): the queue's lock is re-entrant
+ *     (``TableLock``, else ``threading.RLock``), so this thread's own calls on the queue
+ *     go through, and other threads' wait for the run.
  */
 
 static PyTypeObject *g_worker_queue;  /* mapping.queues.WorkerQueue (exact), or NULL */
@@ -34,7 +38,7 @@ static PyTypeObject *g_queue_set;     /* mapping.queues.QueueSet (exact), or NUL
 static PyObject *g_take_at_once;      /* QueueSet.take_at_once (the function) */
 static PyObject *g_runs;              /* mapping.inline.RUNS: kernel -> (seconds, bytes) */
 static PyObject *g_record_kernel;     /* mapping.inline.record_kernel (records of another shape) */
-static Py_ssize_t g_kept;             /* mapping.inline._KEPT: RUNS is cleared when full */
+static double g_kept_within;          /* mapping.inline._KEPT_WITHIN: a run this close keeps a record */
 static PyObject *g_result_slots[2];   /* AsyncResult's _queue and _value slots, or NULL */
 /* What the C take and give-back stand for, watched (``python_unchanged``): a name
  * rebound in one of these dicts (a test's spy, a patch) sends the calls to Python. */
@@ -43,17 +47,16 @@ static PyObject *g_watched[WATCHED_DICTS];  /* queues' globals, WorkerQueue's di
 static uint64_t g_watched_tags[WATCHED_DICTS];  /* their tags when last seen unchanged (0: none) */
 static const struct { int dict; const char *name; } WATCHED[WATCHED_NAMES] = {
     {0, "record_kernel"}, {0, "predict_kernel"}, {1, "take_kernel"}, {1, "ran_at_once"},
-    {1, "begin_inline"}, {1, "end_inline"}, {2, "RUNS"}, {2, "_KEPT"},
+    {1, "begin_inline"}, {1, "end_inline"}, {2, "RUNS"}, {2, "_KEPT_WITHIN"},
 };
 static PyObject *g_watched_values[WATCHED_NAMES];  /* their values at configure_async */
-static PyObject *s_queues, *s_inlines, *s_inline_below, *s_completed, *s_submitted,
-                *s_holds, *s_closed, *s_error, *s_inline, *s_waiters, *s_operations,
-                *s_notify, *s_handed, *s_device, *s_device_queues;
+static PyObject *s_end_inline, *s_queues, *s_inlines, *s_inline_below, *s_completed, *s_submitted,
+                *s_holds, *s_closed, *s_error, *s_inline, *s_handed, *s_device, *s_device_queues;
 /* WorkerQueue's fields the take and give-back read and write: in place where they are
  * ``__slots__`` members (``mapping/_slot_fields.h``; the take runs for an exact WorkerQueue
  * only), else by name */
 enum { Q_INLINES, Q_INLINE_BELOW, Q_COMPLETED, Q_SUBMITTED, Q_HOLDS, Q_CLOSED, Q_ERROR,
-       Q_INLINE, Q_WAITERS, Q_OPERATIONS, Q_HANDED, Q_FIELDS };
+       Q_INLINE, Q_HANDED, Q_FIELDS };
 static SlotField g_queue_fields[Q_FIELDS];
 #define QUEUE_FIELD(name) (&g_queue_fields[Q_##name])
 
@@ -96,27 +99,6 @@ static int field_true(PyObject *owner, const SlotField *field) {
     return truth;
 }
 
-/* ``owner.<field> += 1`` (the caller holds the lock that guards it); -1 on error */
-static int field_increment(PyObject *owner, const SlotField *field) {
-    PyObject *value = slot_field_get(owner, field);
-    if (value == NULL)
-        return -1;
-    PyObject *next = PyNumber_Add(value, g_one);
-    Py_DECREF(value);
-    if (next == NULL)
-        return -1;
-    int done = slot_field_set(owner, field, next);
-    Py_DECREF(next);
-    return done;
-}
-
-/* ``owner.name()``; -1 on error */
-static int call_method(PyObject *owner, PyObject *name) {
-    PyObject *done = PyObject_VectorcallMethod(name, &owner, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    Py_XDECREF(done);
-    return done == NULL ? -1 : 0;
-}
-
 /* A queue's lock (``queue._lock``), taken and given back as the table lock is
  * (``_table_lock.h``: its bound methods kept for the lock last seen; a release keeps a
  * pending exception). */
@@ -130,9 +112,12 @@ static int give_queue_lock(PyObject *release) {
     return done;
 }
 
-/* ``inline.predict_kernel(kernel, nbytes)``: 1 with ``*predicted``; 0: never measured;
- * 2: a record of another shape (the Python code decides); -1: error. */
-static int predict(PyObject *kernel, Py_ssize_t nbytes, double *predicted) {
+/* A kernel's run record (``inline.RUNS[kernel]``): seconds over arguments of nbytes. */
+typedef struct { double seconds; Py_ssize_t nbytes; } RunRecord;
+
+/* ``inline.RUNS[kernel]`` read: 1 with ``*record``; 0: never measured; 2: a record of
+ * another shape (the Python code decides); -1: error. */
+static int read_run(PyObject *kernel, RunRecord *record) {
     PyObject *last = PyDict_GetItemWithError(g_runs, kernel);
     if (last == NULL)
         return PyErr_Occurred() ? -1 : 0;
@@ -144,76 +129,96 @@ static int predict(PyObject *kernel, Py_ssize_t nbytes, double *predicted) {
         PyErr_Clear();
         return 2;
     }
-    double seconds = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(last, 0));
-    /* seconds if nbytes <= measured else seconds * (nbytes / max(measured, 1)) */
-    *predicted = nbytes <= measured ? seconds
-        : seconds * ((double)nbytes / (double)(measured > 1 ? measured : 1));
+    record->seconds = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(last, 0));
+    record->nbytes = measured;
     return 1;
 }
 
-/* ``end_inline``'s work, its lock held: not running, one more completed, waiters woken
- * (a synchronize, work queued or a close meanwhile: ``queue._notify()``); -1 on error */
-static int end_taken(PyObject *queue) {
-    if (slot_field_set(queue, QUEUE_FIELD(INLINE), Py_False) < 0 ||
-            field_increment(queue, QUEUE_FIELD(COMPLETED)) < 0)
-        return -1;
-    int wake = field_true(queue, QUEUE_FIELD(WAITERS));
-    if (wake == 0)
-        wake = field_true(queue, QUEUE_FIELD(OPERATIONS));
-    if (wake == 0)  /* a close meanwhile: the worker finishes */
-        wake = field_true(queue, QUEUE_FIELD(CLOSED));
-    if (wake != 1)
-        return wake;
-    return call_method(queue, s_notify);
+/* ``inline.predict_kernel``'s prediction from a record: seconds if nbytes <= measured
+ * else seconds * (nbytes / max(measured, 1)) */
+static double predicted_of(const RunRecord *record, Py_ssize_t nbytes) {
+    Py_ssize_t measured = record->nbytes;
+    return nbytes <= measured ? record->seconds
+        : record->seconds * ((double)nbytes / (double)(measured > 1 ? measured : 1));
 }
 
-/* ``WorkerQueue.begin_inline``: 1 taken, 0 not, -1 error (nothing taken) */
-static int begin_inline(PyObject *queue) {
-    PyObject *release;
-    if (table_lock_take(&g_queue_lock, queue, &release) < 0)
-        return -1;
-    int taken = -1;
+/* 1 when ``owner.<field>`` is false, 0 when true, -1 on error */
+static int field_false(PyObject *owner, const SlotField *field) {
+    int truth = field_true(owner, field);
+    return truth < 0 ? -1 : !truth;
+}
+
+/* ``WorkerQueue.begin_inline``'s test, its lock held: nothing queued or running
+ * (``_completed == _submitted``), no unreported error, not held, not shut down, no
+ * operation another caller runs at once (``_inline``). 1 idle, 0 not, -1 error. */
+static int queue_idle(PyObject *queue) {
+    int idle = -1;
     PyObject *completed = slot_field_get(queue, QUEUE_FIELD(COMPLETED));
     PyObject *submitted = completed ? slot_field_get(queue, QUEUE_FIELD(SUBMITTED)) : NULL;
     PyObject *error = submitted ? slot_field_get(queue, QUEUE_FIELD(ERROR)) : NULL;
     if (error != NULL) {
-        int busy = PyObject_RichCompareBool(completed, submitted, Py_NE);
-        if (busy == 0)
-            busy = field_true(queue, QUEUE_FIELD(HOLDS));
-        if (busy == 0)
-            busy = field_true(queue, QUEUE_FIELD(CLOSED));
-        if (busy == 0)
-            busy = error != Py_None;
-        if (busy == 0)
-            busy = field_true(queue, QUEUE_FIELD(INLINE));
-        if (busy == 0) {
-            PyObject *next = PyNumber_Add(submitted, g_one);  /* (before any write) */
-            if (next != NULL && slot_field_set(queue, QUEUE_FIELD(INLINE), Py_True) == 0) {
-                if (slot_field_set(queue, QUEUE_FIELD(SUBMITTED), next) == 0)
-                    taken = 1;
-                else  /* (not taken after all) */
-                    slot_field_set(queue, QUEUE_FIELD(INLINE), Py_False);
-            }
-            Py_XDECREF(next);
-        } else if (busy == 1) {
-            taken = 0;
-        }
+        idle = error != Py_None ? 0
+            : completed == submitted ? 1 : PyObject_RichCompareBool(completed, submitted, Py_EQ);
+        if (idle == 1)
+            idle = field_false(queue, QUEUE_FIELD(HOLDS));
+        if (idle == 1)
+            idle = field_false(queue, QUEUE_FIELD(CLOSED));
+        if (idle == 1)
+            idle = field_false(queue, QUEUE_FIELD(INLINE));
     }
     Py_XDECREF(completed);
     Py_XDECREF(submitted);
     Py_XDECREF(error);
-    if (give_queue_lock(release) < 0 && taken == 1) {  /* (not with a lock this thread holds) */
-        end_taken(queue);
-        taken = -1;
-    }
-    return taken;
+    return idle;
 }
 
-/* The plan's queue for ``value``, taken in C: 1 (``*queue``, a new reference), 0 not
- * taken (no such queue, not idle, predicted too long: the call is queued), 2 the Python
- * ``take_at_once`` decides (another kind of queue or record), -1 error. */
-static int take_queue(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, PyObject **queue) {
-    *queue = NULL;
+/* The queue's lock taken, and kept while the queue is idle (``queue_idle``): 1 with
+ * ``*release`` (the caller runs its kernel now, the lock held, then gives it back:
+ * ``give_queue_lock``); 0 not idle (given back); -1 error (nothing held).
+ *
+ * Held, the queue needs no count (``begin_inline``'s ``_inline`` and ``_submitted``):
+ * nobody can queue on it, hold it, close it or wait for it (each takes the lock first),
+ * and its worker sleeps or waits for the lock. A host thread that reads the counts
+ * without the lock (``settled``, ``is_idle``, ``acc.async_test``) sees the queue idle:
+ * the call has not returned, so nothing ordered that read after it (the call's
+ * operation is complete when it returns: OpenACC 3.3 §2.16.1 allows it). */
+static int hold_idle(PyObject *queue, PyObject **release) {
+    if (table_lock_take(&g_queue_lock, queue, release) < 0)
+        return -1;
+    int idle = queue_idle(queue);
+    if (idle != 1) {
+        if (give_queue_lock(*release) < 0)
+            idle = -1;
+        *release = NULL;
+    }
+    return idle;
+}
+
+/* The kernel run with the queue held failed: the queue is marked as ``begin_inline``
+ * marks it (``_inline``, one more submitted), its lock still held, so that
+ * ``WorkerQueue.ran_at_once`` (Python: the error kept for the covering wait) gives it
+ * back as it gives back a queue taken in Python. -1 on error (nothing marked). */
+static int mark_taken(PyObject *queue) {
+    PyObject *submitted = slot_field_get(queue, QUEUE_FIELD(SUBMITTED));
+    PyObject *next = submitted == NULL ? NULL : PyNumber_Add(submitted, g_one);
+    Py_XDECREF(submitted);
+    int done = next == NULL ? -1 : slot_field_set(queue, QUEUE_FIELD(INLINE), Py_True);
+    if (done == 0 && slot_field_set(queue, QUEUE_FIELD(SUBMITTED), next) < 0) {
+        slot_field_set(queue, QUEUE_FIELD(INLINE), Py_False);
+        done = -1;
+    }
+    Py_XDECREF(next);
+    return done;
+}
+
+/* The plan's queue for ``value``, held in C (``hold_idle``): 1 (``*queue``, a new
+ * reference; ``*held``, its lock's release; ``*last``, the kernel's run record;
+ * ``*below_seconds``, the queue's crossover), 0 not held (no such queue, not idle, predicted too long: the
+ * call is queued), 2 the Python ``take_at_once`` decides (another kind of queue or
+ * record), -1 error. */
+static int take_queue(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, PyObject **queue,
+                      PyObject **held, RunRecord *last, double *below_seconds) {
+    *queue = *held = NULL;
     int unchanged = python_unchanged();
     if (unchanged != 1)
         return unchanged < 0 ? -1 : 2;
@@ -231,22 +236,21 @@ static int take_queue(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, PyO
         return PyErr_Occurred() ? -1 : 0;
     int taken = 2;
     if (Py_TYPE(found) == g_worker_queue) {
-        double predicted = 0.0;
         taken = field_true(found, QUEUE_FIELD(INLINES));
         if (taken == 1)
-            taken = predict(plan->kernel, nbytes, &predicted);
+            taken = read_run(plan->kernel, last);
         if (taken == 1) {
             PyObject *below = slot_field_get(found, QUEUE_FIELD(INLINE_BELOW));
             if (below == NULL)
                 taken = -1;
             else if (!PyFloat_CheckExact(below))
                 taken = 2;
-            else if (!(predicted < PyFloat_AS_DOUBLE(below)))
+            else if (!(predicted_of(last, nbytes) < (*below_seconds = PyFloat_AS_DOUBLE(below))))
                 taken = 0;
             Py_XDECREF(below);
         }
         if (taken == 1)
-            taken = begin_inline(found);
+            taken = hold_idle(found, held);
     }
     if (taken == 1)
         *queue = found;
@@ -255,22 +259,19 @@ static int take_queue(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, PyO
     return taken;
 }
 
-/* ``inline.record_kernel(kernel, seconds, nbytes, at_once=True)``; -1 on error */
-static int record_run(PyObject *kernel, double seconds, Py_ssize_t nbytes) {
-    double predicted;
-    int known = predict(kernel, nbytes, &predicted);
-    if (known < 0)
-        return -1;
-    if (known == 2) {  /* a record of another shape: the Python code reads it */
-        PyObject *done = PyObject_CallFunction(g_record_kernel, "OdnO", kernel, seconds, nbytes,
-                                               Py_True);
-        Py_XDECREF(done);
-        return done == NULL ? -1 : 0;
-    }
-    if (known == 0 && PyDict_GET_SIZE(g_runs) >= g_kept)
-        PyDict_Clear(g_runs);
-    if (known == 1 && seconds > predicted && 2.0 * predicted < seconds)
+/* ``inline.record_kernel(kernel, seconds, nbytes, True, below)`` for a kernel run at once
+ * with its queue held in C: ``last`` the record ``take_queue`` read (another thread's
+ * record meanwhile is overwritten: a prediction is only an optimization), ``below`` the
+ * queue's crossover; -1 on error */
+static int record_run(PyObject *kernel, double seconds, Py_ssize_t nbytes, const RunRecord *last,
+                      double below) {
+    double predicted = predicted_of(last, nbytes);
+    if (seconds > predicted && 2.0 * predicted < seconds)
         seconds = 2.0 * predicted;  /* a longer run at once at most doubles it */
+    double kept = g_kept_within * last->seconds;
+    if (nbytes == last->nbytes && seconds - last->seconds <= kept && last->seconds - seconds <= kept
+            && (seconds < below) == (last->seconds < below))
+        return 0;  /* close to the record, on its side of the crossover: kept */
     PyObject *run = PyTuple_New(2);  /* (seconds, nbytes): as Py_BuildValue("(dn)"), faster */
     if (run == NULL)
         return -1;
@@ -286,18 +287,6 @@ static int record_run(PyObject *kernel, double seconds, Py_ssize_t nbytes) {
     PyTuple_SET_ITEM(run, 1, items[1]);
     int done = PyDict_SetItem(g_runs, kernel, run);
     Py_DECREF(run);
-    return done;
-}
-
-/* ``WorkerQueue.end_inline()`` of a queue ``begin_inline`` took; -1 on error (the counts
- * are written first: the queue is given back even then) */
-static int end_inline(PyObject *queue) {
-    PyObject *release;
-    if (table_lock_take(&g_queue_lock, queue, &release) < 0)
-        return -1;
-    int done = end_taken(queue);
-    if (give_queue_lock(release) < 0)
-        done = -1;
     return done;
 }
 
@@ -333,19 +322,21 @@ static Py_ssize_t plan_bytes(ExpressPlan *plan, PyObject *args) {
     return total;
 }
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);  /* time.perf_counter's clock on Linux */
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
-/* The queue for ``value`` taken (``take_queue``, else the Python ``take_at_once``): the
- * queue (``*in_c``: whether C took it, so gives it back), Py_None when not taken, NULL
- * on error. */
-static PyObject *take(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, int *in_c) {
+/* The queue for ``value`` taken: held in C (``take_queue``: ``*took`` says how), else
+ * by the Python ``take_at_once`` (``took->held`` NULL). The queue, Py_None when not
+ * taken, NULL on error. */
+typedef struct {
+    PyObject *held;  /* the queue's lock release when C holds it (hold_idle), else NULL */
+    RunRecord last;  /* with ``held``: the kernel's run record */
+    double below;    /* with ``held``: the queue's crossover */
+} Took;
+
+static PyObject *take(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, Took *took) {
     PyObject *queue = NULL;
-    int taken = plan->queue_set == NULL ? 2 : take_queue(plan, value, nbytes, &queue);
-    *in_c = taken == 1;
+    took->held = NULL;
+    int taken = plan->queue_set == NULL ? 2
+        : take_queue(plan, value, nbytes, &queue, &took->held, &took->last, &took->below);
     if (taken == 1)
         return queue;
     if (taken == 0)
@@ -353,6 +344,47 @@ static PyObject *take(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, int
     if (taken < 0)
         return NULL;
     return PyObject_CallFunction(plan->take_at_once, "OOn", value, plan->kernel, nbytes);
+}
+
+/* The kernel's error (pending) as an exception object with its traceback (a new
+ * reference, or NULL when none is pending). */
+static PyObject *fetch_error(void) {
+    PyObject *type, *error, *traceback;
+    PyErr_Fetch(&type, &error, &traceback);
+    PyErr_NormalizeException(&type, &error, &traceback);
+    if (traceback != NULL && error != NULL)
+        PyException_SetTraceback(error, traceback);
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return error;
+}
+
+/* A kernel run with its queue held in C (``hold_idle``) came back with ``result``: the
+ * queue given back (marked taken first when the kernel failed: ``mark_taken``), then the
+ * table (``let_go``). 1: it ran (``*result``); 0: it failed, marked (the error pending, for
+ * ``self._ran_at_once``); -1: an error (raised; nothing marked, the queue given back). */
+static int give_back_held(PyObject *held, PyObject *queue, PyObject *release, PyObject **result) {
+    int outcome = 1;
+    if (*result == NULL) {  /* (the kernel's error stays pending while the queue is marked) */
+        PyObject *type, *error, *traceback;
+        PyErr_Fetch(&type, &error, &traceback);
+        outcome = mark_taken(queue);
+        if (outcome == 0) {
+            PyErr_Restore(type, error, traceback);
+        } else {  /* the mark's error (a MemoryError) replaces the kernel's */
+            Py_XDECREF(type);
+            Py_XDECREF(error);
+            Py_XDECREF(traceback);
+        }
+    }
+    if (give_queue_lock(held) < 0 && outcome == 1)
+        outcome = -1;
+    let_go(release, result);
+    if (outcome == 1 && *result == NULL)
+        outcome = -1;
+    if (outcome < 0)
+        Py_CLEAR(*result);
+    return outcome;
 }
 
 /* The plan's call with ``async_=value``, run at once on this thread when its queue is
@@ -379,8 +411,8 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
     }
     Py_ssize_t nbytes = plan_bytes(plan, args);
     PyObject *result = NULL;
-    int in_c;
-    PyObject *queue = take(plan, value, nbytes, &in_c);
+    Took took;
+    PyObject *queue = take(plan, value, nbytes, &took);
     if (queue == NULL || queue == Py_None) {
         Py_DECREF(device_args);
         let_go(release, &queue);
@@ -390,50 +422,51 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
         return MISS;
     }
     /* from here the queue is taken: given back below, whatever happens */
-    PyObject *error = NULL;
     double seconds = 0.0;
-    if (count_launch(plan) == 0) {
-        double start = now();
-        result = call_kernel(prepared, plan->kernel, device_args);
-        seconds = now() - start;
-    }
+    if (count_launch(plan) == 0)
+        result = call_kernel(prepared, plan->kernel, device_args, &seconds);
     Py_DECREF(device_args);
-    let_go(release, &result);
+    if (took.held != NULL) {
+        int ran = give_back_held(took.held, queue, release, &result);
+        if (ran == 1) {  /* the common case: record_kernel; AsyncResult */
+            PyObject *done = record_run(plan->kernel, seconds, nbytes, &took.last, took.below) < 0
+                ? NULL : async_result(queue, result);
+            Py_DECREF(queue);
+            Py_DECREF(result);
+            return done;
+        }
+        if (ran < 0) {
+            Py_DECREF(queue);
+            return NULL;
+        }
+    } else {
+        let_go(release, &result);
+    }
+    PyObject *error = result == NULL ? fetch_error() : NULL;  /* kept, not raised here */
     PyObject *done = NULL;
-    if (result != NULL && in_c) {  /* it ran: record_kernel, end_inline; AsyncResult */
-        int recorded = record_run(plan->kernel, seconds, nbytes);
-        if (end_inline(queue) == 0 && recorded == 0)
-            done = async_result(queue, result);
-        Py_DECREF(queue);
-        Py_DECREF(result);
-        return done;
-    }
-    if (result == NULL) {  /* the kernel's error (or the lane's): kept, not raised here */
-        PyObject *type, *traceback;
-        PyErr_Fetch(&type, &error, &traceback);
-        PyErr_NormalizeException(&type, &error, &traceback);
-        if (traceback != NULL && error != NULL)
-            PyException_SetTraceback(error, traceback);
-        Py_XDECREF(type);
-        Py_XDECREF(traceback);
-    }
-    PyObject *took = PyFloat_FromDouble(seconds);
+    PyObject *took_seconds = PyFloat_FromDouble(seconds);
     PyObject *size = PyLong_FromSsize_t(nbytes);
-    if (took != NULL && size != NULL) {
+    if (took_seconds != NULL && size != NULL) {
         if (result != NULL) {
             /* it ran: queue.ran_at_once(...) gives the queue back; AsyncResult(queue, value) */
             PyObject *given = PyObject_CallMethodObjArgs(queue, s_queue_ran_at_once, plan->kernel,
-                                                         took, size, Py_None, Py_None, NULL);
+                                                         took_seconds, size, Py_None, Py_None, NULL);
             if (given != NULL) {
                 Py_DECREF(given);
                 done = async_result(queue, result);
             }
         } else {  /* it failed: self._ran_at_once keeps the error for the covering wait */
-            done = PyObject_CallMethodObjArgs(self, s_ran_at_once, queue, plan->kernel, took,
+            done = PyObject_CallMethodObjArgs(self, s_ran_at_once, queue, plan->kernel, took_seconds,
                                               size, Py_None, error ? error : Py_None, NULL);
         }
+    } else {  /* no memory for the numbers: the queue given back all the same (end_inline) */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        Py_XDECREF(PyObject_CallMethodNoArgs(queue, s_end_inline));
+        PyErr_Clear();
+        PyErr_Restore(type, value, traceback);
     }
-    Py_XDECREF(took);
+    Py_XDECREF(took_seconds);
     Py_XDECREF(size);
     Py_DECREF(queue);
     Py_XDECREF(result);
@@ -441,98 +474,13 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
     return done;
 }
 
-/* -- a host wait with nothing to do: its queues settled, seen in C ------------------------ */
-/* ``WorkerQueue.settled()`` of an exact WorkerQueue whose work was not handed to its
- * worker since the last wait (that case adapts the crossover: the Python wait's): 1
- * settled (idle: ``_completed`` read first, as ``is_idle`` does; no error), 0 not, or not
- * known here; -1 error. */
-static int queue_settled(PyObject *queue) {
-    if (Py_TYPE(queue) != g_worker_queue)
-        return 0;
-    PyObject *completed = slot_field_get(queue, QUEUE_FIELD(COMPLETED));
-    PyObject *submitted = completed ? slot_field_get(queue, QUEUE_FIELD(SUBMITTED)) : NULL;
-    PyObject *error = submitted ? slot_field_get(queue, QUEUE_FIELD(ERROR)) : NULL;
-    int settled = error == NULL ? -1 : error != Py_None ? 0
-        : completed == submitted ? 1 : PyObject_RichCompareBool(completed, submitted, Py_EQ);
-    if (settled == 1) {
-        int handed = field_true(queue, QUEUE_FIELD(HANDED));
-        settled = handed < 0 ? -1 : !handed;
-    }
-    Py_XDECREF(completed);
-    Py_XDECREF(submitted);
-    Py_XDECREF(error);
-    return settled;
-}
-
-/* ``QueueSet.settled(numbers)`` over the exact QueueSet's dict of queues ``queues``:
- * every number a plain int >= 0 whose queue was never made or is settled (none: every
- * queue); 1, 0 (not, or not known here), -1 error */
-static int numbers_settled(PyObject *queues, PyObject *const *numbers, Py_ssize_t count) {
-    if (count == 0) {  /* every queue: over a copy (reading a queue may run Python code) */
-        PyObject *all = PyDict_Values(queues);
-        int settled = all == NULL ? -1 : 1;
-        for (Py_ssize_t i = 0; settled == 1 && i < PyList_GET_SIZE(all); i++)
-            settled = queue_settled(PyList_GET_ITEM(all, i));
-        Py_XDECREF(all);
-        return settled;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        int overflow;
-        if (!PyLong_CheckExact(numbers[i]) || PyLong_AsLongAndOverflow(numbers[i], &overflow) < 0 ||
-                overflow)
-            return PyErr_Occurred() ? -1 : 0;
-        PyObject *queue = PyDict_GetItemWithError(queues, numbers[i]);
-        if (queue == NULL) {
-            if (PyErr_Occurred())
-                return -1;
-            continue;  /* never made: nothing to wait for */
-        }
-        Py_INCREF(queue);
-        int settled = queue_settled(queue);
-        Py_DECREF(queue);
-        if (settled != 1)
-            return settled;
-    }
-    return 1;
-}
-
-/* Whether a host wait for ``numbers`` on ``runtime``'s device has nothing to do: its
- * queues (``device.queues``, remembered for the runtime last waited on) an exact QueueSet,
- * ``numbers_settled``; 1, 0 (the Python wait decides), -1 error. */
-static PyObject *g_waited_runtime, *g_waited_set;  /* the runtime last waited on, its QueueSet */
-
-static int wait_settled(PyObject *runtime, PyObject *const *numbers, Py_ssize_t count) {
-    if (g_queue_set == NULL)
-        return 0;
-    PyObject *set;
-    if (runtime == g_waited_runtime) {  /* (a runtime's device, and its queues, never change) */
-        set = Py_NewRef(g_waited_set);
-    } else {
-        PyObject *device = PyObject_GetAttr(runtime, s_device);
-        set = device == NULL ? NULL : PyObject_GetAttr(device, s_device_queues);
-        Py_XDECREF(device);
-        if (set == NULL)
-            return -1;
-        Py_XSETREF(g_waited_runtime, Py_NewRef(runtime));
-        Py_XSETREF(g_waited_set, Py_NewRef(set));
-    }
-    int settled = 0;
-    if (Py_TYPE(set) == g_queue_set) {
-        PyObject *queues = PyObject_GetAttr(set, s_queues);
-        settled = queues == NULL ? -1 : PyDict_CheckExact(queues) ? numbers_settled(queues, numbers, count) : 0;
-        Py_XDECREF(queues);
-    }
-    Py_DECREF(set);
-    return settled;
-}
-
 /* -- configuration ------------------------------------------------------------------------ */
 static PyObject *configure_async(PyObject *module, PyObject *args) {
-    /* configure_async(AsyncResult[, WorkerQueue, QueueSet, RUNS, kept, record_kernel]) */
+    /* configure_async(AsyncResult[, WorkerQueue, QueueSet, RUNS, kept_within, record_kernel]) */
     PyObject *result_type, *worker = NULL, *queue_set = NULL, *runs = NULL, *record = NULL;
-    Py_ssize_t kept = 0;
-    if (!PyArg_ParseTuple(args, "O!|O!O!O!nO", &PyType_Type, &result_type, &PyType_Type, &worker,
-                          &PyType_Type, &queue_set, &PyDict_Type, &runs, &kept, &record))
+    double kept_within = 0.0;
+    if (!PyArg_ParseTuple(args, "O!|O!O!O!dO", &PyType_Type, &result_type, &PyType_Type, &worker,
+                          &PyType_Type, &queue_set, &PyDict_Type, &runs, &kept_within, &record))
         return NULL;
     Py_XSETREF(g_async_result, Py_NewRef(result_type));
     for (int i = 0; i < 2; i++) {  /* its slots, when they are plain member slots */
@@ -554,25 +502,24 @@ static PyObject *configure_async(PyObject *module, PyObject *args) {
         return NULL;
     if (s_queues == NULL) {
 #define NAME(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) { Py_DECREF(take); return NULL; }
-        NAME(s_queues, "_queues") NAME(s_inlines, "inlines") NAME(s_inline_below, "_inline_below")
+        NAME(s_end_inline, "end_inline") NAME(s_queues, "_queues") NAME(s_inlines, "inlines") NAME(s_inline_below, "_inline_below")
         NAME(s_completed, "_completed") NAME(s_submitted, "_submitted")
         NAME(s_holds, "_holds") NAME(s_closed, "_closed") NAME(s_error, "_error")
-        NAME(s_inline, "_inline") NAME(s_waiters, "_waiters") NAME(s_operations, "_operations")
-        NAME(s_notify, "_notify") NAME(s_handed, "_handed") NAME(s_device, "device")
+        NAME(s_inline, "_inline") NAME(s_handed, "_handed") NAME(s_device, "device")
         NAME(s_device_queues, "queues")
 #undef NAME
     }
     Py_XSETREF(g_take_at_once, take);
     Py_XSETREF(g_worker_queue, (PyTypeObject *)Py_NewRef(worker));
     PyObject *field_names[Q_FIELDS] = {s_inlines, s_inline_below, s_completed, s_submitted,
-                                       s_holds, s_closed, s_error, s_inline, s_waiters, s_operations,
+                                       s_holds, s_closed, s_error, s_inline,
                                        s_handed};
     for (int i = 0; i < Q_FIELDS; i++)
         slot_field_init(&g_queue_fields[i], (PyTypeObject *)worker, field_names[i]);
     Py_XSETREF(g_queue_set, (PyTypeObject *)Py_NewRef(queue_set));
     Py_XSETREF(g_runs, Py_NewRef(runs));
     Py_XSETREF(g_record_kernel, Py_NewRef(record));
-    g_kept = kept;
+    g_kept_within = kept_within;
     /* the dicts watched: WorkerQueue's methods' globals (mapping.queues), WorkerQueue's
      * own dict, record_kernel's globals (mapping.inline) */
     PyObject *method = PyDict_GetItemString(((PyTypeObject *)worker)->tp_dict, "take_kernel");

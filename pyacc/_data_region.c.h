@@ -49,9 +49,9 @@ typedef struct {
                           * kwnames), from which ``clauses_of`` builds ``clauses`` when asked */
     Py_ssize_t counts[REGION_CLAUSES];  /* with ``names``: each clause's arrays in ``arrays``,
                                          * in order (-1: one array, not a list or tuple) */
-    PyObject *arrays;    /* a C region's arrays, clause by clause (a list) */
+    PyObject *arrays;    /* a C region's arrays, clause by clause (a tuple) */
     PyObject *runtime;   /* the runtime it entered on (``_runtime``, shared with Python) */
-    PyObject *entries;   /* what the lane joined */
+    PyObject *entries;   /* what the lane joined (a tuple) */
     PyObject *stack;     /* the region stack it is on */
     int state, mode;
 } DataRegion;
@@ -60,6 +60,7 @@ static PyObject *g_active;          /* BUS.active: [bool] per event kind */
 static Py_ssize_t g_region_enter, g_region_exit;  /* REGION_ENTER, REGION_EXIT */
 static PyObject *g_python_enter, *g_python_exit;  /* SingleUseRegion.__enter__/__exit__ */
 static PyObject *g_data_kinds;      /* frozenset of the clauses a C region takes */
+static PyObject *g_data_names[REGION_CLAUSES];  /* the same names, interned (NULL: fewer) */
 static PyObject *g_data_type;       /* pyacc._directives.data: only its own regions are C regions */
 static PyObject *s_join, *s_part, *s_init, *s_refuse_entry, *s_exit_joined, *s_left;
 static DirectMethod g_join, g_part;  /* the lane's ``join`` and ``part``, called directly */
@@ -87,10 +88,8 @@ static PyObject *clauses_of(DataRegion *self) {
     Py_ssize_t first = 0;
     for (Py_ssize_t i = 0; clauses != NULL && i < PyTuple_GET_SIZE(names); i++) {
         Py_ssize_t count = self->counts[i];
-        PyObject *value = count < 0 ? Py_NewRef(PyList_GET_ITEM(arrays, first))
-                                    : PyList_GetSlice(arrays, first, first + count);
-        if (value != NULL && count >= 0)
-            Py_SETREF(value, PyList_AsTuple(value));
+        PyObject *value = count < 0 ? Py_NewRef(PyTuple_GET_ITEM(arrays, first))
+                                    : PyTuple_GetSlice(arrays, first, first + count);
         if (value == NULL || PyDict_SetItem(clauses, PyTuple_GET_ITEM(names, i), value) < 0)
             Py_CLEAR(clauses);
         Py_XDECREF(value);
@@ -109,53 +108,70 @@ static PyObject *clauses_of(DataRegion *self) {
     return self->clauses;
 }
 
-/* One clause of ``region_arrays``: its arrays appended to ``arrays``; 1 with
- * ``*count`` (-1: one array), 0 (not a C region's), -1 (error). */
-static int add_arrays(PyObject *arrays, PyObject *value, Py_ssize_t *count) {
+/* Whether ``name`` is a clause a C region takes: one of ``g_data_kinds`` (the interned
+ * names first: keyword names are interned). 1, 0, or -1 on error. */
+static int data_kind(PyObject *name) {
+    for (int i = 0; i < REGION_CLAUSES; i++)
+        if (name == g_data_names[i])
+            return 1;
+    return PySet_Contains(g_data_kinds, name);
+}
+
+/* How many arrays a clause's ``value`` gives a C region (-1 in ``*count`` for one array,
+ * else the list's or tuple's length), each an array it takes (``region_array``): 1, or 0
+ * when some value is not. (The checks read the arrays' fields; a dtype seen first is
+ * asked for two attributes, so a list is read by its length at each step.) */
+static int clause_arrays(PyObject *value, Py_ssize_t *count) {
     if (!PyList_Check(value) && !PyTuple_Check(value)) {
         *count = -1;
-        return !region_array(value) ? 0 : PyList_Append(arrays, value) < 0 ? -1 : 1;
+        return region_array(value);
     }
-    Py_ssize_t start = PyList_GET_SIZE(arrays), i = 0;
-    int taken = 1;
-    /* item by item, each held while it is checked (a check may run Python code) */
-    for (; taken == 1 && i < PySequence_Fast_GET_SIZE(value); i++) {
-        PyObject *x = Py_NewRef(PySequence_Fast_GET_ITEM(value, i));
-        taken = !region_array(x) ? 0 : PyList_Append(arrays, x) < 0 ? -1 : 1;
-        Py_DECREF(x);
-    }
-    if (taken != 1) {  /* all or nothing: this clause's arrays taken back */
-        if (PyList_SetSlice(arrays, start, PyList_GET_SIZE(arrays), NULL) < 0)
-            return -1;
-        return taken < 0 ? -1 : 0;
-    }
+    Py_ssize_t i = 0;
+    for (; i < PySequence_Fast_GET_SIZE(value); i++)
+        if (!region_array(PySequence_Fast_GET_ITEM(value, i)))
+            return 0;
     *count = i;
     return 1;
 }
 
 /* Whether a C region takes the ``n`` clauses ``names`` (a tuple, or NULL when ``n`` is 0)
  * with ``values``: data clauses only, each one array or a list or tuple of arrays
- * (``add_arrays``), some array in all. 1, with their arrays (a new list, ``*arrays``) and
- * each clause's count in ``counts``; 0 when it does not; -1 with an exception set. */
+ * (``clause_arrays``), some array in all. 1, with their arrays in order (a new tuple,
+ * ``*arrays``: a list's arrays fixed now, OpenACC 3.3 §2.7.1) and each clause's count in
+ * ``counts``; 0 when it does not; -1 with an exception set. */
 static int region_arrays(Py_ssize_t n, PyObject *names, PyObject *const *values, Py_ssize_t *counts,
                          PyObject **arrays) {
     if (n == 0 || n > REGION_CLAUSES || g_data_kinds == NULL)
         return 0;
-    PyObject *found = PyList_New(0);
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int taken = data_kind(PyTuple_GET_ITEM(names, i));
+        if (taken == 1)
+            taken = clause_arrays(values[i], &counts[i]);
+        if (taken != 1)
+            return taken;
+        total += counts[i] < 0 ? 1 : counts[i];
+    }
+    if (total == 0)
+        return 0;
+    PyObject *found = PyTuple_New(total);
     if (found == NULL)
         return -1;
-    int taken = 1;
-    for (Py_ssize_t i = 0; taken == 1 && i < n; i++) {
-        taken = PySet_Contains(g_data_kinds, PyTuple_GET_ITEM(names, i));
-        if (taken == 1)
-            taken = add_arrays(found, values[i], &counts[i]);
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (counts[i] < 0) {
+            PyTuple_SET_ITEM(found, k++, Py_NewRef(values[i]));
+            continue;
+        }
+        if (PySequence_Fast_GET_SIZE(values[i]) != counts[i]) {  /* (changed meanwhile) */
+            Py_DECREF(found);
+            return 0;
+        }
+        for (Py_ssize_t j = 0; j < counts[i]; j++)
+            PyTuple_SET_ITEM(found, k++, Py_NewRef(PySequence_Fast_GET_ITEM(values[i], j)));
     }
-    if (taken == 1 && PyList_GET_SIZE(found) > 0) {
-        *arrays = found;
-        return 1;
-    }
-    Py_DECREF(found);
-    return taken < 0 ? -1 : 0;
+    *arrays = found;
+    return 1;
 }
 
 /* The region becomes a C region of clauses ``names`` over ``arrays`` (stolen), as
@@ -416,7 +432,7 @@ static PyObject *region_setstate(DataRegion *self, PyObject *state) {
                           &entries, &stack, &region_state, &mode))
         return NULL;
     if (region_state < REGION_NEW || region_state > REGION_DONE || mode < REGION_UNSET ||
-            mode > REGION_IN_PYTHON || (mode == REGION_IN_C && (!PyDict_Check(clauses) || !PyList_Check(arrays))) ||
+            mode > REGION_IN_PYTHON || (mode == REGION_IN_C && (!PyDict_Check(clauses) || !PyTuple_Check(arrays))) ||
             (stack != Py_None && !PyList_Check(stack))) {
         PyErr_SetString(PyExc_ValueError, "acc.data.__setstate__: a malformed state");
         return NULL;
@@ -439,8 +455,7 @@ static PyObject *region_setstate(DataRegion *self, PyObject *state) {
 static PyMethodDef region_methods[] = {
     {"__getstate__", (PyCFunction)region_getstate, METH_NOARGS, "The state copy and pickle keep."},
     {"__setstate__", (PyCFunction)region_setstate, METH_O, "Restore what __getstate__ gave."},
-    {"__enter__", (PyCFunction)region_enter, METH_NOARGS, "Enter the region (see the type's docs)."},
-    {"__exit__", (PyCFunction)(void (*)(void))region_exit, METH_FASTCALL, "Leave the region."},
+    /* (``__enter__`` and ``__exit__``: descriptors of their own, _region_hooks.c.h) */
     {NULL},
 };
 
@@ -497,6 +512,17 @@ static PyObject *configure_data(PyObject *module, PyObject *args) {
     if (names == NULL)
         return NULL;
     Py_XSETREF(g_data_kinds, names);
+    PyObject *listed = PySequence_List(names);  /* (a set's order: any) */
+    if (listed == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < REGION_CLAUSES; i++) {
+        PyObject *name = i < PyList_GET_SIZE(listed) ? PyList_GET_ITEM(listed, i) : NULL;
+        PyObject *interned = name != NULL && PyUnicode_CheckExact(name) ? Py_NewRef(name) : NULL;
+        if (interned != NULL)
+            PyUnicode_InternInPlace(&interned);
+        Py_XSETREF(g_data_names[i], interned);
+    }
+    Py_DECREF(listed);
     Py_XSETREF(g_data_type, Py_NewRef(type));
     ((PyTypeObject *)type)->tp_vectorcall = region_vectorcall;  /* (never inherited) */
     Py_XSETREF(g_active, Py_NewRef(active));

@@ -125,8 +125,10 @@ static PyObject *tp_call_of(ternaryfunc call, PyObject *callable, PyObject *cons
 #include "_prepared_call.c.h"
 /* -- plans: the ExpressPlan type, its checks and one call through it -------------------- */
 #include "_express_plan.c.h"
-/* -- an async call run at once: the queue taken and given back in C --------------------- */
+/* -- an async call run at once: the queue held in C for the kernel's run ----------------- */
 #include "_at_once.c.h"
+/* -- a host wait with nothing to do: acc.wait of settled queues seen in C ----------------- */
+#include "_queue_settled.c.h"
 /* -- the thread's runtime, lane and region stack, remembered per context epoch ------------- */
 #include "_thread_runtime.c.h"
 /* -- the data routines' entry: the current runtime's data lane first ---------------------- */
@@ -134,6 +136,8 @@ static PyObject *tp_call_of(ternaryfunc call, PyObject *callable, PyObject *cons
 /* -- acc.data's C base: regions of present data entered and left in C --------------------- */
 static PyObject *intern(const char *text);
 #include "_data_region.c.h"
+/* -- its __enter__ and __exit__ bound without a method object per ``with`` ---------------- */
+#include "_region_hooks.c.h"
 
 /* -- an express plan made from its launch-plan record (pyacc._express.ExpressPlan) -------- */
 #include "_plan_record.c.h"
@@ -398,9 +402,9 @@ static PyMethodDef module_methods[] = {
      "enable_vectorcall(cls): calls of a FastCall subclass's instances take the vectorcall "
      "protocol (set by the class itself before Python 3.12)."},
     {"configure_async", configure_async, METH_VARARGS,
-     "configure_async(AsyncResult[, WorkerQueue, QueueSet, RUNS, kept, record_kernel]): what "
-     "an async call run at once returns, made in C; with the rest, its queue is taken and "
-     "given back in C (pyacc/_at_once.c.h)."},
+     "configure_async(AsyncResult[, WorkerQueue, QueueSet, RUNS, kept_within, record_kernel]): what "
+     "an async call run at once returns, made in C; with the rest, its queue is held in C for "
+     "the kernel's run (pyacc/_at_once.c.h)."},
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> previous: whether calls try their express plans (tests, debugging)."},
     {"is_enabled", is_enabled, METH_NOARGS, "Whether calls try their express plans."},
@@ -412,6 +416,8 @@ static PyMethodDef module_methods[] = {
      "(compiler.cpu_plans.prepare; None: the dispatcher is always called)."},
     {"prepared_calls", prepared_calls, METH_NOARGS,
      "prepared_calls(): how many kernel calls went through a prepared call so far."},
+    {"held_calls", held_calls, METH_NOARGS,
+     "held_calls(): how many of those kept the GIL for the kernel's run (a short kernel)."},
     {"configure_data", configure_data, METH_VARARGS,
      "configure_data(BUS.active, REGION_ENTER, REGION_EXIT, SingleUseRegion.__enter__, "
      "SingleUseRegion.__exit__, data clause names): what acc.data's C base reads "
@@ -433,7 +439,8 @@ static PyObject *intern(const char *text) { return PyUnicode_InternFromString(te
 
 PyMODINIT_FUNC PyInit__fastcall(void) {
     if (PyType_Ready(&ExpressPlanType) < 0 || PyType_Ready(&FastCallType) < 0 ||
-            PyType_Ready(&LaneRoutineType) < 0 || numpy_abi_init() < 0 || data_region_init() < 0)
+            PyType_Ready(&LaneRoutineType) < 0 || numpy_abi_init() < 0 || data_region_init() < 0 ||
+            region_hooks_init() < 0)
         return NULL;
     MISS = PyObject_CallNoArgs((PyObject *)&PyBaseObject_Type);
     g_one = PyLong_FromLong(1);

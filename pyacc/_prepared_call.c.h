@@ -14,6 +14,10 @@
  * writability: what Numba's ``typeof`` reads) it had at the preparation; any other call
  * goes to the dispatcher, as before (an ``int`` beyond int64, another layout, ...).
  *
+ * A kernel called with the words of its last prepared call, which was short
+ * (``HOLD_BELOW``), is called through the trampoline that keeps the GIL (``holding``);
+ * the others release it as their ``nogil`` asks, as the dispatcher would.
+ *
  * Invariants: the words describe arguments that the call's tuple keeps alive for the
  * call; a plan whose preparation failed or was refused calls the dispatcher for good
  * (a failure is reported once as an unraisable error, never raised to the caller: the
@@ -39,7 +43,11 @@ typedef struct {
 } PreparedArg;
 typedef struct {
     int state;            /* PREPARED_UNASKED, _READY, _NONE, _PREPARING */
-    Trampoline entry;
+    Trampoline entry;     /* releases the GIL for the kernel's run when it is nogil */
+    Trampoline holding;   /* keeps the GIL (``entry`` itself for a kernel that is not nogil) */
+    int hold;             /* the last prepared call ran under HOLD_BELOW, with ``short_words`` */
+    int64_t *short_words; /* that call's words (``nwords``): a call with the same keeps the GIL */
+    Py_ssize_t nwords;    /* the words of every call (fixed by the arguments' kinds) */
     int64_t function, environment;  /* the words every call starts with */
     Py_ssize_t nargs;
     PreparedArg *args;
@@ -47,25 +55,33 @@ typedef struct {
 
 static PyObject *g_prepare_call;  /* compiler.cpu_plans.prepare, or NULL: never asked */
 static unsigned long long g_prepared_calls;  /* calls made through a prepared call (prepared_calls()) */
+static unsigned long long g_held_calls;      /* of those, of a nogil kernel keeping the GIL (held_calls()) */
 
 /* ``prepare``'s answer, checked and kept: the trampoline, the words it starts with and
  * what each argument was at the preparation */
 static int prepared_from(PreparedCall *n, PyObject *answer, PyObject *args) {
     PyObject *kinds;
-    unsigned long long entry, function, environment;
-    if (!PyArg_ParseTuple(answer, "KKKS", &entry, &function, &environment, &kinds))
+    unsigned long long entry, holding, function, environment;
+    if (!PyArg_ParseTuple(answer, "KKKKS", &entry, &holding, &function, &environment, &kinds))
         return -1;
     Py_ssize_t nargs = PyTuple_GET_SIZE(args);
     if (PyBytes_GET_SIZE(kinds) != nargs) {
         PyErr_SetString(PyExc_ValueError, "prepare: one kind per argument");
         return -1;
     }
+    Py_ssize_t nwords = 2;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        unsigned char kind = (unsigned char)PyBytes_AS_STRING(kinds)[i];
+        nwords += kind <= PREPARED_MOST_NDIM ? 1 + 2 * kind : 1;
+    }
     n->args = PyMem_Calloc(nargs ? (size_t)nargs : 1, sizeof(PreparedArg));
-    if (n->args == NULL) {
+    n->short_words = PyMem_Calloc((size_t)nwords, sizeof(int64_t));
+    if (n->args == NULL || n->short_words == NULL) {
         PyErr_NoMemory();
         return -1;
     }
     n->nargs = nargs;
+    n->nwords = nwords;
     for (Py_ssize_t i = 0; i < nargs; i++) {
         PreparedArg *arg = &n->args[i];
         PyObject *value = PyTuple_GET_ITEM(args, i);
@@ -80,6 +96,8 @@ static int prepared_from(PreparedCall *n, PyObject *answer, PyObject *args) {
         }
     }
     n->entry = (Trampoline)(uintptr_t)entry;
+    n->holding = (Trampoline)(uintptr_t)holding;
+    n->hold = 0;  /* (a first call's length is unknown: the GIL released, as Numba would) */
     n->function = (int64_t)function;
     n->environment = (int64_t)environment;
     return 0;
@@ -89,8 +107,11 @@ static void prepared_clear(PreparedCall *n) {
     for (Py_ssize_t i = 0; i < n->nargs; i++)
         Py_XDECREF(n->args[i].descr);
     PyMem_Free(n->args);
+    PyMem_Free(n->short_words);
     n->args = NULL;
-    n->nargs = 0;
+    n->short_words = NULL;
+    n->nargs = n->nwords = 0;
+    n->hold = 0;
 }
 
 /* Ask for the kernel's prepared call, once: state READY or NONE afterwards, 0; an
@@ -176,23 +197,54 @@ static int prepared_words(const PreparedCall *n, PyObject *args, int64_t *words)
     return 1;
 }
 
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);  /* time.perf_counter's clock on Linux */
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A kernel called with the very words of its last call (the same arrays, the same scalar
+ * values), which ran under this many seconds, keeps the GIL: releasing and taking it back
+ * costs ~400 instructions (~0.05 µs), a share of a short call, and another Python thread
+ * then waits about this long (CPython's switch interval is 5 ms). A call with other words
+ * (another trip count, other arrays), or after a longer run, releases it as ``nogil``
+ * asks. (A kernel whose run time depends on its arrays' values alone may still run long
+ * once with the GIL kept: the next call then releases it.) */
+#define HOLD_BELOW 10e-6
+
 /* ``kernel`` called with ``args``: through its prepared call ``n`` when it has one, the
- * arguments fit it and no profiler listens, else by the dispatcher. The caller has asked
- * for ``n`` (``ensure_prepared``) before counting or timing the call. */
-static PyObject *call_kernel(PreparedCall *n, PyObject *kernel, PyObject *args) {
-    if (n->state == PREPARED_READY && !profiled()) {
-        int64_t words[PREPARED_WORDS];
-        if (prepared_words(n, args, words)) {
-            g_prepared_calls++;
-            return n->entry(words);
-        }
+ * arguments fit it and no profiler listens, else by the dispatcher; ``*seconds``: how
+ * long it took. The caller has asked for ``n`` (``ensure_prepared``) before counting or
+ * timing the call. */
+static PyObject *call_kernel(PreparedCall *n, PyObject *kernel, PyObject *args, double *seconds) {
+    double start = now();
+    PyObject *result;
+    int64_t words[PREPARED_WORDS];
+    if (n->state == PREPARED_READY && !profiled() && prepared_words(n, args, words)) {
+        size_t size = (size_t)n->nwords * sizeof(int64_t);
+        int hold = n->hold && memcmp(words, n->short_words, size) == 0;
+        g_prepared_calls++;
+        g_held_calls += hold && n->holding != n->entry;
+        result = (hold ? n->holding : n->entry)(words);
+        *seconds = now() - start;
+        n->hold = *seconds < HOLD_BELOW;
+        if (n->hold)
+            memcpy(n->short_words, words, size);
+    } else {
+        result = PyObject_Call(kernel, args, NULL);
+        *seconds = now() - start;
     }
-    return PyObject_Call(kernel, args, NULL);
+    return result;
 }
 
 /* prepared_calls(): how many kernel calls went through a prepared call (tests, benchmarks) */
 static PyObject *prepared_calls(PyObject *module, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(g_prepared_calls);
+}
+
+/* held_calls(): how many of those kept the GIL for the kernel's run (tests, benchmarks) */
+static PyObject *held_calls(PyObject *module, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(g_held_calls);
 }
 
 /* configure_prepared(prepare): what asks for a plan's prepared call (None: never) */

@@ -9,7 +9,7 @@
  * (mapping/_reentrant_lock.c.h; its layout, ``ReentrantLock``, is here), is taken and
  * given in place: its owner and count are read and set with the GIL held, and only a
  * lock another thread holds is waited for, with the GIL released. Any other lock (a
- * ``threading.RLock`` where _cprobe is not built, a queue's ``threading.Lock``) is taken
+ * ``threading.RLock`` where _cprobe is not built) is taken
  * through its Python ``acquire``/``release``: ``TableLock`` remembers the lock last seen
  * and its bound methods, made again only when the lock is not the one last seen.
  *

@@ -36,14 +36,20 @@ def _runtime_verbs(function) -> list[str]:
     return entered
 
 
-def test_join_and_part_change_every_structured_count_by_one(emulated):
+class _Arrays(list):
+    """A list subclass: not a sequence the lane reads in place."""
+
+
+@pytest.mark.parametrize("sequence", [list, tuple])
+def test_join_and_part_change_every_structured_count_by_one(emulated, sequence):
     a, b = np.arange(10.0), np.ones(4)
     acc.copyin(a)
     acc.copyin(b)
-    entries = _lane().join([a, b[1:3], a[2:5]])
+    entries = _lane().join(sequence([a, b[1:3], a[2:5]]))
+    assert type(entries) is tuple, "the entries a C region keeps until its exit"
     assert len(entries) == 3 and entries[0] is entries[2]
     assert acc.refcounts(a) == (2, 1) and acc.refcounts(b) == (1, 1)
-    assert _lane().part(entries) is True
+    assert _lane().part(sequence(entries)) is True
     assert acc.refcounts(a) == (0, 1) and acc.refcounts(b) == (0, 1)
     acc.delete(a)
     acc.delete(b)
@@ -56,7 +62,8 @@ def test_join_is_all_or_nothing(emulated):
     assert _lane().join([a, np.arange(20.0)]) is None  # partly present
     assert _lane().join([a, a[::2]]) is None  # strided: the Python verb
     assert _lane().join([a, a[:0]]) is None  # zero-size: the Python verb
-    assert _lane().join([]) is None and _lane().join((a,)) is None  # (a list, not empty)
+    assert _lane().join([]) is None and _lane().join(()) is None  # (not empty)
+    assert _lane().join(iter([a])) is None and _lane().join(_Arrays([a])) is None  # (exact)
     assert acc.refcounts(a) == (0, 1)
     acc.delete(a)
 
@@ -113,7 +120,7 @@ def test_oversubscription_takes_the_python_verbs_and_shared_memory_counts_nothin
     acc.delete(a)
     acc.set_device_type("host")
     entries = _lane().join([a, a[2:4]])  # shared memory: present, no action (§2.7.4)
-    assert entries == [None, None] and acc.refcounts(a) == (0, 0)
+    assert entries == (None, None) and acc.refcounts(a) == (0, 0)
     assert _lane().part(entries) is True and acc.refcounts(a) == (0, 0)
     assert _lane().join([a, a[::2]]) is None  # a strided view: the Python verb validates it
     with acc.data(copy=[a]):

@@ -160,3 +160,22 @@ def test_close_while_the_caller_runs_work_at_once_finishes_when_that_work_ends()
     queue.end_inline()
     closer.join(5)
     assert not closer.is_alive()
+
+
+def test_ran_at_once_gives_the_queue_back_when_recording_the_run_fails(monkeypatch):
+    from pyacc.mapping import queues
+
+    queue = WorkerQueue(4, "test device", inline_below=1.0)
+    try:
+        assert queue.begin_inline()
+
+        def broken(*args):
+            raise RuntimeError("the run could not be recorded")
+
+        monkeypatch.setattr(queues, "record_kernel", broken)
+        with pytest.raises(RuntimeError, match="recorded"):
+            queue.ran_at_once(object(), 1e-6, 8, None, None)
+        assert not queue._inline and queue.is_idle(), "the queue must be given back"
+        queue.synchronize()  # nothing pending, no error: returns at once
+    finally:
+        queue.close()

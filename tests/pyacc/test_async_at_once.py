@@ -90,9 +90,9 @@ def threads(monkeypatch):
     seen = []
     record = inline.record_kernel
 
-    def recording(kernel, seconds, nbytes, at_once):
+    def recording(kernel, seconds, nbytes, at_once, *below):
         seen.append(threading.get_ident())
-        record(kernel, seconds, nbytes, at_once)
+        record(kernel, seconds, nbytes, at_once, *below)
 
     monkeypatch.setattr(inline, "record_kernel", recording)
     monkeypatch.setattr(queues, "record_kernel", recording)
@@ -230,9 +230,9 @@ def test_a_kernel_that_became_long_goes_back_to_the_worker(device, threads, monk
     record = inline.record_kernel  # (the fixture's, which notes the thread)
     runs = []
 
-    def first_short_then_long(kernel, seconds, nbytes, at_once):
+    def first_short_then_long(kernel, seconds, nbytes, at_once, *below):
         runs.append(at_once)  # 1 µs at its first run, then 1 ms each
-        record(kernel, 1e-6 if len(runs) == 1 else 1e-3, nbytes, at_once)
+        record(kernel, 1e-6 if len(runs) == 1 else 1e-3, nbytes, at_once, *below)
 
     monkeypatch.setattr(queues, "record_kernel", first_short_then_long)
     x = np.zeros(N)

@@ -1,14 +1,16 @@
 """The express lane's queue take and give-back in C (``pyacc/_at_once.c.h``; API.md §5,
 last point; OpenACC 3.3 §2.16).
 
-An ``async_=<int>`` call the lane runs at once takes its idle queue and gives it back
-without pyacc's Python (``QueueSet.take_at_once``, ``WorkerQueue.begin_inline``/
-``end_inline``, ``inline.record_kernel`` done in C). Each test checks, by the Python
-frames the calling thread enters (``sys.setprofile``), that the C path ran — or that
-Python did, where it must — and that the result is the queue semantics' own:
+An ``async_=<int>`` call the lane runs at once holds its idle queue (its lock) for the
+kernel's run and gives it back without pyacc's Python (what ``QueueSet.take_at_once``,
+``WorkerQueue.begin_inline``/``end_inline`` and ``inline.record_kernel`` do, done in
+C). Each test checks, by the Python frames the calling thread enters
+(``sys.setprofile``), that the C path ran — or that Python did, where it must — and that
+the result is the queue semantics' own:
 
 * the queue's counts and the kernel's run record afterwards, ``async_test`` true, the
   ``AsyncResult`` made in C;
+* while the kernel runs, the queue is held: another thread's queue calls wait for it;
 * work another thread queued first (the queue's lock held meanwhile) runs first;
 * an error at once is kept for the covering wait (once), work behind it skipped;
 * ``wait_async`` orders another queue after work run at once in C;
@@ -98,21 +100,114 @@ def records(nbytes):
     return [run for run in inline.RUNS.values() if run[1] == nbytes]
 
 
-def test_the_take_and_give_back_in_c_count_once_and_leave_the_queue_idle(device):
+@acc.parallel_loop
+def spin(x, rounds):
+    for i in range(x.shape[0]):
+        for _ in range(rounds):
+            x[i] = 0.5 * x[i] + 1.0
+
+
+def test_the_queue_held_in_c_is_left_idle_and_uncounted(device):
     x = np.zeros(N)
     with acc.data(copy=[x]):
         warm(add_one, x=x)
         q = queue(1)
-        submitted = q._submitted
+        counts = (q._submitted, q._completed)
         with python_code() as entered:
             handle = add_one(x, async_=1)
         assert took_in_c(entered), "the lane must take and give back the queue in C"
         assert acc.async_test(1)
-        assert (q._submitted, q._completed, q._inline) == (submitted + 1, submitted + 1, False)
+        assert (q._submitted, q._completed, q._inline) == (*counts, False), \
+            "a queue held for a run needs no count: nobody else can use it meanwhile"
+        assert q._lock.acquire(blocking=False), "the queue's lock is given back"
+        q._lock.release()
         assert type(handle) is AsyncResult and handle._queue is q and handle._value is None
         assert handle.done() and handle.result() is None
         acc.wait(1)
     np.testing.assert_array_equal(x, 3.0)
+
+
+def test_the_queue_is_held_while_the_kernel_runs_other_threads_wait(device):
+    x = np.zeros(N)
+    with acc.data(copy=[x]):
+        for rounds in (1, 1, 1):  # measured on the worker, then armed at once
+            spin(x, rounds, async_=1)
+            acc.wait(1)
+        for key, run in list(inline.RUNS.items()):
+            inline.RUNS[key] = (1e-9, run[1])  # predicted short: the long run below is at once
+        q = queue(1)
+        seen = {"held": 0, "free": 0}
+        done = threading.Event()
+
+        def probe():  # another thread: the queue's lock, tried while the call runs
+            while not done.is_set():
+                if q._lock.acquire(blocking=False):
+                    q._lock.release()
+                    seen["free"] += 1
+                else:
+                    seen["held"] += 1
+                time.sleep(0.0005)
+
+        prober = threading.Thread(target=probe)
+        with python_code() as entered:
+            prober.start()
+            time.sleep(0.01)
+            spin(x, 3_000_000, async_=1)  # ~0.1 s at once, the GIL released
+            done.set()
+        prober.join()
+        assert took_in_c(entered)
+        assert seen["held"] > 0, "the queue's lock is held for the kernel's run"
+        assert acc.async_test(1) and q._lock.acquire(blocking=False)
+        q._lock.release()
+    np.testing.assert_allclose(x, 2.0)
+
+
+def test_a_run_within_a_quarter_of_the_record_keeps_it(device):
+    x = np.zeros(N)
+    with acc.data(copy=[x]):
+        warm(add_one, x=x)
+        (key,) = [k for k, run in inline.RUNS.items() if run[1] == x.nbytes]
+        runs = []
+        for _ in range(200):  # (no profiler: the prepared call, the run's own time)
+            add_one(x, async_=1)
+            runs.append(inline.RUNS[key])
+        kept = sum(later is earlier for earlier, later in zip(runs, runs[1:]))
+        assert kept >= 20, f"runs within a quarter of the record leave it as it was ({kept})"
+        q = queue(1)
+        typical = inline.RUNS[key][0]  # a run's usual time: the crossover just below it
+        below = q._inline_below = typical / 1.02
+        crossed = 0  # records moved by a run within a quarter that crossed the crossover
+        for _ in range(100):
+            inline.RUNS[key] = record = (typical / 1.05, x.nbytes)
+            add_one(x, async_=1)
+            moved = inline.RUNS[key][0]
+            if inline.RUNS[key] is not record and abs(moved - record[0]) <= 0.25 * record[0]:
+                assert (moved < below) != (record[0] < below), "kept unless it crossed"
+                crossed += 1
+        assert crossed > 0, "a run past the crossover moves the record, within a quarter too"
+        q._inline_below = 1e-3
+        for earlier, later in zip(runs, runs[1:]):
+            if later is not earlier:  # replaced: a run beyond a quarter of the record
+                assert abs(later[0] - earlier[0]) > 0.25 * earlier[0] * 0.999
+        inline.RUNS[key] = (1.0, x.nbytes)  # the Python rule is the same
+        inline.record_kernel(key, 1.2, x.nbytes, True)
+        assert inline.RUNS[key] == (1.0, x.nbytes)
+        inline.record_kernel(key, 0.8, x.nbytes, True)
+        assert inline.RUNS[key] == (1.0, x.nbytes)
+        inline.record_kernel(key, 1.3, x.nbytes, True)
+        assert inline.RUNS[key] == (1.3, x.nbytes)
+        inline.record_kernel(key, 1.1, x.nbytes, False)  # a worker's shorter run: always
+        assert inline.RUNS[key] == (1.1, x.nbytes)
+        inline.record_kernel(key, 1.2, x.nbytes, True, 1.15)  # across the crossover: follows
+        assert inline.RUNS[key] == (1.2, x.nbytes)
+        inline.record_kernel(key, 1.1, x.nbytes, True, 1.15)  # and back
+        assert inline.RUNS[key] == (1.1, x.nbytes)
+        inline.record_kernel(key, 1.0, x.nbytes, True, 1.15)  # on its side: kept
+        assert inline.RUNS[key] == (1.1, x.nbytes)
+        inline.record_kernel(key, 1.3, 2 * x.nbytes, True)  # other bytes: replaced
+        assert inline.RUNS[key] == (1.3, 2 * x.nbytes)
+        acc.wait(1)
+    assert x[0] > 202.0 and np.all(x == x[0])
 
 
 def test_the_run_record_follows_record_kernel_at_once(device):

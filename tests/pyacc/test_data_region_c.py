@@ -440,3 +440,61 @@ def test_data_region_c_a_replaced_new_is_honoured():
 
     done = subprocess.run([sys.executable, "-c", _REPLACED_NEW], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_data_region_c_with_binds_its_hooks_without_method_objects(emulated):
+    """``__enter__``/``__exit__`` are DataRegion's own descriptors (pyacc/_region_hooks.c.h):
+    bound, called, unbound and refused as a method's would be."""
+    a = np.ones(4)
+    acc.copyin(a)
+    region = acc.data(present=[a])
+    enter, leave = region.__enter__, region.__exit__
+    assert type(enter).__name__ == "RegionHook" and enter.__self__ is region
+    assert (enter.__name__, leave.__name__) == ("__enter__", "__exit__")
+    assert acc.data.__enter__.__qualname__ == "DataRegion.__enter__" and acc.data.__exit__.__doc__
+    assert enter() is region and acc.refcounts(a) == (1, 1)
+    assert leave(None, None, None) is False and acc.refcounts(a) == (0, 1)
+    other = acc.data(present=[a])
+    assert acc.data.__enter__(other) is other and acc.refcounts(a) == (1, 1)  # unbound
+    assert acc.data.__exit__(other, None, None, None) is False and acc.refcounts(a) == (0, 1)
+    fresh = acc.data(present=[a])
+    with pytest.raises(TypeError, match="no arguments"):
+        fresh.__enter__(1)
+    with pytest.raises(TypeError, match="keyword"):
+        fresh.__enter__(now=True)
+    with pytest.raises(TypeError, match="at most 3"):
+        fresh.__exit__(None, None, None, None)
+    with pytest.raises(TypeError, match="DataRegion"):
+        acc.data.__enter__(a)
+    with pytest.raises(TypeError, match="does not apply"):
+        _fastcall.DataRegion.__dict__["__enter__"].__get__(a, type(a))
+    assert acc.refcounts(a) == (0, 1)
+    acc.delete(a)
+
+
+def test_data_region_c_a_hook_keeps_its_region_and_hooks_are_reused(emulated):
+    import contextlib
+    import gc
+    import weakref
+
+    a = np.ones(4)
+    acc.copyin(a)
+    leave = acc.data(present=[a]).__exit__  # the only reference to its region
+    region = weakref.ref(leave.__self__)
+    gc.collect()
+    assert region() is not None
+    region().__enter__()
+    assert acc.refcounts(a) == (1, 1)
+    leave(None, None, None)
+    del leave
+    assert region() is None and acc.refcounts(a) == (0, 1)
+    with contextlib.ExitStack() as stack:  # 40 regions open: more hooks than the free list keeps
+        for depth in range(40):
+            stack.enter_context(acc.data(present=[a]))
+        assert acc.refcounts(a) == (40, 1)
+    assert acc.refcounts(a) == (0, 1)
+    for _ in range(100):
+        with acc.data(present=[a]) as inner:
+            assert acc.refcounts(a) == (1, 1) and inner in _devices.ICVS.region_stack
+    assert acc.refcounts(a) == (0, 1)
+    acc.delete(a)

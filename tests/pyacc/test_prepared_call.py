@@ -270,8 +270,9 @@ def test_prepare_answers_only_for_compiled_arguments_it_can_describe():
     a, b = np.zeros(3), np.ones(3)
     assert cpu_plans.prepare(_add, (a, b, 3)) is None  # not compiled for them yet
     _add(a, b, 3)
-    trampoline, function, environment, kinds = cpu_plans.prepare(_add, (a, b, 3))
+    trampoline, holding, function, environment, kinds = cpu_plans.prepare(_add, (a, b, 3))
     assert kinds == b"\x01\x01i" and trampoline and function and environment
+    assert holding and holding != trampoline, "a nogil kernel has a trampoline that keeps the GIL"
     assert cpu_plans.prepare(_add, (a, b, 2**63)) is None  # typed uint64
     assert cpu_plans.prepare(_add, (a, [1.0, 2.0, 3.0], 3)) is None  # a list
     assert cpu_plans.prepare(_add, (a, np.ma.masked_array(b), 3)) is None  # a subclass
@@ -290,7 +291,76 @@ def test_kernels_of_one_shape_share_one_trampoline():
     _add(a, b, 3)
     other(a, b, 3)
     first, second = cpu_plans.prepare(_add, (a, b, 3)), cpu_plans.prepare(other, (a, b, 3))
-    assert first[0] == second[0] and first[1] != second[1]
+    assert first[:2] == second[:2] and first[2] != second[2]
+
+    @njit
+    def holds(a, b, n):  # not nogil: its one trampoline keeps the GIL, the shape's holding one
+        a[0] = b[0] - n
+        return n
+
+    holds(a, b, 3)
+    third = cpu_plans.prepare(holds, (a, b, 3))
+    assert third[0] == third[1] == first[1]
+
+
+def held_calls() -> int:
+    from pyacc import _fastcall
+
+    return _fastcall.held_calls()
+
+
+@acc.serial
+def spin(x, rounds, k):  # one thread (a parallel loop's launch gives the GIL back itself)
+    for i in range(x.shape[0]):
+        for _ in range(rounds[0] + k):
+            x[i] = 0.5 * x[i] + 1.0
+
+
+def test_a_short_call_repeated_keeps_the_gil_others_give_it_back(cpu):
+    x, rounds = np.zeros(64), np.ones(1, dtype=np.int64)
+    with acc.data(copy=[x], copyin=[rounds]):
+        for _ in range(5):
+            spin(x, rounds, 0)  # compiled, prepared
+        prepared, held = prepared_calls(), held_calls()
+        for _ in range(50):
+            spin(x, rounds, 0)  # short (a few µs; a neighbour may stretch one past 10 µs)
+        assert prepared_calls() == prepared + 50
+        assert held_calls() - held >= 25, "the same words as a short call: the GIL kept"
+        for k in (1, 0, 1, 0):  # other words each time (the trip count may differ): released
+            held = held_calls()
+            spin(x, rounds, k)
+            assert held_calls() == held
+        ticks = []
+        stop = threading.Event()
+
+        def tick():  # another Python thread: it runs only while the GIL is free
+            while not stop.is_set():
+                ticks.append(1)
+                stop.wait(0.0005)
+
+        ticker = threading.Thread(target=tick)
+        ticker.start()
+        runs = {True: [], False: []}  # the GIL kept -> ticks during each long run
+        try:
+            for _ in range(20):
+                rounds[0] = 1
+                acc.update_device(rounds)
+                spin(x, rounds, 0)
+                spin(x, rounds, 0)  # short: the same words next keep the GIL (unless stretched)
+                rounds[0] = 3_000_000  # the same words, a long run (~0.1 s): the GIL kept once
+                acc.update_device(rounds)
+                for _ in range(2):  # the second follows a long one: released
+                    held, start = held_calls(), len(ticks)
+                    spin(x, rounds, 0)
+                    runs[held_calls() == held + 1].append(len(ticks) - start)
+                if runs[True]:
+                    break
+        finally:
+            stop.set()
+            ticker.join()
+        assert runs[True] and max(runs[True]) <= 3, "no other thread runs while a kernel keeps the GIL"
+        assert min(runs[False]) > 10, "another thread runs during a long kernel"
+    np.testing.assert_allclose(x, 2.0)
 
 
 def test_a_prepared_call_that_cannot_be_built_is_said_once(monkeypatch, capsys):

@@ -1,5 +1,5 @@
 """``acc.wait``'s C entry (``pyacc/_routine_lane.c.h``, kind SETTLES; ``wait_settled`` in
-``pyacc/_at_once.c.h``). OpenACC 3.3 §3.2.10 and API.md §5: a host wait for queues with
+``pyacc/_queue_settled.c.h``). OpenACC 3.3 §3.2.10 and API.md §5: a host wait for queues with
 nothing pending and no error to report costs a check. Such a wait returns without
 entering any of pyacc's Python; every other wait is the Python function's, with its
 semantics exactly: work still queued is waited for, a queued error is raised once, a
