@@ -60,8 +60,32 @@ def _load():
     _fastcall.configure(ICVS, os.environ._data, KERNEL_ENV_KEYS, BUS.silent, BUS.tally_alone,
                         np.ndarray, per_thread)
     watch_context(_fastcall.context_changed)
-    _fastcall.configure_prepared(cpu_plans.prepare)  # CPU kernels' prepared calls
+    _fastcall.configure_prepared(cpu_plans.prepare, gil_hold_below())  # CPU kernels' prepared calls
     return _fastcall
+
+
+GIL_HOLD_BELOW = "PYACC_GIL_HOLD_BELOW"
+
+
+def gil_hold_below() -> float:
+    """Seconds under which a prepared call repeated with the same arguments keeps the GIL
+    for its kernel's run (``pyacc/_prepared_call.c.h``): ``$PYACC_GIL_HOLD_BELOW`` in µs
+    (read at import), else 10 µs; 0: every run gives the GIL back as ``nogil`` asks.
+
+    Raises:
+        ValueError: the setting is not a number of µs ≥ 0.
+    """
+    raw = os.environ.get(GIL_HOLD_BELOW, "").strip()
+    if not raw:
+        return 10e-6
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < float("inf"):  # (also NaN)
+        raise ValueError(f"{GIL_HOLD_BELOW}={raw!r}: expected a number of microseconds ≥ 0 "
+                         f"(0: a kernel's run always gives the GIL back)")
+    return value * 1e-6
 
 
 _FASTCALL = _load()

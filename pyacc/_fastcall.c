@@ -411,9 +411,10 @@ static PyMethodDef module_methods[] = {
     {"context_changed", context_changed, METH_NOARGS,
      "A thread's ICVS.runtime or open regions' default changed: every plan's context memo "
      "is stale."},
-    {"configure_prepared", configure_prepared, METH_O,
-     "configure_prepared(prepare): what gives a plan's kernel its prepared call "
-     "(compiler.cpu_plans.prepare; None: the dispatcher is always called)."},
+    {"configure_prepared", configure_prepared, METH_VARARGS,
+     "configure_prepared(prepare, hold_below): what gives a plan's kernel its prepared call "
+     "(compiler.cpu_plans.prepare; None: the dispatcher is always called), and the seconds "
+     "under which a call repeated with the same arguments keeps the GIL (0: never)."},
     {"prepared_calls", prepared_calls, METH_NOARGS,
      "prepared_calls(): how many kernel calls went through a prepared call so far."},
     {"held_calls", held_calls, METH_NOARGS,

@@ -15,7 +15,7 @@
  * goes to the dispatcher, as before (an ``int`` beyond int64, another layout, ...).
  *
  * A kernel called with the words of its last prepared call, which was short
- * (``HOLD_BELOW``), is called through the trampoline that keeps the GIL (``holding``);
+ * (``g_hold_below``), is called through the trampoline that keeps the GIL (``holding``);
  * the others release it as their ``nogil`` asks, as the dispatcher would.
  *
  * Invariants: the words describe arguments that the call's tuple keeps alive for the
@@ -45,7 +45,7 @@ typedef struct {
     int state;            /* PREPARED_UNASKED, _READY, _NONE, _PREPARING */
     Trampoline entry;     /* releases the GIL for the kernel's run when it is nogil */
     Trampoline holding;   /* keeps the GIL (``entry`` itself for a kernel that is not nogil) */
-    int hold;             /* the last prepared call ran under HOLD_BELOW, with ``short_words`` */
+    int hold;             /* the last prepared call ran under g_hold_below, with ``short_words`` */
     int64_t *short_words; /* that call's words (``nwords``): a call with the same keeps the GIL */
     Py_ssize_t nwords;    /* the words of every call (fixed by the arguments' kinds) */
     int64_t function, environment;  /* the words every call starts with */
@@ -204,13 +204,14 @@ static double now(void) {
 }
 
 /* A kernel called with the very words of its last call (the same arrays, the same scalar
- * values), which ran under this many seconds, keeps the GIL: releasing and taking it back
+ * values), which ran under ``g_hold_below`` seconds (``$PYACC_GIL_HOLD_BELOW``, 10 µs
+ * unless set; configure_prepared), keeps the GIL: releasing and taking it back
  * costs ~400 instructions (~0.05 µs), a share of a short call, and another Python thread
  * then waits about this long (CPython's switch interval is 5 ms). A call with other words
  * (another trip count, other arrays), or after a longer run, releases it as ``nogil``
  * asks. (A kernel whose run time depends on its arrays' values alone may still run long
  * once with the GIL kept: the next call then releases it.) */
-#define HOLD_BELOW 10e-6
+static double g_hold_below = 10e-6;
 
 /* ``kernel`` called with ``args``: through its prepared call ``n`` when it has one, the
  * arguments fit it and no profiler listens, else by the dispatcher; ``*seconds``: how
@@ -227,8 +228,8 @@ static PyObject *call_kernel(PreparedCall *n, PyObject *kernel, PyObject *args, 
         g_held_calls += hold && n->holding != n->entry;
         result = (hold ? n->holding : n->entry)(words);
         *seconds = now() - start;
-        n->hold = *seconds < HOLD_BELOW;
-        if (n->hold)
+        n->hold = *seconds < g_hold_below;
+        if (n->hold && !hold)  /* (the same words already kept) */
             memcpy(n->short_words, words, size);
     } else {
         result = PyObject_Call(kernel, args, NULL);
@@ -247,8 +248,18 @@ static PyObject *held_calls(PyObject *module, PyObject *unused) {
     return PyLong_FromUnsignedLongLong(g_held_calls);
 }
 
-/* configure_prepared(prepare): what asks for a plan's prepared call (None: never) */
-static PyObject *configure_prepared(PyObject *module, PyObject *prepare) {
+/* configure_prepared(prepare, hold_below): what asks for a plan's prepared call (None:
+ * never), and the seconds under which a repeated call keeps the GIL (0: never) */
+static PyObject *configure_prepared(PyObject *module, PyObject *args) {
+    PyObject *prepare;
+    double hold_below;
+    if (!PyArg_ParseTuple(args, "Od", &prepare, &hold_below))
+        return NULL;
+    if (!(hold_below >= 0.0)) {
+        PyErr_SetString(PyExc_ValueError, "configure_prepared: hold_below must be >= 0 seconds");
+        return NULL;
+    }
     Py_XSETREF(g_prepare_call, prepare == Py_None ? NULL : Py_NewRef(prepare));
+    g_hold_below = hold_below;
     Py_RETURN_NONE;
 }

@@ -210,7 +210,7 @@ def test_an_interrupt_while_preparing_reaches_the_caller(cpu, monkeypatch):
     with acc.data(copyin=[x], copy=[y]):
         axpy._disarm()  # a fresh plan: prepared at its first call in the lane
         monkeypatch.setattr(axpy, "_call_plans", ())
-        _fastcall.configure_prepared(interrupted)
+        _fastcall.configure_prepared(interrupted, acc._express.gil_hold_below())
         try:
             for keywords in ({}, {"async_": 1}):
                 axpy._disarm()
@@ -225,7 +225,7 @@ def test_an_interrupt_while_preparing_reaches_the_caller(cpu, monkeypatch):
                 assert asked == [1] and raised
                 acc.wait()
         finally:
-            _fastcall.configure_prepared(cpu_plans.prepare)
+            _fastcall.configure_prepared(cpu_plans.prepare, acc._express.gil_hold_below())
         axpy(y, x, 1.0, 8)  # prepared again, now for real
         before = prepared_calls()
         axpy(y, x, 1.0, 8)
@@ -415,3 +415,43 @@ def test_a_numba_without_the_internals_keeps_the_dispatcher(monkeypatch, capsys)
     monkeypatch.setenv("PYACC_INFO", "1")
     assert cpu_plans.prepare(moved, (a, 3)) is None
     assert "ImportError: cannot import name 'excinfo_t'" in capsys.readouterr().err
+
+
+_HOLD_CHILD = """
+import numpy as np, pyacc as acc
+from pyacc import _fastcall
+from test_prepared_call import spin
+acc.set_device_type("host")
+x, rounds = np.zeros(8), np.ones(1, dtype=np.int64)
+for _ in range(30):
+    spin(x, rounds, 0)
+print(_fastcall.prepared_calls() > 20, _fastcall.held_calls())
+"""
+
+
+@pytest.mark.parametrize("setting, held", [("0", "0"), ("1e9", "many")])
+def test_the_gil_hold_setting_is_read_at_import(setting, held):
+    import os
+    import subprocess
+    import sys
+
+    folder = os.path.dirname(__file__)
+    environment = dict(os.environ, PYACC_GIL_HOLD_BELOW=setting,
+                       PYTHONPATH=os.pathsep.join([folder, os.path.dirname(folder)]))
+    done = subprocess.run([sys.executable, "-c", _HOLD_CHILD], env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    prepared, count = done.stdout.split()
+    assert prepared == "True"
+    assert (count == "0") if held == "0" else int(count) >= 20
+
+
+def test_a_bad_gil_hold_setting_is_refused_at_import_with_its_name():
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import pyacc"], capture_output=True, text=True,
+                          env=dict(os.environ, PYACC_GIL_HOLD_BELOW="fast"), timeout=300)
+    assert done.returncode != 0
+    assert "PYACC_GIL_HOLD_BELOW='fast': expected a number of microseconds" in done.stderr
