@@ -170,6 +170,14 @@ static int region_arrays(Py_ssize_t n, PyObject *names, PyObject *const *values,
         for (Py_ssize_t j = 0; j < counts[i]; j++)
             PyTuple_SET_ITEM(found, k++, Py_NewRef(PySequence_Fast_GET_ITEM(values[i], j)));
     }
+    /* held by the tuple now, each checked again: code that ran meanwhile (a collection
+     * at the tuple's allocation, a dtype's finalizer) may have replaced a list's item */
+    for (Py_ssize_t j = 0; j < total; j++) {
+        if (!region_array(PyTuple_GET_ITEM(found, j))) {
+            Py_DECREF(found);
+            return 0;
+        }
+    }
     *arrays = found;
     return 1;
 }
@@ -431,8 +439,12 @@ static PyObject *region_setstate(DataRegion *self, PyObject *state) {
     if (!PyArg_ParseTuple(state, "O!(OOOOOii)", &PyDict_Type, &values, &clauses, &arrays, &runtime,
                           &entries, &stack, &region_state, &mode))
         return NULL;
+    int in_c = mode == REGION_IN_C, entered = region_state == REGION_ENTERED;
     if (region_state < REGION_NEW || region_state > REGION_DONE || mode < REGION_UNSET ||
-            mode > REGION_IN_PYTHON || (mode == REGION_IN_C && (!PyDict_Check(clauses) || !PyTuple_Check(arrays))) ||
+            mode > REGION_IN_PYTHON || (in_c && (!PyDict_Check(clauses) ||
+                                                 !(PyTuple_Check(arrays) || PyList_Check(arrays)))) ||
+            (in_c && entered && (runtime == Py_None || !PyList_Check(stack) ||
+                                 !(PyTuple_Check(entries) || PyList_Check(entries)))) ||
             (stack != Py_None && !PyList_Check(stack))) {
         PyErr_SetString(PyExc_ValueError, "acc.data.__setstate__: a malformed state");
         return NULL;
@@ -444,7 +456,9 @@ static PyObject *region_setstate(DataRegion *self, PyObject *state) {
         return NULL;
     Py_XSETREF(self->clauses, field_or_null(clauses));
     Py_CLEAR(self->names);
-    Py_XSETREF(self->arrays, field_or_null(arrays));
+    Py_XSETREF(self->arrays, PyList_Check(arrays) ? PyList_AsTuple(arrays) : field_or_null(arrays));
+    if (in_c && self->arrays == NULL)  /* (a list of an earlier version's state: no memory) */
+        return NULL;
     Py_XSETREF(self->runtime, field_or_null(runtime));
     Py_XSETREF(self->entries, field_or_null(entries));
     Py_XSETREF(self->stack, field_or_null(stack));
@@ -511,10 +525,12 @@ static PyObject *configure_data(PyObject *module, PyObject *args) {
     PyObject *names = PyFrozenSet_New(kinds);
     if (names == NULL)
         return NULL;
-    Py_XSETREF(g_data_kinds, names);
     PyObject *listed = PySequence_List(names);  /* (a set's order: any) */
-    if (listed == NULL)
+    if (listed == NULL) {
+        Py_DECREF(names);
         return NULL;
+    }
+    Py_XSETREF(g_data_kinds, names);
     for (Py_ssize_t i = 0; i < REGION_CLAUSES; i++) {
         PyObject *name = i < PyList_GET_SIZE(listed) ? PyList_GET_ITEM(listed, i) : NULL;
         PyObject *interned = name != NULL && PyUnicode_CheckExact(name) ? Py_NewRef(name) : NULL;

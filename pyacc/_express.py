@@ -43,27 +43,6 @@ __all__ = ["CALL_BASE", "DATA_BASE", "configure_data", "enable_vectorcall", "Exp
            "ANSWERS", "SETTLES", "enqueuer"]
 
 
-def _load():
-    """``pyacc._fastcall``, configured, or None: not built (no C compiler at install),
-    turned off (``PYACC_EXPRESS=0``), or not CPython on POSIX (it reads CPython's and
-    NumPy's structs and ``os.environ``'s bytes dict)."""
-    if os.environ.get("PYACC_EXPRESS", "1").strip() in ("0", "") or os.name != "posix" or \
-            sys.implementation.name != "cpython":
-        return None
-    try:
-        from . import _fastcall  # optional: the C extension, absent when not built
-    except ImportError:
-        return None
-    # the context memo is per thread state: not for ICVs local to something else (gevent's
-    # monkey-patched threading.local keeps one per greenlet, all on one thread state)
-    per_thread = isinstance(ICVS, _thread._local)
-    _fastcall.configure(ICVS, os.environ._data, KERNEL_ENV_KEYS, BUS.silent, BUS.tally_alone,
-                        np.ndarray, per_thread)
-    watch_context(_fastcall.context_changed)
-    _fastcall.configure_prepared(cpu_plans.prepare, gil_hold_below())  # CPU kernels' prepared calls
-    return _fastcall
-
-
 GIL_HOLD_BELOW = "PYACC_GIL_HOLD_BELOW"
 
 
@@ -88,6 +67,28 @@ def gil_hold_below() -> float:
     return value * 1e-6
 
 
+def _load():
+    """``pyacc._fastcall``, configured, or None: not built (no C compiler at install),
+    turned off (``PYACC_EXPRESS=0``), or not CPython on POSIX (it reads CPython's and
+    NumPy's structs and ``os.environ``'s bytes dict)."""
+    if os.environ.get("PYACC_EXPRESS", "1").strip() in ("0", "") or os.name != "posix" or \
+            sys.implementation.name != "cpython":
+        return None
+    try:
+        from . import _fastcall  # optional: the C extension, absent when not built
+    except ImportError:
+        return None
+    # the context memo is per thread state: not for ICVs local to something else (gevent's
+    # monkey-patched threading.local keeps one per greenlet, all on one thread state)
+    per_thread = isinstance(ICVS, _thread._local)
+    _fastcall.configure(ICVS, os.environ._data, KERNEL_ENV_KEYS, BUS.silent, BUS.tally_alone,
+                        np.ndarray, per_thread)
+    watch_context(_fastcall.context_changed)
+    _fastcall.configure_prepared(cpu_plans.prepare, _HOLD_BELOW)  # CPU kernels' prepared calls
+    return _fastcall
+
+
+_HOLD_BELOW = gil_hold_below()  # (checked at import with the lane or without it)
 _FASTCALL = _load()
 CALL_BASE = object if _FASTCALL is None else _FASTCALL.FastCall
 #: the base class of ``acc.data``: the extension's ``DataRegion`` (regions of present data

@@ -47,6 +47,7 @@ typedef struct {
     Trampoline holding;   /* keeps the GIL (``entry`` itself for a kernel that is not nogil) */
     int hold;             /* the last prepared call ran under g_hold_below, with ``short_words`` */
     int64_t *short_words; /* that call's words (``nwords``): a call with the same keeps the GIL */
+    unsigned untimed;     /* kept calls counted, one in HOLD_SAMPLE timed (call_prepared) */
     Py_ssize_t nwords;    /* the words of every call (fixed by the arguments' kinds) */
     int64_t function, environment;  /* the words every call starts with */
     Py_ssize_t nargs;
@@ -209,32 +210,49 @@ static double now(void) {
  * costs ~400 instructions (~0.05 µs), a share of a short call, and another Python thread
  * then waits about this long (CPython's switch interval is 5 ms). A call with other words
  * (another trip count, other arrays), or after a longer run, releases it as ``nogil``
- * asks. (A kernel whose run time depends on its arrays' values alone may still run long
- * once with the GIL kept: the next call then releases it.) */
+ * asks. A kept call whose caller needs no time is timed one in ``HOLD_SAMPLE`` (two clock
+ * reads cost about what keeping the GIL saves): a kernel whose run grows with its arrays'
+ * values alone gives the GIL back within that many calls. */
 static double g_hold_below = 10e-6;
+enum { HOLD_SAMPLE = 8 };
+
+/* The prepared call through ``words`` (its GIL kept or given back, as above); ``*seconds``
+ * how long it took, when not NULL. */
+static PyObject *call_prepared(PreparedCall *n, const int64_t *words, double *seconds) {
+    if (n->holding == n->entry && seconds == NULL) {  /* (not nogil: nothing to decide) */
+        g_prepared_calls++;
+        return n->entry(words);
+    }
+    size_t size = (size_t)n->nwords * sizeof(int64_t);
+    int hold = n->hold && memcmp(words, n->short_words, size) == 0;
+    g_prepared_calls++;
+    g_held_calls += hold && n->holding != n->entry;
+    if (hold && seconds == NULL && ++n->untimed % HOLD_SAMPLE != 0)
+        return n->holding(words);
+    double start = now();
+    PyObject *result = (hold ? n->holding : n->entry)(words);
+    double took = now() - start;
+    if (seconds != NULL)
+        *seconds = took;
+    n->hold = took < g_hold_below;
+    if (n->hold && !hold)  /* (the same words already kept) */
+        memcpy(n->short_words, words, size);
+    return result;
+}
 
 /* ``kernel`` called with ``args``: through its prepared call ``n`` when it has one, the
  * arguments fit it and no profiler listens, else by the dispatcher; ``*seconds``: how
- * long it took. The caller has asked for ``n`` (``ensure_prepared``) before counting or
- * timing the call. */
+ * long it took (NULL: not asked). The caller has asked for ``n`` (``ensure_prepared``)
+ * before counting or timing the call. */
 static PyObject *call_kernel(PreparedCall *n, PyObject *kernel, PyObject *args, double *seconds) {
-    double start = now();
-    PyObject *result;
     int64_t words[PREPARED_WORDS];
-    if (n->state == PREPARED_READY && !profiled() && prepared_words(n, args, words)) {
-        size_t size = (size_t)n->nwords * sizeof(int64_t);
-        int hold = n->hold && memcmp(words, n->short_words, size) == 0;
-        g_prepared_calls++;
-        g_held_calls += hold && n->holding != n->entry;
-        result = (hold ? n->holding : n->entry)(words);
-        *seconds = now() - start;
-        n->hold = *seconds < g_hold_below;
-        if (n->hold && !hold)  /* (the same words already kept) */
-            memcpy(n->short_words, words, size);
-    } else {
-        result = PyObject_Call(kernel, args, NULL);
-        *seconds = now() - start;
-    }
+    if (n->state == PREPARED_READY && !profiled() && prepared_words(n, args, words))
+        return call_prepared(n, words, seconds);
+    if (seconds == NULL)
+        return PyObject_Call(kernel, args, NULL);
+    double start = now();
+    PyObject *result = PyObject_Call(kernel, args, NULL);
+    *seconds = now() - start;
     return result;
 }
 

@@ -12,9 +12,13 @@
  * Unbound (``DataRegion.__enter__``, ``super().__exit__``'s lookup), a descriptor is
  * callable with the region first, as a method descriptor is.
  *
- * Invariants: a RegionHook holds one strong reference, to its region, which never refers
- * to it (so it is not tracked by the collector); a freed hook goes to the free list
- * (``HOOKS_KEPT`` at most) with no reference, and ``PyObject_Init`` makes it new again.
+ * Invariants: a RegionHook holds one strong reference, to its region (none once the
+ * collector cleared it: calling it then raises), and is tracked by the collector (a
+ * region may keep its own bound hook: ``region.done = region.__exit__``); a freed hook is
+ * untracked and goes to the free list (``HOOKS_KEPT`` at most) with no reference, and
+ * ``PyObject_Init`` and ``PyObject_GC_Track`` make it new again, as CPython's own free
+ * lists of tracked objects do. Two hooks are equal when they are the same hook of the
+ * same region, as bound methods are.
  */
 
 enum { HOOK_ENTER, HOOK_EXIT, HOOKS_KEPT = 16 };
@@ -58,19 +62,50 @@ static PyObject *hook_vectorcall(PyObject *self, PyObject *const *args, size_t n
     RegionHook *bound = (RegionHook *)self;
     if (!no_keywords(bound->hook, kwnames))
         return NULL;
+    if (bound->region == NULL)
+        return PyErr_Format(PyExc_ReferenceError, "%s of a region the garbage collector cleared",
+                            HOOK_NAMES[bound->hook]);
     return hook_run(bound->hook, bound->region, args, PyVectorcall_NARGS(nargsf));
 }
 
+static int hook_traverse(RegionHook *self, visitproc visit, void *arg) {
+    Py_VISIT(self->region);
+    return 0;
+}
+
+static int hook_clear(RegionHook *self) {
+    Py_CLEAR(self->region);
+    return 0;
+}
+
 static void hook_dealloc(RegionHook *self) {
+    PyObject_GC_UnTrack(self);
     Py_CLEAR(self->region);  /* (may free the region, and run code that makes hooks) */
     if (g_hooks_free < HOOKS_KEPT)
         g_hooks[g_hooks_free++] = self;
     else
-        PyObject_Free(self);
+        PyObject_GC_Del(self);
+}
+
+/* ==, != as bound methods compare: the same hook of the same region */
+static PyObject *hook_richcompare(PyObject *self, PyObject *other, int op) {
+    if ((op != Py_EQ && op != Py_NE) || Py_TYPE(other) != Py_TYPE(self))
+        Py_RETURN_NOTIMPLEMENTED;
+    RegionHook *a = (RegionHook *)self, *b = (RegionHook *)other;
+    int same = a->hook == b->hook && a->region == b->region;
+    return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
+static Py_hash_t hook_hash(RegionHook *self) {
+    Py_hash_t hash = PyObject_Hash(self->region != NULL ? self->region : Py_None);
+    if (hash == -1)
+        return -1;
+    hash ^= self->hook + 1;
+    return hash == -1 ? -2 : hash;
 }
 
 static PyObject *hook_self(RegionHook *self, void *Py_UNUSED(closure)) {
-    return Py_NewRef(self->region);
+    return Py_NewRef(self->region != NULL ? self->region : Py_None);
 }
 
 static PyObject *hook_name(PyObject *self, void *Py_UNUSED(closure)) {
@@ -87,11 +122,15 @@ static PyTypeObject RegionHookType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "pyacc._fastcall.RegionHook",
     .tp_basicsize = sizeof(RegionHook),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "DataRegion.__enter__ or __exit__, bound to one region.",
     .tp_vectorcall_offset = offsetof(RegionHook, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_dealloc = (destructor)hook_dealloc,
+    .tp_traverse = (traverseproc)hook_traverse,
+    .tp_clear = (inquiry)hook_clear,
+    .tp_richcompare = hook_richcompare,
+    .tp_hash = (hashfunc)hook_hash,
     .tp_getset = hook_getset,
 };
 
@@ -101,12 +140,13 @@ static PyObject *hook_new(PyObject *region, int hook) {
     if (g_hooks_free > 0) {
         bound = g_hooks[--g_hooks_free];
         PyObject_Init((PyObject *)bound, &RegionHookType);
-    } else if ((bound = PyObject_New(RegionHook, &RegionHookType)) == NULL) {
+    } else if ((bound = PyObject_GC_New(RegionHook, &RegionHookType)) == NULL) {
         return NULL;
     }
     bound->vectorcall = hook_vectorcall;
     bound->region = Py_NewRef(region);
     bound->hook = hook;
+    PyObject_GC_Track(bound);
     return (PyObject *)bound;
 }
 
@@ -135,6 +175,10 @@ static PyObject *descr_doc(PyObject *self, void *Py_UNUSED(closure)) {
     return PyUnicode_FromString(HOOK_DOCS[((RegionHookDescr *)self)->hook]);
 }
 
+static PyObject *descr_objclass(PyObject *self, void *Py_UNUSED(closure)) {
+    return Py_NewRef((PyObject *)&DataRegionType);
+}
+
 static PyObject *descr_qualname(PyObject *self, void *Py_UNUSED(closure)) {
     return PyUnicode_FromFormat("DataRegion.%s", HOOK_NAMES[((RegionHookDescr *)self)->hook]);
 }
@@ -147,6 +191,7 @@ static PyGetSetDef descr_getset[] = {
     {"__name__", (getter)descr_name, NULL, "__enter__ or __exit__", NULL},
     {"__qualname__", (getter)descr_qualname, NULL, "DataRegion.__enter__ or __exit__", NULL},
     {"__doc__", (getter)descr_doc, NULL, "what the hook does", NULL},
+    {"__objclass__", (getter)descr_objclass, NULL, "DataRegion", NULL},
     {NULL},
 };
 
@@ -154,7 +199,8 @@ static PyTypeObject RegionHookDescrType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "pyacc._fastcall.RegionHookDescr",
     .tp_basicsize = sizeof(RegionHookDescr),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    /* (a method descriptor: ``region.__enter__()`` and 3.14's ``with`` call it unbound) */
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
     .tp_doc = "DataRegion's __enter__ or __exit__ (bound without a method object).",
     .tp_vectorcall_offset = offsetof(RegionHookDescr, vectorcall),
     .tp_call = PyVectorcall_Call,

@@ -498,3 +498,42 @@ def test_data_region_c_a_hook_keeps_its_region_and_hooks_are_reused(emulated):
             assert acc.refcounts(a) == (1, 1) and inner in _devices.ICVS.region_stack
     assert acc.refcounts(a) == (0, 1)
     acc.delete(a)
+
+
+def test_data_region_c_a_region_keeping_its_own_hook_is_collected(emulated):
+    import gc
+    import weakref
+
+    a = np.ones(4)
+    acc.copyin(a)
+    region = acc.data(present=[a])
+    region.done = region.__exit__  # a cycle through the bound hook: the collector sees it
+    assert region.__exit__ == region.done and hash(region.__exit__) == hash(region.done)
+    assert region.__exit__ != region.__enter__ and region.__exit__ != acc.data(present=[a]).__exit__
+    assert acc.data.__enter__.__objclass__ is _fastcall.DataRegion
+    collected = weakref.ref(region)
+    del region
+    gc.collect()
+    assert collected() is None, "a region that keeps its own bound hook must be collected"
+    acc.delete(a)
+
+
+def test_data_region_c_a_malformed_state_is_refused_not_entered(emulated):
+    a = np.ones(4)
+    acc.copyin(a)
+    region = acc.data(present=[a])
+    region.__enter__()
+    values, fields = region.__getstate__()
+    clauses, arrays, runtime, entries, stack, state, mode = fields
+    for broken in ((clauses, arrays, runtime, entries, None, state, mode),  # entered, no stack
+                   (clauses, arrays, None, entries, stack, state, mode),  # entered, no runtime
+                   (clauses, arrays, runtime, None, stack, state, mode)):  # entered, no entries
+        with pytest.raises(ValueError, match="malformed"):
+            acc.data.__new__(acc.data).__setstate__((values, broken))
+    earlier = acc.data.__new__(acc.data)  # an earlier version's state: its arrays in a list
+    earlier.__setstate__((values, (clauses, list(arrays), runtime, entries, stack, 0, mode)))
+    with earlier:
+        assert acc.refcounts(a) == (2, 1)
+    region.__exit__(None, None, None)
+    assert acc.refcounts(a) == (0, 1)
+    acc.delete(a)
