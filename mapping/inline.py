@@ -20,6 +20,8 @@ Owns:
   long by its wait for the GIL, only lowers it), scaled up by the bytes of its
   arguments when they grew. A kernel never measured is predicted unknown (None) and
   goes to the worker, where it is measured;
+- ``microseconds_setting``: an environment setting in µs read and checked (this
+  crossover's, and the express lane's ``PYACC_GIL_HOLD_BELOW``);
 - each queue adapts its crossover to the program (``WorkerQueue._adapt``): when the host
   blocks in a wait for work that went to the worker (a time step that queues its
   kernels and waits at once: the overlap bought nothing), it doubles, up to ``MOST``
@@ -42,7 +44,7 @@ import time
 import numpy as np
 
 __all__ = ["Crossover", "RUNS", "MOST", "predict_kernel", "record_kernel", "arguments_bytes",
-           "ENVIRONMENT", "measure"]
+           "ENVIRONMENT", "measure", "microseconds_setting"]
 
 ENVIRONMENT = "PYACC_ASYNC_INLINE_BELOW"
 #: the most a queue's crossover grows to while the host keeps blocking in its waits
@@ -99,6 +101,25 @@ def record_kernel(kernel, seconds: float, nbytes: int, at_once: bool,
     RUNS[kernel] = (seconds, nbytes)
 
 
+def microseconds_setting(name: str, zero_means: str) -> float | None:
+    """Seconds the environment setting ``name`` gives as µs, or None when it is unset.
+
+    Raises:
+        ValueError: it is not a number of µs ≥ 0 (the message says what 0 means:
+            ``zero_means``).
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < float("inf"):  # (also NaN)
+        raise ValueError(f"{name}={raw!r}: expected a number of microseconds ≥ 0 (0: {zero_means})")
+    return value * 1e-6
+
+
 def arguments_bytes(args) -> int:
     """The bytes of the arrays among a kernel's arguments (what its run time scales with)."""
     total = 0
@@ -129,17 +150,8 @@ class Crossover:
         Raises:
             ValueError: ``$PYACC_ASYNC_INLINE_BELOW`` is not a number of µs ≥ 0.
         """
-        raw = os.environ.get(ENVIRONMENT, "").strip()
-        if raw:
-            try:
-                value = float(raw)
-            except ValueError:
-                value = -1.0
-            if not 0.0 <= value < float("inf"):  # (also NaN)
-                raise ValueError(f"{ENVIRONMENT}={raw!r}: expected a number of microseconds "
-                                 f"≥ 0 (0: async work always goes to the queue's thread)")
-            below = value * 1e-6
-        else:
+        below = microseconds_setting(ENVIRONMENT, "async work always goes to the queue's thread")
+        if below is None:
             below = self.measured()[0]
         announce, self.announce = self.announce, None
         if announce is not None:

@@ -54,17 +54,8 @@ def gil_hold_below() -> float:
     Raises:
         ValueError: the setting is not a number of µs ≥ 0.
     """
-    raw = os.environ.get(GIL_HOLD_BELOW, "").strip()
-    if not raw:
-        return 10e-6
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value < float("inf"):  # (also NaN)
-        raise ValueError(f"{GIL_HOLD_BELOW}={raw!r}: expected a number of microseconds ≥ 0 "
-                         f"(0: a kernel's run always gives the GIL back)")
-    return value * 1e-6
+    below = inline.microseconds_setting(GIL_HOLD_BELOW, "a kernel's run always gives the GIL back")
+    return 10e-6 if below is None else below
 
 
 def _load():
