@@ -25,9 +25,9 @@ lane then calls the dispatcher, as before):
   kernel's exception set, both as Numba's own CPython wrapper does (``numba.core.
   callwrapper``: the same ``call_conv.raise_error`` and ``from_native_return``).
 - ``holding``: the same shape's trampoline that keeps the GIL (``trampoline`` itself
-  when the kernel is not ``nogil``): the caller uses it for a kernel whose last call
-  was short, where releasing and taking back the GIL would cost more than another
-  thread gains (``pyacc/_prepared_call.c.h``).
+  when the kernel is not ``nogil``): the caller uses it for a call with the very words
+  of the kernel's last call, which was short, where giving the GIL back and taking it
+  again would cost more than another thread gains (``pyacc/_prepared_call.c.h``).
 - ``function``, ``environment``: ``words[0]`` and ``words[1]`` (kept alive by the
   dispatcher's overload, which the dispatcher keeps).
 - ``kinds``: one byte per argument: an array's ``ndim`` (0–32), or ``b"i"``, ``b"f"``,

@@ -30,8 +30,8 @@ Owns:
 
 Invariants: a prediction scales only up with bytes and is kept while runs at once over
 the same bytes stay within a quarter of it on its side of the crossover; a kernel that
-runs long at once is sent to the worker within log2(crossover / its prediction) + 1 runs; the environment is
-read when a queue is created (``below``), never per operation.
+runs long at once is sent to the worker within log2(crossover / its prediction) + 1
+runs; the environment is read when a queue is created (``below``), never per operation.
 """
 
 from __future__ import annotations

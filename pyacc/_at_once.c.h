@@ -37,7 +37,7 @@ static PyTypeObject *g_worker_queue;  /* mapping.queues.WorkerQueue (exact), or 
 static PyTypeObject *g_queue_set;     /* mapping.queues.QueueSet (exact), or NULL */
 static PyObject *g_take_at_once;      /* QueueSet.take_at_once (the function) */
 static PyObject *g_runs;              /* mapping.inline.RUNS: kernel -> (seconds, bytes) */
-static PyObject *g_record_kernel;     /* mapping.inline.record_kernel (records of another shape) */
+static PyObject *g_record_kernel;     /* mapping.inline.record_kernel (its globals are watched) */
 static double g_kept_within;          /* mapping.inline._KEPT_WITHIN: a run this close keeps a record */
 static PyObject *g_result_slots[2];   /* AsyncResult's _queue and _value slots, or NULL */
 /* What the C take and give-back stand for, watched (``python_unchanged``): a name
@@ -213,9 +213,9 @@ static int mark_taken(PyObject *queue) {
 
 /* The plan's queue for ``value``, held in C (``hold_idle``): 1 (``*queue``, a new
  * reference; ``*held``, its lock's release; ``*last``, the kernel's run record;
- * ``*below_seconds``, the queue's crossover), 0 not held (no such queue, not idle, predicted too long: the
- * call is queued), 2 the Python ``take_at_once`` decides (another kind of queue or
- * record), -1 error. */
+ * ``*below_seconds``, the queue's crossover), 0 not held (no such queue, not idle,
+ * predicted too long: the call is queued), 2 the Python ``take_at_once`` decides
+ * (another kind of queue or record), -1 error. */
 static int take_queue(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, PyObject **queue,
                       PyObject **held, RunRecord *last, double *below_seconds) {
     *queue = *held = NULL;
@@ -321,7 +321,6 @@ static Py_ssize_t plan_bytes(ExpressPlan *plan, PyObject *args) {
     }
     return total;
 }
-
 
 /* The queue for ``value`` taken: held in C (``take_queue``: ``*took`` says how), else
  * by the Python ``take_at_once`` (``took->held`` NULL). The queue, Py_None when not
@@ -460,11 +459,11 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
                                               size, Py_None, error ? error : Py_None, NULL);
         }
     } else {  /* no memory for the numbers: the queue given back all the same (end_inline) */
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
+        PyObject *type, *pending, *traceback;
+        PyErr_Fetch(&type, &pending, &traceback);
         Py_XDECREF(PyObject_CallMethodNoArgs(queue, s_end_inline));
         PyErr_Clear();
-        PyErr_Restore(type, value, traceback);
+        PyErr_Restore(type, pending, traceback);
     }
     Py_XDECREF(took_seconds);
     Py_XDECREF(size);
