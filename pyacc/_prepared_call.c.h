@@ -219,13 +219,11 @@ enum { HOLD_SAMPLE = 8 };
 /* The prepared call through ``words`` (its GIL kept or given back, as above); ``*seconds``
  * how long it took, when not NULL. */
 static PyObject *call_prepared(PreparedCall *n, const int64_t *words, double *seconds) {
-    if (n->holding == n->entry && seconds == NULL) {  /* (not nogil: nothing to decide) */
-        g_prepared_calls++;
+    g_prepared_calls++;
+    if (n->holding == n->entry && seconds == NULL)  /* (not nogil: nothing to decide) */
         return n->entry(words);
-    }
     size_t size = (size_t)n->nwords * sizeof(int64_t);
     int hold = n->hold && memcmp(words, n->short_words, size) == 0;
-    g_prepared_calls++;
     g_held_calls += hold && n->holding != n->entry;
     if (hold && seconds == NULL && ++n->untimed % HOLD_SAMPLE != 0)
         return n->holding(words);

@@ -23,18 +23,17 @@
 
 enum { HOOK_ENTER, HOOK_EXIT, HOOKS_KEPT = 16 };
 
+/* a descriptor; also the first fields of a RegionHook (``hook_name`` reads either) */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *region;  /* the DataRegion it is bound to (strong) */
     int hook;          /* HOOK_ENTER or HOOK_EXIT */
-} RegionHook;
+} RegionHookDescr;
 
 typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    int hook;
-} RegionHookDescr;
+    RegionHookDescr head;  /* its vectorcall and which hook */
+    PyObject *region;      /* the DataRegion it is bound to (strong) */
+} RegionHook;
 
 static const char *const HOOK_NAMES[2] = {"__enter__", "__exit__"};
 static const char *const HOOK_DOCS[2] = {"Enter the region (see the type's docs).", "Leave the region."};
@@ -60,12 +59,13 @@ static int no_keywords(int hook, PyObject *kwnames) {
 
 static PyObject *hook_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     RegionHook *bound = (RegionHook *)self;
-    if (!no_keywords(bound->hook, kwnames))
+    int hook = bound->head.hook;
+    if (!no_keywords(hook, kwnames))
         return NULL;
     if (bound->region == NULL)
         return PyErr_Format(PyExc_ReferenceError, "%s of a region the garbage collector cleared",
-                            HOOK_NAMES[bound->hook]);
-    return hook_run(bound->hook, bound->region, args, PyVectorcall_NARGS(nargsf));
+                            HOOK_NAMES[hook]);
+    return hook_run(hook, bound->region, args, PyVectorcall_NARGS(nargsf));
 }
 
 static int hook_traverse(RegionHook *self, visitproc visit, void *arg) {
@@ -92,7 +92,7 @@ static PyObject *hook_richcompare(PyObject *self, PyObject *other, int op) {
     if ((op != Py_EQ && op != Py_NE) || Py_TYPE(other) != Py_TYPE(self))
         Py_RETURN_NOTIMPLEMENTED;
     RegionHook *a = (RegionHook *)self, *b = (RegionHook *)other;
-    int same = a->hook == b->hook && a->region == b->region;
+    int same = a->head.hook == b->head.hook && a->region == b->region;
     return PyBool_FromLong(op == Py_EQ ? same : !same);
 }
 
@@ -100,7 +100,7 @@ static Py_hash_t hook_hash(RegionHook *self) {
     Py_hash_t hash = PyObject_Hash(self->region != NULL ? self->region : Py_None);
     if (hash == -1)
         return -1;
-    hash ^= self->hook + 1;
+    hash ^= self->head.hook + 1;
     return hash == -1 ? -2 : hash;
 }
 
@@ -108,8 +108,9 @@ static PyObject *hook_self(RegionHook *self, void *Py_UNUSED(closure)) {
     return Py_NewRef(self->region != NULL ? self->region : Py_None);
 }
 
+/* ``__name__`` of a descriptor or of a bound hook (both start as a RegionHookDescr) */
 static PyObject *hook_name(PyObject *self, void *Py_UNUSED(closure)) {
-    return PyUnicode_FromString(HOOK_NAMES[((RegionHook *)self)->hook]);
+    return PyUnicode_FromString(HOOK_NAMES[((RegionHookDescr *)self)->hook]);
 }
 
 static PyGetSetDef hook_getset[] = {
@@ -124,7 +125,7 @@ static PyTypeObject RegionHookType = {
     .tp_basicsize = sizeof(RegionHook),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "DataRegion.__enter__ or __exit__, bound to one region.",
-    .tp_vectorcall_offset = offsetof(RegionHook, vectorcall),
+    .tp_vectorcall_offset = offsetof(RegionHook, head.vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_dealloc = (destructor)hook_dealloc,
     .tp_traverse = (traverseproc)hook_traverse,
@@ -143,9 +144,9 @@ static PyObject *hook_new(PyObject *region, int hook) {
     } else if ((bound = PyObject_GC_New(RegionHook, &RegionHookType)) == NULL) {
         return NULL;
     }
-    bound->vectorcall = hook_vectorcall;
+    bound->head.vectorcall = hook_vectorcall;
+    bound->head.hook = hook;
     bound->region = Py_NewRef(region);
-    bound->hook = hook;
     PyObject_GC_Track(bound);
     return (PyObject *)bound;
 }
@@ -183,12 +184,8 @@ static PyObject *descr_qualname(PyObject *self, void *Py_UNUSED(closure)) {
     return PyUnicode_FromFormat("DataRegion.%s", HOOK_NAMES[((RegionHookDescr *)self)->hook]);
 }
 
-static PyObject *descr_name(PyObject *self, void *Py_UNUSED(closure)) {
-    return PyUnicode_FromString(HOOK_NAMES[((RegionHookDescr *)self)->hook]);
-}
-
 static PyGetSetDef descr_getset[] = {
-    {"__name__", (getter)descr_name, NULL, "__enter__ or __exit__", NULL},
+    {"__name__", (getter)hook_name, NULL, "__enter__ or __exit__", NULL},
     {"__qualname__", (getter)descr_qualname, NULL, "DataRegion.__enter__ or __exit__", NULL},
     {"__doc__", (getter)descr_doc, NULL, "what the hook does", NULL},
     {"__objclass__", (getter)descr_objclass, NULL, "DataRegion", NULL},

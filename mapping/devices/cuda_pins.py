@@ -121,8 +121,7 @@ class Pins:
             if found is None:
                 return
             self._ranges.pop(found[0])
-        self._backend.unregister(found[0])
-        del found  # the array may be freed now, not before
+        self._backend.unregister(found[0])  # (``found`` keeps the array alive until then)
 
     def locked_part(self, low: int, high: int, device_address: int):
         """``(begin, end)``: the part of the host bytes ``[low, high)`` inside the
@@ -150,9 +149,8 @@ class Pins:
             registered = list(self._by_block.values())
             self._by_block.clear()
             self._ranges.clear()
-        for begin in [first for first, _owner in registered]:
-            self._backend.unregister(begin)
-        del registered  # the arrays may be freed now, not before
+        for begin in [first for first, _owner in registered]:  # (``registered`` keeps every
+            self._backend.unregister(begin)                      # array alive until then)
         self.threshold = threshold_from_environment()
 
     def __len__(self) -> int:
