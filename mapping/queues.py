@@ -433,6 +433,9 @@ class QueueSet:
         sync_queue: the device's synchronous queue.
     """
 
+    #: (slots: the express lane reads ``_queues`` in place, ``pyacc/_at_once.c.h``)
+    __slots__ = ("sync", "_new_queue", "_identity", "_queues", "_lock")
+
     def __init__(self, new_queue, identity, sync_queue: Queue):
         self.sync = sync_queue
         self._new_queue = new_queue

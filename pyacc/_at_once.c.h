@@ -59,6 +59,7 @@ enum { Q_INLINES, Q_INLINE_BELOW, Q_COMPLETED, Q_SUBMITTED, Q_HOLDS, Q_CLOSED, Q
        Q_INLINE, Q_HANDED, Q_FIELDS };
 static SlotField g_queue_fields[Q_FIELDS];
 #define QUEUE_FIELD(name) (&g_queue_fields[Q_##name])
+static SlotField g_set_queues;  /* QueueSet's ``_queues`` (its dict of queues): in place */
 
 /* 1: every watched name still has its value of configure_async; 0: one was rebound;
  * -1: error. Memoized by the dicts' version tags (read again only when one changed). */
@@ -89,8 +90,13 @@ static PyObject *queue_set_of(PyObject *bound) {
     return Py_TYPE(owner) == g_queue_set ? Py_NewRef(owner) : NULL;
 }
 
-/* the truth of ``owner.<field>``: 1, 0, or -1 on error */
+/* the truth of ``owner.<field>``: 1, 0, or -1 on error (a bool in place: read as is) */
 static int field_true(PyObject *owner, const SlotField *field) {
+    if (field->offset) {
+        PyObject *held = *(PyObject **)((char *)owner + field->offset);
+        if (held == Py_False || held == Py_True)
+            return held == Py_True;
+    }
     PyObject *value = slot_field_get(owner, field);
     if (value == NULL)
         return -1;
@@ -112,13 +118,16 @@ static int give_queue_lock(PyObject *release) {
     return done;
 }
 
-/* A kernel's run record (``inline.RUNS[kernel]``): seconds over arguments of nbytes. */
-typedef struct { double seconds; Py_ssize_t nbytes; } RunRecord;
-
-/* ``inline.RUNS[kernel]`` read: 1 with ``*record``; 0: never measured; 2: a record of
- * another shape (the Python code decides); -1: error. */
-static int read_run(PyObject *kernel, RunRecord *record) {
-    PyObject *last = PyDict_GetItemWithError(g_runs, kernel);
+/* ``inline.RUNS[kernel]`` read (the plan's memo while RUNS is unchanged): 1 with
+ * ``*record``; 0: never measured; 2: a record of another shape (the Python code decides);
+ * -1: error. */
+static int read_run(ExpressPlan *plan, RunRecord *record) {
+    uint64_t tag = dict_tag(g_runs);
+    if (tag != 0 && tag == plan->taken.runs_tag) {
+        *record = plan->taken.run;
+        return 1;
+    }
+    PyObject *last = PyDict_GetItemWithError(g_runs, plan->kernel);
     if (last == NULL)
         return PyErr_Occurred() ? -1 : 0;
     if (!PyTuple_CheckExact(last) || PyTuple_GET_SIZE(last) != 2 ||
@@ -131,7 +140,23 @@ static int read_run(PyObject *kernel, RunRecord *record) {
     }
     record->seconds = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(last, 0));
     record->nbytes = measured;
+    plan->taken.run = *record;
+    plan->taken.runs_tag = tag;
     return 1;
+}
+
+/* The queue of async value ``value`` in a QueueSet's dict ``queues`` (borrowed; NULL:
+ * none, or an error when one is set), read from ``memo`` while that dict is unchanged. */
+static PyObject *queue_of(QueueMemo *memo, PyObject *queues, PyObject *value) {
+    uint64_t tag = dict_tag(queues);
+    int overflow = 1;
+    long number = PyLong_CheckExact(value) ? PyLong_AsLongAndOverflow(value, &overflow) : 0;
+    if (tag != 0 && !overflow && tag == memo->tag && number == memo->number)
+        return memo->queue;
+    PyObject *found = PyDict_GetItemWithError(queues, value);
+    if (found != NULL && tag != 0 && !overflow)
+        *memo = (QueueMemo){tag, number, found};
+    return found;
 }
 
 /* ``inline.predict_kernel``'s prediction from a record: seconds if nbytes <= measured
@@ -222,14 +247,14 @@ static int take_queue(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, PyO
     int unchanged = python_unchanged();
     if (unchanged != 1)
         return unchanged < 0 ? -1 : 2;
-    PyObject *queues = PyObject_GetAttr(plan->queue_set, s_queues);
+    PyObject *queues = slot_field_get(plan->queue_set, &g_set_queues);
     if (queues == NULL)
         return -1;
     if (!PyDict_CheckExact(queues)) {
         Py_DECREF(queues);
         return 2;
     }
-    PyObject *found = PyDict_GetItemWithError(queues, value);
+    PyObject *found = queue_of(&plan->taken.queue, queues, value);
     Py_XINCREF(found);
     Py_DECREF(queues);
     if (found == NULL)
@@ -238,7 +263,7 @@ static int take_queue(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, PyO
     if (Py_TYPE(found) == g_worker_queue) {
         taken = field_true(found, QUEUE_FIELD(INLINES));
         if (taken == 1)
-            taken = read_run(plan->kernel, last);
+            taken = read_run(plan, last);
         if (taken == 1) {
             PyObject *below = slot_field_get(found, QUEUE_FIELD(INLINE_BELOW));
             if (below == NULL)
@@ -263,7 +288,7 @@ static int take_queue(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, PyO
  * with its queue held in C: ``last`` the record ``take_queue`` read (another thread's
  * record meanwhile is overwritten: a prediction is only an optimization), ``below`` the
  * queue's crossover; -1 on error */
-static int record_run(PyObject *kernel, double seconds, Py_ssize_t nbytes, const RunRecord *last,
+static int record_run(ExpressPlan *plan, double seconds, Py_ssize_t nbytes, const RunRecord *last,
                       double below) {
     double predicted = predicted_of(last, nbytes);
     if (seconds > predicted && 2.0 * predicted < seconds)
@@ -285,16 +310,43 @@ static int record_run(PyObject *kernel, double seconds, Py_ssize_t nbytes, const
     }
     PyTuple_SET_ITEM(run, 0, items[0]);
     PyTuple_SET_ITEM(run, 1, items[1]);
-    int done = PyDict_SetItem(g_runs, kernel, run);
+    int done = PyDict_SetItem(g_runs, plan->kernel, run);
     Py_DECREF(run);
+    if (done == 0) {  /* the memo follows the record written (the tag it left) */
+        plan->taken.run = (RunRecord){seconds, nbytes};
+        plan->taken.runs_tag = dict_tag(g_runs);
+    }
     return done;
 }
 
-/* ``AsyncResult(queue, value)``: its two slots set (its __init__ sets nothing else) */
+/* ``AsyncResult(queue, value)``: its two slots set (its __init__ sets nothing else).
+ *
+ * The handle of a call that returns nothing (``value`` None) is kept (``g_idle_result``)
+ * and given again by a later such call once nobody else holds it (its only reference
+ * ours): a handle with no other holder cannot be told from a new one (no weak
+ * references, no state besides its two slots), so a loop of async calls that drops its
+ * handles makes none (~450 machine instructions each: allocation, two slot sets,
+ * ``subtype_dealloc``). A handle someone holds is never given twice. */
+static PyObject *g_idle_result;  /* the last AsyncResult(queue, None) made here, or NULL */
+
+/* ``slot`` (a member descriptor of AsyncResult) of ``result`` set to ``value`` in place */
+static void result_slot_set(PyObject *result, PyObject *slot, PyObject *value) {
+    PyObject **field = (PyObject **)((char *)result + ((PyMemberDescrObject *)slot)->d_member->offset);
+    if (*field != value)
+        Py_XSETREF(*field, Py_NewRef(value));
+}
+
 static PyObject *async_result(PyObject *queue, PyObject *value) {
     PyTypeObject *type = (PyTypeObject *)g_async_result;
     if (g_result_slots[0] == NULL)
         return PyObject_CallFunctionObjArgs(g_async_result, queue, value, NULL);
+    PyObject *kept = g_idle_result;
+    if (value == Py_None && kept != NULL && Py_REFCNT(kept) == 1 && Py_TYPE(kept) == type) {
+        Py_INCREF(kept);  /* (ours first: a queue freed by the slot set may run Python code) */
+        result_slot_set(kept, g_result_slots[0], queue);
+        result_slot_set(kept, g_result_slots[1], Py_None);
+        return kept;
+    }
     PyObject *result = type->tp_alloc(type, 0);
     if (result == NULL)
         return NULL;
@@ -305,6 +357,8 @@ static PyObject *async_result(PyObject *queue, PyObject *value) {
             return NULL;
         }
     }
+    if (value == Py_None)
+        Py_XSETREF(g_idle_result, Py_NewRef(result));
     return result;
 }
 
@@ -428,7 +482,7 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
     if (took.held != NULL) {
         int ran = give_back_held(took.held, queue, release, &result);
         if (ran == 1) {  /* the common case: record_kernel; AsyncResult */
-            PyObject *done = record_run(plan->kernel, seconds, nbytes, &took.last, took.below) < 0
+            PyObject *done = record_run(plan, seconds, nbytes, &took.last, took.below) < 0
                 ? NULL : async_result(queue, result);
             Py_DECREF(queue);
             Py_DECREF(result);
@@ -482,11 +536,14 @@ static PyObject *configure_async(PyObject *module, PyObject *args) {
                           &PyType_Type, &queue_set, &PyDict_Type, &runs, &kept_within, &record))
         return NULL;
     Py_XSETREF(g_async_result, Py_NewRef(result_type));
+    Py_CLEAR(g_idle_result);
     for (int i = 0; i < 2; i++) {  /* its slots, when they are plain member slots */
         PyObject *slot = PyObject_GetAttrString(result_type, i ? "_value" : "_queue");
         if (slot == NULL)
             PyErr_Clear();
-        else if (Py_TYPE(slot) != &PyMemberDescr_Type)
+        else if (Py_TYPE(slot) != &PyMemberDescr_Type ||
+                 ((PyMemberDescrObject *)slot)->d_member->type != T_OBJECT_EX ||
+                 ((PyMemberDescrObject *)slot)->d_member->offset <= 0)
             Py_CLEAR(slot);
         Py_XSETREF(g_result_slots[i], slot);
     }
@@ -516,6 +573,7 @@ static PyObject *configure_async(PyObject *module, PyObject *args) {
     for (int i = 0; i < Q_FIELDS; i++)
         slot_field_init(&g_queue_fields[i], (PyTypeObject *)worker, field_names[i]);
     Py_XSETREF(g_queue_set, (PyTypeObject *)Py_NewRef(queue_set));
+    slot_field_init(&g_set_queues, (PyTypeObject *)queue_set, s_queues);
     Py_XSETREF(g_runs, Py_NewRef(runs));
     Py_XSETREF(g_record_kernel, Py_NewRef(record));
     g_kept_within = kept_within;

@@ -29,6 +29,27 @@ typedef struct {
     PyTypeObject *type;
 } ScalarSlot;
 
+/* A kernel's run record (``inline.RUNS[kernel]``): seconds over arguments of nbytes. */
+typedef struct { double seconds; Py_ssize_t nbytes; } RunRecord;
+
+/* The queue of async value ``number`` in a QueueSet's dict of queues, as last looked up
+ * (``_at_once.c.h``, ``queue_of``), kept while that dict's version tag is unchanged: a tag,
+ * never 0 here, names one dict in one state (``_dict_tag.h``), and that dict holds the
+ * queue, so the borrowed pointer is valid. */
+typedef struct {
+    uint64_t tag;     /* the dict's tag when ``queue`` was found (0: none) */
+    long number;      /* the async value looked up */
+    PyObject *queue;  /* borrowed */
+} QueueMemo;
+
+/* What an async call run at once (``_at_once.c.h``) last looked up: its queue, and the
+ * kernel's run record while ``inline.RUNS``' tag is unchanged. */
+typedef struct {
+    QueueMemo queue;
+    uint64_t runs_tag;  /* ``inline.RUNS``' tag when ``run`` was read (0: none) */
+    RunRecord run;
+} TakeMemo;
+
 typedef struct {
     PyObject_HEAD
     PyObject *owner;       /* what the plan was made from (one plan per owner) */
@@ -56,6 +77,7 @@ typedef struct {
                             * C (_at_once.c.h: an exact QueueSet's own method), else NULL */
     PyObject *enqueue;     /* devices whose queues are not host threads (cuda): what hands an
                             * async call's kernel to its queue (_express.enqueuer), or NULL */
+    TakeMemo taken;        /* what _at_once.c.h's last take looked up (no references held) */
     Py_ssize_t narrays;
     ArraySlot *arrays;
     Py_ssize_t nscalars;

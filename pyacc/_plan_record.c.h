@@ -130,6 +130,7 @@ static ExpressPlan *new_plan(PyObject *record) {
     plan->substitutes = 0;
     plan->fixed_args = NULL;
     plan->held = (TableLock){0};
+    plan->taken = (TakeMemo){0};
     plan->prepared = (PreparedCall){PREPARED_UNASKED};
     plan->take_at_once = take_at_once == Py_None ? NULL : Py_NewRef(take_at_once);
     plan->queue_set = plan->take_at_once == NULL ? NULL : queue_set_of(plan->take_at_once);

@@ -33,6 +33,8 @@ static int queue_settled(PyObject *queue) {
     return settled;
 }
 
+static QueueMemo g_waited_queue;  /* the queue a wait last looked up (``queue_of``) */
+
 /* ``QueueSet.settled(numbers)`` over the exact QueueSet's dict of queues ``queues``:
  * every number a plain int >= 0 whose queue was never made or is settled (none: every
  * queue); 1, 0 (not, or not known here), -1 error */
@@ -50,7 +52,7 @@ static int numbers_settled(PyObject *queues, PyObject *const *numbers, Py_ssize_
         if (!PyLong_CheckExact(numbers[i]) || PyLong_AsLongAndOverflow(numbers[i], &overflow) < 0 ||
                 overflow)
             return PyErr_Occurred() ? -1 : 0;
-        PyObject *queue = PyDict_GetItemWithError(queues, numbers[i]);
+        PyObject *queue = queue_of(&g_waited_queue, queues, numbers[i]);
         if (queue == NULL) {
             if (PyErr_Occurred())
                 return -1;
@@ -87,7 +89,7 @@ static int wait_settled(PyObject *runtime, PyObject *const *numbers, Py_ssize_t 
     }
     int settled = 0;
     if (Py_TYPE(set) == g_queue_set) {
-        PyObject *queues = PyObject_GetAttr(set, s_queues);
+        PyObject *queues = slot_field_get(set, &g_set_queues);
         settled = queues == NULL ? -1 : PyDict_CheckExact(queues) ? numbers_settled(queues, numbers, count) : 0;
         Py_XDECREF(queues);
     }

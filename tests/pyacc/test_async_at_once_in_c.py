@@ -127,6 +127,58 @@ def test_the_queue_held_in_c_is_left_idle_and_uncounted(device):
     np.testing.assert_array_equal(x, 3.0)
 
 
+@acc.parallel_loop(reduction="+:total")
+def total_of(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        total += x[i]
+    return total
+
+
+def test_a_handle_someone_holds_is_never_given_to_another_call(device):
+    x = np.zeros(N)
+    with acc.data(copy=[x]):
+        warm(add_one, x=x)
+        warm(add_one, x=x, number=2)
+        held = [add_one(x, async_=1) for _ in range(3)]
+        assert len({id(handle) for handle in held}) == 3, "each held handle is its own"
+        dropped_then_other_queue = add_one(x, async_=2)  # (the kept handle may serve here)
+        assert dropped_then_other_queue not in held
+        assert dropped_then_other_queue._queue is queue(2), "a handle names its own call's queue"
+        assert [handle._queue for handle in held] == [queue(1)] * 3
+        assert all(handle._value is None and handle.result() is None for handle in held)
+        acc.wait()
+    np.testing.assert_array_equal(x, 4 + 3 + 1)
+
+
+def test_a_dropped_handle_served_again_names_the_new_call_s_queue(device):
+    x = np.zeros(N)
+    with acc.data(copy=[x]):
+        warm(add_one, x=x)
+        warm(add_one, x=x, number=2)
+        for number in (1, 2, 1, 2):
+            with python_code() as entered:
+                handle = add_one(x, async_=number)
+            assert took_in_c(entered)
+            assert handle._queue is queue(number) and handle._value is None
+            assert handle.done() and handle.result() is None
+            del handle
+        acc.wait()
+    np.testing.assert_array_equal(x, 4 + 4)
+
+
+def test_a_handle_with_a_value_is_its_own_and_keeps_it(device):
+    x = np.ones(N)
+    with acc.data(copyin=[x]):
+        for _ in range(3):  # measured, then at once
+            total_of(x, async_=1).result()
+        first, second = total_of(x, async_=1), total_of(x, async_=1)
+        assert first is not second
+        assert first.result() == second.result() == N
+        assert add_one(x, async_=1).result() is None and first.result() == N
+        acc.wait(1)
+
+
 def test_the_queue_is_held_while_the_kernel_runs_other_threads_wait(device):
     x = np.zeros(N)
     with acc.data(copy=[x]):
