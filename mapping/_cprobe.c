@@ -32,6 +32,7 @@
 #include <string.h>
 #include <structmember.h>
 
+#include "../pyacc/_counter_row.h"
 #include "../pyacc/_numpy_abi.h"
 #include "../pyacc/_dict_tag.h"
 #include "../pyacc/_table_lock.h"
@@ -200,7 +201,8 @@ typedef struct {
     /* the ranges' and entries' attributes the verbs read, in place where slots (``_slot_fields.h``) */
     SlotField bounds, values, version, dynamic, structured, kind, host_array, device_array;
     /* update's copies (``_lane_copies.c.h``: ``allow_copies``; NULL until then) */
-    PyObject *device_dict, *tally_alone, *stats_row;
+    PyObject *device_dict, *tally_alone;
+    CounterRow stats_row;  /* the device's statistics row, counted in place (_counter_row.h) */
     Py_ssize_t counted[4], upload_kind, download_kind, done_kind;
     uint64_t device_tag;  /* device_dict's tag when it was last found plain (0: none) */
 } Lane;
@@ -243,7 +245,7 @@ static int lane_init(Lane *self, PyObject *args, PyObject *kwargs) {
 static int lane_traverse(Lane *self, visitproc visit, void *arg) {
     Py_VISIT(self->table); Py_VISIT(self->ranges); Py_VISIT(self->runtime);
     Py_VISIT(self->entry_type); Py_VISIT(self->normal); Py_VISIT(self->active);
-    Py_VISIT(self->device_dict); Py_VISIT(self->tally_alone); Py_VISIT(self->stats_row);
+    Py_VISIT(self->device_dict); Py_VISIT(self->tally_alone); COUNTER_ROW_VISIT(self->stats_row);
     TABLE_LOCK_VISIT(self->held);
     return 0;
 }
@@ -251,7 +253,7 @@ static int lane_traverse(Lane *self, visitproc visit, void *arg) {
 static int lane_clear(Lane *self) {
     Py_CLEAR(self->table); Py_CLEAR(self->ranges); Py_CLEAR(self->runtime);
     Py_CLEAR(self->entry_type); Py_CLEAR(self->normal); Py_CLEAR(self->active);
-    Py_CLEAR(self->device_dict); Py_CLEAR(self->tally_alone); Py_CLEAR(self->stats_row);
+    Py_CLEAR(self->device_dict); Py_CLEAR(self->tally_alone); counter_row_close(&self->stats_row);
     table_lock_clear(&self->held);
     return 0;
 }

@@ -7,7 +7,8 @@
  *   allow_copies(device, tally_alone, stats_row, counted, kinds): turns the copies on
  *       (the runtime does, for a device whose class copies plainly: ``Device.
  *       copies_in_place``); ``stats_row`` is the statistics' row the lane counts in
- *       (``Stats.counter_row``), ``counted`` its four indices (uploads, their bytes,
+ *       (``Stats.counter_row``, an ``array('q')`` counted in place: ``pyacc/_counter_row.h``),
+ *       ``counted`` its four indices (uploads, their bytes,
  *       downloads, their bytes), ``kinds`` the event kinds (UPLOAD, DOWNLOAD, DONE).
  *   upload(x) / download(x) -> True | None: the copy of present ``x`` to or from its
  *       device array (OpenACC 3.3 §2.14.4, synchronous), counted as ``BUS.count`` would;
@@ -41,25 +42,33 @@ static int copies_names_init(void) {
 
 static PyObject *lane_allow_copies(Lane *self, PyObject *args) {
     PyObject *device, *alone, *row, *counted, *kinds;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!:allow_copies", &device, &PyList_Type, &alone, &PyList_Type,
+    if (!PyArg_ParseTuple(args, "OO!OO!O!:allow_copies", &device, &PyList_Type, &alone,
                           &row, &PyTuple_Type, &counted, &PyTuple_Type, &kinds))
         return NULL;
     Py_ssize_t c[4], k[3];
     if (!PyArg_ParseTuple(counted, "nnnn", &c[0], &c[1], &c[2], &c[3]) ||
             !PyArg_ParseTuple(kinds, "nnn", &k[0], &k[1], &k[2]))
         return NULL;
-    for (int i = 0; i < 4; i++)
-        if (c[i] < 0 || c[i] >= PyList_GET_SIZE(row) || (i < 3 && k[i] < 0)) {
-            PyErr_SetString(PyExc_ValueError, "allow_copies: a count index outside the statistics row, "
-                                              "or a negative event kind");
+    Py_ssize_t items = 0;  /* the row's items the counts need */
+    for (int i = 0; i < 4; i++) {
+        if (c[i] < 0 || (i < 3 && k[i] < 0)) {
+            PyErr_SetString(PyExc_ValueError, "allow_copies: a negative count index or event kind");
             return NULL;
         }
-    PyObject *dict = PyObject_GenericGetDict(device, NULL);
-    if (dict == NULL)
+        items = c[i] >= items ? c[i] + 1 : items;
+    }
+    CounterRow counts;
+    if (counter_row_open(&counts, row, items, "allow_copies") < 0)
         return NULL;
+    PyObject *dict = PyObject_GenericGetDict(device, NULL);
+    if (dict == NULL) {
+        counter_row_close(&counts);
+        return NULL;
+    }
     Py_XSETREF(self->device_dict, dict);
     Py_XSETREF(self->tally_alone, Py_NewRef(alone));
-    Py_XSETREF(self->stats_row, Py_NewRef(row));
+    counter_row_close(&self->stats_row);
+    self->stats_row = counts;
     memcpy(self->counted, c, sizeof c);
     self->upload_kind = k[0], self->download_kind = k[1], self->done_kind = k[2];
     self->device_tag = 0;
@@ -83,17 +92,6 @@ static int device_copies_plainly(Lane *self) {
     }
     self->device_tag = tag;
     return 1;
-}
-
-/* Adds ``amount`` to the statistics row's item ``index`` (the GIL makes it atomic). */
-static int count_in(PyObject *row, Py_ssize_t index, Py_ssize_t amount) {
-    PyObject *before = PyList_GET_ITEM(row, index), *change = PyLong_FromSsize_t(amount);
-    PyObject *after = change == NULL ? NULL : PyNumber_Add(before, change);
-    Py_XDECREF(change);
-    if (after == NULL)
-        return -1;
-    PyList_SetItem(row, index, after);  /* steals after, drops before */
-    return 0;
 }
 
 /* With the lock held: the copy between x and its device array in entry (True), or None. */
@@ -120,9 +118,8 @@ static PyObject *copy_entry(Lane *self, PyObject *entry, PyObject *x, int upload
     }
     Py_DECREF(device_array);
     Py_ssize_t first = upload ? 0 : 2;
-    if (count_in(self->stats_row, self->counted[first], 1) < 0 ||
-            count_in(self->stats_row, self->counted[first + 1], (Py_ssize_t)nbytes) < 0)
-        return NULL;
+    counter_row_add(&self->stats_row, self->counted[first], 1);
+    counter_row_add(&self->stats_row, self->counted[first + 1], (int64_t)nbytes);
     return Py_NewRef(Py_True);
 }
 

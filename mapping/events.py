@@ -26,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import array
 import enum
 import threading
 import time
@@ -315,18 +316,19 @@ class Stats:
         self._tables: list[dict] = []  # every thread's {device: row}
         self._baseline: dict[tuple[str, int], list[int]] = {}
         #: {device: row}: counted by callers outside Python (``counter_row``)
-        self._counter_rows: dict[tuple[str, int], list[int]] = {}
+        self._counter_rows: dict[tuple[str, int], array.array] = {}
         bus.subscribe_tally(self.add)
 
-    def counter_row(self, device: tuple[str, int]) -> list[int]:
+    def counter_row(self, device: tuple[str, int]) -> array.array:
         """A row of counts (``STAT_KEYS``' order) of ``device`` that callers outside Python
         add to in place (the express lane's launches, ``pyacc/_express_plan.c.h``; the data
         lane's copies, ``mapping/_lane_copies.c.h``), atomically under the GIL; one per
-        device, summed with every thread's rows."""
+        device, summed with every thread's rows. An ``array('q')``: C adds to its int64
+        items through its buffer (``pyacc/_counter_row.h``)."""
         with self._lock:
             row = self._counter_rows.get(device)
             if row is None:
-                row = self._counter_rows[device] = [0] * len(STAT_KEYS)
+                row = self._counter_rows[device] = array.array("q", bytes(8 * len(STAT_KEYS)))
                 self._tables.append({device: row})
             return row
 

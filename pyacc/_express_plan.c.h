@@ -61,7 +61,7 @@ typedef struct {
     PyObject *kernel;
     PyObject *check_default;  /* NULL: not read; else the expected innermost default */
     PyObject *env_values;  /* tuple: the expected values (None: unset) */
-    PyObject *launch_row;  /* the statistics' counter row of the device (``Stats.counter_row``) */
+    CounterRow launches;   /* the device's statistics row counted in place (``_counter_row.h``) */
     Py_ssize_t launch_index;  /* the launch count's index in it */
     PyObject *device_dict; /* the device's instance dict: no "launch" installed there */
     uint64_t memo_thread;  /* context memo: the thread (PyThreadState id, 0: none) on which */
@@ -103,7 +103,7 @@ static int plan_traverse(ExpressPlan *plan, visitproc visit, void *arg) {
     Py_VISIT(plan->kernel);
     Py_VISIT(plan->check_default);
     Py_VISIT(plan->env_values);
-    Py_VISIT(plan->launch_row);
+    COUNTER_ROW_VISIT(plan->launches);
     Py_VISIT(plan->device_dict);
     Py_VISIT(plan->fixed_args);
     TABLE_LOCK_VISIT(plan->held);
@@ -135,7 +135,7 @@ static void plan_dealloc(ExpressPlan *plan) {
     Py_XDECREF(plan->kernel);
     Py_XDECREF(plan->check_default);
     Py_XDECREF(plan->env_values);
-    Py_XDECREF(plan->launch_row);
+    counter_row_close(&plan->launches);
     Py_XDECREF(plan->device_dict);
     Py_XDECREF(plan->fixed_args);
     table_lock_clear(&plan->held);
@@ -336,12 +336,9 @@ static PyObject *kernel_arguments(ExpressPlan *plan, PyObject *args) {
     return device_args;
 }
 
-static int count_launch(ExpressPlan *plan) {
-    PyObject *row = plan->launch_row;
-    PyObject *count = PyNumber_Add(PyList_GET_ITEM(row, plan->launch_index), g_one);
-    if (count == NULL)
-        return -1;
-    return PyList_SetItem(row, plan->launch_index, count);  /* steals count */
+/* one more launch in the device's statistics (the GIL held) */
+static void count_launch(ExpressPlan *plan) {
+    counter_row_add(&plan->launches, plan->launch_index, 1);
 }
 
 static PyObject *failed(PyObject *self) {
@@ -407,8 +404,8 @@ static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
     PyObject *result = NULL;
     int kernel_failed = 0;
     PyObject *device_args = kernel_arguments(plan, args);
-    if (device_args != NULL && ensure_prepared(&plan->prepared, plan->kernel, device_args) == 0 &&
-            count_launch(plan) == 0) {
+    if (device_args != NULL && ensure_prepared(&plan->prepared, plan->kernel, device_args) == 0) {
+        count_launch(plan);
         result = call_kernel(&plan->prepared, plan->kernel, device_args, NULL);
         kernel_failed = result == NULL;
     }

@@ -72,6 +72,7 @@
 #include <structmember.h>
 #include <time.h>
 
+#include "_counter_row.h"
 #include "_dict_tag.h"
 #include "_direct_method.h"
 #include "_numpy_abi.h"

@@ -85,7 +85,7 @@ static PyObject *plan_field_names(void) {
 static ExpressPlan *new_plan(PyObject *record) {
     /* record: a launch-plan record, pyacc._express.ExpressPlan, its fields read by name
      * (PLAN_FIELDS): ranges and table None or both set, reads_default and exact truth
-     * values, env_values a tuple, launch_count (row list, index), device_dict a dict,
+     * values, env_values a tuple, launch_count (row array, index), device_dict a dict,
      * arrays ((slot, host array, device array|None), ...), scalars ((slot, type), ...),
      * take_at_once None or QueueSet.take_at_once, enqueue None or a callable (not both) */
     Py_ssize_t nargs, launch_index;
@@ -95,9 +95,9 @@ static ExpressPlan *new_plan(PyObject *record) {
     PyObject *spec = plan_fields(record);
     if (spec == NULL)
         return NULL;
-    int parsed = PyArg_ParseTuple(spec, "OnOOOOOpOO!(O!n)O!O!O!pOO", &owner, &nargs, &runtime, &ranges,
+    int parsed = PyArg_ParseTuple(spec, "OnOOOOOpOO!(On)O!O!O!pOO", &owner, &nargs, &runtime, &ranges,
                                   &table, &version, &kernel, &reads_default, &default_, &PyTuple_Type,
-                                  &env_values, &PyList_Type, &cell, &launch_index, &PyDict_Type,
+                                  &env_values, &cell, &launch_index, &PyDict_Type,
                                   &device_dict, &PyTuple_Type, &arrays, &PyTuple_Type, &scalars, &exact,
                                   &take_at_once, &enqueue);
     Py_DECREF(spec);  /* (the record keeps every field alive while the plan is made) */
@@ -112,15 +112,21 @@ static ExpressPlan *new_plan(PyObject *record) {
         PyErr_SetString(PyExc_ValueError, "FastCall._arm_plan: a table needs its version holder");
         return NULL;
     }
-    if (launch_index < 0 || launch_index >= PyList_GET_SIZE(cell) || PyTuple_GET_SIZE(env_values) != PyTuple_GET_SIZE(g_env_keys)) {
+    if (launch_index < 0 || PyTuple_GET_SIZE(env_values) != PyTuple_GET_SIZE(g_env_keys)) {
         PyErr_SetString(PyExc_ValueError, "FastCall._arm: a malformed plan");
         return NULL;
     }
-    ExpressPlan *plan = PyObject_GC_New(ExpressPlan, &ExpressPlanType);
-    if (plan == NULL)
+    CounterRow launches;  /* the launch count's row, held by the plan from here */
+    if (counter_row_open(&launches, cell, launch_index + 1, "FastCall._arm") < 0)
         return NULL;
+    ExpressPlan *plan = PyObject_GC_New(ExpressPlan, &ExpressPlanType);
+    if (plan == NULL) {
+        counter_row_close(&launches);
+        return NULL;
+    }
     plan->owner = plan->runtime = plan->ranges = plan->table = plan->version = NULL;
-    plan->kernel = plan->check_default = plan->env_values = plan->launch_row = NULL;
+    plan->kernel = plan->check_default = plan->env_values = NULL;
+    plan->launches = launches;
     plan->device_dict = NULL;
     plan->memo_thread = plan->memo_epoch = plan->memo_env_tag = plan->memo_device_tag = 0;
     plan->nargs = nargs;
@@ -144,7 +150,6 @@ static ExpressPlan *new_plan(PyObject *record) {
     KEEP(kernel, kernel);
     plan->check_default = reads_default ? (Py_INCREF(default_), default_) : NULL;
     KEEP(env_values, env_values);
-    KEEP(launch_row, cell);
     plan->launch_index = launch_index;
     KEEP(device_dict, device_dict);
 #undef KEEP

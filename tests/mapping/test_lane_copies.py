@@ -215,3 +215,25 @@ def test_a_listener_that_subscribes_while_an_update_waits_for_the_lock_sees_it(e
     worker.join(5)
     assert done.is_set() and [event.kind for event in seen] == [EventKind.UPLOAD]
     acc.delete(a)
+
+
+def test_the_lanes_count_in_place_in_the_devices_int64_statistics_row(emulated):
+    """``Stats.counter_row`` is an ``array('q')`` the C lanes add to through its buffer
+    (pyacc/_counter_row.h): held by them, it cannot be resized; a row of another kind is
+    refused with an error naming the call."""
+    from pyacc.mapping.events import STATS
+    row = STATS.counter_row(_devices.current_runtime().device.identity)
+    assert row.typecode == "q"
+    a = np.ones(4)
+    acc.copyin(a)
+    before = list(row)
+    acc.update_device(a)
+    assert sum(after - first for after, first in zip(row, before)) == 1 + 32, \
+        "one upload and its 32 bytes, counted in the row itself"
+    with pytest.raises(BufferError):
+        row.append(0)  # held by the lane: its counts stay where C adds to them
+    lane = _lane()
+    for bad in ([0] * len(row), np.zeros(len(row), dtype=np.int32), row[:1]):
+        with pytest.raises(TypeError, match=r"allow_copies: the statistics row must be a writable array\(.q.\)"):
+            lane.allow_copies(object(), [True], bad, (0, 1, 2, 3), (0, 1, 2))
+    acc.delete(a)
