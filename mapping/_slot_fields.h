@@ -48,6 +48,29 @@ static inline PyObject *slot_field_get(PyObject *object, const SlotField *field)
     return PyObject_GetAttr(object, field->name);
 }
 
+/* A field read from objects of whichever type was met last: its ``SlotField`` learnt once
+ * per type (a reader of several types' objects learns again at each change of type). */
+typedef struct {
+    PyObject *type;   /* the type last met (a strong reference: its offsets hold), or NULL */
+    SlotField field;  /* the field in it */
+} TypedField;
+
+/* ``owner.<name>`` (a new reference; NULL with an exception set) through ``typed``. */
+static PyObject *typed_field_get(TypedField *typed, PyObject *owner, PyObject *name) {
+    PyTypeObject *type = Py_TYPE(owner);
+    if ((PyObject *)type != typed->type) {
+        /* both set before the old type is released: its deallocation may run Python
+           code, and another thread may read the two meanwhile */
+        SlotField field;
+        slot_field_init(&field, type, name);
+        PyObject *old = typed->type;
+        typed->type = Py_NewRef((PyObject *)type);
+        typed->field = field;
+        Py_XDECREF(old);
+    }
+    return slot_field_get(owner, &typed->field);
+}
+
 /* Set the field to ``value`` (a new reference is taken); -1 with an exception set. */
 static inline int slot_field_set(PyObject *object, const SlotField *field, PyObject *value) {
     if (!field->offset)

@@ -46,8 +46,8 @@ typedef struct {
 
 typedef struct {
     PyObject *lock, *acquire, *release;  /* the (other kind of) lock last seen, its bound methods */
-    PyObject *owner_type;   /* the type of the object whose ``_lock`` was last read */
-    SlotField lock_field;   /* ``_lock`` in it: in place where a slot (``_slot_fields.h``) */
+    TypedField lock_of;     /* ``_lock`` in the type of its owner last met: in place where a
+                             * slot (``_slot_fields.h``) */
 } TableLock;
 
 static PyTypeObject *tl_reentrant;  /* TableLock's type, once met (or set by _cprobe) */
@@ -141,31 +141,20 @@ static int table_lock_init(void) {
 
 #define TABLE_LOCK_VISIT(bound) \
     do { Py_VISIT((bound).lock); Py_VISIT((bound).acquire); Py_VISIT((bound).release); \
-         Py_VISIT((bound).owner_type); } while (0)
+         Py_VISIT((bound).lock_of.type); } while (0)
 
 static void table_lock_clear(TableLock *bound) {
     Py_CLEAR(bound->lock);
     Py_CLEAR(bound->acquire);
     Py_CLEAR(bound->release);
-    Py_CLEAR(bound->owner_type);
+    Py_CLEAR(bound->lock_of.type);
 }
 
 /* ``owner._lock`` (a new reference; NULL with an exception set): read in place when it is
  * a ``__slots__`` member of the owner's type (its field learnt once per type,
  * ``slot_field_init``), else by name (``PyObject_GetAttr``, ~150 instructions). */
 static PyObject *tl_lock_of(TableLock *bound, PyObject *owner) {
-    PyTypeObject *type = Py_TYPE(owner);
-    if ((PyObject *)type != bound->owner_type) {
-        /* both fields set before the old type is released: its deallocation may run
-           Python code, and another thread may read the two meanwhile */
-        SlotField field;
-        slot_field_init(&field, type, tl_lock_name);
-        PyObject *old = bound->owner_type;
-        bound->owner_type = Py_NewRef((PyObject *)type);
-        bound->lock_field = field;
-        Py_XDECREF(old);
-    }
-    return slot_field_get(owner, &bound->lock_field);
+    return typed_field_get(&bound->lock_of, owner, tl_lock_name);
 }
 
 /* ``table``'s lock, acquired: 0, and ``*release`` is what gives it back (a new reference,
