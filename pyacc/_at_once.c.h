@@ -475,14 +475,16 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
         return MISS;
     }
     /* from here the queue is taken: given back below, whatever happens */
-    double seconds = 0.0;
+    double seconds = 0.0;  /* (UNTIMED: a kept call not sampled, when C holds the queue) */
     count_launch(plan);
-    result = call_kernel(prepared, plan->kernel, device_args, &seconds);
+    result = call_kernel(prepared, plan->kernel, device_args, took.held ? TIME_SAMPLED : TIME_ALWAYS,
+                         &seconds);
     Py_DECREF(device_args);
     if (took.held != NULL) {
         int ran = give_back_held(took.held, queue, release, &result);
         if (ran == 1) {  /* the common case: record_kernel; AsyncResult */
-            PyObject *done = record_run(plan, seconds, nbytes, &took.last, took.below) < 0
+            PyObject *done = seconds != UNTIMED && record_run(plan, seconds, nbytes, &took.last,
+                                                              took.below) < 0
                 ? NULL : async_result(queue, result);
             Py_DECREF(queue);
             Py_DECREF(result);
@@ -497,7 +499,7 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
     }
     PyObject *error = result == NULL ? fetch_error() : NULL;  /* kept, not raised here */
     PyObject *done = NULL;
-    PyObject *took_seconds = PyFloat_FromDouble(seconds);
+    PyObject *took_seconds = PyFloat_FromDouble(seconds < 0.0 ? 0.0 : seconds);  /* (untimed: a failure's) */
     PyObject *size = PyLong_FromSsize_t(nbytes);
     if (took_seconds != NULL && size != NULL) {
         if (result != NULL) {

@@ -412,7 +412,7 @@ static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
     PyObject *device_args = kernel_arguments(plan, args);
     if (device_args != NULL && ensure_prepared(&plan->prepared, plan->kernel, device_args) == 0) {
         count_launch(plan);
-        result = call_kernel(&plan->prepared, plan->kernel, device_args, NULL);
+        result = call_kernel(&plan->prepared, plan->kernel, device_args, TIME_NONE, NULL);
         kernel_failed = result == NULL;
     }
     Py_XDECREF(device_args);

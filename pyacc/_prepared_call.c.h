@@ -216,17 +216,28 @@ static double now(void) {
 static double g_hold_below = 10e-6;
 enum { HOLD_SAMPLE = 8 };
 
+/* What a caller asks of a kernel's run time (``call_kernel``): nothing; every call's; or
+ * the time of a call that is not kept (other words, or after a long run) and of one kept
+ * call in ``HOLD_SAMPLE``, the others reported as ``UNTIMED`` (an async call run at once
+ * keeps its kernel's run record then: ``_at_once.c.h``). A clock read costs ~23 ns on a
+ * VM (``rdtsc`` trapped or slowed): two per call were a fifth of a short async call. */
+typedef enum { TIME_NONE, TIME_ALWAYS, TIME_SAMPLED } Timing;
+#define UNTIMED (-1.0)
+
 /* The prepared call through ``words`` (its GIL kept or given back, as above); ``*seconds``
- * how long it took, when not NULL. */
-static PyObject *call_prepared(PreparedCall *n, const int64_t *words, double *seconds) {
+ * how long it took, as ``timing`` asks (NULL with TIME_NONE). */
+static PyObject *call_prepared(PreparedCall *n, const int64_t *words, Timing timing, double *seconds) {
     g_prepared_calls++;
-    if (n->holding == n->entry && seconds == NULL)  /* (not nogil: nothing to decide) */
+    if (n->holding == n->entry && timing == TIME_NONE)  /* (not nogil: nothing to decide) */
         return n->entry(words);
     size_t size = (size_t)n->nwords * sizeof(int64_t);
     int hold = n->hold && memcmp(words, n->short_words, size) == 0;
     g_held_calls += hold && n->holding != n->entry;
-    if (hold && seconds == NULL && ++n->untimed % HOLD_SAMPLE != 0)
+    if (hold && timing != TIME_ALWAYS && ++n->untimed % HOLD_SAMPLE != 0) {
+        if (seconds != NULL)
+            *seconds = UNTIMED;
         return n->holding(words);
+    }
     double start = now();
     PyObject *result = (hold ? n->holding : n->entry)(words);
     double took = now() - start;
@@ -239,14 +250,16 @@ static PyObject *call_prepared(PreparedCall *n, const int64_t *words, double *se
 }
 
 /* ``kernel`` called with ``args``: through its prepared call ``n`` when it has one, the
- * arguments fit it and no profiler listens, else by the dispatcher; ``*seconds``: how
- * long it took (NULL: not asked). The caller has asked for ``n`` (``ensure_prepared``)
- * before counting or timing the call. */
-static PyObject *call_kernel(PreparedCall *n, PyObject *kernel, PyObject *args, double *seconds) {
+ * arguments fit it and no profiler listens, else by the dispatcher (timed whenever a time
+ * is asked); ``*seconds``: how long it took, as ``timing`` asks (NULL with TIME_NONE).
+ * The caller has asked for ``n`` (``ensure_prepared``) before counting or timing the
+ * call. */
+static PyObject *call_kernel(PreparedCall *n, PyObject *kernel, PyObject *args, Timing timing,
+                             double *seconds) {
     int64_t words[PREPARED_WORDS];
     if (n->state == PREPARED_READY && !profiled() && prepared_words(n, args, words))
-        return call_prepared(n, words, seconds);
-    if (seconds == NULL)
+        return call_prepared(n, words, timing, seconds);
+    if (timing == TIME_NONE)
         return PyObject_Call(kernel, args, NULL);
     double start = now();
     PyObject *result = PyObject_Call(kernel, args, NULL);

@@ -262,7 +262,37 @@ def test_a_run_within_a_quarter_of_the_record_keeps_it(device):
     assert x[0] > 202.0 and np.all(x == x[0])
 
 
-def test_the_run_record_follows_record_kernel_at_once(device):
+@pytest.fixture
+def every_run_timed():
+    """Calls never keep the GIL (``PYACC_GIL_HOLD_BELOW=0``), so each run at once is timed."""
+    from pyacc import _fastcall
+    from pyacc.compiler import cpu_plans
+    _fastcall.configure_prepared(cpu_plans.prepare, 0.0)
+    yield
+    _fastcall.configure_prepared(cpu_plans.prepare, acc._express.gil_hold_below())
+
+
+def test_a_kept_call_at_once_is_timed_one_in_eight_its_record_kept_meanwhile(device):
+    """A call repeated with the same words after a short run (it keeps the GIL) is timed
+    one call in 8 (``TIME_SAMPLED``, pyacc/_prepared_call.c.h): the others leave the
+    kernel's run record as it is, so a record that no longer fits is mended within 8
+    calls, and the clock is read for an eighth of them."""
+    x = np.zeros(N)
+    with acc.data(copy=[x]):
+        warm(add_one, x=x)
+        (key,) = [k for k, run in inline.RUNS.items() if run[1] == x.nbytes]
+        mended = 0
+        for _ in range(16):  # (no profiler: one sends the kernel to its dispatcher, timed)
+            inline.RUNS[key] = (1e-12, x.nbytes)  # a run at once would at most double it
+            add_one(x, async_=1)
+            assert acc.async_test(1) and not queue(1)._handed, "run at once"
+            mended += inline.RUNS[key] != (1e-12, x.nbytes)
+        assert 2 <= mended <= 8, f"{mended} of 16 kept calls timed: one in 8 expected"
+        acc.wait(1)
+    np.testing.assert_array_equal(x, 2 + 16)
+
+
+def test_the_run_record_follows_record_kernel_at_once(device, every_run_timed):
     x = np.zeros(N)
     with acc.data(copy=[x]):
         warm(add_one, x=x)
