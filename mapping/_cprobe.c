@@ -510,7 +510,15 @@ static PyTypeObject LaneType = {
     .tp_members = lane_members,
 };
 
+/* lock_try() -> how a TableLock tries its lock without waiting (pyacc/_table_lock.h) */
+static PyObject *lock_try(PyObject *module, PyObject *unused) {
+    return PyUnicode_FromString(tl_semaphores ? "sem_trywait" : "PyThread_acquire_lock_timed");
+}
+
 static PyMethodDef methods[] = {
+    {"lock_try", lock_try, METH_NOARGS,
+     "lock_try() -> how a TableLock tries its lock without waiting: 'sem_trywait' where CPython's "
+     "locks are POSIX semaphores, else 'PyThread_acquire_lock_timed' (pyacc/_table_lock.h)."},
     {"plain_block", (PyCFunction)plain_block, METH_O,
      "plain_block(x) -> whether x is a numpy.ndarray (not a subclass) of one C- or F-ordered block."},
     {"same_layout", (PyCFunction)(void (*)(void))same_layout, METH_FASTCALL,
