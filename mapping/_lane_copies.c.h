@@ -49,16 +49,16 @@ static PyObject *lane_allow_copies(Lane *self, PyObject *args) {
     if (!PyArg_ParseTuple(counted, "nnnn", &c[0], &c[1], &c[2], &c[3]) ||
             !PyArg_ParseTuple(kinds, "nnn", &k[0], &k[1], &k[2]))
         return NULL;
-    Py_ssize_t items = 0;  /* the row's items the counts need */
+    Py_ssize_t top = 0;  /* the highest index the counts add to */
     for (int i = 0; i < 4; i++) {
         if (c[i] < 0 || (i < 3 && k[i] < 0)) {
             PyErr_SetString(PyExc_ValueError, "allow_copies: a negative count index or event kind");
             return NULL;
         }
-        items = c[i] >= items ? c[i] + 1 : items;
+        top = c[i] > top ? c[i] : top;
     }
     CounterRow counts;
-    if (counter_row_open(&counts, row, items, "allow_copies") < 0)
+    if (counter_row_open(&counts, row, top, "allow_copies") < 0)
         return NULL;
     PyObject *dict = PyObject_GenericGetDict(device, NULL);
     if (dict == NULL) {

@@ -151,11 +151,11 @@ static PyObject *queue_of(QueueMemo *memo, PyObject *queues, PyObject *value) {
     uint64_t tag = dict_tag(queues);
     int overflow = 1;
     long number = PyLong_CheckExact(value) ? PyLong_AsLongAndOverflow(value, &overflow) : 0;
-    if (tag != 0 && !overflow && tag == memo->tag && number == memo->number)
+    if (tag != 0 && !overflow && tag == memo->tag && queues == memo->dict && number == memo->number)
         return memo->queue;
     PyObject *found = PyDict_GetItemWithError(queues, value);
     if (found != NULL && tag != 0 && !overflow)
-        *memo = (QueueMemo){tag, number, found};
+        *memo = (QueueMemo){tag, queues, number, found};
     return found;
 }
 
@@ -247,6 +247,8 @@ static int take_queue(ExpressPlan *plan, PyObject *value, Py_ssize_t nbytes, PyO
     int unchanged = python_unchanged();
     if (unchanged != 1)
         return unchanged < 0 ? -1 : 2;
+    if (Py_TYPE(plan->queue_set) != g_queue_set)  /* (g_set_queues is that type's field) */
+        return 2;
     PyObject *queues = slot_field_get(plan->queue_set, &g_set_queues);
     if (queues == NULL)
         return -1;
@@ -499,7 +501,8 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
     }
     PyObject *error = result == NULL ? fetch_error() : NULL;  /* kept, not raised here */
     PyObject *done = NULL;
-    PyObject *took_seconds = PyFloat_FromDouble(seconds < 0.0 ? 0.0 : seconds);  /* (untimed: a failure's) */
+    /* (a kept call not sampled failed: its record's time, which recording keeps as is) */
+    PyObject *took_seconds = PyFloat_FromDouble(seconds == UNTIMED ? took.last.seconds : seconds);
     PyObject *size = PyLong_FromSsize_t(nbytes);
     if (took_seconds != NULL && size != NULL) {
         if (result != NULL) {

@@ -22,21 +22,21 @@ typedef struct {
 } CounterRow;
 
 /* ``row`` opened on ``array`` (an ``array.array('q')``, or any writable contiguous buffer
- * of int64 'q' items) with at least ``items`` items: 0; -1 with TypeError set naming
- * ``what`` (nothing held). */
-static int counter_row_open(CounterRow *row, PyObject *array, Py_ssize_t items, const char *what) {
+ * of int64 'q' items) that has an item ``top`` (the highest index its user adds to): 0;
+ * -1 with TypeError set naming ``what`` (nothing held). */
+static int counter_row_open(CounterRow *row, PyObject *array, Py_ssize_t top, const char *what) {
     Py_buffer view;
     int opened = PyObject_GetBuffer(array, &view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS);
     if (opened == 0 && view.itemsize == (Py_ssize_t)sizeof(int64_t) && view.format != NULL &&
-            strcmp(view.format, "q") == 0 && view.len / view.itemsize >= items) {
+            strcmp(view.format, "q") == 0 && top >= 0 && top < view.len / view.itemsize) {
         row->view = view;
         return 0;
     }
     if (opened == 0)
         PyBuffer_Release(&view);
     PyErr_Clear();  /* (the buffer protocol's own message names no statistics row) */
-    PyErr_Format(PyExc_TypeError, "%s: the statistics row must be a writable array('q') of at "
-                 "least %zd counts (Stats.counter_row), not %.100s", what, items, Py_TYPE(array)->tp_name);
+    PyErr_Format(PyExc_TypeError, "%s: the statistics row must be a writable array('q') with a "
+                 "count at index %zd (Stats.counter_row), not %.100s", what, top, Py_TYPE(array)->tp_name);
     return -1;
 }
 

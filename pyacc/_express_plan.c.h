@@ -38,6 +38,7 @@ typedef struct { double seconds; Py_ssize_t nbytes; } RunRecord;
  * queue, so the borrowed pointer is valid. */
 typedef struct {
     uint64_t tag;     /* the dict's tag when ``queue`` was found (0: none) */
+    PyObject *dict;   /* that dict (its address only: tags are per interpreter from 3.12) */
     long number;      /* the async value looked up */
     PyObject *queue;  /* borrowed */
 } QueueMemo;

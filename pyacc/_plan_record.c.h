@@ -117,7 +117,7 @@ static ExpressPlan *new_plan(PyObject *record) {
         return NULL;
     }
     CounterRow launches;  /* the launch count's row, held by the plan from here */
-    if (counter_row_open(&launches, cell, launch_index + 1, "FastCall._arm") < 0)
+    if (counter_row_open(&launches, cell, launch_index, "FastCall._arm") < 0)
         return NULL;
     ExpressPlan *plan = PyObject_GC_New(ExpressPlan, &ExpressPlanType);
     if (plan == NULL) {

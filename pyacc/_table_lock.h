@@ -65,7 +65,11 @@ static int64_t tl_now_us(void) {
 
 /* 1 when CPython's locks are POSIX semaphores (``tl_semaphores_found``), tried with
  * ``sem_trywait`` (``tl_try``) */
+#ifdef TL_SEMAPHORES
 static int tl_semaphores;
+#else
+#define tl_semaphores 0
+#endif
 
 /* One try for ``lock``, never waiting: 1 taken, 0 not. CPython's own try
  * (``PyThread_acquire_lock_timed(lock, 0, 0)``) reads the monotonic clock for a deadline

@@ -234,6 +234,6 @@ def test_the_lanes_count_in_place_in_the_devices_int64_statistics_row(emulated):
         row.append(0)  # held by the lane: its counts stay where C adds to them
     lane = _lane()
     for bad in ([0] * len(row), np.zeros(len(row), dtype=np.int32), row[:1]):
-        with pytest.raises(TypeError, match=r"allow_copies: the statistics row must be a writable array\(.q.\)"):
+        with pytest.raises(TypeError, match=r"allow_copies: the statistics row must be a writable array\(.q.\) with a count at index 3"):
             lane.allow_copies(object(), [True], bad, (0, 1, 2, 3), (0, 1, 2))
     acc.delete(a)

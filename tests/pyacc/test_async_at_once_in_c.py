@@ -214,7 +214,17 @@ def test_the_queue_is_held_while_the_kernel_runs_other_threads_wait(device):
     np.testing.assert_allclose(x, 2.0)
 
 
-def test_a_run_within_a_quarter_of_the_record_keeps_it(device):
+@pytest.fixture
+def every_run_timed():
+    """Calls never keep the GIL (``PYACC_GIL_HOLD_BELOW=0``), so each run at once is timed."""
+    from pyacc import _fastcall
+    from pyacc.compiler import cpu_plans
+    _fastcall.configure_prepared(cpu_plans.prepare, 0.0)
+    yield
+    _fastcall.configure_prepared(cpu_plans.prepare, acc._express.gil_hold_below())
+
+
+def test_a_run_within_a_quarter_of_the_record_keeps_it(device, every_run_timed):
     x = np.zeros(N)
     with acc.data(copy=[x]):
         warm(add_one, x=x)
@@ -260,16 +270,6 @@ def test_a_run_within_a_quarter_of_the_record_keeps_it(device):
         assert inline.RUNS[key] == (1.3, 2 * x.nbytes)
         acc.wait(1)
     assert x[0] > 202.0 and np.all(x == x[0])
-
-
-@pytest.fixture
-def every_run_timed():
-    """Calls never keep the GIL (``PYACC_GIL_HOLD_BELOW=0``), so each run at once is timed."""
-    from pyacc import _fastcall
-    from pyacc.compiler import cpu_plans
-    _fastcall.configure_prepared(cpu_plans.prepare, 0.0)
-    yield
-    _fastcall.configure_prepared(cpu_plans.prepare, acc._express.gil_hold_below())
 
 
 def test_a_kept_call_at_once_is_timed_one_in_eight_its_record_kept_meanwhile(device):
