@@ -7,8 +7,8 @@
  * kernel's run (``hold_idle``: its lock taken and kept while the kernel runs, when
  * ``WorkerQueue.begin_inline``'s test finds it idle; no count changes, see there), the
  * run recorded as ``inline.record_kernel`` records it (``record_run``), and the call's
- * ``AsyncResult``, made without its Python ``__init__`` (its two slots set;
- * ``configure_async``, which also tells ``_queue_settled.c.h`` the queue types). A kernel
+ * ``AsyncResult`` (``_async_handle.c.h``); ``configure_async`` also tells
+ * ``_queue_settled.c.h`` the queue types. A kernel
  * that fails marks the queue as ``begin_inline`` does (``mark_taken``) and leaves the
  * rest to ``self._ran_at_once`` (Python: the error kept for the covering wait,
  * ``WorkerQueue.end_inline``).
@@ -39,7 +39,6 @@ static PyObject *g_take_at_once;      /* QueueSet.take_at_once (the function) */
 static PyObject *g_runs;              /* mapping.inline.RUNS: kernel -> (seconds, bytes) */
 static PyObject *g_record_kernel;     /* mapping.inline.record_kernel (its globals are watched) */
 static double g_kept_within;          /* mapping.inline._KEPT_WITHIN: a run this close keeps a record */
-static PyObject *g_result_slots[2];   /* AsyncResult's _queue and _value slots, or NULL */
 /* What the C take and give-back stand for, watched (``python_unchanged``): a name
  * rebound in one of these dicts (a test's spy, a patch) sends the calls to Python. */
 enum { WATCHED_DICTS = 3, WATCHED_NAMES = 8 };
@@ -321,49 +320,6 @@ static int record_run(ExpressPlan *plan, double seconds, Py_ssize_t nbytes, cons
     return done;
 }
 
-/* ``AsyncResult(queue, value)``: its two slots set (its __init__ sets nothing else).
- *
- * The handle of a call that returns nothing (``value`` None) is kept (``g_idle_result``)
- * and given again by a later such call once nobody else holds it (its only reference
- * ours): a handle with no other holder cannot be told from a new one (no weak
- * references, no state besides its two slots), so a loop of async calls that drops its
- * handles makes none (~450 machine instructions each: allocation, two slot sets,
- * ``subtype_dealloc``). A handle someone holds is never given twice. */
-static PyObject *g_idle_result;  /* the last AsyncResult(queue, None) made here, or NULL */
-
-/* ``slot`` (a member descriptor of AsyncResult) of ``result`` set to ``value`` in place */
-static void result_slot_set(PyObject *result, PyObject *slot, PyObject *value) {
-    PyObject **field = (PyObject **)((char *)result + ((PyMemberDescrObject *)slot)->d_member->offset);
-    if (*field != value)
-        Py_XSETREF(*field, Py_NewRef(value));
-}
-
-static PyObject *async_result(PyObject *queue, PyObject *value) {
-    PyTypeObject *type = (PyTypeObject *)g_async_result;
-    if (g_result_slots[0] == NULL)
-        return PyObject_CallFunctionObjArgs(g_async_result, queue, value, NULL);
-    PyObject *kept = g_idle_result;
-    if (value == Py_None && kept != NULL && Py_REFCNT(kept) == 1 && Py_TYPE(kept) == type) {
-        Py_INCREF(kept);  /* (ours first: a queue freed by the slot set may run Python code) */
-        result_slot_set(kept, g_result_slots[0], queue);
-        result_slot_set(kept, g_result_slots[1], Py_None);
-        return kept;
-    }
-    PyObject *result = type->tp_alloc(type, 0);
-    if (result == NULL)
-        return NULL;
-    for (int i = 0; i < 2; i++) {
-        PyObject *slot = g_result_slots[i];
-        if (Py_TYPE(slot)->tp_descr_set(slot, result, i ? value : queue) < 0) {
-            Py_DECREF(result);
-            return NULL;
-        }
-    }
-    if (value == Py_None)
-        Py_XSETREF(g_idle_result, Py_NewRef(result));
-    return result;
-}
-
 /* -- one call ----------------------------------------------------------------------------- */
 static Py_ssize_t plan_bytes(ExpressPlan *plan, PyObject *args) {
     /* the bytes of the call's arrays (what the kernel's predicted run time scales with) */
@@ -540,22 +496,7 @@ static PyObject *configure_async(PyObject *module, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!|O!O!O!dO", &PyType_Type, &result_type, &PyType_Type, &worker,
                           &PyType_Type, &queue_set, &PyDict_Type, &runs, &kept_within, &record))
         return NULL;
-    Py_XSETREF(g_async_result, Py_NewRef(result_type));
-    Py_CLEAR(g_idle_result);
-    for (int i = 0; i < 2; i++) {  /* its slots, when they are plain member slots */
-        PyObject *slot = PyObject_GetAttrString(result_type, i ? "_value" : "_queue");
-        if (slot == NULL)
-            PyErr_Clear();
-        else if (Py_TYPE(slot) != &PyMemberDescr_Type ||
-                 ((PyMemberDescrObject *)slot)->d_member->type != T_OBJECT_EX ||
-                 ((PyMemberDescrObject *)slot)->d_member->offset <= 0)
-            Py_CLEAR(slot);
-        Py_XSETREF(g_result_slots[i], slot);
-    }
-    if (g_result_slots[0] == NULL || g_result_slots[1] == NULL) {  /* then: called */
-        Py_CLEAR(g_result_slots[0]);
-        Py_CLEAR(g_result_slots[1]);
-    }
+    configure_handle(result_type);
     if (record == NULL)
         Py_RETURN_NONE;
     PyObject *take = PyObject_GetAttrString(queue_set, "take_at_once");

@@ -126,6 +126,8 @@ static PyObject *tp_call_of(ternaryfunc call, PyObject *callable, PyObject *cons
 #include "_prepared_call.c.h"
 /* -- plans: the ExpressPlan type, its checks and one call through it -------------------- */
 #include "_express_plan.c.h"
+/* -- the handle an async call gives back (AsyncResult), made in C ------------------------ */
+#include "_async_handle.c.h"
 /* -- an async call run at once: the queue held in C for the kernel's run ----------------- */
 #include "_at_once.c.h"
 /* -- a host wait with nothing to do: acc.wait of settled queues seen in C ----------------- */
