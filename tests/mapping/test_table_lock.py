@@ -245,7 +245,7 @@ def test_a_condition_on_the_lock_gives_back_every_level_while_it_waits(make):
     assert taken == [True] and not lock._is_owned()
 
 
-def test_a_try_without_waiting_is_a_sem_trywait_where_cpython_locks_are_semaphores():
+def test_a_try_without_waiting_is_a_sem_trywait_where_cpython_locks_are_semaphores(held_by_another_thread):
     """``pyacc/_table_lock.h``: CPython's own try reads the clock for a deadline it never
     uses; where its locks are POSIX semaphores (``sys.thread_info.lock``) the lock is
     tried with ``sem_trywait``, and a lock held elsewhere is still refused."""
@@ -253,19 +253,8 @@ def test_a_try_without_waiting_is_a_sem_trywait_where_cpython_locks_are_semaphor
         else "PyThread_acquire_lock_timed"
     assert _cprobe.lock_try() == expected
     lock = TableLock()
-    held, release = threading.Event(), threading.Event()
-
-    def holder():
-        with lock:
-            held.set()
-            release.wait(10)
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    held.wait(10)
-    assert lock.acquire(blocking=False) is False, "a lock another thread holds is not taken"
-    release.set()
-    thread.join(10)
+    with held_by_another_thread(lock):
+        assert lock.acquire(blocking=False) is False, "a lock another thread holds is not taken"
     assert lock.acquire(blocking=False) is True, "a free lock is taken by one try"
     assert lock.acquire(blocking=False) is True, "and again by its owner (re-entrant)"
     lock.release()

@@ -36,6 +36,7 @@ from pyacc.mapping import BUS, EventKind, inline
 from pyacc.mapping.queues import QueueSet, WorkerQueue
 
 from test_async_at_once import add_one, double, shifted  # the same three kernels
+from test_fast_paths import total_of  # a sum: one region for the modules that use it
 
 N = 64
 ALWAYS = "1000000"  # µs: every predicted operation runs at once on an idle queue
@@ -125,14 +126,6 @@ def test_the_queue_held_in_c_is_left_idle_and_uncounted(device):
         assert handle.done() and handle.result() is None
         acc.wait(1)
     np.testing.assert_array_equal(x, 3.0)
-
-
-@acc.parallel_loop(reduction="+:total")
-def total_of(x):
-    total = 0.0
-    for i in range(x.shape[0]):
-        total += x[i]
-    return total
 
 
 def test_a_handle_someone_holds_is_never_given_to_another_call(device):
