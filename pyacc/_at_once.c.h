@@ -6,7 +6,10 @@
  * ``mapping/inline.py``). Owns ``run_plan_at_once``: the queue *held* in C for the
  * kernel's run (``hold_idle``: its lock taken and kept while the kernel runs, when
  * ``WorkerQueue.begin_inline``'s test finds it idle; no count changes, see there), the
- * run recorded as ``inline.record_kernel`` records it (``record_run``), and the call's
+ * run recorded as ``inline.record_kernel`` records it (``record_run``; a kept kernel call,
+ * the same words after a short run, is timed one in 8 and its record kept in between:
+ * ``TIME_SAMPLED``), the queue and the record looked up once per version of their dicts
+ * (the plan's ``TakeMemo``), and the call's
  * ``AsyncResult`` (``_async_handle.c.h``); ``configure_async`` also tells
  * ``_queue_settled.c.h`` the queue types. A kernel
  * that fails marks the queue as ``begin_inline`` does (``mark_taken``) and leaves the
