@@ -13,7 +13,8 @@ Measures, in one run, with warm-up and medians of alternating samples:
 3. an async-heavy program (``async_program.py``, miniWeather's shape: four kernels a
    step, all on queue 1, a wait per step) against the same loops in Numba; and the
    blocked pipeline of ``examples/mandelbrot_async.py`` (1024², 16 blocks) async
-   against synchronous, on ``emulated``;
+   against synchronous, on ``emulated``, and (2048², 16 blocks) on ``host`` and
+   ``emulated`` against the same loops in Numba, per block and over the whole image;
 4. the data API on present data, per call on ``emulated``: ``is_present``, ``copyin``
    (dynamic +1), ``delete`` (−1), ``update_device`` of 8 elements, ``acc.data(present=)``
    entered and left; with ``--callgrind``, the same counted in machine instructions
@@ -146,6 +147,58 @@ def pipeline(size, blocks, repeats) -> dict:
     acc.shutdown("emulated")
     sync, asynchronous = statistics.median(times[False]), statistics.median(times[True])
     return {"sync ms": sync, "async ms": asynchronous, "speed-up": sync / asynchronous}
+
+
+def mandelbrot_against_numba(size, blocks, repeats) -> dict:
+    """``examples/mandelbrot_async.py``'s render (async, two queues) on ``host`` and
+    ``emulated`` against the same loops written in Numba (``parallel=True``): the blocks as
+    one function called per block, and the whole image in one call; ms, medians of
+    ``repeats``, the forms alternated."""
+    import mandelbrot_async
+    from numba import njit, prange
+
+    @njit(parallel=True)
+    def numba_block(image, first_row, rows, size, max_iterations):
+        for index in prange(rows * size):  # collapse(2): one parallel loop over both
+            r, column = index // size, index % size
+            c_re = -2.0 + 3.0 * column / size
+            c_im = -1.5 + 3.0 * (first_row + r) / size
+            z_re = z_im = 0.0
+            count = 0
+            for _ in range(max_iterations):
+                if z_re * z_re + z_im * z_im > 4.0:
+                    break
+                z_re, z_im = z_re * z_re - z_im * z_im + c_re, 2.0 * z_re * z_im + c_im
+                count += 1
+            image[first_row + r, column] = count
+
+    def numba(blocks_):
+        def run():
+            image = np.zeros((size, size), dtype=np.int32)
+            start = time.perf_counter()
+            rows = size // blocks_
+            for block in range(blocks_):
+                numba_block(image, block * rows, rows, size, 200)
+            return (time.perf_counter() - start) * 1e3
+        return run
+
+    def pyacc(device):
+        def run():
+            acc.set_device_type(device)
+            return mandelbrot_async.render(size, blocks, 200, use_async=True)[1] * 1e3
+        return run
+
+    forms = {"numba per block": numba(blocks), "numba whole image": numba(1),
+             "pyacc host async": pyacc("host"), "pyacc emulated async": pyacc("emulated")}
+    for run in forms.values():
+        run()
+    samples = {name: [] for name in forms}
+    for sample in range(repeats):
+        for name, run in (list(forms.items()) if sample % 2 else list(forms.items())[::-1]):
+            samples[name].append(run())
+    for device in ("host", "emulated"):
+        acc.shutdown(device)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def program(nx, nz, steps, repeats) -> dict:
@@ -439,6 +492,10 @@ def main(argv=None) -> int:
     results["pipeline"] = found = pipeline(size, blocks, max(3, repeats // 2))
     print(f"\nmandelbrot_async {size}², {blocks} blocks (emulated): sync {found['sync ms']:.1f} ms, "
           f"async {found['async ms']:.1f} ms, speed-up {found['speed-up']:.2f}")
+    if not args.smoke:
+        results["mandelbrot against numba"] = found = mandelbrot_against_numba(2048, 16, max(3, repeats))
+        print("\nmandelbrot_async 2048², 16 blocks, ms (medians): "
+              + ", ".join(f"{name} {value:.1f}" for name, value in found.items()))
     results["data api µs"] = found = data_api(repeats, 200 if args.smoke else 20000)
     print("\ndata API on present data (emulated), µs per call (target ≤ 0.5):")
     for name, value in found.items():
