@@ -10,7 +10,9 @@
  * reused only while its one reference is ours); the GIL is held throughout.
  */
 
-static PyObject *g_result_slots[2];   /* AsyncResult's _queue and _value slots, or NULL */
+static SlotField g_result_fields[2];  /* AsyncResult's _queue and _value, set in place
+                                       * (``_slot_fields.h``); an offset 0: the type is called */
+static PyObject *g_result_names[2];   /* "_queue", "_value" (interned, kept) */
 
 /* ``AsyncResult(queue, value)``: its two slots set (its __init__ sets nothing else).
  *
@@ -22,56 +24,34 @@ static PyObject *g_result_slots[2];   /* AsyncResult's _queue and _value slots, 
  * ``subtype_dealloc``). A handle someone holds is never given twice. */
 static PyObject *g_idle_result;  /* the last AsyncResult(queue, None) made here, or NULL */
 
-/* ``slot`` (a member descriptor of AsyncResult) of ``result`` set to ``value`` in place */
-static void result_slot_set(PyObject *result, PyObject *slot, PyObject *value) {
-    PyObject **field = (PyObject **)((char *)result + ((PyMemberDescrObject *)slot)->d_member->offset);
-    if (*field != value)
-        Py_XSETREF(*field, Py_NewRef(value));
-}
-
 static PyObject *async_result(PyObject *queue, PyObject *value) {
     PyTypeObject *type = (PyTypeObject *)g_async_result;
-    if (g_result_slots[0] == NULL)
+    if (g_result_fields[0].offset == 0 || g_result_fields[1].offset == 0)
         return PyObject_CallFunctionObjArgs(g_async_result, queue, value, NULL);
-    PyObject *kept = g_idle_result;
-    if (value == Py_None && kept != NULL && Py_REFCNT(kept) == 1 && Py_TYPE(kept) == type) {
-        Py_INCREF(kept);  /* (ours first: a queue freed by the slot set may run Python code) */
-        result_slot_set(kept, g_result_slots[0], queue);
-        result_slot_set(kept, g_result_slots[1], Py_None);
-        return kept;
-    }
-    PyObject *result = type->tp_alloc(type, 0);
-    if (result == NULL)
+    PyObject *result = g_idle_result;
+    if (value == Py_None && result != NULL && Py_REFCNT(result) == 1 && Py_TYPE(result) == type) {
+        Py_INCREF(result);  /* (ours first: a queue freed by the slot set may run Python code) */
+    } else if ((result = type->tp_alloc(type, 0)) == NULL) {
         return NULL;
-    for (int i = 0; i < 2; i++) {
-        PyObject *slot = g_result_slots[i];
-        if (Py_TYPE(slot)->tp_descr_set(slot, result, i ? value : queue) < 0) {
-            Py_DECREF(result);
-            return NULL;
-        }
-    }
-    if (value == Py_None)
+    } else if (value == Py_None) {
         Py_XSETREF(g_idle_result, Py_NewRef(result));
+    }
+    slot_field_set(result, &g_result_fields[0], queue);  /* (in place: cannot fail) */
+    slot_field_set(result, &g_result_fields[1], value);
     return result;
 }
 
 /* ``configure_async``'s part: the AsyncResult type, its two slots when they are plain
- * object member slots (else the type is called), and no handle kept from another type */
-static void configure_handle(PyObject *result_type) {
+ * object member slots (else the type is called), and no handle kept from another type.
+ * -1 with an exception set (no memory for the names). */
+static int configure_handle(PyObject *result_type) {
+    for (int i = 0; i < 2; i++)
+        if (g_result_names[i] == NULL &&
+                (g_result_names[i] = PyUnicode_InternFromString(i ? "_value" : "_queue")) == NULL)
+            return -1;
     Py_XSETREF(g_async_result, Py_NewRef(result_type));
     Py_CLEAR(g_idle_result);
-    for (int i = 0; i < 2; i++) {
-        PyObject *slot = PyObject_GetAttrString(result_type, i ? "_value" : "_queue");
-        if (slot == NULL)
-            PyErr_Clear();
-        else if (Py_TYPE(slot) != &PyMemberDescr_Type ||
-                 ((PyMemberDescrObject *)slot)->d_member->type != T_OBJECT_EX ||
-                 ((PyMemberDescrObject *)slot)->d_member->offset <= 0)
-            Py_CLEAR(slot);
-        Py_XSETREF(g_result_slots[i], slot);
-    }
-    if (g_result_slots[0] == NULL || g_result_slots[1] == NULL) {  /* then: called */
-        Py_CLEAR(g_result_slots[0]);
-        Py_CLEAR(g_result_slots[1]);
-    }
+    for (int i = 0; i < 2; i++)
+        slot_field_init(&g_result_fields[i], (PyTypeObject *)result_type, g_result_names[i]);
+    return 0;
 }

@@ -499,7 +499,8 @@ static PyObject *configure_async(PyObject *module, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!|O!O!O!dO", &PyType_Type, &result_type, &PyType_Type, &worker,
                           &PyType_Type, &queue_set, &PyDict_Type, &runs, &kept_within, &record))
         return NULL;
-    configure_handle(result_type);
+    if (configure_handle(result_type) < 0)
+        return NULL;
     if (record == NULL)
         Py_RETURN_NONE;
     PyObject *take = PyObject_GetAttrString(queue_set, "take_at_once");
