@@ -867,7 +867,7 @@ def kernel_table(rows) -> list[str]:
 def measure_lines(report) -> list[str]:
     lines = ["| measure | value | target | |", "|---|---:|---|---|"]
     bw = report.get("bandwidth")
-    if bw and bw["gbps"]:
+    if bw and bw.get("gbps"):
         g = bw["gbps"]
         size = f"{bw['nbytes'] / 2**20:.0f} MiB"
         for way in ("h2d", "d2h"):
@@ -890,7 +890,7 @@ def measure_lines(report) -> list[str]:
             lines.append(f"| page-locking {cost['nbytes'] / 2**20:.0f} MiB (PYACC_PIN): register / "
                          f"unregister | {cost['register_ms']:.2f} / {cost['unregister_ms']:.2f} ms | | |")
     launch = report.get("launch")
-    if launch and launch["us"]:
+    if launch and launch.get("us"):
         us = launch["us"]
         for mode in ("sync", "async"):
             if f"pyacc {mode}" in us and f"numba-cuda {mode}" in us:
@@ -924,7 +924,7 @@ def measure_lines(report) -> list[str]:
                           f"{ms:.1f} (compiled: {cold['compile_first_call_ms']:.1f})",
                           f"≤ {CACHED_FIRST_CALL_MS}", ms <= CACHED_FIRST_CALL_MS))
     strided = report.get("strided")
-    if strided:
+    if strided and "counts" in strided:
         n, counts, s = strided["n"], strided["counts"], strided["seconds"]
         one = counts["update_self"]["d2h_count"] == 1 and counts["update_self"]["h2d_count"] == 0 \
             and counts["update_device"]["h2d_count"] == 1 and counts["update_device"]["d2h_count"] == 0
@@ -960,7 +960,7 @@ def section(report: dict, args) -> str:
     out += ["### Kernels", ""] + kernel_table(report["kernels"]) + [""]
     notes = [f"- {row['label']}, {LABELS.get(k, k)}: {v}" for row in report["kernels"]
              for k, v in row["notes"].items()]
-    for key in ("bandwidth", "launch", "strided", "overlap"):
+    for key in ("bandwidth", "launch", "strided", "overlap", "cold_start"):
         notes += [f"- {key}, {k}: {v}" for k, v in report.get(key, {}).get("notes", {}).items()]
     if notes:
         out += ["Failed candidates:", ""] + notes + [""]
@@ -972,6 +972,86 @@ def section(report: dict, args) -> str:
 # == main ====================================================================================
 
 
+def measure_sections(mode, cupy, nb, budget) -> dict:
+    """Every measure in turn, as ``(key, run)``: a section that raises is kept as a note
+    (the others still run: a GPU lent for minutes gives every figure it can)."""
+    return {"kernels": lambda: run_kernels(mode, cupy, nb, budget),
+            "bandwidth": lambda: run_bandwidth(mode, cupy, budget),
+            "launch": lambda: run_launch(mode, cupy, nb, budget),
+            "strided": lambda: run_strided(mode, cupy, budget),
+            "overlap": lambda: run_overlap(mode, budget),
+            "cold_start": lambda: run_cold_start(mode)}
+
+
+def run_all(mode, cupy, nb, save) -> dict:
+    """The whole suite; ``save(report)`` after each section, so that a run cut short (a
+    timeout on a lent GPU) still leaves every figure measured until then."""
+    report = {"machine": gpu_machine(cupy), "mode": mode}
+    m = report["machine"]
+    print(f"GPU: {m['gpu']} (cc {m['compute_capability']}), driver {m['driver']}, CuPy {m['cupy']}, "
+          f"numba-cuda {m['numba_cuda']}; pyacc's kernels compiled by {m['pyacc_compiler']}, "
+          f"the reference kernels by {m['reference_compiler']}")
+    # seconds of timed rounds per problem (at least)
+    budget = {"full": 10.0, "quick": 2.0, "smoke": 0.0}[mode]
+    start = time.perf_counter()
+    report["checks"] = check_kernels(cupy, nb)
+    print("correctness: " + ", ".join(f"{k} {'ok' if v else 'WRONG'}" for k, v in report["checks"].items()))
+    for key, run in measure_sections(mode, cupy, nb, budget).items():
+        try:
+            report[key] = run()
+        except Exception as error:  # noqa: BLE001 - kept with the figures, the run goes on
+            print(f"  {key}: failed: {type(error).__name__}: {error}")
+            report[key] = [] if key == "kernels" else {"notes": {key: f"{type(error).__name__}: {error}"}}
+            report.setdefault("failed_sections", []).append(key)
+        report["seconds"] = time.perf_counter() - start
+        save(report)
+    report.update(summary_fields(report))
+    save(report)
+    return report
+
+
+def smoke_failures(report) -> list[str]:
+    failures = [f"{row['label']}, {k}: {v}" for row in report["kernels"] for k, v in row["notes"].items()]
+    failures += [f"{key}, {k}: {v}" for key in ("bandwidth", "launch", "strided", "overlap", "cold_start")
+                 for k, v in report[key]["notes"].items()]
+    return failures
+
+
+def profile_launch(calls: int = 2000, top: int = 25) -> None:
+    """cProfile of ``calls`` synchronous and ``calls`` asynchronous launches of the trivial
+    kernel on 3 present arrays (where a launch's time goes on this machine)."""
+    import cProfile
+    import pstats
+
+    x, y, z = np.ones(8), np.ones(8), np.zeros(8)
+    with acc.data(copyin=[x, y], copy=[z]):
+        for _ in range(20):  # compiled, its plan armed
+            bc.acc_trivial(x, y, z)
+            bc.acc_trivial(x, y, z, async_=1)
+        acc.wait(1)
+        for label, run in (("sync", lambda: bc.acc_trivial(x, y, z)),
+                           ("async", lambda: bc.acc_trivial(x, y, z, async_=1))):
+            profiler = cProfile.Profile()
+            begin = time.perf_counter()
+            profiler.enable()
+            for _ in range(calls):
+                run()
+            acc.wait(1)
+            profiler.disable()
+            print(f"== {calls} {label} launches under cProfile: "
+                  f"{(time.perf_counter() - begin) / calls * 1e6:.1f} µs per call (profiled)")
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
+
+
+def write_report(report, args) -> None:
+    """RESULTS.md's GPU section and results_cuda.json, from ``report``."""
+    write_results(section(report, args), RESULTS, BEGIN, END)
+    with open(JSON, "w") as out:
+        json.dump(report, out, indent=1, default=str)
+    print(f"wrote the GPU suite section of {RESULTS.relative_to(ROOT)} "
+          f"(figures: {JSON.relative_to(ROOT)})")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats (~1 min)")
@@ -979,10 +1059,22 @@ def main(argv=None) -> int:
                         help="every kernel and measure once at tiny sizes, correctness checked, "
                              "nothing written (no GPU: says why, exit 0)")
     parser.add_argument("--no-write", action="store_true", help="do not touch RESULTS.md (print only)")
-    parser.add_argument("--json", help="also write every figure to this JSON file")
+    parser.add_argument("--json", help="also write every figure to this JSON file (after each section)")
     parser.add_argument("--note", help="a sentence to put in the RESULTS.md section")
+    parser.add_argument("--from-json", metavar="FILE",
+                        help="no measuring: write RESULTS.md's section and results_cuda.json from "
+                             "the --json FILE of a run on a GPU machine (no GPU needed here)")
+    parser.add_argument("--profile-launch", action="store_true",
+                        help="no suite: cProfile of the trivial kernel's launches on present data")
     args = parser.parse_args(argv)
 
+    if args.from_json:
+        with open(args.from_json) as saved:
+            report = json.load(saved)
+        args.quick = report.get("mode") == "quick"
+        report.update(summary_fields(report))
+        write_report(report, args)
+        return 0
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     if mode == "smoke":
         args.no_write = True
@@ -993,52 +1085,33 @@ def main(argv=None) -> int:
         return 0
     import cupy
 
-    nb = numba_kernels()
     acc.set_device_type("cuda")
     acc.set_device_num(0, "cuda")
-    report = {"machine": gpu_machine(cupy)}
-    m = report["machine"]
-    print(f"GPU: {m['gpu']} (cc {m['compute_capability']}), driver {m['driver']}, CuPy {m['cupy']}, "
-          f"numba-cuda {m['numba_cuda']}; pyacc's kernels compiled by {m['pyacc_compiler']}, "
-          f"the reference kernels by {m['reference_compiler']}")
-    # seconds of timed rounds per problem (at least)
-    budget = {"full": 10.0, "quick": 2.0, "smoke": 0.0}[mode]
-    start = time.perf_counter()
-    report["checks"] = check_kernels(cupy, nb)
-    print("correctness: " + ", ".join(f"{k} {'ok' if v else 'WRONG'}" for k, v in report["checks"].items()))
-    report["kernels"] = run_kernels(mode, cupy, nb, budget)
-    report["bandwidth"] = run_bandwidth(mode, cupy, budget)
-    report["launch"] = run_launch(mode, cupy, nb, budget)
-    report["strided"] = run_strided(mode, cupy, budget)
-    report["overlap"] = run_overlap(mode, budget)
-    report["cold_start"] = run_cold_start(mode)
-    report["seconds"] = time.perf_counter() - start
-    report.update(summary_fields(report))
+    if args.profile_launch:
+        profile_launch()
+        return 0
 
+    def save(report):
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump(report, out, indent=1, default=str)
+
+    report = run_all(mode, cupy, numba_kernels(), save)
     print()
     print("\n".join(kernel_table(report["kernels"])))
     print("\n".join(measure_lines(report)))
     if not args.no_write:
-        write_results(section(report, args), RESULTS, BEGIN, END)
-        with open(JSON, "w") as out:
-            json.dump(report, out, indent=1, default=str)
-        print(f"wrote the GPU suite section of {RESULTS.relative_to(ROOT)} "
-              f"(figures: {JSON.relative_to(ROOT)})")
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(report, out, indent=1, default=str)
+        write_report(report, args)
+    checked = all(report["checks"].values()) and not report.get("failed_sections")
     if mode == "smoke":
-        failures = [f"{row['label']}, {k}: {v}" for row in report["kernels"] for k, v in row["notes"].items()]
-        failures += [f"{key}, {k}: {v}" for key in ("bandwidth", "launch", "strided", "overlap",
-                                                     "cold_start")
-                     for k, v in report[key]["notes"].items()]
+        failures = smoke_failures(report)
         for failure in failures:
             print(f"smoke run: FAILED: {failure}", file=sys.stderr)
-        if failures or not all(report["checks"].values()):
+        if failures or not checked:
             return 1
         print("smoke run: every kernel and measure ran once at tiny sizes (targets not checked)")
         return 0
-    return 0 if all(report["checks"].values()) else 1
+    return 0 if checked else 1
 
 
 if __name__ == "__main__":

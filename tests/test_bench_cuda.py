@@ -182,3 +182,57 @@ def test_the_cold_start_child_imports_the_measured_pyacc_installed_or_not(monkey
     monkeypatch.setattr(subprocess, "run", elsewhere)
     with pytest.raises(RuntimeError, match="not the pyacc of"):
         bench_cuda.cold_start("emulated", 1)
+
+
+def test_a_section_that_raises_is_a_note_and_every_figure_is_saved_as_it_comes(monkeypatch):
+    """A lent GPU gives minutes: a measure that fails, or a run cut short by a timeout,
+    must not cost the figures measured before it (the JSON is written after each)."""
+    import json
+
+    ran, saved = [], []
+
+    def sections(mode, cupy, nb, budget):
+        def ok(key):
+            return lambda: ran.append(key) or {"notes": {}}
+
+        def broken():
+            raise RuntimeError("cudaErrorIllegalAddress")
+        return {"kernels": lambda: [], "bandwidth": broken, "launch": ok("launch"),
+                "cold_start": ok("cold_start")}
+
+    monkeypatch.setattr(bench_cuda, "measure_sections", sections)
+    monkeypatch.setattr(bench_cuda, "gpu_machine", lambda cupy: {
+        "gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "driver": "13.0",
+        "cupy": "14.2.0", "numba_cuda": "0.30.4", "reference_compiler": "numba-cuda",
+        "pyacc_compiler": "numba-cuda"})
+    monkeypatch.setattr(bench_cuda, "check_kernels", lambda cupy, nb: {"saxpy": True})
+    report = bench_cuda.run_all("smoke", None, None, lambda r: saved.append(json.dumps(r)))
+    assert ran == ["launch", "cold_start"] and report["failed_sections"] == ["bandwidth"]
+    assert "IllegalAddress" in report["bandwidth"]["notes"]["bandwidth"]
+    assert len(saved) == 5 and '"launch"' in saved[2] and '"cold_start"' not in saved[2]
+    assert "bandwidth, bandwidth: RuntimeError" in " ".join(bench_cuda.smoke_failures(
+        {**report, "strided": {"notes": {}}, "overlap": {"notes": {}}}))
+
+
+def test_results_are_written_from_the_json_of_a_gpu_run(tmp_path, monkeypatch):
+    """``--from-json``: the figures of a lent GPU's run go to RESULTS.md and
+    results_cuda.json here, with the headline fields, and the rest of RESULTS.md kept."""
+    import json
+
+    results, figures = tmp_path / "RESULTS.md", tmp_path / "results_cuda.json"
+    results.write_text("# Benchmark results\n\nkept\n")
+    monkeypatch.setattr(bench_cuda, "RESULTS", results)
+    monkeypatch.setattr(bench_cuda, "JSON", figures)
+    monkeypatch.setattr(bench_cuda, "ROOT", tmp_path)
+    report = {"mode": "full", "checks": {"saxpy": True}, "kernels": [],
+              "machine": {"gpu": "NVIDIA H100 80GB HBM3", "gpu_memory": 80 << 30,
+                          "compute_capability": "9.0", "driver": "13.0", "cupy": "14.2.0",
+                          "numba_cuda": "0.30.4", "pyacc": "0.1.0", "pyacc_compiler": "numba-cuda",
+                          "host": "16 cores", "date": "2026-11-28 03:00"},
+              "launch": {"us": {"pyacc sync": 7.5, "numba-cuda sync": 30.0}, "notes": {}}}
+    saved = tmp_path / "bench.json"
+    saved.write_text(json.dumps(report))
+    assert bench_cuda.main(["--from-json", str(saved)]) == 0
+    text = results.read_text()
+    assert "kept" in text and "NVIDIA H100 80GB HBM3" in text and "7.50" in text
+    assert "--quick" not in text and json.loads(figures.read_text())["launch_us"] == 7.5
