@@ -75,10 +75,13 @@ class standing_in:
 def launcher(way: str):
     """A no-argument callable: one launch of the trivial kernel on 3 device arrays, the
     way named (``WAYS``), warmed up (compiled; the plan made for ``prepared``)."""
-    from numba import cuda
     from numba_cuda_leaves import DeviceArray
 
-    from pyacc.compiler import cuda_runtime
+    from pyacc.compiler import cuda_compilers, cuda_runtime
+
+    # numba-cuda as pyacc loads it (with the NumPy 2.5 fix: a plain ``from numba import
+    # cuda`` cannot compile on NumPy 2.5, which a GPU machine showed)
+    cuda = cuda_compilers.load(cuda_compilers.COMPILERS["numba-cuda"])
 
     @cuda.jit
     def trivial(x, y, z):

@@ -50,8 +50,10 @@ __all__ = ["CudaCompiler", "COMPILERS", "chosen", "choice", "load", "describe",
 
 #: the environment setting that names the compiler (API.md §12)
 ENVIRONMENT = "PYACC_CUDA_COMPILER"
-#: the message of both compilers' warning for grids under 128 blocks
-LOW_OCCUPANCY = re.compile(r"Grid size \d+ will likely result in GPU under-utilization")
+#: the message of both compilers' warning for grids under 128 blocks; with colorama
+#: installed Numba's warnings start with a terminal colour code (``\x1b[1m``), and a
+#: warnings filter matches from the message's first character
+LOW_OCCUPANCY = re.compile(r"(?:\x1b\[[0-9;]*m)*Grid size \d+ will likely result in GPU under-utilization")
 #: the last numba-cuda release that registers ``np.row_stack`` unguarded
 _LAST_UNGUARDED = (0, 30)
 
