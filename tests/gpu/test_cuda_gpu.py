@@ -445,15 +445,12 @@ def test_deviceptr_refuses_host_memory(gpu):
 
 
 def _cases():
-    """tests/cuda/cases.py (the kernels the simulator and PTX tests use)."""
-    import importlib.util
-    from pathlib import Path
+    """tests/cuda/cases.py (the kernels the simulator and PTX tests use), imported as a
+    module of the tests package: executed from its file under a name ``sys.modules``
+    lacks, its dataclasses fail on Python 3.12 (``dataclasses`` looks their module up)."""
+    import importlib
 
-    path = Path(__file__).resolve().parent.parent / "cuda" / "cases.py"
-    spec = importlib.util.spec_from_file_location("pyacc_cuda_cases", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("tests.cuda.cases")
 
 
 def test_arrays_a_region_makes_on_an_async_queue(gpu):

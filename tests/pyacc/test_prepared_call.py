@@ -3,6 +3,7 @@
 It must give exactly what the dispatcher gives — the same results, return values and
 errors — and hand every call it cannot describe back to the dispatcher."""
 
+import sys
 import threading
 
 import numpy as np
@@ -233,21 +234,28 @@ def test_an_interrupt_while_preparing_reaches_the_caller(cpu, monkeypatch):
 
 
 def test_a_profiler_sees_the_kernel_called_by_its_dispatcher(cpu):
+    """Up to CPython 3.11 Numba's dispatcher reports a kernel's call to the profiler
+    (``sys.setprofile``, which cProfile uses there): a profiled call goes through it. From
+    3.12 cProfile uses ``sys.monitoring`` and the dispatcher reports to no profiler, so
+    going through it would only be slower: the prepared call stays (an H100 image's
+    Python 3.12 showed the difference)."""
     import cProfile
     import pstats
 
     x, y = np.ones(8), np.zeros(8)
+    reported = sys.version_info < (3, 12)
     with acc.data(copyin=[x], copy=[y]):
         for _ in range(3):
             axpy(y, x, 1.0, 8)
         before = prepared_calls()
         profile = cProfile.Profile()
         profile.runcall(lambda: [axpy(y, x, 1.0, 8) for _ in range(5)])
-        assert prepared_calls() == before
+        assert prepared_calls() == (before if reported else before + 5)
         names = {function[2] for function in pstats.Stats(profile).stats}
-        assert "_acc_kernel" in names
+        assert ("_acc_kernel" in names) == reported
         axpy(y, x, 1.0, 8)
-        assert prepared_calls() == before + 1
+        assert prepared_calls() == (before + 1 if reported else before + 6)
+    np.testing.assert_array_equal(y, 9.0)
     np.testing.assert_array_equal(y, np.full(8, 9.0))
 
 
