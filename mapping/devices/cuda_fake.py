@@ -81,8 +81,9 @@ class FakeDeviceArray:
     @property
     def __cuda_array_interface__(self):
         view = self._view
+        # as CuPy's: an array without elements has no address (data 0), a view included
         return {"shape": view.shape, "typestr": view.dtype.str,
-                "data": (view.__array_interface__["data"][0], False),
+                "data": (view.__array_interface__["data"][0] if view.size else 0, False),
                 "strides": None if view.flags.c_contiguous else view.strides, "version": 3}
 
     shape = property(lambda self: self._view.shape)
@@ -320,6 +321,7 @@ class FakeCudaBackend:
 
     def memcpy_htod(self, address: int, host_buffer: np.ndarray, stream) -> None:
         source = _contiguous_bytes(host_buffer)
+        self._check_within_registration(source)
         registered = self._check_page_locked(host_buffer, source, stream)
         target = self._bytes(address, source.size)
         self.memcpys.append(("htod", source.size))
@@ -327,6 +329,7 @@ class FakeCudaBackend:
 
     def memcpy_dtoh(self, host_buffer: np.ndarray, address: int, stream) -> None:
         target = _contiguous_bytes(host_buffer)
+        self._check_within_registration(target)
         registered = self._check_page_locked(host_buffer, target, stream)
         source = self._bytes(address, target.size)
         self.memcpys.append(("dtoh", target.size))
@@ -374,6 +377,20 @@ class FakeCudaBackend:
         with self._lock:
             found = self._registrations.find(address)
         return found is not None and address + nbytes <= found[0] + max(found[1], 1)
+
+    def _check_within_registration(self, memory: np.ndarray) -> None:
+        """A memcpy's host bytes meet no registered range, or lie inside one, on any
+        stream. CUDA refuses one that starts in registered memory and runs past it with
+        ``cudaErrorInvalidValue`` (an H100 showed it: a synchronous download of the last
+        rows of a registered array, whose partial last page is left out of the
+        registration, ``cuda_pins``); one that starts outside and runs into a registered
+        range it takes as pageable memory, at pageable speed. The fake refuses both."""
+        low, high = memory.ctypes.data, memory.ctypes.data + memory.size
+        if memory.size and self._registrations.overlaps(low, high) and not self.is_registered(low, memory.size):
+            raise ValueError(
+                f"fake CUDA memcpy: the host bytes [{low:#x}, {high:#x}) run across the edge of "
+                "a registered range (cudaHostRegister): CUDA refuses the copy with "
+                "cudaErrorInvalidValue; copy the registered part and the rest separately")
 
     def _check_page_locked(self, host_buffer: np.ndarray, memory: np.ndarray, stream) -> bool:
         """A memcpy on a non-blocking stream takes page-locked host memory only; whether

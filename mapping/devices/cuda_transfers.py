@@ -9,8 +9,9 @@ backend, ``allocate_block``, ``interface_of``, ``pins``), its queue, and whether
 queue is the synchronous one; an operation calls those and the backend, never the device.
 
 Transfers (``upload``/``download``/``device_copy``, same shape on both sides). Exactly one
-host↔device memcpy per transfer, of exactly the bytes of the elements (a page-locked
-host array: one more for each partial page at its ends, staged):
+host↔device memcpy per transfer, of exactly the bytes of the elements (a host block that
+meets its mapping's page-locked range: one more for each part outside that range, since
+CUDA refuses a memcpy whose host bytes run across the edge of a registered range):
 - a side whose elements fill one C- or F-ordered block is copied as it is; a strided side
   (a column, a sub-block, ``a[::3]``, negative strides) is packed: on the device by one
   elementwise copy into (or out of) a contiguous temporary, on the host by numpy into (or
@@ -21,7 +22,8 @@ host array: one more for each partial page at its ends, staged):
   registered with the driver) is the memcpy's own host side; any other goes through a
   pinned staging buffer filled or emptied by host functions enqueued on the stream;
   staging buffers and temporaries are released once the stream has passed them;
-- on the synchronous queue a contiguous host array is copied directly, a strided one
+- on the synchronous queue a contiguous host array is copied directly (in parts, as
+  above, where it meets a page-locked range), a strided one
   through a pinned buffer packed/unpacked on the calling thread, and the copy has
   completed when the call returns.
 Device-to-device copies: one memcpy when both sides are contiguous in the same order,
@@ -158,6 +160,20 @@ class HostTransfer:
         return staging
 
     # -- synchronous: complete on return ---------------------------------------------------------
+    def _pieces_now(self, host, packing: Packing):
+        """``[(bytes, offset)]``: the host block of a synchronous copy as memcpys that each
+        lie wholly inside or wholly outside its mapping's page-locked range. CUDA refuses
+        a copy whose host bytes run from registered memory into memory outside it
+        (``cudaErrorInvalidValue``, seen on an H100), and only the whole pages inside a
+        mapping are registered (``cuda_pins``): the rows at the end of a registered array
+        end in an unregistered page."""
+        part = self._locked_part(host, packing)
+        if part is None:
+            return [(host, 0)]
+        raw, begin, end = part
+        return [(raw[low:high], low) for low, high in ((0, begin), (begin, end), (end, raw.size))
+                if high > low]
+
     def _upload_now(self, host, device_array, packing: Packing) -> None:
         backend, stream = self.memory.backend, self.queue.stream
         address, temporary = block_for(self.memory, packing)
@@ -167,7 +183,8 @@ class HostTransfer:
             if packing.host_packed:  # packed into pinned buffers, piece by piece (cuda_staging)
                 cuda_staging.upload_now(backend, stream, host, packing, address, staging)
             else:
-                backend.memcpy_htod(address, host, stream)
+                for piece, offset in self._pieces_now(host, packing):
+                    backend.memcpy_htod(address + offset, piece, stream)
             if temporary is not None:
                 backend.copy(backend.as_device_array(device_array), temporary.view, stream)
 
@@ -184,7 +201,8 @@ class HostTransfer:
             if packing.host_packed:  # unpacked from pinned buffers, piece by piece (cuda_staging)
                 cuda_staging.download_now(backend, stream, host, packing, address, staging)
             else:
-                backend.memcpy_dtoh(host, address, stream)
+                for piece, offset in self._pieces_now(host, packing):
+                    backend.memcpy_dtoh(piece, address + offset, stream)
 
         run_synchronously(backend, self.queue, enqueue, _Release(backend, temporary, None))
 

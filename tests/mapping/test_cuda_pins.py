@@ -204,6 +204,53 @@ def test_pin_async_transfers_of_a_registered_array_are_one_memcpy_without_stagin
     assert np.all(a == -1.0)
 
 
+def _rows_off_the_page_edges(rows: int = 256) -> np.ndarray:
+    """A float64 array of ``rows`` × 512 whose first and last bytes are off page edges:
+    a mapping of it registers the whole pages inside, its partial end pages are not."""
+    buffer = np.zeros(rows * 512 + PAGE // 8)
+    start = (-buffer.ctypes.data // 8) % (PAGE // 8) + 1  # one element past a page edge
+    return buffer[start:start + rows * 512].reshape(rows, 512)
+
+
+@pytest.mark.parametrize("queue_number", [None, 1], ids=["synchronous", "async"])
+def test_pin_copies_never_run_across_the_edge_of_a_registered_range(device, backend, runtime,
+                                                                    queue_number):
+    """CUDA refuses a memcpy whose host bytes run from registered memory into memory
+    outside it (``cudaErrorInvalidValue``): on an H100, the synchronous download of the
+    last rows of a registered image failed (examples/mandelbrot_async.py). Every row
+    block of a registered array, its first and last included, moves exactly, both ways."""
+    a = _rows_off_the_page_edges()
+    device_array = _enter(runtime, a)
+    assert _registered(backend, a)
+    queue = device.queue(queue_number) if queue_number else device.sync_queue
+    for rows in (slice(0, 16), slice(100, 116), slice(240, 256), slice(0, 256)):
+        a[rows] = np.arange(a[rows].size).reshape(a[rows].shape) + rows.start
+        runtime.update([(UpdateDirection.DEVICE, a[rows], "rows")], queue)
+        queue.synchronize()
+        assert np.array_equal(device_array.get()[rows], a[rows])
+        device_array[rows] = -1.0 - rows.start  # the fake's device memory, written directly
+        runtime.update([(UpdateDirection.SELF, a[rows], "rows")], queue)
+        queue.synchronize()
+        assert np.all(a[rows] == -1.0 - rows.start)
+    _exit(runtime, a)
+
+
+def test_fake_a_memcpy_across_the_edge_of_a_registered_range_is_refused(device, backend):
+    """The fake is as strict as CUDA here (``test_pin_copies_never_run_across...``)."""
+    a = _rows_off_the_page_edges()
+    begin, end = _inside(a)
+    assert backend.register(begin, end - begin)
+    address, block = backend.allocate(a.nbytes)
+    try:
+        for rows in (a[250:], a[:4]):  # from the registered pages into the last, and back
+            with pytest.raises(ValueError, match="cudaErrorInvalidValue"):
+                backend.memcpy_dtoh(rows, address, device.sync_queue.stream)
+        backend.memcpy_dtoh(a[100:104], address, device.sync_queue.stream)  # inside: copied
+    finally:
+        backend.unregister(begin)
+        backend.free(block)
+
+
 def test_pin_an_async_upload_of_a_registered_array_reads_the_host_when_it_runs(device, backend, runtime):
     a = np.zeros(BIG)
     device_array = _enter(runtime, a)
