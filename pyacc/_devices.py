@@ -369,6 +369,8 @@ def enclosing_deviceptr(array) -> bool:
         _, low, high = _extent(array)
     except (AttributeError, TypeError, KeyError, ValueError):
         return False  # not an array (a scalar argument)
+    if high == 0 and not isinstance(array, np.ndarray):
+        return True  # a device array without elements (CuPy gives it no address): as it is
     return stack.encloses_device_range(low, high)
 
 
