@@ -1,8 +1,9 @@
 """The CUDA backend: the only code that calls CuPy, and the block index of device memory.
 
-Owns: ``CupyBackend`` and ``BlockIndex``. ``cuda.CudaDevice`` talks to the GPU only
-through a backend; ``cuda_fake.FakeCudaBackend`` implements the same interface over host
-memory, so that the whole ``cuda`` device runs, and is tested, without a GPU.
+Owns: ``CupyBackend``, ``BlockIndex`` and ``StreamHolds`` (holding a stream, for tests).
+``cuda.CudaDevice`` talks to the GPU only through a backend; ``cuda_fake.FakeCudaBackend``
+implements the same interface over host memory, so that the whole ``cuda`` device runs,
+and is tested, without a GPU.
 
 The backend interface (device ``n``; ``stream``/``event`` are backend objects; addresses
 are ints; "enqueue" means the call returns at once and the work runs in stream order):
@@ -35,7 +36,9 @@ are ints; "enqueue" means the call returns at once and the work runs in stream o
   in stream order; it must not call CUDA);
 - events: ``record_event(stream)``, ``event_done(event)``, ``synchronize_event(event)``,
   ``wait_event(stream, event)`` (the stream waits, the host does not);
-- identity: ``device_name()``, ``driver_version()``.
+- identity: ``device_name()``, ``driver_version()``;
+- testing: ``hold(stream)`` (context manager: the stream starts no further work while
+  the block runs; ``StreamHolds`` below on a GPU).
 
 Threading: a backend is called from any thread; CuPy's ``Device`` context is entered per
 call (``_device``), never kept. Host functions must not call the backend.
@@ -45,13 +48,15 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import ctypes
+import threading
 
 import numpy as np
 
 from ..errors import DeviceTypeUnavailableError, DeviceUnavailableError
 from .cuda_layout import extent
 
-__all__ = ["CupyBackend", "BlockIndex"]
+__all__ = ["CupyBackend", "BlockIndex", "StreamHolds", "HOLD_LIMIT_S"]
 
 #: ``cudaMemoryType`` values of ``cudaPointerAttributes.type`` that are GPU memory
 _DEVICE_MEMORY, _MANAGED_MEMORY = 2, 3
@@ -136,6 +141,7 @@ class CupyBackend:
                 f"{type(error).__name__}: {error}", device_type="cuda") from None
         self._cupy = cupy
         self._runtime = cupy.cuda.runtime
+        self._holds = None  # the streams' holds (``hold``), made at the first
         self.number = number
         try:
             count = self._runtime.getDeviceCount()
@@ -151,6 +157,13 @@ class CupyBackend:
     def _device(self):
         # a new Device each time: its with-block keeps a per-object stack (not thread-safe)
         return self._cupy.cuda.Device(self.number)
+
+    def hold(self, stream):
+        """Keep ``stream`` from starting further work while the block runs (the testing
+        hook of ``pyacc.testing.hold_queue``: a kernel that waits for the block's end)."""
+        if self._holds is None:
+            self._holds = StreamHolds(self._cupy, self._device)
+        return self._holds.hold(stream)
 
     # -- memory ------------------------------------------------------------------------
     def allocate(self, nbytes: int):
@@ -294,3 +307,101 @@ class CupyBackend:
 
 def _call(function) -> None:
     function()
+
+
+# -- holding a stream (the testing hook ``pyacc.testing.hold_queue`` on a GPU) ----------------
+# ``StreamHolds.hold(stream)`` enqueues on ``stream`` a one-thread kernel that waits until a
+# flag in page-locked host memory is set; work enqueued behind it starts only once the block
+# has left (the flag set on exit, an exception included). The fake backend holds its stream
+# thread instead; both give tests the same "not run yet" window, so that the tests of
+# stream order, races and ``wait_async`` run on a GPU as they run without one.
+# - the kernel reads the flag through the device's view of the host memory
+#   (``cudaHostAllocMapped``, ``cudaHostGetDevicePointer``), a volatile load about every
+#   microsecond (``__nanosleep``, compute capability 7.0 and up);
+# - a hold never keeps its stream waiting longer than ``HOLD_LIMIT_S`` seconds: the kernel
+#   then returns by itself, so a test that dies inside the block cannot leave it spinning;
+# - a flag is freed only once the event recorded after its kernel has completed
+#   (``cudaFreeHost`` of memory a running kernel reads is undefined): at the next hold (the
+#   last hold's flag, 4 bytes, goes with the process);
+# - only the held stream waits: other streams, and host functions, run meanwhile (a host
+#   function that blocked would stall the driver's callback thread for every stream).
+
+#: the longest a hold keeps its stream waiting on the GPU, in seconds
+HOLD_LIMIT_S = 120.0
+_HOST_ALLOC_PORTABLE_MAPPED = 1 | 2  # cudaHostAllocPortable | cudaHostAllocMapped
+
+_HOLD_SOURCE = r"""
+extern "C" __global__ void pyacc_stream_hold(const volatile int *released, unsigned long long limit_ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    while (*released == 0) {
+#if __CUDA_ARCH__ >= 700
+        __nanosleep(1000);
+#endif
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (now - start > limit_ns) break;
+    }
+}
+"""
+
+
+class StreamHolds:
+    """The holds of one device's streams (``hold``), with the kernel compiled once.
+
+    Args:
+        cupy: the CuPy module.
+        device: a context manager that makes the device current (the backend's ``_device``).
+    """
+
+    def __init__(self, cupy, device):
+        self._cupy = cupy
+        self._device = device
+        self._kernel = None
+        self._lock = threading.Lock()
+        self._spent: list[tuple[int, object]] = []  # (flag's host address, event after its kernel)
+
+    @contextlib.contextmanager
+    def hold(self, stream):
+        """Keep ``stream`` from starting further work while the block runs."""
+        runtime = self._cupy.cuda.runtime
+        with self._device():
+            self._free_spent(runtime)
+            address = runtime.hostAlloc(ctypes.sizeof(ctypes.c_int), _HOST_ALLOC_PORTABLE_MAPPED)
+            flag = ctypes.c_int.from_address(address)
+            flag.value = 0
+            try:
+                self._kernel_()((1,), (1,), (self._cupy.uint64(_device_pointer(runtime, address)),
+                                             self._cupy.uint64(int(HOLD_LIMIT_S * 1e9))), stream=stream)
+            except BaseException:
+                runtime.freeHost(address)
+                raise
+            event = self._cupy.cuda.Event(disable_timing=True)
+            event.record(stream)
+        try:
+            yield stream
+        finally:
+            flag.value = 1  # the kernel returns, the stream goes on
+            with self._lock:
+                self._spent.append((address, event))
+
+    def _kernel_(self):
+        with self._lock:
+            if self._kernel is None:
+                self._kernel = self._cupy.RawKernel(_HOLD_SOURCE, "pyacc_stream_hold")
+            return self._kernel
+
+    def _free_spent(self, runtime) -> None:
+        """Free the flags whose kernels have returned."""
+        with self._lock:
+            done = [(address, event) for address, event in self._spent if event.done]
+            self._spent = [item for item in self._spent if item not in done]
+        for address, _ in done:
+            runtime.freeHost(address)
+
+
+def _device_pointer(runtime, address: int) -> int:
+    """The device's address of mapped page-locked host memory: ``cudaHostGetDevicePointer``
+    where the runtime module has it; with unified addressing (every 64-bit platform CUDA
+    13 runs on) it is the host address itself."""
+    query = getattr(runtime, "hostGetDevicePointer", None)
+    return address if query is None else query(address, 0)

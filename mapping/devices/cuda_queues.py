@@ -272,13 +272,9 @@ class CudaQueue(Queue):
             self._settle(waits, force)
 
     def hold(self):
-        """Keep the stream from starting further work while the block runs (the fake
-        backend's testing hook; a real CUDA stream cannot be held)."""
-        hold = getattr(self._backend, "hold", None)
-        if hold is None:
-            raise ExecutionError(f"{self.label}: a CUDA stream cannot be held (only the fake "
-                                 "backend, mapping.devices.cuda_fake, can)")
-        return hold(self.stream)
+        """Keep the stream from starting further work while the block runs (the testing
+        hook of ``pyacc.testing.hold_queue``: the backend's ``hold``)."""
+        return self._backend.hold(self.stream)
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def _next(self) -> int:
