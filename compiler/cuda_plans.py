@@ -15,7 +15,8 @@ public ``_LaunchConfiguration.pre_launch_callbacks``) names the compiled kernel 
 launch used. The plan then asks that kernel's own marshaller (``_Kernel._prepare_args``,
 what numba-cuda's launch calls) for the kernel-parameter words of this call: an array's
 words (``meminfo, parent, size, itemsize, pointer, *shape, *strides``) are kept, a
-scalar's are marshalled again by the same method at every launch. No word is spelled by
+scalar's are marshalled again by the same method whenever its value differs from the
+last launch's (the same value of the same type: the same words). No word is spelled by
 pyacc: the compiler's ABI stays the compiler's.
 
 **Facts** (:func:`facts`): for a CuPy array, its pointer, shape, strides and dtype:
@@ -118,7 +119,8 @@ class PreparedLaunch:
     one flat tuple (an array's kept; a scalar's made again at each launch by the kernel's
     marshaller, into its span of the words)."""
 
-    __slots__ = ("_launch", "_stream", "_config", "_handle", "_words", "_scalars", "_kernel")
+    __slots__ = ("_launch", "_stream", "_config", "_handle", "_words", "_scalars", "_kernel",
+                 "_last")
 
     def __init__(self, kernel, configured, words, scalars):
         from numba.cuda import dispatcher  # here: numba-cuda only, and only on a GPU
@@ -133,8 +135,12 @@ class PreparedLaunch:
         for position, argument in enumerate(words):
             spans.append((start, start + len(argument)))
             start += len(argument)
-        #: (start, stop, position, numba type) of each scalar's words
-        self._scalars = tuple(spans[position] + (position, kind) for position, kind in scalars)
+        #: (slot, start, stop, position, numba type) of each scalar's words
+        self._scalars = tuple((slot,) + spans[position] + (position, kind)
+                              for slot, (position, kind) in enumerate(scalars))
+        #: each scalar's last value and its words (a loop bound, a coefficient: most
+        #: launches repeat them, and their words are then the marshaller's of last time)
+        self._last = [(None, None)] * len(self._scalars)
 
     def launch(self, args) -> None:
         """The launch, with these arguments' scalars (their facts are the plan's)."""
@@ -142,8 +148,14 @@ class PreparedLaunch:
             self._launch(self._stream, self._config, self._handle, *self._words)
             return
         words = list(self._words)
-        for start, stop, position, kind in self._scalars:
-            words[start:stop] = marshal(self._kernel, kind, args[position], self._stream)
+        last = self._last
+        for slot, start, stop, position, kind in self._scalars:
+            value = args[position]
+            seen, marshalled = last[slot]  # (one tuple: another thread's store is whole)
+            if seen is not value and not (type(seen) is type(value) and seen == value):
+                marshalled = marshal(self._kernel, kind, value, self._stream)
+                last[slot] = (value, marshalled)
+            words[start:stop] = marshalled
         self._launch(self._stream, self._config, self._handle, *words)
 
 

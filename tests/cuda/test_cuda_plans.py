@@ -95,6 +95,28 @@ def test_prepared_launch_skips_typing_and_views(real_launch_path):
         [(ctypes.c_double, float(step)) for step in range(10)]
 
 
+def test_a_repeated_scalar_reuses_its_words_and_a_new_value_is_marshalled(real_launch_path,
+                                                                          monkeypatch):
+    """A loop bound or a coefficient repeats from launch to launch: its words are the
+    marshaller's of the last launch (numba-cuda's own, never spelled by pyacc); a new value,
+    or an equal value of another type (0 == 0.0 == False), is marshalled again."""
+    kernel, a = _kernel(), DeviceArray((64, 2))
+    for _ in range(2):  # the plan made
+        cuda_runtime.launch(kernel, 2, 32, (a, 64, 0.5))
+    marshalled = []
+    real = cuda_plans.marshal
+    monkeypatch.setattr(cuda_plans, "marshal", lambda *args: marshalled.append(args[2]) or real(*args))
+    values = (0.5, 0.5, 1.0, 1.0, float("nan"), float("nan"), 0.5)
+    for value in values:
+        cuda_runtime.launch(kernel, 2, 32, (a, 64, value))
+    assert [repr(v) for v in marshalled] == ["64", "0.5", "1.0", "nan", "nan", "0.5"]
+    launched = [_comparable(w[3])[-2:] for w in watch.launches[-len(values):]]
+    assert all(bound == (ctypes.c_int64, 64) for bound, _ in launched)
+    assert [repr(x) for (_, (kind, x)) in launched] == [repr(v) for v in values]
+    cuda_runtime.launch(kernel, 2, 32, (a, 64, 1))  # an int: other facts, the full path
+    assert _comparable(watch.launches[-1][3])[-1] == (ctypes.c_int64, 1)
+
+
 def test_other_facts_take_the_full_path_then_a_plan_of_their_own(real_launch_path):
     kernel = _kernel()
     u, unew = DeviceArray((50, 2), ptr=0x1000), DeviceArray((50, 2), ptr=0x9000)
