@@ -22,6 +22,18 @@ def _lane():
     return _devices.current_runtime().lane
 
 
+def _lane_state() -> str:
+    """What decides whether the lane copies (for a failure's message): a lane that
+    declined on an H100 machine's run, and passes here, is explained by it."""
+    runtime = _devices.current_runtime()
+    lane, device = runtime.lane, runtime.device
+    return (f"device {device!r} (copies in place: {getattr(device, 'copies_in_place', '?')}, "
+            f"faults {getattr(device, 'faults', '?')!r}), tracks_use {runtime.tracks_use}, "
+            f"lane tracks_use {lane.tracks_use}, BUS tally_alone {BUS.tally_alone[0]}, silent "
+            f"{BUS.silent[0]}, active {[k.name for k in EventKind if BUS.active[k]]}, "
+            f"stats {acc.stats()}")
+
+
 def _moved() -> tuple:
     stats = acc.stats()
     return stats["h2d_count"], stats["h2d_bytes"], stats["d2h_count"], stats["d2h_bytes"]
@@ -162,7 +174,7 @@ def test_oversubscribed_data_is_updated_by_the_python_verb(emulated):
     finally:
         lane.tracks_use = False
     a[:] = 1.0
-    assert lane.upload(a) is True
+    assert lane.upload(a) is True, _lane_state()
     np.testing.assert_array_equal(device, 1.0)
     acc.delete(a)
 
@@ -229,7 +241,7 @@ def test_the_lanes_count_in_place_in_the_devices_int64_statistics_row(emulated):
     before = list(row)
     acc.update_device(a)
     assert sum(after - first for after, first in zip(row, before)) == 1 + 32, \
-        "one upload and its 32 bytes, counted in the row itself"
+        f"one upload and its 32 bytes, counted in the row itself: {_lane_state()}"
     with pytest.raises(BufferError):
         row.append(0)  # held by the lane: its counts stay where C adds to them
     lane = _lane()
