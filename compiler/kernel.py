@@ -46,7 +46,7 @@ import numba
 import numpy as np
 from numba.core import types as nbtypes
 
-from . import caches, crossover, cuda_compilers, feedback, markers
+from . import caches, crossover, cuda_compilers, feedback, markers, threading_layer
 from .arguments import argument_kind, device_dtype_ndim, is_device_array
 from .analysis import KernelInfo, check_free_names, flat_clauses, flattened, struct_layout
 from .caches import cache_dir
@@ -305,9 +305,8 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
         dispatcher.compile(arg_types)
     except Exception as exc:  # noqa: BLE001 - every compile failure is a CompileError
         raise compile_error(info, exc, filename, linemap) from None
-    if boundscheck:
-        return bounds_checked(dispatcher, info.where)
-    return dispatcher
+    kernel = bounds_checked(dispatcher, info.where) if boundscheck else dispatcher
+    return threading_layer.one_at_a_time(kernel) if threading_layer.serialized() else kernel
 
 
 #: Header note of a module built without loop interchange because an expanded scalar's

@@ -9,38 +9,64 @@ oneTBB is both thread and fork safe (Numba's ``safe`` category). The ``tbb`` whe
 ``libtbb.so.12`` in the environment's ``lib`` folder, which the dynamic loader does not
 search, so :func:`select` loads it by path (``RTLD_GLOBAL``) before Numba looks for it.
 
-Owns :func:`select` (called once when ``compiler`` is imported) and :func:`describe`.
+Owns :func:`select` (called once when ``compiler`` is imported), :func:`describe`,
+:func:`serialized` and :func:`one_at_a_time`.
+
+Without oneTBB, Numba takes GNU OpenMP, else ``workqueue`` (an image without libgomp and
+without the ``tbb`` wheel, such as the lent H100's Python). Measured there and here:
+- ``workqueue`` aborts the process ("Concurrent access has been detected") when two
+  threads run parallel kernels at once, which pyacc's async queues do (two queues, or a
+  queue and the program's thread): with it, pyacc runs its parallel CPU kernels one at a
+  time (:func:`one_at_a_time`, a process-wide lock; no prepared calls then);
+- an exception raised inside a parallel loop (a division by zero, an ``IndexError``) is
+  reported only where the thread that raised it is the caller's: always with oneTBB,
+  for the first chunk only with OpenMP, never with ``workqueue``, where the kernel
+  returns as if nothing happened (the failed chunk's remaining elements unwritten).
+  ``pyacc info`` and ``acc.explain`` name the layer, and say so when it is not oneTBB.
 
 Invariants:
     * A choice the user made wins: ``NUMBA_THREADING_LAYER`` set, or
       ``numba.config.THREADING_LAYER`` changed before pyacc is imported, is left alone.
     * Without a loadable oneTBB the layer stays Numba's default (and fork after a
       parallel kernel stays unsafe with GNU OpenMP; docs/RELIABILITY.md says so).
+    * oneTBB is looked for where a ``tbb`` wheel puts it (``<prefix>/lib`` of the
+      interpreter, and of each ``sys.path`` entry's environment) and where the dynamic
+      loader looks (``LD_LIBRARY_PATH``, the system's folders).
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
+import threading
 
 import numba
 
-__all__ = ["select", "describe"]
+__all__ = ["select", "describe", "serialized", "one_at_a_time", "caveat"]
 
 _SELECTED: list = []
+#: the parallel kernels' turn under workqueue (reentrant: a kernel that calls back into
+#: Python may call another)
+_ONE_AT_A_TIME = threading.RLock()
 
 
 def _library_candidates():
     names = ("libtbb.so.12", "libtbb.so")
-    for root in dict.fromkeys((sys.prefix, sys.base_prefix, os.path.dirname(sys.executable) + "/..")):
+    roots = [sys.prefix, sys.base_prefix, os.path.dirname(sys.executable) + "/.."]
+    for entry in sys.path:  # <env>/lib/pythonX.Y/site-packages → <env>
+        if entry.endswith("site-packages"):
+            roots.append(os.path.join(entry, "..", "..", ".."))
+    for root in dict.fromkeys(roots):
         for name in names:
             yield os.path.join(root, "lib", name)
+    yield "libtbb.so.12"  # the dynamic loader's own search: LD_LIBRARY_PATH, ld.so.cache
 
 
 def _load_tbb() -> bool:
     """Load oneTBB so that Numba's ``tbbpool`` extension links; True when it imports."""
     for path in _library_candidates():
-        if os.path.exists(path):
+        if os.path.exists(path) or os.sep not in path:
             try:
                 ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
                 break
@@ -75,3 +101,40 @@ def describe() -> str:
         return numba.threading_layer()
     except ValueError:  # no parallel kernel has run yet
         return f"{numba.config.THREADING_LAYER} (requested)"
+
+
+@functools.cache
+def layer() -> str:
+    """The layer Numba runs parallel kernels on (its thread pool started, once)."""
+    from numba.np.ufunc.parallel import _launch_threads  # what a first parallel kernel calls
+
+    _launch_threads()
+    return numba.threading_layer()
+
+
+def serialized() -> bool:
+    """Whether pyacc's parallel CPU kernels must take turns (``workqueue``: module
+    docstring)."""
+    return layer() == "workqueue"
+
+
+def one_at_a_time(kernel):
+    """``kernel`` run under the process-wide turn of parallel kernels (``workqueue``)."""
+    def call(*args):
+        with _ONE_AT_A_TIME:
+            return kernel(*args)
+
+    call.dispatcher = getattr(kernel, "dispatcher", kernel)
+    call.__name__ = f"one_at_a_time_{getattr(kernel, '__name__', 'kernel')}"
+    return call
+
+
+def caveat() -> str | None:
+    """What a program should know of the layer in use, or None (oneTBB)."""
+    name = layer()
+    if name == "tbb":
+        return None
+    lost = "never reported" if name == "workqueue" else "reported only from the first chunk"
+    turns = "; parallel kernels run one at a time (it is not thread safe)" if name == "workqueue" else ""
+    return (f"Numba's threading layer is {name}, not oneTBB: an exception raised inside a "
+            f"parallel loop is {lost}{turns}; pip install tbb")

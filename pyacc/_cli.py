@@ -29,7 +29,7 @@ import sys
 import warnings
 
 import pyacc as acc
-from pyacc.compiler import cuda_compilers
+from pyacc.compiler import cuda_compilers, threading_layer
 from pyacc.compiler.kernel import cache_dir
 
 from . import _devices
@@ -171,6 +171,15 @@ def _cuda_compiler() -> str:
         return _error(error)
 
 
+def _threading_layer() -> str:
+    """Numba's threading layer of the CPU kernels, and what to know of it."""
+    try:
+        caveat = threading_layer.caveat()
+        return threading_layer.layer() + ("" if caveat is None else f" (warning: {caveat})")
+    except Exception as error:
+        return _error(error)
+
+
 def _kernel_cache() -> str:
     try:
         return str(cache_dir())
@@ -197,6 +206,7 @@ def info_report() -> dict:
         "device_types": {name: _device_type(name) for name in _devices.DEVICE_TYPES},
         "versions": _versions(),
         "cuda_compiler": _cuda_compiler(),
+        "threading_layer": _threading_layer(),
         "kernel_cache": _kernel_cache(),
         "environment": _settings(),
     }
@@ -259,6 +269,7 @@ def render(report: dict) -> str:
         lines += _type_lines(device_type, summary)
     lines += ["", *_table("Versions", report["versions"]), ""]
     lines += [f"CUDA kernel compiler (PYACC_CUDA_COMPILER): {report['cuda_compiler']}"]
+    lines += [f"CPU threading layer (NUMBA_THREADING_LAYER): {report['threading_layer']}"]
     lines += [f"Kernel cache: {report['kernel_cache']}", ""]
     lines += _table("Environment", report["environment"])
     return "\n".join(lines)

@@ -58,7 +58,7 @@ from pyacc.mapping import (
 
 from pyacc.mapping.compute import enter_compute, exit_compute
 from pyacc.mapping.queues import CROSSOVER, Pending
-from pyacc.compiler import kernel_env
+from pyacc.compiler import kernel_env, threading_layer
 from pyacc.compiler import analysis as _structs
 from pyacc.compiler.analysis import MemberError
 from pyacc.compiler.arguments import is_device_array
@@ -530,6 +530,9 @@ def explain(region) -> str:
         at_once = False
     if at_once:  # its async calls (API.md §5)
         text += "\n" + CROSSOVER.describe()
+    caveat = threading_layer.caveat() if at_once else None  # (a CPU device's kernels)
+    if caveat is not None:
+        text += "\n" + caveat
     return text
 
 

@@ -1404,6 +1404,11 @@ def test_an_exception_raised_in_a_routine_is_reported_as_itself(device):
     the kernel calls raised it (not Python's SystemError about the call)."""
     if device == "cuda":
         pytest.skip("GPU kernels raise no Python exceptions (x / 0.0 is inf there)")
+    from pyacc.compiler import threading_layer
+
+    caveat = threading_layer.caveat()  # (the lent H100's image: workqueue, the error lost)
+    if caveat is not None:
+        pytest.skip(f"{caveat} (tests/compiler/test_threading_layer.py checks it is said)")
     out = np.zeros(4)
     with pytest.raises(acc.ExecutionError, match="ZeroDivisionError: division by zero"):
         try:
