@@ -25,10 +25,15 @@ def _lane():
 def _lane_state() -> str:
     """What decides whether the lane copies (for a failure's message): a lane that
     declined on an H100 machine's run, and passes here, is explained by it."""
+    from pyacc.mapping import _cprobe
+
     runtime = _devices.current_runtime()
     lane, device = runtime.lane, runtime.device
+    hooks = sorted(set(vars(device)) & {"_faults", "_copy", "upload", "download", "_transfer",
+                                        "_transfer_operation", "launch"})
     return (f"device {device!r} (copies in place: {getattr(device, 'copies_in_place', '?')}, "
-            f"faults {getattr(device, 'faults', '?')!r}), tracks_use {runtime.tracks_use}, "
+            f"instance attributes {hooks}, _faults {getattr(device, '_faults', '?')!r}), lock try "
+            f"{_cprobe.lock_try()}, tracks_use {runtime.tracks_use}, "
             f"lane tracks_use {lane.tracks_use}, BUS tally_alone {BUS.tally_alone[0]}, silent "
             f"{BUS.silent[0]}, active {[k.name for k in EventKind if BUS.active[k]]}, "
             f"stats {acc.stats()}")
