@@ -53,7 +53,7 @@ import threading
 
 import numpy as np
 
-from ..errors import DeviceTypeUnavailableError, DeviceUnavailableError
+from ..errors import DeviceTypeUnavailableError, DeviceUnavailableError, ExecutionError
 from .cuda_layout import extent
 
 __all__ = ["CupyBackend", "BlockIndex", "StreamHolds", "HOLD_LIMIT_S"]
@@ -319,7 +319,8 @@ def _call(function) -> None:
 #   (``cudaHostAllocMapped``, ``cudaHostGetDevicePointer``), a volatile load about every
 #   microsecond (``__nanosleep``, compute capability 7.0 and up);
 # - a hold never keeps its stream waiting longer than ``HOLD_LIMIT_S`` seconds: the kernel
-#   then returns by itself, so a test that dies inside the block cannot leave it spinning;
+#   then returns by itself, so a block that waits for the held queue (a deadlock with the
+#   fake) costs that long, and its end raises ``ExecutionError`` saying so;
 # - a flag is freed only once the event recorded after its kernel has completed
 #   (``cudaFreeHost`` of memory a running kernel reads is undefined): at the next hold (the
 #   last hold's flag, 4 bytes, goes with the process);
@@ -327,7 +328,7 @@ def _call(function) -> None:
 #   function that blocked would stall the driver's callback thread for every stream).
 
 #: the longest a hold keeps its stream waiting on the GPU, in seconds
-HOLD_LIMIT_S = 120.0
+HOLD_LIMIT_S = 20.0
 _HOST_ALLOC_PORTABLE_MAPPED = 1 | 2  # cudaHostAllocPortable | cudaHostAllocMapped
 
 _HOLD_SOURCE = r"""
@@ -380,9 +381,16 @@ class StreamHolds:
         try:
             yield stream
         finally:
+            expired = event.done  # the kernel stopped waiting before the block's end
             flag.value = 1  # the kernel returns, the stream goes on
             with self._lock:
                 self._spent.append((address, event))
+        if expired:
+            raise ExecutionError(
+                f"a hold of a CUDA stream ran out after {HOLD_LIMIT_S:g} s, before its block "
+                "ended: something in the block waited for the held queue (on a GPU also an "
+                "operation on the legacy default stream, or a device-wide synchronisation, "
+                "waits for it); its work may have run inside the block")
 
     def _kernel_(self):
         with self._lock:

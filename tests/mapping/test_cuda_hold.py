@@ -104,6 +104,19 @@ def test_an_exception_in_the_block_still_releases_the_stream():
     assert ctypes.c_int.from_address(address).value == 1
 
 
+def test_a_hold_that_ran_out_before_its_block_ended_says_so():
+    """A block that waits for its held queue would wait for ever on the fake; on a GPU the
+    kernel gives up after ``HOLD_LIMIT_S`` and the block's end raises, naming why."""
+    from pyacc.mapping import ExecutionError
+
+    cupy, holds = _holds()
+    with pytest.raises(ExecutionError, match=r"ran out after 20 s.*waited for the held queue"):
+        with holds.hold("s"):
+            cupy.events[0].done = True  # the kernel returned while the block still ran
+    address, = cupy.buffers
+    assert ctypes.c_int.from_address(address).value == 1
+
+
 def test_a_launch_that_fails_frees_its_flag():
     cupy, holds = _holds()
 
