@@ -369,7 +369,10 @@ def test_a_short_call_repeated_keeps_the_gil_others_give_it_back(cpu):
         finally:
             stop.set()
             ticker.join()
-        assert runs[True] and max(runs[True]) <= 3, "no other thread runs while a kernel keeps the GIL"
+        # (a kept run's ticks are the ticker's turns at the call's edges, when the switch
+        # interval hands it the GIL between bytecodes: a few, more on a loaded machine —
+        # 4 seen with the suite on 3 workers over 2 cores; a released ~0.1 s run: dozens)
+        assert runs[True] and max(runs[True]) <= 6, "no other thread runs while a kernel keeps the GIL"
         assert runs[False] and min(runs[False]) > 10, "a long kernel gives the GIL back (and others run)"
     np.testing.assert_allclose(x, 2.0)
 
