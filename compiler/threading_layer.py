@@ -118,15 +118,23 @@ def serialized() -> bool:
     return layer() == "workqueue"
 
 
-def one_at_a_time(kernel):
-    """``kernel`` run under the process-wide turn of parallel kernels (``workqueue``)."""
-    def call(*args):
-        with _ONE_AT_A_TIME:
-            return kernel(*args)
+class one_at_a_time:
+    """``kernel`` run under the process-wide turn of parallel kernels (``workqueue``);
+    its other attributes (``py_func``, ``overloads``, ``dispatcher``...) are the kernel's.
+    Not a Numba dispatcher: the express lane calls it as it is, with no prepared call
+    (``compiler.cpu_plans.prepare``), so every call takes the turn."""
 
-    call.dispatcher = getattr(kernel, "dispatcher", kernel)
-    call.__name__ = f"one_at_a_time_{getattr(kernel, '__name__', 'kernel')}"
-    return call
+    __slots__ = ("kernel",)
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __call__(self, *args):
+        with _ONE_AT_A_TIME:
+            return self.kernel(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
 
 
 def caveat() -> str | None:

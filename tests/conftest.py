@@ -15,6 +15,9 @@
   holds ``lock`` for the block's duration (a held table lock, a fork's old lock).
 - ``listening``: ``listening(*kinds)`` subscribes one list to those event kinds until the
   test ends and returns it.
+- ``prepared_calls_on``: skips a test of CPU kernels' prepared calls where they are off,
+  on Numba's ``workqueue`` threading layer (kernels take turns there:
+  compiler/threading_layer.py).
 """
 
 import contextlib
@@ -25,6 +28,15 @@ import pytest
 
 import pyacc as acc
 from pyacc.mapping import BUS
+
+
+@pytest.fixture
+def prepared_calls_on():
+    from pyacc.compiler import threading_layer  # (asked when such a test runs: it runs kernels)
+
+    if threading_layer.serialized():
+        pytest.skip("Numba's threading layer is workqueue: CPU kernels take turns and have no "
+                    "prepared calls (compiler/threading_layer.py)")
 
 
 def _fresh(device_type):

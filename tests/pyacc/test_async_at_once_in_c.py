@@ -265,6 +265,7 @@ def test_a_run_within_a_quarter_of_the_record_keeps_it(device, every_run_timed):
     assert x[0] > 202.0 and np.all(x == x[0])
 
 
+@pytest.mark.usefixtures("prepared_calls_on")
 def test_a_kept_call_at_once_is_timed_one_in_eight_its_record_kept_meanwhile(device):
     """A call repeated with the same words after a short run (it keeps the GIL) is timed
     one call in 8 (``TIME_SAMPLED``, pyacc/_prepared_call.c.h): the others leave the

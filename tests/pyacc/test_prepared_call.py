@@ -15,7 +15,8 @@ from pyacc.compiler import cpu_plans
 
 from test_fast_paths import total_of  # the same sum: one region for both modules
 
-pytestmark = pytest.mark.skipif(not acc.express_lane(), reason="the C express lane is not built")
+pytestmark = [pytest.mark.skipif(not acc.express_lane(), reason="the C express lane is not built"),
+              pytest.mark.usefixtures("prepared_calls_on")]
 
 CPU_DEVICES = ["host", "emulated"]
 
