@@ -400,9 +400,11 @@ class StreamHolds:
 
     def _free_spent(self, runtime) -> None:
         """Free the flags whose kernels have returned."""
+        done, running = [], []
         with self._lock:
-            done = [(address, event) for address, event in self._spent if event.done]
-            self._spent = [item for item in self._spent if item not in done]
+            for address, event in self._spent:
+                (done if event.done else running).append((address, event))
+            self._spent = running
         for address, _ in done:
             runtime.freeHost(address)
 

@@ -132,14 +132,12 @@ class HostTransfer:
         backend, queue = self.memory.backend, self.queue
         address, temporary = block_for(self.memory, packing)
         raw, begin, end = part  # block order: offsets in raw are offsets in the device block
-        pieces = [(0, begin, False), (begin, end, True), (end, raw.size, False)]
         stagings = []
         try:
             if not self.upload and temporary is not None:
                 backend.copy(temporary.view, backend.as_device_array(device_array), queue.stream)
-            for low, high, locked in pieces:
-                if high > low:
-                    stagings.append(self._piece(raw[low:high], address + low, locked))
+            for low, high, locked in _around(begin, end, raw.size):
+                stagings.append(self._piece(raw[low:high], address + low, locked))
             if self.upload and temporary is not None:
                 backend.copy(backend.as_device_array(device_array), temporary.view, queue.stream)
         finally:
@@ -171,8 +169,7 @@ class HostTransfer:
         if part is None:
             return [(host, 0)]
         raw, begin, end = part
-        return [(raw[low:high], low) for low, high in ((0, begin), (begin, end), (end, raw.size))
-                if high > low]
+        return [(raw[low:high], low) for low, high, _ in _around(begin, end, raw.size)]
 
     def _upload_now(self, host, device_array, packing: Packing) -> None:
         backend, stream = self.memory.backend, self.queue.stream
@@ -267,6 +264,13 @@ class _Release:
         temporary, self.temporary, self.staging = self.temporary, None, None
         if temporary is not None:
             self.backend.free(temporary.handle)
+
+
+def _around(begin: int, end: int, size: int) -> list[tuple[int, int, bool]]:
+    """``(low, high, locked)``: a host block's ``size`` bytes split at the page-locked part
+    ``[begin, end)`` (``HostTransfer._locked_part``), the empty pieces left out."""
+    pieces = ((0, begin, False), (begin, end, True), (end, size, False))
+    return [piece for piece in pieces if piece[1] > piece[0]]
 
 
 def block_for(memory, packing: Packing):

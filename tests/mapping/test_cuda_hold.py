@@ -5,6 +5,7 @@ CuPy calls it makes; tests/gpu runs the race and order tests through it on a GPU
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import types
 
@@ -60,15 +61,7 @@ class _CupyStandIn:
 
 def _holds():
     cupy = _CupyStandIn()
-
-    class Current:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    return cupy, cuda_backend.StreamHolds(cupy, Current)
+    return cupy, cuda_backend.StreamHolds(cupy, contextlib.nullcontext)  # (no device to make current)
 
 
 def test_a_hold_enqueues_one_waiting_kernel_and_releases_it_when_the_block_ends():
