@@ -125,16 +125,20 @@ class Pins:
 
     def locked_part(self, low: int, high: int, device_address: int):
         """``(begin, end)``: the part of the host bytes ``[low, high)`` inside the
-        registered range that holds its first whole page, when that range is the one of
-        the mapping whose block holds ``device_address`` (the transfer's device side);
-        None otherwise. Another mapping's registration may end while this transfer is
-        still queued: a mapping of the same array that ends on another queue is
-        unregistered once that queue has passed, which does not wait for this one."""
+        registered range that holds their first byte, or else their first whole page,
+        when that range is the one of the mapping whose block holds ``device_address``
+        (the transfer's device side); None otherwise. A mapping registers one range, so
+        the bytes meet at most one of its own: bytes that start inside it and end past it
+        are found by their first byte (their first whole page may be past its end), bytes
+        that start before it by their first whole page. Another mapping's registration may
+        end while this transfer is still queued: a mapping of the same array that ends on
+        another queue is unregistered once that queue has passed, which does not wait for
+        this one."""
         if not self._by_block:  # nothing registered: no lock
             return None
         first = min(-(-low // PAGE) * PAGE, high - 1)
         with self._lock:
-            found = self._ranges.find(first)
+            found = self._ranges.find(low) or self._ranges.find(first)
         if found is None:
             return None
         block, block_end = found[2]
