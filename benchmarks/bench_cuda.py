@@ -963,7 +963,7 @@ def section(report: dict, args) -> str:
     out += ["### Kernels", ""] + kernel_table(report["kernels"]) + [""]
     notes = [f"- {row['label']}, {LABELS.get(k, k)}: {v}" for row in report["kernels"]
              for k, v in row["notes"].items()]
-    for key in ("bandwidth", "launch", "strided", "overlap", "cold_start"):
+    for key in MEASURES:
         notes += [f"- {key}, {k}: {v}" for k, v in report.get(key, {}).get("notes", {}).items()]
     if notes:
         out += ["Failed candidates:", ""] + notes + [""]
@@ -973,6 +973,10 @@ def section(report: dict, args) -> str:
 
 
 # == main ====================================================================================
+
+
+#: the sections after the kernels' (``measure_sections``), each a dict with its ``notes``
+MEASURES = ("bandwidth", "launch", "strided", "overlap", "cold_start")
 
 
 def measure_sections(mode, cupy, nb, budget) -> dict:
@@ -1018,8 +1022,7 @@ def run_all(mode, cupy, nb, save, only=None) -> dict:
 
 def smoke_failures(report) -> list[str]:
     failures = [f"{row['label']}, {k}: {v}" for row in report["kernels"] for k, v in row["notes"].items()]
-    failures += [f"{key}, {k}: {v}" for key in ("bandwidth", "launch", "strided", "overlap", "cold_start")
-                 for k, v in report[key]["notes"].items()]
+    failures += [f"{key}, {k}: {v}" for key in MEASURES for k, v in report[key]["notes"].items()]
     return failures
 
 
