@@ -5,7 +5,7 @@
  * API's hot-path test: a numpy.ndarray of plain data in one C- or F-ordered block),
  * ``DataLane`` (below: copyin/create/delete/copyout/is_present of present data in one
  * C call each) and ``TableLock`` (the present table's lock, which the lanes take in
- * place: ``_reentrant_lock.c.h``). The first two give the same answers as the Numba
+ * place: ``_reentrant_lock.c.h``). The first four are ``_search.c.h``'s. The first two give the same answers as the Numba
  * functions of ``mapping/_probe.py`` (which uses these when this module is built), without
  * a Numba dispatch (~0.3 µs, the larger part of an ``acc.is_present`` of present data).
  *
@@ -17,7 +17,8 @@
  *
  * ``bounds`` is ``_ordered``'s ``bounds``: a C-contiguous native int64 array of shape
  * ``(2, capacity)``, row 0 the begins and row 1 the ends of sorted, non-overlapping
- * half-open ranges, unused slots int64 max in both rows. Anything else (an ``x`` that is
+ * half-open ranges, unused slots int64 max in both rows (the lane's searches stop at the
+ * ranges' ``count``). Anything else (an ``x`` that is
  * not a numpy array, a ``bounds`` of another shape or type) raises TypeError, and the
  * caller takes its pure-Python search.
  *
@@ -37,124 +38,10 @@
 #include "../pyacc/_dict_tag.h"
 #include "../pyacc/_table_lock.h"
 #include "_slot_fields.h"
+#include "_lane_api.h"
 #include "_reentrant_lock.c.h"
 
-static PyTypeObject *g_ndarray;  /* numpy.ndarray */
-static PyObject *g_int64;        /* numpy.dtype("int64"): native, one object (built-in dtypes are) */
-/* The extent of a numpy array; 0, or -1 with an exception set. */
-static int array_extent(PyObject *x, int64_t *data, int64_t *low, int64_t *high) {
-    if (!PyObject_TypeCheck(x, g_ndarray)) {
-        PyErr_SetString(PyExc_TypeError, "_cprobe: not a numpy array");
-        return -1;
-    }
-    ArrayFields *f = (ArrayFields *)x;
-    *data = *low = *high = (int64_t)(intptr_t)f->data;
-    for (int axis = 0; axis < f->nd; axis++)
-        if (f->dimensions[axis] == 0)
-            return 0;
-    Py_ssize_t size = array_itemsize(x);
-    if (size < 0)
-        return -1;
-    *high += size;
-    for (int axis = 0; axis < f->nd; axis++) {
-        int64_t step = (int64_t)(f->dimensions[axis] - 1) * (int64_t)f->strides[axis];
-        if (step < 0)
-            *low += step;
-        else
-            *high += step;
-    }
-    return 0;
-}
-
-static PyObject *extent(PyObject *module, PyObject *x) {
-    int64_t data, low, high;
-    if (array_extent(x, &data, &low, &high) < 0)
-        return NULL;
-    return Py_BuildValue("(LLL)", (long long)data, (long long)low, (long long)high);
-}
-
-/* The index of the range of ``bounds`` that wholly contains [low, high), -1 when none
- * overlaps it, -2 when one overlaps it without containing it; -3 with TypeError set when
- * ``bounds`` is not ``_ordered``'s (2, n) int64 array. ``low < high``. */
-static Py_ssize_t search(PyObject *bounds, int64_t low, int64_t high) {
-    if (!PyObject_TypeCheck(bounds, g_ndarray)) {
-        PyErr_SetString(PyExc_TypeError, "_cprobe: bounds is not a numpy array");
-        return -3;
-    }
-    ArrayFields *b = (ArrayFields *)bounds;
-    if (b->descr != g_int64 || b->nd != 2 || b->dimensions[0] != 2 ||
-            !(b->flags & NPY_C_CONTIGUOUS) || b->strides[1] != (Py_ssize_t)sizeof(int64_t)) {
-        PyErr_SetString(PyExc_TypeError, "_cprobe: bounds is not a C-contiguous (2, n) int64 array");
-        return -3;
-    }
-    Py_ssize_t capacity = b->dimensions[1];
-    const int64_t *begins = (const int64_t *)b->data;
-    const int64_t *ends = begins + capacity;
-    /* np.searchsorted(ends, low, side="right"): the first range that ends after low */
-    Py_ssize_t first = 0, stop = capacity;
-    while (first < stop) {
-        Py_ssize_t middle = first + (stop - first) / 2;
-        if (ends[middle] <= low)
-            first = middle + 1;
-        else
-            stop = middle;
-    }
-    if (first < capacity && begins[first] < high) {
-        if (begins[first] <= low && high <= ends[first])
-            return first;
-        return -2;  /* overlaps a mapping without lying inside it */
-    }
-    return -1;
-}
-
-static PyObject *contained_index(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "contained_index(bounds, x) takes two arguments");
-        return NULL;
-    }
-    int64_t data, low, high;
-    if (array_extent(args[1], &data, &low, &high) < 0)
-        return NULL;
-    if (high == low)
-        return PyLong_FromLong(-1);
-    Py_ssize_t index = search(args[0], low, high);
-    return index == -3 ? NULL : PyLong_FromSsize_t(index);
-}
-
-/* same_layout(a, b): True when two numpy arrays have the same shape, strides and dtype
- * object; False when they differ in any (a dtype equal but not the same object counts as
- * different: the caller re-makes what it cached, which is correct, only slower); None when
- * either is not a numpy array (the caller compares in Python). */
-static int same_layout_of(ArrayFields *a, ArrayFields *b) {
-    if (a->nd != b->nd || a->descr != b->descr)
-        return 0;
-    for (int axis = 0; axis < a->nd; axis++)
-        if (a->dimensions[axis] != b->dimensions[axis] || a->strides[axis] != b->strides[axis])
-            return 0;
-    return 1;
-}
-
-static PyObject *same_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "same_layout(a, b) takes two arguments");
-        return NULL;
-    }
-    if (!PyObject_TypeCheck(args[0], g_ndarray) || !PyObject_TypeCheck(args[1], g_ndarray))
-        Py_RETURN_NONE;
-    return PyBool_FromLong(same_layout_of((ArrayFields *)args[0], (ArrayFields *)args[1]));
-}
-
-/* plain_block(x): whether x is exactly a numpy.ndarray (no subclass) of plain data (no
- * object references) whose elements are one C- or Fortran-ordered block
- * (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_F_CONTIGUOUS): the arrays the lane's verbs take. */
-static int is_plain_block(PyObject *x) {
-    return Py_TYPE(x) == g_ndarray && (((ArrayFields *)x)->flags & (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS))
-           && plain_items(x);
-}
-
-static PyObject *plain_block(PyObject *module, PyObject *x) {
-    return PyBool_FromLong(is_plain_block(x));
-}
+#include "_search.c.h"
 
 
 /* == DataLane: the data API's present-data verbs in one C call ======================
@@ -184,7 +71,8 @@ static PyObject *plain_block(PyObject *module, PyObject *x) {
  *       ``update_self`` of present data, on a device that admitted the lane's copies
  *       (``_lane_copies.c.h``).
  *   join(arrays) / part(entries): a data region's structured counts of present data
- *       (``_lane_regions.c.h``).
+ *       (``_lane_regions.c.h``); the same two on C arrays are the module's ``LANE_API``
+ *       capsule (``_lane_api.h``), which ``acc.data``'s C base calls.
  *
  * enter, leave and the copies hold the table lock (``table._lock``, read at each call: a
  * fork replaces it; a ``TableLock``, taken in place) while they read and change the
@@ -199,7 +87,7 @@ typedef struct {
     TableLock held;  /* the table lock last seen, its bound methods (``_table_lock.h``) */
     char tracks_use;  /* the runtime's ``tracks_use``, kept here by the runtime */
     /* the ranges' and entries' attributes the verbs read, in place where slots (``_slot_fields.h``) */
-    SlotField bounds, values, version, dynamic, structured, kind, host_array, device_array;
+    SlotField bounds, count, values, version, dynamic, structured, kind, host_array, device_array;
     /* update's copies (``_lane_copies.c.h``: ``allow_copies``; NULL until then) */
     PyObject *device_dict, *tally_alone;
     CounterRow stats_row;  /* the device's statistics row, counted in place (_counter_row.h) */
@@ -207,7 +95,7 @@ typedef struct {
     uint64_t device_tag;  /* device_dict's tag when it was last found plain (0: none) */
 } Lane;
 
-static PyObject *s_bounds, *s_values, *s_version, *s_dynamic,
+static PyObject *s_bounds, *s_count, *s_values, *s_version, *s_dynamic,
     *s_structured, *s_kind, *s_host_array, *s_device_array, *s_device_array_of, *s_contains;
 
 static int lane_init(Lane *self, PyObject *args, PyObject *kwargs) {
@@ -232,6 +120,7 @@ static int lane_init(Lane *self, PyObject *args, PyObject *kwargs) {
     PyTypeObject *ranges_type = Py_TYPE(ranges), *entry = PyType_Check(entry_type) ? (PyTypeObject *)entry_type
                                                                                   : &PyBaseObject_Type;
     slot_field_init(&self->bounds, ranges_type, s_bounds);
+    slot_field_init(&self->count, ranges_type, s_count);
     slot_field_init(&self->values, ranges_type, s_values);
     slot_field_init(&self->version, ranges_type, s_version);
     slot_field_init(&self->dynamic, entry, s_dynamic);
@@ -286,6 +175,23 @@ static PyObject *unlock(PyObject *release, PyObject *result) {
     return result;
 }
 
+/* A count kept in a slot (an entry's, the ranges'), read in place when it is an exact int of one digit or none
+ * (every count the runtime writes below 2**30); -1 for any other. */
+static inline long small_count(PyObject *entry, const SlotField *field) {
+    PyObject *value = field->offset ? *(PyObject **)((char *)entry + field->offset) : NULL;
+    if (value == NULL || !PyLong_CheckExact(value))
+        return -1;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!PyUnstable_Long_IsCompact((PyLongObject *)value))
+        return -1;
+    Py_ssize_t count = PyUnstable_Long_CompactValue((PyLongObject *)value);
+    return count >= 0 ? (long)count : -1;
+#else
+    Py_ssize_t size = Py_SIZE(value);
+    return size == 0 ? 0 : size == 1 ? (long)((PyLongObject *)value)->ob_digit[0] : -1;
+#endif
+}
+
 /* With the lock held: the entry (borrowed) wholly containing the non-empty plain block x
  * when it is a MappingEntry; NULL otherwise (with an exception set when one occurred). */
 static PyObject *present_entry(Lane *self, PyObject *x) {
@@ -295,7 +201,7 @@ static PyObject *present_entry(Lane *self, PyObject *x) {
     PyObject *bounds = slot_field_get(self->ranges, &self->bounds);
     if (bounds == NULL)
         return NULL;
-    Py_ssize_t index = search(bounds, low, high);
+    Py_ssize_t index = search(bounds, small_count(self->ranges, &self->count), low, high);
     Py_DECREF(bounds);
     if (index < 0)
         return NULL;
@@ -314,6 +220,9 @@ static PyObject *present_entry(Lane *self, PyObject *x) {
 
 /* entry.<name> as a C long; -1 with an exception set (counts are never negative). */
 static long count_of(PyObject *entry, const SlotField *field) {
+    long small = small_count(entry, field);
+    if (small >= 0)
+        return small;
     PyObject *value = slot_field_get(entry, field);
     if (value == NULL)
         return -1;
@@ -455,7 +364,7 @@ static PyObject *lane_present(Lane *self, PyObject *x) {
     PyObject *bounds = slot_field_get(self->ranges, &self->bounds);
     if (bounds == NULL)
         return NULL;
-    Py_ssize_t index = search(bounds, low, high);
+    Py_ssize_t index = search(bounds, small_count(self->ranges, &self->count), low, high);
     Py_DECREF(bounds);
     if (index == -3)
         return NULL;
@@ -530,6 +439,14 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* ``LANE_API``: the region verbs for another extension (``_lane_api.h``) */
+static int add_lane_api(PyObject *module) {
+    PyObject *capsule = PyCapsule_New(&g_lane_api, LANE_API_CAPSULE, NULL);
+    int added = capsule == NULL ? -1 : PyModule_AddObjectRef(module, "LANE_API", capsule);
+    Py_XDECREF(capsule);
+    return added;
+}
+
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "_cprobe", "The present table's hot searches, in C.", -1, methods,
 };
@@ -544,7 +461,7 @@ PyMODINIT_FUNC PyInit__cprobe(void) {
     if (g_ndarray == NULL || g_int64 == NULL || numpy_abi_init() < 0)
         return NULL;
     struct { PyObject **slot; const char *text; } names[] = {
-        {&s_bounds, "bounds"}, {&s_values, "values"}, {&s_version, "version"},
+        {&s_bounds, "bounds"}, {&s_count, "count"}, {&s_values, "values"}, {&s_version, "version"},
         {&s_dynamic, "dynamic"}, {&s_structured, "structured"},
         {&s_kind, "kind"}, {&s_host_array, "host_array"}, {&s_device_array, "device_array"},
         {&s_device_array_of, "device_array_of"}, {&s_contains, "contains"},
@@ -555,11 +472,13 @@ PyMODINIT_FUNC PyInit__cprobe(void) {
     if (table_lock_init() < 0 || copies_names_init() < 0 || PyType_Ready(&LaneType) < 0 || PyType_Ready(&ReentrantLockType) < 0)
         return NULL;
     tl_reentrant = (PyTypeObject *)Py_NewRef(&ReentrantLockType);
+    g_lane_api.lane_type = &LaneType;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)
         return NULL;
     if (PyModule_AddObjectRef(module, "DataLane", (PyObject *)&LaneType) < 0 ||
-            PyModule_AddObjectRef(module, "TableLock", (PyObject *)&ReentrantLockType) < 0) {
+            PyModule_AddObjectRef(module, "TableLock", (PyObject *)&ReentrantLockType) < 0 ||
+            add_lane_api(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

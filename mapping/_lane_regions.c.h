@@ -18,7 +18,19 @@
  *       caller runs ``exit_structured``, which copies back and frees). On shared memory:
  *       True for the None entries of its join.
  *
- * Both hold the table lock for the whole sequence, as the Python verbs do.
+ * The same two verbs on C arrays (``region_join``, ``region_part``) are ``LANE_API``'s
+ * (``_lane_api.h``), which ``acc.data``'s C base calls without a tuple either way.
+ *
+ * Both hold the table lock for the whole sequence, as the Python verbs do — or, when
+ * nobody else holds it, run as one section under the GIL without taking it
+ * (``table_lock_free_here``'s rule, ~350 of a region's machine instructions): a section
+ * that only reads and writes slots in place (every field the verbs touch a ``__slots__``
+ * member), makes no tracked object and runs no Python code before its last write. So
+ * the join checks its arrays before the section, and skips the lock only for arrays of
+ * one dtype (whose item size the checks then find remembered: no attribute is read and
+ * no dtype released inside). Reads come first and may fail (nothing written then); the
+ * writes set counts, exact ints (the runtime writes no other), which the collector does
+ * not track and whose release runs no code.
  */
 
 /* the sequences the verbs take: exact tuples and lists, read with PySequence_Fast's macros */
@@ -26,27 +38,24 @@ static int verb_sequence(PyObject *items) {
     return PyTuple_CheckExact(items) || PyList_CheckExact(items);
 }
 
-/* How many times ``entry`` is in ``entries`` (by identity). */
-static Py_ssize_t times_listed(PyObject *entries, PyObject *entry) {
+/* How many of ``entries[0:n]`` are ``entry`` (by identity). */
+static Py_ssize_t times_listed(PyObject *const *entries, Py_ssize_t n, PyObject *entry) {
     Py_ssize_t times = 0;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(entries); i++)
-        times += PySequence_Fast_GET_ITEM(entries, i) == entry;
+    for (Py_ssize_t i = 0; i < n; i++)
+        times += entries[i] == entry;
     return times;
 }
 
-/* Adds ``step`` to the structured count of each of ``entries``, all or nothing: 0, or -1
- * with an exception set and every count as it was. */
-static int add_structured(Lane *self, PyObject *entries, long step) {
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(entries); i++) {
-        PyObject *entry = PySequence_Fast_GET_ITEM(entries, i);
-        long structured = count_of(entry, &self->structured);
-        if (structured < 0 || set_count(entry, &self->structured, structured + step) < 0) {
+/* Adds ``step`` to the structured count of each of ``entries[0:n]``, all or nothing: 0,
+ * or -1 with an exception set and every count as it was. */
+static int add_structured(Lane *self, PyObject *const *entries, Py_ssize_t n, long step) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long structured = count_of(entries[i], &self->structured);
+        if (structured < 0 || set_count(entries[i], &self->structured, structured + step) < 0) {
             PyObject *type, *value, *traceback;
             PyErr_Fetch(&type, &value, &traceback);
-            while (--i >= 0) {  /* the counts set so far go back */
-                entry = PySequence_Fast_GET_ITEM(entries, i);
-                set_count(entry, &self->structured, count_of(entry, &self->structured) - step);
-            }
+            while (--i >= 0)  /* the counts set so far go back */
+                set_count(entries[i], &self->structured, count_of(entries[i], &self->structured) - step);
             PyErr_Restore(type, value, traceback);
             return -1;
         }
@@ -54,89 +63,169 @@ static int add_structured(Lane *self, PyObject *entries, long step) {
     return 0;
 }
 
-/* With the lock held: the entries of ``arrays`` after their +1 (a new tuple), or None. */
-static PyObject *join_entries(Lane *self, PyObject *arrays) {
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(arrays);
-    PyObject *entries = PyTuple_New(n);
-    if (entries == NULL)
-        return NULL;
+/* In a section: each array's entry (borrowed, in ``entries``; the arrays are plain
+ * blocks, checked by ``region_join``), then their +1: 1; 0 when some array is in no
+ * entry; -1 with an exception set. Nothing changed unless 1. */
+static int join_entries(Lane *self, PyObject *const *arrays, Py_ssize_t n, PyObject **entries) {
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *x = PySequence_Fast_GET_ITEM(arrays, i);
-        PyObject *entry = is_plain_block(x) ? present_entry(self, x) : NULL;
-        if (entry == NULL) {
-            Py_DECREF(entries);
-            return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-        }
-        PyTuple_SET_ITEM(entries, i, Py_NewRef(entry));
+        entries[i] = present_entry(self, arrays[i]);
+        if (entries[i] == NULL)
+            return PyErr_Occurred() ? -1 : 0;
     }
-    if (add_structured(self, entries, 1) < 0) {
-        Py_DECREF(entries);
-        return NULL;
-    }
-    return entries;
+    return add_structured(self, entries, n, 1) < 0 ? -1 : 1;
 }
 
-/* With the lock held: True after the −1 of each of ``entries``, or None. */
-static PyObject *part_entries(Lane *self, PyObject *entries) {
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(entries);
+/* In a section: the −1 of each of ``entries`` (1), or 0 when some entry is not a mapping
+ * entry or would end its lifetime by it; -1 with an exception set. */
+static int part_entries(Lane *self, PyObject *const *entries, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *entry = PySequence_Fast_GET_ITEM(entries, i);
-        if ((PyObject *)Py_TYPE(entry) != self->entry_type)
-            Py_RETURN_NONE;
-        long dynamic = count_of(entry, &self->dynamic);
-        long structured = dynamic < 0 ? -1 : count_of(entry, &self->structured);
+        if ((PyObject *)Py_TYPE(entries[i]) != self->entry_type)
+            return 0;
+        long dynamic = count_of(entries[i], &self->dynamic);
+        long structured = dynamic < 0 ? -1 : count_of(entries[i], &self->structured);
         if (structured < 0)
-            return NULL;
-        if (!dynamic && structured <= times_listed(entries, entry))
-            Py_RETURN_NONE;  /* a lifetime would end: Python's full exit */
+            return -1;
+        if (!dynamic && structured <= times_listed(entries, n, entries[i]))
+            return 0;  /* a lifetime would end: Python's full exit */
     }
-    return add_structured(self, entries, -1) < 0 ? NULL : Py_NewRef(Py_True);
+    return add_structured(self, entries, n, -1) < 0 ? -1 : 1;
 }
 
-/* Shared memory (OpenACC 3.3 §2.7.4: no action, ``SharedMemoryRuntime``): the entries
- * of ``arrays`` (one None per plain block, as ``enter``'s ``Mapped(request, None)``), or
- * None. */
-static PyObject *shared_join(Lane *self, PyObject *arrays) {
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(arrays);
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (!is_plain_block(PySequence_Fast_GET_ITEM(arrays, i)))
-            Py_RETURN_NONE;
-    PyObject *entries = PyTuple_New(n);
-    for (Py_ssize_t i = 0; entries != NULL && i < n; i++)
-        PyTuple_SET_ITEM(entries, i, Py_NewRef(Py_None));
-    return entries;
+/* Whether the verbs' sections may run without the lock: every field they read or write a
+ * slot (no Python code runs for it) and ``table_lock_free_here``. 1, 0, or -1. */
+static int lock_free(Lane *self) {
+    if (!self->bounds.offset || !self->values.offset || !self->dynamic.offset || !self->structured.offset)
+        return 0;
+    return table_lock_free_here(&self->held, self->table);
 }
 
-/* Shared memory: True for the entries ``shared_join`` gave (all None), else None. */
-static PyObject *shared_part(Lane *self, PyObject *entries) {
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(entries); i++)
-        if (PySequence_Fast_GET_ITEM(entries, i) != Py_None)
-            Py_RETURN_NONE;
-    Py_RETURN_TRUE;
-}
-
-/* A verb on a whole sequence (``verb_sequence``): the lock taken once, ``on_list`` with
- * it held; on shared memory, ``on_shared`` (no table, no lock). */
-static PyObject *run_list_verb(Lane *self, PyObject *list, Py_ssize_t event_kind,
-                               PyObject *(*on_list)(Lane *, PyObject *),
-                               PyObject *(*on_shared)(Lane *, PyObject *)) {
-    if (!verb_sequence(list) || PySequence_Fast_GET_SIZE(list) == 0 ||
-            self->tracks_use || watched(self, event_kind) || watched(self, self->end_kind))
-        Py_RETURN_NONE;
-    if (self->table == Py_None)
-        return on_shared(self, list);
+/* ``on_list`` as a section of the table (lock-free where ``may_skip`` and ``lock_free``
+ * allow, or with the lock held); 0 when the verb is declined before it (a subscriber,
+ * oversubscription). */
+static int run_section(Lane *self, Py_ssize_t event_kind, int may_skip, int (*on_list)(Lane *, void *),
+                       void *arg) {
+    switch (may_skip ? lock_free(self) : 0) {
+        case 1: return on_list(self, arg);
+        case 0: break;
+        default: return -1;
+    }
     PyObject *release;
     switch (take_lock(self, event_kind, &release)) {
-        case HELD: return unlock(release, on_list(self, list));
-        case DECLINED: Py_RETURN_NONE;
-        default: return NULL;
+        case HELD: break;
+        case DECLINED: return 0;
+        default: return -1;
     }
+    int done = on_list(self, arg);
+    int failed = table_lock_give(release) < 0;
+    Py_DECREF(release);
+    return failed ? -1 : done;
+}
+
+/* Whether a region verb of ``event_kind`` on ``n`` items is declined at once. */
+static int region_declined(Lane *self, Py_ssize_t event_kind, Py_ssize_t n) {
+    return n == 0 || self->tracks_use || watched(self, event_kind) || watched(self, self->end_kind);
+}
+
+typedef struct { PyObject *const *items; Py_ssize_t n; PyObject **entries; } RegionVerb;
+
+static int join_section(Lane *self, void *arg) {
+    RegionVerb *verb = arg;
+    return join_entries(self, verb->items, verb->n, verb->entries);
+}
+
+static int part_section(Lane *self, void *arg) {
+    RegionVerb *verb = arg;
+    return part_entries(self, verb->items, verb->n);
+}
+
+/* LANE_API's join (``_lane_api.h``): on shared memory (OpenACC 3.3 §2.7.4) a None entry
+ * per plain block, nothing counted. The arrays are checked before the section; where
+ * they share one dtype, the checks in it find that dtype remembered (``array_itemsize``:
+ * no attribute read, no dtype released), so the section may skip the lock. */
+static int region_join(PyObject *lane, PyObject *const *arrays, Py_ssize_t n, PyObject **entries) {
+    Lane *self = (Lane *)lane;
+    if (region_declined(self, self->enter_kind, n))
+        return 0;
+    int one_dtype = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!is_plain_block(arrays[i]))
+            return 0;
+        one_dtype &= ((ArrayFields *)arrays[i])->descr == ((ArrayFields *)arrays[0])->descr;
+    }
+    if (self->table == Py_None) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            entries[i] = Py_NewRef(Py_None);
+        return 1;
+    }
+    RegionVerb verb = {arrays, n, entries};
+    int joined = run_section(self, self->enter_kind, one_dtype, join_section, &verb);
+    for (Py_ssize_t i = 0; joined == 1 && i < n; i++)
+        Py_INCREF(entries[i]);  /* (the table holds each while the count is up) */
+    return joined;
+}
+
+/* LANE_API's part: on shared memory, 1 for the None entries of its join. */
+static int region_part(PyObject *lane, PyObject *const *entries, Py_ssize_t n) {
+    Lane *self = (Lane *)lane;
+    if (region_declined(self, self->exit_kind, n))
+        return 0;
+    if (self->table == Py_None) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (entries[i] != Py_None)
+                return 0;
+        return 1;
+    }
+    RegionVerb verb = {entries, n, NULL};
+    return run_section(self, self->exit_kind, 1, part_section, &verb);
+}
+
+/* (``lane_type`` set when the module is made) */
+static LaneApi g_lane_api = {LANE_API_VERSION, NULL, region_join, region_part};
+
+/* The methods: ``items`` (an exact tuple or list) copied, each held, into a buffer (a
+ * list may change while the lock is waited for), with room for as many entries after
+ * them; NULL with ``*n`` -1 when ``items`` is not a verb's sequence or is empty (the verb
+ * declines), or with an exception set. */
+static PyObject **hold_items(PyObject *items, Py_ssize_t *n) {
+    *n = verb_sequence(items) ? PySequence_Fast_GET_SIZE(items) : 0;
+    PyObject **held = *n > 0 ? PyMem_New(PyObject *, 2 * *n) : NULL;
+    if (held == NULL) {
+        if (*n > 0)
+            PyErr_NoMemory();
+        *n = -1;
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++)
+        held[i] = Py_NewRef(PySequence_Fast_GET_ITEM(items, i));
+    return held;
+}
+
+static void drop_items(PyObject **held, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_DECREF(held[i]);
+    PyMem_Free(held);
 }
 
 static PyObject *lane_join(Lane *self, PyObject *arrays) {
-    return run_list_verb(self, arrays, self->enter_kind, join_entries, shared_join);
+    Py_ssize_t n;
+    PyObject **held = hold_items(arrays, &n);
+    PyObject *entries = held == NULL ? NULL : PyTuple_New(n);  /* (made before the section) */
+    int joined = entries == NULL ? (PyErr_Occurred() ? -1 : 0) : region_join((PyObject *)self, held, n, held + n);
+    for (Py_ssize_t i = 0; joined == 1 && i < n; i++)
+        PyTuple_SET_ITEM(entries, i, held[n + i]);  /* (the join's new references) */
+    if (held != NULL)
+        drop_items(held, n);
+    if (joined == 1)
+        return entries;
+    Py_XDECREF(entries);
+    return joined < 0 ? NULL : Py_NewRef(Py_None);
 }
 
 static PyObject *lane_part(Lane *self, PyObject *entries) {
-    return run_list_verb(self, entries, self->exit_kind, part_entries, shared_part);
+    Py_ssize_t n;
+    PyObject **held = hold_items(entries, &n);
+    int parted = held == NULL ? (PyErr_Occurred() ? -1 : 0) : region_part((PyObject *)self, held, n);
+    if (held != NULL)
+        drop_items(held, n);
+    return parted < 0 ? NULL : Py_NewRef(parted ? Py_True : Py_None);
 }

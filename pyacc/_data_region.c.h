@@ -16,24 +16,31 @@
  *     constructor (which validates and reports).
  *   - ``__enter__`` of a C region: when nobody subscribes to REGION_ENTER
  *     (``BUS.active``), the thread has a current runtime (``ICVS.runtime``) and its data
- *     lane joins every array (``runtime.lane.join``: all present, each a plain block
+ *     lane joins every array (the lane's join: all present, each a plain block
  *     inside one mapping, the structured counts +1, all or nothing), the region pushes
  *     itself on the thread's ``ICVS.region_stack`` and returns itself. Otherwise it
  *     becomes a Python region: ``self._init(clauses)``, then the Python entry
  *     (``SingleUseRegion.__enter__``) — which finds the same answer from the lane.
- *   - ``__exit__`` of a C region: ``runtime.lane.part(entries)`` (the counts −1 when no
+ *   - ``__exit__`` of a C region: the lane's part of its entries (the counts −1 when no
  *     lifetime ends); then it leaves the stack, and publishes REGION_EXIT when someone
  *     subscribes (``self._left()``). When the lane declines (a lifetime would end: copy
  *     back, free), ``self._exit_joined(stack, entries, exc)`` runs the Python exit with
  *     what the C entry took.
  *   - a region entered twice: ``self._refuse_entry()`` (raises, as the Python one).
  *
+ * The region keeps its arrays and, once joined, their entries in itself (``refs``: up to
+ * ``REGION_INLINE`` of each, more in a buffer of its own), and calls the C lane's join and
+ * part on them as C functions (``mapping/_lane_api.h``: no tuple either way); another
+ * lane (a Python stand-in) is called by its ``join`` and ``part`` methods, with tuples.
+ *
  * A C region lends nothing to compute calls inside it (no ``default``, no ``deviceptr``:
  * the class values None and ()), so pushing and removing it changes nothing that
- * ``RegionStack._refresh`` keeps: a list append and a removal by identity are exactly
- * ``push``/``remove_region``. Invariants: the state goes NEW → ENTERED → DONE once; a
- * region that became a Python region never takes this path again; references to the
- * clauses, arrays, runtime, entries and stack are traversed by the garbage collector.
+ * ``RegionStack._refresh`` keeps: a list append and a removal by identity (at the list's
+ * end in place, as CPython's own append and pop) are exactly ``push``/``remove_region``.
+ * Invariants: the state goes NEW → ENTERED → DONE once; a region that became a Python
+ * region never takes this path again; the region holds ``refs[0:n]`` always and
+ * ``refs[n:2n]`` while ``joined``, and the garbage collector traverses exactly those, with
+ * the clauses, runtime and stack.
  */
 
 enum { REGION_NEW, REGION_ENTERED, REGION_DONE };
@@ -41,19 +48,24 @@ enum { REGION_UNSET, REGION_IN_C, REGION_IN_PYTHON };  /* (UNSET: never initiali
 
 /* the most clauses a C region has: one of each data clause */
 #define REGION_CLAUSES 6
+/* the most arrays a region keeps in itself, with their entries (more: a buffer of its own) */
+#define REGION_INLINE 8
 
 typedef struct {
     PyObject_HEAD
     PyObject *clauses;   /* the keyword clauses (a dict), or NULL while ``names`` stands for it */
     PyObject *names;     /* a region made by ``region_vectorcall``: its clause names (the call's
                           * kwnames), from which ``clauses_of`` builds ``clauses`` when asked */
-    Py_ssize_t counts[REGION_CLAUSES];  /* with ``names``: each clause's arrays in ``arrays``,
+    Py_ssize_t counts[REGION_CLAUSES];  /* with ``names``: each clause's arrays in ``refs``,
                                          * in order (-1: one array, not a list or tuple) */
-    PyObject *arrays;    /* a C region's arrays, clause by clause (a tuple) */
+    PyObject **refs;     /* a C region's arrays, clause by clause, ``refs[0:n]``; once the lane
+                          * joined them (``joined``), their entries ``refs[n:2n]``; each held.
+                          * ``inline_refs`` or a buffer of its own (NULL: none) */
+    Py_ssize_t n;
     PyObject *runtime;   /* the runtime it entered on (``_runtime``, shared with Python) */
-    PyObject *entries;   /* what the lane joined (a tuple) */
     PyObject *stack;     /* the region stack it is on */
-    int state, mode;
+    int state, mode, joined;
+    PyObject *inline_refs[2 * REGION_INLINE];
 } DataRegion;
 
 static PyObject *g_active;          /* BUS.active: [bool] per event kind */
@@ -63,7 +75,7 @@ static PyObject *g_data_kinds;      /* frozenset of the clauses a C region takes
 static PyObject *g_data_names[REGION_CLAUSES];  /* the same names, interned (NULL: fewer) */
 static PyObject *g_data_type;       /* pyacc._directives.data: only its own regions are C regions */
 static PyObject *s_join, *s_part, *s_init, *s_refuse_entry, *s_exit_joined, *s_left;
-static DirectMethod g_join, g_part;  /* the lane's ``join`` and ``part``, called directly */
+static const LaneApi *g_lane_api;   /* the C lane's region verbs (``_lane_api.h``), or NULL */
 
 static int subscribed(Py_ssize_t kind) {
     return g_active == NULL || PyList_GET_ITEM(g_active, kind) != Py_False;
@@ -75,6 +87,44 @@ static int region_array(PyObject *x) {
            && plain_items(x);
 }
 
+/* -- what a region holds: its arrays and their entries ------------------------------------ */
+
+/* Drops the arrays and entries the region holds, and their buffer: the fields first (a
+ * release may run code that reads the region). */
+static void region_drop(DataRegion *self) {
+    PyObject **refs = self->refs;
+    Py_ssize_t held = self->joined ? 2 * self->n : self->n;
+    self->refs = NULL, self->n = 0, self->joined = 0;
+    for (Py_ssize_t i = 0; i < held; i++)
+        Py_DECREF(refs[i]);
+    if (refs != NULL && refs != self->inline_refs)
+        PyMem_Free(refs);
+}
+
+/* Room for ``total`` arrays and as many entries (the region holds none): 0, or -1 with
+ * MemoryError. */
+static int region_room(DataRegion *self, Py_ssize_t total) {
+    self->refs = total <= REGION_INLINE ? self->inline_refs : PyMem_New(PyObject *, 2 * total);
+    if (self->refs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* ``items[0:n]`` as a new tuple (NULL with an exception set). */
+static PyObject *refs_tuple(PyObject *const *items, Py_ssize_t n) {
+    PyObject *tuple = PyTuple_New(n);
+    for (Py_ssize_t i = 0; tuple != NULL && i < n; i++)
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(items[i]));
+    return tuple;
+}
+
+/* The region's entries as a tuple (the Python exit's ``joined``), or None before a join. */
+static PyObject *entries_tuple(DataRegion *self) {
+    return self->joined ? refs_tuple(self->refs + self->n, self->n) : Py_NewRef(Py_None);
+}
+
 /* The region's clauses (a borrowed dict; NULL with an exception set): those kept, else
  * built from what ``keep_c_region`` kept (a list's or tuple's arrays as a tuple, fixed
  * when the region was made, OpenACC 3.3 §2.7.1). */
@@ -83,8 +133,8 @@ static PyObject *clauses_of(DataRegion *self) {
         return self->clauses != NULL ? self->clauses : (PyErr_SetString(PyExc_RuntimeError,
                                                         "acc.data: a region without clauses"), NULL);
     /* (held: a dict's hashing may run Python code that asks for the clauses too) */
-    PyObject *names = Py_NewRef(self->names), *arrays = Py_NewRef(self->arrays);
-    PyObject *clauses = PyDict_New();
+    PyObject *names = Py_NewRef(self->names), *arrays = refs_tuple(self->refs, self->n);
+    PyObject *clauses = arrays == NULL ? NULL : PyDict_New();
     Py_ssize_t first = 0;
     for (Py_ssize_t i = 0; clauses != NULL && i < PyTuple_GET_SIZE(names); i++) {
         Py_ssize_t count = self->counts[i];
@@ -96,7 +146,7 @@ static PyObject *clauses_of(DataRegion *self) {
         first += count < 0 ? 1 : count;
     }
     Py_DECREF(names);
-    Py_DECREF(arrays);
+    Py_XDECREF(arrays);
     if (clauses == NULL)
         return NULL;
     if (self->clauses == NULL) {  /* (else a nested call made them meanwhile) */
@@ -108,6 +158,8 @@ static PyObject *clauses_of(DataRegion *self) {
     return self->clauses;
 }
 
+/* -- construction ------------------------------------------------------------------------ */
+
 /* Whether ``name`` is a clause a C region takes: one of ``g_data_kinds`` (the interned
  * names first: keyword names are interned). 1, 0, or -1 on error. */
 static int data_kind(PyObject *name) {
@@ -117,78 +169,47 @@ static int data_kind(PyObject *name) {
     return PySet_Contains(g_data_kinds, name);
 }
 
-/* How many arrays a clause's ``value`` gives a C region (-1 in ``*count`` for one array,
- * else the list's or tuple's length), each an array it takes (``region_array``): 1, or 0
- * when some value is not. (The checks read the arrays' fields; a dtype seen first is
- * asked for two attributes, so a list is read by its length at each step.) */
-static int clause_arrays(PyObject *value, Py_ssize_t *count) {
-    if (!PyList_Check(value) && !PyTuple_Check(value)) {
-        *count = -1;
-        return region_array(value);
-    }
-    Py_ssize_t i = 0;
-    for (; i < PySequence_Fast_GET_SIZE(value); i++)
-        if (!region_array(PySequence_Fast_GET_ITEM(value, i)))
-            return 0;
-    *count = i;
-    return 1;
-}
-
 /* Whether a C region takes the ``n`` clauses ``names`` (a tuple, or NULL when ``n`` is 0)
- * with ``values``: data clauses only, each one array or a list or tuple of arrays
- * (``clause_arrays``), some array in all. 1, with their arrays in order (a new tuple,
- * ``*arrays``: a list's arrays fixed now, OpenACC 3.3 §2.7.1) and each clause's count in
- * ``counts``; 0 when it does not; -1 with an exception set. */
-static int region_arrays(Py_ssize_t n, PyObject *names, PyObject *const *values, Py_ssize_t *counts,
-                         PyObject **arrays) {
+ * with ``values``: data clauses only, each one array or a list or tuple of arrays, some
+ * array in all. 1, with their arrays held in order by the region (a list's arrays fixed
+ * now, OpenACC 3.3 §2.7.1) and each clause's count in ``counts``; 0 when it does not; -1
+ * with an exception set. The arrays are copied before they are checked (a dtype seen
+ * first is asked for two attributes, which may run code that changes a list): nothing
+ * runs from the counting to the copy. Unless 1, the region may hold some: the caller
+ * drops them (``region_drop``). */
+static int region_arrays(DataRegion *self, Py_ssize_t n, PyObject *names, PyObject *const *values) {
+    region_drop(self);
     if (n == 0 || n > REGION_CLAUSES || g_data_kinds == NULL)
         return 0;
-    Py_ssize_t total = 0;
+    Py_ssize_t total = 0, *counts = self->counts;
     for (Py_ssize_t i = 0; i < n; i++) {
         int taken = data_kind(PyTuple_GET_ITEM(names, i));
-        if (taken == 1)
-            taken = clause_arrays(values[i], &counts[i]);
         if (taken != 1)
             return taken;
+        counts[i] = PyList_Check(values[i]) || PyTuple_Check(values[i]) ? PySequence_Fast_GET_SIZE(values[i]) : -1;
         total += counts[i] < 0 ? 1 : counts[i];
     }
     if (total == 0)
         return 0;
-    PyObject *found = PyTuple_New(total);
-    if (found == NULL)
+    if (region_room(self, total) < 0)
         return -1;
-    Py_ssize_t k = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (counts[i] < 0) {
-            PyTuple_SET_ITEM(found, k++, Py_NewRef(values[i]));
-            continue;
-        }
-        if (PySequence_Fast_GET_SIZE(values[i]) != counts[i]) {  /* (changed meanwhile) */
-            Py_DECREF(found);
-            return 0;
-        }
+        if (counts[i] < 0)
+            self->refs[self->n++] = Py_NewRef(values[i]);
         for (Py_ssize_t j = 0; j < counts[i]; j++)
-            PyTuple_SET_ITEM(found, k++, Py_NewRef(PySequence_Fast_GET_ITEM(values[i], j)));
+            self->refs[self->n++] = Py_NewRef(PySequence_Fast_GET_ITEM(values[i], j));
     }
-    /* held by the tuple now, each checked again: code that ran meanwhile (a collection
-     * at the tuple's allocation, a dtype's finalizer) may have replaced a list's item */
-    for (Py_ssize_t j = 0; j < total; j++) {
-        if (!region_array(PyTuple_GET_ITEM(found, j))) {
-            Py_DECREF(found);
+    for (Py_ssize_t j = 0; j < total; j++)
+        if (!region_array(self->refs[j]))
             return 0;
-        }
-    }
-    *arrays = found;
     return 1;
 }
 
-/* The region becomes a C region of clauses ``names`` over ``arrays`` (stolen), as
- * ``region_arrays`` found them; its snapshot is built when asked for (``clauses_of``). */
-static void keep_c_region(DataRegion *self, PyObject *names, const Py_ssize_t *counts, PyObject *arrays) {
+/* The region becomes a C region of clauses ``names`` over the arrays ``region_arrays``
+ * found; its snapshot is built when asked for (``clauses_of``). */
+static void keep_c_region(DataRegion *self, PyObject *names) {
     Py_CLEAR(self->clauses);
     Py_XSETREF(self->names, Py_NewRef(names));
-    memcpy(self->counts, counts, sizeof(self->counts));
-    Py_XSETREF(self->arrays, arrays);
     self->mode = REGION_IN_C;
 }
 
@@ -206,13 +227,13 @@ static int region_init_in_c(DataRegion *self, PyObject *kwds) {
         PyTuple_SET_ITEM(names, i, Py_NewRef(key));
         values[i++] = Py_NewRef(value);  /* (held: a check may run Python code) */
     }
-    Py_ssize_t counts[REGION_CLAUSES];
-    PyObject *arrays;
-    int taken = region_arrays(i, names, values, counts, &arrays);
+    int taken = region_arrays(self, i, names, values);
     if (taken == 1) {
-        keep_c_region(self, names, counts, arrays);
+        keep_c_region(self, names);
         taken = clauses_of(self) == NULL ? -1 : 1;
     }
+    if (taken != 1)
+        region_drop(self);
     while (i > 0)
         Py_DECREF(values[--i]);
     Py_DECREF(names);
@@ -254,22 +275,98 @@ static PyObject *region_vectorcall(PyObject *type, PyObject *const *args, size_t
                                    PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     PyTypeObject *tp = (PyTypeObject *)type;
-    if (type != g_data_type || nargs != 0 || tp->tp_init != (initproc)region_init ||
+    if (type != g_data_type || nargs != 0 || nkw == 0 || tp->tp_init != (initproc)region_init ||
             tp->tp_new != PyType_GenericNew)
         return tp_call_of(PyType_Type.tp_call, type, args, nargsf, kwnames);
-    Py_ssize_t counts[REGION_CLAUSES];
-    PyObject *arrays;
-    int taken = region_arrays(nkw, kwnames, args, counts, &arrays);
-    if (taken != 1)
-        return taken < 0 ? NULL : tp_call_of(PyType_Type.tp_call, type, args, nargsf, kwnames);
     DataRegion *self = (DataRegion *)tp->tp_alloc(tp, 0);
-    if (self == NULL) {
-        Py_DECREF(arrays);
+    if (self == NULL)
         return NULL;
+    int taken = region_arrays(self, nkw, kwnames, args);
+    if (taken == 1) {
+        keep_c_region(self, kwnames);
+        return (PyObject *)self;
     }
-    keep_c_region(self, kwnames, counts, arrays);
-    return (PyObject *)self;
+    Py_DECREF(self);
+    return taken < 0 ? NULL : tp_call_of(PyType_Type.tp_call, type, args, nargsf, kwnames);
 }
+
+/* -- the lane's join and part of the region's arrays -------------------------------------- */
+
+/* Whether ``lane`` is the C lane, whose verbs are called as C functions (``_lane_api.h``). */
+static int c_lane(PyObject *lane) {
+    return g_lane_api != NULL && Py_TYPE(lane) == g_lane_api->lane_type;
+}
+
+/* ``lane.join(arrays)`` of another lane (a Python stand-in): 1 with its entries held in
+ * ``entries``, 0 when it declines, -1 with an exception set. */
+static int join_by_method(DataRegion *self, PyObject *lane, PyObject **entries) {
+    PyObject *arrays = refs_tuple(self->refs, self->n);
+    PyObject *got = arrays == NULL ? NULL : PyObject_CallMethodOneArg(lane, s_join, arrays);
+    Py_XDECREF(arrays);
+    int joined = got == NULL ? -1 : got != Py_None;
+    if (joined == 1 && (!(PyTuple_Check(got) || PyList_Check(got)) || PySequence_Fast_GET_SIZE(got) != self->n)) {
+        PyErr_SetString(PyExc_TypeError, "acc.data: the data lane's join gave no entry per array");
+        joined = -1;
+    }
+    for (Py_ssize_t i = 0; joined == 1 && i < self->n; i++)
+        entries[i] = Py_NewRef(PySequence_Fast_GET_ITEM(got, i));
+    Py_XDECREF(got);
+    return joined;
+}
+
+/* The structured +1 of the region's arrays (OpenACC 3.3 §2.6.5): 1, the entries held in
+ * ``refs[n:2n]``; 0 when the lane declines; -1 with an exception set. */
+static int join_refs(DataRegion *self, PyObject *lane) {
+    PyObject **entries = self->refs + self->n;
+    int joined = c_lane(lane) ? g_lane_api->join(lane, self->refs, self->n, entries)
+                              : join_by_method(self, lane, entries);
+    self->joined = joined == 1;
+    return joined;
+}
+
+/* The structured −1 of the region's entries: 1; 0 when the lane declines (a lifetime
+ * ends); -1 with an exception set. */
+static int part_refs(DataRegion *self, PyObject *lane) {
+    if (c_lane(lane))
+        return g_lane_api->part(lane, self->refs + self->n, self->n);
+    PyObject *entries = entries_tuple(self);
+    PyObject *got = entries == NULL ? NULL : PyObject_CallMethodOneArg(lane, s_part, entries);
+    Py_XDECREF(entries);
+    int parted = got == NULL ? -1 : got != Py_None;
+    Py_XDECREF(got);
+    return parted;
+}
+
+/* -- the region stack: a list, pushed and popped at its end in place -------------------- */
+
+/* ``stack.append(region)``: in place while the list has room (as CPython's own append). */
+static int stack_push(PyObject *list, PyObject *region) {
+    PyListObject *stack = (PyListObject *)list;
+    Py_ssize_t size = Py_SIZE(stack);
+    if (size >= stack->allocated)
+        return PyList_Append(list, region);
+    stack->ob_item[size] = Py_NewRef(region);
+    Py_SET_SIZE(stack, size + 1);
+    return 0;
+}
+
+/* Removes the region from its stack, innermost end first (``RegionStack.remove_region``):
+ * the last item in place (its size first: the release may run code). */
+static int leave_stack(DataRegion *self) {
+    PyListObject *stack = (PyListObject *)self->stack;
+    Py_ssize_t last = Py_SIZE(stack) - 1;
+    if (last >= 0 && stack->ob_item[last] == (PyObject *)self) {
+        Py_SET_SIZE(stack, last);
+        Py_DECREF(self);  /* (the stack's reference; the caller holds one) */
+        return 0;
+    }
+    for (Py_ssize_t i = last - 1; i >= 0; i--)
+        if (PyList_GET_ITEM(stack, i) == (PyObject *)self)
+            return PyList_SetSlice(self->stack, i, i + 1, NULL);
+    return 0;
+}
+
+/* -- entry and exit ----------------------------------------------------------------------- */
 
 /* The C region becomes a Python region and enters as one. */
 static PyObject *enter_in_python(DataRegion *self) {
@@ -282,6 +379,20 @@ static PyObject *enter_in_python(DataRegion *self) {
         return NULL;
     Py_DECREF(done);
     return PyObject_CallOneArg(g_python_enter, (PyObject *)self);
+}
+
+/* The lane's join, then the region on the stack (a push that fails parts again: no count
+ * stays behind): 1, 0 (declined), -1. */
+static int join_and_push(DataRegion *self, PyObject *lane, PyObject *stack) {
+    int joined = join_refs(self, lane);
+    if (joined == 1 && stack_push(stack, (PyObject *)self) < 0) {
+        PyObject *error_type, *error, *traceback;
+        PyErr_Fetch(&error_type, &error, &traceback);
+        part_refs(self, lane);
+        PyErr_Restore(error_type, error, traceback);
+        joined = -1;
+    }
+    return joined;
 }
 
 static PyObject *region_enter(DataRegion *self, PyObject *Py_UNUSED(ignored)) {
@@ -301,27 +412,18 @@ static PyObject *region_enter(DataRegion *self, PyObject *Py_UNUSED(ignored)) {
             self->state = REGION_DONE;
             return NULL;
     }
-    PyObject *entries = direct_call(&g_join, lane, self->arrays);
-    if (entries != NULL && entries != Py_None && PyList_Append(stack, (PyObject *)self) < 0) {
-        PyObject *error_type, *error, *traceback;  /* no count may stay behind: the lane's part */
-        PyErr_Fetch(&error_type, &error, &traceback);
-        Py_XDECREF(direct_call(&g_part, lane, entries));
-        PyErr_Restore(error_type, error, traceback);
-        Py_CLEAR(entries);
-    }
+    int joined = join_and_push(self, lane, stack);
     Py_DECREF(lane);
-    if (entries == NULL || entries == Py_None) {  /* an error, or the lane declined */
+    if (joined != 1) {  /* an error, or the lane declined */
         Py_DECREF(runtime);
         Py_DECREF(stack);
-        if (entries == NULL) {  /* a failed entry leaves the region done, as in Python */
+        if (joined < 0) {  /* a failed entry leaves the region done, as in Python */
             self->state = REGION_DONE;
             return NULL;
         }
-        Py_DECREF(entries);
         return enter_in_python(self);
     }
     Py_XSETREF(self->runtime, runtime);
-    Py_XSETREF(self->entries, entries);
     Py_XSETREF(self->stack, stack);
     return Py_NewRef(self);
 }
@@ -342,15 +444,6 @@ static PyObject *call_left(DataRegion *self) {
     return done;
 }
 
-/* Removes the region from its stack, innermost end first (``RegionStack.remove_region``). */
-static int leave_stack(DataRegion *self) {
-    PyObject *stack = self->stack;
-    for (Py_ssize_t i = PyList_GET_SIZE(stack) - 1; i >= 0; i--)
-        if (PyList_GET_ITEM(stack, i) == (PyObject *)self)
-            return PyList_SetSlice(stack, i, i + 1, NULL);
-    return 0;
-}
-
 /* ``runtime.lane`` (a new reference; NULL with an exception set): the thread's remembered
  * lane when ``runtime`` is the remembered runtime (a runtime's lane is set once, by its
  * constructor), else read by name. */
@@ -358,6 +451,16 @@ static PyObject *lane_of(PyObject *runtime) {
     if (thread_context_remembered() && g_context_runtime == runtime)
         return Py_NewRef(g_context_lane);
     return PyObject_GetAttr(runtime, s_lane);
+}
+
+/* The Python exit of what the C entry joined (``_exit_joined``: copy back, free). */
+static PyObject *exit_joined(DataRegion *self, PyObject *exc) {
+    PyObject *entries = entries_tuple(self);
+    if (entries == NULL)
+        return NULL;
+    PyObject *done = PyObject_CallMethodObjArgs((PyObject *)self, s_exit_joined, self->stack, entries, exc, NULL);
+    Py_DECREF(entries);
+    return done;
 }
 
 static PyObject *region_exit(DataRegion *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -371,191 +474,18 @@ static PyObject *region_exit(DataRegion *self, PyObject *const *args, Py_ssize_t
     if (leave_stack(self) < 0)  /* first, as the Python exit (``_leave``) */
         return NULL;
     PyObject *lane = lane_of(self->runtime);
-    PyObject *parted = lane == NULL ? NULL : direct_call(&g_part, lane, self->entries);
+    int parted = lane == NULL ? -1 : part_refs(self, lane);
     Py_XDECREF(lane);
     PyObject *done;
-    if (parted == Py_None) {  /* a lifetime ends: the Python exit (copy back, free) */
-        done = PyObject_CallMethodObjArgs((PyObject *)self, s_exit_joined, self->stack, self->entries,
-                                          nargs > 1 ? args[1] : Py_None, NULL);
-    } else {  /* True, or the part's error: ``_left`` follows either (``finally``) */
+    if (parted == 0) {  /* a lifetime ends: the Python exit (copy back, free) */
+        done = exit_joined(self, nargs > 1 ? args[1] : Py_None);
+    } else {  /* parted, or the part's error: ``_left`` follows either (``finally``) */
         done = subscribed(g_region_exit) ? call_left(self) : Py_NewRef(Py_None);
-        if (parted == NULL)  /* the part's error stands (or _left's own) */
+        if (parted < 0)  /* the part's error stands (or _left's own) */
             Py_CLEAR(done);
     }
-    Py_XDECREF(parted);
     if (done == NULL)
         return NULL;
     Py_DECREF(done);
     Py_RETURN_FALSE;
-}
-
-static int region_traverse(DataRegion *self, visitproc visit, void *arg) {
-    Py_VISIT(self->clauses);
-    Py_VISIT(self->names);
-    Py_VISIT(self->arrays);
-    Py_VISIT(self->runtime);
-    Py_VISIT(self->entries);
-    Py_VISIT(self->stack);
-    return 0;
-}
-
-static int region_clear(DataRegion *self) {
-    Py_CLEAR(self->clauses);
-    Py_CLEAR(self->names);
-    Py_CLEAR(self->arrays);
-    Py_CLEAR(self->runtime);
-    Py_CLEAR(self->entries);
-    Py_CLEAR(self->stack);
-    return 0;
-}
-
-static void region_dealloc(DataRegion *self) {
-    PyObject_GC_UnTrack(self);
-    region_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-#define OR_NONE(field) ((field) != NULL ? (field) : Py_None)
-
-/* copy and pickle: the instance dict and the C fields (``__setstate__`` restores both) */
-static PyObject *region_getstate(DataRegion *self, PyObject *Py_UNUSED(ignored)) {
-    if (self->names != NULL && clauses_of(self) == NULL)
-        return NULL;
-    PyObject *dict = PyObject_GenericGetDict((PyObject *)self, NULL);
-    if (dict == NULL)
-        return NULL;
-    return Py_BuildValue("(N(OOOOOii))", dict, OR_NONE(self->clauses), OR_NONE(self->arrays),
-                         OR_NONE(self->runtime), OR_NONE(self->entries), OR_NONE(self->stack),
-                         self->state, self->mode);
-}
-
-static PyObject *field_or_null(PyObject *value) {
-    return value == Py_None ? NULL : Py_NewRef(value);
-}
-
-static PyObject *region_setstate(DataRegion *self, PyObject *state) {
-    PyObject *values, *clauses, *arrays, *runtime, *entries, *stack;
-    int region_state, mode;
-    if (!PyArg_ParseTuple(state, "O!(OOOOOii)", &PyDict_Type, &values, &clauses, &arrays, &runtime,
-                          &entries, &stack, &region_state, &mode))
-        return NULL;
-    int in_c = mode == REGION_IN_C, entered = region_state == REGION_ENTERED;
-    if (region_state < REGION_NEW || region_state > REGION_DONE || mode < REGION_UNSET ||
-            mode > REGION_IN_PYTHON || (in_c && (!PyDict_Check(clauses) ||
-                                                 !(PyTuple_Check(arrays) || PyList_Check(arrays)))) ||
-            (in_c && entered && (runtime == Py_None || !PyList_Check(stack) ||
-                                 !(PyTuple_Check(entries) || PyList_Check(entries)))) ||
-            (stack != Py_None && !PyList_Check(stack))) {
-        PyErr_SetString(PyExc_ValueError, "acc.data.__setstate__: a malformed state");
-        return NULL;
-    }
-    PyObject *dict = PyObject_GenericGetDict((PyObject *)self, NULL);
-    int updated = dict == NULL ? -1 : PyDict_Update(dict, values);
-    Py_XDECREF(dict);
-    if (updated < 0)
-        return NULL;
-    Py_XSETREF(self->clauses, field_or_null(clauses));
-    Py_CLEAR(self->names);
-    Py_XSETREF(self->arrays, PyList_Check(arrays) ? PyList_AsTuple(arrays) : field_or_null(arrays));
-    if (in_c && self->arrays == NULL)  /* (a list of an earlier version's state: no memory) */
-        return NULL;
-    Py_XSETREF(self->runtime, field_or_null(runtime));
-    Py_XSETREF(self->entries, field_or_null(entries));
-    Py_XSETREF(self->stack, field_or_null(stack));
-    self->state = region_state, self->mode = mode;
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef region_methods[] = {
-    {"__getstate__", (PyCFunction)region_getstate, METH_NOARGS, "The state copy and pickle keep."},
-    {"__setstate__", (PyCFunction)region_setstate, METH_O, "Restore what __getstate__ gave."},
-    /* (``__enter__`` and ``__exit__``: descriptors of their own, _region_hooks.c.h) */
-    {NULL},
-};
-
-static PyMemberDef region_members[] = {
-    {"_runtime", T_OBJECT, offsetof(DataRegion, runtime), 0, "the runtime it entered on"},
-    {NULL},
-};
-
-static PyObject *region_get_clauses(DataRegion *self, void *Py_UNUSED(closure)) {
-    if (self->clauses == NULL && self->names == NULL)
-        Py_RETURN_NONE;
-    return Py_XNewRef(clauses_of(self));
-}
-
-static PyGetSetDef region_getset[] = {
-    {"_clauses", (getter)region_get_clauses, NULL, "the clauses given", NULL},
-    {NULL},
-};
-
-static PyTypeObject DataRegionType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "pyacc._fastcall.DataRegion",
-    .tp_basicsize = sizeof(DataRegion),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The C base of acc.data: a region of present data entered and left in C.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)region_init,
-    .tp_traverse = (traverseproc)region_traverse,
-    .tp_clear = (inquiry)region_clear,
-    .tp_dealloc = (destructor)region_dealloc,
-    .tp_methods = region_methods,
-    .tp_members = region_members,
-    .tp_getset = region_getset,
-};
-
-static PyObject *configure_data(PyObject *module, PyObject *args) {
-    /* configure_data(data, BUS.active, REGION_ENTER, REGION_EXIT, SingleUseRegion.__enter__,
-     *                SingleUseRegion.__exit__, data clause names) */
-    PyObject *type, *active, *enter, *exit, *kinds;
-    Py_ssize_t enter_kind, exit_kind;
-    if (!PyArg_ParseTuple(args, "O!O!nnOOO", &PyType_Type, &type, &PyList_Type, &active, &enter_kind,
-                          &exit_kind, &enter, &exit, &kinds))
-        return NULL;
-    if (!PyType_IsSubtype((PyTypeObject *)type, &DataRegionType)) {
-        PyErr_SetString(PyExc_TypeError, "configure_data: the region class must derive from DataRegion");
-        return NULL;
-    }
-    if (enter_kind < 0 || exit_kind < 0 || enter_kind >= PyList_GET_SIZE(active) ||
-            exit_kind >= PyList_GET_SIZE(active)) {
-        PyErr_SetString(PyExc_ValueError, "configure_data: an event kind outside BUS.active");
-        return NULL;
-    }
-    PyObject *names = PyFrozenSet_New(kinds);
-    if (names == NULL)
-        return NULL;
-    PyObject *listed = PySequence_List(names);  /* (a set's order: any) */
-    if (listed == NULL) {
-        Py_DECREF(names);
-        return NULL;
-    }
-    Py_XSETREF(g_data_kinds, names);
-    for (Py_ssize_t i = 0; i < REGION_CLAUSES; i++) {
-        PyObject *name = i < PyList_GET_SIZE(listed) ? PyList_GET_ITEM(listed, i) : NULL;
-        PyObject *interned = name != NULL && PyUnicode_CheckExact(name) ? Py_NewRef(name) : NULL;
-        if (interned != NULL)
-            PyUnicode_InternInPlace(&interned);
-        Py_XSETREF(g_data_names[i], interned);
-    }
-    Py_DECREF(listed);
-    Py_XSETREF(g_data_type, Py_NewRef(type));
-    ((PyTypeObject *)type)->tp_vectorcall = region_vectorcall;  /* (never inherited) */
-    Py_XSETREF(g_active, Py_NewRef(active));
-    Py_XSETREF(g_python_enter, Py_NewRef(enter));
-    Py_XSETREF(g_python_exit, Py_NewRef(exit));
-    g_region_enter = enter_kind, g_region_exit = exit_kind;
-    Py_RETURN_NONE;
-}
-
-static int data_region_init(void) {
-    static const struct { PyObject **name; const char *text; } names[] = {
-        {&s_join, "join"}, {&s_part, "part"}, {&s_init, "_init"}, {&s_refuse_entry, "_refuse_entry"},
-        {&s_exit_joined, "_exit_joined"}, {&s_left, "_left"},
-    };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if ((*names[i].name = intern(names[i].text)) == NULL)
-            return -1;
-    g_join.name = s_join, g_part.name = s_part;
-    return PyType_Ready(&DataRegionType);
 }

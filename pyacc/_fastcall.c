@@ -78,6 +78,7 @@
 #include "_numpy_abi.h"
 #include "_table_lock.h"
 #include "../mapping/_slot_fields.h"
+#include "../mapping/_lane_api.h"
 
 /* what Numba's typing reads of an array's flags */
 #define LAYOUT_FLAGS (NPY_C_CONTIGUOUS | NPY_F_CONTIGUOUS | NPY_ALIGNED | NPY_WRITEABLE)
@@ -139,6 +140,8 @@ static PyObject *tp_call_of(ternaryfunc call, PyObject *callable, PyObject *cons
 /* -- acc.data's C base: regions of present data entered and left in C --------------------- */
 static PyObject *intern(const char *text);
 #include "_data_region.c.h"
+/* -- its type: collection, copy and pickle, configuration ----------------------------------- */
+#include "_region_type.c.h"
 /* -- its __enter__ and __exit__ bound without a method object per ``with`` ---------------- */
 #include "_region_hooks.c.h"
 

@@ -166,7 +166,7 @@ static PyObject *descr_get(PyObject *self, PyObject *region, PyObject *Py_UNUSED
     int hook = ((RegionHookDescr *)self)->hook;
     if (region == NULL || region == Py_None)
         return Py_NewRef(self);
-    if (!PyObject_TypeCheck(region, &DataRegionType))
+    if ((PyObject *)Py_TYPE(region) != g_data_type && !PyObject_TypeCheck(region, &DataRegionType))
         return PyErr_Format(PyExc_TypeError, "descriptor '%s' for DataRegion objects does not apply "
                             "to a '%s' object", HOOK_NAMES[hook], Py_TYPE(region)->tp_name);
     return hook_new(region, hook);

@@ -255,6 +255,33 @@ static int table_lock_take(TableLock *bound, PyObject *table, PyObject **release
     return 0;
 }
 
+/* Whether a section may skip ``table``'s lock: 1 when the lock is a ``TableLock`` that
+ * no thread holds (count 0) or that this thread holds; 0 otherwise (another thread holds
+ * it, or it is another kind of lock); -1 with an exception set.
+ *
+ * The rule it serves: a section that runs with the GIL held from start to end — it runs
+ * no Python code, releases no GIL, and makes no object the garbage collector tracks
+ * (whose allocation may start a collection, and finalizers with it) before its last
+ * write — cannot interleave with any other thread's section, because every holder of the
+ * lock sets its count, and every reader of the table runs, with the GIL held. A thread
+ * that took the semaphore while waiting without the GIL (``tl_wait``) but has not yet set
+ * the count has not started its section; it starts after this one, which is a valid
+ * order. A lock this thread holds is re-entered (as a take would: count +1, then −1). Not
+ * where there is no GIL (a free-threaded build): there, 0. */
+static inline int table_lock_free_here(TableLock *bound, PyObject *table) {
+#ifdef Py_GIL_DISABLED
+    return 0;
+#else
+    PyObject *lock = tl_lock_of(bound, table);
+    if (lock == NULL)
+        return -1;
+    ReentrantLock *held = tl_is_reentrant(lock) ? (ReentrantLock *)lock : NULL;
+    int free = held != NULL && (held->count == 0 || held->owner == PyThread_get_thread_ident());
+    Py_DECREF(lock);
+    return free;
+#endif
+}
+
 /* Give back what ``table_lock_take`` gave as ``release`` (not dropped), keeping a pending
  * exception (which came first); -1 when the release itself failed (its exception set,
  * unless one was pending). */

@@ -5,6 +5,7 @@ only in the plain case, all or nothing, and answers None otherwise; these tests 
 lifetime ending at the exit (copied back by the Python exit), events, oversubscription."""
 
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -125,3 +126,61 @@ def test_oversubscription_takes_the_python_verbs_and_shared_memory_counts_nothin
     assert _lane().join([a, a[::2]]) is None  # a strided view: the Python verb validates it
     with acc.data(copy=[a]):
         assert acc.is_present(a)
+
+
+# -- a section without the table lock (pyacc/_table_lock.h's table_lock_free_here) -------
+@pytest.mark.parametrize("dtypes", ["one dtype", "two dtypes"])
+def test_a_join_waits_for_a_table_lock_another_thread_holds(emulated, dtypes):
+    """The lane skips the lock only when nobody else holds it: a held compute call or
+    another thread's directive is waited for, whether or not the section could skip it
+    (arrays of two dtypes always take the lock)."""
+    a, n = np.arange(10.0), np.arange(6)
+    acc.copyin(a)
+    acc.copyin(n)
+    given = [a, a[2:4]] if dtypes == "one dtype" else [a, n]
+    runtime = _devices.current_runtime()
+    joined = []
+    with runtime.table.locked():
+        worker = threading.Thread(target=lambda: joined.append(runtime.lane.join(given)))
+        worker.start()
+        worker.join(0.2)
+        assert worker.is_alive() and acc.refcounts(a) == (0, 1)  # waits for the holder
+    worker.join(5)
+    assert not worker.is_alive() and acc.refcounts(a)[0] == (2 if dtypes == "one dtype" else 1)
+    assert _lane().part(joined[0]) is True and acc.refcounts(a) == (0, 1) and acc.refcounts(n) == (0, 1)
+    acc.delete(a)
+    acc.delete(n)
+
+
+def test_a_region_entered_by_the_thread_holding_the_table_lock_re_enters_it(emulated):
+    a = np.arange(10.0)
+    acc.copyin(a)
+    runtime = _devices.current_runtime()
+    with runtime.table.locked():  # as a region entered from a callback of a held call
+        with acc.data(present=[a]):
+            assert acc.refcounts(a) == (1, 1)
+        assert acc.refcounts(a) == (0, 1)
+    done = threading.Event()  # and the lock is free again, once
+    threading.Thread(target=lambda: (runtime.lane.enter(a), done.set())).start()
+    assert done.wait(5) and acc.refcounts(a) == (0, 2)
+    acc.delete(a)
+    acc.delete(a)
+
+
+def test_counts_beyond_one_digit_are_read_and_written_exactly(emulated):
+    """The sections read a count in place when it is a small int; any other is read
+    through the int API (a count of 2**40 is one no program reaches, but is exact)."""
+    a = np.arange(10.0)
+    acc.copyin(a)
+    entry = _devices.current_runtime().table.containing(a)
+    entry.structured = 2**40
+    entries = _lane().join([a])
+    assert entry.structured == 2**40 + 1 and _lane().part(entries) is True and entry.structured == 2**40
+    entry.structured = 0
+    acc.delete(a)
+
+
+def test_lane_api_is_published_for_the_c_region():
+    """``LANE_API`` (mapping/_lane_api.h): the capsule the C base of ``acc.data`` imports."""
+    assert type(_cprobe.LANE_API).__name__ == "PyCapsule"
+    assert "pyacc.mapping._cprobe.LANE_API" in repr(_cprobe.LANE_API)

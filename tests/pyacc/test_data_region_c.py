@@ -537,3 +537,29 @@ def test_data_region_c_a_malformed_state_is_refused_not_entered(emulated):
     region.__exit__(None, None, None)
     assert acc.refcounts(a) == (0, 1)
     acc.delete(a)
+
+
+@pytest.mark.parametrize("count", [8, 9])
+def test_data_region_c_regions_hold_their_arrays_in_themselves_or_in_a_buffer(emulated, python_frames, count):
+    """Up to 8 arrays and their entries are kept in the region itself, more in a buffer
+    of its own: the same counts, clauses, copies and pickles either way, of two dtypes."""
+    import copy
+    import pickle
+
+    arrays = [np.ones(3) if i % 2 else np.arange(4) for i in range(count)]
+    for array in arrays:
+        acc.copyin(array)
+    assert python_frames(_region_and_exit, present=arrays[:-1], copyin=arrays[-1]) == ["_region_and_exit"]
+    with acc.data(present=arrays[:-1], copyin=arrays[-1]) as region:
+        assert [acc.refcounts(array) for array in arrays] == [(1, 1)] * count
+        assert region._clauses == {"present": tuple(arrays[:-1]), "copyin": arrays[-1]}
+        twin = copy.copy(region)  # entered: its state carries the entries
+        assert twin._clauses == region._clauses
+    assert [acc.refcounts(array) for array in arrays] == [(0, 1)] * count
+    made = acc.data(copyin=arrays)
+    with pickle.loads(pickle.dumps(made)) as revived:  # copies of the arrays: absent, so Python's
+        assert revived._clauses["copyin"][0] is not arrays[0] and acc.refcounts(arrays[0]) == (0, 1)
+    with made:
+        assert acc.refcounts(arrays[0]) == (1, 1)
+    for array in arrays:
+        acc.delete(array)
