@@ -283,7 +283,11 @@ def program_steady(nx, nz, steps, repeats) -> dict:
 #: the data API on present data: (name, one call). Calls named in a pair alternate
 #: (``_PAIRS``), so that the counts stay where they were; the floor is what any routine
 #: written in Python costs here: a call of a no-op function of the routines' signature.
+#: Each runs in a loop in a function (``_loop``), as a program's calls run; the loop's own
+#: cost is the first row's, which ``net_of_the_loop`` takes from the others.
+LOOP = "loop alone: for _ in range(n): pass"
 _DATA_CALLS = {
+    LOOP: "pass",
     "floor: no-op Python function": "floor(x)",
     "is_present": "acc.is_present(x)",
     "copyin (present, +1)": "acc.copyin(x)",
@@ -308,6 +312,19 @@ def _statement(name) -> tuple[str, int]:
     return (pair, 2) if pair else (_DATA_CALLS[name], 1)
 
 
+def _loop(statement, calls) -> str:
+    """The source of ``run()``: ``statement`` ``calls`` times in a loop, in a function (its
+    names global or local, as in a program; at a module's top level each name would be a
+    dict lookup, ~400 instructions more per run of a data region)."""
+    return f"def run():\n    for _ in range({calls}):\n        {statement}\n"
+
+
+def net_of_the_loop(per_call: dict) -> dict:
+    """Each call's figure less its share of the loop's own (``LOOP``'s row)."""
+    loop = per_call[LOOP]
+    return {name: value - loop / _statement(name)[1] for name, value in per_call.items() if name != LOOP}
+
+
 def _data_setup():
     acc.set_device_type("emulated")
     x = np.ones(8)
@@ -323,11 +340,11 @@ def data_api(repeats, calls=20000) -> dict:
     result = {}
     for name in _DATA_CALLS:
         body, per_run = _statement(name)
-        code = compile(f"for _ in range({calls}):\n    {body}", name, "exec")
+        exec(compile(_loop(body, calls), name, "exec"), env)
         samples = []
         for _ in range(repeats):
             start = time.perf_counter()
-            exec(code, env)
+            env["run"]()
             samples.append((time.perf_counter() - start) / calls * 1e6 / per_run)
         result[name] = statistics.median(samples)
     acc.delete(x)
@@ -335,17 +352,19 @@ def data_api(repeats, calls=20000) -> dict:
 
 
 _CALLGRIND_CHILD = """
-import sys, numpy as np, pyacc as acc
+import sys
+sys.path.insert(0, sys.argv[3])
+import numpy as np, pyacc as acc
+from bench_async import _loop, floor
 acc.set_device_type("emulated")
 x = np.ones(8)
 acc.copyin(x)
-def floor(a, *, async_=None):
-    return a
 statement, calls = sys.argv[1], int(sys.argv[2])
-code = compile("for _ in range(%d):\\n    %s" % (calls, statement), "bench", "exec")
+env = {"acc": acc, "x": x, "floor": floor}
+exec(compile(_loop(statement, calls), "bench", "exec"), env)
 for _ in range(3):  # warm: the routines' first calls, the lane's first look at the device
-    exec(compile(statement, "warm", "exec"), {"acc": acc, "x": x, "floor": floor})
-sys.breakpointhook = lambda: exec(code, {"acc": acc, "x": x, "floor": floor})
+    exec(compile(statement, "warm", "exec"), env)
+sys.breakpointhook = env["run"]
 breakpoint()  # counted: CPython's builtin_breakpoint, which nothing else calls
 """
 
@@ -353,7 +372,7 @@ breakpoint()  # counted: CPython's builtin_breakpoint, which nothing else calls
 def instructions(statement, calls, child=None, env=None, options=()) -> int:
     """Machine instructions of a process making ``calls`` such calls (callgrind);
     ``child``: another program and its arguments instead of the data API's."""
-    argv = child if child is not None else (_CALLGRIND_CHILD, statement, str(calls))
+    argv = child if child is not None else (_CALLGRIND_CHILD, statement, str(calls), HERE)
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "callgrind.out")
         subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *options,
@@ -370,7 +389,7 @@ def instructions(statement, calls, child=None, env=None, options=()) -> int:
 def data_api_instructions(calls=20000) -> dict:
     """Instructions per call, counted only inside the loop of ``calls`` calls (run by
     ``breakpoint()``: ``--toggle-collect`` of CPython's ``builtin_breakpoint``), so the
-    import and the set-up are not counted; the loop's own cost is in the floor's row."""
+    import and the set-up are not counted; the loop's own cost is ``LOOP``'s row."""
     result = {}
     for name in _DATA_CALLS:
         statement, per_run = _statement(name)
@@ -497,18 +516,21 @@ def main(argv=None) -> int:
         print("\nmandelbrot_async 2048², 16 blocks, ms (medians): "
               + ", ".join(f"{name} {value:.1f}" for name, value in found.items()))
     results["data api µs"] = found = data_api(repeats, 200 if args.smoke else 20000)
-    print("\ndata API on present data (emulated), µs per call (target ≤ 0.5):")
+    results["data api µs net of the loop"] = net = net_of_the_loop(found)
+    print("\ndata API on present data (emulated), µs per call (target ≤ 0.5), and net of the loop:")
     for name, value in found.items():
-        print(f"  {name:<30} {value:7.2f}")
+        print(f"  {name:<36} {value:7.3f}" + (f" {net[name]:7.3f}" if name in net else ""))
     if args.callgrind:
         results["compute instructions"] = found = compute_instructions(20 if args.smoke else 2000)
         print("\ncompute call, 1,000 elements, instructions per call:")
         for name, value in found.items():
             print(f"  {name:<30} {value:9.0f}")
         results["data api instructions"] = found = data_api_instructions(200 if args.smoke else 20000)
-        print("\ndata API on present data (emulated), instructions per call (target ≤ 3,000):")
+        results["data api instructions net of the loop"] = net = net_of_the_loop(found)
+        print("\ndata API on present data (emulated), instructions per call (target ≤ 3,000), "
+              "and net of the loop:")
         for name, value in found.items():
-            print(f"  {name:<30} {value:9.0f}")
+            print(f"  {name:<36} {value:9.0f}" + (f" {net[name]:9.0f}" if name in net else ""))
     if args.json:
         with open(args.json, "w") as out:
             json.dump(results, out, indent=1, default=str)
