@@ -63,16 +63,20 @@ static int add_structured(Lane *self, PyObject *const *entries, Py_ssize_t n, lo
     return 0;
 }
 
-/* In a section: each array's entry (borrowed, in ``entries``; the arrays are plain
- * blocks, checked by ``region_join``), then their +1: 1; 0 when some array is in no
- * entry; -1 with an exception set. Nothing changed unless 1. */
+/* In a section: each array's entry (in ``entries``; the arrays are plain blocks, checked
+ * by ``region_join``), then their +1: 1, each entry held; 0 when some array is in no
+ * entry; -1 with an exception set. Nothing changed, and nothing held, unless 1. */
 static int join_entries(Lane *self, PyObject *const *arrays, Py_ssize_t n, PyObject **entries) {
     for (Py_ssize_t i = 0; i < n; i++) {
         entries[i] = present_entry(self, arrays[i]);
         if (entries[i] == NULL)
             return PyErr_Occurred() ? -1 : 0;
     }
-    return add_structured(self, entries, n, 1) < 0 ? -1 : 1;
+    if (add_structured(self, entries, n, 1) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_INCREF(entries[i]);  /* (in the section: the table holds each while the count is up) */
+    return 1;
 }
 
 /* In a section: the −1 of each of ``entries`` (1), or 0 when some entry is not a mapping
@@ -158,10 +162,7 @@ static int region_join(PyObject *lane, PyObject *const *arrays, Py_ssize_t n, Py
         return 1;
     }
     RegionVerb verb = {arrays, n, entries};
-    int joined = run_section(self, self->enter_kind, one_dtype, join_section, &verb);
-    for (Py_ssize_t i = 0; joined == 1 && i < n; i++)
-        Py_INCREF(entries[i]);  /* (the table holds each while the count is up) */
-    return joined;
+    return run_section(self, self->enter_kind, one_dtype, join_section, &verb);
 }
 
 /* LANE_API's part: on shared memory, 1 for the None entries of its join. */

@@ -169,23 +169,33 @@ static int data_kind(PyObject *name) {
     return PySet_Contains(g_data_kinds, name);
 }
 
-/* Whether a C region takes the ``n`` clauses ``names`` (a tuple, or NULL when ``n`` is 0)
- * with ``values``: data clauses only, each one array or a list or tuple of arrays, some
- * array in all. 1, with their arrays held in order by the region (a list's arrays fixed
- * now, OpenACC 3.3 §2.7.1) and each clause's count in ``counts``; 0 when it does not; -1
- * with an exception set. The arrays are copied before they are checked (a dtype seen
- * first is asked for two attributes, which may run code that changes a list): nothing
- * runs from the counting to the copy. Unless 1, the region may hold some: the caller
- * drops them (``region_drop``). */
-static int region_arrays(DataRegion *self, Py_ssize_t n, PyObject *names, PyObject *const *values) {
-    region_drop(self);
+/* Whether the ``n`` clauses ``names`` (a tuple) are clauses a C region takes: data
+ * clauses only, at most one of each. 1, 0, or -1 with an exception set. (A keyword that
+ * is a ``str`` subclass is compared by its own ``__eq__``: Python code, so this runs
+ * before any value is read.) */
+static int region_clauses(Py_ssize_t n, PyObject *names) {
     if (n == 0 || n > REGION_CLAUSES || g_data_kinds == NULL)
         return 0;
-    Py_ssize_t total = 0, *counts = self->counts;
     for (Py_ssize_t i = 0; i < n; i++) {
         int taken = data_kind(PyTuple_GET_ITEM(names, i));
         if (taken != 1)
             return taken;
+    }
+    return 1;
+}
+
+/* Whether a C region takes the clauses' ``values`` (``region_clauses`` said yes to their
+ * names): each one array or a list or tuple of arrays, some array in all. 1, with their
+ * arrays held in order by the region (a list's arrays fixed now, OpenACC 3.3 §2.7.1) and
+ * each clause's count in ``counts``; 0 when it does not; -1 with an exception set.
+ * Nothing runs from the counting to the copy (no Python code, no tracked allocation), so
+ * the lists are copied as counted; the arrays are checked once held (a dtype seen first
+ * is asked for two attributes, which may run code). Unless 1, the region may hold some:
+ * the caller drops them (``region_drop``). */
+static int region_arrays(DataRegion *self, Py_ssize_t n, PyObject *const *values) {
+    region_drop(self);  /* (first: a release may run code) */
+    Py_ssize_t total = 0, *counts = self->counts;
+    for (Py_ssize_t i = 0; i < n; i++) {
         counts[i] = PyList_Check(values[i]) || PyTuple_Check(values[i]) ? PySequence_Fast_GET_SIZE(values[i]) : -1;
         total += counts[i] < 0 ? 1 : counts[i];
     }
@@ -213,6 +223,17 @@ static void keep_c_region(DataRegion *self, PyObject *names) {
     self->mode = REGION_IN_C;
 }
 
+/* -1 with an exception for ``what`` (``__init__``, ``__setstate__``) of a region that is
+ * entered or done: what it holds is its entry's, and a verb may be using it (a join
+ * waiting for the lock); else 0. */
+static int refuse_while_used(DataRegion *self, const char *what) {
+    if (self->state == REGION_NEW)
+        return 0;
+    PyErr_Format(PyExc_RuntimeError, "acc.data.%s: this region was already entered; make a new "
+                 "region (acc.data(...)) instead", what);
+    return -1;
+}
+
 /* For ``data`` itself (a subclass's own hooks, ``_enter``, ``_left`` ..., are Python's to
  * run): whether a C region takes the keyword clauses ``kwds`` (``region_arrays``); 1 when
  * it does, and the region is one, its clauses' snapshot built at once. */
@@ -227,7 +248,9 @@ static int region_init_in_c(DataRegion *self, PyObject *kwds) {
         PyTuple_SET_ITEM(names, i, Py_NewRef(key));
         values[i++] = Py_NewRef(value);  /* (held: a check may run Python code) */
     }
-    int taken = region_arrays(self, i, names, values);
+    int taken = region_clauses(i, names);
+    if (taken == 1)
+        taken = region_arrays(self, i, values);
     if (taken == 1) {
         keep_c_region(self, names);
         taken = clauses_of(self) == NULL ? -1 : 1;
@@ -241,6 +264,8 @@ static int region_init_in_c(DataRegion *self, PyObject *kwds) {
 }
 
 static int region_init(DataRegion *self, PyObject *args, PyObject *kwds) {
+    if (refuse_while_used(self, "__init__") < 0)
+        return -1;
     if (PyTuple_GET_SIZE(args) != 0) {
         PyErr_Format(PyExc_TypeError, "acc.data takes clauses as keywords only "
                      "(acc.data(copyin=[a], copy=[b])), got %zd positional argument(s)",
@@ -278,10 +303,13 @@ static PyObject *region_vectorcall(PyObject *type, PyObject *const *args, size_t
     if (type != g_data_type || nargs != 0 || nkw == 0 || tp->tp_init != (initproc)region_init ||
             tp->tp_new != PyType_GenericNew)
         return tp_call_of(PyType_Type.tp_call, type, args, nargsf, kwnames);
+    int taken = region_clauses(nkw, kwnames);
+    if (taken != 1)
+        return taken < 0 ? NULL : tp_call_of(PyType_Type.tp_call, type, args, nargsf, kwnames);
     DataRegion *self = (DataRegion *)tp->tp_alloc(tp, 0);
     if (self == NULL)
         return NULL;
-    int taken = region_arrays(self, nkw, kwnames, args);
+    taken = region_arrays(self, nkw, args);
     if (taken == 1) {
         keep_c_region(self, kwnames);
         return (PyObject *)self;
@@ -327,6 +355,10 @@ static int join_refs(DataRegion *self, PyObject *lane) {
 /* The structured −1 of the region's entries: 1; 0 when the lane declines (a lifetime
  * ends); -1 with an exception set. */
 static int part_refs(DataRegion *self, PyObject *lane) {
+    if (!self->joined) {
+        PyErr_SetString(PyExc_RuntimeError, "acc.data: the exit of a region whose entry did not finish");
+        return -1;
+    }
     if (c_lane(lane))
         return g_lane_api->part(lane, self->refs + self->n, self->n);
     PyObject *entries = entries_tuple(self);
@@ -470,6 +502,8 @@ static PyObject *region_exit(DataRegion *self, PyObject *const *args, Py_ssize_t
                                    nargs > 2 ? args[2] : Py_None}, 4, NULL);
     if (self->state != REGION_ENTERED)
         Py_RETURN_FALSE;
+    if (self->stack == NULL)  /* (a signal handler's exit while the entry waits for the lock) */
+        return PyErr_Format(PyExc_RuntimeError, "acc.data: the exit of a region whose entry did not finish");
     self->state = REGION_DONE;
     if (leave_stack(self) < 0)  /* first, as the Python exit (``_leave``) */
         return NULL;

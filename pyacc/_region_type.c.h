@@ -49,48 +49,68 @@ static PyObject *field_or_null(PyObject *value) {
     return value == Py_None ? NULL : Py_NewRef(value);
 }
 
-static int sequence_or_none(PyObject *value) {
-    return value == Py_None || PyTuple_Check(value) || PyList_Check(value);
-}
-
-/* The region holds ``arrays`` and, unless None, ``entries`` (checked: tuples or lists of
- * one length, or None): 0, or -1 with an exception set. */
+/* The region holds ``arrays`` and, unless None, ``entries`` (checked: tuples of one
+ * length, or None): 0, or -1 with an exception set. */
 static int region_hold(DataRegion *self, PyObject *arrays, PyObject *entries) {
     region_drop(self);
     if (arrays == Py_None)
         return 0;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(arrays);
+    Py_ssize_t n = PyTuple_GET_SIZE(arrays);
     if (region_room(self, n) < 0)
         return -1;
     for (Py_ssize_t i = 0; i < n; i++)
-        self->refs[n + i] = entries == Py_None ? NULL : Py_NewRef(PySequence_Fast_GET_ITEM(entries, i));
+        self->refs[n + i] = entries == Py_None ? NULL : Py_NewRef(PyTuple_GET_ITEM(entries, i));
     for (Py_ssize_t i = 0; i < n; i++)
-        self->refs[self->n++] = Py_NewRef(PySequence_Fast_GET_ITEM(arrays, i));
+        self->refs[self->n++] = Py_NewRef(PyTuple_GET_ITEM(arrays, i));
     self->joined = entries != Py_None;
     return 0;
 }
 
-static PyObject *region_setstate(DataRegion *self, PyObject *state) {
-    PyObject *values, *clauses, *arrays, *runtime, *entries, *stack;
-    int region_state, mode;
-    if (!PyArg_ParseTuple(state, "O!(OOOOOii)", &PyDict_Type, &values, &clauses, &arrays, &runtime,
-                          &entries, &stack, &region_state, &mode))
-        return NULL;
+/* ``value`` as a tuple when it is a list (which code run later could change), itself when
+ * a tuple or None: a new reference; NULL with an exception set, or with none (not a
+ * sequence the state has). */
+static PyObject *frozen_or_none(PyObject *value) {
+    if (value == Py_None || PyTuple_Check(value))
+        return Py_NewRef(value);
+    return PyList_Check(value) ? PyList_AsTuple(value) : NULL;
+}
+
+/* Whether a state's fields fit together (``__getstate__``'s): ``arrays`` and ``entries``
+ * tuples or None, of one length. */
+static int state_fits(PyObject *clauses, PyObject *arrays, PyObject *runtime, PyObject *entries,
+                      PyObject *stack, int region_state, int mode) {
     int in_c = mode == REGION_IN_C, entered = region_state == REGION_ENTERED;
-    if (region_state < REGION_NEW || region_state > REGION_DONE || mode < REGION_UNSET ||
-            mode > REGION_IN_PYTHON || !sequence_or_none(arrays) || !sequence_or_none(entries) ||
-            (entries != Py_None && (arrays == Py_None ||
-                                    PySequence_Fast_GET_SIZE(entries) != PySequence_Fast_GET_SIZE(arrays))) ||
-            (in_c && (!PyDict_Check(clauses) || arrays == Py_None)) ||
-            (in_c && entered && (runtime == Py_None || !PyList_Check(stack) || entries == Py_None)) ||
-            (stack != Py_None && !PyList_Check(stack))) {
-        PyErr_SetString(PyExc_ValueError, "acc.data.__setstate__: a malformed state");
+    return region_state >= REGION_NEW && region_state <= REGION_DONE && mode >= REGION_UNSET &&
+           mode <= REGION_IN_PYTHON &&
+           (entries == Py_None || (arrays != Py_None && PyTuple_GET_SIZE(entries) == PyTuple_GET_SIZE(arrays))) &&
+           !(in_c && (!PyDict_Check(clauses) || arrays == Py_None)) &&
+           !(in_c && entered && (runtime == Py_None || !PyList_Check(stack) || entries == Py_None)) &&
+           (stack == Py_None || PyList_Check(stack));
+}
+
+static PyObject *region_setstate(DataRegion *self, PyObject *state) {
+    PyObject *values, *clauses, *given_arrays, *runtime, *given_entries, *stack;
+    int region_state, mode;
+    if (refuse_while_used(self, "__setstate__") < 0 ||
+            !PyArg_ParseTuple(state, "O!(OOOOOii)", &PyDict_Type, &values, &clauses, &given_arrays, &runtime,
+                              &given_entries, &stack, &region_state, &mode))
+        return NULL;
+    PyObject *arrays = frozen_or_none(given_arrays), *entries = arrays == NULL ? NULL : frozen_or_none(given_entries);
+    if (entries == NULL || !state_fits(clauses, arrays, runtime, entries, stack, region_state, mode)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "acc.data.__setstate__: a malformed state");
+        Py_XDECREF(arrays);
+        Py_XDECREF(entries);
         return NULL;
     }
     PyObject *dict = PyObject_GenericGetDict((PyObject *)self, NULL);
     int updated = dict == NULL ? -1 : PyDict_Update(dict, values);
     Py_XDECREF(dict);
-    if (updated < 0 || region_hold(self, arrays, entries) < 0)
+    if (updated == 0)
+        updated = refuse_while_used(self, "__setstate__") < 0 ? -1 : region_hold(self, arrays, entries);
+    Py_DECREF(arrays);
+    Py_DECREF(entries);
+    if (updated < 0)
         return NULL;
     Py_XSETREF(self->clauses, field_or_null(clauses));
     Py_CLEAR(self->names);

@@ -563,3 +563,45 @@ def test_data_region_c_regions_hold_their_arrays_in_themselves_or_in_a_buffer(em
         assert acc.refcounts(arrays[0]) == (1, 1)
     for array in arrays:
         acc.delete(array)
+
+
+def test_data_region_c_a_keyword_whose_comparison_changes_a_list_reads_the_list_once(emulated):
+    """A keyword that is a ``str`` subclass is compared by its own ``__eq__`` (Python code)
+    while the clauses are checked: the lists are counted and copied after every such
+    comparison, so a list it empties is read as empty, never past its end."""
+    a, b = np.ones(4), np.ones(3)
+    acc.copyin(a)
+    acc.copyin(b)
+    given = [a, a[1:], a[2:]]
+
+    class Clause(str):
+        __hash__ = str.__hash__
+
+        def __eq__(self, other):
+            given.clear()
+            return str.__eq__(self, other)
+
+    with acc.data(**{"present": given, Clause("copyin"): b}) as region:
+        assert acc.refcounts(a) == (0, 1) and acc.refcounts(b) == (1, 1)
+        assert region._clauses["present"] == ()
+    assert acc.refcounts(b) == (0, 1)
+    acc.delete(a)
+    acc.delete(b)
+
+
+@pytest.mark.parametrize("again", ["__init__", "__setstate__"])
+def test_data_region_c_an_entered_region_refuses_to_be_made_again(emulated, again):
+    """What an entered region holds is its entry's: ``__init__`` or ``__setstate__`` of it
+    raise, and its exit still parts what its entry joined."""
+    a = np.ones(4)
+    acc.copyin(a)
+    region = acc.data(present=[a])
+    state = region.__getstate__()
+    with region:
+        with pytest.raises(RuntimeError, match="already entered; make a new region"):
+            region.__init__(present=[a, a]) if again == "__init__" else region.__setstate__(state)
+        assert acc.refcounts(a) == (1, 1)
+    assert acc.refcounts(a) == (0, 1)
+    with pytest.raises(RuntimeError, match="already entered"):
+        region.__init__(present=[a])
+    acc.delete(a)
