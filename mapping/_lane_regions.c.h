@@ -105,7 +105,10 @@ static int lock_free(Lane *self) {
 
 /* ``on_list`` as a section of the table (lock-free where ``may_skip`` and ``lock_free``
  * allow, or with the lock held); 0 when the verb is declined before it (a subscriber,
- * oversubscription). */
+ * oversubscription). A release that fails after the verb did its work (only a lock of
+ * another kind than ``TableLock`` can: the lane's table has one) gives -1 with the
+ * release's error, the verb's changes standing, as a Python ``with lock:`` would; a join's
+ * entries then stay held (never released). */
 static int run_section(Lane *self, Py_ssize_t event_kind, int may_skip, int (*on_list)(Lane *, void *),
                        void *arg) {
     switch (may_skip ? lock_free(self) : 0) {
