@@ -192,17 +192,24 @@ static inline long small_count(PyObject *entry, const SlotField *field) {
 #endif
 }
 
+/* ``search`` of the lane's ranges (their bounds, as far as their count) for [low, high):
+ * its answer, -3 with an exception set (the bounds unreadable too). */
+static inline Py_ssize_t ranges_search(Lane *self, int64_t low, int64_t high) {
+    PyObject *bounds = slot_field_get(self->ranges, &self->bounds);
+    if (bounds == NULL)
+        return -3;
+    Py_ssize_t index = search(bounds, small_count(self->ranges, &self->count), low, high);
+    Py_DECREF(bounds);
+    return index;
+}
+
 /* With the lock held: the entry (borrowed) wholly containing the non-empty plain block x
  * when it is a MappingEntry; NULL otherwise (with an exception set when one occurred). */
 static PyObject *present_entry(Lane *self, PyObject *x) {
     int64_t data, low, high;
     if (array_extent(x, &data, &low, &high) < 0 || high == low)
         return NULL;
-    PyObject *bounds = slot_field_get(self->ranges, &self->bounds);
-    if (bounds == NULL)
-        return NULL;
-    Py_ssize_t index = search(bounds, small_count(self->ranges, &self->count), low, high);
-    Py_DECREF(bounds);
+    Py_ssize_t index = ranges_search(self, low, high);
     if (index < 0)
         return NULL;
     PyObject *values = slot_field_get(self->ranges, &self->values);
@@ -361,11 +368,7 @@ static PyObject *lane_present(Lane *self, PyObject *x) {
         return NULL;
     if (high == low)
         Py_RETURN_TRUE;  /* zero-size data is always present (API.md §2) */
-    PyObject *bounds = slot_field_get(self->ranges, &self->bounds);
-    if (bounds == NULL)
-        return NULL;
-    Py_ssize_t index = search(bounds, small_count(self->ranges, &self->count), low, high);
-    Py_DECREF(bounds);
+    Py_ssize_t index = ranges_search(self, low, high);
     if (index == -3)
         return NULL;
     return PyBool_FromLong(index >= 0);
