@@ -57,7 +57,7 @@ _clock = time.perf_counter
 RUNS: dict = {}
 _KEPT = 4096
 #: a run at once over the same bytes within this share of the record keeps it (no write:
-#: the express lane's async call runs this at every call, ``pyacc/_at_once.c.h``)
+#: the express lane's async call runs this at every call, ``pyacc/_queue_take.c.h``)
 _KEPT_WITHIN = 0.25
 
 

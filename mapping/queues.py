@@ -115,7 +115,7 @@ class WorkerQueue(Queue):
             queue (``submit``); default: ``CROSSOVER.below()``; 0.0: never.
     """
 
-    # slots: the express lane's async call run at once (pyacc/_at_once.c.h) and acc.wait's
+    # slots: the express lane's async call run at once (pyacc/_queue_take.c.h) and acc.wait's
     # C entry (pyacc/_queue_settled.c.h) read and write these in place (the rest is in the
     # instance dict)
     __slots__ = ("_lock", "_completed", "_submitted", "_holds", "_closed", "_error", "_inline",
@@ -127,7 +127,7 @@ class WorkerQueue(Queue):
         # guards the state; taken directly on the hot paths, and in place from C when it is
         # the C lock (``_probe.TableLock``). Re-entrant (that, or ``threading.RLock``): the
         # express lane's async call run at once holds it for the kernel's run
-        # (pyacc/_at_once.c.h; no count then, see ``begin_inline``), and code that run
+        # (pyacc/_queue_take.c.h; no count then, see ``begin_inline``), and code that run
         # calls on this thread (a profiler, Numba's dispatcher) may take it again
         self._lock = TableLock()
         self._condition = threading.Condition(self._lock)  # host threads in synchronize
@@ -208,7 +208,7 @@ class WorkerQueue(Queue):
 
         (The express lane's C path runs a kernel at once the other way: it holds the
         lock for the kernel's run, after this same test, and changes no count — nobody
-        can queue, hold, close or wait meanwhile; ``pyacc/_at_once.c.h``.)"""
+        can queue, hold, close or wait meanwhile; ``pyacc/_queue_take.c.h``.)"""
         with self._lock:
             if self._completed != self._submitted or self._holds or self._closed or \
                     self._error is not None or self._inline:
@@ -433,7 +433,7 @@ class QueueSet:
         sync_queue: the device's synchronous queue.
     """
 
-    #: (slots: the express lane reads ``_queues`` in place, ``pyacc/_at_once.c.h``)
+    #: (slots: the express lane reads ``_queues`` in place, ``pyacc/_queue_take.c.h``)
     __slots__ = ("sync", "_new_queue", "_identity", "_queues", "_lock")
 
     def __init__(self, new_queue, identity, sync_queue: Queue):

@@ -109,7 +109,7 @@ def configure_data(region_class, enter, exit, clauses) -> None:
 
 def configure_async(async_result) -> None:
     """Tell the lane what an ``async_`` call it runs at once returns (``AsyncResult``), and
-    what it holds its queue by in C (``pyacc/_at_once.c.h``, ``_queue_settled.c.h``): the
+    what it holds its queue by in C (``pyacc/_queue_take.c.h``, ``_queue_settled.c.h``): the
     exact queue classes and the kernels' run records (``inline.RUNS``, ``record_kernel``)."""
     if _FASTCALL is not None:
         _FASTCALL.configure_async(async_result, WorkerQueue, QueueSet, inline.RUNS,

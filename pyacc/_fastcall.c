@@ -22,7 +22,10 @@
  *     (``kernel_env``; values compared by value when not the same object);
  *   - on a device with separate memory: the present table's version, read again once
  *     the table lock is held; the lock is held until the kernel returns (a *held* replay,
- *     ``DeviceRuntime.hold_structured``).
+ *     ``DeviceRuntime.hold_structured``). A kernel that keeps the GIL to its end (a short
+ *     call repeated, ``_prepared_call.c.h``) takes no lock when nobody else holds it: the
+ *     version is read right before its run, and no other thread can run meanwhile
+ *     (``table_free_for``, ``_express_plan.c.h``).
  *
  * The per-thread and environment checks are remembered (a plan's *context memo*): after
  * they held on a thread, they are not read again on that thread while nothing they read
@@ -129,6 +132,8 @@ static PyObject *tp_call_of(ternaryfunc call, PyObject *callable, PyObject *cons
 #include "_express_plan.c.h"
 /* -- the handle an async call gives back (AsyncResult), made in C ------------------------ */
 #include "_async_handle.c.h"
+/* -- the queue of an async call run at once, taken and given back in C -------------------- */
+#include "_queue_take.c.h"
 /* -- an async call run at once: the queue held in C for the kernel's run ----------------- */
 #include "_at_once.c.h"
 /* -- a host wait with nothing to do: acc.wait of settled queues seen in C ----------------- */
@@ -410,7 +415,7 @@ static PyMethodDef module_methods[] = {
     {"configure_async", configure_async, METH_VARARGS,
      "configure_async(AsyncResult[, WorkerQueue, QueueSet, RUNS, kept_within, record_kernel]): what "
      "an async call run at once returns, made in C; with the rest, its queue is held in C for "
-     "the kernel's run (pyacc/_at_once.c.h)."},
+     "the kernel's run (pyacc/_queue_take.c.h, _at_once.c.h)."},
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> previous: whether calls try their express plans (tests, debugging)."},
     {"is_enabled", is_enabled, METH_NOARGS, "Whether calls try their express plans."},
@@ -425,6 +430,8 @@ static PyMethodDef module_methods[] = {
      "prepared_calls(): how many kernel calls went through a prepared call so far."},
     {"held_calls", held_calls, METH_NOARGS,
      "held_calls(): how many of those kept the GIL for the kernel's run (a short kernel)."},
+    {"unlocked_calls", unlocked_calls, METH_NOARGS,
+     "unlocked_calls(): how many kernel calls ran with the present table's lock not taken."},
     {"configure_data", configure_data, METH_VARARGS,
      "configure_data(BUS.active, REGION_ENTER, REGION_EXIT, SingleUseRegion.__enter__, "
      "SingleUseRegion.__exit__, data clause names): what acc.data's C base reads "

@@ -7,7 +7,7 @@
  * (``_express_plan.c.h``): each mapped argument's array slot (``read_array``: the host
  * array's weak reference and layout on separate memory), each scalar's type, and the
  * kernel's fixed arguments when every argument is a device array of the plan. It is part
- * of ``_fastcall.c``'s one translation unit, after ``_at_once.c.h`` (``queue_set_of``).
+ * of ``_fastcall.c``'s one translation unit, after ``_queue_take.c.h`` (``queue_set_of``).
  */
 
 static int read_array(ArraySlot *a, PyObject *array, int exact) {

@@ -156,17 +156,18 @@ static int profiled(void) {
 #endif
 }
 
-/* The words of a call with ``args``: 1; 0 when an argument is not what it was at the
- * preparation (the dispatcher is called). */
-static int prepared_words(const PreparedCall *n, PyObject *args, int64_t *words) {
-    if (PyTuple_GET_SIZE(args) != n->nargs)
+/* The words of a call with the ``nargs`` arguments ``items``: 1; 0 when an argument is
+ * not what it was at the preparation (the dispatcher is called). */
+static int prepared_words(const PreparedCall *n, PyObject *const *items, Py_ssize_t nargs,
+                          int64_t *words) {
+    if (nargs != n->nargs)
         return 0;
     Py_ssize_t k = 0;
     words[k++] = n->function;
     words[k++] = n->environment;
     for (Py_ssize_t i = 0; i < n->nargs; i++) {
         const PreparedArg *arg = &n->args[i];
-        PyObject *value = PyTuple_GET_ITEM(args, i);
+        PyObject *value = items[i];
         if (arg->kind <= PREPARED_MOST_NDIM) {
             ArrayFields *f = ARRAY(value);
             int nd = arg->kind;
@@ -232,6 +233,14 @@ enum { HOLD_SAMPLE = 8 };
 typedef enum { TIME_NONE, TIME_ALWAYS, TIME_SAMPLED } Timing;
 #define UNTIMED (-1.0)
 
+/* 1 when the prepared call through ``words`` keeps the GIL for the kernel's run (a kernel
+ * that is not nogil, or the same words as a short last call: ``call_prepared``'s choice,
+ * as long as nothing runs between the two). */
+static int prepared_keeps_gil(const PreparedCall *n, const int64_t *words) {
+    return n->holding == n->entry
+        || (n->hold && memcmp(words, n->short_words, (size_t)n->nwords * sizeof(int64_t)) == 0);
+}
+
 /* The prepared call through ``words`` (its GIL kept or given back, as above); ``*seconds``
  * how long it took, as ``timing`` asks (NULL with TIME_NONE). */
 static PyObject *call_prepared(PreparedCall *n, const int64_t *words, Timing timing, double *seconds) {
@@ -265,7 +274,8 @@ static PyObject *call_prepared(PreparedCall *n, const int64_t *words, Timing tim
 static PyObject *call_kernel(PreparedCall *n, PyObject *kernel, PyObject *args, Timing timing,
                              double *seconds) {
     int64_t words[PREPARED_WORDS];
-    if (n->state == PREPARED_READY && !profiled() && prepared_words(n, args, words))
+    if (n->state == PREPARED_READY && !profiled() &&
+            prepared_words(n, ((PyTupleObject *)args)->ob_item, PyTuple_GET_SIZE(args), words))
         return call_prepared(n, words, timing, seconds);
     if (timing == TIME_NONE)
         return PyObject_Call(kernel, args, NULL);

@@ -1,4 +1,4 @@
-"""The express lane's queue take and give-back in C (``pyacc/_at_once.c.h``; API.md §5,
+"""The express lane's queue take and give-back in C (``pyacc/_queue_take.c.h``; API.md §5,
 last point; OpenACC 3.3 §2.16).
 
 An ``async_=<int>`` call the lane runs at once holds its idle queue (its lock) for the
