@@ -290,6 +290,28 @@ def test_prepare_answers_only_for_compiled_arguments_it_can_describe():
     assert cpu_plans.prepare(_view, (a,)) is None  # returns an array
 
 
+def test_an_answer_is_kept_per_kernel_and_argument_types_until_a_recompile(monkeypatch):
+    """A new plan asks again (a data region that maps anew): the answer kept for the same
+    dtypes, dimensions, typing flags and scalar types is given without typing again."""
+    a, b = np.zeros(3), np.ones(3)
+    _add(a, b, 3)
+    first = cpu_plans.prepare(_add, (a, b, 3))
+    made = []
+    real = cpu_plans._prepare
+    monkeypatch.setattr(cpu_plans, "_prepare", lambda *args: made.append(args) or real(*args))
+    assert cpu_plans.prepare(_add, (np.zeros(5), np.arange(4.0)[::2].copy(), 7)) == first
+    assert made == [], "kept: the same types, other arrays and values"
+    assert cpu_plans.prepare(_add, (a, b[::2], 3)) is None and len(made) == 1  # not C-contiguous
+    readonly = b.copy()
+    readonly.flags.writeable = False
+    assert cpu_plans.prepare(_add, (a, readonly, 3)) is None and len(made) == 2  # not compiled for it
+    assert cpu_plans.prepare(_add, (a, b, 2**63)) is None and len(made) == 2  # never prepared
+    _add.recompile()
+    again = cpu_plans.prepare(_add, (a, b, 3))
+    assert len(made) == 3 and again[2] != first[2], "a recompiled overload: made anew"
+    np.testing.assert_array_equal(np.asarray(again[4]), np.asarray(first[4]))
+
+
 def test_kernels_of_one_shape_share_one_trampoline():
     @njit(nogil=True)
     def other(a, b, n):
