@@ -412,7 +412,8 @@ def instructions(statement, calls, child=None, env=None, options=()) -> int:
         out = os.path.join(folder, "callgrind.out")
         subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *options,
                         sys.executable, "-c", *argv],
-                       check=True, capture_output=True, timeout=1800,
+                       check=True, capture_output=True, timeout=1800, cwd=folder,  # (not the caller's
+                       # folder, which ``-c`` puts first on sys.path: a checkout there would be imported)
                        env=dict(os.environ, PYTHONHASHSEED="0", **(env or {})))  # the same run each time
         with open(out) as text:
             for line in text:

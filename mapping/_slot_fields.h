@@ -79,13 +79,4 @@ static inline int slot_field_set(PyObject *object, const SlotField *field, PyObj
     return 0;
 }
 
-/* ``owner.<name>`` read in place with no Python code run (borrowed): when ``owner`` is
- * of the type ``typed`` last met, the field is a slot there and it is set; else NULL, no
- * exception (the caller reads it the long way, ``typed_field_get``). */
-static inline PyObject *typed_field_peek(const TypedField *typed, PyObject *owner) {
-    if ((PyObject *)Py_TYPE(owner) != typed->type || typed->field.offset == 0)
-        return NULL;
-    return *(PyObject **)((char *)owner + typed->field.offset);
-}
-
 #endif

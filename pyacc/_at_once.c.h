@@ -13,10 +13,9 @@
  * ``begin_inline`` does (``mark_taken``) and leaves the rest to ``self._ran_at_once``
  * (Python: the error kept for the covering wait, ``WorkerQueue.end_inline``).
  *
- * A kernel that keeps the GIL runs with the table's lock not taken (``at_once_unlocked``,
- * ``table_free_for``'s rule, checked after the queue is taken, right before the run);
- * the others take the table's lock first, then the queue (the order of every path that
- * holds both).
+ * The table's lock is taken first, then the queue's (the order of every path that holds
+ * both). The kernel goes through its prepared call's words, with no tuple made
+ * (``plan_words``), when they apply.
  *
  * Invariants:
  *   - a queue taken here is given back whatever happens (``after_run``);
@@ -164,87 +163,51 @@ static PyObject *after_run(PyObject *self, ExpressPlan *plan, PyObject *queue, c
     return done;
 }
 
-/* The at-once call with the table's lock not taken and no tuple made: its queue taken in
- * C first, then, right before the kernel's run, ``table_free_for`` (so that the take's
- * wait for the queue's lock, when another thread holds it, lets nothing in after the
- * check). 1 with ``*done`` (as ``run_plan_at_once`` answers); 0 when the call needs the
- * table's lock (nothing taken: a queue held meanwhile is given back as it was, its counts
- * untouched, ``hold_idle``). */
-static int at_once_unlocked(PyObject *self, ExpressPlan *plan, PyObject *args, PyObject *value,
-                            PyObject **done) {
-    if (plan->queue_set == NULL || plan->prepared.state != PREPARED_READY)
-        return 0;
-    Py_ssize_t nbytes = plan_bytes(plan, args);
-    Took took;
-    PyObject *queue;
-    int taken = take_queue(plan, value, nbytes, &queue, &took.held, &took.last, &took.below);
-    if (taken == 2)
-        return 0;
-    if (taken != 1) {
-        *done = taken == 0 ? MISS : NULL;
-        return 1;
-    }
-    int64_t words[PREPARED_WORDS];
-    if (!plan_words(plan, args, words) || !table_free_for(plan, words)) {
-        int given = give_queue_lock(took.held);
-        Py_DECREF(queue);
-        *done = NULL;
-        return given < 0;
-    }
-    double seconds = 0.0;  /* (UNTIMED: a kept call not sampled) */
-    count_launch(plan);
-    g_unlocked_calls++;
-    PyObject *result = call_prepared(&plan->prepared, words, TIME_SAMPLED, &seconds);
-    *done = after_run(self, plan, queue, &took, NULL, result, seconds, nbytes);
-    return 1;
-}
-
 /* The plan's call with ``async_=value``, run at once on this thread when its queue is
- * idle and the kernel predicted short (taken with the table held, unless
- * ``at_once_unlocked`` may run it without): its AsyncResult (the kernel's error is kept
- * for the covering wait, by ``self._ran_at_once``); MISS when a check fails or the queue
- * is not taken; NULL on error. */
+ * idle and the kernel predicted short (taken with the table held): its AsyncResult (the
+ * kernel's error is kept for the covering wait, by ``self._ran_at_once``); MISS when a
+ * check fails or the queue is not taken; NULL on error. */
 static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *args,
                                   PyObject *value) {
     if (plan->take_at_once == NULL)
         return MISS;
-    int ok = plan_checks(plan, args);
-    if (ok != 1)
-        return ok == 0 ? MISS : NULL;
-    PyObject *result = NULL;
-    if (at_once_unlocked(self, plan, args, value, &result))
-        return result;
     PyObject *release;
-    ok = hold_table(plan, &release);
+    int ok = enter_plan(plan, args, &release);
     if (ok != 1)
         return ok == 0 ? MISS : NULL;
-    /* the kernel's arguments and its prepared call, before the queue is taken (an
-     * interrupt while preparing is raised here, nothing taken) and the kernel timed */
-    PyObject *device_args = kernel_arguments(plan, args);
+    /* the kernel's words (no tuple: ``plan_words``), else its arguments' tuple and its
+     * prepared call asked for, before the queue is taken (an interrupt while preparing is
+     * raised here, nothing taken) and the kernel timed */
+    int64_t words[PREPARED_WORDS];
+    PyObject *device_args = NULL;
     PreparedCall *prepared = &plan->prepared;
-    if (device_args == NULL || ensure_prepared(prepared, plan->kernel, device_args) < 0) {
-        PyObject *none = NULL;
-        Py_XDECREF(device_args);
-        let_go(release, &none);
-        return NULL;
+    if (!plan_words(plan, args, words)) {
+        device_args = kernel_arguments(plan, args);
+        if (device_args == NULL || ensure_prepared(prepared, plan->kernel, device_args) < 0) {
+            PyObject *none = NULL;
+            Py_XDECREF(device_args);
+            let_go(release, &none);
+            return NULL;
+        }
     }
     Py_ssize_t nbytes = plan_bytes(plan, args);
     Took took;
     PyObject *queue = take(plan, value, nbytes, &took);
     if (queue == NULL || queue == Py_None) {
-        Py_DECREF(device_args);
+        Py_XDECREF(device_args);
         let_go(release, &queue);
         if (queue == NULL)
             return NULL;
         Py_DECREF(queue);
         return MISS;
     }
-    /* from here the queue is taken: given back below, whatever happens */
+    /* from here the queue is taken: given back by after_run, whatever happens */
     double seconds = 0.0;  /* (UNTIMED: a kept call not sampled, when C holds the queue) */
+    Timing timing = took.held ? TIME_SAMPLED : TIME_ALWAYS;
     count_launch(plan);
-    result = call_kernel(prepared, plan->kernel, device_args, took.held ? TIME_SAMPLED : TIME_ALWAYS,
-                         &seconds);
-    Py_DECREF(device_args);
+    PyObject *result = device_args == NULL ? call_prepared(prepared, words, timing, &seconds)
+        : call_kernel(prepared, plan->kernel, device_args, timing, &seconds);
+    Py_XDECREF(device_args);
     return after_run(self, plan, queue, &took, release, result, seconds, nbytes);
 }
 

@@ -33,7 +33,7 @@ typedef struct {
 typedef struct { double seconds; Py_ssize_t nbytes; } RunRecord;
 
 /* The queue of async value ``number`` in a QueueSet's dict of queues, as last looked up
- * (``_at_once.c.h``, ``queue_of``), kept while that dict's version tag is unchanged: a tag,
+ * (``_queue_take.c.h``, ``queue_of``), kept while that dict's version tag is unchanged: a tag,
  * never 0 here, names one dict in one state (``_dict_tag.h``), and that dict holds the
  * queue, so the borrowed pointer is valid. */
 typedef struct {
@@ -75,10 +75,10 @@ typedef struct {
     PyObject *take_at_once; /* the device's QueueSet.take_at_once, or NULL: async calls
                              * take the Python launcher */
     PyObject *queue_set;   /* its QueueSet when the queue's take and give-back may be done in
-                            * C (_at_once.c.h: an exact QueueSet's own method), else NULL */
+                            * C (_queue_take.c.h: an exact QueueSet's own method), else NULL */
     PyObject *enqueue;     /* devices whose queues are not host threads (cuda): what hands an
                             * async call's kernel to its queue (_express.enqueuer), or NULL */
-    TakeMemo taken;        /* what _at_once.c.h's last take looked up (no references held) */
+    TakeMemo taken;        /* what _queue_take.c.h's last take looked up (no references held) */
     Py_ssize_t narrays;
     ArraySlot *arrays;
     Py_ssize_t nscalars;
@@ -392,19 +392,13 @@ static void let_go(PyObject *release, PyObject **result) {
     }
 }
 
-/* The plan's checks (its arguments, the thread's context): 1 they hold; 0 one failed;
- * -1: an error. */
-static int plan_checks(ExpressPlan *plan, PyObject *args) {
-    if (PyTuple_GET_SIZE(args) != plan->nargs || !arrays_match(plan, args))
-        return 0;
-    return context_matches(plan);
-}
-
 /* The plan's checks, then the table held (hold_table): 1, with ``*release``; 0: a
  * check failed (nothing held); -1: an error. */
 static int enter_plan(ExpressPlan *plan, PyObject *args, PyObject **release) {
     *release = NULL;
-    int ok = plan_checks(plan, args);
+    if (PyTuple_GET_SIZE(args) != plan->nargs || !arrays_match(plan, args))
+        return 0;
+    int ok = context_matches(plan);
     return ok != 1 ? ok : hold_table(plan, release);
 }
 
@@ -427,64 +421,31 @@ static int plan_words(ExpressPlan *plan, PyObject *args, int64_t *words) {
     return prepared_words(n, items, nargs, words);
 }
 
-/* 1 when the plan's call through ``words`` may run with the table's lock not taken, by
- * ``table_lock_free_here``'s rule (``_table_lock.h``): the plan holds no table; or the
- * kernel keeps the GIL to its end (``prepared_keeps_gil``), the lock is free here and the
- * table unchanged, each read in place (no Python code runs). The caller then counts the
- * launch and calls ``call_prepared`` with ``words`` at once: nothing in between runs
- * Python code, releases the GIL or makes an object the collector tracks, so no other
- * thread changes the table before the kernel's end. 0: the caller takes the lock. */
-static int table_free_for(ExpressPlan *plan, const int64_t *words) {
-    if (plan->table == NULL)
-        return 1;
-    if (!prepared_keeps_gil(&plan->prepared, words) || !table_lock_quiet(&plan->held, plan->table))
-        return 0;
-    PyObject *version = typed_field_peek(&g_ranges_version, plan->ranges);
-    if (version == NULL || !PyLong_CheckExact(version) || !PyLong_CheckExact(plan->version))
-        return 0;
-    return version == plan->version || PyObject_RichCompareBool(version, plan->version, Py_EQ) == 1;
-}
-
-static unsigned long long g_unlocked_calls;  /* calls run with the table's lock not taken */
-
-/* unlocked_calls(): how many kernel calls ran with the table's lock not taken, by
- * ``table_free_for`` (tests, benchmarks) */
-static PyObject *unlocked_calls(PyObject *module, PyObject *unused) {
-    return PyLong_FromUnsignedLongLong(g_unlocked_calls);
-}
-
-/* The plan's call with no table lock and no tuple (``table_free_for``): 1 with
- * ``*result`` (NULL when the kernel raised, its error pending); 0: not so (nothing done). */
-static int run_unlocked(ExpressPlan *plan, PyObject *args, PyObject **result) {
-    int64_t words[PREPARED_WORDS];
-    if (!plan_words(plan, args, words) || !table_free_for(plan, words))
-        return 0;
-    count_launch(plan);
-    g_unlocked_calls++;
-    *result = call_prepared(&plan->prepared, words, TIME_NONE, NULL);
-    return 1;
-}
-
-/* The plan's call, or MISS (no reference) when a check fails; NULL on error. */
+/* The plan's call, or MISS (no reference) when a check fails; NULL on error. The kernel
+ * goes through its prepared call's words (``plan_words``: no tuple) when they apply, else
+ * through the tuple of its arguments (``call_kernel``: the prepared call asked for at the
+ * first call, or the dispatcher). */
 static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
-    int ok = plan_checks(plan, args);
+    PyObject *release;
+    int ok = enter_plan(plan, args, &release);
     if (ok != 1)
         return ok == 0 ? MISS : NULL;
     PyObject *result = NULL;
-    if (run_unlocked(plan, args, &result))
-        return result != NULL ? result : failed(self);
-    PyObject *release;
-    ok = hold_table(plan, &release);
-    if (ok != 1)
-        return ok == 0 ? MISS : NULL;
     int kernel_failed = 0;
-    PyObject *device_args = kernel_arguments(plan, args);
-    if (device_args != NULL && ensure_prepared(&plan->prepared, plan->kernel, device_args) == 0) {
+    int64_t words[PREPARED_WORDS];
+    if (plan_words(plan, args, words)) {
         count_launch(plan);
-        result = call_kernel(&plan->prepared, plan->kernel, device_args, TIME_NONE, NULL);
+        result = call_prepared(&plan->prepared, words, TIME_NONE, NULL);
         kernel_failed = result == NULL;
+    } else {
+        PyObject *device_args = kernel_arguments(plan, args);
+        if (device_args != NULL && ensure_prepared(&plan->prepared, plan->kernel, device_args) == 0) {
+            count_launch(plan);
+            result = call_kernel(&plan->prepared, plan->kernel, device_args, TIME_NONE, NULL);
+            kernel_failed = result == NULL;
+        }
+        Py_XDECREF(device_args);
     }
-    Py_XDECREF(device_args);
     let_go(release, &result);
     if (kernel_failed)
         return failed(self);

@@ -22,10 +22,7 @@
  *     (``kernel_env``; values compared by value when not the same object);
  *   - on a device with separate memory: the present table's version, read again once
  *     the table lock is held; the lock is held until the kernel returns (a *held* replay,
- *     ``DeviceRuntime.hold_structured``). A kernel that keeps the GIL to its end (a short
- *     call repeated, ``_prepared_call.c.h``) takes no lock when nobody else holds it: the
- *     version is read right before its run, and no other thread can run meanwhile
- *     (``table_free_for``, ``_express_plan.c.h``).
+ *     ``DeviceRuntime.hold_structured``).
  *
  * The per-thread and environment checks are remembered (a plan's *context memo*): after
  * they held on a thread, they are not read again on that thread while nothing they read
@@ -430,8 +427,6 @@ static PyMethodDef module_methods[] = {
      "prepared_calls(): how many kernel calls went through a prepared call so far."},
     {"held_calls", held_calls, METH_NOARGS,
      "held_calls(): how many of those kept the GIL for the kernel's run (a short kernel)."},
-    {"unlocked_calls", unlocked_calls, METH_NOARGS,
-     "unlocked_calls(): how many kernel calls ran with the present table's lock not taken."},
     {"configure_data", configure_data, METH_VARARGS,
      "configure_data(BUS.active, REGION_ENTER, REGION_EXIT, SingleUseRegion.__enter__, "
      "SingleUseRegion.__exit__, data clause names): what acc.data's C base reads "

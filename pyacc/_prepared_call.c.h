@@ -16,10 +16,13 @@
  *
  * A kernel called with the words of its last prepared call, which was short
  * (``g_hold_below``), is called through the trampoline that keeps the GIL (``holding``);
- * the others release it as their ``nogil`` asks, as the dispatcher would.
+ * the others release it as their ``nogil`` asks, as the dispatcher would. (Kept around
+ * the call only: a parallel loop inside the kernel gives the GIL back for the loop's run,
+ * as Numba's parallel launch does; so keeping it never stands for a lock.)
  *
- * Invariants: the words describe arguments that the call's tuple keeps alive for the
- * call; a plan whose preparation failed or was refused calls the dispatcher for good
+ * Invariants: the words describe arguments that the call's tuple (and, for the device
+ * arrays put in their slots, the plan: ``plan_words``) keep alive for the call; a plan
+ * whose preparation failed or was refused calls the dispatcher for good
  * (a failure is reported once as an unraisable error, never raised to the caller: the
  * dispatcher is a correct way to call; an interrupt meanwhile is raised, and the next call
  * asks again); a thread with a profiler calls the dispatcher, which reports the kernel's
@@ -232,14 +235,6 @@ enum { HOLD_SAMPLE = 8 };
  * VM (``rdtsc`` trapped or slowed): two per call were a fifth of a short async call. */
 typedef enum { TIME_NONE, TIME_ALWAYS, TIME_SAMPLED } Timing;
 #define UNTIMED (-1.0)
-
-/* 1 when the prepared call through ``words`` keeps the GIL for the kernel's run (a kernel
- * that is not nogil, or the same words as a short last call: ``call_prepared``'s choice,
- * as long as nothing runs between the two). */
-static int prepared_keeps_gil(const PreparedCall *n, const int64_t *words) {
-    return n->holding == n->entry
-        || (n->hold && memcmp(words, n->short_words, (size_t)n->nwords * sizeof(int64_t)) == 0);
-}
 
 /* The prepared call through ``words`` (its GIL kept or given back, as above); ``*seconds``
  * how long it took, as ``timing`` asks (NULL with TIME_NONE). */

@@ -2,7 +2,7 @@
  * express lane; mapping/_cprobe.c, the data lane): the same re-entrant lock the Python
  * verbs hold (``PresentTable._lock``), so that a C lane waits for a held compute call or
  * another thread's directive exactly as they do. A worker queue's lock
- * (``WorkerQueue._lock``, pyacc/_queue_take.c.h) is taken the same way: any object's
+ * (``WorkerQueue._lock``, pyacc/_at_once.c.h) is taken the same way: any object's
  * ``_lock``.
  *
  * Two kinds of lock. The table's own, ``pyacc.mapping._cprobe.TableLock``
@@ -255,16 +255,6 @@ static int table_lock_take(TableLock *bound, PyObject *table, PyObject **release
     return 0;
 }
 
-/* ``lock`` free here (``table_lock_free_here``'s test of a lock in hand) */
-static inline int tl_free_here(PyObject *lock) {
-#ifdef Py_GIL_DISABLED
-    return 0;
-#else
-    ReentrantLock *held = tl_is_reentrant(lock) ? (ReentrantLock *)lock : NULL;
-    return held != NULL && (held->count == 0 || held->owner == PyThread_get_thread_ident());
-#endif
-}
-
 /* Whether a section may skip ``table``'s lock: 1 when the lock is a ``TableLock`` that
  * no thread holds (count 0) or that this thread holds; 0 otherwise (another thread holds
  * it, or it is another kind of lock); -1 with an exception set.
@@ -279,21 +269,17 @@ static inline int tl_free_here(PyObject *lock) {
  * order. A lock this thread holds is re-entered (as a take would: count +1, then −1). Not
  * where there is no GIL (a free-threaded build): there, 0. */
 static inline int table_lock_free_here(TableLock *bound, PyObject *table) {
+#ifdef Py_GIL_DISABLED
+    return 0;
+#else
     PyObject *lock = tl_lock_of(bound, table);
     if (lock == NULL)
         return -1;
-    int free = tl_free_here(lock);
+    ReentrantLock *held = tl_is_reentrant(lock) ? (ReentrantLock *)lock : NULL;
+    int free = held != NULL && (held->count == 0 || held->owner == PyThread_get_thread_ident());
     Py_DECREF(lock);
     return free;
-}
-
-/* ``table_lock_free_here`` read with no Python code run, for a section whose check must
- * not let another thread in (``_express_plan.c.h``, ``table_free_for``): 1 free here, 0
- * not free or not readable in place (the table's ``_lock`` not yet learnt as a slot of its
- * type: the caller takes the lock, which learns it). Never an error. */
-static inline int table_lock_quiet(const TableLock *bound, PyObject *table) {
-    PyObject *lock = typed_field_peek(&bound->lock_of, table);
-    return lock != NULL && tl_free_here(lock);
+#endif
 }
 
 /* Give back what ``table_lock_take`` gave as ``release`` (not dropped), keeping a pending
