@@ -411,8 +411,9 @@ static int plan_words(ExpressPlan *plan, PyObject *args, int64_t *words) {
     Py_ssize_t nargs = PyTuple_GET_SIZE(args);
     if (n->state != PREPARED_READY || nargs > PREPARED_WORDS || profiled())
         return 0;
-    if (!plan->substitutes)
-        return prepared_words(n, ((PyTupleObject *)args)->ob_item, nargs, words);
+    if (!plan->substitutes || plan->fixed_args != NULL)  /* (the arguments as they are given) */
+        return prepared_words(n, ((PyTupleObject *)(plan->fixed_args ? plan->fixed_args : args))->ob_item,
+                              nargs, words);
     PyObject *items[PREPARED_WORDS];  /* borrowed: args and the plan hold them */
     memcpy(items, ((PyTupleObject *)args)->ob_item, (size_t)nargs * sizeof *items);
     for (Py_ssize_t i = 0; i < plan->narrays; i++)

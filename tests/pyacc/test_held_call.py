@@ -16,7 +16,8 @@ import pytest
 
 import pyacc as acc
 from pyacc import _devices
-from pyacc.mapping import inline
+
+from test_async_at_once_in_c import device  # noqa: F401 - host and emulated, async at once
 
 pytestmark = pytest.mark.skipif(not acc._express.express_lane(), reason="needs the C express lane")
 
@@ -31,20 +32,6 @@ def held_calls() -> int:
     from pyacc import _fastcall
 
     return _fastcall.held_calls()
-
-
-@pytest.fixture(params=["host", "emulated"])
-def device(request, monkeypatch):
-    monkeypatch.setenv("PYACC_ASYNC_INLINE_BELOW", "1000000")  # every async call at once
-    inline.RUNS.clear()
-    acc.shutdown(request.param)
-    acc.set_device_type(request.param)
-    previous = acc._express.set_lane(True)
-    yield request.param
-    acc._express.set_lane(previous)
-    acc.wait()
-    acc.shutdown(request.param)
-    acc.set_device_type("host")
 
 
 @acc.parallel_loop
