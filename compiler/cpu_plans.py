@@ -102,7 +102,7 @@ def prepare(kernel, args):
     kept = _answers.get(kernel, {}).get(key)
     if kept is not None and kernel.overloads.get(kept[0].signature.args) is kept[0]:
         return kept[1]
-    found = _prepare(kernel, args)
+    found = _prepare(kernel, args, key)
     if found is not None:
         _answers.setdefault(kernel, {})[key] = found
         return found[1]
@@ -114,7 +114,7 @@ def _typing_key(args) -> tuple | None:
     and typing flags; an exact scalar's type), or None for an argument not prepared."""
     key = []
     for arg in args:
-        if type(arg) is np.ndarray:
+        if type(arg) is np.ndarray and arg.ndim <= _MOST_NDIM:
             key.append((arg.dtype, arg.ndim, arg.flags.num & _TYPING_FLAGS))
         elif type(arg) is int and not -2**63 <= arg < 2**63:
             return None  # typed otherwise (uint64) or refused: never prepared
@@ -125,11 +125,10 @@ def _typing_key(args) -> tuple | None:
     return tuple(key)
 
 
-def _prepare(kernel, args):
-    """``prepare``'s answer made: ``(overload, answer)``, or None."""
-    kinds = _kinds(args)
-    if kinds is None:
-        return None
+def _prepare(kernel, args, key):
+    """``prepare``'s answer made for ``args`` of typing key ``key``: ``(overload,
+    answer)``, or None."""
+    kinds = _kinds(key)
     try:
         argtypes = tuple(kernel.typeof_pyval(a) for a in args)
     except Exception:  # an argument Numba cannot type: the dispatcher says so
@@ -162,16 +161,9 @@ def _report(kernel, error) -> None:
              f"could not be built ({type(error).__name__}: {error})")
 
 
-def _kinds(args) -> bytes | None:
-    kinds = bytearray()
-    for arg in args:
-        if type(arg) is np.ndarray and arg.ndim <= _MOST_NDIM:
-            kinds.append(arg.ndim)
-        elif type(arg) in _SCALARS:
-            kinds += _SCALARS[type(arg)][1]
-        else:
-            return None
-    return bytes(kinds)
+def _kinds(key) -> bytes:
+    """One kind byte per argument of typing key ``key``: an array's ndim, a scalar's letter."""
+    return bytes(item[1] if type(item) is tuple else _SCALARS[item][1][0] for item in key)
 
 
 def _types_match(argtypes, args) -> bool:

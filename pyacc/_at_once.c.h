@@ -175,20 +175,14 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
     int ok = enter_plan(plan, args, &release);
     if (ok != 1)
         return ok == 0 ? MISS : NULL;
-    /* the kernel's words (no tuple: ``plan_words``), else its arguments' tuple and its
-     * prepared call asked for, before the queue is taken (an interrupt while preparing is
+    /* the kernel's arguments, before the queue is taken (an interrupt while preparing is
      * raised here, nothing taken) and the kernel timed */
     int64_t words[PREPARED_WORDS];
-    PyObject *device_args = NULL;
-    PreparedCall *prepared = &plan->prepared;
-    if (!plan_words(plan, args, words)) {
-        device_args = kernel_arguments(plan, args);
-        if (device_args == NULL || ensure_prepared(prepared, plan->kernel, device_args) < 0) {
-            PyObject *none = NULL;
-            Py_XDECREF(device_args);
-            let_go(release, &none);
-            return NULL;
-        }
+    PyObject *device_args;
+    if (plan_arguments(plan, args, words, &device_args) < 0) {
+        PyObject *none = NULL;
+        let_go(release, &none);
+        return NULL;
     }
     Py_ssize_t nbytes = plan_bytes(plan, args);
     Took took;
@@ -203,11 +197,8 @@ static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *a
     }
     /* from here the queue is taken: given back by after_run, whatever happens */
     double seconds = 0.0;  /* (UNTIMED: a kept call not sampled, when C holds the queue) */
-    Timing timing = took.held ? TIME_SAMPLED : TIME_ALWAYS;
-    count_launch(plan);
-    PyObject *result = device_args == NULL ? call_prepared(prepared, words, timing, &seconds)
-        : call_kernel(prepared, plan->kernel, device_args, timing, &seconds);
-    Py_XDECREF(device_args);
+    PyObject *result = call_planned(plan, words, device_args, took.held ? TIME_SAMPLED : TIME_ALWAYS,
+                                    &seconds);
     return after_run(self, plan, queue, &took, release, result, seconds, nbytes);
 }
 

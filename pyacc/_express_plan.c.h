@@ -422,10 +422,34 @@ static int plan_words(ExpressPlan *plan, PyObject *args, int64_t *words) {
     return prepared_words(n, items, nargs, words);
 }
 
-/* The plan's call, or MISS (no reference) when a check fails; NULL on error. The kernel
- * goes through its prepared call's words (``plan_words``: no tuple) when they apply, else
- * through the tuple of its arguments (``call_kernel``: the prepared call asked for at the
- * first call, or the dispatcher). */
+/* The kernel's arguments for its call (``call_planned``): its prepared call's words
+ * (``plan_words``: no tuple, ``*device_args`` NULL), else the tuple of its arguments, the
+ * prepared call asked for at the kernel's first call (``ensure_prepared``): 0; -1 on error
+ * (nothing held). */
+static int plan_arguments(ExpressPlan *plan, PyObject *args, int64_t *words, PyObject **device_args) {
+    *device_args = NULL;
+    if (plan_words(plan, args, words))
+        return 0;
+    *device_args = kernel_arguments(plan, args);
+    if (*device_args != NULL && ensure_prepared(&plan->prepared, plan->kernel, *device_args) == 0)
+        return 0;
+    Py_CLEAR(*device_args);
+    return -1;
+}
+
+/* The kernel called with what ``plan_arguments`` gave (the tuple dropped here), its
+ * launch counted; ``*seconds`` as ``timing`` asks. */
+static PyObject *call_planned(ExpressPlan *plan, const int64_t *words, PyObject *device_args,
+                              Timing timing, double *seconds) {
+    count_launch(plan);
+    if (device_args == NULL)
+        return call_prepared(&plan->prepared, words, timing, seconds);
+    PyObject *result = call_kernel(&plan->prepared, plan->kernel, device_args, timing, seconds);
+    Py_DECREF(device_args);
+    return result;
+}
+
+/* The plan's call, or MISS (no reference) when a check fails; NULL on error. */
 static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
     PyObject *release;
     int ok = enter_plan(plan, args, &release);
@@ -434,18 +458,10 @@ static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
     PyObject *result = NULL;
     int kernel_failed = 0;
     int64_t words[PREPARED_WORDS];
-    if (plan_words(plan, args, words)) {
-        count_launch(plan);
-        result = call_prepared(&plan->prepared, words, TIME_NONE, NULL);
+    PyObject *device_args;
+    if (plan_arguments(plan, args, words, &device_args) == 0) {
+        result = call_planned(plan, words, device_args, TIME_NONE, NULL);
         kernel_failed = result == NULL;
-    } else {
-        PyObject *device_args = kernel_arguments(plan, args);
-        if (device_args != NULL && ensure_prepared(&plan->prepared, plan->kernel, device_args) == 0) {
-            count_launch(plan);
-            result = call_kernel(&plan->prepared, plan->kernel, device_args, TIME_NONE, NULL);
-            kernel_failed = result == NULL;
-        }
-        Py_XDECREF(device_args);
     }
     let_go(release, &result);
     if (kernel_failed)
