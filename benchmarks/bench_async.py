@@ -274,8 +274,8 @@ def program_steady(nx, nz, steps, repeats) -> dict:
     step) on ``host`` and ``emulated``; medians of ``repeats`` samples of ``steps`` steps,
     the forms alternated. Each pyacc sample maps the arrays for its steps and runs
     ``WARM_STEPS`` steps before its clock starts: on ``emulated`` a new mapping means new
-    device arrays, so each kernel's first calls after it take the Python launcher and
-    arm the lane again (``first_steps`` measures them; ``program`` times whole runs)."""
+    device arrays, which each kernel's plan follows at its first call after it
+    (``first_steps`` measures those steps; ``program`` times whole runs)."""
     import async_program as p
 
     dx, dt = 1.0 / nx, 0.1 / nx

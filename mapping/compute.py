@@ -14,7 +14,11 @@ with the same arrays can replay it.
    ``version``): the same entries get their increments without a lookup, and the device
    arrays made for that call are used again. A synchronous call nobody observes holds
    the table lock for its kernel instead of counting (a *held* replay: atomic for every
-   other thread, ``DeviceRuntime.hold_structured``);
+   other thread, ``DeviceRuntime.hold_structured``). When the table changed but every
+   array of the call still lies wholly inside a mapping (a data region that maps the
+   same arrays anew, as a program's time step does), the memo *follows* them first
+   (:meth:`ComputeMemo.follow`: their entries and device arrays as they are now, what a
+   join would find) and replays from there;
 2. **join** — every array of the call lies wholly inside a present mapping: increments
    at once (even for an async call: counts change at once, §2.6.7), and a new memo for
    the next call;
@@ -51,7 +55,7 @@ from typing import NamedTuple, Protocol
 
 from .devices.base import Device
 from .entry import Counter
-from .requests import MapRequest, Mapped
+from .requests import MapRequest, Mapped, StructuredMemo
 
 __all__ = ["ArgumentSorter", "ComputeMemo", "ComputeTicket", "enter_compute", "exit_compute"]
 
@@ -190,6 +194,35 @@ class ComputeMemo:
         """The mapped arrays among ``args``."""
         return [args[slot] for slot in self.slots]
 
+    def follow(self, runtime, args):
+        """The memo moved to the present table as it is now, for ``args`` (which
+        ``matches``), when the table changed since its call but every array of the call
+        still lies wholly inside a mapping (a data region that maps them anew, as a
+        program's time step does): the entries holding them now, at the table's version,
+        and device arrays made anew from them, as a join would find them — nothing
+        counted, nothing else changed. Answers ``(version, device arrays)``, the device
+        arrays in ``slots``' order (``()`` for a memo that lends none), which the express
+        lane's plan of this memo takes in place of its own (``pyacc/_express_plan.c.h``,
+        ``follow_table``); None when an array is not wholly inside a mapping (the
+        launcher's full entry then decides, as for a first call) or while oversubscribing.
+        On shared memory nothing is mapped, so nothing needs following: None."""
+        if self._shared:
+            return None
+        table = runtime.table
+        with table.locked():  # (re-entrant: the express lane calls it holding the lock)
+            arrays = self.arrays(args)
+            entries = runtime.containing_all(arrays)
+            if entries is None:
+                return None
+            memo = StructuredMemo.of(entries, table.version, self.counter)
+            kept = None
+            if self._kept is not None:
+                own_view, array_of = runtime.device.own_view, runtime.device_array_of
+                kept = tuple((slot, own_view(array_of(entry, array)))
+                             for slot, entry, array in zip(self.slots, entries, arrays))
+            self._structured_memo, self._kept = memo, kept
+            return memo.version, () if kept is None else tuple(view for _, view in kept)
+
     def replay(self, runtime, args, hold=False) -> ComputeTicket | None:
         """Replay the memo's call for ``args`` (which ``matches``): while the present
         table is unchanged since that call, the same entries get their structured
@@ -199,11 +232,14 @@ class ComputeMemo:
         if self._shared:  # no counts; the host arrays are the device arrays
             return _ticket(ComputeTicket, (args, self, True, None, None, args, False, ()))
         if hold:
-            if not runtime.hold_structured(self._structured_memo):
+            if not runtime.hold_structured(self._structured_memo) and not (
+                    self.follow(runtime, args) and runtime.hold_structured(self._structured_memo)):
                 return None
             entries = None
         else:
             entries = runtime.rejoin_structured(self._structured_memo)
+            if entries is None and self.follow(runtime, args):
+                entries = runtime.rejoin_structured(self._structured_memo)
             if entries is None:
                 return None
         if self._kept is not None:

@@ -9,7 +9,7 @@ calls in here at each device access it makes (``enter``, ``enter_one``, ``update
 
 The contract with the compute path (``pyacc._compute``):
 - ``tracks_use`` is a plain attribute, True only while oversubscription is on;
-- while it is on, ``_containing_all`` answers None, so compute calls enter their data
+- while it is on, ``containing_all`` answers None, so compute calls enter their data
   through ``enter`` (which restores evicted entries and notes the use, all-or-nothing),
   never through the join or replay fast paths; each eviction and restore also changes
   the table's version (``PresentTable.touch``), so a replayed plan never reuses a device

@@ -11,6 +11,7 @@ lists.
 from __future__ import annotations
 
 import enum
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -90,3 +91,11 @@ class StructuredMemo(list):
     #: set by its maker, right after the list is built: the table's version, and the
     #: counter the joined call incremented (structured; dynamic for OpenMP maps)
     __slots__ = ("version", "counter")
+
+    @classmethod
+    def of(cls, entries, version, counter) -> StructuredMemo:
+        """The memo of ``entries`` (held weakly) joined at table ``version`` on ``counter``."""
+        memo = cls([weakref.ref(entry) for entry in entries])
+        memo.version = version
+        memo.counter = counter
+        return memo

@@ -33,7 +33,6 @@ Threading, lock and event order:
 from __future__ import annotations
 
 import logging
-import weakref
 import numpy as np
 
 from . import _probe, raw_memory
@@ -119,7 +118,7 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         with self.table.locked(), _HOLD:
             if self.tracks_use:  # oversubscribing: restores, notes the use (``oversubscribe``)
                 return self._enter_tracked(requests, counter, queue, at_once)
-            entries = self._containing_all([request.array for request in requests])
+            entries = self.containing_all([request.array for request in requests])
             if entries is not None:  # every array present: increments only
                 self._increment_all(entries, counter, queue, [request.name for request in requests])
                 return [Mapped(request, entry) for request, entry in zip(requests, entries)]
@@ -171,14 +170,11 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         """
         table = self.table
         with table.locked():
-            entries = self._containing_all(arrays)
+            entries = self.containing_all(arrays)
             if entries is None:
                 return None
             if memos is not None:
-                memo = StructuredMemo([weakref.ref(entry) for entry in entries])
-                memo.version = table.version
-                memo.counter = counter
-                memos.append(memo)
+                memos.append(StructuredMemo.of(entries, table.version, counter))
             self._increment_all(entries, counter, None, None)
             return entries
 
@@ -238,7 +234,7 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
                     self._publish(EventKind.EXIT_DATA, entry, before, None, None)
             return True
 
-    def _containing_all(self, arrays) -> list[MappingEntry] | None:
+    def containing_all(self, arrays) -> list[MappingEntry] | None:
         """The entries holding each array, or None when one is not inside a mapping
         (table lock held: ``probe``, no sequence-lock checks). Always None while
         oversubscribing: the callers' fast paths then take ``enter``, which restores

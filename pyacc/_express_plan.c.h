@@ -78,6 +78,8 @@ typedef struct {
                             * C (_queue_take.c.h: an exact QueueSet's own method), else NULL */
     PyObject *enqueue;     /* devices whose queues are not host threads (cuda): what hands an
                             * async call's kernel to its queue (_express.enqueuer), or NULL */
+    PyObject *follow;      /* exact plans: the memo's follow (``ComputeMemo.follow``), which
+                            * moves the plan to a changed table (follow_table), or NULL */
     TakeMemo taken;        /* what _queue_take.c.h's last take looked up (no references held) */
     Py_ssize_t narrays;
     ArraySlot *arrays;
@@ -111,6 +113,7 @@ static int plan_traverse(ExpressPlan *plan, visitproc visit, void *arg) {
     Py_VISIT(plan->take_at_once);
     Py_VISIT(plan->queue_set);
     Py_VISIT(plan->enqueue);
+    Py_VISIT(plan->follow);
     return 0;
 }
 
@@ -143,6 +146,7 @@ static void plan_dealloc(ExpressPlan *plan) {
     Py_XDECREF(plan->take_at_once);
     Py_XDECREF(plan->queue_set);
     Py_XDECREF(plan->enqueue);
+    Py_XDECREF(plan->follow);
     prepared_clear(&plan->prepared);
     Py_TYPE(plan)->tp_free((PyObject *)plan);
 }
@@ -363,10 +367,65 @@ static PyObject *failed(PyObject *self) {
     return result;
 }
 
-/* The table's lock taken for the plan's call, with the table unchanged (1; ``*release``
+/* ``plan->fixed_args`` (re)made from the plan's device arrays when every argument is one
+ * (the same at every call: ``kernel_arguments``), else left NULL: 0; -1 on error. Called
+ * by ``new_plan`` and, when the plan's arrays moved, by ``follow_table``. */
+static int fix_arguments(ExpressPlan *plan) {
+    PyObject *fixed = PyTuple_New(plan->nargs);
+    if (fixed == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < plan->nargs; i++)
+        PyTuple_SET_ITEM(fixed, i, Py_NewRef(Py_None));
+    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
+        ArraySlot *a = &plan->arrays[i];
+        if (a->device == NULL) {  /* (an array passed as it is: built per call) */
+            Py_CLEAR(fixed);
+            break;
+        }
+        Py_SETREF(((PyTupleObject *)fixed)->ob_item[a->slot], Py_NewRef(a->device));
+    }
+    Py_XSETREF(plan->fixed_args, fixed);
+    return 0;
+}
+
+/* The table changed since the plan's version, and ``args`` are the plan's arrays
+ * (``arrays_match``), the table's lock held: ``plan->follow(runtime, args)`` moves the
+ * plan's memo to the table as it is now (``ComputeMemo.follow``). 1: every array lies
+ * wholly inside a mapping, and the plan now has their device arrays as the memo made them
+ * and the table's version (what a replay after the Python launcher's join would arm);
+ * 0: one does not (or no follow: the launcher decides); -1: an error. */
+static int follow_table(ExpressPlan *plan, PyObject *args) {
+    if (plan->follow == NULL)
+        return 0;
+    PyObject *answer = PyObject_CallFunctionObjArgs(plan->follow, plan->runtime, args, NULL);
+    if (answer == NULL || answer == Py_None) {
+        Py_XDECREF(answer);
+        return answer == NULL ? -1 : 0;
+    }
+    PyObject *version, *views;
+    int ok = PyArg_ParseTuple(answer, "OO!", &version, &PyTuple_Type, &views)
+             && PyTuple_GET_SIZE(views) == plan->narrays;
+    for (Py_ssize_t i = 0; ok && i < plan->narrays; i++)
+        ok = plan->arrays[i].device != NULL && PyTuple_GET_ITEM(views, i) != Py_None;
+    if (!ok) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "FastCall: a plan's follow answered no device "
+                            "array for each of its arrays");
+        Py_DECREF(answer);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < plan->narrays; i++)
+        Py_SETREF(plan->arrays[i].device, Py_NewRef(PyTuple_GET_ITEM(views, i)));
+    Py_SETREF(plan->version, Py_NewRef(version));
+    Py_DECREF(answer);
+    return plan->fixed_args == NULL || fix_arguments(plan) == 0 ? 1 : -1;
+}
+
+/* The table's lock taken for the plan's call, with the table unchanged since the plan's
+ * version or its arrays followed to the table as it is (follow_table) (1; ``*release``
  * is then the lock's bound release, or NULL when the plan holds nothing); 0: the table
  * changed (released again); -1: an error. */
-static int hold_table(ExpressPlan *plan, PyObject **release) {
+static int hold_table(ExpressPlan *plan, PyObject *args, PyObject **release) {
     *release = NULL;
     if (plan->table == NULL)
         return 1;
@@ -374,6 +433,8 @@ static int hold_table(ExpressPlan *plan, PyObject **release) {
     if (table_lock_take(&plan->held, plan->table, &bound) < 0)
         return -1;
     int ok = table_unchanged(plan);  /* held: nobody changes the table until unlock */
+    if (ok == 0)
+        ok = follow_table(plan, args);
     if (ok != 1) {
         int released = table_lock_give(bound);
         Py_DECREF(bound);
@@ -399,7 +460,7 @@ static int enter_plan(ExpressPlan *plan, PyObject *args, PyObject **release) {
     if (PyTuple_GET_SIZE(args) != plan->nargs || !arrays_match(plan, args))
         return 0;
     int ok = context_matches(plan);
-    return ok != 1 ? ok : hold_table(plan, release);
+    return ok != 1 ? ok : hold_table(plan, args, release);
 }
 
 /* The words of the plan's prepared call for ``args``, as ``kernel_arguments``' tuple

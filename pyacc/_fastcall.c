@@ -22,7 +22,9 @@
  *     (``kernel_env``; values compared by value when not the same object);
  *   - on a device with separate memory: the present table's version, read again once
  *     the table lock is held; the lock is held until the kernel returns (a *held* replay,
- *     ``DeviceRuntime.hold_structured``).
+ *     ``DeviceRuntime.hold_structured``). A table that changed since is *followed*, the
+ *     lock held: when each array lies wholly inside a mapping, the plan takes their
+ *     device arrays as they are now (``ComputeMemo.follow``; ``follow_table``).
  *
  * The per-thread and environment checks are remembered (a plan's *context memo*): after
  * they held on a thread, they are not read again on that thread while nothing they read

@@ -53,7 +53,7 @@ static int read_array(ArraySlot *a, PyObject *array, int exact) {
 static const char *const PLAN_FIELDS[] = {
     "owner", "nargs", "runtime", "ranges", "table", "version", "kernel", "reads_default",
     "default", "env_values", "launch_count", "device_dict", "arrays", "scalars", "exact",
-    "take_at_once", "enqueue", NULL,
+    "take_at_once", "enqueue", "follow", NULL,
 };
 #define PLAN_FIELD_COUNT (sizeof(PLAN_FIELDS) / sizeof(PLAN_FIELDS[0]) - 1)
 
@@ -87,25 +87,31 @@ static ExpressPlan *new_plan(PyObject *record) {
      * (PLAN_FIELDS): ranges and table None or both set, reads_default and exact truth
      * values, env_values a tuple, launch_count (row array, index), device_dict a dict,
      * arrays ((slot, host array, device array|None), ...), scalars ((slot, type), ...),
-     * take_at_once None or QueueSet.take_at_once, enqueue None or a callable (not both) */
+     * take_at_once None or QueueSet.take_at_once, enqueue None or a callable (not both),
+     * follow None or a callable (exact plans only) */
     Py_ssize_t nargs, launch_index;
     PyObject *owner, *runtime, *ranges, *table, *version, *kernel, *default_, *env_values,
-             *cell, *device_dict, *arrays, *scalars, *take_at_once, *enqueue;
+             *cell, *device_dict, *arrays, *scalars, *take_at_once, *enqueue, *follow;
     int reads_default, exact;
     PyObject *spec = plan_fields(record);
     if (spec == NULL)
         return NULL;
-    int parsed = PyArg_ParseTuple(spec, "OnOOOOOpOO!(On)O!O!O!pOO", &owner, &nargs, &runtime, &ranges,
+    int parsed = PyArg_ParseTuple(spec, "OnOOOOOpOO!(On)O!O!O!pOOO", &owner, &nargs, &runtime, &ranges,
                                   &table, &version, &kernel, &reads_default, &default_, &PyTuple_Type,
                                   &env_values, &cell, &launch_index, &PyDict_Type,
                                   &device_dict, &PyTuple_Type, &arrays, &PyTuple_Type, &scalars, &exact,
-                                  &take_at_once, &enqueue);
+                                  &take_at_once, &enqueue, &follow);
     Py_DECREF(spec);  /* (the record keeps every field alive while the plan is made) */
     if (!parsed)
         return NULL;
     if (take_at_once != Py_None && enqueue != Py_None) {
         PyErr_SetString(PyExc_ValueError, "FastCall._arm_plan: a plan runs async calls at once or "
                         "enqueues them, not both");
+        return NULL;
+    }
+    if (follow != Py_None && (!exact || !PyCallable_Check(follow))) {
+        PyErr_SetString(PyExc_ValueError, "FastCall._arm_plan: only a plan of exact arrays "
+                        "follows them, through a callable");
         return NULL;
     }
     if ((ranges == Py_None) != (table == Py_None)) {
@@ -141,6 +147,7 @@ static ExpressPlan *new_plan(PyObject *record) {
     plan->take_at_once = take_at_once == Py_None ? NULL : Py_NewRef(take_at_once);
     plan->queue_set = plan->take_at_once == NULL ? NULL : queue_set_of(plan->take_at_once);
     plan->enqueue = enqueue == Py_None ? NULL : Py_NewRef(enqueue);
+    plan->follow = follow == Py_None ? NULL : Py_NewRef(follow);
 #define KEEP(field, value) (Py_INCREF(value), plan->field = (value))
     KEEP(owner, owner);
     KEEP(runtime, runtime);
@@ -193,22 +200,9 @@ static ExpressPlan *new_plan(PyObject *record) {
         plan->scalars[plan->nscalars].slot = slot;
         plan->scalars[plan->nscalars++].type = (PyTypeObject *)type;
     }
-    if (plan->substitutes && plan->narrays == nargs && plan->nscalars == 0) {
-        PyObject *fixed = PyTuple_New(nargs);  /* the same device arrays at every call */
-        if (fixed == NULL)
-            goto fail;
-        for (Py_ssize_t i = 0; i < nargs; i++)
-            PyTuple_SET_ITEM(fixed, i, Py_NewRef(Py_None));
-        for (Py_ssize_t i = 0; i < plan->narrays; i++) {
-            ArraySlot *a = &plan->arrays[i];
-            if (a->device == NULL) {  /* (an array passed as it is: built per call) */
-                Py_CLEAR(fixed);
-                break;
-            }
-            Py_SETREF(((PyTupleObject *)fixed)->ob_item[a->slot], Py_NewRef(a->device));
-        }
-        plan->fixed_args = fixed;
-    }
+    if (plan->substitutes && plan->narrays == nargs && plan->nscalars == 0
+            && fix_arguments(plan) < 0)
+        goto fail;
     PyObject_GC_Track(plan);
     return plan;
 fail:

@@ -107,9 +107,11 @@ def test_a_memo_does_not_match_an_array_changed_in_place(runtime):
     assert not ticket.memo.matches((x,))
 
 
-def test_a_memo_is_not_replayed_once_the_table_changed(runtime):
+@pytest.mark.parametrize("hold", [False, True])
+def test_a_memo_follows_its_array_to_a_new_mapping(runtime, hold):
     """Unmapped and mapped again: a new device copy, so the memo's device arrays are
-    stale; the replay declines and the join takes over with the new entry."""
+    stale; the memo follows x to its new entry (``ComputeMemo.follow``: what a join would
+    find) and replays from there, with the new entry's device array and its count."""
     x = np.zeros(4)
     _present(runtime, x)
     first, leave = _call(runtime, (x,), CopyEverything())
@@ -117,11 +119,30 @@ def test_a_memo_is_not_replayed_once_the_table_changed(runtime):
     runtime.exit_dynamic([MapRequest(MapKind.DELETE, x)], runtime.device.sync_queue)
     _present(runtime, np.zeros(64))  # takes the freed block
     _present(runtime, x)
-    ticket, leave = _call(runtime, (x,), CopyEverything(), first.memo)
-    assert not ticket.replayed and ticket.entries is not None
+    sorter = CopyEverything()
+    ticket, leave = _call(runtime, (x,), sorter, first.memo, hold=hold)
+    assert ticket.replayed and sorter.sorted == 0, "replayed, not sorted and joined"
+    assert runtime.refcounts(x) == ((0, 1) if hold else (1, 1))
     ticket.device_args[0][:] = 5.0
     leave()
+    assert runtime.refcounts(x) == (0, 1)
     runtime.update([UpdateItem(UpdateDirection.SELF, x, "x")], runtime.device.sync_queue)
+    np.testing.assert_array_equal(x, 5.0)
+
+
+def test_a_memo_whose_array_left_the_table_is_not_replayed(runtime):
+    """Unmapped and not mapped again: nothing to follow; the full entry maps x for the
+    call (``copy``) and its exit copies back and unmaps it."""
+    x = np.zeros(4)
+    _present(runtime, x)
+    first, leave = _call(runtime, (x,), CopyEverything())
+    leave()
+    runtime.exit_dynamic([MapRequest(MapKind.DELETE, x)], runtime.device.sync_queue)
+    ticket, leave = _call(runtime, (x,), CopyEverything(), first.memo)
+    assert not ticket.replayed and ticket.mapped is not None
+    ticket.device_args[0][:] = 5.0
+    leave()
+    assert runtime.refcounts(x) == (0, 0)
     np.testing.assert_array_equal(x, 5.0)
 
 
@@ -149,16 +170,18 @@ def test_a_held_replay_counts_nothing_and_other_threads_wait_for_it(runtime):
     assert seen == [(0, 1)]
 
 
-def test_a_held_replay_declines_when_the_table_changed(runtime):
+def test_a_held_replay_follows_a_changed_table(runtime):
     x = np.zeros(4)
     _present(runtime, x)
     first, leave = _call(runtime, (x,), CopyEverything())
     leave()
     _present(runtime, np.zeros(2))  # a new entry: the table's version moves
-    assert not runtime.hold_structured(first.memo._structured_memo)
+    stale = first.memo._structured_memo
+    assert not runtime.hold_structured(stale)  # the runtime declines the old version
     ticket, leave = _call(runtime, (x,), CopyEverything(), first.memo, hold=True)
-    assert not ticket.held and not ticket.replayed  # joined again, counted
-    assert runtime.refcounts(x) == (1, 1)
+    assert ticket.held and ticket.replayed  # followed (x is where it was), then held
+    assert first.memo._structured_memo is not stale
+    assert runtime.refcounts(x) == (0, 1) and not _lock_is_free(runtime)
     leave()
     assert _lock_is_free(runtime)
 
