@@ -16,9 +16,10 @@ with the same arrays can replay it.
    the table lock for its kernel instead of counting (a *held* replay: atomic for every
    other thread, ``DeviceRuntime.hold_structured``). When the table changed but every
    array of the call still lies wholly inside a mapping (a data region that maps the
-   same arrays anew, as a program's time step does), the memo *follows* them first
-   (:meth:`ComputeMemo.follow`: their entries and device arrays as they are now, what a
-   join would find) and replays from there;
+   same arrays anew, as a program's time step does), the replay is that of the memo
+   *followed* to the table as it is now (:meth:`ComputeMemo.followed`: a new memo of
+   their entries and device arrays as they are now, what a join would find), which the
+   ticket carries for the caller to keep;
 2. **join** — every array of the call lies wholly inside a present mapping: increments
    at once (even for an async call: counts change at once, §2.6.7), and a new memo for
    the next call;
@@ -39,6 +40,8 @@ Invariants:
     * A memo keeps nothing alive: the host arrays and the entries are held by weak
       reference, and its device arrays are its own views that hold no memory
       (``Device.own_view``).
+    * A memo never changes once made (``followed`` makes a new one), so a caller that
+      read one uses it consistently whatever other threads follow meanwhile.
     * While a memo matches and the table version is unchanged, each device array it kept
       is still what ``device_array_of`` would make (the same entry, at the same device
       address, for a host array of the same layout); nobody else holds it, so nobody
@@ -194,18 +197,18 @@ class ComputeMemo:
         """The mapped arrays among ``args``."""
         return [args[slot] for slot in self.slots]
 
-    def follow(self, runtime, args):
-        """The memo moved to the present table as it is now, for ``args`` (which
-        ``matches``), when the table changed since its call but every array of the call
-        still lies wholly inside a mapping (a data region that maps them anew, as a
-        program's time step does): the entries holding them now, at the table's version,
-        and device arrays made anew from them, as a join would find them — nothing
-        counted, nothing else changed. Answers ``(version, device arrays)``, the device
-        arrays in ``slots``' order (``()`` for a memo that lends none), which the express
-        lane's plan of this memo takes in place of its own (``pyacc/_express_plan.c.h``,
-        ``follow_table``); None when an array is not wholly inside a mapping (the
-        launcher's full entry then decides, as for a first call) or while oversubscribing.
-        On shared memory nothing is mapped, so nothing needs following: None."""
+    def followed(self, runtime, args) -> ComputeMemo | None:
+        """This memo moved to the present table as it is now, for ``args``: a new memo
+        of the same slots, kinds and counter, whose entries are those holding the arrays
+        now, at the table's version, and whose device arrays are made anew from them, as
+        a join would find them — nothing counted; or None when an array is not wholly
+        inside a mapping (the launcher's full entry then decides, as for a first call),
+        while oversubscribing, and on shared memory (nothing is mapped there: nothing to
+        follow). For a table that changed since the memo's call (a data region that maps
+        the arrays anew, as a program's time step does), or for other host arrays of the
+        same dtype and layout in the mapped slots (the caller checked that they are
+        sorted as the memo's were: ``pyacc``'s ``CallPlan.follow``). A memo never changes
+        once made, so a replay that read it meanwhile uses one consistent memo."""
         if self._shared:
             return None
         table = runtime.table
@@ -214,34 +217,37 @@ class ComputeMemo:
             entries = runtime.containing_all(arrays)
             if entries is None:
                 return None
-            memo = StructuredMemo.of(entries, table.version, self.counter)
-            kept = None
+            memo = _new_memo(ComputeMemo)
+            memo.slots, memo.map_kinds, memo.counter = self.slots, self.map_kinds, self.counter
+            memo._shared = False
+            memo._structured_memo = StructuredMemo.of(entries, table.version, self.counter)
+            memo._host = tuple([(slot, weakref.ref(array), array.dtype, array.shape, array.strides)
+                                for slot, array in zip(self.slots, arrays)])
+            memo._kept = None
             if self._kept is not None:
                 own_view, array_of = runtime.device.own_view, runtime.device_array_of
-                kept = tuple((slot, own_view(array_of(entry, array)))
-                             for slot, entry, array in zip(self.slots, entries, arrays))
-            self._structured_memo, self._kept = memo, kept
-            return memo.version, () if kept is None else tuple(view for _, view in kept)
+                memo._kept = tuple([(slot, own_view(array_of(entry, array)))
+                                    for slot, entry, array in zip(self.slots, entries, arrays)])
+            return memo
 
-    def replay(self, runtime, args, hold=False) -> ComputeTicket | None:
+    def replay(self, runtime, args, hold=False, follow=True) -> ComputeTicket | None:
         """Replay the memo's call for ``args`` (which ``matches``): while the present
         table is unchanged since that call, the same entries get their structured
         increments — or, with ``hold`` (a synchronous call nobody observes), the table
         lock is held instead until ``exit_compute`` — and the ticket has the kernel's
-        arguments; else None, changing nothing."""
+        arguments; when it changed, the replay of the memo ``followed`` to the table as
+        it is now (once: ``follow``), whose ticket carries that new memo; else None,
+        changing nothing."""
         if self._shared:  # no counts; the host arrays are the device arrays
             return _ticket(ComputeTicket, (args, self, True, None, None, args, False, ()))
         if hold:
-            if not runtime.hold_structured(self._structured_memo) and not (
-                    self.follow(runtime, args) and runtime.hold_structured(self._structured_memo)):
-                return None
+            if not runtime.hold_structured(self._structured_memo):
+                return self._replay_followed(runtime, args, hold) if follow else None
             entries = None
         else:
             entries = runtime.rejoin_structured(self._structured_memo)
-            if entries is None and self.follow(runtime, args):
-                entries = runtime.rejoin_structured(self._structured_memo)
             if entries is None:
-                return None
+                return self._replay_followed(runtime, args, hold) if follow else None
         if self._kept is not None:
             device_args = _substituted(args, self._kept)
         else:
@@ -256,6 +262,15 @@ class ComputeMemo:
                              copy_back=False)
                 raise
         return _ticket(ComputeTicket, (device_args, self, True, entries, None, args, hold, ()))
+
+
+    def _replay_followed(self, runtime, args, hold) -> ComputeTicket | None:
+        memo = self.followed(runtime, args)
+        return None if memo is None else memo.replay(runtime, args, hold, follow=False)
+
+
+#: a memo made by ``ComputeMemo.followed``, its fields set there (no ``__init__``)
+_new_memo = object.__new__
 
 
 def enter_compute(runtime, args, queue, sorter: ArgumentSorter, memo: ComputeMemo | None = None,

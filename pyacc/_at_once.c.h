@@ -168,11 +168,11 @@ static PyObject *after_run(PyObject *self, ExpressPlan *plan, PyObject *queue, c
  * kernel's error is kept for the covering wait, by ``self._ran_at_once``); MISS when a
  * check fails or the queue is not taken; NULL on error. */
 static PyObject *run_plan_at_once(PyObject *self, ExpressPlan *plan, PyObject *args,
-                                  PyObject *value) {
+                                  PyObject *value, int adopt) {
     if (plan->take_at_once == NULL)
         return MISS;
     PyObject *release;
-    int ok = enter_plan(plan, args, &release);
+    int ok = enter_plan(plan, args, adopt, &release);
     if (ok != 1)
         return ok == 0 ? MISS : NULL;
     /* the kernel's arguments, before the queue is taken (an interrupt while preparing is

@@ -363,9 +363,8 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         (``mapping.compute.enter_compute``: replay ``plan``'s memo, join or full entry),
         launch the kernel, exit (``exit_compute``). ``REGION_ENTER``/``REGION_EXIT`` are
         published here and nowhere else (not at all when ``silent``: nobody listened when
-        the call began). ``clauses``: the clause values evaluated for this call, when
-        some are expressions; ``sorter``: the ``ArgumentSorter`` (this region, unless
-        sections decide kinds at this call)."""
+        the call began). ``clauses``: the clause values evaluated for this call, when some
+        are expressions; ``sorter``: the ``ArgumentSorter`` (unless sections decide, this)."""
         if not silent and _ACTIVE[_REGION_ENTER]:
             BUS.publish(EventKind.REGION_ENTER, runtime.device.identity, name=self.info.name,
                         info=self.info.clauses.construct, where=self._where)
@@ -398,6 +397,8 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         if ticket.memo is not None and not ticket.replayed:  # a joined call: keep its plan
             plan = CallPlan(runtime, self._call_key(clauses), args, ticket.memo, kernel)
             self._call_plans = (plan,) + self._call_plans[:_CALL_PLANS_KEPT - 1]
+        elif ticket.replayed and ticket.memo is not plan.memo:
+            plan.memo = ticket.memo  # the memo followed to a changed table (ComputeMemo.followed)
         if silent and self._expressable and plan is not None and (
                 ticket.replayed or runtime.device.shares_host_memory):
             # a replay (on shared memory, where nothing is mapped, a join already is one)
@@ -406,10 +407,9 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
 
     def _arm_express(self, runtime, plan, args):
         """Give the express lane (``_fastcall.FastCall``) what this replayed direct call
-        checked and launched (``_express.plan_spec``), so that the next such calls repeat
-        it in C. Not when the lane is off, nor when the replay did more than it checks, nor
-        while a second tally subscriber makes the lane send every call back (a plan made
-        at each call would cost more than it saves)."""
+        checked and launched (``_express.plan_spec``), for the next such calls to repeat in
+        C. Not when the lane is off, the replay did more than it checks, or a second tally
+        subscriber makes the lane send every call back (a plan per call costs more)."""
         if express_lane() and BUS.tally_alone[0]:
             spec = plan_spec(runtime, plan, args, self._uses_default,
                              (self.info.name, self._where, self.info))

@@ -158,10 +158,11 @@ class ExpressPlan(NamedTuple):
     #: queue enqueues on its stream): ``enqueue(value, device_args)`` (``enqueuer``), the
     #: call's ``AsyncResult``, or None when the Python launcher must decide; else None
     enqueue: object
-    #: on separate memory (``exact``): the memo's ``ComputeMemo.follow``, which the lane
-    #: calls, the table's lock held, when the table changed since the plan's ``version``:
-    #: the plan then takes the device arrays of its arrays' mappings as they are now;
-    #: else None (nothing mapped: nothing to follow)
+    #: on separate memory (``exact``): ``CallPlan.follow`` of ``owner``, which the lane
+    #: calls, the table's lock held, when the table changed since the plan's ``version``
+    #: or when no plan of the region matches a call's arrays exactly but this one's layout
+    #: does: the plan then takes the device arrays of the arrays' mappings as they are
+    #: now (and those arrays); else None (nothing mapped: nothing to follow)
     follow: object
 
 
@@ -193,7 +194,7 @@ def plan_spec(runtime, call_plan, args, reads_default: bool, described: tuple):
     return ExpressPlan(call_plan, len(args), runtime, holder, table, version, kernel,
                        reads_default, default, env, launch_count, vars(device), arrays,
                        call_plan.scalars, exact, take_at_once, enqueue,
-                       call_plan.memo.follow if exact else None)
+                       call_plan.follow if exact else None)
 
 
 def enqueuer(device, kernel, name, where, info):

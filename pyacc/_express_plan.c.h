@@ -78,8 +78,10 @@ typedef struct {
                             * C (_queue_take.c.h: an exact QueueSet's own method), else NULL */
     PyObject *enqueue;     /* devices whose queues are not host threads (cuda): what hands an
                             * async call's kernel to its queue (_express.enqueuer), or NULL */
-    PyObject *follow;      /* exact plans: the memo's follow (``ComputeMemo.follow``), which
-                            * moves the plan to a changed table (follow_table), or NULL */
+    PyObject *follow;      /* exact plans: ``CallPlan.follow``, which moves the plan to a
+                            * changed table or to other host arrays (follow_table), or NULL */
+    uint64_t moves;        /* how many times follow_table moved the plan: a call that matched
+                            * before it waited for the table's lock checks again (hold_table) */
     TakeMemo taken;        /* what _queue_take.c.h's last take looked up (no references held) */
     Py_ssize_t narrays;
     ArraySlot *arrays;
@@ -164,6 +166,21 @@ static PyTypeObject ExpressPlanType = {
     .tp_doc = "An express plan (FastCall._arm).",
 };
 
+/* whether weak reference ``ref``'s object is gone */
+static int is_dead(PyObject *ref) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *target = NULL;
+    if (PyWeakref_GetRef(ref, &target) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_XDECREF(target);
+    return target == NULL;
+#else
+    return PyWeakref_GET_OBJECT(ref) == Py_None;
+#endif
+}
+
 static int is_target(PyObject *ref, PyObject *object) {
     /* whether weak reference ``ref`` still refers to ``object`` */
 #if PY_VERSION_HEX >= 0x030D0000
@@ -180,39 +197,56 @@ static int is_target(PyObject *ref, PyObject *object) {
 }
 
 /* -- the checks ---------------------------------------------------------------------------- */
+enum { NO_MATCH = 0, SAME_ARRAYS = 1, OTHER_ARRAYS = 2 };
+
+/* Whether ``args`` are the plan's: SAME_ARRAYS; OTHER_ARRAYS: a plan that follows
+ * (``plan->follow``) got, in some exact slot whose own array is gone (garbage: a program
+ * that makes its arrays anew), another host array of the same type, dtype, flags and
+ * layout, or its own array at another address, which it may take (follow_table); else
+ * NO_MATCH. (An array of the plan's still alive is never replaced: a solver's swapped
+ * arguments keep a plan each.) */
 static int arrays_match(ExpressPlan *plan, PyObject *args) {
+    int other = 0;
     for (Py_ssize_t i = 0; i < plan->narrays; i++) {
         ArraySlot *a = &plan->arrays[i];
         PyObject *arg = PyTuple_GET_ITEM(args, a->slot);
-        if (a->ref != NULL) {
-            if (!is_target(a->ref, arg))
-                return 0;
+        if (a->ref != NULL && is_target(a->ref, arg)) {
+            /* the plan's array (its layout checked below) */
         } else if (Py_TYPE(arg) != a->type) {
-            return 0;
+            return NO_MATCH;
+        } else if (a->ref != NULL) {
+            if (plan->follow == NULL || !is_dead(a->ref))
+                return NO_MATCH;
+            other = 1;
         }
         ArrayFields *f = ARRAY(arg);
         if (f->nd != a->nd)
-            return 0;
+            return NO_MATCH;
         if (f->descr != a->descr) {  /* an equal dtype may be another object */
             int equal = PyObject_RichCompareBool(f->descr, a->descr, Py_EQ);
             if (equal != 1) {
                 PyErr_Clear();
-                return 0;
+                return NO_MATCH;
             }
         }
         if (a->layout != NULL) {
-            if (f->data != a->data || (f->flags & LAYOUT_FLAGS) != a->flags)
-                return 0;
+            if ((f->flags & LAYOUT_FLAGS) != a->flags)
+                return NO_MATCH;
+            if (f->data != a->data) {
+                if (plan->follow == NULL)
+                    return NO_MATCH;
+                other = 1;
+            }
             for (int d = 0; d < a->nd; d++)  /* (a loop: ~5x cheaper than memcmp at these sizes) */
                 if (f->dimensions[d] != a->layout[d] || f->strides[d] != a->layout[a->nd + d])
-                    return 0;
+                    return NO_MATCH;
         }
     }
     for (Py_ssize_t i = 0; i < plan->nscalars; i++) {
         if (Py_TYPE(PyTuple_GET_ITEM(args, plan->scalars[i].slot)) != plan->scalars[i].type)
-            return 0;
+            return NO_MATCH;
     }
-    return 1;
+    return other ? OTHER_ARRAYS : SAME_ARRAYS;
 }
 
 /* ``value`` (a new reference, dropped; NULL: an error) is ``expected``, or equal to it
@@ -367,74 +401,27 @@ static PyObject *failed(PyObject *self) {
     return result;
 }
 
-/* ``plan->fixed_args`` (re)made from the plan's device arrays when every argument is one
- * (the same at every call: ``kernel_arguments``), else left NULL: 0; -1 on error. Called
- * by ``new_plan`` and, when the plan's arrays moved, by ``follow_table``. */
-static int fix_arguments(ExpressPlan *plan) {
-    PyObject *fixed = PyTuple_New(plan->nargs);
-    if (fixed == NULL)
-        return -1;
-    for (Py_ssize_t i = 0; i < plan->nargs; i++)
-        PyTuple_SET_ITEM(fixed, i, Py_NewRef(Py_None));
-    for (Py_ssize_t i = 0; i < plan->narrays; i++) {
-        ArraySlot *a = &plan->arrays[i];
-        if (a->device == NULL) {  /* (an array passed as it is: built per call) */
-            Py_CLEAR(fixed);
-            break;
-        }
-        Py_SETREF(((PyTupleObject *)fixed)->ob_item[a->slot], Py_NewRef(a->device));
-    }
-    Py_XSETREF(plan->fixed_args, fixed);
-    return 0;
-}
+/* the plan moved to the table as it is now (``_plan_follow.c.h``) */
+static int follow_table(ExpressPlan *plan, PyObject *args, int other);
 
-/* The table changed since the plan's version, and ``args`` are the plan's arrays
- * (``arrays_match``), the table's lock held: ``plan->follow(runtime, args)`` moves the
- * plan's memo to the table as it is now (``ComputeMemo.follow``). 1: every array lies
- * wholly inside a mapping, and the plan now has their device arrays as the memo made them
- * and the table's version (what a replay after the Python launcher's join would arm);
- * 0: one does not (or no follow: the launcher decides); -1: an error. */
-static int follow_table(ExpressPlan *plan, PyObject *args) {
-    if (plan->follow == NULL)
-        return 0;
-    PyObject *answer = PyObject_CallFunctionObjArgs(plan->follow, plan->runtime, args, NULL);
-    if (answer == NULL || answer == Py_None) {
-        Py_XDECREF(answer);
-        return answer == NULL ? -1 : 0;
-    }
-    PyObject *version, *views;
-    int ok = PyArg_ParseTuple(answer, "OO!", &version, &PyTuple_Type, &views)
-             && PyTuple_GET_SIZE(views) == plan->narrays;
-    for (Py_ssize_t i = 0; ok && i < plan->narrays; i++)
-        ok = plan->arrays[i].device != NULL && PyTuple_GET_ITEM(views, i) != Py_None;
-    if (!ok) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "FastCall: a plan's follow answered no device "
-                            "array for each of its arrays");
-        Py_DECREF(answer);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < plan->narrays; i++)
-        Py_SETREF(plan->arrays[i].device, Py_NewRef(PyTuple_GET_ITEM(views, i)));
-    Py_SETREF(plan->version, Py_NewRef(version));
-    Py_DECREF(answer);
-    return plan->fixed_args == NULL || fix_arguments(plan) == 0 ? 1 : -1;
-}
-
-/* The table's lock taken for the plan's call, with the table unchanged since the plan's
- * version or its arrays followed to the table as it is (follow_table) (1; ``*release``
- * is then the lock's bound release, or NULL when the plan holds nothing); 0: the table
- * changed (released again); -1: an error. */
-static int hold_table(ExpressPlan *plan, PyObject *args, PyObject **release) {
+/* The table's lock taken for the plan's call (1; ``*release`` is then the lock's bound
+ * release, or NULL when the plan holds nothing), with the table unchanged since the plan's
+ * version and ``args`` the plan's arrays (``match`` SAME_ARRAYS), else with the plan moved
+ * there (follow_table); 0: the table changed and the plan cannot follow, or another call
+ * moved the plan since ``match`` was read (``moves``, read before it); released again
+ * then; -1: an error. */
+static int hold_table(ExpressPlan *plan, PyObject *args, int match, uint64_t moves,
+                      PyObject **release) {
     *release = NULL;
     if (plan->table == NULL)
         return 1;
     PyObject *bound;
     if (table_lock_take(&plan->held, plan->table, &bound) < 0)
         return -1;
-    int ok = table_unchanged(plan);  /* held: nobody changes the table until unlock */
-    if (ok == 0)
-        ok = follow_table(plan, args);
+    /* held: nobody changes the table, or moves the plan, until unlock */
+    int ok = plan->moves != moves ? 0 : match == SAME_ARRAYS ? table_unchanged(plan) : 0;
+    if (ok == 0 && plan->moves == moves)
+        ok = follow_table(plan, args, match == OTHER_ARRAYS);
     if (ok != 1) {
         int released = table_lock_give(bound);
         Py_DECREF(bound);
@@ -454,13 +441,21 @@ static void let_go(PyObject *release, PyObject **result) {
 }
 
 /* The plan's checks, then the table held (hold_table): 1, with ``*release``; 0: a
- * check failed (nothing held); -1: an error. */
-static int enter_plan(ExpressPlan *plan, PyObject *args, PyObject **release) {
+ * check failed (nothing held); -1: an error. ``adopt`` 0: ``args`` must be the plan's
+ * arrays (SAME_ARRAYS); 1: they must be other host arrays of its layout, which a plan
+ * that follows takes (OTHER_ARRAYS). The lane asks the second only once no plan of the
+ * region matched the call as it is (``fastcall_run``), so that a solver's plans for each
+ * argument order each keep theirs. */
+static int enter_plan(ExpressPlan *plan, PyObject *args, int adopt, PyObject **release) {
     *release = NULL;
-    if (PyTuple_GET_SIZE(args) != plan->nargs || !arrays_match(plan, args))
+    uint64_t moves = plan->moves;
+    if (PyTuple_GET_SIZE(args) != plan->nargs)
+        return 0;
+    int match = arrays_match(plan, args);
+    if (match == NO_MATCH || (match == OTHER_ARRAYS) != (adopt != 0))
         return 0;
     int ok = context_matches(plan);
-    return ok != 1 ? ok : hold_table(plan, args, release);
+    return ok != 1 ? ok : hold_table(plan, args, match, moves, release);
 }
 
 /* The words of the plan's prepared call for ``args``, as ``kernel_arguments``' tuple
@@ -511,9 +506,9 @@ static PyObject *call_planned(ExpressPlan *plan, const int64_t *words, PyObject 
 }
 
 /* The plan's call, or MISS (no reference) when a check fails; NULL on error. */
-static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
+static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args, int adopt) {
     PyObject *release;
-    int ok = enter_plan(plan, args, &release);
+    int ok = enter_plan(plan, args, adopt, &release);
     if (ok != 1)
         return ok == 0 ? MISS : NULL;
     PyObject *result = NULL;
@@ -535,12 +530,13 @@ static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args) {
  * with the table held, as ``run_plan`` calls the kernel (it counts the launch itself,
  * through ``Device.launch``): the call's AsyncResult; MISS (no reference) when a check
  * fails or ``enqueue`` leaves the call to the Python launcher (None); NULL on error. */
-static PyObject *run_plan_enqueued(PyObject *self, ExpressPlan *plan, PyObject *args, PyObject *value) {
+static PyObject *run_plan_enqueued(PyObject *self, ExpressPlan *plan, PyObject *args, PyObject *value,
+                                   int adopt) {
     int overflow;
     if (PyLong_AsLongAndOverflow(value, &overflow) < 0 || overflow)
         return PyErr_Occurred() ? NULL : MISS;  /* (acc.async_noval ...: the launcher's) */
     PyObject *release;
-    int ok = enter_plan(plan, args, &release);
+    int ok = enter_plan(plan, args, adopt, &release);
     if (ok != 1)
         return ok == 0 ? MISS : NULL;
     PyObject *result = NULL;

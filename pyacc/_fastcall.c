@@ -24,7 +24,8 @@
  *     the table lock is held; the lock is held until the kernel returns (a *held* replay,
  *     ``DeviceRuntime.hold_structured``). A table that changed since is *followed*, the
  *     lock held: when each array lies wholly inside a mapping, the plan takes their
- *     device arrays as they are now (``ComputeMemo.follow``; ``follow_table``).
+ *     device arrays as they are now (``CallPlan.follow``; ``_plan_follow.c.h``); a call
+ *     with other host arrays in slots whose own arrays are gone may move it to them.
  *
  * The per-thread and environment checks are remembered (a plan's *context memo*): after
  * they held on a thread, they are not read again on that thread while nothing they read
@@ -129,6 +130,8 @@ static PyObject *tp_call_of(ternaryfunc call, PyObject *callable, PyObject *cons
 #include "_prepared_call.c.h"
 /* -- plans: the ExpressPlan type, its checks and one call through it -------------------- */
 #include "_express_plan.c.h"
+/* -- a plan moved to the present table as it is now (its arrays' mappings, other arrays) -- */
+#include "_plan_follow.c.h"
 /* -- the handle an async call gives back (AsyncResult), made in C ------------------------ */
 #include "_async_handle.c.h"
 /* -- the queue of an async call run at once, taken and given back in C -------------------- */
@@ -182,14 +185,18 @@ static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, 
             PyTuple_GET_SIZE(self->plans) && PyList_GET_ITEM(g_silent, 0) == Py_True) {
         PyObject *plans = self->plans;
         Py_INCREF(plans);
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(plans); i++) {
-            ExpressPlan *plan = (ExpressPlan *)PyTuple_GET_ITEM(plans, i);
-            PyObject *result = plain ? run_plan((PyObject *)self, plan, args)
-                : plan->enqueue != NULL ? run_plan_enqueued((PyObject *)self, plan, args, async_value)
-                : run_plan_at_once((PyObject *)self, plan, args, async_value);
-            if (result != MISS) {
-                Py_DECREF(plans);
-                return result;
+        /* the plans as they are, then (none matched) the newest, which may take other
+         * host arrays of its layout (enter_plan's ``adopt``) */
+        for (int adopt = 0; adopt <= 1; adopt++) {
+            for (Py_ssize_t i = 0; i < (adopt ? 1 : PyTuple_GET_SIZE(plans)); i++) {
+                ExpressPlan *plan = (ExpressPlan *)PyTuple_GET_ITEM(plans, i);
+                PyObject *result = plain ? run_plan((PyObject *)self, plan, args, adopt)
+                    : plan->enqueue != NULL ? run_plan_enqueued((PyObject *)self, plan, args, async_value, adopt)
+                    : run_plan_at_once((PyObject *)self, plan, args, async_value, adopt);
+                if (result != MISS) {
+                    Py_DECREF(plans);
+                    return result;
+                }
             }
         }
         Py_DECREF(plans);

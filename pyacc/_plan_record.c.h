@@ -148,6 +148,7 @@ static ExpressPlan *new_plan(PyObject *record) {
     plan->queue_set = plan->take_at_once == NULL ? NULL : queue_set_of(plan->take_at_once);
     plan->enqueue = enqueue == Py_None ? NULL : Py_NewRef(enqueue);
     plan->follow = follow == Py_None ? NULL : Py_NewRef(follow);
+    plan->moves = 0;
 #define KEEP(field, value) (Py_INCREF(value), plan->field = (value))
     KEEP(owner, owner);
     KEEP(runtime, runtime);

@@ -20,6 +20,8 @@ import weakref
 
 from pyacc.compiler.arguments import argument_kind
 
+from ._devices import enclosing_deviceptr
+
 __all__ = ["CallPlan"]
 
 
@@ -57,6 +59,31 @@ class CallPlan:
             if reference() is not args[slot]:
                 return False
         return True
+
+
+    def follow(self, runtime, args):
+        """This plan moved to the present table as it is now, for ``args``: the memo's
+        arrays themselves, or other host arrays of the same type, dtype and layout (the
+        express lane asks when no plan of the region matches a call exactly; its
+        ``follow_table``). For other arrays, each must be sorted as the plan's were:
+        taken for host data, not passed as device memory (``Device.owns``, an enclosing
+        ``deviceptr``: ``ArgumentSorting.sort``), which the other sorting rules decide by
+        parameter name and dtype, the same here. Then the memo ``ComputeMemo.followed``
+        becomes the plan's: ``(version, device arrays)``, as ``ComputeMemo.express`` gives
+        them for the lane, or None (nothing changed) when the launcher must decide."""
+        memo = self.memo
+        if not memo.matches(args):
+            owns = runtime.device.owns
+            for slot in memo.slots:
+                if owns(args[slot]) or enclosing_deviceptr(args[slot]):
+                    return None
+        memo = memo.followed(runtime, args)
+        guard = None if memo is None else memo.express(runtime, args)
+        if guard is None:
+            return None
+        self.memo = memo  # (one store: a launcher that read the old memo keeps using it)
+        _, _, version, arrays, _ = guard
+        return version, tuple([view for _, _, view in arrays])
 
 
 def _reference(value):

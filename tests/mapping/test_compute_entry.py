@@ -110,7 +110,7 @@ def test_a_memo_does_not_match_an_array_changed_in_place(runtime):
 @pytest.mark.parametrize("hold", [False, True])
 def test_a_memo_follows_its_array_to_a_new_mapping(runtime, hold):
     """Unmapped and mapped again: a new device copy, so the memo's device arrays are
-    stale; the memo follows x to its new entry (``ComputeMemo.follow``: what a join would
+    stale; the memo follows x to its new entry (``ComputeMemo.followed``: what a join would
     find) and replays from there, with the new entry's device array and its count."""
     x = np.zeros(4)
     _present(runtime, x)
@@ -122,6 +122,7 @@ def test_a_memo_follows_its_array_to_a_new_mapping(runtime, hold):
     sorter = CopyEverything()
     ticket, leave = _call(runtime, (x,), sorter, first.memo, hold=hold)
     assert ticket.replayed and sorter.sorted == 0, "replayed, not sorted and joined"
+    assert ticket.memo is not first.memo and ticket.memo.matches((x,))  # the memo followed
     assert runtime.refcounts(x) == ((0, 1) if hold else (1, 1))
     ticket.device_args[0][:] = 5.0
     leave()
@@ -180,7 +181,7 @@ def test_a_held_replay_follows_a_changed_table(runtime):
     assert not runtime.hold_structured(stale)  # the runtime declines the old version
     ticket, leave = _call(runtime, (x,), CopyEverything(), first.memo, hold=True)
     assert ticket.held and ticket.replayed  # followed (x is where it was), then held
-    assert first.memo._structured_memo is not stale
+    assert ticket.memo is not first.memo and first.memo._structured_memo is stale  # a new memo
     assert runtime.refcounts(x) == (0, 1) and not _lock_is_free(runtime)
     leave()
     assert _lock_is_free(runtime)
