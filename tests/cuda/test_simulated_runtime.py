@@ -250,6 +250,29 @@ def test_async_calls_of_present_data_are_enqueued_by_the_express_lane(monkeypatc
     assert acc.stats()["launch_count"] == 8
 
 
+def test_an_async_plan_follows_its_arrays_to_a_new_mapping(monkeypatch):
+    """A data region that maps the arrays anew gives them new device memory: the plan of
+    an async call follows them there (``CallPlan.follow``) and its kernel is enqueued
+    from C with the new mapping's device arrays."""
+    x, y = np.arange(8.0), np.ones(8)
+    slow = slow_calls(saxpy, monkeypatch)
+    with acc.data(copyin=[x], copy=[y]):
+        for _ in range(3):  # a join (queue 2 made), a replay that arms the plan, one enqueued
+            saxpy(1.0, x, y, async_=2)
+        acc.wait(2)
+        before = acc.deviceptr(y).__cuda_array_interface__["data"][0]
+    spacers = [np.zeros(8), np.zeros(8)]
+    acc.enter_data(create=spacers)  # x's and y's blocks taken: their next mappings lie elsewhere
+    slow.clear()
+    with acc.data(copyin=[x], copy=[y]):
+        assert acc.deviceptr(y).__cuda_array_interface__["data"][0] != before
+        handle = saxpy(2.0, x, y, async_=2)
+        acc.wait(2)
+        assert isinstance(handle, AsyncResult) and len(slow) == 0
+    acc.exit_data(delete=spacers)
+    np.testing.assert_allclose(y, 1.0 + 5 * np.arange(8.0))
+
+
 def test_an_enqueue_that_raises_leaves_the_table_as_it_was(monkeypatch):
     """A launch that fails while the express lane enqueues it raises at the call, as from
     the Python launcher; the table lock is let go and no count is left behind."""
