@@ -25,32 +25,10 @@ from pyacc._devices import current_runtime
 from pyacc._replay import CallPlan
 from tests.launcher_calls import slow_calls
 
+from test_express import add_one, add_one_present, axpy, relax  # the same kernels
+
 LANE = acc.express_lane()
 ALWAYS = "1000000"  # µs: every async call on an idle queue runs at once
-
-
-@acc.parallel_loop
-def add_one(x):
-    for i in range(x.shape[0]):
-        x[i] = x[i] + 1.0
-
-
-@acc.parallel_loop
-def axpy(y, x, a):
-    for i in range(y.shape[0]):
-        y[i] = y[i] + a * x[i]
-
-
-@acc.parallel_loop(present=["x"])
-def add_one_present(x):
-    for i in range(x.shape[0]):
-        x[i] = x[i] + 1.0
-
-
-@acc.parallel_loop
-def relax(u, unew):
-    for i in range(1, u.shape[0] - 1):
-        unew[i] = 0.5 * (u[i - 1] + u[i + 1])
 
 
 @pytest.fixture(params=["sync", "async"])
