@@ -38,6 +38,7 @@
 #include "../pyacc/_dict_tag.h"
 #include "../pyacc/_table_lock.h"
 #include "_slot_fields.h"
+#include "_range_search.h"
 #include "_lane_api.h"
 #include "_reentrant_lock.c.h"
 

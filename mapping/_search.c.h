@@ -13,21 +13,11 @@ static int array_extent(PyObject *x, int64_t *data, int64_t *low, int64_t *high)
         return -1;
     }
     ArrayFields *f = (ArrayFields *)x;
-    *data = *low = *high = (int64_t)(intptr_t)f->data;
-    for (int axis = 0; axis < f->nd; axis++)
-        if (f->dimensions[axis] == 0)
-            return 0;
     Py_ssize_t size = array_itemsize(x);
     if (size < 0)
         return -1;
-    *high += size;
-    for (int axis = 0; axis < f->nd; axis++) {
-        int64_t step = (int64_t)(f->dimensions[axis] - 1) * (int64_t)f->strides[axis];
-        if (step < 0)
-            *low += step;
-        else
-            *high += step;
-    }
+    *data = (int64_t)(intptr_t)f->data;
+    array_span(f, size, low, high);  /* (_range_search.h) */
     return 0;
 }
 
@@ -49,29 +39,12 @@ static Py_ssize_t search(PyObject *bounds, Py_ssize_t count, int64_t low, int64_
         return -3;
     }
     ArrayFields *b = (ArrayFields *)bounds;
-    if (b->descr != g_int64 || b->nd != 2 || b->dimensions[0] != 2 ||
-            !(b->flags & NPY_C_CONTIGUOUS) || b->strides[1] != (Py_ssize_t)sizeof(int64_t)) {
+    if (b->descr != g_int64 || !bounds_layout(b)) {
         PyErr_SetString(PyExc_TypeError, "_cprobe: bounds is not a C-contiguous (2, n) int64 array");
         return -3;
     }
     Py_ssize_t capacity = b->dimensions[1];
-    const int64_t *begins = (const int64_t *)b->data;
-    const int64_t *ends = begins + capacity;
-    /* np.searchsorted(ends, low, side="right"): the first range that ends after low */
-    Py_ssize_t limit = count >= 0 && count < capacity ? count : capacity, first = 0, stop = limit;
-    while (first < stop) {
-        Py_ssize_t middle = first + (stop - first) / 2;
-        if (ends[middle] <= low)
-            first = middle + 1;
-        else
-            stop = middle;
-    }
-    if (first < limit && begins[first] < high) {
-        if (begins[first] <= low && high <= ends[first])
-            return first;
-        return -2;  /* overlaps a mapping without lying inside it */
-    }
-    return -1;
+    return bounds_search(b, count >= 0 && count < capacity ? count : capacity, low, high);
 }
 
 static PyObject *contained_index(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {

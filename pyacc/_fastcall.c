@@ -81,6 +81,7 @@
 #include "_numpy_abi.h"
 #include "_table_lock.h"
 #include "../mapping/_slot_fields.h"
+#include "../mapping/_range_search.h"
 #include "../mapping/_lane_api.h"
 
 /* what Numba's typing reads of an array's flags */
@@ -98,7 +99,8 @@ static int g_enabled = 1;        /* set_enabled(): plans are tried at all */
 static uint64_t g_context_epoch = 1;  /* bumped by context_changed() */
 static int g_remember = 1;       /* configure(): one ICVS per thread state, the memo holds */
 static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *s_call_slow,
-                *s_express_failed, *s_launch, *s_async, *s_ran_at_once, *s_queue_ran_at_once;
+                *s_express_failed, *s_launch, *s_async, *s_ran_at_once, *s_queue_ran_at_once,
+                *s_bounds;
 
 /* -- a vectorcall's arguments as a tuple (and a dict), for a tp_call -------------------- */
 static PyObject *tuple_of(PyObject *const *items, Py_ssize_t n) {
@@ -475,7 +477,8 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     s_ran_at_once = intern("_ran_at_once");
     s_queue_ran_at_once = intern("ran_at_once");
     s_lane = intern("lane");
-    if (!s_lane || !s_runtime || !s_region_stack || !s_innermost_default || !s_version || !s_call_slow ||
+    s_bounds = intern("bounds");
+    if (!s_lane || !s_bounds || !s_runtime || !s_region_stack || !s_innermost_default || !s_version || !s_call_slow ||
             !s_express_failed || !s_launch || !s_async || !s_ran_at_once || !s_queue_ran_at_once ||
             table_lock_init() < 0)
         return NULL;

@@ -71,6 +71,36 @@ static int take_arrays(ExpressPlan *plan, PyObject *args) {
     return ok ? 0 : -1;
 }
 
+static TypedField g_ranges_bounds;  /* SortedRanges' ``bounds``: read in place (a slot) */
+
+/* Whether each array of ``args`` in the plan's exact slots lies wholly inside one range of
+ * the present table (``plan->ranges``' bounds, searched in C: ``_range_search.h``), the
+ * table's lock held: 0 when one does not — the follow would answer None, and is not asked
+ * (a plan armed in a data region, then called on the same arrays outside any: each call
+ * maps them for itself); 1 when they all do, or when the bounds cannot be read here
+ * (the follow decides). */
+static int all_mapped(ExpressPlan *plan, PyObject *args) {
+    PyObject *bounds = typed_field_get(&g_ranges_bounds, plan->ranges, s_bounds);
+    if (bounds == NULL) {
+        PyErr_Clear();
+        return 1;
+    }
+    int mapped = 1;
+    if (PyObject_TypeCheck(bounds, g_ndarray) && bounds_layout(ARRAY(bounds)) &&
+            array_itemsize(bounds) == (Py_ssize_t)sizeof(int64_t)) {
+        for (Py_ssize_t i = 0; mapped && i < plan->narrays; i++) {
+            ArraySlot *a = &plan->arrays[i];
+            int64_t low, high;
+            array_span(ARRAY(PyTuple_GET_ITEM(args, a->slot)), a->itemsize, &low, &high);
+            mapped = a->ref == NULL ||
+                     (low < high && bounds_search(ARRAY(bounds), ARRAY(bounds)->dimensions[1], low, high) >= 0);
+        }
+    }
+    PyErr_Clear();  /* (an item size that could not be read: the follow decides) */
+    Py_DECREF(bounds);
+    return mapped;
+}
+
 /* The plan moved to the present table as it is now, the table's lock held: when the table
  * changed since the plan's version, or for ``args`` in which ``other`` (OTHER_ARRAYS)
  * host arrays of the plan's layout stand in its exact slots, ``plan->follow(runtime,
@@ -80,7 +110,7 @@ static int take_arrays(ExpressPlan *plan, PyObject *args) {
  * launcher's join and replay would arm); 0: one does not, or another sorting applies (no
  * follow: the launcher decides); -1: an error. */
 static int follow_table(ExpressPlan *plan, PyObject *args, int other) {
-    if (plan->follow == NULL)
+    if (plan->follow == NULL || !all_mapped(plan, args))
         return 0;
     PyObject *answer = PyObject_CallFunctionObjArgs(plan->follow, plan->runtime, args, NULL);
     if (answer == NULL || answer == Py_None) {

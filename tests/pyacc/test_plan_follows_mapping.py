@@ -257,12 +257,15 @@ def arm_and_drop(region, *shapes, **form):
         armed(region, *arrays, *scalars, **form)
 
 
-def test_new_arrays_not_present_are_copied_by_the_call(form, answers):
+def test_new_arrays_not_present_are_copied_by_the_call(form, answers, monkeypatch):
+    calls = slow_calls(axpy, monkeypatch)
     arm_and_drop(axpy, 8, 8, **form)
+    calls.clear()
     y, x = np.zeros(8), np.full(8, 3.0)  # of the plan's layout, not mapped
     axpy(y, x, 1.0, **form)
     acc.wait()
-    assert answers == ([None] if LANE else []), "asked, and no mapping to follow"
+    assert answers == [], "not asked: the lane saw in C that they are not mapped"
+    assert len(calls) == 1, "the launcher's full entry copied them"
     assert not acc.is_present(y) and acc.refcounts(x) == (0, 0)
     np.testing.assert_array_equal(y, 3.0)
 
@@ -273,9 +276,39 @@ def test_device_memory_of_the_plans_layout_is_passed_as_it_is(form, answers):
     memory[:] = 10.0
     add_one(memory, **form)
     acc.wait()
-    assert answers == ([None] if LANE else []), "asked, and device memory is not followed"
+    assert answers == [], "device memory lies in no mapping: not followed"
     assert not acc.is_present(memory)
     np.testing.assert_array_equal(memory, 11.0)
+    acc.free(memory)
+
+
+def test_a_plan_asks_no_follow_for_arrays_that_left_the_table(form, answers, monkeypatch):
+    """A plan armed in a data region, then called on the same arrays outside any: each
+    call maps them for itself (the full entry), and the lane, which sees in C that they
+    are not mapped, does not ask Python to follow them first."""
+    calls = slow_calls(add_one, monkeypatch)
+    x = np.zeros(8)
+    with acc.data(copy=[x]):
+        armed(add_one, x, **form)
+    calls.clear()
+    for _ in range(3):
+        add_one(x, **form)
+    acc.wait()
+    assert answers == [] and len(calls) == 3
+    np.testing.assert_array_equal(x, 5.0)
+
+
+def test_a_plan_refuses_to_follow_into_device_memory(form, monkeypatch):
+    """``CallPlan.follow`` refuses device memory in a slot of host data before any lookup
+    (the launcher's sort passes it to the kernel as it is, API.md §6.2), whatever the
+    table would say (here: a lookup that would find it mapped)."""
+    slow_calls(add_one, monkeypatch)
+    arm_and_drop(add_one, 8, **form)
+    memory = acc.malloc(8, np.float64)
+    memory[:] = 1.0
+    monkeypatch.setattr(type(current_runtime()), "containing_all", lambda self, arrays: [None])
+    plan = add_one._call_plans[0]
+    assert plan.follow(current_runtime(), (memory,)) is None  # refused before any lookup
     acc.free(memory)
 
 
