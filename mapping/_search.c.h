@@ -1,8 +1,10 @@
 /* The present table's searches, and the array tests the lane's verbs share: the extent of
  * an array, the range of ``_ordered``'s ``bounds`` that holds it (``search``; the
  * module's ``extent`` and ``contained_index``), ``same_layout`` and ``plain_block``.
- * Included by ``mapping/_cprobe.c`` (one translation unit), whose docstring states what
- * each answers; the GIL is held throughout. */
+ * The span and the binary search themselves are ``_range_search.h``'s, which the express
+ * lane (``pyacc/_plan_follow.c.h``) shares. Included by ``mapping/_cprobe.c`` (one
+ * translation unit), whose docstring states what each answers; the GIL is held
+ * throughout. */
 
 static PyTypeObject *g_ndarray;  /* numpy.ndarray */
 static PyObject *g_int64;        /* numpy.dtype("int64"): native, one object (built-in dtypes are) */

@@ -145,7 +145,7 @@ class ComputeMemo:
         device = runtime.device
         self._shared = device.shares_host_memory
         self._kept = None
-        self._declined = None  # the table's version when ``followed`` last found no mapping
+        self._declined = None  # (table version, array ids) of the last follow that found none
         if self._shared:
             self._host = tuple((slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].ndim)
                                for slot in slots)
@@ -269,7 +269,6 @@ class ComputeMemo:
                              copy_back=False)
                 raise
         return _ticket(ComputeTicket, (device_args, self, True, entries, None, args, hold, ()))
-
 
     def _replay_followed(self, runtime, args, hold) -> ComputeTicket | None:
         memo = self.followed(runtime, args)

@@ -86,17 +86,19 @@ static int all_mapped(ExpressPlan *plan, PyObject *args) {
         return 1;
     }
     int mapped = 1;
-    if (PyObject_TypeCheck(bounds, g_ndarray) && bounds_layout(ARRAY(bounds)) &&
-            array_itemsize(bounds) == (Py_ssize_t)sizeof(int64_t)) {
+    Py_ssize_t itemsize = PyObject_TypeCheck(bounds, g_ndarray) && bounds_layout(ARRAY(bounds))
+                          ? array_itemsize(bounds) : 0;
+    if (itemsize < 0)
+        PyErr_Clear();  /* (not read: the follow decides) */
+    if (itemsize == (Py_ssize_t)sizeof(int64_t)) {
+        ArrayFields *b = ARRAY(bounds);
         for (Py_ssize_t i = 0; mapped && i < plan->narrays; i++) {
             ArraySlot *a = &plan->arrays[i];
             int64_t low, high;
             array_span(ARRAY(PyTuple_GET_ITEM(args, a->slot)), a->itemsize, &low, &high);
-            mapped = a->ref == NULL ||
-                     (low < high && bounds_search(ARRAY(bounds), ARRAY(bounds)->dimensions[1], low, high) >= 0);
+            mapped = a->ref == NULL || (low < high && bounds_search(b, b->dimensions[1], low, high) >= 0);
         }
     }
-    PyErr_Clear();  /* (an item size that could not be read: the follow decides) */
     Py_DECREF(bounds);
     return mapped;
 }

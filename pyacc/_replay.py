@@ -60,7 +60,6 @@ class CallPlan:
                 return False
         return True
 
-
     def follow(self, runtime, args):
         """This plan moved to the present table as it is now, for ``args``: the memo's
         arrays themselves, or other host arrays of the same type, dtype and layout (the
