@@ -41,8 +41,7 @@ Invariants:
       reference, and its device arrays are its own views that hold no memory
       (``Device.own_view``).
     * A memo never changes once made (``followed`` makes a new one), so a caller that
-      read one uses it consistently whatever other threads follow meanwhile; only its
-      cache of the last follow that found no mapping (``_declined``) is written.
+      read one uses it consistently whatever other threads follow meanwhile.
     * While a memo matches and the table version is unchanged, each device array it kept
       is still what ``device_array_of`` would make (the same entry, at the same device
       address, for a host array of the same layout); nobody else holds it, so nobody
@@ -134,8 +133,7 @@ class ComputeMemo:
         counter: The count the call's maps hold (structured; dynamic for OpenMP maps).
     """
 
-    __slots__ = ("slots", "map_kinds", "counter", "_structured_memo", "_host", "_shared", "_kept",
-                 "_declined")
+    __slots__ = ("slots", "map_kinds", "counter", "_structured_memo", "_host", "_shared", "_kept")
 
     def __init__(self, runtime, args, slots, map_kinds, structured_memo, device_args, lend=True):
         self.slots = slots
@@ -145,7 +143,6 @@ class ComputeMemo:
         device = runtime.device
         self._shared = device.shares_host_memory
         self._kept = None
-        self._declined = None  # (table version, array ids) of the last follow that found none
         if self._shared:
             self._host = tuple((slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].ndim)
                                for slot in slots)
@@ -217,16 +214,12 @@ class ComputeMemo:
         table = runtime.table
         with table.locked():  # (re-entrant: the express lane calls it holding the lock)
             arrays = self.arrays(args)
-            asked = (table.version, *map(id, arrays))
-            if asked == self._declined:  # (the express lane asked for this call already)
-                return None
             entries = runtime.containing_all(arrays)
             if entries is None:
-                self._declined = asked  # (a cache: at worst the full entry decides again)
                 return None
             memo = _new_memo(ComputeMemo)
             memo.slots, memo.map_kinds, memo.counter = self.slots, self.map_kinds, self.counter
-            memo._shared, memo._declined = False, None
+            memo._shared = False
             memo._structured_memo = StructuredMemo.of(entries, table.version, self.counter)
             memo._host = tuple([(slot, weakref.ref(array), array.dtype, array.shape, array.strides)
                                 for slot, array in zip(self.slots, arrays)])

@@ -166,34 +166,34 @@ static PyTypeObject ExpressPlanType = {
     .tp_doc = "An express plan (FastCall._arm).",
 };
 
-/* whether weak reference ``ref``'s object is gone */
-static int is_dead(PyObject *ref) {
+/* Weak reference ``ref``'s object in ``*target`` (its address only: no reference is
+ * kept, the caller compares it): 1; 0 when the object is gone; -1 when it cannot be read
+ * (cleared: the callers answer "no match"). */
+static inline int referent(PyObject *ref, PyObject **target) {
 #if PY_VERSION_HEX >= 0x030D0000
-    PyObject *target = NULL;
-    if (PyWeakref_GetRef(ref, &target) < 0) {
+    if (PyWeakref_GetRef(ref, target) < 0) {
         PyErr_Clear();
-        return 0;
+        return -1;
     }
-    Py_XDECREF(target);
-    return target == NULL;
+    Py_XDECREF(*target);
 #else
-    return PyWeakref_GET_OBJECT(ref) == Py_None;
+    *target = PyWeakref_GET_OBJECT(ref);
+    if (*target == Py_None)
+        *target = NULL;
 #endif
+    return *target != NULL;
 }
 
+/* whether weak reference ``ref`` still refers to ``object`` */
 static int is_target(PyObject *ref, PyObject *object) {
-    /* whether weak reference ``ref`` still refers to ``object`` */
-#if PY_VERSION_HEX >= 0x030D0000
-    PyObject *target = NULL;
-    if (PyWeakref_GetRef(ref, &target) < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_XDECREF(target);  /* the caller holds ``object``: only the address is compared */
-    return target == object;
-#else
-    return PyWeakref_GET_OBJECT(ref) == object;
-#endif
+    PyObject *target;
+    return referent(ref, &target) == 1 && target == object;
+}
+
+/* whether weak reference ``ref``'s object is gone */
+static int is_dead(PyObject *ref) {
+    PyObject *target;
+    return referent(ref, &target) == 0;
 }
 
 /* -- the checks ---------------------------------------------------------------------------- */
@@ -419,9 +419,12 @@ static int hold_table(ExpressPlan *plan, PyObject *args, int match, uint64_t mov
     if (table_lock_take(&plan->held, plan->table, &bound) < 0)
         return -1;
     /* held: nobody changes the table, or moves the plan, until unlock */
-    int ok = plan->moves != moves ? 0 : match == SAME_ARRAYS ? table_unchanged(plan) : 0;
-    if (ok == 0 && plan->moves == moves)
-        ok = follow_table(plan, args, match == OTHER_ARRAYS);
+    int ok = 0;
+    if (plan->moves == moves) {  /* (else another call moved it: ``match`` is stale) */
+        ok = match == SAME_ARRAYS ? table_unchanged(plan) : 0;
+        if (ok == 0)
+            ok = follow_table(plan, args, match == OTHER_ARRAYS);
+    }
     if (ok != 1) {
         int released = table_lock_give(bound);
         Py_DECREF(bound);

@@ -2,7 +2,7 @@
  * express lane; mapping/_cprobe.c, the data lane): the same re-entrant lock the Python
  * verbs hold (``PresentTable._lock``), so that a C lane waits for a held compute call or
  * another thread's directive exactly as they do. A worker queue's lock
- * (``WorkerQueue._lock``, pyacc/_at_once.c.h) is taken the same way: any object's
+ * (``WorkerQueue._lock``, pyacc/_queue_take.c.h) is taken the same way: any object's
  * ``_lock``.
  *
  * Two kinds of lock. The table's own, ``pyacc.mapping._cprobe.TableLock``
