@@ -98,6 +98,10 @@ class CudaCompiler:
         """``numba-cuda-mlir 0.6.0``."""
         return f"{self.distribution} {self.version() or '(version unknown)'}"
 
+    def imported(self) -> bool:
+        """Whether its ``cuda`` module has been imported in this process."""
+        return self.cuda_module in sys.modules
+
     def errors(self) -> tuple[type[BaseException], ...]:
         """The exception classes of a failed typing or lowering (Numba's own as well:
         numba-cuda's errors derive from them)."""

@@ -19,6 +19,13 @@ scalar's are marshalled again by the same method whenever its value differs from
 last launch's (the same value of the same type: the same words). No word is spelled by
 pyacc: the compiler's ABI stays the compiler's.
 
+**A loaded kernel** (``cuda_binaries``): in a process where a kernel's binary is saved
+for its arguments' kinds, the first launch of a configuration with given facts makes its
+plan from the binary at once (its handle the binary's cubin loaded, its words spelled by
+``cuda_binaries.spell``), and the dispatcher never compiles it. A kernel without a
+binary names its compiled kernel at its first launch (the same callback), and the binary
+is saved then.
+
 **Facts** (:func:`facts`): for a CuPy array, its pointer, shape, strides and dtype:
 numba-cuda's type of it (dtype, ndim, layout; CuPy arrays are never read-only) and its
 words are functions of these; a CuPy array of a record (void) dtype has none (numba-cuda
@@ -53,10 +60,11 @@ import weakref
 
 import numpy as np
 
+from . import cuda_binaries
 from .feedback import info_enabled, log_info
 
-__all__ = ["find", "launch_and_prepare", "facts", "PreparedLaunch", "enabled", "PLANS_KEPT",
-           "FACTS_KEPT", "SIGHTINGS_KEPT"]
+__all__ = ["find", "launch_and_prepare", "launch_loaded", "core_stream", "facts",
+           "PreparedLaunch", "enabled", "PLANS_KEPT", "FACTS_KEPT", "SIGHTINGS_KEPT"]
 
 #: configurations with plans kept; the oldest go first
 PLANS_KEPT = 512
@@ -116,26 +124,22 @@ def find(key, found):
 class PreparedLaunch:
     """One configuration's launch for one set of argument facts: the driver's function
     handle, one ``LaunchConfig``, the stream, and the parameter words of the arguments in
-    one flat tuple (an array's kept; a scalar's made again at each launch by the kernel's
-    marshaller, into its span of the words)."""
+    one flat tuple (an array's kept; a scalar's made again at each launch by ``marshal``,
+    the kernel's marshaller or a loaded kernel's spelling, into its span of the words)."""
 
-    __slots__ = ("_launch", "_stream", "_config", "_handle", "_words", "_scalars", "_kernel",
+    __slots__ = ("_launch", "_stream", "_config", "_handle", "_words", "_scalars", "_marshal",
                  "_last")
 
-    def __init__(self, kernel, configured, words, scalars):
-        from numba.cuda import dispatcher  # here: numba-cuda only, and only on a GPU
-
-        self._launch = dispatcher.launch  # the very function numba-cuda's launch calls
-        self._kernel = kernel
-        self._stream = configured.stream
-        self._config = _launch_config(dispatcher, kernel, configured)
-        self._handle = kernel._codelibrary.get_cufunc().kernel
+    def __init__(self, launch, stream, config, handle, words, scalars, marshal):
+        self._launch = launch  # ``cuda.core.launch``, as numba-cuda imports it
+        self._stream, self._config, self._handle, self._marshal = stream, config, handle, marshal
         self._words = tuple(itertools.chain(*words))  # ``words``: one tuple per argument
         spans, start = [], 0
-        for position, argument in enumerate(words):
+        for argument in words:
             spans.append((start, start + len(argument)))
             start += len(argument)
-        #: (slot, start, stop, position, numba type) of each scalar's words
+        #: (slot, start, stop, position, kind) of each scalar's words (kind: what
+        #: ``marshal`` takes, a numba type or a loaded kernel's parameter)
         self._scalars = tuple((slot,) + spans[position] + (position, kind)
                               for slot, (position, kind) in enumerate(scalars))
         #: each scalar's last value and its words (a loop bound, a coefficient: most
@@ -153,21 +157,21 @@ class PreparedLaunch:
             value = args[position]
             seen, marshalled = last[slot]  # (one tuple: another thread's store is whole)
             if seen is not value and not (type(seen) is type(value) and seen == value):
-                marshalled = marshal(self._kernel, kind, value, self._stream)
+                marshalled = self._marshal(kind, value)
                 last[slot] = (value, marshalled)
             words[start:stop] = marshalled
         self._launch(self._stream, self._config, self._handle, *words)
 
 
-def _launch_config(dispatcher, kernel, configured):
+def _launch_config(dispatcher, cooperative, configured):
     """The ``LaunchConfig`` numba-cuda's ``_Kernel.launch`` builds (its two spellings)."""
     if dispatcher.CUDA_CORE_GE_1_0:
         return dispatcher.LaunchConfig(grid=configured.griddim, block=configured.blockdim,
                                        shmem_size=configured.sharedmem,
-                                       is_cooperative=kernel.cooperative)
+                                       is_cooperative=cooperative)
     return dispatcher.LaunchConfig(grid=configured.griddim, block=configured.blockdim,
                                    shmem_size=configured.sharedmem,
-                                   cooperative_launch=kernel.cooperative)
+                                   cooperative_launch=cooperative)
 
 
 def marshal(kernel, kind, value, stream) -> tuple:
@@ -189,12 +193,42 @@ def _seen(kernel, configured) -> None:
         _launched.kernel = kernel
 
 
+def launch_loaded(key, args, found, array_class) -> bool:
+    """Launch ``args`` of facts ``found`` on configuration ``key`` through the plan of the
+    kernel's saved binary (``cuda_binaries``), made and kept now; False when it has none."""
+    binary = cuda_binaries.lookup(key[0], cuda_binaries.kinds(found))
+    if type(binary) is not cuda_binaries.Binary:
+        return False
+    _loaded(key, binary, args, found, array_class).launch(args)
+    return True
+
+
 def launch_and_prepare(key, configured, args, found, array_class) -> None:
-    """Launch through numba-cuda in full; prepare the plan of ``key`` for these arguments
-    when their facts (``found``) are seen the second time (module docstring)."""
-    if found is None or not _second_sight(key, found):
+    """Launch ``args`` of facts ``found`` on configuration ``key`` through numba-cuda in
+    full, preparing the plan when these facts are seen the second time (module docstring),
+    and saving the kernel's binary after its first launch for their kinds."""
+    kinds = None if found is None else cuda_binaries.kinds(found)
+    due = kinds is not None and cuda_binaries.lookup(key[0], kinds) is cuda_binaries.DUE
+    second = found is not None and _second_sight(key, found)
+    if not second and not due:
         configured(*args)
         return
+    kernel = _launch_naming_kernel(configured, args)
+    if due:
+        cuda_binaries.save(key[0], kernel, kinds, args, _words_of(kernel, configured, args))
+    if not second:
+        return
+    try:
+        plan = _prepare(kernel, configured, args, array_class)
+    except Exception as why:  # noqa: BLE001 - the kernel ran: nothing here may fail the call
+        plan = False  # these facts launch in full from now on
+        _report(configured, why if isinstance(why, _Unplannable) else
+                f"preparing its launch failed ({type(why).__name__}: {why})")
+    _store(key, found, plan)
+
+
+def _launch_naming_kernel(configured, args):
+    """``configured(*args)``, and the compiled kernel the launch used (None: not named)."""
     with _lock:  # (another thread may be adding it too)
         if _seen not in configured.pre_launch_callbacks:
             configured.pre_launch_callbacks.append(_seen)
@@ -204,17 +238,66 @@ def launch_and_prepare(key, configured, args, found, array_class) -> None:
     finally:
         _launched.armed = False
     kernel, _launched.kernel = _launched.kernel, None
+    return kernel
+
+
+def _words_of(kernel, configured, args) -> tuple:
+    """The words numba-cuda's launch of ``kernel`` passes for ``args``, or () when its
+    marshaller fails or no kernel was named (no binary is then saved: the words differ)."""
+    if kernel is None:
+        return ()
     try:
-        plan = _prepare(kernel, configured, args, array_class)
-    except Exception as why:  # noqa: BLE001 - the kernel ran: nothing here may fail the call
-        plan = False  # these facts launch in full from now on
-        _report(configured, why if isinstance(why, _Unplannable) else
-                f"preparing its launch failed ({type(why).__name__}: {why})")
+        return tuple(itertools.chain(*(marshal(kernel, kind, value, configured.stream)
+                                       for kind, value in zip(kernel.argument_types, args))))
+    except Exception:  # noqa: BLE001 - the kernel ran: nothing here may fail the call
+        return ()
+
+
+def _store(key, found, plan) -> None:
+    """Keep ``plan`` (False: refused) for configuration ``key`` and facts ``found``."""
     with _lock:
         plans = _plans.get(key)
         if plans is None:
             plans = _keep(_plans, key, {}, PLANS_KEPT)
         _keep(plans, found, plan, FACTS_KEPT)
+
+
+def _loaded(key, binary, args, found, array_class) -> PreparedLaunch:
+    """The plan of a loaded kernel (``cuda_binaries``) for these arguments, kept for their
+    facts: cuda.core's launch of the binary's kernel on the configuration's stream, with
+    the ``LaunchConfig`` numba-cuda's launch makes for pyacc's configurations (no dynamic
+    shared memory, not cooperative: a kernel that is is never saved)."""
+    _, grid, block, stream = key
+    launch, config = _core()
+    parameters = binary.parameters
+    words = tuple(cuda_binaries.word(kind, value) for kind, value in zip(parameters, args))
+    scalars = tuple((position, parameters[position]) for position, value in enumerate(args)
+                    if type(value) is not array_class)
+    plan = PreparedLaunch(launch, stream.core(), config(grid=_dimensions(grid),
+                                                        block=_dimensions(block), shmem_size=0),
+                          binary.handle, words, scalars, cuda_binaries.word)
+    _store(key, found, plan)
+    return plan
+
+
+def _dimensions(value) -> tuple:
+    """A grid's or block's three dimensions, as numba-cuda normalises them."""
+    value = (value,) if isinstance(value, int) else tuple(value)
+    return value + (1,) * (3 - len(value))
+
+
+def _core():
+    """cuda.core's ``launch`` and ``LaunchConfig`` (what numba-cuda's launch calls)."""
+    from cuda.core import LaunchConfig, launch  # here: on a GPU, once a binary is loaded
+
+    return launch, LaunchConfig
+
+
+def core_stream(handle: int):
+    """cuda.core's stream of the driver's stream ``handle`` (numba-cuda's, for a launch)."""
+    from cuda.core import Stream  # here: on a GPU, once a binary is loaded
+
+    return Stream.from_handle(handle)
 
 
 def _second_sight(key, found) -> bool:
@@ -243,17 +326,22 @@ def _keep(table: dict, key, value, most: int):
 
 
 def _prepare(kernel, configured, args, array_class) -> PreparedLaunch:
+    from numba.cuda import dispatcher  # here: numba-cuda only, and only on a GPU
+
     if kernel is None:
         raise _Unplannable("the launch did not name its compiled kernel")
     _refuse_unusual(kernel, configured)
     kinds = kernel.argument_types
     if len(kinds) != len(args):
         raise _Unplannable(f"{len(args)} arguments for {len(kinds)} parameters")
-    words = tuple(marshal(kernel, kind, value, configured.stream)
-                  for kind, value in zip(kinds, args))
+    stream = configured.stream
+    words = tuple(marshal(kernel, kind, value, stream) for kind, value in zip(kinds, args))
     scalars = tuple((position, kinds[position]) for position, value in enumerate(args)
                     if type(value) is not array_class)
-    return PreparedLaunch(kernel, configured, words, scalars)
+    return PreparedLaunch(dispatcher.launch, stream,
+                          _launch_config(dispatcher, kernel.cooperative, configured),
+                          kernel._codelibrary.get_cufunc().kernel, words, scalars,
+                          lambda kind, value: marshal(kernel, kind, value, stream))
 
 
 def _refuse_unusual(kernel, configured) -> None:

@@ -8,11 +8,13 @@ drivers need at run time:
 * :func:`launch` — a kernel launch on :func:`stream`, configured once per kernel, grid,
   block and stream (:func:`_configured`), after :func:`refuse_host_arrays`; with
   numba-cuda, later launches with the same argument facts go through a prepared launch
-  (``cuda_plans``) instead of the dispatcher;
+  (``cuda_plans``) instead of the dispatcher, and a kernel with a saved binary
+  (``cuda_binaries``) through one from its first launch, never configured or compiled;
 * :func:`stream` — the stream to launch on: CuPy's *current* stream (the ``cuda`` device
   makes a queue's stream current while it runs a kernel of that queue, OpenACC 3.3
-  §2.16.1), wrapped with the compiler's ``cuda.external_stream`` once per device and
-  handle (``_external``: the driver hands a destroyed stream's handle out again, after
+  §2.16.1), named once per device and handle by a :class:`QueueStream` (its compiler's
+  ``cuda.external_stream`` and cuda.core's stream made when first needed; ``_external``:
+  the driver hands a destroyed stream's handle out again, after
   ``acc.shutdown`` to another device's stream too, and a configuration's plan keeps one
   device's function handle); the default stream when CuPy is not in use (Numba's CUDA
   simulator);
@@ -62,8 +64,9 @@ from numba import config as _numba_config
 from . import cuda_compilers, cuda_plans
 from .feedback import info_enabled, log_info
 
-__all__ = ["launch", "stream", "launch_shape", "tile", "launch_tiles", "partials", "scratch",
-           "on_device", "finish", "scalar", "refuse_host_arrays", "SIMULATED", "DEFAULT_BLOCK"]
+__all__ = ["launch", "stream", "QueueStream", "trip_count", "launch_shape", "tile", "launch_tiles",
+           "partials", "scratch", "on_device", "finish", "scalar", "refuse_host_arrays",
+           "SIMULATED", "DEFAULT_BLOCK"]
 
 #: True when kernels run in Numba's CUDA simulator.
 SIMULATED = bool(_numba_config.ENABLE_CUDASIM)
@@ -87,7 +90,7 @@ _FEW_BLOCKS = 128
 #: configured launches kept (kernel, grid, block, stream); the oldest go first
 _CONFIGURED_KEPT = 512
 
-_external: dict[tuple[int, int], object] = {}  # (device, handle) → the compiler's wrapper
+_external: dict[tuple[int, int], QueueStream] = {}  # (device, handle) → its one name
 _multiprocessors: list[int] = []
 _configured: dict[tuple, object] = {}
 _prepared: list = []  # [CuPy's array class, or None: no prepared launches], once decided
@@ -111,7 +114,8 @@ def _cupy():
 
 
 def stream():
-    """The compiler's stream of the queue being run (CuPy's current stream)."""
+    """The :class:`QueueStream` of the queue being run (CuPy's current stream), or 0 (the
+    default stream: no CuPy in use, Numba's simulator)."""
     cupy = _cupy()
     if cupy is None:
         return 0
@@ -120,12 +124,35 @@ def stream():
     if pointer == 0:
         return 0
     place = (current.device_id, pointer)  # a handle names one stream of one device at a time
-    wrapped = _external.get(place)
-    if wrapped is None:
-        wrapped = _external.setdefault(place, _cuda().external_stream(pointer))
+    named = _external.get(place)
+    if named is None:
+        named = _external.setdefault(place, QueueStream(pointer))
         if pointer in _EVERY_DEVICES:
-            _shared.add(id(wrapped))  # (wrappers are kept for ever: their ids stay theirs)
-    return wrapped
+            _shared.add(id(named))  # (kept for ever: their ids stay theirs)
+    return named
+
+
+class QueueStream:
+    """One stream of one device, as launches name it (``stream``): the compiler's wrapper
+    of it and cuda.core's, each made when first needed (a process whose kernels all load
+    from saved binaries never imports the compiler: ``cuda_kernels``)."""
+
+    __slots__ = ("handle", "_compiler", "_core")
+
+    def __init__(self, handle: int):
+        self.handle, self._compiler, self._core = handle, None, None
+
+    def compiler(self):
+        """The compiler's ``cuda.external_stream`` of it (a launch configuration's)."""
+        if self._compiler is None:
+            self._compiler = _cuda().external_stream(self.handle)
+        return self._compiler
+
+    def core(self):
+        """cuda.core's stream of it (a prepared launch of a loaded kernel's)."""
+        if self._core is None:
+            self._core = cuda_plans.core_stream(self.handle)
+        return self._core
 
 
 def refuse_host_arrays(kernel, args) -> None:
@@ -158,7 +185,7 @@ def launch(kernel, grid, block, args: tuple) -> None:
         refuse_host_arrays(kernel, args)
         _simulated_launch(kernel, grid, block, _own_records(args))
         return
-    where = stream()  # 0, or the one wrapper of its device and pointer (``_external``)
+    where = stream()  # 0, or the one name of its device and pointer (``_external``)
     key = (kernel, grid, block, where)
     # a queue's stream belongs to one device; the default streams are every device's, and
     # a plan keeps one device's function handle: no plans there
@@ -170,6 +197,8 @@ def launch(kernel, grid, block, args: tuple) -> None:
         prepared.launch(args)
         return
     refuse_host_arrays(kernel, args)
+    if found is not None and cuda_plans.launch_loaded(key, args, found, array_class):
+        return  # through the plan of its saved binary: the compiler never sees it
     args = _own_records(args)  # (records have no facts: never a plan's arguments)
     configured = _configured.get(key)
     if configured is None:
@@ -234,7 +263,7 @@ def _configure(key, kernel, grid, block, where):
     with _lock, warnings.catch_warnings():
         if _size(grid) < _FEW_BLOCKS:
             warnings.filterwarnings("ignore", message=cuda_compilers.LOW_OCCUPANCY.pattern)
-        configured = kernel[grid, block, where]
+        configured = kernel[grid, block, where if type(where) is int else where.compiler()]
         if len(_configured) >= _CONFIGURED_KEPT:
             del _configured[next(iter(_configured))]
         _configured[key] = configured
@@ -276,6 +305,14 @@ def _capped_grid() -> int:
     if not _multiprocessors:
         _multiprocessors.append(_cuda().get_current_device().MULTIPROCESSOR_COUNT)
     return BLOCKS_PER_SM * _multiprocessors[0]
+
+
+def trip_count(start, stop, step) -> int:
+    """The iterations of ``range(start, stop, step)``, Python's own count (a zero step
+    raises ``ValueError``, as ``runtime.trip_count`` does): a driver runs on the host, and
+    calling Numba's helper from there would load Numba's CPU target in a process that runs
+    only GPU kernels (~0.15 s at the first call)."""
+    return len(range(start, stop, step))
 
 
 def launch_shape(total: int, block: int, gangs: int | None, capped: bool):

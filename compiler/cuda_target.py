@@ -26,7 +26,9 @@ a GPU the host and the device are separate, so the generated module holds:
   on the device, as OpenACC requires, and the scalars they assign that are used later
   come back through one-element outputs;
 * routines as ``@cuda.jit(device=True)`` functions (§2.15); ``acc.atomic.*`` as
-  ``cuda.atomic.*`` (§2.12);
+  ``cuda.atomic.*`` (§2.12); outside the simulator the module's ``cuda`` is
+  ``cuda_kernels.deferred``: no kernel is handed to the compiler (nor the compiler
+  imported) before one must be compiled;
 * the driver ``_acc_kernel`` (plain Python): the function with each parallel nest
   replaced by its launch on the current queue's stream (``cuda_runtime.stream``) and each
   device run replaced by its single-thread launch. Scalar code (sizes, bounds, tests on
@@ -103,8 +105,13 @@ class CudaTarget(Target):
 
     # -- the module ---------------------------------------------------------------------
     def imports(self):
-        return [f"import numpy as {NP}", cuda_compilers.chosen().import_line(_CUDA),
-                f"from pyacc.compiler import runtime as {RT}",
+        """The module's imports; outside the simulator its ``cuda`` is the chosen
+        compiler's, deferred until a kernel is compiled (``cuda_kernels``)."""
+        compiler = cuda_compilers.chosen()
+        cuda = [compiler.import_line(_CUDA)] if cuda_runtime.SIMULATED else [
+            f"from pyacc.compiler.cuda_kernels import deferred as {_CUDA}_deferred",
+            f"{_CUDA} = {_CUDA}_deferred({compiler.name!r})"]
+        return [f"import numpy as {NP}", *cuda, f"from pyacc.compiler import runtime as {RT}",
                 f"from pyacc.compiler import cuda_runtime as {_CRT}"]
 
     def atomic_function(self, op):
@@ -202,7 +209,7 @@ class CudaTarget(Target):
             lines.append(f"{e} = STOP{depth}")
             if not is_const(step):
                 lines.append(f"{t} = STEP{depth}")
-            lines.append(f"{n} = {RT}.trip_count({s}, {e}, {t})")
+            lines.append(f"{n} = {_CRT}.trip_count({s}, {e}, {t})")
         return "\n".join(lines), exprs
 
     def _launch_lines(self, nest, p, name, params, tile, private_arrays, slots):

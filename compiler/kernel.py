@@ -294,8 +294,6 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
     info.notes, info.arg_types = plan.notes, dict(zip(info.kernel_params, arg_types))
     shown, shown_types = feedback_view(info, info.arg_types)
     feedback.report_build(shown, plan.notes, shown_types)
-    if target == "cuda":  # the compiler loaded as pyacc loads it (its NumPy 2.5 fix)
-        cuda_compilers.load()
     filename = str(path) if on_disk else f"<pyacc kernel {name}>"
     module = _load_module(text, filename, f"_pyacc_kernel_{digest}", builder.injected, on_disk)
     dispatcher = getattr(module, KERNEL_NAME)
@@ -336,14 +334,17 @@ def _warn_boundscheck_on_cuda(boundscheck):
 
 def _cuda_driver(driver, info, generated_file, linemap):
     """The driver of a cuda kernel; Numba's typing or lowering failures, which happen at
-    a kernel's first launch, become ``CompileError`` located in the user's source."""
-
-    failures = cuda_compilers.chosen().errors()  # the compiler's own NumbaError too
+    a kernel's first launch, become ``CompileError`` located in the user's source. (The
+    compiler's own classes are looked up at the first failure: a process whose kernels
+    all load from saved binaries never imports the compiler, ``cuda_kernels``.)"""
 
     def kernel(*args):
         try:
             return driver(*args)
-        except failures as exc:
+        except Exception as exc:
+            compiler = cuda_compilers.chosen()
+            if not compiler.imported() or not isinstance(exc, compiler.errors()):
+                raise  # (not the compiler's: it failed to load, or is not the cause)
             raise compile_error(info, exc, generated_file, linemap,
                                  _launch_origin(exc, generated_file, linemap)) from None
 

@@ -17,6 +17,7 @@ from pyacc.mapping import (
     InvalidAsyncError, MapKind, NotPresentError, MapRequest, UpdateDirection, check_array,
 )
 
+from pyacc.compiler import cuda_binaries
 from pyacc.compiler.analysis import is_struct
 
 from . import _devices
@@ -341,10 +342,14 @@ def get_device_num(device_type=None) -> int:
 
 @reported
 def init(device_type=None) -> None:
-    """Initialise the device (and make the type current, §3.2.7)."""
+    """Initialise the device (and make the type current, §3.2.7); on cuda also import the
+    loader of saved GPU kernels, which the first compute call would otherwise pay
+    (``cuda_binaries.prepare``)."""
     if device_type is not None:
         set_device_type(device_type)
     current_runtime()
+    if ICVS.device_type == "cuda":
+        cuda_binaries.prepare()
 
 
 @reported

@@ -168,11 +168,14 @@ def test_the_cold_start_child_imports_the_measured_pyacc_installed_or_not(monkey
 
     def run(command, env, **_):
         seen.append(env["PYTHONPATH"].split(os.pathsep)[0])
-        out = json.dumps({"file": str(bench_cuda.ROOT / "pyacc" / "__init__.py"), "first_s": 0.5})
+        out = json.dumps({"file": str(bench_cuda.ROOT / "pyacc" / "__init__.py"), "first_s": 0.5,
+                          "import_s": 0.25, "init_s": 0.125, "warm_us": 1.0,
+                          "binaries": {"loaded": 0, "saved": 0}})
         return SimpleNamespace(returncode=0, stdout=out + "\n", stderr="")
 
     monkeypatch.setattr(subprocess, "run", run)
-    assert bench_cuda.cold_start("emulated", 2)["cached_first_call_ms"] == 500.0
+    cold = bench_cuda.cold_start("emulated", 2)
+    assert cold["cached_first_call_ms"] == 500.0 and cold["cached_start_ms"] == 875.0
     assert seen == [str(bench_cuda.ROOT)] * 3
 
     def elsewhere(command, env, **_):

@@ -6,8 +6,9 @@ stream handle, the loaded function (``get_cufunc``), cuda.core's DLPack view of 
 array (``StridedMemoryView.from_dlpack``, through which numba-cuda types a CuPy array and
 reads its words: :class:`View`; it refuses a record dtype, as CuPy's DLPack export
 does), the current context (numba-cuda's own device arrays are made in it, by
-``cuda.from_cuda_array_interface``), and ``cuda.core.launch``, which records the words
-it is given. :class:`DeviceArray` is a CuPy array as far as a launch looks at it.
+``cuda.from_cuda_array_interface``), and ``cuda.core.launch`` (numba-cuda's, and the one
+a loaded kernel's plan calls: ``cuda_plans._core``), which records the words it is given.
+:class:`DeviceArray` is a CuPy array as far as a launch looks at it.
 
 Used by ``test_cuda_plans.py`` and ``benchmarks/bench_launch_plans.py``:
 ``stand_in(monkeypatch)`` (a ``pytest.MonkeyPatch``) puts the leaves in place and sets
@@ -35,7 +36,14 @@ CONTEXT = SimpleNamespace(name="the current context")  # numba-cuda's
 
 
 class _QueueStream:
-    """The compiler's wrapper of a queue's stream (``cuda_runtime.stream()``)."""
+    """A queue's stream as ``cuda_runtime.stream()`` names it: its compiler's wrapper is
+    itself, its cuda.core stream :data:`STREAM`."""
+
+    def compiler(self):
+        return self
+
+    def core(self):
+        return STREAM
 
 
 QUEUE_STREAM = _QueueStream()
@@ -118,6 +126,9 @@ def stand_in(monkeypatch) -> SimpleNamespace:
     monkeypatch.setattr(dispatcher, "launch",
                         lambda stream, config, handle, *words: watch.launches.append(
                             (stream, config, handle, words)))
+    # a loaded kernel's plan launches through cuda.core itself: the same stand-in
+    monkeypatch.setattr(cuda_plans, "_core", lambda: (
+        lambda *launched: dispatcher.launch(*launched), dispatcher.LaunchConfig))
     call = dispatcher.CUDADispatcher.call
 
     def counted(self, args, launch_config):

@@ -17,7 +17,8 @@ import pytest
 
 from cases import CASES
 
-from pyacc.compiler import CompileError, analyze, cuda_compilers, cuda_runtime, get_kernel, parse_clauses
+from pyacc.compiler import (CompileError, analyze, cuda_compilers, cuda_kernels, cuda_runtime, get_kernel,
+                            parse_clauses)
 
 if cuda_runtime.SIMULATED:  # pragma: no cover - conftest keeps this file out
     pytest.skip("compiles for a real GPU", allow_module_level=True)
@@ -132,6 +133,8 @@ def compile_only(monkeypatch, compiler_name):
             monkeypatch.setattr(cuda_runtime, "scratch", scratch)
         kernel = get_kernel(info, args, target="cuda", device_type="cuda")
         module = kernel.driver.__globals__
+        if isinstance(module["_acc_cuda"], cuda_kernels.Deferred):  # (a new module)
+            cuda_kernels.realise(module, compiler_name)  # what a first launch does
         assert module["_acc_cuda"] is cuda_compilers.load(compiler)
         for name, value in list(module.items()):
             if name.startswith(("_acc_k", "_acc_s")) and hasattr(value, "py_func"):

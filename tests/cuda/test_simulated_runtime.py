@@ -380,3 +380,17 @@ def test_the_simulated_launch_refuses_a_record_array_as_numba_cuda_does():
         with acc.host_data(use_device=g) as device_g:
             with pytest.raises(NumbaNotImplementedError, match=r"\|V16"):
                 cuda_runtime._simulated_launch(None, 1, 1, (device_g,))
+
+
+def test_init_on_cuda_prepares_the_loader_of_saved_kernels(monkeypatch):
+    """OpenACC 3.3 §3.2.7: ``acc.init`` isolates initialisation costs; on cuda these include
+    importing the loader of saved GPU kernels (``cuda_binaries.prepare``: what it imports
+    is ``tests/cuda/test_cuda_binaries.py``'s), which a first compute call would pay."""
+    from pyacc.compiler import cuda_binaries
+
+    prepared = []
+    monkeypatch.setattr(cuda_binaries, "prepare", lambda: prepared.append(acc.get_device_type()))
+    acc.init("host")
+    acc.init("cuda")
+    acc.init()
+    assert prepared == ["cuda", "cuda"]

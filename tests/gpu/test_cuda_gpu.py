@@ -698,3 +698,15 @@ def test_each_gpu_launches_its_own_functions_after_shutdowns(gpu):
                 acc.wait(1)
         np.testing.assert_allclose(y, 1.0 + 12.0 * x)
     acc.set_device_num(0, "cuda")
+
+
+def test_a_second_process_loads_the_kernels_the_first_compiled(gpu):
+    """Kernels compiled once per machine (``cuda_binaries``): ``bench_cuda.py``'s cold
+    start, one process compiling into an empty kernel cache and saving its GPU kernels'
+    binaries, the next loading every one of them (each child checks its results)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    import bench_cuda
+
+    cold = bench_cuda.cold_start("cuda", 1)
+    assert cold["binaries_saved"] >= 2
+    assert cold["binaries_loaded"] == cold["binaries_saved"]
