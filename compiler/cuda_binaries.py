@@ -73,7 +73,7 @@ _SCALARS = {"float64": ctypes.c_double, "float32": ctypes.c_float,
 _COMPLEX = {"complex128": ctypes.c_double, "complex64": ctypes.c_float}
 _ARRAY = "array"
 
-_looked: dict[tuple, object] = {}  # (dispatcher, kinds) → Binary, DUE or None
+_looked: dict[tuple, object] = {}  # (dispatcher, kinds, capability) → Binary, DUE or None
 _lock = threading.Lock()
 _counts = {"loaded": 0, "saved": 0}  # binaries loaded and saved by this process
 _objects: list = []  # the loaded binaries' object codes (their kernels launch from them)
@@ -220,12 +220,14 @@ def lookup(dispatcher, found):
     """For ``dispatcher``'s launch with argument kinds ``found`` (:func:`kinds`): its
     loaded :class:`Binary`; :data:`DUE` when it has no binary yet, or one that is refused
     or of other kernels, and one can be saved after this launch (:func:`save`); None
-    otherwise. Asked once per process and kernel and kinds."""
-    memo = (dispatcher, found)
+    otherwise. Asked once per process, kernel, kinds and compute capability (a process
+    may drive GPUs of two capabilities: a cubin runs on its own)."""
+    capability = _capability()
+    memo = (dispatcher, found, capability)
     answer = _looked.get(memo, _lock)
     if answer is not _lock:
         return answer
-    answer = _look(dispatcher, found)
+    answer = _look(dispatcher, found, capability)
     with _lock:
         if len(_looked) >= KEPT:
             del _looked[next(iter(_looked))]
@@ -233,8 +235,7 @@ def lookup(dispatcher, found):
     return answer
 
 
-def _look(dispatcher, found):
-    capability = _capability() if found is not None else None
+def _look(dispatcher, found, capability):
     path = _path(dispatcher, found, capability) if capability is not None else None
     if path is None:
         return None
@@ -267,10 +268,10 @@ def save(dispatcher, kernel, found, args, words) -> None:
     """Write the binary of ``dispatcher``'s compiled ``kernel`` (numba-cuda's ``_Kernel``)
     for kinds ``found``, given the ``words`` numba-cuda's launch passed for ``args``; say
     through ``PYACC_INFO`` why not when it cannot be (module docstring). Never raises; once
-    per process and kernel and kinds (later lookups answer None)."""
-    with _lock:
-        _looked[(dispatcher, found)] = None
+    per process, kernel, kinds and capability (later lookups answer None)."""
     capability = _capability()
+    with _lock:
+        _looked[(dispatcher, found, capability)] = None
     path = _path(dispatcher, found, capability) if capability is not None else None
     if path is None or kernel is None:
         return

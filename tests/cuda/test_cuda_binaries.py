@@ -315,3 +315,18 @@ def test_preparing_imports_the_loader_and_not_the_compiler():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["['cuda.core']"]
+
+
+def test_a_process_with_gpus_of_two_capabilities_loads_each_its_own(machine, monkeypatch):
+    """A cubin runs on the capability it was linked for: the lookup is remembered per
+    capability, so the second GPU's launch compiles (and saves) its own."""
+    a = DeviceArray((10, 1))
+    cuda_runtime.launch(_kernel(), 1, 8, (a, 10, 1.0))  # saved for 9.0
+    _new_process(monkeypatch)
+    kernel = _kernel()
+    cuda_runtime.launch(kernel, 1, 8, (a, 10, 1.0))  # loaded on the 9.0 GPU
+    assert len(machine.loads) == 1 and not kernel.overloads
+    monkeypatch.setattr(cuda_binaries, "_capability", lambda: "80")
+    cuda_plans._plans.clear()  # (another device's stream: another configuration)
+    cuda_runtime.launch(kernel, 1, 8, (a, 10, 1.0))
+    assert len(machine.loads) == 1 and kernel.overloads and len(_binaries()) == 2
