@@ -60,7 +60,7 @@ stand_in(patch)
 patch.setattr(dispatcher, "launch", lambda stream, config, handle, *words: None)
 patch.setattr(codegen.JITCUDACodegen, "magic_tuple", lambda self: ((13, 0), (9, 0)))
 patch.setattr(cuda_binaries, "_capability", lambda: "90")
-patch.setattr(cuda_binaries, "_load_kernel", lambda cubin, entry: (len(cubin), entry))
+patch.setattr(cuda_binaries, "_load_kernel", lambda cubin, entry: ((len(cubin), entry), None))
 
 def saxpy(a, x, y):
     for i in range(x.shape[0]):

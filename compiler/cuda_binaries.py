@@ -15,6 +15,9 @@ arguments (:func:`kinds`), when
 - the words :func:`spell` makes for that launch's arguments are exactly the words
   numba-cuda's launch passed (``_Kernel._prepare_args``; compared word by word, type and
   value: what ``cuda.core.launch`` packs for the driver), and
+- numba-cuda compiled the kernel for exactly the types of these kinds (its dispatcher may
+  run one compiled for types they convert to, which would fix that choice for every
+  later process), and
 - the kernel needs nothing a load does not do: no module setup functions, no NRT, not
   cooperative, no debug error word, no dispatcher extensions, no shared-memory carveout,
   not launch-config sensitive (``cuda_plans`` refuses the same for plans).
@@ -31,19 +34,22 @@ compiles, types or loads anything for it.
 covers pyacc's code generator, Numba's version, the text and the kernel's key material:
 ``kernel.py``), the kernel's name, the argument kinds (an array's dtype, dimensions and
 layout, C, F or A, as numba-cuda types it; a scalar's type), the compiler and its version
-(``cuda_compilers``), and the device's compute capability.
+(``cuda_compilers``), the device's compute capability, Numba's settings from the
+environment (``NUMBA_*``) and the versions of the toolkit that compiled and linked it.
 
 Invariants: a binary is written whole or not at all (``caches.temporary``, renamed into
 place); a loaded kernel's words for any arguments of the binary's kinds are the words
 numba-cuda's launch would pass (the rule :func:`spell` follows, checked at every save and
 by ``tests/cuda/test_cuda_binaries.py`` against numba-cuda's own marshaller); anything
-unexpected (no cache, an unreadable, refused or foreign binary, a load that fails) means
-the dispatcher's path and a compile, never an error of the call.
+unexpected (no cache, an unreadable, refused or foreign binary, a load or a launch of a
+loaded kernel that fails) means the dispatcher's path and a compile, never an error of
+the call.
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib.metadata
 import json
 import os
 import sys
@@ -55,7 +61,7 @@ import numpy as np
 from . import caches, cuda_compilers
 from .feedback import info_enabled, log_info
 
-__all__ = ["lookup", "save", "spell", "kinds", "prepare", "counts", "Binary", "DUE", "FOLDER",
+__all__ = ["lookup", "save", "refuse", "spell", "kinds", "prepare", "counts", "Binary", "DUE", "FOLDER",
            "FORMAT", "KEPT"]
 
 #: the binaries' folder inside the kernel cache
@@ -72,11 +78,16 @@ _SCALARS = {"float64": ctypes.c_double, "float32": ctypes.c_float,
                ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")}}
 _COMPLEX = {"complex128": ctypes.c_double, "complex64": ctypes.c_float}
 _ARRAY = "array"
+#: a Python scalar's kind (``kinds``) as the dtype numba-cuda types it with
+_SCALAR_KINDS = {"int": np.dtype(np.int64).str, "float": np.dtype(np.float64).str,
+                 "bool": np.dtype(np.bool_).str}
 
+#: the toolkit's parts a cubin depends on (NVVM compiles, nvJitLink links)
+_TOOLKIT = ("nvidia-nvvm", "nvidia-nvjitlink", "nvidia-nvjitlink-cu12", "cuda-bindings")
+_toolkit: list = []  # [their versions], read once
 _looked: dict[tuple, object] = {}  # (dispatcher, kinds, capability) → Binary, DUE or None
 _lock = threading.Lock()
 _counts = {"loaded": 0, "saved": 0}  # binaries loaded and saved by this process
-_objects: list = []  # the loaded binaries' object codes (their kernels launch from them)
 
 
 def counts() -> dict:
@@ -100,10 +111,11 @@ def prepare() -> None:
 class Binary:
     """A loaded binary: the driver's kernel and each parameter's spelling."""
 
-    __slots__ = ("handle", "parameters", "path")
+    __slots__ = ("handle", "code", "parameters", "path")
 
-    def __init__(self, handle, parameters: tuple, path: Path):
-        self.handle, self.parameters, self.path = handle, parameters, path
+    def __init__(self, loaded: tuple, parameters: tuple, path: Path):
+        self.handle, self.code = loaded  # (the kernel launches from its object code)
+        self.parameters, self.path = parameters, path
 
 
 # -- kinds and words --------------------------------------------------------------------------
@@ -189,9 +201,25 @@ def _path(dispatcher, found, capability: str) -> Path | None:
     if module.parent != folder or not module.is_file():
         return None
     material = repr((module.name, function.__name__, found, cuda_compilers.chosen().label(),
-                     capability, FORMAT))
+                     capability, FORMAT, _settings()))
     digest = hashlib.sha256(material.encode()).hexdigest()[:24]
     return folder / FOLDER / f"{module.stem}.{function.__name__}.{digest}.cubin"
+
+
+def _settings() -> tuple:
+    """What else decides a cubin: Numba's settings from the environment (``NUMBA_OPT``,
+    ``NUMBA_CUDA_DEBUGINFO``, ...) and the CUDA toolkit that compiled and linked it."""
+    if not _toolkit:
+        versions = []
+        for distribution in _TOOLKIT:
+            try:
+                versions.append(importlib.metadata.version(distribution))
+            except importlib.metadata.PackageNotFoundError:
+                versions.append(None)
+        _toolkit.append(tuple(versions))
+    numba = tuple(sorted((name, value) for name, value in os.environ.items()
+                         if name.startswith("NUMBA_")))
+    return numba, _toolkit[0]
 
 
 def _capability() -> str | None:
@@ -206,14 +234,12 @@ def _capability() -> str | None:
 
 
 def _load_kernel(cubin: bytes, entry: str):
-    """The driver's kernel ``entry`` of ``cubin`` (``cuda.core``, as numba-cuda loads one);
-    its object code is kept for the process (:data:`_objects`)."""
+    """``(kernel, object code)``: the driver's kernel ``entry`` of ``cubin`` (``cuda.core``,
+    as numba-cuda loads one), and the object code it launches from."""
     from cuda.core import ObjectCode  # here: only where a binary is loaded (a GPU)
 
     code = ObjectCode.from_cubin(cubin)
-    kernel = code.get_kernel(entry)
-    _objects.append(code)
-    return kernel
+    return code.get_kernel(entry), code
 
 
 def lookup(dispatcher, found):
@@ -264,6 +290,17 @@ def _look(dispatcher, found, capability):
     return binary
 
 
+def refuse(dispatcher, found, why: str) -> None:
+    """Forget a loaded binary of ``dispatcher`` for kinds ``found`` that failed: this
+    process compiles the kernel from now on (said through ``PYACC_INFO``)."""
+    capability = _capability()
+    with _lock:
+        binary = _looked.get((dispatcher, found, capability))
+        _looked[(dispatcher, found, capability)] = None
+    if type(binary) is Binary:
+        _report(binary.path, f"{why}; the kernel is compiled")
+
+
 def save(dispatcher, kernel, found, args, words) -> None:
     """Write the binary of ``dispatcher``'s compiled ``kernel`` (numba-cuda's ``_Kernel``)
     for kinds ``found``, given the ``words`` numba-cuda's launch passed for ``args``; say
@@ -277,7 +314,7 @@ def save(dispatcher, kernel, found, args, words) -> None:
         return
     try:
         parameters = tuple(map(parameter, kernel.argument_types))
-        why = _unsavable(kernel, parameters, args, words)
+        why = _unsavable(kernel, parameters, args, words, found)
         if why:
             _report(path, f"not saved: {why}")
             return
@@ -298,7 +335,32 @@ def save(dispatcher, kernel, found, args, words) -> None:
         _report(path, f"not saved ({type(why).__name__}: {why})")
 
 
-def _unsavable(kernel, parameters, args, words) -> str | None:
+def _compiled_for(types, found) -> bool:
+    """Whether numba-cuda's compiled ``types`` are exactly those of arguments of kinds
+    ``found`` (its dispatcher also runs a kernel compiled for types the arguments convert
+    to: an A-layout kernel for a C array, float64 for a float32 scalar)."""
+    if len(types) != len(found):
+        return False
+    for numba_type, kind in zip(types, found):
+        if type(kind) is tuple:
+            dtype, ndim, layout = kind
+            if type(numba_type).__name__ != "Array" or numba_type.ndim != ndim or \
+                    numba_type.layout != layout or _dtype(numba_type.dtype) != dtype:
+                return False
+        elif _dtype(numba_type) != _SCALAR_KINDS.get(kind, kind):
+            return False
+    return True
+
+
+def _dtype(numba_type) -> str | None:
+    """The NumPy dtype string of a numeric numba type, or None."""
+    try:
+        return np.dtype(str(numba_type)).str
+    except TypeError:
+        return None
+
+
+def _unsavable(kernel, parameters, args, words, found) -> str | None:
     """Why ``kernel`` cannot be saved, or None (module docstring)."""
     library = kernel._codelibrary
     if None in parameters:
@@ -310,6 +372,9 @@ def _unsavable(kernel, parameters, args, words) -> str | None:
         return "its module is set up at load"
     if getattr(getattr(kernel, "target_context", None), "enable_nrt", False):
         return "it uses numba-cuda's runtime (NRT)"
+    if not _compiled_for(kernel.argument_types, found):
+        return (f"numba-cuda ran a kernel compiled for other argument types "
+                f"({', '.join(map(str, kernel.argument_types))})")
     if comparable(spell(parameters, args)) != comparable(words):
         return "pyacc's words for its arguments are not numba-cuda's"
     return None

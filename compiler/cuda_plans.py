@@ -156,7 +156,8 @@ class PreparedLaunch:
         for slot, start, stop, position, kind in self._scalars:
             value = args[position]
             seen, marshalled = last[slot]  # (one tuple: another thread's store is whole)
-            if seen is not value and not (type(seen) is type(value) and seen == value):
+            # (a zero is marshalled again: 0.0 == -0.0, and the sign is the kernel's)
+            if seen is not value and not (type(seen) is type(value) and seen == value and value):
                 marshalled = self._marshal(kind, value)
                 last[slot] = (value, marshalled)
             words[start:stop] = marshalled
@@ -196,10 +197,17 @@ def _seen(kernel, configured) -> None:
 def launch_loaded(key, args, found, array_class) -> bool:
     """Launch ``args`` of facts ``found`` on configuration ``key`` through the plan of the
     kernel's saved binary (``cuda_binaries``), made and kept now; False when it has none."""
-    binary = cuda_binaries.lookup(key[0], cuda_binaries.kinds(found))
+    kinds = cuda_binaries.kinds(found)
+    binary = cuda_binaries.lookup(key[0], kinds)
     if type(binary) is not cuda_binaries.Binary:
         return False
-    _loaded(key, binary, args, found, array_class).launch(args)
+    try:
+        _loaded(key, binary, args, found, array_class).launch(args)
+    except Exception as why:  # noqa: BLE001 - not launched: the dispatcher compiles it
+        cuda_binaries.refuse(key[0], kinds, f"its launch failed ({type(why).__name__}: {why})")
+        with _lock:
+            _plans.get(key, {}).pop(found, None)
+        return False
     return True
 
 
@@ -264,7 +272,7 @@ def _store(key, found, plan) -> None:
 
 def _loaded(key, binary, args, found, array_class) -> PreparedLaunch:
     """The plan of a loaded kernel (``cuda_binaries``) for these arguments, kept for their
-    facts: cuda.core's launch of the binary's kernel on the configuration's stream, with
+    facts from their second sight (fresh scratch arrays push no plan out): cuda.core's launch of the binary's kernel on the configuration's stream, with
     the ``LaunchConfig`` numba-cuda's launch makes for pyacc's configurations (no dynamic
     shared memory, not cooperative: a kernel that is is never saved)."""
     _, grid, block, stream = key
@@ -276,7 +284,8 @@ def _loaded(key, binary, args, found, array_class) -> PreparedLaunch:
     plan = PreparedLaunch(launch, stream.core(), config(grid=_dimensions(grid),
                                                         block=_dimensions(block), shmem_size=0),
                           binary.handle, words, scalars, cuda_binaries.word)
-    _store(key, found, plan)
+    if _second_sight(key, found):  # kept as numba-cuda's plans are: facts seen twice
+        _store(key, found, plan)
     return plan
 
 

@@ -302,8 +302,11 @@ def _simulated_argument(value):
 def _capped_grid() -> int:
     if SIMULATED:
         return SIMULATOR_GRID
-    if not _multiprocessors:
-        _multiprocessors.append(_cuda().get_current_device().MULTIPROCESSOR_COUNT)
+    if not _multiprocessors:  # CuPy's count where it is in use: no compiler imported for it
+        cupy = _cupy()
+        _multiprocessors.append(
+            cupy.cuda.Device().attributes["MultiProcessorCount"] if cupy is not None
+            else _cuda().get_current_device().MULTIPROCESSOR_COUNT)
     return BLOCKS_PER_SM * _multiprocessors[0]
 
 

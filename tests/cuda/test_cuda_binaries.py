@@ -57,7 +57,7 @@ def machine(monkeypatch, tmp_path):
 
     def load(cubin, entry):
         watched.loads.append((cubin, entry))
-        return ("loaded", entry)
+        return ("loaded", entry), "its object code"
     monkeypatch.setattr(cuda_binaries, "_load_kernel", load)
     return watched
 
@@ -330,3 +330,74 @@ def test_a_process_with_gpus_of_two_capabilities_loads_each_its_own(machine, mon
     cuda_plans._plans.clear()  # (another device's stream: another configuration)
     cuda_runtime.launch(kernel, 1, 8, (a, 10, 1.0))
     assert len(machine.loads) == 1 and kernel.overloads and len(_binaries()) == 2
+
+
+def test_a_binary_holds_only_a_kernel_compiled_for_exactly_its_kinds():
+    """A dispatcher may run a kernel compiled for types the arguments convert to (an A
+    layout for a C array, float64 for a float32 scalar): saved under the arguments'
+    kinds, it would fix that choice for every later process; such a kernel is not saved."""
+    from numba import types
+
+    c2, a2 = types.Array(types.float64, 2, "C"), types.Array(types.float64, 2, "A")
+    kinds = (("<f8", 2, "C"), "int", "<f4", "bool")
+    exact = (c2, types.int64, types.float32, types.boolean)
+    assert cuda_binaries._compiled_for(exact, kinds)
+    assert not cuda_binaries._compiled_for((a2, *exact[1:]), kinds)
+    assert not cuda_binaries._compiled_for((c2, types.int64, types.float64, types.boolean), kinds)
+    assert not cuda_binaries._compiled_for((types.Array(types.float32, 2, "C"), *exact[1:]), kinds)
+    assert not cuda_binaries._compiled_for(exact[:3], kinds)
+
+
+def test_a_loaded_kernel_whose_launch_fails_is_compiled(machine, monkeypatch, capsys):
+    a = DeviceArray((10, 1))
+    cuda_runtime.launch(_kernel(), 1, 8, (a, 10, 1.0))
+    _new_process(monkeypatch)
+    monkeypatch.setenv("PYACC_INFO", "1")
+    calls = []
+
+    def launch(stream, config, handle, *words):
+        calls.append(handle)
+        if handle[0] == "loaded":
+            raise RuntimeError("CUDA_ERROR_INVALID_HANDLE")
+        watch.launches.append((stream, config, handle, words))
+    monkeypatch.setattr(dispatcher, "launch", launch)
+    kernel = _kernel()
+    for _ in range(3):
+        cuda_runtime.launch(kernel, 1, 8, (a, 10, 1.0))
+    assert [handle[0] for handle in calls].count("loaded") == 1  # then numba-cuda's
+    assert kernel.overloads and len(watch.launches) == 1 + 3
+    assert "its launch failed (RuntimeError: CUDA_ERROR_INVALID_HANDLE)" in capsys.readouterr().err
+
+
+def test_a_loaded_plan_is_kept_from_the_second_sight_of_its_facts(machine, monkeypatch):
+    """Arrays made afresh for each launch (partials, scratch rows) push no plan out."""
+    cuda_runtime.launch(_kernel(), 1, 8, (DeviceArray((10, 1)), 10, 1.0))
+    _new_process(monkeypatch)
+    kernel = _kernel()
+    for pointer in range(1, 20):  # a new array each time: facts never seen twice
+        cuda_runtime.launch(kernel, 1, 8, (DeviceArray((10, 1), ptr=pointer << 12), 10, 1.0))
+    assert not cuda_plans._plans and len(machine.loads) == 1 and not kernel.overloads
+    a = DeviceArray((10, 1), ptr=0x5000)
+    for _ in range(3):
+        cuda_runtime.launch(kernel, 1, 8, (a, 10, 1.0))
+    assert [len(plans) for plans in cuda_plans._plans.values()] == [1]
+
+
+def test_a_negative_zero_scalar_keeps_its_sign(machine, monkeypatch):
+    kernel, a = _kernel(), DeviceArray((10, 1))
+    for x in (0.0, 0.0, 0.0, -0.0, 0.0):  # the third through a plan
+        cuda_runtime.launch(kernel, 1, 8, (a, 10, x))
+    signs = [np.copysign(1.0, words[-1].value) for *_, words in watch.launches]
+    assert signs == [1.0, 1.0, 1.0, -1.0, 1.0]
+
+
+def test_numbas_settings_are_part_of_a_binarys_key(machine, monkeypatch):
+    """``NUMBA_OPT``, ``NUMBA_CUDA_DEBUGINFO``, ... change what numba-cuda compiles: a
+    binary saved under other settings is not loaded."""
+    a = DeviceArray((10, 1))
+    cuda_runtime.launch(_kernel(), 1, 8, (a, 10, 1.0))
+    _new_process(monkeypatch)
+    monkeypatch.setenv("NUMBA_OPT", "0")
+    kernel = _kernel()
+    cuda_runtime.launch(kernel, 1, 8, (a, 10, 1.0))
+    assert not machine.loads and kernel.overloads and len(_binaries()) == 2
