@@ -22,8 +22,8 @@ can write the folder could otherwise run code in every process that reads it (a 
   with :data:`MAGIC` and the tag
   (:func:`sign_dispatcher_cache` swaps the dispatcher's cache-file object for a signing
   subclass of its own class: Numba's, numba-cuda's and numba-cuda-mlir's share that
-  design); small records (the serial crossover) through :func:`signed_bytes` /
-  :func:`verified_bytes`.
+  design); small records (the serial crossover) and GPU kernel binaries through
+  :func:`replace_signed` / :func:`verified_bytes`.
 - **A file whose signature is missing or wrong**, truncated, empty, unreadable or
   garbage is never imported, unpickled or believed: it counts as absent (the caller
   regenerates it, and replaces it where the folder is writable); the first such file of a
@@ -58,7 +58,7 @@ from pathlib import Path
 
 __all__ = ["cache_dir", "CacheTrustWarning", "refuse", "KEY_ENVIRONMENT", "MAGIC", "key", "key_path", "sign",
            "signed_text", "verified_text", "read_module", "write_module",
-           "signed_bytes", "verified_bytes", "temporary",
+           "signed_bytes", "verified_bytes", "replace_signed", "temporary",
            "private_folder", "sign_dispatcher_cache", "warn_once"]
 
 #: the setting that names a key file (sharing a cache between users on purpose)
@@ -306,6 +306,18 @@ def temporary(path: Path, data: bytes) -> Path:
 def signed_bytes(content: bytes, name: str) -> bytes:
     """``content`` signed, to be stored as the file ``name``."""
     return MAGIC + sign(content, name) + content
+
+
+def replace_signed(path: Path, content: bytes) -> None:
+    """Store ``content`` signed at ``path``, whole or not at all: a temporary file
+    (:func:`temporary`) renamed over whatever is there. Raises ``OSError`` when it cannot
+    be written; no temporary file is left behind."""
+    tmp = temporary(path, signed_bytes(content, path.name))
+    try:
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # (gone already when the rename succeeded)
 
 
 def verified_bytes(data: bytes, path) -> bytes | None:

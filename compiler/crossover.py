@@ -21,7 +21,6 @@ Invariants:
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import platform
@@ -32,7 +31,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from .caches import cache_dir, signed_bytes, temporary, verified_bytes
+from .caches import cache_dir, replace_signed, verified_bytes
 
 __all__ = ["serial_below", "measured_crossover", "recorded", "busy_cpu_seconds",
            "LOWEST", "HIGHEST"]
@@ -136,16 +135,10 @@ def recorded(name: str, measure):
         if others > _BUSY_SHARE * (time.perf_counter() - start):
             return value  # for this process only: the next one measures again
     known[name] = value
-    tmp = None
     try:
-        tmp = temporary(path, signed_bytes(json.dumps(known).encode(), path.name))
-        os.replace(tmp, path)
+        replace_signed(path, json.dumps(known).encode())
     except OSError:
         pass  # a read-only or full cache: measure again next time
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
     return value
 
 

@@ -37,8 +37,7 @@ layout, C, F or A, as numba-cuda types it; a scalar's type), the compiler and it
 (``cuda_compilers``), the device's compute capability, Numba's settings from the
 environment (``NUMBA_*``) and the versions of the toolkit that compiled and linked it.
 
-Invariants: a binary is written whole or not at all (``caches.temporary``, renamed into
-place); a loaded kernel's words for any arguments of the binary's kinds are the words
+Invariants: a binary is written whole or not at all (``caches.replace_signed``); a loaded kernel's words for any arguments of the binary's kinds are the words
 numba-cuda's launch would pass (the rule :func:`spell` follows, checked at every save and
 by ``tests/cuda/test_cuda_binaries.py`` against numba-cuda's own marshaller); anything
 unexpected (no cache, an unreadable, refused or foreign binary, a load or a launch of a
@@ -61,14 +60,14 @@ import numpy as np
 from . import caches, cuda_compilers
 from .feedback import info_enabled, log_info
 
-__all__ = ["lookup", "save", "refuse", "spell", "kinds", "prepare", "counts", "Binary", "DUE", "FOLDER",
-           "FORMAT", "KEPT"]
+__all__ = ["lookup", "save", "refuse", "spell", "kinds", "prepare", "counts", "Binary", "DUE",
+           "FOLDER", "FORMAT", "KEPT"]
 
 #: the binaries' folder inside the kernel cache
 FOLDER = "gpu"
 #: the layout of a binary; a binary of another layout is not loaded
 FORMAT = 1
-#: (kernel, kinds) whose lookups are remembered; the oldest go first
+#: (kernel, kinds, capability) whose lookups are remembered; the oldest go first
 KEPT = 1024
 #: :func:`lookup`'s answer when no binary exists yet and one can be saved after this launch
 DUE = "due"
@@ -325,12 +324,8 @@ def save(dispatcher, kernel, found, args, words) -> None:
                              "compiler": cuda_compilers.chosen().label()})
         content = header.encode() + b"\0" + bytes(kernel._codelibrary.get_cubin().code)
         caches.private_folder(path.parent)
-        temporary = caches.temporary(path, caches.signed_bytes(content, path.name))
-        try:
-            os.replace(temporary, path)
-            _counts["saved"] += 1
-        finally:
-            temporary.unlink(missing_ok=True)
+        caches.replace_signed(path, content)
+        _counts["saved"] += 1
     except Exception as why:  # noqa: BLE001 - the kernel ran; a binary is a saving only
         _report(path, f"not saved ({type(why).__name__}: {why})")
 

@@ -63,7 +63,7 @@ import numpy as np
 from . import cuda_binaries
 from .feedback import info_enabled, log_info
 
-__all__ = ["find", "launch_and_prepare", "launch_loaded", "core_stream", "facts",
+__all__ = ["find", "launch_and_prepare", "launch_loaded", "LAUNCHED", "core_stream", "facts",
            "PreparedLaunch", "enabled", "PLANS_KEPT", "FACTS_KEPT", "SIGHTINGS_KEPT"]
 
 #: configurations with plans kept; the oldest go first
@@ -80,6 +80,9 @@ _INT_RANGE = range(-(2 ** 62), 2 ** 62)
 _NUMBERS = frozenset(np.dtype(code).type for code in "?bBhHiIlLqQefdFD")
 #: the numba-cuda releases whose launch (``_Kernel.launch``) a plan reproduces
 _SUPPORTED = ("0.30.",)
+
+#: :func:`launch_loaded`'s answer when it launched
+LAUNCHED = "launched"
 
 _plans: dict[tuple, dict[tuple, PreparedLaunch | bool]] = {}  # False: refused
 _sightings: dict[tuple, None] = {}  # (configuration, facts) seen once
@@ -194,36 +197,39 @@ def _seen(kernel, configured) -> None:
         _launched.kernel = kernel
 
 
-def launch_loaded(key, args, found, array_class) -> bool:
+def launch_loaded(key, args, found, array_class):
     """Launch ``args`` of facts ``found`` on configuration ``key`` through the plan of the
-    kernel's saved binary (``cuda_binaries``), made and kept now; False when it has none."""
+    kernel's saved binary (``cuda_binaries``), made now; :data:`LAUNCHED` when it did,
+    else what the lookup answered for ``launch_and_prepare`` (``cuda_binaries.DUE``: save
+    the binary after this launch; None: nothing to save)."""
     kinds = cuda_binaries.kinds(found)
     binary = cuda_binaries.lookup(key[0], kinds)
     if type(binary) is not cuda_binaries.Binary:
-        return False
+        return binary
     try:
         _loaded(key, binary, args, found, array_class).launch(args)
     except Exception as why:  # noqa: BLE001 - not launched: the dispatcher compiles it
         cuda_binaries.refuse(key[0], kinds, f"its launch failed ({type(why).__name__}: {why})")
         with _lock:
             _plans.get(key, {}).pop(found, None)
-        return False
-    return True
+        return None
+    return LAUNCHED
 
 
-def launch_and_prepare(key, configured, args, found, array_class) -> None:
+def launch_and_prepare(key, configured, args, found, array_class, binary=None) -> None:
     """Launch ``args`` of facts ``found`` on configuration ``key`` through numba-cuda in
     full, preparing the plan when these facts are seen the second time (module docstring),
-    and saving the kernel's binary after its first launch for their kinds."""
-    kinds = None if found is None else cuda_binaries.kinds(found)
-    due = kinds is not None and cuda_binaries.lookup(key[0], kinds) is cuda_binaries.DUE
+    and saving the kernel's binary after this launch when ``binary`` (what
+    :func:`launch_loaded` answered) is ``cuda_binaries.DUE``."""
+    due = binary is cuda_binaries.DUE
     second = found is not None and _second_sight(key, found)
     if not second and not due:
         configured(*args)
         return
     kernel = _launch_naming_kernel(configured, args)
     if due:
-        cuda_binaries.save(key[0], kernel, kinds, args, _words_of(kernel, configured, args))
+        cuda_binaries.save(key[0], kernel, cuda_binaries.kinds(found), args,
+                           _words_of(kernel, configured, args))
     if not second:
         return
     try:

@@ -197,7 +197,8 @@ def launch(kernel, grid, block, args: tuple) -> None:
         prepared.launch(args)
         return
     refuse_host_arrays(kernel, args)
-    if found is not None and cuda_plans.launch_loaded(key, args, found, array_class):
+    binary = None if found is None else cuda_plans.launch_loaded(key, args, found, array_class)
+    if binary is cuda_plans.LAUNCHED:
         return  # through the plan of its saved binary: the compiler never sees it
     args = _own_records(args)  # (records have no facts: never a plan's arguments)
     configured = _configured.get(key)
@@ -206,7 +207,7 @@ def launch(kernel, grid, block, args: tuple) -> None:
     if array_class is None:
         configured(*args)
     else:
-        cuda_plans.launch_and_prepare(key, configured, args, found, array_class)
+        cuda_plans.launch_and_prepare(key, configured, args, found, array_class, binary)
 
 
 def _own_records(args: tuple) -> tuple:
