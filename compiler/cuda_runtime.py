@@ -348,9 +348,10 @@ def tile(threads: int | None) -> tuple[int, int]:
 
 def launch_tiles(columns: int, rows: int, block: tuple[int, int], capped: bool = False):
     """``(grid, block)`` of a tiled nest of ``rows`` × ``columns`` iterations (both > 0):
-    one thread per iteration, grid-stride loops past CUDA's grid limits; ``capped`` (a
-    nest with reductions or private arrays): at most the capped grid's blocks in all, as
-    for 1-D grids."""
+    one thread per iteration; past CUDA's grid limits, further launches (``cuda_target``:
+    an uncapped tile's threads never stride); ``capped`` (a nest with reductions or
+    private arrays, whose threads stride both ways): at most the capped grid's blocks in
+    all, as for 1-D grids."""
     x, y = _fitted(columns, rows, *block)
     if SIMULATED:
         x, y = min(x, SIMULATOR_TILE), min(y, SIMULATOR_TILE)

@@ -317,14 +317,28 @@ def _case(name):
 
 def test_a_nest_of_two_levels_runs_on_a_2d_grid_with_no_division_per_element(compile_only):
     """The naive matmul, collapsed: 16 × 16 blocks (as hand-written numba-cuda), x along
-    the innermost level, its index found with no division; the PTX reads y's block index."""
+    the innermost level, its index found with no division; the PTX reads y's block index
+    and no grid size (an uncapped tile's threads never stride)."""
     case = _case("tiled_collapse_2_matmul")
     compiled = compile_only(case.info(), case.make_args())
     (function, (grid, block, _stream)), = compiled.configurations
     assert block == (16, 16) and grid == (1, 1)
     assert _floor_divisions(function) == 0
     (_name, ptx), = compiled
-    assert "%ctaid.y" in ptx and "%nctaid.y" in ptx
+    assert "%ctaid.y" in ptx and "%nctaid" not in ptx
+
+
+def test_an_uncapped_tiled_nest_leaves_room_for_eight_blocks_a_multiprocessor(compile_only):
+    """matmul, collapsed, linked for an H100 by nvJitLink: its threads stride along y only
+    (its grid covers the columns), so it needs at most 32 registers, and 8 blocks of
+    16 × 16 threads fit a multiprocessor's 65,536 (hand-written numba-cuda's: 28). Its
+    threads striding both ways took 46: 5 blocks, 62% of the threads' slots."""
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    from cubin_registers import registers
+
+    case = _case("tiled_collapse_2_matmul")
+    (_name, ptx), = compile_only(case.info(), case.make_args())
+    assert max(registers(ptx)) <= 32
 
 
 def test_outer_levels_of_a_tiled_nest_are_recovered_once_per_row(compile_only):

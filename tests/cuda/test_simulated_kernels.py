@@ -103,3 +103,24 @@ def test_arrays_the_region_makes_reach_gpu_kernels_as_device_arrays(name, monkey
     else:  # w (3,): one device copy, taken by each of the four kernels
         shared = [a for a in every if getattr(a, "shape", None) == (3,)]
         assert len(shared) == 4 and len({id(a) for a in shared}) == 1
+
+
+def test_iterations_past_the_grids_limits_take_further_launches(monkeypatch):
+    """An uncapped tiled nest's threads never stride (``cuda_target``): columns
+    and rows past the grid's limits (here the simulator's 2 tiles of 4) go to further launches,
+    each from its first column and row, and every element is computed once."""
+    from pyacc.compiler import cuda_runtime
+
+    firsts = []
+    original = cuda_runtime._simulated_launch
+
+    def recording(kernel, grid, block, args):
+        firsts.append(args[-2:])
+        original(kernel, grid, block, args)
+
+    monkeypatch.setattr(cuda_runtime, "_simulated_launch", recording)
+    case = next(c for c in CASES if c.name == "tiled_collapse_2_matmul")  # 11 columns
+    _, arrays = case.run("cuda")
+    _, expected = case.run("python")
+    assert firsts == [(0, 0), (8, 0), (0, 8), (8, 8)]  # 11 columns, 9 rows
+    np.testing.assert_allclose(arrays[2], expected[2], rtol=1e-12)
