@@ -31,8 +31,14 @@ def _lane_state() -> str:
     lane, device = runtime.lane, runtime.device
     hooks = sorted(set(vars(device)) & {"_faults", "_copy", "upload", "download", "_transfer",
                                         "_transfer_operation", "launch"})
+    from pyacc.mapping.devices.base import Device  # (admit_lane_copies reads the class's)
+    moved = [f"{klass.__qualname__}.{hook}" for hook in ("upload", "download", "_transfer",
+                                                         "_transfer_operation", "_copy")
+             for klass in (type(device),) if getattr(klass, hook, None) is not getattr(Device, hook, None)]
     return (f"device {device!r} (copies in place: {getattr(device, 'copies_in_place', '?')}, "
-            f"instance attributes {hooks}, _faults {getattr(device, '_faults', '?')!r}), lock try "
+            f"instance attributes {hooks}, _faults {getattr(device, '_faults', '?')!r}, "
+            f"class methods other than Device's {moved}, class {type(device).__module__}."
+            f"{type(device).__qualname__}), lock try "
             f"{_cprobe.lock_try()}, tracks_use {runtime.tracks_use}, "
             f"lane tracks_use {lane.tracks_use}, BUS tally_alone {BUS.tally_alone[0]}, silent "
             f"{BUS.silent[0]}, active {[k.name for k in EventKind if BUS.active[k]]}, "
