@@ -119,6 +119,35 @@ class BlockIndex:
 
 
 
+class _StreamInUse:
+    """``CupyBackend.use_stream``'s with-block: ``device`` (a ``cupy.cuda.Device``) entered,
+    then ``stream``; left in the reverse order, the device also when entering the stream
+    or leaving it raises. What ``with device, stream:`` does, as one object: a
+    generator-based context manager cost ~0.7 µs more on each launch it wraps (every
+    synchronous kernel and every enqueued one)."""
+
+    __slots__ = ("device", "stream")
+
+    def __init__(self, device, stream):
+        self.device, self.stream = device, stream
+
+    def __enter__(self):
+        self.device.__enter__()
+        try:
+            self.stream.__enter__()
+        except BaseException:
+            self.device.__exit__(None, None, None)
+            raise
+        return self.stream
+
+    def __exit__(self, kind, value, trace):
+        try:
+            self.stream.__exit__(kind, value, trace)
+        finally:
+            self.device.__exit__(kind, value, trace)
+        return False
+
+
 class CupyBackend:
     """The backend interface (module docstring) over CuPy, for GPU ``number``.
 
@@ -268,10 +297,10 @@ class CupyBackend:
     def stream_done(self, stream) -> bool:
         return stream.done
 
-    @contextlib.contextmanager
     def use_stream(self, stream):
-        with self._device(), stream:
-            yield stream
+        """The backend's GPU current, then ``stream`` CuPy's current stream, for a with-block
+        (:class:`_StreamInUse`)."""
+        return _StreamInUse(self._device(), stream)
 
     def launch(self, stream, fn) -> None:
         with self.use_stream(stream):

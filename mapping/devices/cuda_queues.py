@@ -158,7 +158,7 @@ class CudaQueue(Queue):
         self.poll()
         timed = operation if isinstance(operation, Timed) else None
         inner = operation if timed is None else operation.operation
-        start = _clock()
+        start = 0.0 if timed is None else _clock()
         with self._enqueue_lock:
             guarded = _Guarded(self, self._next(), inner, description, essential)
             if isinstance(inner, Pending):
@@ -258,6 +258,8 @@ class CudaQueue(Queue):
     def poll(self, *, force: bool = False) -> None:
         """Run the deferred callbacks whose point the stream has passed (all of them with
         ``force``), and settle the waits on events that have completed."""
+        if not self._deferred and not self._waits:  # (read without the lock: what is
+            return                                   # deferred meanwhile, the next poll runs)
         ready = []
         with self._lock:
             while self._deferred and (force or self._backend.event_done(self._deferred[0][0])):

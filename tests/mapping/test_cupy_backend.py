@@ -85,3 +85,41 @@ def test_device_memory_is_recognised_with_another_gpus_context_current(cupy):
         assert backend_1.is_device_memory(_BASE[1] + 8)
         assert not CupyBackend(0).is_device_memory(_BASE[1] + 8)  # another GPU's memory
     assert getattr(cupy.cuda.runtime._current, "device", None) is None  # left as it was
+
+
+class _Stream:
+    """``cupy.cuda.Stream``: its with-block makes it the thread's current stream (the
+    stand-in's ``fail_enter`` refuses the block, as a closed stream would)."""
+
+    def __init__(self, current, fail_enter=False):
+        self._current, self.fail_enter = current, fail_enter
+
+    def __enter__(self):
+        if self.fail_enter:
+            raise RuntimeError("cudaErrorInvalidResourceHandle")
+        self._before = getattr(self._current, "stream", None)
+        self._current.stream = self
+        return self
+
+    def __exit__(self, *exc):
+        self._current.stream = self._before
+
+
+def test_use_stream_makes_the_gpu_and_the_stream_current_and_restores_both(cupy):
+    """What ``with device, stream:`` does (``_StreamInUse``): both current inside, both
+    restored after, after an exception of the block (which goes on), and the device also
+    when the stream refuses to be entered."""
+    current = cupy.cuda.runtime._current
+    backend = CupyBackend(1)
+    stream = _Stream(current)
+    with backend.use_stream(stream) as used:
+        assert used is stream and current.device == 1 and current.stream is stream
+    assert current.device is None and current.stream is None
+    with pytest.raises(ZeroDivisionError):
+        with backend.use_stream(stream):
+            1 / 0
+    assert current.device is None and current.stream is None
+    with pytest.raises(RuntimeError, match="InvalidResourceHandle"):
+        with backend.use_stream(_Stream(current, fail_enter=True)):
+            pass
+    assert current.device is None and getattr(current, "stream", None) is None
