@@ -427,16 +427,53 @@ def kernel_problems(mode: str) -> list[tuple[str, str, int, int]]:
 def run_kernels(mode, cupy, nb, budget) -> list[dict]:
     rows = []
     for label, kernel, size, steps in kernel_problems(mode):
+        before = set(_launched_kernels())
         candidates, cleanup = problem(kernel, size, steps, cupy, nb)
         try:
             times, failed = measure(candidates, REPEATS[mode][0], budget)
         finally:
             cleanup()
         rows.append({"label": label, "kernel": kernel, "size": size, "steps": steps,
-                     "times": times, "notes": failed})
+                     "times": times, "notes": failed,
+                     "registers": registers(kernel, nb, set(_launched_kernels()) - before)})
         print(f"  {label}: " + ", ".join(f"{k} {v:.5f}s" for k, v in times.items())
               + ("; " + "; ".join(f"{k}: {v}" for k, v in failed.items()) if failed else ""))
     return rows
+
+
+def _launched_kernels() -> dict:
+    """``{name: cuda.core Kernel}`` of every prepared launch made so far (``cuda_plans``:
+    its function handle, the compiled or loaded kernel)."""
+    from pyacc.compiler import cuda_plans
+
+    found = {}
+    for key, plans in list(cuda_plans._plans.items()):
+        for plan in list(plans.values()):
+            handle = getattr(plan, "_handle", None)
+            if handle is not None:
+                name = getattr(getattr(key[0], "py_func", None), "__name__", None) or repr(key[0])
+                found[f"{name} {key[1]}×{key[2]}"] = handle
+    return found
+
+
+def registers(kernel: str, nb, new: set) -> dict:
+    """Registers a thread of pyacc's kernels launched for ``kernel`` (the names in ``new``)
+    and of the hand-written one (what bounds the blocks a multiprocessor holds: 65,536
+    registers); {} where the compiler or cuda.core does not say."""
+    found = {}
+    launched = _launched_kernels()
+    for name in sorted(new):
+        try:
+            count = launched[name].attributes.num_regs  # (a method before cuda.core 1.0)
+            found[f"pyacc {name}"] = int(count() if callable(count) else count)
+        except Exception:  # noqa: BLE001 - a figure less, never a failed benchmark
+            pass
+    try:
+        counts = getattr(nb, kernel).get_regs_per_thread()
+        found[REFERENCE.name] = int(counts if isinstance(counts, int) else max(counts.values()))
+    except Exception:  # noqa: BLE001 - numba-cuda-mlir's dispatcher may not say
+        pass
+    return found
 
 
 # == bandwidth ===============================================================================
@@ -908,6 +945,11 @@ def kernel_table(rows) -> list[str]:
         shown = "—" if ratio is None else f"{ratio:.3f} {_verdict(ratio <= KERNEL_RATIO)}"
         lines.append(f"| {row['label']} | " + " | ".join(_fmt(t.get(k)) for k in IMPLEMENTATIONS)
                      + f" | {shown} | {versus} |")
+    counted = [f"{row['label']}: " + ", ".join(f"{k} {v}" for k, v in row["registers"].items())
+               for row in rows if row.get("registers")]
+    if counted:
+        lines += ["", "Registers a thread (cuda.core's `num_regs`; 8 blocks of 256 threads "
+                  "fit a multiprocessor at 32 or fewer): " + "; ".join(counted) + "."]
     return lines
 
 
