@@ -273,12 +273,10 @@ class CudaTarget(Target):
         sets up a ``range`` of a run-time step with a 64-bit division, once per row.
 
         Only a ``capped`` grid (reductions, private arrays) strides. An uncapped one
-        covers the launch's part of the space (from its first column and row, ``{p}cb``
-        and ``{p}rb``: ``_launch_lines``), one iteration a thread, as a hand-written
-        2-D kernel does: the two nested grid-stride loops kept ~16 more registers live
-        (matmul on ``sm_90``: 46 against hand-written numba-cuda's 28; numba-cuda-mlir
-        46 against 30), which at 256 threads a block left 5 blocks on a multiprocessor
-        where 8 fit."""
+        covers the launch's part of the space (from its first column and row, ``{p}cb``,
+        ``{p}rb``: ``_launch_lines``), one iteration a thread, as hand-written kernels do:
+        two nested grid-stride loops kept ~16 more registers live (matmul, ``sm_90``: 46
+        against hand-written 28), so 5 blocks of 256 threads fitted a multiprocessor, not 8."""
         if not capped:
             return self._covering_kernel_text(nest, p, name, params, levels, slots)
         last = len(nest.levels) - 1
