@@ -442,8 +442,10 @@ def run_kernels(mode, cupy, nb, budget) -> list[dict]:
 
 
 def _launched_kernels() -> dict:
-    """``{name: cuda.core Kernel}`` of every prepared launch made so far (``cuda_plans``:
-    its function handle, the compiled or loaded kernel)."""
+    """``{(id of the kernel, its name): cuda.core Kernel}`` of every prepared launch made
+    so far (``cuda_plans``, numba-cuda's launches only: its function handle, the compiled
+    or loaded kernel). Every generated module names its first kernel ``_acc_k0``: the
+    kernel object tells them apart."""
     from pyacc.compiler import cuda_plans
 
     found = {}
@@ -452,22 +454,24 @@ def _launched_kernels() -> dict:
             handle = getattr(plan, "_handle", None)
             if handle is not None:
                 name = getattr(getattr(key[0], "py_func", None), "__name__", None) or repr(key[0])
-                found[f"{name} {key[1]}×{key[2]}"] = handle
+                found[(id(key[0]), name)] = handle
     return found
 
 
 def registers(kernel: str, nb, new: set) -> dict:
-    """Registers a thread of pyacc's kernels launched for ``kernel`` (the names in ``new``)
+    """Registers a thread of pyacc's kernels launched for ``kernel`` (the keys in ``new``)
     and of the hand-written one (what bounds the blocks a multiprocessor holds: 65,536
-    registers); {} where the compiler or cuda.core does not say."""
+    registers); what neither says (no prepared launches under numba-cuda-mlir) is absent."""
     found = {}
     launched = _launched_kernels()
-    for name in sorted(new):
+    for key in sorted(new, key=lambda k: k[1]):
         try:
-            count = launched[name].attributes.num_regs  # (a method before cuda.core 1.0)
-            found[f"pyacc {name}"] = int(count() if callable(count) else count)
+            count = launched[key].attributes.num_regs  # (a method before cuda.core 1.0)
+            found[f"pyacc {key[1]}"] = int(count() if callable(count) else count)
         except Exception:  # noqa: BLE001 - a figure less, never a failed benchmark
             pass
+    if not new:
+        found["pyacc"] = "not known (no prepared launch: numba-cuda 0.30 only)"
     try:
         counts = getattr(nb, kernel).get_regs_per_thread()
         found[REFERENCE.name] = int(counts if isinstance(counts, int) else max(counts.values()))

@@ -355,15 +355,23 @@ def launch_tiles(columns: int, rows: int, block: tuple[int, int], capped: bool =
     x, y = _fitted(columns, rows, *block)
     if SIMULATED:
         x, y = min(x, SIMULATOR_TILE), min(y, SIMULATOR_TILE)
-    grid_x = min((columns + x - 1) // x, _MAX_GRID)
-    grid_y = min((rows + y - 1) // y, _MAX_GRID_Y)
-    if capped and not SIMULATED:
+    most_x, most_y = (SIMULATOR_TILES, SIMULATOR_TILES) if SIMULATED else (_MAX_GRID, _MAX_GRID_Y)
+    blocks_x, blocks_y = (columns + x - 1) // x, (rows + y - 1) // y
+    if not capped:  # the launches even (the last is no full grid of idle blocks)
+        return (_even(blocks_x, most_x), _even(blocks_y, most_y)), (x, y)
+    grid_x, grid_y = min(blocks_x, most_x), min(blocks_y, most_y)
+    if not SIMULATED:
         most = _capped_grid()
         grid_x = min(grid_x, most)
         grid_y = min(grid_y, max(1, most // grid_x))
-    if SIMULATED:
-        grid_x, grid_y = min(grid_x, SIMULATOR_TILES), min(grid_y, SIMULATOR_TILES)
     return (grid_x, grid_y), (x, y)
+
+
+def _even(blocks: int, most: int) -> int:
+    """The blocks of each of the fewest launches of at most ``most`` blocks that cover
+    ``blocks``, as equal as they can be."""
+    launches = (blocks + most - 1) // most
+    return (blocks + launches - 1) // launches
 
 
 def _fitted(columns: int, rows: int, x: int, y: int) -> tuple[int, int]:

@@ -4,15 +4,16 @@ numba-cuda-mlir or numba-cuda, ``cuda_compilers``).
 Owns :class:`CudaTarget`. On the CPU a compute region becomes one ``njit`` function; on
 a GPU the host and the device are separate, so the generated module holds:
 
-* one ``@cuda.jit`` kernel per parallel nest (``_acc_k<N>``): a grid-stride loop over
-  the nest's collapsed iteration space (OpenACC 3.3 §2.9.1: the collapsed levels form
+* one ``@cuda.jit`` kernel per parallel nest (``_acc_k<N>``) over the nest's collapsed
+  iteration space (OpenACC 3.3 §2.9.1: the collapsed levels form
   one space of ``prod(trip counts)`` iterations, innermost level fastest so
   neighbouring threads touch neighbouring elements). A nest of two or more levels
   without ``num_gangs`` is *tiled*: a 2-D grid of 2-D blocks (``cuda_runtime.tile``),
   x along the innermost level and y along the other levels' iterations (the rows), so
   that a block reuses its rows' and columns' cache lines and no element's index needs a
-  division. Other nests (one level, or ``num_gangs``) run on a 1-D grid, their levels
-  recovered from the flat index by divmod. Threads per block come from
+  division; without reductions or private arrays, one iteration a thread (more launches
+  past CUDA's grid limits). Other nests (one level, or ``num_gangs``) and the tiled ones
+  with reductions or private arrays are grid-stride loops (1-D: levels by divmod). Threads per block come from
   ``vector_length`` (default ``cuda_runtime.DEFAULT_BLOCK``, a tile's 16 × 16), blocks
   from ``num_gangs`` or the problem size (§2.5.10, §2.5.12). Reductions (§2.9.11): each
   thread accumulates from the operator's identity, each block combines its threads in a

@@ -124,7 +124,8 @@ class _StreamInUse:
     then ``stream``; left in the reverse order, the device also when entering the stream
     or leaving it raises. What ``with device, stream:`` does, as one object: a
     generator-based context manager cost ~0.7 µs more on each launch it wraps (every
-    synchronous kernel and every enqueued one)."""
+    synchronous kernel and every enqueued one). One per with-block, never kept: a CuPy
+    ``Device`` keeps a stack per object (``CupyBackend._device`` makes one each time)."""
 
     __slots__ = ("device", "stream")
 

@@ -14,16 +14,23 @@ from __future__ import annotations
 
 import struct
 
-__all__ = ["registers"]
+__all__ = ["registers", "LinkerUnavailable"]
+
+
+class LinkerUnavailable(RuntimeError):
+    """nvJitLink cannot be loaded here (its wheel or library is missing)."""
 
 _EIFMT_SVAL = 0x04
 _EIATTR_REGCOUNT = 0x2F
 
 
 def _cubin(ptx: str, arch: str) -> bytes:
-    from cuda.bindings import nvjitlink  # the toolkit wheel numba-cuda links with
+    try:
+        from cuda.bindings import nvjitlink  # the toolkit wheel numba-cuda links with
 
-    handle = nvjitlink.create(2, [f"-arch={arch}", "-O3"])
+        handle = nvjitlink.create(2, [f"-arch={arch}", "-O3"])
+    except Exception as why:  # noqa: BLE001 - ImportError, or the library failing to load
+        raise LinkerUnavailable(f"nvJitLink cannot link here: {type(why).__name__}: {why}") from why
     try:
         data = ptx.encode()
         nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
