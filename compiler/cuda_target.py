@@ -12,10 +12,10 @@ a GPU the host and the device are separate, so the generated module holds:
   x along the innermost level and y along the other levels' iterations (the rows), so
   that a block reuses its rows' and columns' cache lines and no element's index needs a
   division; without reductions or private arrays, one iteration a thread (more launches
-  past CUDA's grid limits). Other nests (one level, or ``num_gangs``) and the tiled ones
-  with reductions or private arrays are grid-stride loops (1-D: levels by divmod). Threads per block come from
-  ``vector_length`` (default ``cuda_runtime.DEFAULT_BLOCK``, a tile's 16 × 16), blocks
-  from ``num_gangs`` or the problem size (§2.5.10, §2.5.12). Reductions (§2.9.11): each
+  past CUDA's grid limits). Other nests (one level, or ``num_gangs``; 1-D, levels by
+  divmod) and tiled ones with reductions or private arrays are grid-stride loops. Threads a
+  block: ``vector_length`` (default ``cuda_runtime.DEFAULT_BLOCK``, a tile's 16 × 16); blocks:
+  ``num_gangs`` or the problem size (§2.5.10, §2.5.12). Reductions (§2.9.11): each
   thread accumulates from the operator's identity, each block combines its threads in a
   shared-memory tree and writes one partial, and the driver combines the partials with
   the variable's value before the region (second pass), so that value participates once.
