@@ -64,6 +64,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 import bench_compute as bc  # noqa: E402  (the pyacc kernels, the same as the CPU suite's)
+from bench_cold_start import CALLS as COLD_CALLS  # noqa: E402  (the CPU cold start's timing)
 from bench_cold_start import KERNELS as COLD_KERNELS  # noqa: E402  (the CPU cold start's)
 from bench_runtime import machine_description  # noqa: E402
 from suite import Candidate, measure, write_results  # noqa: E402  (the CPU suite's)
@@ -784,15 +785,8 @@ initialised = time.perf_counter() - t
 """ + COLD_KERNELS + r"""
 x = np.ones(1000); y = np.zeros(1000)
 acc.enter_data(copyin=[x, y])
-t = time.perf_counter()
-saxpy(2.0, x, y)
-total = dot(x, y)
-first = time.perf_counter() - t
-warm = []
-for _ in range(200):
-    t = time.perf_counter()
-    saxpy(2.0, x, y)
-    warm.append(time.perf_counter() - t)
+WARM = 200
+""" + COLD_CALLS + r"""
 acc.exit_data(copyout=[y], delete=[x])
 assert y[0] == 2.0 * 201 and total == 2000.0, (y[0], total)
 print(json.dumps({"file": acc.__file__, "import_s": imported, "init_s": initialised,
