@@ -434,9 +434,10 @@ def run_kernels(mode, cupy, nb, budget) -> list[dict]:
             times, failed = measure(candidates, REPEATS[mode][0], budget)
         finally:
             cleanup()
+        launched = _launched_kernels()
+        new = {key: launched[key] for key in launched.keys() - before}
         rows.append({"label": label, "kernel": kernel, "size": size, "steps": steps,
-                     "times": times, "notes": failed,
-                     "registers": registers(kernel, nb, set(_launched_kernels()) - before)})
+                     "times": times, "notes": failed, "registers": registers(kernel, nb, new)})
         print(f"  {label}: " + ", ".join(f"{k} {v:.5f}s" for k, v in times.items())
               + ("; " + "; ".join(f"{k}: {v}" for k, v in failed.items()) if failed else ""))
     return rows
@@ -459,15 +460,15 @@ def _launched_kernels() -> dict:
     return found
 
 
-def registers(kernel: str, nb, new: set) -> dict:
-    """Registers a thread of pyacc's kernels launched for ``kernel`` (the keys in ``new``)
-    and of the hand-written one (what bounds the blocks a multiprocessor holds: 65,536
-    registers); what neither says (no prepared launches under numba-cuda-mlir) is absent."""
+def registers(kernel: str, nb, new: dict) -> dict:
+    """Registers a thread of pyacc's kernels launched for ``kernel`` (``new``: what
+    :func:`_launched_kernels` found of them) and of the hand-written one (what bounds the
+    blocks a multiprocessor holds: 65,536 registers); what neither says (no prepared
+    launches under numba-cuda-mlir) is absent."""
     found = {}
-    launched = _launched_kernels()
     for key in sorted(new, key=lambda k: k[1]):
         try:
-            count = launched[key].attributes.num_regs  # (a method before cuda.core 1.0)
+            count = new[key].attributes.num_regs  # (a method before cuda.core 1.0)
             found[f"pyacc {key[1]}"] = int(count() if callable(count) else count)
         except Exception:  # noqa: BLE001 - a figure less, never a failed benchmark
             pass
