@@ -17,8 +17,10 @@ median of timed rounds; every candidate ends each run with a device synchronise)
   and asynchronous (launches queued on one queue/stream, one wait at the end); for
   context pyacc with every launch through the dispatcher (no prepared launches,
   ``compiler.cuda_plans``), pyacc with every call through the Python launcher (no express
-  lane), numba-cuda on CuPy arrays, and the driver call itself
-  (``cuda.core.launch`` with its words marshalled once), each waited for;
+  lane), pyacc with its prepared launches through ``cuda.core.launch`` (not from C,
+  ``compiler/_launch.c``), numba-cuda on CuPy arrays, and the driver call itself, its
+  words marshalled once (``cuda.core.launch``, and from C by a ``LaunchRecord``), each
+  waited for;
 - two queues: saxpy kernels on queue 1 beside an h2d update on queue 2, alone and
   together: the share of the shorter hidden behind the longer (``overlap_hidden``);
 - kernels compiled once per machine: the first call of two kernels (saxpy, dot) in a
@@ -660,6 +662,12 @@ def run_launch(mode, cupy, nb, budget) -> dict:
             driver()
             cuda.synchronize()
 
+    def c_driver_sync():
+        for _ in range(calls):
+            c_driver()
+            cuda.synchronize()
+    c_driver = driver_record(nb, (dx, dy, dz)) if driver is not None else None
+
     with acc.data(copyin=[x, y], copy=[z]):
         bc.acc_trivial(x, y, z)  # compiled; whether its launches are prepared is decided
         planned = [cuda_runtime._array_class()]
@@ -669,10 +677,14 @@ def run_launch(mode, cupy, nb, budget) -> dict:
             "pyacc async": Candidate(pyacc_async, prepare=_plans(planned)),
             "numba-cuda async": Candidate(numba_async),
             "pyacc sync, dispatcher": Candidate(pyacc_sync, prepare=_plans([None])),
+            "pyacc sync, cuda.core launch": Candidate(pyacc_sync,
+                                                     prepare=_plans(planned, record=False)),
             "pyacc sync, Python launcher": Candidate(pyacc_sync, prepare=_plans(planned, lane=False)),
             "numba-cuda sync, CuPy arrays": Candidate(numba_cupy_sync)}
         if driver is not None:
             candidates["driver launch (cuda.core) sync"] = Candidate(driver_sync)
+        if c_driver is not None:
+            candidates["driver launch (C) sync"] = Candidate(c_driver_sync)
         try:
             times, failed = measure(candidates, REPEATS[mode][1], budget)
         finally:
@@ -683,15 +695,43 @@ def run_launch(mode, cupy, nb, budget) -> dict:
             "driver_row_missing": without_driver}
 
 
-def _plans(state, lane=True):
+def _plans(state, lane=True, record=True):
     """A candidate's ``prepare``: pyacc's cuda launches prepared (``compiler.cuda_plans``)
-    or not (``[None]``: every launch through the compiler's dispatcher), and compute
-    calls through the express lane or, ``lane`` False, all through the Python launcher
-    (``pyacc._express.set_lane``; a call with the lane back on arms its plan again)."""
+    or not (``[None]``: every launch through the compiler's dispatcher), made from C
+    (``cuda_plans.record``) or, ``record`` False, through ``cuda.core.launch`` (plans made
+    again when that changes), and compute calls through the express lane or, ``lane``
+    False, all through the Python launcher (``pyacc._express.set_lane``; a call with the
+    lane back on arms its plan again)."""
+    from pyacc.compiler import cuda_plans
+
     def prepare():
         cuda_runtime._prepared[:] = state
         set_lane(lane)
+        if _C_DRIVER[0] is _UNASKED:
+            _C_DRIVER[0] = cuda_plans.driver_launch()
+        wanted = _C_DRIVER[0] if record else None
+        if cuda_plans._driver != [wanted]:
+            cuda_plans._driver[:] = [wanted]
+            cuda_plans._plans.clear()  # (made again at their facts' next two sights)
+            cuda_plans._sightings.clear()
     return prepare
+
+
+_UNASKED = object()
+_C_DRIVER = [_UNASKED]  # the driver's cuLaunchKernel, as ``cuda_plans`` found it
+
+
+def driver_record(nb, arrays):
+    """:func:`driver_launch` from C (``cuda_plans.record``: the words packed once, one
+    ``cuLaunchKernel``), or None where there is no C launch."""
+    from numba.cuda import dispatcher  # the reference compiler is numba-cuda here
+    from pyacc.compiler import cuda_plans
+
+    kernel, words = _reference_words(nb, arrays)
+    handle = kernel._codelibrary.get_cufunc().kernel
+    record = cuda_plans.record(handle, (1, 1, 1), (32, 1, 1), 0,
+                               dispatcher.driver._to_core_stream(0), [words])
+    return None if record is None else record.launch
 
 
 def driver_launch(nb, arrays):
@@ -700,7 +740,17 @@ def driver_launch(nb, arrays):
     approaches (numba-cuda's kernels only)."""
     from numba.cuda import dispatcher  # the reference compiler is numba-cuda here
 
-    seen = []  # the compiled kernel this launch uses (numba-cuda's pre-launch callback)
+    kernel, words = _reference_words(nb, arrays)
+    config = dispatcher.LaunchConfig(grid=(1, 1, 1), block=(32, 1, 1), shmem_size=0)
+    handle = kernel._codelibrary.get_cufunc().kernel
+    stream = dispatcher.driver._to_core_stream(0)
+    return lambda: dispatcher.launch(stream, config, handle, *words)
+
+
+def _reference_words(nb, arrays):
+    """The compiled kernel one launch of ``nb.trivial`` on ``arrays`` used (numba-cuda's
+    pre-launch callback), and the words numba-cuda's marshaller makes of ``arrays``."""
+    seen = []
     configured = nb.trivial[1, 32]
     configured.pre_launch_callbacks.append(lambda kernel, config: seen.append(kernel))
     try:
@@ -711,10 +761,7 @@ def driver_launch(nb, arrays):
     words = []
     for kind, value in zip(kernel.argument_types, arrays):
         kernel._prepare_args(kind, value, 0, [], words)
-    config = dispatcher.LaunchConfig(grid=(1, 1, 1), block=(32, 1, 1), shmem_size=0)
-    handle = kernel._codelibrary.get_cufunc().kernel
-    stream = dispatcher.driver._to_core_stream(0)
-    return lambda: dispatcher.launch(stream, config, handle, *words)
+    return kernel, words
 
 
 # == two queues: copies hidden behind kernels ==================================================
@@ -992,8 +1039,9 @@ def measure_lines(report) -> list[str]:
                 lines.append(_row(f"trivial kernel, 3 present arrays, {mode}: pyacc µs per call",
                                   f"{value:.2f}", f"≤ {LAUNCH_US}", value <= LAUNCH_US))
         context = [f"{name} {us[name]:.2f}" for name in ("pyacc sync, dispatcher",
-                   "pyacc sync, Python launcher", "numba-cuda sync, CuPy arrays",
-                   "driver launch (cuda.core) sync") if name in us]
+                   "pyacc sync, Python launcher", "pyacc sync, cuda.core launch",
+                   "numba-cuda sync, CuPy arrays", "driver launch (cuda.core) sync",
+                   "driver launch (C) sync") if name in us]
         if context:
             lines.append(_row("the same kernel, each launch waited for, for context (µs per launch)",
                               "; ".join(context)))

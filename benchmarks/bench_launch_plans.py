@@ -1,17 +1,24 @@
 """The host side of one GPU launch, with and without a prepared plan, measured without a GPU.
 
 A launch of the trivial kernel (``z[i] = x[i] + y[i]``, 3 arrays, 1 block of 32) through
-``compiler.cuda_runtime.launch`` — what a generated cuda driver calls — in two ways, side
-by side: through its prepared launch (``compiler.cuda_plans``), and through numba-cuda's
-dispatcher (plans off: ``PYACC_EXPRESS=0``, or facts a plan does not cover). numba-cuda's
-own dispatcher, typing and marshaller run; what needs a GPU stands in
-(``tests/cuda/numba_cuda_leaves.py``): the queue's stream (``cuda_runtime.stream``, on a
-GPU a CuPy call and a dict lookup), the device arrays (plain attributes, where CuPy's
-``shape``/``strides`` build a tuple at each read), their DLPack views, the loaded function,
-and ``cuda.core.launch``, which does nothing. So both figures leave out the driver call
-(~2–3 µs, ``../shared/reference/gpu-anchors.md`` A1–A3) and the stream lookup, the plan's
-leaves out CuPy's attribute reads (a few per array), and the dispatcher's CuPy's real
-``__dlpack__`` (twice per array per launch). The GPU figures are ``bench_cuda.py``'s.
+``compiler.cuda_runtime.launch`` — what a generated cuda driver calls — in three ways,
+side by side: through its prepared launch (``compiler.cuda_plans``) made from C by a
+``LaunchRecord`` (``compiler/_launch.c``: the words packed once, one driver call), the
+same through ``cuda.core.launch``, and through numba-cuda's dispatcher (plans off:
+``PYACC_EXPRESS=0``, or facts a plan does not cover). numba-cuda's own dispatcher, typing
+and marshaller run; what needs a GPU stands in (``tests/cuda/numba_cuda_leaves.py``): the
+queue's stream (``cuda_runtime.stream``, on a GPU a CuPy call and a dict lookup), the
+device arrays (plain attributes, where CuPy's ``shape``/``strides`` build a tuple at each
+read), their DLPack views, the loaded function, ``cuda.core.launch`` (which here packs
+the words with cuda.core's own ``ParamHolder``, its packing at each launch, and makes no
+driver call) and the driver's ``cuLaunchKernel`` (for the C launch: a C function that
+returns 0 at once, libm's ``fegetround``, which takes no arguments: the System V x86-64
+convention lets a caller pass more; the C way is not run elsewhere). So every figure
+leaves out the driver call itself (~2–3 µs, ``../shared/reference/gpu-anchors.md``
+A1–A3), the stream lookup and cuda.core's building of the driver's launch configuration;
+the plans' leave out CuPy's attribute reads (a few per array), and the dispatcher's
+CuPy's real ``__dlpack__`` (twice per array per launch). The GPU figures are
+``bench_cuda.py``'s.
 
 Reported: µs per launch (median of rounds, interleaved) and machine instructions per
 launch (callgrind, counted only inside the loop of launches: ``--toggle-collect`` of
@@ -24,6 +31,9 @@ Run: ``python benchmarks/bench_launch_plans.py [--calls N] [--no-callgrind] [--s
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
+import platform
 import shutil
 import statistics
 import sys
@@ -34,14 +44,14 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests" / "cuda"))
 
-#: the two ways of launching, and what ``cuda_runtime._prepared`` holds for each
-WAYS = ("prepared", "dispatcher")
+#: the ways of launching (module docstring)
+WAYS = ["C launch", "prepared", "dispatcher"]
 
 _CHILD = """
 import sys
 sys.path.insert(0, sys.argv[3])
 import bench_launch_plans as b
-way, calls = sys.argv[1], int(sys.argv[2])
+way, calls = sys.argv[1].replace("_", " "), int(sys.argv[2])
 with b.standing_in():
     launch = b.launcher(way)
     code = compile("for _ in range(%d):\\n    launch()" % calls, "bench", "exec")
@@ -51,7 +61,25 @@ with b.standing_in():
 
 
 def _no_launch(stream, config, handle, *words):
-    """``cuda.core.launch`` standing in: no GPU, nothing recorded."""
+    """``cuda.core.launch`` standing in: its packing of the words, no driver call."""
+    _PACKING[0](words)
+
+
+_PACKING = [None]  # cuda.core's ParamHolder (made in ``standing_in``)
+
+
+def c_driver() -> int | None:
+    """The address of a C function that returns 0 at once (module docstring), or None:
+    not x86-64 Linux, no libm, or the C launch not built."""
+    from pyacc.compiler import cuda_plans
+
+    if cuda_plans._launch is None or platform.system() != "Linux" or \
+            platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    name = ctypes.util.find_library("m")
+    if name is None:
+        return None
+    return ctypes.cast(ctypes.CDLL(name).fegetround, ctypes.c_void_p).value
 
 
 class standing_in:
@@ -61,11 +89,19 @@ class standing_in:
         import pytest
         from numba_cuda_leaves import stand_in
 
+        from types import SimpleNamespace
+
+        from cuda.core._kernel_arg_handler import ParamHolder  # with numba-cuda 0.30
+        from numba.cuda import codegen, dispatcher
+
         self.patch = pytest.MonkeyPatch()
         stand_in(self.patch)
         # launches are not recorded here (a growing list would time the garbage collector)
-        from numba.cuda import dispatcher
+        _PACKING[0] = ParamHolder
         self.patch.setattr(dispatcher, "launch", _no_launch)
+        self.patch.setattr(codegen.CUDACodeLibrary, "get_cufunc", lambda library: SimpleNamespace(
+            kernel=SimpleNamespace(handle=0xfeed), name="trivial",
+            module=SimpleNamespace(initialized=True)))
         return self
 
     def __exit__(self, *exc):
@@ -95,8 +131,14 @@ def launcher(way: str):
 
     def launch():
         cuda_runtime.launch(trivial, 1, 32, args)
-    for _ in range(3):
-        launch()
+    from pyacc.compiler import cuda_plans
+
+    cuda_plans._driver[:] = [c_driver() if way == "C launch" else None]  # read as plans are made
+    try:
+        for _ in range(3):
+            launch()
+    finally:
+        cuda_plans._driver.clear()
     return launch
 
 
@@ -106,7 +148,7 @@ def use(way: str) -> None:
 
     from pyacc.compiler import cuda_runtime
 
-    cuda_runtime._prepared[:] = [DeviceArray if way == "prepared" else None]
+    cuda_runtime._prepared[:] = [None if way == "dispatcher" else DeviceArray]
 
 
 def microseconds(calls: int, rounds: int = 7) -> dict:
@@ -132,7 +174,7 @@ def instructions(calls: int) -> dict:
 
     result = {}
     for way in WAYS:
-        total = counted(None, calls, child=(_CHILD, way, str(calls), str(HERE)),
+        total = counted(None, calls, child=(_CHILD, way.replace(" ", "_"), str(calls), str(HERE)),
                         options=("--collect-atstart=no", "--toggle-collect=builtin_breakpoint"))
         if total <= 0:
             raise RuntimeError("callgrind counted nothing: is CPython's builtin_breakpoint "
@@ -167,11 +209,17 @@ def main(argv=None) -> int:
         return 0
     if args.smoke:
         args.calls, args.no_callgrind = 20, True
+    if c_driver() is None:
+        WAYS[:] = [way for way in WAYS if way != "C launch"]
+        print("bench_launch_plans.py: the C launch is not measured here (not x86-64 Linux "
+              "with libm, or compiler/_launch.c not built)")
     us = microseconds(args.calls, rounds=1 if args.smoke else 7)
     print("Prepared GPU launches, host side without the driver call (trivial kernel, 3 arrays):")
     for way in WAYS:
         print(f"  {way:>10}: {us[way]:7.2f} µs per launch")
     print(f"  dispatcher ÷ prepared: {us['dispatcher'] / us['prepared']:.1f}")
+    if "C launch" in WAYS:
+        print(f"  prepared ÷ C launch: {us['prepared'] / us['C launch']:.2f}")
     if not args.no_callgrind and shutil.which("valgrind"):
         counted = instructions(max(200, args.calls // 20))
         for way in WAYS:

@@ -67,7 +67,9 @@ Modules, from the function to the kernel:
 - ``cuda_target`` / ``cuda_runtime``  the GPU code generator and its host-side helpers
   (imported only when a cuda kernel is built); ``cuda_arrays``: the arrays a region makes
   there; ``cuda_compilers``: which CUDA kernel compiler, and the NumPy 2.5 fix of numba-cuda;
-  ``cuda_plans``: prepared launches (numba-cuda's launch without its dispatcher);
+  ``cuda_plans``: prepared launches (numba-cuda's launch without its dispatcher), made by
+  one call of the driver's ``cuLaunchKernel`` from C where ``_launch`` (a C extension,
+  optional) is built;
   ``cuda_binaries``: compiled GPU kernels saved on disk and loaded by later processes;
   ``cuda_kernels``: a generated module's GPU kernels, handed to the compiler only when one
   must be compiled

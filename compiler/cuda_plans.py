@@ -5,7 +5,7 @@ every argument and asks each CuPy array for a DLPack view, twice, before it call
 ``cuda.core.launch``: 76% of a present-data compute call on an H100 (issue 28, ~125 µs
 against ~3 µs for the driver call itself; ``../shared/reference/gpu-anchors.md`` §1).
 A :class:`PreparedLaunch` does that work once per *configuration* (kernel, grid, block,
-stream) and *argument facts*, and then launches with one ``cuda.core.launch`` call.
+stream) and *argument facts*, and then launches with one driver call (below, "The launch").
 
 **How a plan is made** (:func:`launch_and_prepare`). The first two launches of a
 configuration with given facts go through numba-cuda in full (facts seen once are only
@@ -25,6 +25,15 @@ plan from the binary at once (its handle the binary's cubin loaded, its words sp
 ``cuda_binaries.spell``), and the dispatcher never compiles it. A kernel without a
 binary names its compiled kernel at its first launch (the same callback), and the binary
 is saved then.
+
+**The launch** of a plan: where the driver's ``cuLaunchKernel`` is known
+(:func:`driver_launch`: ``cuGetProcAddress`` through cuda-bindings, once) and the C
+extension ``_launch`` is built, a plan keeps a ``LaunchRecord`` (:func:`record`,
+``compiler/_launch.c``): the kernel's handle, grid, block, stream and its words packed
+once as ``cuda.core``'s ``ParamHolder`` packs them; a launch packs only its scalars' words
+and makes one driver call from C. Otherwise (and for a cooperative kernel) it calls
+``cuda.core.launch``, which packs every word and builds the driver's configuration at
+each launch. A launch the driver refuses raises ``cuda.core``'s ``CUDAError`` either way.
 
 **Facts** (:func:`facts`): for a CuPy array, its pointer, shape, strides and dtype:
 numba-cuda's type of it (dtype, ndim, layout; CuPy arrays are never read-only) and its
@@ -63,8 +72,13 @@ import numpy as np
 from . import cuda_binaries
 from .feedback import info_enabled, log_info
 
+try:
+    from . import _launch  # optional: the C launch (compiler/_launch.c), absent when not built
+except ImportError:
+    _launch = None
+
 __all__ = ["find", "launch_and_prepare", "launch_loaded", "LAUNCHED", "core_stream", "facts",
-           "PreparedLaunch", "enabled", "PLANS_KEPT", "FACTS_KEPT", "SIGHTINGS_KEPT"]
+           "PreparedLaunch", "record", "driver_launch", "enabled", "PLANS_KEPT", "FACTS_KEPT", "SIGHTINGS_KEPT"]
 
 #: configurations with plans kept; the oldest go first
 PLANS_KEPT = 512
@@ -89,6 +103,7 @@ _sightings: dict[tuple, None] = {}  # (configuration, facts) seen once
 _lock = threading.Lock()  # over the changes to the tables and to configurations' callbacks
 _launched = threading.local()  # .kernel: what the armed pre-launch callback saw
 _refused = weakref.WeakSet()  # kernels (dispatchers) whose refusal was reported
+_driver: list = []  # [the address of the driver's cuLaunchKernel, or None], once asked
 
 
 def enabled(compiler) -> bool:
@@ -128,14 +143,17 @@ class PreparedLaunch:
     """One configuration's launch for one set of argument facts: the driver's function
     handle, one ``LaunchConfig``, the stream, and the parameter words of the arguments in
     one flat tuple (an array's kept; a scalar's made again at each launch by ``marshal``,
-    the kernel's marshaller or a loaded kernel's spelling, into its span of the words)."""
+    the kernel's marshaller or a loaded kernel's spelling, into its span of the words).
+    With a ``record`` (a ``LaunchRecord``, :func:`record`) it launches by one call of the
+    driver's ``cuLaunchKernel`` from C; else through ``cuda.core.launch``."""
 
     __slots__ = ("_launch", "_stream", "_config", "_handle", "_words", "_scalars", "_marshal",
-                 "_last")
+                 "_last", "_record")
 
-    def __init__(self, launch, stream, config, handle, words, scalars, marshal):
+    def __init__(self, launch, stream, config, handle, words, scalars, marshal, record=None):
         self._launch = launch  # ``cuda.core.launch``, as numba-cuda imports it
         self._stream, self._config, self._handle, self._marshal = stream, config, handle, marshal
+        self._record = record
         self._words = tuple(itertools.chain(*words))  # ``words``: one tuple per argument
         spans, start = [], 0
         for argument in words:
@@ -151,20 +169,96 @@ class PreparedLaunch:
 
     def launch(self, args) -> None:
         """The launch, with these arguments' scalars (their facts are the plan's)."""
+        record = self._record
         if not self._scalars:
-            self._launch(self._stream, self._config, self._handle, *self._words)
+            if record is None:
+                self._launch(self._stream, self._config, self._handle, *self._words)
+            else:
+                _launch_record(record)
+            return
+        scalars = self._marshalled(args)
+        if record is not None:
+            _launch_record(record, *scalars)
             return
         words = list(self._words)
-        last = self._last
-        for slot, start, stop, position, kind in self._scalars:
+        for start, marshalled in scalars:
+            words[start:start + len(marshalled)] = marshalled
+        self._launch(self._stream, self._config, self._handle, *words)
+
+    def _marshalled(self, args) -> list:
+        """``(start, words)`` of each scalar of ``args``: the words of last time while its
+        value repeats."""
+        spans, last = [], self._last
+        for slot, start, _stop, position, kind in self._scalars:
             value = args[position]
             seen, marshalled = last[slot]  # (one tuple: another thread's store is whole)
             # (a zero is marshalled again: 0.0 == -0.0, and the sign is the kernel's)
             if seen is not value and not (type(seen) is type(value) and seen == value and value):
                 marshalled = self._marshal(kind, value)
                 last[slot] = (value, marshalled)
-            words[start:stop] = marshalled
-        self._launch(self._stream, self._config, self._handle, *words)
+            spans.append((start, marshalled))
+        return spans
+
+
+def _launch_record(record, *spans) -> None:
+    """``record.launch(*spans)``; a launch the driver refuses raises cuda.core's
+    ``CUDAError`` naming the driver's error, as ``cuda.core.launch`` does."""
+    try:
+        record.launch(*spans)
+    except _launch.LaunchFailed as failed:
+        raise _driver_error(failed.code) from None
+
+
+def _driver_error(code: int) -> Exception:
+    """cuda.core's ``CUDAError`` for the driver's ``CUresult`` ``code`` (RuntimeError
+    where cuda.core cannot say)."""
+    try:
+        from cuda.bindings import driver  # here: a launch failed on a GPU
+        from cuda.core._utils.cuda_utils import CUDAError  # what cuda.core.launch raises
+
+        result = driver.CUresult(code)
+        _, name = driver.cuGetErrorName(result)
+        _, text = driver.cuGetErrorString(result)
+        return CUDAError(f"{name.decode()}: {text.decode()}")
+    except Exception:  # noqa: BLE001 - an unknown code, or no cuda-bindings: say the number
+        return RuntimeError(f"cuLaunchKernel failed: CUresult {code}")
+
+
+def driver_launch() -> int | None:
+    """The address of the driver's ``cuLaunchKernel`` (``cuGetProcAddress``, CUDA 12.0's
+    ABI, the legacy default stream's variant: plans never launch on a default stream), or
+    None: no C launch here (``compiler/_launch.c`` not built, no driver). Asked once."""
+    if not _driver:
+        _driver.append(_ask_driver() if _launch is not None else None)
+    return _driver[0]
+
+
+def _ask_driver() -> int | None:
+    try:
+        from cuda.bindings import driver  # here: only once a plan is made, on a GPU
+    except ImportError:
+        return None
+    flags = driver.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM
+    try:
+        error, address, found = driver.cuGetProcAddress(b"cuLaunchKernel", 12000, flags)
+    except Exception:  # noqa: BLE001 - no libcuda: cuda.core launches (and reports)
+        return None
+    if error != driver.CUresult.CUDA_SUCCESS or \
+            found != driver.CUdriverProcAddressQueryResult.CU_GET_PROC_ADDRESS_SUCCESS:
+        return None
+    return int(address) or None
+
+
+def record(handle, grid, block, shared: int, stream, words, cooperative: bool = False):
+    """The ``LaunchRecord`` of a launch of the kernel ``handle`` (cuda.core's ``Kernel``)
+    with these ``words`` (one tuple per argument) on ``stream`` (cuda.core's), or None:
+    no C launch here (:func:`driver_launch`), or a cooperative kernel (``cuLaunchKernel``
+    does not launch those). A word the driver cannot take raises (the plan is refused)."""
+    driver = driver_launch()
+    if driver is None or cooperative:
+        return None
+    return _launch.LaunchRecord(driver, int(handle.handle), _dimensions(grid), _dimensions(block),
+                                shared, int(stream.handle), tuple(itertools.chain(*words)))
 
 
 def _launch_config(dispatcher, cooperative, configured):
@@ -287,9 +381,11 @@ def _loaded(key, binary, args, found, array_class) -> PreparedLaunch:
     words = tuple(cuda_binaries.word(kind, value) for kind, value in zip(parameters, args))
     scalars = tuple((position, parameters[position]) for position, value in enumerate(args)
                     if type(value) is not array_class)
-    plan = PreparedLaunch(launch, stream.core(), config(grid=_dimensions(grid),
-                                                        block=_dimensions(block), shmem_size=0),
-                          binary.handle, words, scalars, cuda_binaries.word)
+    core = stream.core()
+    plan = PreparedLaunch(launch, core, config(grid=_dimensions(grid), block=_dimensions(block),
+                                               shmem_size=0),
+                          binary.handle, words, scalars, cuda_binaries.word,
+                          record(binary.handle, grid, block, 0, core, words))
     if _second_sight(key, found):  # kept as numba-cuda's plans are: facts seen twice
         _store(key, found, plan)
     return plan
@@ -353,10 +449,13 @@ def _prepare(kernel, configured, args, array_class) -> PreparedLaunch:
     words = tuple(marshal(kernel, kind, value, stream) for kind, value in zip(kinds, args))
     scalars = tuple((position, kinds[position]) for position, value in enumerate(args)
                     if type(value) is not array_class)
+    handle = kernel._codelibrary.get_cufunc().kernel
     return PreparedLaunch(dispatcher.launch, stream,
                           _launch_config(dispatcher, kernel.cooperative, configured),
-                          kernel._codelibrary.get_cufunc().kernel, words, scalars,
-                          lambda kind, value: marshal(kernel, kind, value, stream))
+                          handle, words, scalars,
+                          lambda kind, value: marshal(kernel, kind, value, stream),
+                          record(handle, configured.griddim, configured.blockdim,
+                                 configured.sharedmem, stream, words, kernel.cooperative))
 
 
 def _refuse_unusual(kernel, configured) -> None:

@@ -13,11 +13,15 @@ a loaded kernel's plan calls: ``cuda_plans._core``), which records the words it 
 Used by ``test_cuda_plans.py`` and ``benchmarks/bench_launch_plans.py``:
 ``stand_in(monkeypatch)`` (a ``pytest.MonkeyPatch``) puts the leaves in place and sets
 ``cuda_runtime`` to launch on one queue's stream with plans for :class:`DeviceArray`;
-``watch`` counts what ran.
+``watch`` counts what ran. :class:`Driver` stands in for the driver's ``cuLaunchKernel``
+(a C function made by ctypes) where a prepared launch launches from C; :func:`packed`
+is what ``cuda.core``'s ``ParamHolder`` packs of words (what ``cuda.core.launch`` hands the
+driver).
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import weakref
 from types import SimpleNamespace
 
@@ -29,7 +33,8 @@ from numba.cuda import api, codegen, dispatcher  # numba-cuda: the callers check
 from numba.cuda.cudadrv import devicearray, devices, driver
 from numba.cuda.typing import typeof as typeof_module
 
-__all__ = ["STREAM", "CONTEXT", "QUEUE_STREAM", "DeviceArray", "View", "watch", "stand_in"]
+__all__ = ["STREAM", "CONTEXT", "QUEUE_STREAM", "DeviceArray", "View", "watch", "stand_in",
+           "Driver", "packed", "launched_bytes"]
 
 STREAM = SimpleNamespace(handle=0x5eed, name="the queue's stream")  # cuda.core's
 CONTEXT = SimpleNamespace(name="the current context")  # numba-cuda's
@@ -141,6 +146,55 @@ def stand_in(monkeypatch) -> SimpleNamespace:
     monkeypatch.setattr(cuda_plans, "_plans", {})
     monkeypatch.setattr(cuda_plans, "_sightings", {})
     monkeypatch.setattr(cuda_plans, "_refused", weakref.WeakSet())
+    # plans launch through cuda.core (the stand-in above), not the driver's function of a
+    # GPU this process may have found: a test that wants the C launch sets its own
+    monkeypatch.setattr(cuda_plans, "_driver", [None])
     monkeypatch.setattr(cuda_compilers, "_choice",
                         [(cuda_compilers.COMPILERS["numba-cuda"], None, "stand-ins")])
     return watch
+
+
+# -- the driver's cuLaunchKernel (a prepared launch's C launch, ``compiler/_launch.c``) ------
+_SIGNATURE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7,
+                              ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+
+class Driver:
+    """``cuLaunchKernel`` standing in: each launch's ``(handle, grid, block, shared, stream,
+    words)`` in ``launches``, each word the 8 bytes of its slot; answers ``result``."""
+
+    def __init__(self, count: int):
+        self.count, self.result, self.launches = count, 0, []
+        self.function = _SIGNATURE(self._launch)  # (kept alive with the stand-in)
+        self.address = ctypes.cast(self.function, ctypes.c_void_p).value
+
+    def _launch(self, handle, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        words = [ctypes.string_at(params[i], 8) for i in range(self.count)]
+        self.launches.append((handle, (gx, gy, gz), (bx, by, bz), shared, stream, words,
+                              extra))
+        return self.result
+
+
+def _size(word) -> int:
+    """The bytes of ``word`` the driver reads (its kernel parameter's size)."""
+    if isinstance(word, (bool, np.bool_)):
+        return 1
+    if isinstance(word, ctypes._SimpleCData):
+        return ctypes.sizeof(word)
+    if isinstance(word, np.generic):
+        return word.itemsize
+    return 8  # an int (intptr_t) or a float (double)
+
+
+def packed(words) -> list[bytes]:
+    """The bytes ``ParamHolder`` packs for each word (cuda.core's launch)."""
+    from cuda.core._kernel_arg_handler import ParamHolder  # the callers skip without it
+
+    holder = ParamHolder(list(words))
+    pointers = (ctypes.c_void_p * len(words)).from_address(holder.ptr)
+    return [ctypes.string_at(pointer, _size(word)) for pointer, word in zip(pointers, words)]
+
+
+def launched_bytes(words, slots) -> list[bytes]:
+    """What the driver read of each word: its slot cut to its size."""
+    return [slot[:_size(word)] for word, slot in zip(words, slots)]

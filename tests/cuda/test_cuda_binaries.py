@@ -369,6 +369,36 @@ def test_a_loaded_kernel_whose_launch_fails_is_compiled(machine, monkeypatch, ca
     assert "its launch failed (RuntimeError: CUDA_ERROR_INVALID_HANDLE)" in capsys.readouterr().err
 
 
+def test_a_loaded_kernel_launches_from_c_the_bytes_numba_cuda_packs(machine, monkeypatch):
+    """Where the driver's ``cuLaunchKernel`` is known (``cuda_plans.driver_launch``), a
+    loaded kernel's plan launches from C (``compiler/_launch.c``): the loaded handle, the
+    configuration's grid, block and stream, and the bytes ``cuda.core`` packs of the words
+    numba-cuda passed in the first process; a new scalar value's bytes at its launch."""
+    pytest.importorskip("pyacc.compiler._launch", reason="the C launch is not built")
+    pytest.importorskip("cuda.core._kernel_arg_handler", reason="no cuda.core packing")
+    from numba_cuda_leaves import STREAM, Driver, launched_bytes, packed
+
+    a = DeviceArray((100, 3))
+    cuda_runtime.launch(_kernel(), (4, 1), 32, (a, 7, -2.0))
+    _new_process(monkeypatch)
+    monkeypatch.setattr(cuda_binaries, "_load_kernel", lambda cubin, entry: (
+        SimpleNamespace(handle=0xbeef), "its object code"))
+    driver = Driver(11)
+    monkeypatch.setattr(cuda_plans, "_driver", [driver.address])
+    kernel = _kernel()
+    for x in (-2.0, -2.0, 0.5):
+        cuda_runtime.launch(kernel, (4, 1), 32, (a, 7, x))
+    assert len(watch.launches) == 1 and not kernel.overloads  # the first process's only
+    first = watch.launches[0][3]
+    for (handle, grid, block, shared, stream, slots, _), x in zip(driver.launches,
+                                                                 (-2.0, -2.0, 0.5)):
+        assert (handle, grid, block, shared, stream) == (0xbeef, (4, 1, 1), (32, 1, 1), 0,
+                                                         STREAM.handle)
+        words = first[:-1] + (cuda_binaries.word("float64", x)[0],)
+        assert launched_bytes(words, slots) == packed(first[:-1] + (type(first[-1])(x),))
+    assert len(driver.launches) == 3
+
+
 def test_a_loaded_plan_is_kept_from_the_second_sight_of_its_facts(machine, monkeypatch):
     """Arrays made afresh for each launch (partials, scratch rows) push no plan out."""
     cuda_runtime.launch(_kernel(), 1, 8, (DeviceArray((10, 1)), 10, 1.0))
