@@ -710,8 +710,8 @@ def _plans(state, lane=True, record=True):
         if _C_DRIVER[0] is _UNASKED:
             _C_DRIVER[0] = cuda_plans.driver_launch()
         wanted = _C_DRIVER[0] if record else None
-        if cuda_plans._driver != [wanted]:
-            cuda_plans._driver[:] = [wanted]
+        if cuda_plans._driver.get("cuLaunchKernel") != wanted:
+            cuda_plans._driver["cuLaunchKernel"] = wanted
             cuda_plans._plans.clear()  # (made again at their facts' next two sights)
             cuda_plans._sightings.clear()
     return prepare

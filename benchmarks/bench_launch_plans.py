@@ -133,12 +133,12 @@ def launcher(way: str):
         cuda_runtime.launch(trivial, 1, 32, args)
     from pyacc.compiler import cuda_plans
 
-    cuda_plans._driver[:] = [c_driver() if way == "C launch" else None]  # read as plans are made
-    try:
+    cuda_plans._driver["cuLaunchKernel"] = c_driver() if way == "C launch" else None
+    try:  # (read as plans are made)
         for _ in range(3):
             launch()
     finally:
-        cuda_plans._driver.clear()
+        cuda_plans._driver.pop("cuLaunchKernel")
     return launch
 
 

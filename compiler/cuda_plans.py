@@ -78,7 +78,7 @@ except ImportError:
     _launch = None
 
 __all__ = ["find", "launch_and_prepare", "launch_loaded", "LAUNCHED", "core_stream", "facts",
-           "PreparedLaunch", "record", "driver_launch", "enabled", "PLANS_KEPT", "FACTS_KEPT", "SIGHTINGS_KEPT"]
+           "PreparedLaunch", "record", "driver_launch", "driver_function", "enabled", "PLANS_KEPT", "FACTS_KEPT", "SIGHTINGS_KEPT"]
 
 #: configurations with plans kept; the oldest go first
 PLANS_KEPT = 512
@@ -103,7 +103,7 @@ _sightings: dict[tuple, None] = {}  # (configuration, facts) seen once
 _lock = threading.Lock()  # over the changes to the tables and to configurations' callbacks
 _launched = threading.local()  # .kernel: what the armed pre-launch callback saw
 _refused = weakref.WeakSet()  # kernels (dispatchers) whose refusal was reported
-_driver: list = []  # [the address of the driver's cuLaunchKernel, or None], once asked
+_driver: dict[str, int | None] = {}  # the driver's functions' addresses (None: none), once asked
 
 
 def enabled(compiler) -> bool:
@@ -217,30 +217,38 @@ def _driver_error(code: int) -> Exception:
         from cuda.core._utils.cuda_utils import CUDAError  # what cuda.core.launch raises
 
         result = driver.CUresult(code)
-        _, name = driver.cuGetErrorName(result)
-        _, text = driver.cuGetErrorString(result)
-        return CUDAError(f"{name.decode()}: {text.decode()}")
     except Exception:  # noqa: BLE001 - an unknown code, or no cuda-bindings: say the number
         return RuntimeError(f"cuLaunchKernel failed: CUresult {code}")
+    try:
+        text = driver.cuGetErrorString(result)[1].decode()
+    except Exception:  # noqa: BLE001 - (the driver's library is needed for its text)
+        return CUDAError(result.name)
+    return CUDAError(f"{result.name}: {text}")
 
 
 def driver_launch() -> int | None:
-    """The address of the driver's ``cuLaunchKernel`` (``cuGetProcAddress``, CUDA 12.0's
+    """The address of the driver's ``cuLaunchKernel`` (:func:`driver_function`)."""
+    return driver_function("cuLaunchKernel")
+
+
+def driver_function(name: str) -> int | None:
+    """The address of the driver's function ``name`` (``cuGetProcAddress``, CUDA 12.0's
     ABI, the legacy default stream's variant: plans never launch on a default stream), or
     None: no C launch here (``compiler/_launch.c`` not built, no driver). Asked once."""
-    if not _driver:
-        _driver.append(_ask_driver() if _launch is not None else None)
-    return _driver[0]
+    try:
+        return _driver[name]
+    except KeyError:
+        return _driver.setdefault(name, _ask_driver(name) if _launch is not None else None)
 
 
-def _ask_driver() -> int | None:
+def _ask_driver(name: str) -> int | None:
     try:
         from cuda.bindings import driver  # here: only once a plan is made, on a GPU
     except ImportError:
         return None
     flags = driver.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM
     try:
-        error, address, found = driver.cuGetProcAddress(b"cuLaunchKernel", 12000, flags)
+        error, address, found = driver.cuGetProcAddress(name.encode(), 12000, flags)
     except Exception:  # noqa: BLE001 - no libcuda: cuda.core launches (and reports)
         return None
     if error != driver.CUresult.CUDA_SUCCESS or \

@@ -148,7 +148,7 @@ def stand_in(monkeypatch) -> SimpleNamespace:
     monkeypatch.setattr(cuda_plans, "_refused", weakref.WeakSet())
     # plans launch through cuda.core (the stand-in above), not the driver's function of a
     # GPU this process may have found: a test that wants the C launch sets its own
-    monkeypatch.setattr(cuda_plans, "_driver", [None])
+    monkeypatch.setattr(cuda_plans, "_driver", {"cuLaunchKernel": None, "cuStreamSynchronize": None})
     monkeypatch.setattr(cuda_compilers, "_choice",
                         [(cuda_compilers.COMPILERS["numba-cuda"], None, "stand-ins")])
     return watch

@@ -384,7 +384,7 @@ def test_a_loaded_kernel_launches_from_c_the_bytes_numba_cuda_packs(machine, mon
     monkeypatch.setattr(cuda_binaries, "_load_kernel", lambda cubin, entry: (
         SimpleNamespace(handle=0xbeef), "its object code"))
     driver = Driver(11)
-    monkeypatch.setattr(cuda_plans, "_driver", [driver.address])
+    monkeypatch.setattr(cuda_plans, "_driver", {"cuLaunchKernel": driver.address})
     kernel = _kernel()
     for x in (-2.0, -2.0, 0.5):
         cuda_runtime.launch(kernel, (4, 1), 32, (a, 7, x))

@@ -162,7 +162,7 @@ def c_launch(monkeypatch):
                             kernel=SimpleNamespace(handle=id(library) & 0xffffffff),
                             name="kernel", module=SimpleNamespace(initialized=True)))
     driver = Driver(11)
-    monkeypatch.setattr(cuda_plans, "_driver", [driver.address])
+    monkeypatch.setattr(cuda_plans, "_driver", {"cuLaunchKernel": driver.address})
     return SimpleNamespace(watch=watch, driver=driver)
 
 
