@@ -19,7 +19,9 @@
  * a slot of 8 bytes, aligned to 8; the driver reads as many bytes of it as the kernel's
  * parameter has.
  *
- * Invariants: a record never changes after it is made (``launch``'s spans apply to a copy
+ * Invariants: a record holds its ``owner`` (the kernel's ``cuda.core`` object, or the
+ * loaded binary: what keeps its handle loaded) for as long as it can launch; it never
+ * changes after it is made (``launch``'s spans apply to a copy
  * made on the C stack, so threads may launch one record at once with scalars of their own);
  * the GIL is held for the whole of a launch (the driver's call only enqueues); the kernel's
  * handle may be a ``CUkernel`` (``cuda.core``'s ``Kernel.handle``), which the driver takes
@@ -29,6 +31,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -45,6 +48,7 @@ static PyObject *LaunchFailed;
 
 typedef struct {
     PyObject_HEAD
+    PyObject *owner;     /* what keeps the kernel's handle loaded (its Kernel, its binary) */
     launch_kernel_fn launch_kernel;
     void *handle;
     void *stream;
@@ -131,13 +135,13 @@ static PyObject *
 record_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"driver", "handle", "grid", "block", "shared", "stream", "words",
-                            NULL};
+                            "owner", NULL};
     unsigned long long driver, handle, stream;
-    PyObject *grid, *block, *words;
+    PyObject *grid, *block, *words, *owner = Py_None;
     unsigned shared;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKO!O!IKO:LaunchRecord", names, &driver,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KKO!O!IKO|O:LaunchRecord", names, &driver,
                                      &handle, &PyTuple_Type, &grid, &PyTuple_Type, &block,
-                                     &shared, &stream, &words))
+                                     &shared, &stream, &words, &owner))
         return NULL;
     if (driver == 0) {
         PyErr_SetString(PyExc_ValueError, "no driver function (address 0)");
@@ -149,6 +153,8 @@ record_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     LaunchRecord *self = (LaunchRecord *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
+    Py_INCREF(owner);
+    self->owner = owner;
     self->launch_kernel = (launch_kernel_fn)(uintptr_t)driver;
     self->handle = (void *)(uintptr_t)handle;
     self->stream = (void *)(uintptr_t)stream;
@@ -171,6 +177,7 @@ static void
 record_dealloc(LaunchRecord *self)
 {
     PyMem_Free(self->values);
+    Py_XDECREF(self->owner);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -280,25 +287,35 @@ static PyTypeObject LaunchRecordType = {
     .tp_name = "pyacc.compiler._launch.LaunchRecord",
     .tp_basicsize = sizeof(LaunchRecord),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "LaunchRecord(driver, handle, grid, block, shared, stream, words): a kernel's "
-              "launch as cuLaunchKernel (at address driver) takes it; see the module's "
-              "source for the packing of words.",
+    .tp_doc = "LaunchRecord(driver, handle, grid, block, shared, stream, words, owner=None): "
+              "a kernel's launch as cuLaunchKernel (at address driver) takes it, owner kept "
+              "alive with it (what keeps the handle loaded); see the module's source for "
+              "the packing of words.",
     .tp_new = record_new,
     .tp_dealloc = (destructor)record_dealloc,
     .tp_methods = record_methods,
     .tp_getset = record_getset,
 };
 
+#include "_replay.c.h"
+
+static PyMethodDef launch_functions[] = {
+    {"set_replaying", set_replaying, METH_O,
+     "set_replaying(flag) -> previous: whether Replays make calls again (benchmarks)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef launch_module = {
     PyModuleDef_HEAD_INIT, "pyacc.compiler._launch",
-    "Prepared GPU launches made by one call of the driver's cuLaunchKernel (compiler/_launch.c).",
-    -1, NULL, NULL, NULL, NULL, NULL,
+    "Prepared GPU launches made by one call of the driver's cuLaunchKernel, and synchronous "
+    "calls made again from C (compiler/_launch.c, compiler/_replay.c.h).",
+    -1, launch_functions, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
 PyInit__launch(void)
 {
-    if (PyType_Ready(&LaunchRecordType) < 0)
+    if (PyType_Ready(&LaunchRecordType) < 0 || PyType_Ready(&ReplayType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&launch_module);
     if (module == NULL)
@@ -307,7 +324,8 @@ PyInit__launch(void)
         "pyacc.compiler._launch.LaunchFailed",
         "The driver refused a launch; .code is its CUresult.", PyExc_RuntimeError, NULL);
     if (LaunchFailed == NULL || PyModule_AddObjectRef(module, "LaunchFailed", LaunchFailed) < 0
-            || PyModule_AddObjectRef(module, "LaunchRecord", (PyObject *)&LaunchRecordType) < 0) {
+            || PyModule_AddObjectRef(module, "LaunchRecord", (PyObject *)&LaunchRecordType) < 0
+            || PyModule_AddObjectRef(module, "Replay", (PyObject *)&ReplayType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

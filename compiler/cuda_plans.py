@@ -78,7 +78,9 @@ except ImportError:
     _launch = None
 
 __all__ = ["find", "launch_and_prepare", "launch_loaded", "LAUNCHED", "core_stream", "facts",
-           "PreparedLaunch", "record", "driver_launch", "driver_function", "enabled", "PLANS_KEPT", "FACTS_KEPT", "SIGHTINGS_KEPT"]
+           "PreparedLaunch", "record", "driver_launch", "driver_function", "driver_error",
+           "recorded", "counted", "RECORDING", "NUMBERS", "enabled", "PLANS_KEPT",
+           "FACTS_KEPT", "SIGHTINGS_KEPT"]
 
 #: configurations with plans kept; the oldest go first
 PLANS_KEPT = 512
@@ -91,7 +93,7 @@ _INT_RANGE = range(-(2 ** 62), 2 ** 62)
 #: NumPy scalars whose type settles numba-cuda's type of them, marshalled by value (not
 #: ``timedelta64``/``datetime64``, typed by their unit; not records, which numba-cuda
 #: copies to the device at each launch)
-_NUMBERS = frozenset(np.dtype(code).type for code in "?bBhHiIlLqQefdFD")
+NUMBERS = frozenset(np.dtype(code).type for code in "?bBhHiIlLqQefdFD")
 #: the numba-cuda releases whose launch (``_Kernel.launch``) a plan reproduces
 _SUPPORTED = ("0.30.",)
 
@@ -104,6 +106,10 @@ _lock = threading.Lock()  # over the changes to the tables and to configurations
 _launched = threading.local()  # .kernel: what the armed pre-launch callback saw
 _refused = weakref.WeakSet()  # kernels (dispatchers) whose refusal was reported
 _driver: dict[str, int | None] = {}  # the driver's functions' addresses (None: none), once asked
+#: threads recording their launches now (:func:`recorded`); ``cuda_runtime.launch`` counts
+#: its launches (:func:`counted`) only while it is not 0
+RECORDING = [0]
+_recording = threading.local()  # .launches: this thread's recording, .count: launches begun
 
 
 def enabled(compiler) -> bool:
@@ -126,7 +132,7 @@ def facts(args, array_class) -> tuple | None:
             found.append((value.data.ptr, value.shape, value.strides, dtype))
         elif kind is float or kind is bool or (kind is int and value in _INT_RANGE):
             found.append(kind)
-        elif kind in _NUMBERS:
+        elif kind in NUMBERS:
             found.append(kind)  # a NumPy number: typed by its dtype
         else:
             return None
@@ -175,10 +181,14 @@ class PreparedLaunch:
                 self._launch(self._stream, self._config, self._handle, *self._words)
             else:
                 _launch_record(record)
+                if RECORDING[0]:
+                    _recorded(record, ())
             return
         scalars = self._marshalled(args)
         if record is not None:
             _launch_record(record, *scalars)
+            if RECORDING[0]:
+                _recorded(record, tuple(scalars))
             return
         words = list(self._words)
         for start, marshalled in scalars:
@@ -200,16 +210,48 @@ class PreparedLaunch:
         return spans
 
 
+def recorded(call, args) -> tuple:
+    """``(call(*args), launches)``: ``launches`` the launches the call made, in order, as
+    ``[(LaunchRecord, spans), ...]`` when every one was a plan's launch from C (the words
+    of each launch's scalars in ``spans``), else None (another launch, none, or a call
+    already recording on this thread). ``compiler/_replay.c.h`` keeps them."""
+    if getattr(_recording, "launches", None) is not None:
+        return call(*args), None
+    launches = _recording.launches = []
+    _recording.count = 0
+    with _lock:
+        RECORDING[0] += 1
+    try:
+        result = call(*args)
+    finally:
+        _recording.launches = None
+        with _lock:
+            RECORDING[0] -= 1
+    return result, (launches if launches and len(launches) == _recording.count else None)
+
+
+def counted() -> None:
+    """A launch began on this thread (``cuda_runtime.launch``, while :data:`RECORDING`)."""
+    if getattr(_recording, "launches", None) is not None:
+        _recording.count += 1
+
+
+def _recorded(record, spans) -> None:
+    launches = getattr(_recording, "launches", None)
+    if launches is not None:
+        launches.append((record, spans))
+
+
 def _launch_record(record, *spans) -> None:
     """``record.launch(*spans)``; a launch the driver refuses raises cuda.core's
     ``CUDAError`` naming the driver's error, as ``cuda.core.launch`` does."""
     try:
         record.launch(*spans)
     except _launch.LaunchFailed as failed:
-        raise _driver_error(failed.code) from None
+        raise driver_error(failed.code) from None
 
 
-def _driver_error(code: int) -> Exception:
+def driver_error(code: int) -> Exception:
     """cuda.core's ``CUDAError`` for the driver's ``CUresult`` ``code`` (RuntimeError
     where cuda.core cannot say)."""
     try:
@@ -257,16 +299,19 @@ def _ask_driver(name: str) -> int | None:
     return int(address) or None
 
 
-def record(handle, grid, block, shared: int, stream, words, cooperative: bool = False):
+def record(handle, grid, block, shared: int, stream, words, cooperative: bool = False,
+           owner=None):
     """The ``LaunchRecord`` of a launch of the kernel ``handle`` (cuda.core's ``Kernel``)
     with these ``words`` (one tuple per argument) on ``stream`` (cuda.core's), or None:
     no C launch here (:func:`driver_launch`), or a cooperative kernel (``cuLaunchKernel``
-    does not launch those). A word the driver cannot take raises (the plan is refused)."""
+    does not launch those). The record keeps ``owner`` (default: ``handle``) alive: what
+    keeps the kernel loaded. A word the driver cannot take raises (the plan is refused)."""
     driver = driver_launch()
     if driver is None or cooperative:
         return None
     return _launch.LaunchRecord(driver, int(handle.handle), _dimensions(grid), _dimensions(block),
-                                shared, int(stream.handle), tuple(itertools.chain(*words)))
+                                shared, int(stream.handle), tuple(itertools.chain(*words)),
+                                handle if owner is None else owner)
 
 
 def _launch_config(dispatcher, cooperative, configured):
@@ -393,7 +438,7 @@ def _loaded(key, binary, args, found, array_class) -> PreparedLaunch:
     plan = PreparedLaunch(launch, core, config(grid=_dimensions(grid), block=_dimensions(block),
                                                shmem_size=0),
                           binary.handle, words, scalars, cuda_binaries.word,
-                          record(binary.handle, grid, block, 0, core, words))
+                          record(binary.handle, grid, block, 0, core, words, owner=binary))
     if _second_sight(key, found):  # kept as numba-cuda's plans are: facts seen twice
         _store(key, found, plan)
     return plan

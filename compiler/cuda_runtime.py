@@ -181,6 +181,8 @@ def _parameter_name(kernel, position: int) -> str:
 def launch(kernel, grid, block, args: tuple) -> None:
     """``kernel[grid, block, stream()](*args)``, host arrays refused; through its
     prepared launch (``cuda_plans``) when one matches the arguments."""
+    if cuda_plans.RECORDING[0]:  # (a synchronous call's launches, ``cuda_plans.recorded``)
+        cuda_plans.counted()
     if SIMULATED:
         refuse_host_arrays(kernel, args)
         _simulated_launch(kernel, grid, block, _own_records(args))

@@ -5,9 +5,9 @@ Owns :class:`CudaTarget`. On the CPU a compute region becomes one ``njit`` funct
 a GPU the host and the device are separate, so the generated module holds:
 
 * one ``@cuda.jit`` kernel per parallel nest (``_acc_k<N>``) over the nest's collapsed
-  iteration space (OpenACC 3.3 §2.9.1: the collapsed levels form
-  one space of ``prod(trip counts)`` iterations, innermost level fastest so
-  neighbouring threads touch neighbouring elements). A nest of two or more levels
+  iteration space (OpenACC 3.3 §2.9.1: the collapsed levels form one space of
+  ``prod(trip counts)`` iterations, innermost fastest: neighbouring threads, neighbouring
+  elements). A nest of two or more levels
   without ``num_gangs`` is *tiled*: a 2-D grid of 2-D blocks (``cuda_runtime.tile``),
   x along the innermost level and y along the other levels' iterations (the rows), so
   that a block reuses its rows' and columns' cache lines and no element's index needs a
@@ -30,11 +30,10 @@ a GPU the host and the device are separate, so the generated module holds:
   ``cuda.atomic.*`` (§2.12); outside the simulator the module's ``cuda`` is
   ``cuda_kernels.deferred``: no kernel is handed to the compiler (nor the compiler
   imported) before one must be compiled;
-* the driver ``_acc_kernel`` (plain Python): the function with each parallel nest
-  replaced by its launch on the current queue's stream (``cuda_runtime.stream``) and each
-  device run replaced by its single-thread launch. Scalar code (sizes, bounds, tests on
-  reduction results) runs on the host, views of arrays (``a[i]`` of a 2-d array) are
-  taken on the host (no data moves).
+* the driver ``_acc_kernel`` (plain Python): each parallel nest replaced by its launch on
+  the current queue's stream (``cuda_runtime.stream``), each device run by its
+  single-thread launch; scalar code (sizes, bounds, tests on reduction results) and views
+  of arrays run on the host. ``replayable`` when it only launches (``cuda_replay``).
 
 Invariants:
     * The driver never reads an array element on the host: anything that does is in a
@@ -57,6 +56,7 @@ from . import cuda_compilers, cuda_runtime
 from .codegen import RT, Target, _names_outside
 from .cuda_arrays import CRT as _CRT, CUDA as _CUDA, DEVICE_COPIES as _DEVICE_COPIES
 from .cuda_arrays import LOCAL_FILL as _LOCAL_FILL, LocalArrays as _LocalArrays, rebind_on_device
+from .cuda_replay import only_launches
 from .errors import CompileError
 from .reductions import COMBINE, NP, element_update
 from .templates import Renamer, fill_body, is_const, range_bounds
@@ -98,6 +98,7 @@ class CudaTarget(Target):
         self.launches: set[int] = set()  # ids of driver statements that launch kernels
         self.kernel_count = 0
         self.island_count = 0
+        self.replayable = False  # the driver only launches (``finish_kernel``)
         # kernels whose parameter lists are final only once the driver is: (tree, launch)
         self.pending: list[tuple[ast.FunctionDef, list]] = []
 
@@ -267,11 +268,9 @@ class CudaTarget(Target):
     def _tiled_kernel_text(self, nest, p, name, params, levels, tile, capped, private_arrays,
                            slots):
         """A 2-D grid-stride loop (OpenACC 3.3 §2.9.1: the collapsed space, innermost level
-        along x so that neighbouring threads touch neighbouring elements, as a
-        hand-written 2-D kernel does): the outer levels recovered from the row by divmod
-        once per row, the innermost level's index from x. ``while`` loops that step
-        before the body (a ``continue`` in it still steps) and no ``range``: Numba
-        sets up a ``range`` of a run-time step with a 64-bit division, once per row.
+        along x, as a hand-written 2-D kernel): the outer levels from the row by divmod
+        once per row, the innermost index from x. ``while`` loops that step before the
+        body (a ``continue`` still steps), no ``range`` (a run-time step: a division).
 
         Only a ``capped`` grid (reductions, private arrays) strides. An uncapped one
         covers the launch's part of the space (from its first column and row, ``{p}cb``,
@@ -412,6 +411,7 @@ class CudaTarget(Target):
         names = {n for n in passed if not n.startswith("_acc_")}
         if rebind_on_device(tree.body, names):  # one device copy per host array and call
             tree.body.insert(0, ast.parse(f"{_DEVICE_COPIES} = {{}}").body[0])
+        self.replayable = only_launches(tree.body, self.launches, _CRT)  # ``cuda_replay``
         return tree
 
     def _split(self, stmts):

@@ -137,6 +137,25 @@ def test_a_span_past_the_words_is_refused_and_nothing_launches():
     assert driver.launches == []
 
 
+def test_a_record_keeps_its_owner_alive():
+    """What keeps the kernel's handle loaded (its cuda.core ``Kernel``, a loaded binary)
+    lives as long as a record that launches it."""
+    import gc
+    import weakref
+
+    class Owner:
+        pass
+    owner = Owner()
+    alive = weakref.ref(owner)
+    record = _launch.LaunchRecord(Driver(0).address, 1, (1, 1, 1), (1, 1, 1), 0, 2, (), owner)
+    del owner
+    gc.collect()
+    assert alive() is not None
+    del record
+    gc.collect()
+    assert alive() is None
+
+
 def test_no_record_without_a_driver_function():
     with pytest.raises(ValueError, match="no driver function"):
         _launch.LaunchRecord(0, 1, (1, 1, 1), (1, 1, 1), 0, 2, ())

@@ -1,0 +1,86 @@
+"""Synchronous compute calls on the cuda device made again from C: which drivers may be,
+and the ``Replay`` that does it (``compiler/_replay.c.h``).
+
+A synchronous compute call on ``cuda`` runs its generated driver with the synchronous
+queue's stream current, then waits for that stream (``SyncKernel``, ``mapping``). Through
+prepared launches made from C (``cuda_plans``) the driver's launches cost ~1 µs of host
+time each, but the driver itself, the stream made current, the lookups of each launch and
+the wait through CuPy are Python: the issue-28 target of ≤ 10 µs a call (a trivial kernel
+on 3 present arrays) is below what that path can take on the H100 host (RESULTS.md, "The
+launch target"). A ``Replay`` in the express lane's place of ``SyncKernel`` makes the
+launches of a call again from C and waits with the driver's ``cuStreamSynchronize``, when
+the call's arguments have the facts of one recorded earlier (``_replay.c.h``).
+
+**Which drivers** (:func:`only_launches`, decided when the module is generated, the
+kernel's ``replayable``): those whose every statement is a parallel nest's launch as
+``cuda_target`` generates it — its bounds, trip counts, launch shape and launches, nothing
+else. So no reduction (its partials are read back), no private array (scratch rows), no
+single-thread run, no array the region makes, no loop or ``if`` of the region around the
+nests, no host statement of the user's; and no call but ``cuda_runtime``'s shape functions
+and launch and the builtins ``len``, ``range``, ``min``, ``max``, ``abs``, ``int`` and
+``float``. The launches of such a driver are a function of its arguments' facts (a device
+array's pointer, shape, strides and dtype; a scalar's type and value).
+
+**Which calls**: a call is recorded (``cuda_plans.recorded``) when every launch it made
+was a prepared launch from C; its launches are kept for its facts, and a later call with
+the same facts is made again from C. Anything else (other facts, an argument of another
+kind, a launch through the dispatcher) runs through ``SyncKernel`` as before.
+
+Invariants: a replayed call makes exactly the launches, with exactly the words, of the call
+it repeats, on the same stream, and waits for that stream before it returns; a driver
+that could do anything else is never replayed.
+"""
+from __future__ import annotations
+
+import ast
+
+from . import cuda_plans, cuda_runtime
+
+try:
+    from . import _launch  # optional: the C launch (compiler/_launch.c), absent when not built
+except ImportError:
+    _launch = None
+
+__all__ = ["only_launches", "replaying"]
+
+#: the calls a driver that only launches makes (``cuda_target``'s nests)
+_SHAPES = frozenset({"trip_count", "launch_shape", "launch_tiles", "launch"})
+_BUILTINS = frozenset({"len", "range", "min", "max", "abs", "int", "float"})
+
+
+def only_launches(body: list, launches: set, runtime_name: str) -> bool:
+    """Whether the driver ``body`` (its statements) only launches parallel nests: each
+    statement is one of a nest's (``launches``: their ids) and calls only ``runtime_name``'s
+    (``cuda_runtime``'s name in the module) shape functions and launch, or a builtin of
+    :data:`_BUILTINS` (module docstring)."""
+    if not body or not all(id(statement) in launches for statement in body):
+        return False
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, (ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom, ast.Global,
+                             ast.Nonlocal, ast.Return)):
+            return False
+        if isinstance(node, ast.Call) and not _allowed(node.func, runtime_name):
+            return False
+    return True
+
+
+def _allowed(func, runtime_name: str) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in _BUILTINS
+    return (isinstance(func, ast.Attribute) and func.attr in _SHAPES
+            and isinstance(func.value, ast.Name) and func.value.id == runtime_name)
+
+
+def replaying(kernel, on_failure):
+    """A ``Replay`` of ``kernel`` (a synchronous queue's launcher, ``SyncKernel``, of a
+    replayable driver) whose failed waits call ``on_failure`` (the queue's ``synchronize``,
+    which raises pyacc's error); ``kernel`` itself where nothing can be made again from C:
+    no C launch (``cuda_plans.driver_function``), or no CuPy array class (plans off)."""
+    launch = cuda_plans.driver_function("cuLaunchKernel")
+    synchronize = cuda_plans.driver_function("cuStreamSynchronize")
+    array_class = cuda_runtime._array_class()  # (CuPy's, where plans are made)
+    if _launch is None or launch is None or synchronize is None or array_class is None:
+        return kernel
+    return _launch.Replay(kernel, cuda_plans.recorded, array_class,
+                                     cuda_plans.NUMBERS, on_failure, cuda_plans.driver_error,
+                                     synchronize)

@@ -1,0 +1,370 @@
+"""Synchronous calls made again from C (``compiler/cuda_replay.py``, ``_replay.c.h``),
+without a GPU.
+
+Which drivers only launch is decided on generated modules (``get_kernel`` for the cuda
+target, nothing launched). The ``Replay`` runs against numba-cuda's launch path with the
+driver's leaves standing in (``numba_cuda_leaves``): the driver's ``cuLaunchKernel``
+(:class:`Driver`) and ``cuStreamSynchronize`` (:class:`Waits`) are C functions made by
+ctypes that record what they are given. A replayed call must make exactly the launches,
+word for word, that the launcher made for the same facts, then wait for their stream.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import warnings
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from pyacc.compiler import analyze, cuda_compilers, cuda_plans, cuda_replay, cuda_runtime, get_kernel
+from pyacc.compiler import parse_clauses
+
+if cuda_runtime.SIMULATED:  # pragma: no cover - conftest keeps this file out
+    pytest.skip("numba-cuda's launch path, not the simulator's", allow_module_level=True)
+_launch = pytest.importorskip("pyacc.compiler._launch", reason="the C launch is not built")
+if not cuda_plans.enabled(cuda_compilers.COMPILERS["numba-cuda"]):
+    pytest.skip("plans reproduce numba-cuda 0.30's launch", allow_module_level=True)
+
+from numba import cuda  # noqa: E402 - numba-cuda is installed (above)
+from numba.cuda import codegen  # noqa: E402
+
+from numba_cuda_leaves import STREAM, DeviceArray, Driver, stand_in  # noqa: E402
+
+
+# == which drivers only launch ===================================================================
+def one_nest(a, b, c, n):
+    for i in range(n):
+        c[i] = a[i] + b[i]
+
+
+def tiled(a, c, n, m):
+    for i in range(n):
+        for j in range(m):
+            c[i, j] = 2.0 * a[i, j]
+
+
+def two_nests(a, b, n):
+    for i in range(n):
+        a[i] = 1.0
+    for i in range(len(a)):
+        b[i] = a[i]
+
+
+def reduction(a, n):
+    s = 0.0
+    for i in range(n):
+        s += a[i]
+    return s
+
+
+def host_code(a, n):
+    m = n // 2
+    for i in range(m):
+        a[i] = 1.0
+
+
+def host_call(a, n):
+    for i in range(int(np.sqrt(n))):
+        a[i] = 1.0
+
+
+def serial_part(a, n):
+    a[0] = 5.0
+    for i in range(n):
+        a[i] += 1.0
+
+
+def steps(a, n):
+    for t in range(3):
+        for i in range(n):
+            a[i] += 1.0
+
+
+def private_array(a, n):
+    tmp = np.zeros(2)
+    for i in range(n):
+        tmp[0] = a[i]
+        a[i] = tmp[0] * 2.0
+
+
+def made_array(a, n):
+    t = np.ones(4)
+    for i in range(n):
+        a[i] = t[i % 4]
+
+
+_V, _M = np.ones(16), np.ones((4, 4))
+
+
+@pytest.mark.parametrize("function, clauses, args, expected", [
+    (one_nest, "parallel_loop", (_V, _V, _V, 16), True),
+    (tiled, "parallel_loop collapse(2)", (_M, _M, 4, 4), True),
+    (two_nests, "kernels", (_V, _V, 16), True),
+    (reduction, "parallel_loop reduction(+:s)", (_V, 16), False),
+    (host_code, "kernels", (_V, 16), False),
+    (host_call, "parallel_loop", (_V, 16), False),
+    (serial_part, "kernels", (_V, 16), False),
+    (steps, "kernels", (_V, 16), False),
+    (private_array, "parallel_loop private(tmp)", (_V, 16), False),
+    (made_array, "kernels", (_V, 16), False),
+])
+def test_a_driver_is_replayable_when_it_only_launches_its_nests(function, clauses, args,
+                                                                expected):
+    """``cuda_replay.only_launches``: nests' bounds, shapes and launches, nothing else."""
+    construct, _, clause_string = clauses.partition(" ")
+    info = analyze(function, parse_clauses(construct, clause_string or None))
+    with warnings.catch_warnings():  # (``steps``' loop runs sequentially, and says so)
+        warnings.simplefilter("ignore")
+        kernel = get_kernel(info, args, target="cuda", device_type="cuda")
+    assert kernel.replayable is expected
+
+
+# == the Replay ==================================================================================
+_WAIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
+class Waits:
+    """``cuStreamSynchronize`` standing in: the streams waited for; answers ``result``."""
+
+    def __init__(self):
+        self.streams, self.result = [], 0
+        self.function = _WAIT(self._wait)
+        self.address = ctypes.cast(self.function, ctypes.c_void_p).value
+
+    def _wait(self, stream):
+        self.streams.append(stream)
+        return self.result
+
+
+def fill(a, n, x):
+    i = cuda.grid(1)
+    if i < n:
+        a[i, 0] = x
+
+
+_kernels = {}
+
+
+def _fill():
+    if "fill" not in _kernels:
+        _kernels["fill"] = cuda.jit(fill)
+    return _kernels["fill"]
+
+
+@pytest.fixture
+def machine(monkeypatch):
+    """numba-cuda's launch path, the driver's two functions standing in, and a launcher
+    (``SyncKernel`` as far as a replay sees it) of a driver that launches ``fill`` once;
+    ``machine.calls`` counts the launcher's calls."""
+    watch = stand_in(monkeypatch)
+    monkeypatch.setattr(codegen.CUDACodeLibrary, "get_cufunc", lambda library: SimpleNamespace(
+        kernel=SimpleNamespace(handle=0xf111), name="fill", module=SimpleNamespace(initialized=True)))
+    driver, waits = Driver(11), Waits()
+    monkeypatch.setattr(cuda_plans, "_driver", {"cuLaunchKernel": driver.address,
+                                                "cuStreamSynchronize": waits.address})
+    machine = SimpleNamespace(watch=watch, driver=driver, waits=waits, calls=0, failures=0)
+
+    def launcher(a, n, x):
+        machine.calls += 1
+        cuda_runtime.launch(_fill(), (4, 1), (32, 1), (a, n, x))
+
+    def on_failure():
+        machine.failures += 1
+        raise RuntimeError("an operation on the synchronous queue failed")
+    machine.replay = cuda_replay.replaying(launcher, on_failure)
+    return machine
+
+
+def _words(launch) -> bytes:
+    return b"".join(launch[5])
+
+
+def test_a_call_with_the_facts_of_a_recorded_one_is_made_again_from_c(machine):
+    a = DeviceArray((100, 3))
+    replay = machine.replay
+    assert isinstance(replay, _launch.Replay)
+    for _ in range(3):  # the dispatcher twice (facts seen once, then the plan made), the plan
+        replay(a, 100, 1.5)
+    assert (machine.calls, replay.kept, replay.replayed) == (3, 1, 0)
+    for _ in range(4):
+        assert replay(a, 100, 1.5) is None
+    assert (machine.calls, replay.replayed) == (3, 4)
+    launches = machine.driver.launches
+    assert len(launches) == 1 + 4 and len({_words(launch) for launch in launches}) == 1
+    assert {launch[:5] for launch in launches} == {(0xf111, (4, 1, 1), (32, 1, 1), 0,
+                                                     STREAM.handle)}
+    assert machine.waits.streams == [STREAM.handle] * 4
+    assert machine.watch.calls == 2  # numba-cuda's dispatcher: its first two launches only
+
+
+@pytest.mark.parametrize("first, other", [
+    (1.5, 2.5), (0.0, -0.0), (1.5, np.float64(1.5)), (1.5, 1), (np.float32(0.0), np.float32(-0.0)),
+    (7, 8), (True, 1),
+])
+def test_other_scalar_facts_go_through_the_launcher(machine, first, other):
+    """A scalar's type and exact value (its bits: 0.0 is not -0.0) are facts."""
+    a = DeviceArray((100, 3))
+    for _ in range(3):
+        machine.replay(a, 100, first)
+    calls = machine.calls
+    machine.replay(a, 100, other)
+    assert machine.calls == calls + 1
+
+
+def test_other_array_facts_go_through_the_launcher(machine):
+    a = DeviceArray((100, 3))
+    for _ in range(3):
+        machine.replay(a, 100, 1.5)
+    for other in (DeviceArray((100, 3), ptr=0x9000), DeviceArray((100, 3), np.float32),
+                  a.view_of_rows(50), DeviceArray((100, 3), order="F")):
+        calls = machine.calls
+        machine.replay(other, 100, 1.5)
+        assert machine.calls == calls + 1
+    same = DeviceArray((100, 3))  # another object, the same facts: the same words
+    replayed = machine.replay.replayed
+    machine.replay(same, 100, 1.5)
+    assert machine.replay.replayed == replayed + 1
+
+
+def test_two_sets_of_facts_take_turns(machine):
+    """Jacobi's ``step(u, unew)``, ``step(unew, u)``: both kept, both made again."""
+    u, v = DeviceArray((100, 3)), DeviceArray((100, 3), ptr=0x9000)
+    for _ in range(3):
+        machine.replay(u, 100, 1.5)
+        machine.replay(v, 100, 1.5)
+    calls = machine.calls
+    for _ in range(5):
+        machine.replay(u, 100, 1.5)
+        machine.replay(v, 100, 1.5)
+    assert machine.calls == calls and machine.replay.replayed == 10
+    pointers = [int.from_bytes(launch[5][4], "little") for launch in machine.driver.launches[-10:]]
+    assert pointers == [u.data.ptr, v.data.ptr] * 5
+
+
+def test_a_replayed_launch_has_the_words_of_the_launchers(machine):
+    """Each new value is launched by the launcher once, then made again from C: the same
+    bytes the launcher's launch gave the driver."""
+    a = DeviceArray((100, 3))
+    for x in (1.5, 1.5, 1.5, -2.0, -2.0, 0.25, 0.25, -2.0):
+        machine.replay(a, 100, x)
+    by_value = {}
+    for launch in machine.driver.launches:
+        x = ctypes.c_double.from_buffer_copy(launch[5][-1]).value
+        by_value.setdefault(x, set()).add(_words(launch))
+    assert set(by_value) == {1.5, -2.0, 0.25} and all(len(w) == 1 for w in by_value.values())
+
+
+@pytest.mark.parametrize("args", [
+    (np.zeros((4, 3)), 4, 1.5),  # a host array: the launcher refuses it
+    (DeviceArray((100, 3)), 100, (1.5,)),  # a tuple
+])
+def test_arguments_of_other_kinds_are_never_kept(machine, args):
+    for _ in range(4):
+        with pytest.raises(Exception):
+            machine.replay(*args)
+    assert machine.replay.kept == 0 and machine.calls == 4
+
+
+def test_a_call_with_a_launch_through_the_dispatcher_is_not_kept(machine, monkeypatch):
+    a = DeviceArray((100, 3))
+    other = cuda.jit(fill)
+    monkeypatch.setattr(cuda_runtime, "_prepared", [DeviceArray])
+
+    def launcher(a, n, x):
+        machine.calls += 1
+        cuda_runtime.launch(_fill(), (4, 1), (32, 1), (a, n, x))
+        cuda_plans._plans.pop((other, 1, 32, cuda_runtime.stream()), None)  # never planned
+        cuda_runtime.launch(other, 1, 32, (a, n, x))
+    replay = cuda_replay.replaying(launcher, lambda: None)
+    for _ in range(5):
+        replay(a, 100, 1.5)
+    assert replay.kept == 0 and machine.calls == 5
+
+
+def test_keywords_go_through_the_launcher(machine):
+    calls = []
+    replay = cuda_replay.replaying(lambda *args, **kw: calls.append(kw), lambda: None)
+    replay(1, x=2)
+    assert calls == [{"x": 2}]
+
+
+def test_a_refused_replayed_launch_raises_the_drivers_error(machine):
+    a = DeviceArray((100, 3))
+    for _ in range(3):
+        machine.replay(a, 100, 1.5)
+    machine.driver.result = 700  # CUDA_ERROR_ILLEGAL_ADDRESS
+    with pytest.raises(Exception, match="CUDA_ERROR_ILLEGAL_ADDRESS") as raised:
+        machine.replay(a, 100, 1.5)
+    assert not isinstance(raised.value, _launch.LaunchFailed)
+    assert machine.waits.streams == []  # not waited for: nothing was launched
+
+
+def test_a_failed_wait_raises_what_the_queues_wait_raises(machine):
+    a = DeviceArray((100, 3))
+    for _ in range(3):
+        machine.replay(a, 100, 1.5)
+    machine.waits.result = 719  # CUDA_ERROR_LAUNCH_FAILED
+    with pytest.raises(RuntimeError, match="the synchronous queue failed"):
+        machine.replay(a, 100, 1.5)
+    assert machine.failures == 1
+
+
+def test_a_failed_wait_the_queue_does_not_see_still_raises(machine):
+    a = DeviceArray((100, 3))
+    replay = cuda_replay.replaying(machine.replay.fallback, lambda: None)
+    for _ in range(3):
+        replay(a, 100, 1.5)
+    machine.waits.result = 719
+    with pytest.raises(RuntimeError, match="cuStreamSynchronize failed: CUresult 719"):
+        replay(a, 100, 1.5)
+
+
+def test_threads_replay_one_call_with_scalars_of_their_own(machine):
+    a = DeviceArray((100, 3))
+    values = [float(v) for v in range(6)]
+    for x in values:  # each value kept... 4 at most: the last four
+        for _ in range(3):
+            machine.replay(a, 100, x)
+    errors = []
+
+    def calls(x):
+        try:
+            for _ in range(200):
+                machine.replay(a, 100, x)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+    threads = [threading.Thread(target=calls, args=(x,)) for x in values]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    launched = [ctypes.c_double.from_buffer_copy(launch[5][-1]).value
+                for launch in machine.driver.launches[-1200:]]
+    assert sorted(launched) == sorted(values * 200)
+
+
+def test_replays_turned_off_send_every_call_to_the_launcher(machine):
+    a = DeviceArray((100, 3))
+    for _ in range(3):
+        machine.replay(a, 100, 1.5)
+    assert _launch.set_replaying(False) is True
+    try:
+        for _ in range(3):
+            machine.replay(a, 100, 1.5)
+    finally:
+        assert _launch.set_replaying(True) is False
+    assert machine.calls == 6 and machine.replay.replayed == 0
+    machine.replay(a, 100, 1.5)
+    assert machine.calls == 6 and machine.replay.replayed == 1
+
+
+def test_nothing_is_replayed_without_the_drivers_functions(monkeypatch):
+    monkeypatch.setattr(cuda_plans, "_driver", {"cuLaunchKernel": None,
+                                                "cuStreamSynchronize": None})
+
+    def kernel(*args):
+        return args
+    assert cuda_replay.replaying(kernel, lambda: None) is kernel
