@@ -394,3 +394,46 @@ def test_init_on_cuda_prepares_the_loader_of_saved_kernels(monkeypatch):
     acc.init("cuda")
     acc.init()
     assert prepared == ["cuda", "cuda"]
+
+
+def test_the_express_lane_calls_a_replay_for_a_driver_that_only_launches(monkeypatch):
+    """The express lane's synchronous launcher of a driver that only launches
+    (``cuda_replay``) is a ``Replay``, which here (the simulator's launches are never
+    prepared, so never recorded) hands every call to ``SyncKernel``: the results are the
+    launcher's; a driver with a reduction keeps ``SyncKernel``."""
+    import ctypes
+
+    from pyacc.compiler import cuda_plans, cuda_replay
+
+    _launch = pytest.importorskip("pyacc.compiler._launch", reason="the C launch is not built")
+    wait = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(lambda stream: 0)
+    made = []
+
+    def replaying(kernel, on_failure):
+        made.append(_launch.Replay(kernel, cuda_plans.recorded, np.ndarray, cuda_plans.NUMBERS,
+                                   on_failure, cuda_plans.driver_error,
+                                   ctypes.cast(wait, ctypes.c_void_p).value))
+        return made[-1]
+    monkeypatch.setattr(cuda_replay, "replaying", replaying)
+
+    @acc.parallel_loop
+    def axpy(a, x, y):
+        for i in range(x.shape[0]):
+            y[i] = a * x[i] + y[i]
+
+    @acc.parallel_loop(reduction="+:s")
+    def inner(x, y):
+        s = 0.0
+        for i in range(x.shape[0]):
+            s += x[i] * y[i]
+        return s
+    x, y = np.arange(8.0), np.ones(8)
+    with acc.data(copyin=[x], copy=[y]):
+        for k in range(1, 6):
+            axpy(2.0, x, y)  # (the device's y: 1 + 2k x; the host's is copied out at the end)
+            assert inner(x, y) == pytest.approx(np.dot(x, 1.0 + 2.0 * k * x))
+        assert axpy._express_plans == 1 and inner._express_plans == 1
+        [replay] = made  # axpy's; inner's driver reads its partials back
+        assert (replay.kept, replay.replayed) == (0, 0)
+    np.testing.assert_allclose(y, 1.0 + 5 * 2.0 * np.arange(8.0))
+    assert acc.stats()["launch_count"] == 10
