@@ -18,7 +18,7 @@ median of timed rounds; every candidate ends each run with a device synchronise)
   context pyacc with every launch through the dispatcher (no prepared launches,
   ``compiler.cuda_plans``), pyacc with every call through the Python launcher (no express
   lane), pyacc with each synchronous call through its driver (not made again from C,
-  ``compiler/cuda_replay.py``), the same with its prepared launches through
+  ``compiler/cuda_relaunch.py``), the same with its prepared launches through
   ``cuda.core.launch`` (not from C, ``compiler/_launch.c``), numba-cuda on CuPy arrays,
   and the driver call itself, its
   words marshalled once (``cuda.core.launch``, and from C by a ``LaunchRecord``), each
@@ -679,10 +679,10 @@ def run_launch(mode, cupy, nb, budget) -> dict:
             "pyacc async": Candidate(pyacc_async, prepare=_plans(planned)),
             "numba-cuda async": Candidate(numba_async),
             "pyacc sync, dispatcher": Candidate(pyacc_sync, prepare=_plans([None])),
-            "pyacc sync, not replayed": Candidate(pyacc_sync,
-                                                  prepare=_plans(planned, replay=False)),
+            "pyacc sync, not relaunched": Candidate(pyacc_sync,
+                                                  prepare=_plans(planned, relaunch=False)),
             "pyacc sync, cuda.core launch": Candidate(pyacc_sync, prepare=_plans(
-                planned, record=False, replay=False)),
+                planned, record=False, relaunch=False)),
             "pyacc sync, Python launcher": Candidate(pyacc_sync, prepare=_plans(planned, lane=False)),
             "numba-cuda sync, CuPy arrays": Candidate(numba_cupy_sync)}
         if driver is not None:
@@ -699,12 +699,12 @@ def run_launch(mode, cupy, nb, budget) -> dict:
             "driver_row_missing": without_driver}
 
 
-def _plans(state, lane=True, record=True, replay=True):
+def _plans(state, lane=True, record=True, relaunch=True):
     """A candidate's ``prepare``: pyacc's cuda launches prepared (``compiler.cuda_plans``)
     or not (``[None]``: every launch through the compiler's dispatcher), made from C
     (``cuda_plans.record``) or, ``record`` False, through ``cuda.core.launch`` (plans made
-    again when that changes), synchronous calls made again from C (``cuda_replay``) or,
-    ``replay`` False, all through their driver, and compute calls through the express
+    again when that changes), synchronous calls made again from C (``cuda_relaunch``) or,
+    ``relaunch`` False, all through their driver, and compute calls through the express
     lane or, ``lane`` False, all through the Python launcher
     (``pyacc._express.set_lane``; a call with the lane back on arms its plan again)."""
     from pyacc.compiler import cuda_plans
@@ -713,7 +713,7 @@ def _plans(state, lane=True, record=True, replay=True):
         cuda_runtime._prepared[:] = state
         set_lane(lane)
         if cuda_plans._launch is not None:
-            cuda_plans._launch.set_replaying(replay)
+            cuda_plans._launch.set_relaunching(relaunch)
         if _C_DRIVER[0] is _UNASKED:
             _C_DRIVER[0] = cuda_plans.driver_launch()
         wanted = _C_DRIVER[0] if record else None
@@ -1046,7 +1046,7 @@ def measure_lines(report) -> list[str]:
                 lines.append(_row(f"trivial kernel, 3 present arrays, {mode}: pyacc µs per call",
                                   f"{value:.2f}", f"≤ {LAUNCH_US}", value <= LAUNCH_US))
         context = [f"{name} {us[name]:.2f}" for name in ("pyacc sync, dispatcher",
-                   "pyacc sync, Python launcher", "pyacc sync, not replayed",
+                   "pyacc sync, Python launcher", "pyacc sync, not relaunched",
                    "pyacc sync, cuda.core launch",
                    "numba-cuda sync, CuPy arrays", "driver launch (cuda.core) sync",
                    "driver launch (C) sync") if name in us]

@@ -297,25 +297,25 @@ static PyTypeObject LaunchRecordType = {
     .tp_getset = record_getset,
 };
 
-#include "_replay.c.h"
+#include "_relaunch.c.h"
 
 static PyMethodDef launch_functions[] = {
-    {"set_replaying", set_replaying, METH_O,
-     "set_replaying(flag) -> previous: whether Replays make calls again (benchmarks)."},
+    {"set_relaunching", set_relaunching, METH_O,
+     "set_relaunching(flag) -> previous: whether Replays make calls again (benchmarks)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef launch_module = {
     PyModuleDef_HEAD_INIT, "pyacc.compiler._launch",
     "Prepared GPU launches made by one call of the driver's cuLaunchKernel, and synchronous "
-    "calls made again from C (compiler/_launch.c, compiler/_replay.c.h).",
+    "calls made again from C (compiler/_launch.c, compiler/_relaunch.c.h).",
     -1, launch_functions, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
 PyInit__launch(void)
 {
-    if (PyType_Ready(&LaunchRecordType) < 0 || PyType_Ready(&ReplayType) < 0)
+    if (PyType_Ready(&LaunchRecordType) < 0 || PyType_Ready(&RelaunchType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&launch_module);
     if (module == NULL)
@@ -325,7 +325,7 @@ PyInit__launch(void)
         "The driver refused a launch; .code is its CUresult.", PyExc_RuntimeError, NULL);
     if (LaunchFailed == NULL || PyModule_AddObjectRef(module, "LaunchFailed", LaunchFailed) < 0
             || PyModule_AddObjectRef(module, "LaunchRecord", (PyObject *)&LaunchRecordType) < 0
-            || PyModule_AddObjectRef(module, "Replay", (PyObject *)&ReplayType) < 0) {
+            || PyModule_AddObjectRef(module, "Relaunch", (PyObject *)&RelaunchType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

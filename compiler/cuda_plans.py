@@ -214,7 +214,7 @@ def recorded(call, args) -> tuple:
     """``(call(*args), launches)``: ``launches`` the launches the call made, in order, as
     ``[(LaunchRecord, spans), ...]`` when every one was a plan's launch from C (the words
     of each launch's scalars in ``spans``), else None (another launch, none, or a call
-    already recording on this thread). ``compiler/_replay.c.h`` keeps them."""
+    already recording on this thread). ``compiler/_relaunch.c.h`` keeps them."""
     if getattr(_recording, "launches", None) is not None:
         return call(*args), None
     launches = _recording.launches = []

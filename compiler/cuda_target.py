@@ -33,7 +33,7 @@ a GPU the host and the device are separate, so the generated module holds:
 * the driver ``_acc_kernel`` (plain Python): each parallel nest replaced by its launch on
   the current queue's stream (``cuda_runtime.stream``), each device run by its
   single-thread launch; scalar code (sizes, bounds, tests on reduction results) and views
-  of arrays run on the host. ``replayable`` when it only launches (``cuda_replay``).
+  of arrays run on the host. ``relaunchable`` when it only launches (``cuda_relaunch``).
 
 Invariants:
     * The driver never reads an array element on the host: anything that does is in a
@@ -56,7 +56,7 @@ from . import cuda_compilers, cuda_runtime
 from .codegen import RT, Target, _names_outside
 from .cuda_arrays import CRT as _CRT, CUDA as _CUDA, DEVICE_COPIES as _DEVICE_COPIES
 from .cuda_arrays import LOCAL_FILL as _LOCAL_FILL, LocalArrays as _LocalArrays, rebind_on_device
-from .cuda_replay import only_launches
+from .cuda_relaunch import only_launches
 from .errors import CompileError
 from .reductions import COMBINE, NP, element_update
 from .templates import Renamer, fill_body, is_const, range_bounds
@@ -98,7 +98,7 @@ class CudaTarget(Target):
         self.launches: set[int] = set()  # ids of driver statements that launch kernels
         self.kernel_count = 0
         self.island_count = 0
-        self.replayable = False  # the driver only launches (``finish_kernel``)
+        self.relaunchable = False  # the driver only launches (``finish_kernel``)
         # kernels whose parameter lists are final only once the driver is: (tree, launch)
         self.pending: list[tuple[ast.FunctionDef, list]] = []
 
@@ -411,7 +411,7 @@ class CudaTarget(Target):
         names = {n for n in passed if not n.startswith("_acc_")}
         if rebind_on_device(tree.body, names):  # one device copy per host array and call
             tree.body.insert(0, ast.parse(f"{_DEVICE_COPIES} = {{}}").body[0])
-        self.replayable = only_launches(tree.body, self.launches, _CRT)  # ``cuda_replay``
+        self.relaunchable = only_launches(tree.body, self.launches, _CRT)  # ``cuda_relaunch``
         return tree
 
     def _split(self, stmts):

@@ -298,7 +298,7 @@ def _build(info, args, target, device_type, boundscheck, kinds, serial_below=0):
     module = _load_module(text, filename, f"_pyacc_kernel_{digest}", builder.injected, on_disk)
     dispatcher = getattr(module, KERNEL_NAME)
     if target == "cuda":  # the compiler compiles each kernel at its first launch
-        return _cuda_driver(dispatcher, info, filename, linemap, builder.target.replayable)
+        return _cuda_driver(dispatcher, info, filename, linemap, builder.target.relaunchable)
     try:
         dispatcher.compile(arg_types)
     except Exception as exc:  # noqa: BLE001 - every compile failure is a CompileError
@@ -332,12 +332,12 @@ def _warn_boundscheck_on_cuda(boundscheck):
                       stacklevel=4)
 
 
-def _cuda_driver(driver, info, generated_file, linemap, replayable: bool):
+def _cuda_driver(driver, info, generated_file, linemap, relaunchable: bool):
     """The driver of a cuda kernel; Numba's typing or lowering failures, which happen at
     a kernel's first launch, become ``CompileError`` located in the user's source. (The
     compiler's own classes are looked up at the first failure: a process whose kernels
     all load from saved binaries never imports the compiler, ``cuda_kernels``.) Its
-    ``replayable``: the driver only launches (``cuda_replay``)."""
+    ``relaunchable``: the driver only launches (``cuda_relaunch``)."""
 
     def kernel(*args):
         try:
@@ -349,7 +349,7 @@ def _cuda_driver(driver, info, generated_file, linemap, replayable: bool):
             raise compile_error(info, exc, generated_file, linemap,
                                  _launch_origin(exc, generated_file, linemap)) from None
 
-    kernel.driver, kernel.replayable = driver, replayable
+    kernel.driver, kernel.relaunchable = driver, relaunchable
     kernel.__name__ = f"cuda_{info.name}"
     return kernel
 

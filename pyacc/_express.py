@@ -190,8 +190,8 @@ def plan_spec(runtime, call_plan, args, reads_default: bool, described: tuple):
     kernel = device.launcher(call_plan.kernel, device.sync_queue)
     if take_at_once is not None and kernel is not call_plan.kernel:
         take_at_once = None
-    if kernel is not call_plan.kernel and getattr(call_plan.kernel, "replayable", False):
-        kernel = _replaying(kernel, device.sync_queue)
+    if kernel is not call_plan.kernel and getattr(call_plan.kernel, "relaunchable", False):
+        kernel = _relaunching(kernel, device.sync_queue)
     enqueue = None if device.runs_work_at_once else enqueuer(device, call_plan.kernel, *described)
     return ExpressPlan(call_plan, len(args), runtime, holder, table, version, kernel,
                        reads_default, default, env, launch_count, vars(device), arrays,
@@ -199,12 +199,12 @@ def plan_spec(runtime, call_plan, args, reads_default: bool, described: tuple):
                        call_plan.follow if exact else None)
 
 
-def _replaying(kernel, queue):
+def _relaunching(kernel, queue):
     """``kernel`` (the synchronous ``queue``'s launcher of a cuda driver that only launches)
-    made again from C when its arguments repeat (``compiler.cuda_replay``), or itself."""
-    from pyacc.compiler import cuda_replay  # here: only cuda kernels have replayable drivers
+    made again from C when its arguments repeat (``compiler.cuda_relaunch``), or itself."""
+    from pyacc.compiler import cuda_relaunch  # here: only cuda kernels have relaunchable drivers
 
-    return cuda_replay.replaying(kernel, queue.synchronize)
+    return cuda_relaunch.relaunching(kernel, queue.synchronize)
 
 
 def enqueuer(device, kernel, name, where, info):

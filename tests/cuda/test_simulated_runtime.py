@@ -398,23 +398,23 @@ def test_init_on_cuda_prepares_the_loader_of_saved_kernels(monkeypatch):
 
 def test_the_express_lane_calls_a_replay_for_a_driver_that_only_launches(monkeypatch):
     """The express lane's synchronous launcher of a driver that only launches
-    (``cuda_replay``) is a ``Replay``, which here (the simulator's launches are never
+    (``cuda_relaunch``) is a ``Relaunch``, which here (the simulator's launches are never
     prepared, so never recorded) hands every call to ``SyncKernel``: the results are the
     launcher's; a driver with a reduction keeps ``SyncKernel``."""
     import ctypes
 
-    from pyacc.compiler import cuda_plans, cuda_replay
+    from pyacc.compiler import cuda_plans, cuda_relaunch
 
     _launch = pytest.importorskip("pyacc.compiler._launch", reason="the C launch is not built")
     wait = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(lambda stream: 0)
     made = []
 
-    def replaying(kernel, on_failure):
-        made.append(_launch.Replay(kernel, cuda_plans.recorded, np.ndarray, cuda_plans.NUMBERS,
+    def relaunching(kernel, on_failure):
+        made.append(_launch.Relaunch(kernel, cuda_plans.recorded, np.ndarray, cuda_plans.NUMBERS,
                                    on_failure, cuda_plans.driver_error,
                                    ctypes.cast(wait, ctypes.c_void_p).value))
         return made[-1]
-    monkeypatch.setattr(cuda_replay, "replaying", replaying)
+    monkeypatch.setattr(cuda_relaunch, "relaunching", relaunching)
 
     @acc.parallel_loop
     def axpy(a, x, y):
@@ -433,7 +433,7 @@ def test_the_express_lane_calls_a_replay_for_a_driver_that_only_launches(monkeyp
             axpy(2.0, x, y)  # (the device's y: 1 + 2k x; the host's is copied out at the end)
             assert inner(x, y) == pytest.approx(np.dot(x, 1.0 + 2.0 * k * x))
         assert axpy._express_plans == 1 and inner._express_plans == 1
-        [replay] = made  # axpy's; inner's driver reads its partials back
-        assert (replay.kept, replay.replayed) == (0, 0)
+        [relaunch] = made  # axpy's; inner's driver reads its partials back
+        assert (relaunch.kept, relaunch.relaunched) == (0, 0)
     np.testing.assert_allclose(y, 1.0 + 5 * 2.0 * np.arange(8.0))
     assert acc.stats()["launch_count"] == 10

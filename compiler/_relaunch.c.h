@@ -1,15 +1,15 @@
-/* Replay: a synchronous compute call on the cuda device made again from C (included by
+/* Relaunch: a synchronous compute call on the cuda device made again from C (included by
  * _launch.c: one translation unit; it launches LaunchRecords).
  *
- * A ``Replay`` stands where the express lane calls a cuda kernel's synchronous launcher
+ * A ``Relaunch`` stands where the express lane calls a cuda kernel's synchronous launcher
  * (``SyncKernel``: the queue's stream current, the generated driver, its launches, a wait).
- * For a driver that only launches (``cuda_replay.only_launches``), the launches of a call
+ * For a driver that only launches (``cuda_relaunch.only_launches``), the launches of a call
  * are a function of its arguments' *facts*: a CuPy array's data pointer, shape, strides
  * and dtype; a scalar's type and exact value (a float's bits: 0.0 and -0.0, or two NaNs,
  * are told apart as the kernel's words tell them). A call runs through the launcher
  * (``fallback``) by way of ``recorder`` (``cuda_plans.recorded``), which hands back the
  * launches it made when every one was a prepared launch from C (``LaunchRecord`` and the
- * words of its scalars); those launches are kept (the last ``REPLAYS_KEPT`` sets of facts,
+ * words of its scalars); those launches are kept (the last ``RELAUNCHES_KEPT`` sets of facts,
  * Jacobi's two calls among them), with the words frozen. A later call whose facts equal
  * a kept set's makes those launches again, in order, with the driver's
  * ``cuLaunchKernel``, then waits for their stream with ``cuStreamSynchronize`` (the GIL
@@ -25,9 +25,9 @@
  * a RuntimeError naming the CUresult should that return.
  */
 
-#define REPLAYS_KEPT 4
+#define RELAUNCHES_KEPT 4
 
-static int g_replaying = 1;  /* set_replaying(): calls are made again at all (benchmarks) */
+static int g_relaunching = 1;  /* set_relaunching(): calls are made again at all (benchmarks) */
 
 typedef int (*stream_synchronize_fn)(void *);
 
@@ -46,10 +46,10 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *fallback, *recorder, *array_type, *numbers, *on_failure, *launch_failed;
     stream_synchronize_fn synchronize;
-    Kept kept[REPLAYS_KEPT];
+    Kept kept[RELAUNCHES_KEPT];
     int next;                /* the entry the next set of launches replaces */
-    Py_ssize_t replayed;     /* calls made again from C */
-} Replay;
+    Py_ssize_t relaunched;     /* calls made again from C */
+} Relaunch;
 
 static void
 kept_clear(Kept *kept)
@@ -69,9 +69,9 @@ kept_clear(Kept *kept)
 }
 
 /* The key of an argument's facts (module comment), a new reference; NULL without an error
- * set: a kind a replay does not cover; NULL with one: a failure reading it. */
+ * set: a kind a relaunch does not cover; NULL with one: a failure reading it. */
 static PyObject *
-fact_key(Replay *self, PyObject *arg)
+fact_key(Relaunch *self, PyObject *arg)
 {
     PyTypeObject *kind = Py_TYPE(arg);
     if ((PyObject *)kind == self->array_type) {
@@ -110,7 +110,7 @@ fact_key(Replay *self, PyObject *arg)
 /* Each argument's key into ``keys`` (new references); 1: all covered, 0: one is not
  * (``keys`` released), -1: an error. */
 static int
-call_facts(Replay *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys)
+call_facts(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys)
 {
     for (Py_ssize_t i = 0; i < nargs; i++) {
         keys[i] = fact_key(self, args[i]);
@@ -146,7 +146,7 @@ kept_matches(Kept *kept, PyObject *const *args, Py_ssize_t nargs, PyObject **key
 
 /* The kept launches, then the wait for their stream; None, or NULL with an error set. */
 static PyObject *
-replay_kept(Replay *self, Kept *kept)
+relaunch_kept(Relaunch *self, Kept *kept)
 {
     for (Py_ssize_t i = 0; i < kept->nlaunches; i++) {
         LaunchRecord *record = kept->records[i];
@@ -174,7 +174,7 @@ replay_kept(Replay *self, Kept *kept)
     }
     void *stream = kept->stream;  /* (another thread may replace the entry meanwhile) */
     int code;
-    self->replayed++;
+    self->relaunched++;
     Py_BEGIN_ALLOW_THREADS
     code = self->synchronize(stream);
     Py_END_ALLOW_THREADS
@@ -189,10 +189,10 @@ replay_kept(Replay *self, Kept *kept)
 }
 
 /* Keep ``launches`` (``[(LaunchRecord, spans), ...]``) for facts ``keys`` (stolen); 0, or
- * -1 with an error set. Launches this cannot replay (another stream, not records) are
+ * -1 with an error set. Launches this cannot make again (another stream, not records) are
  * not kept (0). */
 static int
-keep(Replay *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys,
+keep(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys,
      PyObject *launches)
 {
     Kept fresh = {0};
@@ -255,7 +255,7 @@ keep(Replay *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys,
         return status < 0 ? -1 : 0;
     }
     Kept *slot = &self->kept[self->next];
-    self->next = (self->next + 1) % REPLAYS_KEPT;
+    self->next = (self->next + 1) % RELAUNCHES_KEPT;
     Kept old = *slot;
     fresh.generation = old.generation + 1;
     *slot = fresh;
@@ -266,7 +266,7 @@ keep(Replay *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys,
 /* A call through the launcher, recorded; its launches kept for ``keys`` (stolen; NULL:
  * the facts are not covered). */
 static PyObject *
-call_and_keep(Replay *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys)
+call_and_keep(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys)
 {
     PyObject *tuple = PyTuple_New(nargs);
     if (tuple == NULL)
@@ -305,10 +305,10 @@ failed:
 }
 
 static PyObject *
-replay_vectorcall(Replay *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+relaunch_vectorcall(Relaunch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (!g_replaying || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0))
+    if (!g_relaunching || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0))
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
     PyObject *stack[8];
     PyObject **keys = nargs <= 8 ? stack : PyMem_Malloc(sizeof(PyObject *) * (size_t)nargs);
@@ -318,12 +318,12 @@ replay_vectorcall(Replay *self, PyObject *const *args, size_t nargsf, PyObject *
     int covered = call_facts(self, args, nargs, keys);
     if (covered < 0)
         goto done;
-    for (int k = 0; covered && k < REPLAYS_KEPT; k++) {
+    for (int k = 0; covered && k < RELAUNCHES_KEPT; k++) {
         int same = kept_matches(&self->kept[k], args, nargs, keys);
         if (same == 1) {
             for (Py_ssize_t i = 0; i < nargs; i++)
                 Py_DECREF(keys[i]);
-            result = replay_kept(self, &self->kept[k]);
+            result = relaunch_kept(self, &self->kept[k]);
             goto done;
         }
         if (same < 0) {
@@ -340,13 +340,13 @@ done:
 }
 
 static PyObject *
-replay_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+relaunch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"fallback", "recorder", "array_type", "numbers", "on_failure",
                             "launch_failed", "synchronize", NULL};
     PyObject *fallback, *recorder, *array_type, *numbers, *on_failure, *launch_failed;
     unsigned long long synchronize;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO!OOK:Replay", names, &fallback,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO!OOK:Relaunch", names, &fallback,
                                      &recorder, &array_type, &PyFrozenSet_Type, &numbers,
                                      &on_failure, &launch_failed, &synchronize))
         return NULL;
@@ -354,10 +354,10 @@ replay_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_ValueError, "no driver function to wait with (address 0)");
         return NULL;
     }
-    Replay *self = (Replay *)type->tp_alloc(type, 0);
+    Relaunch *self = (Relaunch *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->vectorcall = (vectorcallfunc)replay_vectorcall;
+    self->vectorcall = (vectorcallfunc)relaunch_vectorcall;
     PyObject *held[] = {fallback, recorder, array_type, numbers, on_failure, launch_failed};
     PyObject **fields[] = {&self->fallback, &self->recorder, &self->array_type,
                            &self->numbers, &self->on_failure, &self->launch_failed};
@@ -370,9 +370,9 @@ replay_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 }
 
 static void
-replay_dealloc(Replay *self)
+relaunch_dealloc(Relaunch *self)
 {
-    for (int k = 0; k < REPLAYS_KEPT; k++)
+    for (int k = 0; k < RELAUNCHES_KEPT; k++)
         kept_clear(&self->kept[k]);
     Py_XDECREF(self->fallback);
     Py_XDECREF(self->recorder);
@@ -384,58 +384,58 @@ replay_dealloc(Replay *self)
 }
 
 static PyObject *
-replay_replayed(Replay *self, void *unused)
+relaunch_relaunched(Relaunch *self, void *unused)
 {
-    return PyLong_FromSsize_t(self->replayed);
+    return PyLong_FromSsize_t(self->relaunched);
 }
 
 static PyObject *
-replay_kept_count(Replay *self, void *unused)
+relaunch_kept_count(Relaunch *self, void *unused)
 {
     int count = 0;
-    for (int k = 0; k < REPLAYS_KEPT; k++)
+    for (int k = 0; k < RELAUNCHES_KEPT; k++)
         count += self->kept[k].nargs > 0;
     return PyLong_FromLong(count);
 }
 
 static PyObject *
-replay_fallback(Replay *self, void *unused)
+relaunch_fallback(Relaunch *self, void *unused)
 {
     Py_INCREF(self->fallback);
     return self->fallback;
 }
 
-static PyGetSetDef replay_getset[] = {
-    {"replayed", (getter)replay_replayed, NULL, "calls made again from C", NULL},
-    {"kept", (getter)replay_kept_count, NULL, "sets of facts whose launches are kept", NULL},
-    {"fallback", (getter)replay_fallback, NULL, "the launcher (SyncKernel)", NULL},
+static PyGetSetDef relaunch_getset[] = {
+    {"relaunched", (getter)relaunch_relaunched, NULL, "calls made again from C", NULL},
+    {"kept", (getter)relaunch_kept_count, NULL, "sets of facts whose launches are kept", NULL},
+    {"fallback", (getter)relaunch_fallback, NULL, "the launcher (SyncKernel)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject ReplayType = {
+static PyTypeObject RelaunchType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "pyacc.compiler._launch.Replay",
-    .tp_basicsize = sizeof(Replay),
+    .tp_name = "pyacc.compiler._launch.Relaunch",
+    .tp_basicsize = sizeof(Relaunch),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Replay(fallback, recorder, array_type, numbers, on_failure, launch_failed, "
+    .tp_doc = "Relaunch(fallback, recorder, array_type, numbers, on_failure, launch_failed, "
               "synchronize): a synchronous call's launches made again from C "
-              "(compiler/_replay.c.h).",
-    .tp_new = replay_new,
-    .tp_dealloc = (destructor)replay_dealloc,
+              "(compiler/_relaunch.c.h).",
+    .tp_new = relaunch_new,
+    .tp_dealloc = (destructor)relaunch_dealloc,
     .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(Replay, vectorcall),
-    .tp_getset = replay_getset,
+    .tp_vectorcall_offset = offsetof(Relaunch, vectorcall),
+    .tp_getset = relaunch_getset,
 };
 
-/* set_replaying(flag) -> previous: whether Replays make calls again (else every call goes
- * to the launcher, unrecorded: benchmarks measure the path a replay replaces). */
+/* set_relaunching(flag) -> previous: whether Replays make calls again (else every call goes
+ * to the launcher, unrecorded: benchmarks measure the path a relaunch replaces). */
 static PyObject *
-set_replaying(PyObject *module, PyObject *flag)
+set_relaunching(PyObject *module, PyObject *flag)
 {
-    int replaying = PyObject_IsTrue(flag);
-    if (replaying < 0)
+    int relaunching = PyObject_IsTrue(flag);
+    if (relaunching < 0)
         return NULL;
-    PyObject *previous = PyBool_FromLong(g_replaying);
-    g_replaying = replaying;
+    PyObject *previous = PyBool_FromLong(g_relaunching);
+    g_relaunching = relaunching;
     return previous;
 }

@@ -1,11 +1,11 @@
-"""Synchronous calls made again from C (``compiler/cuda_replay.py``, ``_replay.c.h``),
+"""Synchronous calls made again from C (``compiler/cuda_relaunch.py``, ``_relaunch.c.h``),
 without a GPU.
 
 Which drivers only launch is decided on generated modules (``get_kernel`` for the cuda
-target, nothing launched). The ``Replay`` runs against numba-cuda's launch path with the
+target, nothing launched). The ``Relaunch`` runs against numba-cuda's launch path with the
 driver's leaves standing in (``numba_cuda_leaves``): the driver's ``cuLaunchKernel``
 (:class:`Driver`) and ``cuStreamSynchronize`` (:class:`Waits`) are C functions made by
-ctypes that record what they are given. A replayed call must make exactly the launches,
+ctypes that record what they are given. A relaunched call must make exactly the launches,
 word for word, that the launcher made for the same facts, then wait for their stream.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pyacc.compiler import analyze, cuda_compilers, cuda_plans, cuda_replay, cuda_runtime, get_kernel
+from pyacc.compiler import analyze, cuda_compilers, cuda_plans, cuda_relaunch, cuda_runtime, get_kernel
 from pyacc.compiler import parse_clauses
 
 if cuda_runtime.SIMULATED:  # pragma: no cover - conftest keeps this file out
@@ -110,18 +110,18 @@ _V, _M = np.ones(16), np.ones((4, 4))
     (private_array, "parallel_loop private(tmp)", (_V, 16), False),
     (made_array, "kernels", (_V, 16), False),
 ])
-def test_a_driver_is_replayable_when_it_only_launches_its_nests(function, clauses, args,
+def test_a_driver_is_relaunchable_when_it_only_launches_its_nests(function, clauses, args,
                                                                 expected):
-    """``cuda_replay.only_launches``: nests' bounds, shapes and launches, nothing else."""
+    """``cuda_relaunch.only_launches``: nests' bounds, shapes and launches, nothing else."""
     construct, _, clause_string = clauses.partition(" ")
     info = analyze(function, parse_clauses(construct, clause_string or None))
     with warnings.catch_warnings():  # (``steps``' loop runs sequentially, and says so)
         warnings.simplefilter("ignore")
         kernel = get_kernel(info, args, target="cuda", device_type="cuda")
-    assert kernel.replayable is expected
+    assert kernel.relaunchable is expected
 
 
-# == the Replay ==================================================================================
+# == the Relaunch ==================================================================================
 _WAIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 
 
@@ -156,7 +156,7 @@ def _fill():
 @pytest.fixture
 def machine(monkeypatch):
     """numba-cuda's launch path, the driver's two functions standing in, and a launcher
-    (``SyncKernel`` as far as a replay sees it) of a driver that launches ``fill`` once;
+    (``SyncKernel`` as far as a relaunch sees it) of a driver that launches ``fill`` once;
     ``machine.calls`` counts the launcher's calls."""
     watch = stand_in(monkeypatch)
     monkeypatch.setattr(codegen.CUDACodeLibrary, "get_cufunc", lambda library: SimpleNamespace(
@@ -173,7 +173,7 @@ def machine(monkeypatch):
     def on_failure():
         machine.failures += 1
         raise RuntimeError("an operation on the synchronous queue failed")
-    machine.replay = cuda_replay.replaying(launcher, on_failure)
+    machine.relaunch = cuda_relaunch.relaunching(launcher, on_failure)
     return machine
 
 
@@ -183,14 +183,14 @@ def _words(launch) -> bytes:
 
 def test_a_call_with_the_facts_of_a_recorded_one_is_made_again_from_c(machine):
     a = DeviceArray((100, 3))
-    replay = machine.replay
-    assert isinstance(replay, _launch.Replay)
+    relaunch = machine.relaunch
+    assert isinstance(relaunch, _launch.Relaunch)
     for _ in range(3):  # the dispatcher twice (facts seen once, then the plan made), the plan
-        replay(a, 100, 1.5)
-    assert (machine.calls, replay.kept, replay.replayed) == (3, 1, 0)
+        relaunch(a, 100, 1.5)
+    assert (machine.calls, relaunch.kept, relaunch.relaunched) == (3, 1, 0)
     for _ in range(4):
-        assert replay(a, 100, 1.5) is None
-    assert (machine.calls, replay.replayed) == (3, 4)
+        assert relaunch(a, 100, 1.5) is None
+    assert (machine.calls, relaunch.relaunched) == (3, 4)
     launches = machine.driver.launches
     assert len(launches) == 1 + 4 and len({_words(launch) for launch in launches}) == 1
     assert {launch[:5] for launch in launches} == {(0xf111, (4, 1, 1), (32, 1, 1), 0,
@@ -207,48 +207,48 @@ def test_other_scalar_facts_go_through_the_launcher(machine, first, other):
     """A scalar's type and exact value (its bits: 0.0 is not -0.0) are facts."""
     a = DeviceArray((100, 3))
     for _ in range(3):
-        machine.replay(a, 100, first)
+        machine.relaunch(a, 100, first)
     calls = machine.calls
-    machine.replay(a, 100, other)
+    machine.relaunch(a, 100, other)
     assert machine.calls == calls + 1
 
 
 def test_other_array_facts_go_through_the_launcher(machine):
     a = DeviceArray((100, 3))
     for _ in range(3):
-        machine.replay(a, 100, 1.5)
+        machine.relaunch(a, 100, 1.5)
     for other in (DeviceArray((100, 3), ptr=0x9000), DeviceArray((100, 3), np.float32),
                   a.view_of_rows(50), DeviceArray((100, 3), order="F")):
         calls = machine.calls
-        machine.replay(other, 100, 1.5)
+        machine.relaunch(other, 100, 1.5)
         assert machine.calls == calls + 1
     same = DeviceArray((100, 3))  # another object, the same facts: the same words
-    replayed = machine.replay.replayed
-    machine.replay(same, 100, 1.5)
-    assert machine.replay.replayed == replayed + 1
+    relaunched = machine.relaunch.relaunched
+    machine.relaunch(same, 100, 1.5)
+    assert machine.relaunch.relaunched == relaunched + 1
 
 
 def test_two_sets_of_facts_take_turns(machine):
     """Jacobi's ``step(u, unew)``, ``step(unew, u)``: both kept, both made again."""
     u, v = DeviceArray((100, 3)), DeviceArray((100, 3), ptr=0x9000)
     for _ in range(3):
-        machine.replay(u, 100, 1.5)
-        machine.replay(v, 100, 1.5)
+        machine.relaunch(u, 100, 1.5)
+        machine.relaunch(v, 100, 1.5)
     calls = machine.calls
     for _ in range(5):
-        machine.replay(u, 100, 1.5)
-        machine.replay(v, 100, 1.5)
-    assert machine.calls == calls and machine.replay.replayed == 10
+        machine.relaunch(u, 100, 1.5)
+        machine.relaunch(v, 100, 1.5)
+    assert machine.calls == calls and machine.relaunch.relaunched == 10
     pointers = [int.from_bytes(launch[5][4], "little") for launch in machine.driver.launches[-10:]]
     assert pointers == [u.data.ptr, v.data.ptr] * 5
 
 
-def test_a_replayed_launch_has_the_words_of_the_launchers(machine):
+def test_a_relaunched_launch_has_the_words_of_the_launchers(machine):
     """Each new value is launched by the launcher once, then made again from C: the same
     bytes the launcher's launch gave the driver."""
     a = DeviceArray((100, 3))
     for x in (1.5, 1.5, 1.5, -2.0, -2.0, 0.25, 0.25, -2.0):
-        machine.replay(a, 100, x)
+        machine.relaunch(a, 100, x)
     by_value = {}
     for launch in machine.driver.launches:
         x = ctypes.c_double.from_buffer_copy(launch[5][-1]).value
@@ -263,8 +263,8 @@ def test_a_replayed_launch_has_the_words_of_the_launchers(machine):
 def test_arguments_of_other_kinds_are_never_kept(machine, args):
     for _ in range(4):
         with pytest.raises(Exception):
-            machine.replay(*args)
-    assert machine.replay.kept == 0 and machine.calls == 4
+            machine.relaunch(*args)
+    assert machine.relaunch.kept == 0 and machine.calls == 4
 
 
 def test_a_call_with_a_launch_through_the_dispatcher_is_not_kept(machine, monkeypatch):
@@ -277,26 +277,26 @@ def test_a_call_with_a_launch_through_the_dispatcher_is_not_kept(machine, monkey
         cuda_runtime.launch(_fill(), (4, 1), (32, 1), (a, n, x))
         cuda_plans._plans.pop((other, 1, 32, cuda_runtime.stream()), None)  # never planned
         cuda_runtime.launch(other, 1, 32, (a, n, x))
-    replay = cuda_replay.replaying(launcher, lambda: None)
+    relaunch = cuda_relaunch.relaunching(launcher, lambda: None)
     for _ in range(5):
-        replay(a, 100, 1.5)
-    assert replay.kept == 0 and machine.calls == 5
+        relaunch(a, 100, 1.5)
+    assert relaunch.kept == 0 and machine.calls == 5
 
 
 def test_keywords_go_through_the_launcher(machine):
     calls = []
-    replay = cuda_replay.replaying(lambda *args, **kw: calls.append(kw), lambda: None)
-    replay(1, x=2)
+    relaunch = cuda_relaunch.relaunching(lambda *args, **kw: calls.append(kw), lambda: None)
+    relaunch(1, x=2)
     assert calls == [{"x": 2}]
 
 
-def test_a_refused_replayed_launch_raises_the_drivers_error(machine):
+def test_a_refused_relaunch_raises_the_drivers_error(machine):
     a = DeviceArray((100, 3))
     for _ in range(3):
-        machine.replay(a, 100, 1.5)
+        machine.relaunch(a, 100, 1.5)
     machine.driver.result = 700  # CUDA_ERROR_ILLEGAL_ADDRESS
     with pytest.raises(Exception, match="CUDA_ERROR_ILLEGAL_ADDRESS") as raised:
-        machine.replay(a, 100, 1.5)
+        machine.relaunch(a, 100, 1.5)
     assert not isinstance(raised.value, _launch.LaunchFailed)
     assert machine.waits.streams == []  # not waited for: nothing was launched
 
@@ -304,35 +304,35 @@ def test_a_refused_replayed_launch_raises_the_drivers_error(machine):
 def test_a_failed_wait_raises_what_the_queues_wait_raises(machine):
     a = DeviceArray((100, 3))
     for _ in range(3):
-        machine.replay(a, 100, 1.5)
+        machine.relaunch(a, 100, 1.5)
     machine.waits.result = 719  # CUDA_ERROR_LAUNCH_FAILED
     with pytest.raises(RuntimeError, match="the synchronous queue failed"):
-        machine.replay(a, 100, 1.5)
+        machine.relaunch(a, 100, 1.5)
     assert machine.failures == 1
 
 
 def test_a_failed_wait_the_queue_does_not_see_still_raises(machine):
     a = DeviceArray((100, 3))
-    replay = cuda_replay.replaying(machine.replay.fallback, lambda: None)
+    relaunch = cuda_relaunch.relaunching(machine.relaunch.fallback, lambda: None)
     for _ in range(3):
-        replay(a, 100, 1.5)
+        relaunch(a, 100, 1.5)
     machine.waits.result = 719
     with pytest.raises(RuntimeError, match="cuStreamSynchronize failed: CUresult 719"):
-        replay(a, 100, 1.5)
+        relaunch(a, 100, 1.5)
 
 
-def test_threads_replay_one_call_with_scalars_of_their_own(machine):
+def test_threads_relaunch_one_call_with_scalars_of_their_own(machine):
     a = DeviceArray((100, 3))
     values = [float(v) for v in range(6)]
     for x in values:  # each value kept... 4 at most: the last four
         for _ in range(3):
-            machine.replay(a, 100, x)
+            machine.relaunch(a, 100, x)
     errors = []
 
     def calls(x):
         try:
             for _ in range(200):
-                machine.replay(a, 100, x)
+                machine.relaunch(a, 100, x)
         except Exception as error:  # noqa: BLE001 - reported below
             errors.append(error)
     threads = [threading.Thread(target=calls, args=(x,)) for x in values]
@@ -346,25 +346,25 @@ def test_threads_replay_one_call_with_scalars_of_their_own(machine):
     assert sorted(launched) == sorted(values * 200)
 
 
-def test_replays_turned_off_send_every_call_to_the_launcher(machine):
+def test_relaunches_turned_off_send_every_call_to_the_launcher(machine):
     a = DeviceArray((100, 3))
     for _ in range(3):
-        machine.replay(a, 100, 1.5)
-    assert _launch.set_replaying(False) is True
+        machine.relaunch(a, 100, 1.5)
+    assert _launch.set_relaunching(False) is True
     try:
         for _ in range(3):
-            machine.replay(a, 100, 1.5)
+            machine.relaunch(a, 100, 1.5)
     finally:
-        assert _launch.set_replaying(True) is False
-    assert machine.calls == 6 and machine.replay.replayed == 0
-    machine.replay(a, 100, 1.5)
-    assert machine.calls == 6 and machine.replay.replayed == 1
+        assert _launch.set_relaunching(True) is False
+    assert machine.calls == 6 and machine.relaunch.relaunched == 0
+    machine.relaunch(a, 100, 1.5)
+    assert machine.calls == 6 and machine.relaunch.relaunched == 1
 
 
-def test_nothing_is_replayed_without_the_drivers_functions(monkeypatch):
+def test_nothing_is_relaunched_without_the_drivers_functions(monkeypatch):
     monkeypatch.setattr(cuda_plans, "_driver", {"cuLaunchKernel": None,
                                                 "cuStreamSynchronize": None})
 
     def kernel(*args):
         return args
-    assert cuda_replay.replaying(kernel, lambda: None) is kernel
+    assert cuda_relaunch.relaunching(kernel, lambda: None) is kernel

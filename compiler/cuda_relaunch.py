@@ -1,5 +1,5 @@
 """Synchronous compute calls on the cuda device made again from C: which drivers may be,
-and the ``Replay`` that does it (``compiler/_replay.c.h``).
+and the ``Relaunch`` that does it (``compiler/_relaunch.c.h``).
 
 A synchronous compute call on ``cuda`` runs its generated driver with the synchronous
 queue's stream current, then waits for that stream (``SyncKernel``, ``mapping``). Through
@@ -7,12 +7,12 @@ prepared launches made from C (``cuda_plans``) the driver's launches cost ~1 µs
 time each, but the driver itself, the stream made current, the lookups of each launch and
 the wait through CuPy are Python: the issue-28 target of ≤ 10 µs a call (a trivial kernel
 on 3 present arrays) is below what that path can take on the H100 host (RESULTS.md, "The
-launch target"). A ``Replay`` in the express lane's place of ``SyncKernel`` makes the
+launch target"). A ``Relaunch`` in the express lane's place of ``SyncKernel`` makes the
 launches of a call again from C and waits with the driver's ``cuStreamSynchronize``, when
-the call's arguments have the facts of one recorded earlier (``_replay.c.h``).
+the call's arguments have the facts of one recorded earlier (``_relaunch.c.h``).
 
 **Which drivers** (:func:`only_launches`, decided when the module is generated, the
-kernel's ``replayable``): those whose every statement is a parallel nest's launch as
+kernel's ``relaunchable``): those whose every statement is a parallel nest's launch as
 ``cuda_target`` generates it — its bounds, trip counts, launch shape and launches, nothing
 else. So no reduction (its partials are read back), no private array (scratch rows), no
 single-thread run, no array the region makes, no loop or ``if`` of the region around the
@@ -26,9 +26,9 @@ was a prepared launch from C; its launches are kept for its facts, and a later c
 the same facts is made again from C. Anything else (other facts, an argument of another
 kind, a launch through the dispatcher) runs through ``SyncKernel`` as before.
 
-Invariants: a replayed call makes exactly the launches, with exactly the words, of the call
+Invariants: a relaunched call makes exactly the launches, with exactly the words, of the call
 it repeats, on the same stream, and waits for that stream before it returns; a driver
-that could do anything else is never replayed.
+that could do anything else is never relaunched.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ try:
 except ImportError:
     _launch = None
 
-__all__ = ["only_launches", "replaying"]
+__all__ = ["only_launches", "relaunching"]
 
 #: the calls a driver that only launches makes (``cuda_target``'s nests)
 _SHAPES = frozenset({"trip_count", "launch_shape", "launch_tiles", "launch"})
@@ -71,9 +71,9 @@ def _allowed(func, runtime_name: str) -> bool:
             and isinstance(func.value, ast.Name) and func.value.id == runtime_name)
 
 
-def replaying(kernel, on_failure):
-    """A ``Replay`` of ``kernel`` (a synchronous queue's launcher, ``SyncKernel``, of a
-    replayable driver) whose failed waits call ``on_failure`` (the queue's ``synchronize``,
+def relaunching(kernel, on_failure):
+    """A ``Relaunch`` of ``kernel`` (a synchronous queue's launcher, ``SyncKernel``, of a
+    relaunchable driver) whose failed waits call ``on_failure`` (the queue's ``synchronize``,
     which raises pyacc's error); ``kernel`` itself where nothing can be made again from C:
     no C launch (``cuda_plans.driver_function``), or no CuPy array class (plans off)."""
     launch = cuda_plans.driver_function("cuLaunchKernel")
@@ -81,6 +81,6 @@ def replaying(kernel, on_failure):
     array_class = cuda_runtime._array_class()  # (CuPy's, where plans are made)
     if _launch is None or launch is None or synchronize is None or array_class is None:
         return kernel
-    return _launch.Replay(kernel, cuda_plans.recorded, array_class,
+    return _launch.Relaunch(kernel, cuda_plans.recorded, array_class,
                                      cuda_plans.NUMBERS, on_failure, cuda_plans.driver_error,
                                      synchronize)
