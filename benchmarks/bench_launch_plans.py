@@ -1,11 +1,13 @@
 """The host side of one GPU launch, with and without a prepared plan, measured without a GPU.
 
 A launch of the trivial kernel (``z[i] = x[i] + y[i]``, 3 arrays, 1 block of 32) through
-``compiler.cuda_runtime.launch`` — what a generated cuda driver calls — in three ways,
-side by side: through its prepared launch (``compiler.cuda_plans``) made from C by a
-``LaunchRecord`` (``compiler/_launch.c``: the words packed once, one driver call), the
-same through ``cuda.core.launch``, and through numba-cuda's dispatcher (plans off:
-``PYACC_EXPRESS=0``, or facts a plan does not cover). numba-cuda's own dispatcher, typing
+``compiler.cuda_runtime.launch`` — what a generated cuda driver calls — in four ways,
+side by side: a synchronous call of a driver of that one launch made again from C (a
+*relaunch*, ``compiler/cuda_relaunch.py``: the arguments' facts checked, the kept launch
+made, the stream waited for, no Python); through its prepared launch
+(``compiler.cuda_plans``) made from C by a ``LaunchRecord`` (``compiler/_launch.c``: the
+words packed once, one driver call); the same through ``cuda.core.launch``; and through
+numba-cuda's dispatcher (plans off: ``PYACC_EXPRESS=0``, or facts a plan does not cover). numba-cuda's own dispatcher, typing
 and marshaller run; what needs a GPU stands in (``tests/cuda/numba_cuda_leaves.py``): the
 queue's stream (``cuda_runtime.stream``, on a GPU a CuPy call and a dict lookup), the
 device arrays (plain attributes, where CuPy's ``shape``/``strides`` build a tuple at each
@@ -13,7 +15,11 @@ read), their DLPack views, the loaded function, ``cuda.core.launch`` (which here
 the words with cuda.core's own ``ParamHolder``, its packing at each launch, and makes no
 driver call) and the driver's ``cuLaunchKernel`` (for the C launch: a C function that
 returns 0 at once, libm's ``fegetround``, which takes no arguments: the System V x86-64
-convention lets a caller pass more; the C way is not run elsewhere). So every figure
+convention lets a caller pass more; the C ways are not run elsewhere) and its
+``cuStreamSynchronize`` (a relaunch's wait: the same function). The relaunch's launcher
+is a plain function of the one launch: on a GPU the launcher it stands for
+(``SyncKernel``) also makes the stream current and waits through CuPy, which the figures
+leave out. So every figure
 leaves out the driver call itself (~2–3 µs, ``../shared/reference/gpu-anchors.md``
 A1–A3), the stream lookup and cuda.core's building of the driver's launch configuration;
 the plans' leave out CuPy's attribute reads (a few per array), and the dispatcher's
@@ -45,7 +51,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests" / "cuda"))
 
 #: the ways of launching (module docstring)
-WAYS = ["C launch", "prepared", "dispatcher"]
+WAYS = ["relaunched", "C launch", "prepared", "dispatcher"]
 
 _CHILD = """
 import sys
@@ -131,14 +137,26 @@ def launcher(way: str):
 
     def launch():
         cuda_runtime.launch(trivial, 1, 32, args)
-    from pyacc.compiler import cuda_plans
+    from pyacc.compiler import cuda_plans, cuda_relaunch
 
-    cuda_plans._driver["cuLaunchKernel"] = c_driver() if way == "C launch" else None
-    try:  # (read as plans are made)
-        for _ in range(3):
+    with_c = way in ("C launch", "relaunched")
+    cuda_plans._driver.update(cuLaunchKernel=c_driver() if with_c else None,
+                              cuStreamSynchronize=c_driver() if with_c else None)
+    if way == "relaunched":  # a synchronous call of a driver of one launch, made again from C
+        def driver(x, y, z):
+            cuda_runtime.launch(trivial, 1, 32, (x, y, z))
+        relaunch = cuda_relaunch.relaunching(driver, lambda: None)
+
+        def launch():
+            relaunch(x, y, z)
+    try:  # (read as plans and relaunches are made)
+        for _ in range(4):
             launch()
     finally:
         cuda_plans._driver.pop("cuLaunchKernel")
+        cuda_plans._driver.pop("cuStreamSynchronize")
+    if way == "relaunched" and relaunch.relaunched == 0:
+        raise RuntimeError("the relaunch made nothing again: its launches were not kept")
     return launch
 
 
@@ -210,7 +228,7 @@ def main(argv=None) -> int:
     if args.smoke:
         args.calls, args.no_callgrind = 20, True
     if c_driver() is None:
-        WAYS[:] = [way for way in WAYS if way != "C launch"]
+        WAYS[:] = [way for way in WAYS if way not in ("C launch", "relaunched")]
         print("bench_launch_plans.py: the C launch is not measured here (not x86-64 Linux "
               "with libm, or compiler/_launch.c not built)")
     us = microseconds(args.calls, rounds=1 if args.smoke else 7)
@@ -220,6 +238,7 @@ def main(argv=None) -> int:
     print(f"  dispatcher ÷ prepared: {us['dispatcher'] / us['prepared']:.1f}")
     if "C launch" in WAYS:
         print(f"  prepared ÷ C launch: {us['prepared'] / us['C launch']:.2f}")
+        print(f"  C launch ÷ relaunched: {us['C launch'] / us['relaunched']:.2f}")
     if not args.no_callgrind and shutil.which("valgrind"):
         counted = instructions(max(200, args.calls // 20))
         for way in WAYS:

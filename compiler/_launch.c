@@ -315,7 +315,8 @@ static struct PyModuleDef launch_module = {
 PyMODINIT_FUNC
 PyInit__launch(void)
 {
-    if (PyType_Ready(&LaunchRecordType) < 0 || PyType_Ready(&RelaunchType) < 0)
+    if (PyType_Ready(&LaunchRecordType) < 0 || PyType_Ready(&RelaunchType) < 0 ||
+            intern_names() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&launch_module);
     if (module == NULL)

@@ -27,6 +27,21 @@
 
 #define RELAUNCHES_KEPT 4
 
+/* an array's attributes a relaunch reads, interned (``intern_names``): a name made at
+ * each read would miss the type's attribute cache */
+static PyObject *s_data, *s_ptr, *s_shape, *s_strides, *s_dtype;
+
+static int
+intern_names(void)
+{
+    s_data = PyUnicode_InternFromString("data");
+    s_ptr = PyUnicode_InternFromString("ptr");
+    s_shape = PyUnicode_InternFromString("shape");
+    s_strides = PyUnicode_InternFromString("strides");
+    s_dtype = PyUnicode_InternFromString("dtype");
+    return s_data && s_ptr && s_shape && s_strides && s_dtype ? 0 : -1;
+}
+
 static int g_relaunching = 1;  /* set_relaunching(): calls are made again at all (benchmarks) */
 
 typedef int (*stream_synchronize_fn)(void *);
@@ -68,35 +83,80 @@ kept_clear(Kept *kept)
     kept->generation = generation;
 }
 
-/* The key of an argument's facts (module comment), a new reference; NULL without an error
- * set: a kind a relaunch does not cover; NULL with one: a failure reading it. */
-static PyObject *
-fact_key(Relaunch *self, PyObject *arg)
+/* What a call's arguments are, read once a call: an array's data pointer, shape, strides
+ * and dtype (new references; NULLs for a scalar). */
+typedef struct {
+    PyObject *pointer, *shape, *strides, *dtype;
+} Seen;
+
+/* The kind of ``arg`` a relaunch covers: 1 an array, 2 a float, 3 a NumPy number, 4 an
+ * int or a bool; 0 none. */
+static int
+kind_of(Relaunch *self, PyObject *arg)
 {
     PyTypeObject *kind = Py_TYPE(arg);
-    if ((PyObject *)kind == self->array_type) {
-        PyObject *data = PyObject_GetAttrString(arg, "data");
-        PyObject *pointer = data ? PyObject_GetAttrString(data, "ptr") : NULL;
+    if ((PyObject *)kind == self->array_type)
+        return 1;
+    if (kind == &PyFloat_Type)
+        return 2;
+    if (kind == &PyBool_Type || kind == &PyLong_Type)
+        return 4;
+    return PySet_Contains(self->numbers, (PyObject *)kind) == 1 ? 3 : 0;
+}
+
+static void
+unsee(Seen *seen, Py_ssize_t nargs)
+{
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        Py_CLEAR(seen[i].pointer);
+        Py_CLEAR(seen[i].shape);
+        Py_CLEAR(seen[i].strides);
+        Py_CLEAR(seen[i].dtype);
+    }
+}
+
+/* Read the arguments (``seen``, zeroed by the caller): 1 all covered, 0 one is not, -1 an
+ * error reading one (``seen`` released but for 1). */
+static int
+see(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, Seen *seen)
+{
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        int kind = kind_of(self, args[i]);
+        if (kind != 1) {
+            if (kind == 0) {
+                unsee(seen, nargs);
+                return 0;
+            }
+            continue;
+        }
+        PyObject *data = PyObject_GetAttr(args[i], s_data);
+        seen[i].pointer = data ? PyObject_GetAttr(data, s_ptr) : NULL;
         Py_XDECREF(data);
-        PyObject *shape = pointer ? PyObject_GetAttrString(arg, "shape") : NULL;
-        PyObject *strides = shape ? PyObject_GetAttrString(arg, "strides") : NULL;
-        PyObject *dtype = strides ? PyObject_GetAttrString(arg, "dtype") : NULL;
-        PyObject *key = dtype ? PyTuple_Pack(4, pointer, shape, strides, dtype) : NULL;
-        Py_XDECREF(pointer);
-        Py_XDECREF(shape);
-        Py_XDECREF(strides);
-        Py_XDECREF(dtype);
-        return key;
+        seen[i].shape = seen[i].pointer ? PyObject_GetAttr(args[i], s_shape) : NULL;
+        seen[i].strides = seen[i].shape ? PyObject_GetAttr(args[i], s_strides) : NULL;
+        seen[i].dtype = seen[i].strides ? PyObject_GetAttr(args[i], s_dtype) : NULL;
+        if (seen[i].dtype == NULL) {
+            unsee(seen, nargs);
+            return -1;
+        }
     }
-    if (kind == &PyBool_Type || kind == &PyLong_Type) {
-        Py_INCREF(arg);
-        return arg;
-    }
-    if (kind == &PyFloat_Type) {
+    return 1;
+}
+
+/* The key of an argument's facts, a new reference (its kind covered: ``see``): an
+ * array's (pointer, shape, strides, dtype); a float's or NumPy number's bytes; an int or
+ * a bool itself. */
+static PyObject *
+key_of(Relaunch *self, PyObject *arg, Seen *seen)
+{
+    switch (kind_of(self, arg)) {
+    case 1:
+        return PyTuple_Pack(4, seen->pointer, seen->shape, seen->strides, seen->dtype);
+    case 2: {
         double value = PyFloat_AS_DOUBLE(arg);
         return PyBytes_FromStringAndSize((const char *)&value, sizeof value);
     }
-    if (PySet_Contains(self->numbers, (PyObject *)kind) == 1) {  /* a NumPy number */
+    case 3: {
         Py_buffer view;
         if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
             return NULL;
@@ -104,29 +164,46 @@ fact_key(Relaunch *self, PyObject *arg)
         PyBuffer_Release(&view);
         return key;
     }
-    return NULL;
-}
-
-/* Each argument's key into ``keys`` (new references); 1: all covered, 0: one is not
- * (``keys`` released), -1: an error. */
-static int
-call_facts(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys)
-{
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        keys[i] = fact_key(self, args[i]);
-        if (keys[i] == NULL) {
-            for (Py_ssize_t j = 0; j < i; j++)
-                Py_DECREF(keys[j]);
-            return PyErr_Occurred() ? -1 : 0;
-        }
+    default:
+        Py_INCREF(arg);
+        return arg;
     }
-    return 1;
 }
 
-/* Whether ``kept`` holds these facts; -1 on an error comparing. (A comparison that ran
- * Python code could let another thread replace the entry: then it is not a match.) */
+/* Whether ``arg`` (read into ``seen``) has the facts of ``key``; -1 on an error. */
 static int
-kept_matches(Kept *kept, PyObject *const *args, Py_ssize_t nargs, PyObject **keys)
+same_facts(PyObject *arg, Seen *seen, PyObject *key)
+{
+    if (seen->pointer != NULL) {  /* an array */
+        PyObject *read[4] = {seen->pointer, seen->shape, seen->strides, seen->dtype};
+        for (int f = 0; f < 4; f++) {
+            int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, f), read[f], Py_EQ);
+            if (same != 1)
+                return same;
+        }
+        return 1;
+    }
+    if (PyFloat_CheckExact(arg)) {
+        double value = PyFloat_AS_DOUBLE(arg);
+        return memcmp(PyBytes_AS_STRING(key), &value, sizeof value) == 0;
+    }
+    if (PyBytes_CheckExact(key)) {  /* a NumPy number */
+        Py_buffer view;
+        if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+            return -1;
+        int same = view.len == PyBytes_GET_SIZE(key) &&
+                   memcmp(view.buf, PyBytes_AS_STRING(key), (size_t)view.len) == 0;
+        PyBuffer_Release(&view);
+        return same;
+    }
+    return PyObject_RichCompareBool(key, arg, Py_EQ);
+}
+
+/* Whether ``kept`` holds the facts of these arguments; -1 on an error comparing. (A
+ * comparison that ran Python code could let another thread replace the entry: then it is
+ * not a match; each key is held while it is compared.) */
+static int
+kept_matches(Kept *kept, PyObject *const *args, Py_ssize_t nargs, Seen *seen)
 {
     unsigned long generation = kept->generation;
     if (kept->nargs != nargs || nargs == 0)
@@ -134,10 +211,10 @@ kept_matches(Kept *kept, PyObject *const *args, Py_ssize_t nargs, PyObject **key
     for (Py_ssize_t i = 0; i < nargs; i++) {
         if ((PyObject *)Py_TYPE(args[i]) != kept->facts[2 * i])
             return 0;
-        PyObject *recorded = kept->facts[2 * i + 1];
-        Py_INCREF(recorded);
-        int same = PyObject_RichCompareBool(recorded, keys[i], Py_EQ);
-        Py_DECREF(recorded);
+        PyObject *key = kept->facts[2 * i + 1];
+        Py_INCREF(key);
+        int same = same_facts(args[i], &seen[i], key);
+        Py_DECREF(key);
         if (same != 1 || kept->generation != generation)
             return same < 0 ? -1 : 0;
     }
@@ -304,37 +381,61 @@ failed:
     return NULL;
 }
 
+/* The keys of these arguments' facts (``key_of``) into ``keys``: 0, or -1 (none left). */
+static int
+keys_of(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, Seen *seen, PyObject **keys)
+{
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        keys[i] = key_of(self, args[i], &seen[i]);
+        if (keys[i] == NULL) {
+            for (Py_ssize_t j = 0; j < i; j++)
+                Py_DECREF(keys[j]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+#define STACK_ARGS 8
+
 static PyObject *
 relaunch_vectorcall(Relaunch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (!g_relaunching || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0))
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
-    PyObject *stack[8];
-    PyObject **keys = nargs <= 8 ? stack : PyMem_Malloc(sizeof(PyObject *) * (size_t)nargs);
-    if (keys == NULL)
-        return PyErr_NoMemory();
+    Seen seen_stack[STACK_ARGS] = {{0}};
+    PyObject *keys_stack[STACK_ARGS];
+    Seen *seen = nargs <= STACK_ARGS ? seen_stack : PyMem_Calloc((size_t)nargs, sizeof(Seen));
+    PyObject **keys = nargs <= STACK_ARGS ? keys_stack
+                                          : PyMem_Malloc(sizeof(PyObject *) * (size_t)nargs);
     PyObject *result = NULL;
-    int covered = call_facts(self, args, nargs, keys);
+    if (seen == NULL || keys == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int covered = see(self, args, nargs, seen);
     if (covered < 0)
         goto done;
     for (int k = 0; covered && k < RELAUNCHES_KEPT; k++) {
-        int same = kept_matches(&self->kept[k], args, nargs, keys);
-        if (same == 1) {
-            for (Py_ssize_t i = 0; i < nargs; i++)
-                Py_DECREF(keys[i]);
-            result = relaunch_kept(self, &self->kept[k]);
-            goto done;
-        }
-        if (same < 0) {
-            for (Py_ssize_t i = 0; i < nargs; i++)
-                Py_DECREF(keys[i]);
+        int same = kept_matches(&self->kept[k], args, nargs, seen);
+        if (same != 0) {
+            unsee(seen, nargs);
+            result = same < 0 ? NULL : relaunch_kept(self, &self->kept[k]);
             goto done;
         }
     }
+    if (covered && keys_of(self, args, nargs, seen, keys) < 0) {
+        unsee(seen, nargs);
+        goto done;
+    }
+    if (covered)
+        unsee(seen, nargs);
     result = call_and_keep(self, args, nargs, covered ? keys : NULL);
 done:
-    if (keys != stack)
+    if (seen != NULL && seen != seen_stack)
+        PyMem_Free(seen);
+    if (keys != NULL && keys != keys_stack)
         PyMem_Free(keys);
     return result;
 }
