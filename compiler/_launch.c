@@ -299,9 +299,22 @@ static PyTypeObject LaunchRecordType = {
 
 #include "_relaunch.c.h"
 
+/* set_relaunching(flag) -> previous: whether Relaunches make calls again (else every call goes
+ * to the launcher, unrecorded: benchmarks measure the path a relaunch replaces). */
+static PyObject *
+set_relaunching(PyObject *module, PyObject *flag)
+{
+    int relaunching = PyObject_IsTrue(flag);
+    if (relaunching < 0)
+        return NULL;
+    PyObject *previous = PyBool_FromLong(g_relaunching);
+    g_relaunching = relaunching;
+    return previous;
+}
+
 static PyMethodDef launch_functions[] = {
     {"set_relaunching", set_relaunching, METH_O,
-     "set_relaunching(flag) -> previous: whether Replays make calls again (benchmarks)."},
+     "set_relaunching(flag) -> previous: whether Relaunches make calls again (benchmarks)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -42,7 +42,20 @@ intern_names(void)
     return s_data && s_ptr && s_shape && s_strides && s_dtype ? 0 : -1;
 }
 
-static int g_relaunching = 1;  /* set_relaunching(): calls are made again at all (benchmarks) */
+static int g_relaunching = 1;
+
+/* Whether a ``sys.setprofile`` function watches this thread (before 3.12: cProfile's way):
+ * its calls go through the launcher, whose frames it then sees (as the express lane's
+ * prepared calls do, ``pyacc/_prepared_call.c.h``). */
+static int
+profiled(void)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    return PyThreadState_Get()->c_profilefunc != NULL;
+#else
+    return 0;
+#endif
+}  /* set_relaunching(): calls are made again at all (benchmarks) */
 
 typedef int (*stream_synchronize_fn)(void *);
 
@@ -101,7 +114,10 @@ kind_of(Relaunch *self, PyObject *arg)
         return 2;
     if (kind == &PyBool_Type || kind == &PyLong_Type)
         return 4;
-    return PySet_Contains(self->numbers, (PyObject *)kind) == 1 ? 3 : 0;
+    int number = PySet_Contains(self->numbers, (PyObject *)kind);
+    if (number < 0)
+        PyErr_Clear();  /* (an unhashable type: not a NumPy number) */
+    return number == 1 ? 3 : 0;
 }
 
 static void
@@ -222,16 +238,21 @@ kept_matches(Kept *kept, PyObject *const *args, Py_ssize_t nargs, Seen *seen)
 }
 
 /* The kept launches, then the wait for their stream; None, or NULL with an error set. */
-static PyObject *
-relaunch_kept(Relaunch *self, Kept *kept)
+/* The launches of ``kept``, made from ``kept`` taken out of its place (``checked_out``):
+ * Python code that runs meanwhile (a driver's callback, a profiler's) may replace the entry
+ * without freeing what these launches read. 0, or -1 with an error set. */
+static int
+launch_kept(Relaunch *self, Kept *kept)
 {
     for (Py_ssize_t i = 0; i < kept->nlaunches; i++) {
         LaunchRecord *record = kept->records[i];
         void *stack[STACK_WORDS];
         void **params = record->count <= STACK_WORDS
             ? stack : PyMem_Malloc(sizeof(void *) * record->count);
-        if (params == NULL)
-            return PyErr_NoMemory();
+        if (params == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
         for (Py_ssize_t w = 0; w < record->count; w++)
             params[w] = &kept->slots[i][w];
         int code = record->launch_kernel(record->handle, record->grid[0], record->grid[1],
@@ -246,10 +267,29 @@ relaunch_kept(Relaunch *self, Kept *kept)
                 PyErr_SetObject((PyObject *)Py_TYPE(error), error);
                 Py_DECREF(error);
             }
-            return NULL;
+            return -1;
         }
     }
-    void *stream = kept->stream;  /* (another thread may replace the entry meanwhile) */
+    return 0;
+}
+
+/* The kept launches, then the wait for their stream; None, or NULL with an error set. */
+static PyObject *
+relaunch_kept(Relaunch *self, Kept *kept)
+{
+    Kept taken = *kept;  /* the entry taken out while it launches (``launch_kept``) */
+    kept->nargs = kept->nlaunches = 0;
+    kept->facts = NULL;
+    kept->records = NULL;
+    kept->slots = NULL;
+    int status = launch_kept(self, &taken);
+    void *stream = taken.stream;
+    if (kept->nargs == 0 && kept->generation == taken.generation)
+        *kept = taken;  /* back in its place: nothing replaced it meanwhile */
+    else
+        kept_clear(&taken);
+    if (status < 0)
+        return NULL;
     int code;
     self->relaunched++;
     Py_BEGIN_ALLOW_THREADS
@@ -327,7 +367,7 @@ keep(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys,
                 status = pack_words(words, fresh.slots[i], first, launch->count);
         }
     }
-    if (status != 0 || n == 0) {
+    if (status != 0 || n == 0 || nargs == 0) {
         kept_clear(&fresh);
         return status < 0 ? -1 : 0;
     }
@@ -363,11 +403,8 @@ call_and_keep(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject 
     }
     Py_INCREF(result);
     if (keys != NULL && result == Py_None && launches != Py_None) {
-        if (keep(self, args, nargs, keys, launches) < 0) {
-            Py_DECREF(answer);
-            Py_DECREF(result);
-            return NULL;
-        }
+        if (keep(self, args, nargs, keys, launches) < 0)
+            PyErr_Clear();  /* (keeping is the next calls' saving: this one ran, and well) */
     } else if (keys != NULL) {
         for (Py_ssize_t i = 0; i < nargs; i++)
             Py_DECREF(keys[i]);
@@ -402,7 +439,7 @@ static PyObject *
 relaunch_vectorcall(Relaunch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (!g_relaunching || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0))
+    if (!g_relaunching || profiled() || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0))
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
     Seen seen_stack[STACK_ARGS] = {{0}};
     PyObject *keys_stack[STACK_ARGS];
@@ -470,17 +507,44 @@ relaunch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
-static void
-relaunch_dealloc(Relaunch *self)
+static int
+relaunch_traverse(Relaunch *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->recorder);
+    Py_VISIT(self->array_type);
+    Py_VISIT(self->numbers);
+    Py_VISIT(self->on_failure);
+    Py_VISIT(self->launch_failed);
+    for (int k = 0; k < RELAUNCHES_KEPT; k++) {
+        Kept *kept = &self->kept[k];
+        for (Py_ssize_t i = 0; i < 2 * kept->nargs; i++)
+            Py_VISIT(kept->facts[i]);
+        for (Py_ssize_t i = 0; i < kept->nlaunches; i++)
+            Py_VISIT((PyObject *)kept->records[i]);
+    }
+    return 0;
+}
+
+static int
+relaunch_clear(Relaunch *self)
 {
     for (int k = 0; k < RELAUNCHES_KEPT; k++)
         kept_clear(&self->kept[k]);
-    Py_XDECREF(self->fallback);
-    Py_XDECREF(self->recorder);
-    Py_XDECREF(self->array_type);
-    Py_XDECREF(self->numbers);
-    Py_XDECREF(self->on_failure);
-    Py_XDECREF(self->launch_failed);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->recorder);
+    Py_CLEAR(self->array_type);
+    Py_CLEAR(self->numbers);
+    Py_CLEAR(self->on_failure);
+    Py_CLEAR(self->launch_failed);
+    return 0;
+}
+
+static void
+relaunch_dealloc(Relaunch *self)
+{
+    PyObject_GC_UnTrack(self);
+    relaunch_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -517,7 +581,9 @@ static PyTypeObject RelaunchType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "pyacc.compiler._launch.Relaunch",
     .tp_basicsize = sizeof(Relaunch),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)relaunch_traverse,
+    .tp_clear = (inquiry)relaunch_clear,
     .tp_doc = "Relaunch(fallback, recorder, array_type, numbers, on_failure, launch_failed, "
               "synchronize): a synchronous call's launches made again from C "
               "(compiler/_relaunch.c.h).",
@@ -527,16 +593,3 @@ static PyTypeObject RelaunchType = {
     .tp_vectorcall_offset = offsetof(Relaunch, vectorcall),
     .tp_getset = relaunch_getset,
 };
-
-/* set_relaunching(flag) -> previous: whether Replays make calls again (else every call goes
- * to the launcher, unrecorded: benchmarks measure the path a relaunch replaces). */
-static PyObject *
-set_relaunching(PyObject *module, PyObject *flag)
-{
-    int relaunching = PyObject_IsTrue(flag);
-    if (relaunching < 0)
-        return NULL;
-    PyObject *previous = PyBool_FromLong(g_relaunching);
-    g_relaunching = relaunching;
-    return previous;
-}

@@ -304,14 +304,19 @@ def record(handle, grid, block, shared: int, stream, words, cooperative: bool = 
     """The ``LaunchRecord`` of a launch of the kernel ``handle`` (cuda.core's ``Kernel``)
     with these ``words`` (one tuple per argument) on ``stream`` (cuda.core's), or None:
     no C launch here (:func:`driver_launch`), or a cooperative kernel (``cuLaunchKernel``
-    does not launch those). The record keeps ``owner`` (default: ``handle``) alive: what
-    keeps the kernel loaded. A word the driver cannot take raises (the plan is refused)."""
+    does not launch those), or a word a record does not pack (``cuda.core.launch`` then
+    does, as it did before records). The record keeps ``owner`` (default: ``handle``)
+    alive: what keeps the kernel loaded."""
     driver = driver_launch()
     if driver is None or cooperative:
         return None
-    return _launch.LaunchRecord(driver, int(handle.handle), _dimensions(grid), _dimensions(block),
-                                shared, int(stream.handle), tuple(itertools.chain(*words)),
-                                handle if owner is None else owner)
+    try:
+        return _launch.LaunchRecord(driver, int(handle.handle), _dimensions(grid),
+                                    _dimensions(block), shared, int(stream.handle),
+                                    tuple(itertools.chain(*words)),
+                                    handle if owner is None else owner)
+    except (TypeError, ValueError, OverflowError):  # (a word of more than 8 bytes, ...)
+        return None
 
 
 def _launch_config(dispatcher, cooperative, configured):

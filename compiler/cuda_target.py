@@ -117,8 +117,7 @@ class CudaTarget(Target):
                 f"from pyacc.compiler import cuda_runtime as {_CRT}"]
 
     def atomic_function(self, op):
-        # ``cuda.atomic.<op>`` spelled out: the simulator resolves ``cuda`` only inside
-        # kernels, so module-level aliases would not work there
+        # ``cuda.atomic.<op>`` spelled out: the simulator resolves ``cuda`` only in kernels
         attribute = ast.Attribute(value=ast.Name(id=_CUDA, ctx=ast.Load()), attr="atomic",
                                   ctx=ast.Load())
         return ast.Attribute(value=attribute, attr=op, ctx=ast.Load())
@@ -411,7 +410,8 @@ class CudaTarget(Target):
         names = {n for n in passed if not n.startswith("_acc_")}
         if rebind_on_device(tree.body, names):  # one device copy per host array and call
             tree.body.insert(0, ast.parse(f"{_DEVICE_COPIES} = {{}}").body[0])
-        self.relaunchable = only_launches(tree.body, self.launches, _CRT)  # ``cuda_relaunch``
+        self.relaunchable = only_launches(tree.body, self.launches, _CRT, {  # cuda_relaunch
+            a.arg for a in tree.args.args if self._array_ndim(a.arg) is not None})
         return tree
 
     def _split(self, stmts):

@@ -95,7 +95,36 @@ def made_array(a, n):
         a[i] = t[i % 4]
 
 
+def element_bound(a, m, n):
+    for i in range(m[0]):
+        a[i] = 1.0
+
+
+def element_max_bound(a, m, n):
+    for i in range(max(m[0], n)):
+        a[i] = 1.0
+
+
+def zero_d_bound(a, m):
+    for i in range(m):
+        a[i] = 1.0
+
+
+SIZES = [16]
+
+
+def global_bound(a):
+    for i in range(SIZES[0]):
+        a[i] = 1.0
+
+
+def layout_bounds(a, b):
+    for i in range(min(len(a), b.shape[0])):
+        b[i] = a[i]
+
+
 _V, _M = np.ones(16), np.ones((4, 4))
+_I = np.array([8, 8])
 
 
 @pytest.mark.parametrize("function, clauses, args, expected", [
@@ -109,6 +138,12 @@ _V, _M = np.ones(16), np.ones((4, 4))
     (steps, "kernels", (_V, 16), False),
     (private_array, "parallel_loop private(tmp)", (_V, 16), False),
     (made_array, "kernels", (_V, 16), False),
+    (layout_bounds, "parallel_loop", (_V, _V), True),
+    # bounds the facts do not cover: an element of an array, a global's value
+    (element_bound, "parallel_loop", (_V, _I, 16), False),
+    (element_max_bound, "parallel_loop", (_V, _I, 16), False),
+    (zero_d_bound, "parallel_loop", (_V, np.array(8)), False),
+    (global_bound, "parallel_loop", (_V,), False),
 ])
 def test_a_driver_is_relaunchable_when_it_only_launches_its_nests(function, clauses, args,
                                                                 expected):
@@ -368,3 +403,95 @@ def test_nothing_is_relaunched_without_the_drivers_functions(monkeypatch):
     def kernel(*args):
         return args
     assert cuda_relaunch.relaunching(kernel, lambda: None) is kernel
+
+
+# == the Relaunch alone: its launches' records made by hand ======================================
+class _Handmade:
+    """A ``Relaunch`` whose recorder says the call made ``count`` launches of records of
+    its own (handle ``i``, the scalar's bits as the last word), on a stand-in driver."""
+
+    def __init__(self, count=3, launches=None):
+        self.driver, self.waits, self.calls = Driver(2), Waits(), 0
+        self.count, self.launches = count, launches
+
+        def recorder(call, args):
+            made = self.launches or [
+                (_launch.LaunchRecord(self.driver.address, i, (1, 1, 1), (1, 1, 1), 0, 5,
+                                      (i, args[0])), ()) for i in range(self.count)]
+            return call(*args), made
+        self.relaunch = _launch.Relaunch(self._launcher, recorder, DeviceArray,
+                                         cuda_plans.NUMBERS, lambda: None, RuntimeError,
+                                         self.waits.address)
+
+    def _launcher(self, x):
+        self.calls += 1
+
+
+def test_an_entry_replaced_while_it_launches_still_launches_whole():
+    """Python that runs inside a relaunch's driver call (a callback, a profiler) may push
+    every kept entry out: the relaunch in progress still makes its own launches, all of
+    them, from what it took out."""
+    made = _Handmade()
+    relaunch, state = made.relaunch, {"reenter": False}
+    for _ in range(2):
+        relaunch(1.0)
+    real = made.driver._launch
+
+    def launch(handle, *rest):
+        if state.pop("reenter", False):
+            for x in range(10, 16):
+                for _ in range(2):
+                    relaunch(float(x))
+        return real(handle, *rest)
+    made.driver._launch = launch
+    state["reenter"] = True
+    before = len(made.driver.launches)
+    relaunch(1.0)
+    mine = [launch for launch in made.driver.launches[before:]
+            if ctypes.c_double.from_buffer_copy(launch[5][1]).value == 1.0]
+    assert [launch[0] or 0 for launch in mine] == [0, 1, 2]  # (ctypes: a null handle is None)
+
+
+def test_launches_that_cannot_be_kept_fail_no_call():
+    """Keeping is the next calls' saving: a word a kept launch cannot pack costs this call
+    nothing (it ran), and nothing is kept."""
+    record = _launch.LaunchRecord(Driver(1).address, 1, (1, 1, 1), (1, 1, 1), 0, 5, (7,))
+    made = _Handmade(launches=[(record, ((0, (object(),)),))])
+    assert made.relaunch(1.0) is None and made.relaunch(1.0) is None
+    assert (made.calls, made.relaunch.kept) == (2, 0)
+
+
+def test_a_profiled_call_goes_through_the_launcher():
+    """Under ``sys.setprofile`` (cProfile before 3.12) the launcher's frames are seen."""
+    import sys
+
+    made = _Handmade()
+    for _ in range(2):
+        made.relaunch(1.0)
+    sys.setprofile(lambda frame, event, arg: None)
+    try:
+        made.relaunch(1.0)
+    finally:
+        sys.setprofile(None)
+    expected = 2 if sys.version_info < (3, 12) else 1
+    assert made.calls == expected
+
+
+def test_a_relaunch_in_a_cycle_is_collected():
+    import gc
+    import weakref
+
+    made = _Handmade()
+    made.relaunch(1.0)
+    made.relaunch(1.0)
+    alive = weakref.ref(made)
+    del made  # (made -> relaunch -> its launcher, a bound method of made)
+    gc.collect()
+    assert alive() is None
+
+
+def test_a_word_a_record_cannot_pack_leaves_the_launch_to_cuda_core(monkeypatch):
+    monkeypatch.setattr(cuda_plans, "_driver", {"cuLaunchKernel": Driver(1).address})
+    handle, stream = SimpleNamespace(handle=1), SimpleNamespace(handle=2)
+    assert cuda_plans.record(handle, 1, 1, 0, stream, [(np.complex128(1),)]) is None
+    assert cuda_plans.record(handle, 1, 1, 0, stream, [(np.float64(1),)]) is not None

@@ -396,7 +396,7 @@ def test_init_on_cuda_prepares_the_loader_of_saved_kernels(monkeypatch):
     assert prepared == ["cuda", "cuda"]
 
 
-def test_the_express_lane_calls_a_replay_for_a_driver_that_only_launches(monkeypatch):
+def test_the_express_lane_calls_a_relaunch_for_a_driver_that_only_launches(monkeypatch):
     """The express lane's synchronous launcher of a driver that only launches
     (``cuda_relaunch``) is a ``Relaunch``, which here (the simulator's launches are never
     prepared, so never recorded) hands every call to ``SyncKernel``: the results are the
