@@ -35,6 +35,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../pyacc/_profiled.h"  /* profiled(): calls a relaunch leaves to the launcher */
+
 /* the driver's cuLaunchKernel (cuda.h): CUresult f(CUfunction, gridDimX, gridDimY,
  * gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, CUstream, kernelParams,
  * extra) */
@@ -181,9 +183,10 @@ record_dealloc(LaunchRecord *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* The launch, with ``slots`` as its words; -1 with LaunchFailed set when refused. */
+/* One cuLaunchKernel of ``self`` with ``slots`` as its words: the driver's CUresult (0:
+ * launched), or -1 with MemoryError set. */
 static int
-launch_with(LaunchRecord *self, uint64_t *slots)
+driver_launch(LaunchRecord *self, uint64_t *slots)
 {
     void *stack[STACK_WORDS];
     void **params = self->count <= STACK_WORDS ? stack
@@ -199,8 +202,16 @@ launch_with(LaunchRecord *self, uint64_t *slots)
                                    self->shared, self->stream, params, NULL);
     if (params != stack)
         PyMem_Free(params);
-    if (code == 0)
-        return 0;
+    return code;
+}
+
+/* The launch, with ``slots`` as its words; -1 with LaunchFailed set when refused. */
+static int
+launch_with(LaunchRecord *self, uint64_t *slots)
+{
+    int code = driver_launch(self, slots);
+    if (code <= 0)
+        return code;
     PyObject *failed = PyObject_CallFunction(LaunchFailed, "si", "cuLaunchKernel failed", code);
     if (failed != NULL) {
         PyObject *number = PyLong_FromLong(code);
@@ -214,6 +225,22 @@ launch_with(LaunchRecord *self, uint64_t *slots)
         Py_DECREF(failed);
     }
     return -1;
+}
+
+/* The words of ``span`` (a tuple ``(first, words)``) into ``slots[first:]`` of ``count``;
+ * 0, or -1 with an error set. */
+static int
+pack_span(PyObject *span, uint64_t *slots, Py_ssize_t count)
+{
+    Py_ssize_t first;
+    PyObject *words;
+    if (!PyTuple_Check(span)) {
+        PyErr_SetString(PyExc_TypeError, "a span is a tuple (first, words)");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(span, "nO:a span (first, words)", &first, &words))
+        return -1;
+    return pack_words(words, slots, first, count);
 }
 
 /* launch(*spans): one launch; each span ``(first, words)`` replaces the record's words
@@ -233,18 +260,8 @@ record_launch(LaunchRecord *self, PyObject *const *spans, Py_ssize_t nspans)
         return PyErr_NoMemory();
     memcpy(slots, self->values, sizeof(uint64_t) * (size_t)self->count);
     int status = 0;
-    for (Py_ssize_t i = 0; status == 0 && i < nspans; i++) {
-        Py_ssize_t first;
-        PyObject *words;
-        if (!PyTuple_Check(spans[i]) ||
-                !PyArg_ParseTuple(spans[i], "nO:a span (first, words)", &first, &words)) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "a span is a tuple (first, words)");
-            status = -1;
-        } else {
-            status = pack_words(words, slots, first, self->count);
-        }
-    }
+    for (Py_ssize_t i = 0; status == 0 && i < nspans; i++)
+        status = pack_span(spans[i], slots, self->count);
     if (status == 0)
         status = launch_with(self, slots);
     if (slots != stack)

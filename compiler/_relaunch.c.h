@@ -42,20 +42,7 @@ intern_names(void)
     return s_data && s_ptr && s_shape && s_strides && s_dtype ? 0 : -1;
 }
 
-static int g_relaunching = 1;
-
-/* Whether a ``sys.setprofile`` function watches this thread (before 3.12: cProfile's way):
- * its calls go through the launcher, whose frames it then sees (as the express lane's
- * prepared calls do, ``pyacc/_prepared_call.c.h``). */
-static int
-profiled(void)
-{
-#if PY_VERSION_HEX < 0x030C0000
-    return PyThreadState_Get()->c_profilefunc != NULL;
-#else
-    return 0;
-#endif
-}  /* set_relaunching(): calls are made again at all (benchmarks) */
+static int g_relaunching = 1;  /* set_relaunching(): calls are made again at all (benchmarks) */
 
 typedef int (*stream_synchronize_fn)(void *);
 
@@ -237,31 +224,17 @@ kept_matches(Kept *kept, PyObject *const *args, Py_ssize_t nargs, Seen *seen)
     return 1;
 }
 
-/* The kept launches, then the wait for their stream; None, or NULL with an error set. */
-/* The launches of ``kept``, made from ``kept`` taken out of its place (``checked_out``):
- * Python code that runs meanwhile (a driver's callback, a profiler's) may replace the entry
- * without freeing what these launches read. 0, or -1 with an error set. */
+/* The launches of ``kept`` (``relaunch_kept`` has taken it out of its place: Python code
+ * that runs meanwhile, a driver's callback or a profiler's, may replace the entry without
+ * freeing what these launches read). 0, or -1 with an error set. */
 static int
 launch_kept(Relaunch *self, Kept *kept)
 {
     for (Py_ssize_t i = 0; i < kept->nlaunches; i++) {
-        LaunchRecord *record = kept->records[i];
-        void *stack[STACK_WORDS];
-        void **params = record->count <= STACK_WORDS
-            ? stack : PyMem_Malloc(sizeof(void *) * record->count);
-        if (params == NULL) {
-            PyErr_NoMemory();
+        int code = driver_launch(kept->records[i], kept->slots[i]);
+        if (code < 0)
             return -1;
-        }
-        for (Py_ssize_t w = 0; w < record->count; w++)
-            params[w] = &kept->slots[i][w];
-        int code = record->launch_kernel(record->handle, record->grid[0], record->grid[1],
-                                         record->grid[2], record->block[0], record->block[1],
-                                         record->block[2], record->shared, record->stream,
-                                         params, NULL);
-        if (params != stack)
-            PyMem_Free(params);
-        if (code != 0) {
+        if (code > 0) {
             PyObject *error = PyObject_CallFunction(self->launch_failed, "i", code);
             if (error != NULL) {
                 PyErr_SetObject((PyObject *)Py_TYPE(error), error);
@@ -358,14 +331,8 @@ keep(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys,
             break;
         }
         memcpy(fresh.slots[i], launch->values, sizeof(uint64_t) * (size_t)launch->count);
-        for (Py_ssize_t s = 0; status == 0 && s < PyTuple_GET_SIZE(spans); s++) {
-            Py_ssize_t first;
-            PyObject *words;
-            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(spans, s), "nO", &first, &words))
-                status = -1;
-            else
-                status = pack_words(words, fresh.slots[i], first, launch->count);
-        }
+        for (Py_ssize_t s = 0; status == 0 && s < PyTuple_GET_SIZE(spans); s++)
+            status = pack_span(PyTuple_GET_ITEM(spans, s), fresh.slots[i], launch->count);
     }
     if (status != 0 || n == 0 || nargs == 0) {
         kept_clear(&fresh);

@@ -145,19 +145,7 @@ static int ensure_prepared(PreparedCall *n, PyObject *kernel, PyObject *args) {
     return n->state == PREPARED_UNASKED ? prepare_call(n, kernel, args) : 0;
 }
 
-/* Whether this thread has a profiler (``sys.setprofile``, cProfile) that Numba's
- * dispatcher reports the kernel's call to (the trampoline would not). Up to CPython 3.11
- * the dispatcher reports through ``c_profilefunc``; from 3.12 it reports to no profiler
- * (cProfile moved to ``sys.monitoring``, and the dispatcher no longer calls a
- * ``sys.setprofile`` function either: checked with Numba 0.68), so the prepared call
- * stays. */
-static int profiled(void) {
-#if PY_VERSION_HEX < 0x030C0000
-    return PyThreadState_Get()->c_profilefunc != NULL;  /* (CPython's thread state, 3.11) */
-#else
-    return 0;
-#endif
-}
+#include "_profiled.h"  /* profiled(): a sys.setprofile profiler on this thread */
 
 /* The words of a call with the ``nargs`` arguments ``items``: 1; 0 when an argument is
  * not what it was at the preparation (the dispatcher is called). */
