@@ -186,7 +186,7 @@ record_dealloc(LaunchRecord *self)
 /* One cuLaunchKernel of ``self`` with ``slots`` as its words: the driver's CUresult (0:
  * launched), or -1 with MemoryError set. */
 static int
-driver_launch(LaunchRecord *self, uint64_t *slots)
+call_driver(LaunchRecord *self, uint64_t *slots)
 {
     void *stack[STACK_WORDS];
     void **params = self->count <= STACK_WORDS ? stack
@@ -209,7 +209,7 @@ driver_launch(LaunchRecord *self, uint64_t *slots)
 static int
 launch_with(LaunchRecord *self, uint64_t *slots)
 {
-    int code = driver_launch(self, slots);
+    int code = call_driver(self, slots);
     if (code <= 0)
         return code;
     PyObject *failed = PyObject_CallFunction(LaunchFailed, "si", "cuLaunchKernel failed", code);

@@ -231,7 +231,7 @@ static int
 launch_kept(Relaunch *self, Kept *kept)
 {
     for (Py_ssize_t i = 0; i < kept->nlaunches; i++) {
-        int code = driver_launch(kept->records[i], kept->slots[i]);
+        int code = call_driver(kept->records[i], kept->slots[i]);
         if (code < 0)
             return -1;
         if (code > 0) {
