@@ -681,6 +681,8 @@ def run_launch(mode, cupy, nb, budget) -> dict:
             "pyacc sync, dispatcher": Candidate(pyacc_sync, prepare=_plans([None])),
             "pyacc sync, not relaunched": Candidate(pyacc_sync,
                                                   prepare=_plans(planned, relaunch=False)),
+            "pyacc async, not relaunched": Candidate(pyacc_async,
+                                                   prepare=_plans(planned, relaunch=False)),
             "pyacc sync, cuda.core launch": Candidate(pyacc_sync, prepare=_plans(
                 planned, record=False, relaunch=False)),
             "pyacc sync, Python launcher": Candidate(pyacc_sync, prepare=_plans(planned, lane=False)),
@@ -703,7 +705,7 @@ def _plans(state, lane=True, record=True, relaunch=True):
     """A candidate's ``prepare``: pyacc's cuda launches prepared (``compiler.cuda_plans``)
     or not (``[None]``: every launch through the compiler's dispatcher), made from C
     (``cuda_plans.record``) or, ``record`` False, through ``cuda.core.launch`` (plans made
-    again when that changes), synchronous calls made again from C (``cuda_relaunch``) or,
+    again when that changes), calls made again from C (``cuda_relaunch``) or,
     ``relaunch`` False, all through their driver, and compute calls through the express
     lane or, ``lane`` False, all through the Python launcher
     (``pyacc._express.set_lane``; a call with the lane back on arms its plan again)."""
@@ -1053,6 +1055,9 @@ def measure_lines(report) -> list[str]:
         if context:
             lines.append(_row("the same kernel, each launch waited for, for context (µs per launch)",
                               "; ".join(context)))
+        if "pyacc async, not relaunched" in us:
+            lines.append(_row("the same kernel queued, not made again from C, for context (µs per launch)",
+                              f"{us['pyacc async, not relaunched']:.2f}"))
     overlap = report.get("overlap", {})
     if "hidden" in overlap:
         s, hidden = overlap["seconds"], overlap["hidden"]

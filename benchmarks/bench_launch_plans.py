@@ -1,10 +1,15 @@
 """The host side of one GPU launch, with and without a prepared plan, measured without a GPU.
 
 A launch of the trivial kernel (``z[i] = x[i] + y[i]``, 3 arrays, 1 block of 32) through
-``compiler.cuda_runtime.launch`` — what a generated cuda driver calls — in four ways,
+``compiler.cuda_runtime.launch`` — what a generated cuda driver calls — in five ways,
 side by side: a synchronous call of a driver of that one launch made again from C (a
 *relaunch*, ``compiler/cuda_relaunch.py``: the arguments' facts checked, the kept launch
-made, the stream waited for, no Python); through its prepared launch
+made, the stream waited for, no Python); an ``async_`` call of it made again (*queued
+relaunch*: what the express lane's enqueue runs in Python, ``pyacc._express.enqueuer``,
+``CudaDevice.relaunch``, ``CudaQueue.submit_relaunch`` — the queue found, polled, its
+order kept — around the relaunch, which does not wait), and the same call with
+relaunches off (*queued launch*: a ``Pending`` the queue submits, which runs the driver,
+whose launch is made from C); through its prepared launch
 (``compiler.cuda_plans``) made from C by a ``LaunchRecord`` (``compiler/_launch.c``: the
 words packed once, one driver call); the same through ``cuda.core.launch``; and through
 numba-cuda's dispatcher (plans off: ``PYACC_EXPRESS=0``, or facts a plan does not cover). numba-cuda's own dispatcher, typing
@@ -37,6 +42,7 @@ Run: ``python benchmarks/bench_launch_plans.py [--calls N] [--no-callgrind] [--s
 from __future__ import annotations
 
 import argparse
+import collections
 import ctypes
 import ctypes.util
 import platform
@@ -45,13 +51,15 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests" / "cuda"))
 
 #: the ways of launching (module docstring)
-WAYS = ["relaunched", "C launch", "prepared", "dispatcher"]
+WAYS = ["relaunched", "queued relaunch", "queued launch", "C launch", "prepared", "dispatcher"]
+_C_WAYS = ("relaunched", "queued relaunch", "queued launch", "C launch")  # (need the C launch)
 
 _CHILD = """
 import sys
@@ -95,8 +103,6 @@ class standing_in:
         import pytest
         from numba_cuda_leaves import stand_in
 
-        from types import SimpleNamespace
-
         from cuda.core._kernel_arg_handler import ParamHolder  # with numba-cuda 0.30
         from numba.cuda import codegen, dispatcher
 
@@ -139,25 +145,69 @@ def launcher(way: str):
         cuda_runtime.launch(trivial, 1, 32, args)
     from pyacc.compiler import cuda_plans, cuda_relaunch
 
-    with_c = way in ("C launch", "relaunched")
+    with_c = way in _C_WAYS
     cuda_plans._driver.update(cuLaunchKernel=c_driver() if with_c else None,
                               cuStreamSynchronize=c_driver() if with_c else None)
     if way == "relaunched":  # a synchronous call of a driver of one launch, made again from C
-        def driver(x, y, z):
-            cuda_runtime.launch(trivial, 1, 32, (x, y, z))
-        relaunch = cuda_relaunch.relaunching(driver, lambda: None)
+        relaunch = cuda_relaunch.relaunching(driver_of(trivial), lambda: None)
 
         def launch():
             relaunch(x, y, z)
+    if way.startswith("queued"):  # an async call of that driver, as the express lane hands it
+        launch, relaunch = queued(driver_of(trivial), args)
     try:  # (read as plans and relaunches are made)
         for _ in range(4):
             launch()
     finally:
         cuda_plans._driver.pop("cuLaunchKernel")
         cuda_plans._driver.pop("cuStreamSynchronize")
-    if way == "relaunched" and relaunch.relaunched == 0:
+    if way in ("relaunched", "queued relaunch") and relaunch.relaunched == 0:
         raise RuntimeError("the relaunch made nothing again: its launches were not kept")
     return launch
+
+
+def driver_of(kernel):
+    """A generated driver of one launch of ``kernel`` on 1 block of 32 threads, which a
+    relaunch may make again (``relaunchable``)."""
+    from pyacc.compiler import cuda_runtime
+
+    def driver(x, y, z):
+        cuda_runtime.launch(kernel, 1, 32, (x, y, z))
+    driver.relaunchable = True
+    return driver
+
+
+def queued(driver, args):
+    """``(launch, relaunch)``: ``launch()`` is an ``async_=1`` call of ``driver`` with
+    ``args`` as the express lane hands it to the cuda device (``pyacc._express.enqueuer``:
+    the queue found, its ``Relaunch``, ``CudaDevice.relaunch`` and the queue's bookkeeping,
+    ``CudaQueue.submit_relaunch``), over a queue whose backend stands in
+    (``numba_cuda_leaves.QueueBackend``: on a GPU CuPy's makes the stream current around
+    a ``Pending``'s run, which the queued launch leaves out); ``relaunch``: the queue's
+    ``Relaunch``."""
+    from numba_cuda_leaves import QueueBackend
+
+    from pyacc._express import enqueuer
+    from pyacc.mapping.devices.cuda import CudaDevice
+    from pyacc.mapping.devices.cuda_queues import CudaQueue
+    from pyacc.mapping.queues import Pending
+
+    backend = QueueBackend()
+    backend.log = collections.deque(maxlen=1)  # (not kept: a growing list)
+    queue = CudaQueue(1, backend, "the bench's device")
+
+    class Device:  # what an enqueue reads of the cuda device
+        identity, relaunch = ("cuda", 0), CudaDevice.relaunch
+        queues = SimpleNamespace(made=lambda value: queue if value == 1 else None)
+
+        def launch(self, kernel, device_args, queue, name=None, where=None, info=None):
+            pending = Pending(kernel, device_args, name, queue.async_value)
+            queue.submit(pending, ("kernel", name))
+            return pending
+
+    enqueue = enqueuer(Device(), driver, "trivial", None, None)
+    enqueue(1, args)  # (the queue's Relaunch made)
+    return (lambda: enqueue(1, args)), queue.relaunches[driver]
 
 
 def use(way: str) -> None:
@@ -167,6 +217,10 @@ def use(way: str) -> None:
     from pyacc.compiler import cuda_runtime
 
     cuda_runtime._prepared[:] = [None if way == "dispatcher" else DeviceArray]
+    if c_driver() is not None:  # (the queued launch: the queue runs the driver, in Python)
+        from pyacc.compiler import _launch
+
+        _launch.set_relaunching(way != "queued launch")
 
 
 def microseconds(calls: int, rounds: int = 7) -> dict:
@@ -228,21 +282,22 @@ def main(argv=None) -> int:
     if args.smoke:
         args.calls, args.no_callgrind = 20, True
     if c_driver() is None:
-        WAYS[:] = [way for way in WAYS if way not in ("C launch", "relaunched")]
+        WAYS[:] = [way for way in WAYS if way not in _C_WAYS]
         print("bench_launch_plans.py: the C launch is not measured here (not x86-64 Linux "
               "with libm, or compiler/_launch.c not built)")
     us = microseconds(args.calls, rounds=1 if args.smoke else 7)
     print("Prepared GPU launches, host side without the driver call (trivial kernel, 3 arrays):")
     for way in WAYS:
-        print(f"  {way:>10}: {us[way]:7.2f} µs per launch")
+        print(f"  {way:>15}: {us[way]:7.2f} µs per launch")
     print(f"  dispatcher ÷ prepared: {us['dispatcher'] / us['prepared']:.1f}")
     if "C launch" in WAYS:
         print(f"  prepared ÷ C launch: {us['prepared'] / us['C launch']:.2f}")
         print(f"  C launch ÷ relaunched: {us['C launch'] / us['relaunched']:.2f}")
+        print(f"  queued launch ÷ queued relaunch: {us['queued launch'] / us['queued relaunch']:.2f}")
     if not args.no_callgrind and shutil.which("valgrind"):
         counted = instructions(max(200, args.calls // 20))
         for way in WAYS:
-            print(f"  {way:>10}: {counted[way]:9,.0f} instructions per launch")
+            print(f"  {way:>15}: {counted[way]:9,.0f} instructions per launch")
     return 0
 
 

@@ -69,8 +69,8 @@ Modules, from the function to the kernel:
   there; ``cuda_compilers``: which CUDA kernel compiler, and the NumPy 2.5 fix of numba-cuda;
   ``cuda_plans``: prepared launches (numba-cuda's launch without its dispatcher), made by
   one call of the driver's ``cuLaunchKernel`` from C where ``_launch`` (a C extension,
-  optional) is built; ``cuda_relaunch``: synchronous calls of drivers that only launch,
-  made again from C (``_launch``'s ``Relaunch``);
+  optional) is built; ``cuda_relaunch``: calls (synchronous and ``async_``) of drivers
+  that only launch, made again from C (``_launch``'s ``Relaunch``);
   ``cuda_binaries``: compiled GPU kernels saved on disk and loaded by later processes;
   ``cuda_kernels``: a generated module's GPU kernels, handed to the compiler only when one
   must be compiled

@@ -1,46 +1,41 @@
-/* Relaunch: a synchronous compute call on the cuda device made again from C (included by
- * _launch.c: one translation unit; it launches LaunchRecords).
+/* Relaunch: a compute call on the cuda device made again from C (included by _launch.c:
+ * one translation unit; it launches LaunchRecords).
  *
- * A ``Relaunch`` stands where the express lane calls a cuda kernel's synchronous launcher
- * (``SyncKernel``: the queue's stream current, the generated driver, its launches, a wait).
+ * A ``Relaunch`` stands where the express lane calls a cuda kernel's launcher: the
+ * synchronous queue's (``SyncKernel``: the queue's stream current, the generated driver,
+ * its launches, a wait), or an asynchronous queue's (the driver, run by the queue with its
+ * stream current: ``pyacc._express.enqueuer``; no wait: made with ``synchronize`` 0).
  * For a driver that only launches (``cuda_relaunch.only_launches``), the launches of a call
- * are a function of its arguments' *facts*: a CuPy array's data pointer, shape, strides
- * and dtype; a scalar's type and exact value (a float's bits: 0.0 and -0.0, or two NaNs,
- * are told apart as the kernel's words tell them). A call runs through the launcher
- * (``fallback``) by way of ``recorder`` (``cuda_plans.recorded``), which hands back the
- * launches it made when every one was a prepared launch from C (``LaunchRecord`` and the
- * words of its scalars); those launches are kept (the last ``RELAUNCHES_KEPT`` sets of facts,
- * Jacobi's two calls among them), with the words frozen. A later call whose facts equal
- * a kept set's makes those launches again, in order, with the driver's
- * ``cuLaunchKernel``, then waits for their stream with ``cuStreamSynchronize`` (the GIL
- * given back meanwhile, as CuPy's wait does), and returns None, which is what the
- * launcher returned.
+ * are a function of its arguments' *facts* (``_relaunch_facts.c.h``): a CuPy array's data
+ * pointer, shape, strides and dtype; a scalar's type and exact value. A call runs through
+ * the launcher (``fallback``) by way of ``recorder`` (``cuda_plans.recorded``), which hands
+ * back the launches it made when every one was a prepared launch from C (``LaunchRecord``
+ * and the words of its scalars); those launches are kept (the last ``RELAUNCHES_KEPT`` sets
+ * of facts, Jacobi's two calls among them; the least recently used goes first), with the
+ * words frozen. A later call whose
+ * facts equal a kept set's makes those launches again, in order, with the driver's
+ * ``cuLaunchKernel``; a synchronous one then waits for their stream with
+ * ``cuStreamSynchronize`` (the GIL given back meanwhile, as CuPy's wait does); and returns
+ * None, which is what the launcher returned. ``again(*args)`` makes the kept launches of
+ * the arguments' facts and nothing else: True, or False when none are kept (an async
+ * queue's bookkeeping is done around it: ``CudaQueue.submit_relaunch``).
  *
- * Invariants: a kept set's launches all went to one stream (the synchronous queue's,
- * current while the launcher ran) and the launcher returned None; a call with another
- * argument kind (a NumPy array, a tuple, ...), a keyword, or facts not kept goes to the
- * launcher; a launch the driver refuses raises ``launch_failed(code)`` (cuda.core's
- * error, as a prepared launch raises it); a failed wait calls ``on_failure()`` (the
- * queue's own wait, which raises pyacc's ``ExecutionError`` naming the queue), and raises
- * a RuntimeError naming the CUresult should that return.
+ * After ``RELAUNCH_MISSES`` calls in a row whose facts were not kept (a time step passed
+ * as a scalar, arrays made anew at each call), a Relaunch *gives up*: its calls go to the
+ * launcher at once, with no facts read and nothing recorded, as the express lane gives up
+ * on plans that never hold.
+ *
+ * Invariants: a kept set's launches all went to one stream (the queue's, current while the
+ * launcher ran) and the launcher returned None; a call with another argument kind (a
+ * NumPy array, a tuple, ...), a keyword, or facts not kept goes to the launcher; a launch
+ * the driver refuses raises ``launch_failed(code)`` (cuda.core's error, as a prepared
+ * launch raises it); a failed wait calls ``on_failure()`` (the queue's own wait, which
+ * raises pyacc's ``ExecutionError`` naming the queue), and raises a RuntimeError naming the
+ * CUresult should that return.
  */
 
 #define RELAUNCHES_KEPT 4
-
-/* an array's attributes a relaunch reads, interned (``intern_names``): a name made at
- * each read would miss the type's attribute cache */
-static PyObject *s_data, *s_ptr, *s_shape, *s_strides, *s_dtype;
-
-static int
-intern_names(void)
-{
-    s_data = PyUnicode_InternFromString("data");
-    s_ptr = PyUnicode_InternFromString("ptr");
-    s_shape = PyUnicode_InternFromString("shape");
-    s_strides = PyUnicode_InternFromString("strides");
-    s_dtype = PyUnicode_InternFromString("dtype");
-    return s_data && s_ptr && s_shape && s_strides && s_dtype ? 0 : -1;
-}
+#define RELAUNCH_MISSES 16  /* calls in a row not made again after which a Relaunch gives up */
 
 static int g_relaunching = 1;  /* set_relaunching(): calls are made again at all (benchmarks) */
 
@@ -54,15 +49,17 @@ typedef struct {
     uint64_t **slots;       /* each launch's words, frozen */
     void *stream;
     unsigned long generation; /* changed by each ``keep`` into this entry */
+    unsigned long used;       /* the Relaunch's clock when last kept or made again */
 } Kept;
 
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *fallback, *recorder, *array_type, *numbers, *on_failure, *launch_failed;
-    stream_synchronize_fn synchronize;
+    stream_synchronize_fn synchronize;  /* NULL: an asynchronous queue's (no wait) */
     Kept kept[RELAUNCHES_KEPT];
-    int next;                /* the entry the next set of launches replaces */
+    unsigned long clock;     /* ticks at each set kept or made again (``Kept.used``) */
+    int misses;              /* calls in a row through the launcher (RELAUNCH_MISSES) */
     Py_ssize_t relaunched;     /* calls made again from C */
 } Relaunch;
 
@@ -83,146 +80,7 @@ kept_clear(Kept *kept)
     kept->generation = generation;
 }
 
-/* What a call's arguments are, read once a call: an array's data pointer, shape, strides
- * and dtype (new references; NULLs for a scalar). */
-typedef struct {
-    PyObject *pointer, *shape, *strides, *dtype;
-} Seen;
-
-/* The kind of ``arg`` a relaunch covers: 1 an array, 2 a float, 3 a NumPy number, 4 an
- * int or a bool; 0 none. */
-static int
-kind_of(Relaunch *self, PyObject *arg)
-{
-    PyTypeObject *kind = Py_TYPE(arg);
-    if ((PyObject *)kind == self->array_type)
-        return 1;
-    if (kind == &PyFloat_Type)
-        return 2;
-    if (kind == &PyBool_Type || kind == &PyLong_Type)
-        return 4;
-    int number = PySet_Contains(self->numbers, (PyObject *)kind);
-    if (number < 0)
-        PyErr_Clear();  /* (an unhashable type: not a NumPy number) */
-    return number == 1 ? 3 : 0;
-}
-
-static void
-unsee(Seen *seen, Py_ssize_t nargs)
-{
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        Py_CLEAR(seen[i].pointer);
-        Py_CLEAR(seen[i].shape);
-        Py_CLEAR(seen[i].strides);
-        Py_CLEAR(seen[i].dtype);
-    }
-}
-
-/* Read the arguments (``seen``, zeroed by the caller): 1 all covered, 0 one is not, -1 an
- * error reading one (``seen`` released but for 1). */
-static int
-see(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, Seen *seen)
-{
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        int kind = kind_of(self, args[i]);
-        if (kind != 1) {
-            if (kind == 0) {
-                unsee(seen, nargs);
-                return 0;
-            }
-            continue;
-        }
-        PyObject *data = PyObject_GetAttr(args[i], s_data);
-        seen[i].pointer = data ? PyObject_GetAttr(data, s_ptr) : NULL;
-        Py_XDECREF(data);
-        seen[i].shape = seen[i].pointer ? PyObject_GetAttr(args[i], s_shape) : NULL;
-        seen[i].strides = seen[i].shape ? PyObject_GetAttr(args[i], s_strides) : NULL;
-        seen[i].dtype = seen[i].strides ? PyObject_GetAttr(args[i], s_dtype) : NULL;
-        if (seen[i].dtype == NULL) {
-            unsee(seen, nargs);
-            return -1;
-        }
-    }
-    return 1;
-}
-
-/* The key of an argument's facts, a new reference (its kind covered: ``see``): an
- * array's (pointer, shape, strides, dtype); a float's or NumPy number's bytes; an int or
- * a bool itself. */
-static PyObject *
-key_of(Relaunch *self, PyObject *arg, Seen *seen)
-{
-    switch (kind_of(self, arg)) {
-    case 1:
-        return PyTuple_Pack(4, seen->pointer, seen->shape, seen->strides, seen->dtype);
-    case 2: {
-        double value = PyFloat_AS_DOUBLE(arg);
-        return PyBytes_FromStringAndSize((const char *)&value, sizeof value);
-    }
-    case 3: {
-        Py_buffer view;
-        if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-            return NULL;
-        PyObject *key = PyBytes_FromStringAndSize(view.buf, view.len);
-        PyBuffer_Release(&view);
-        return key;
-    }
-    default:
-        Py_INCREF(arg);
-        return arg;
-    }
-}
-
-/* Whether ``arg`` (read into ``seen``) has the facts of ``key``; -1 on an error. */
-static int
-same_facts(PyObject *arg, Seen *seen, PyObject *key)
-{
-    if (seen->pointer != NULL) {  /* an array */
-        PyObject *read[4] = {seen->pointer, seen->shape, seen->strides, seen->dtype};
-        for (int f = 0; f < 4; f++) {
-            int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, f), read[f], Py_EQ);
-            if (same != 1)
-                return same;
-        }
-        return 1;
-    }
-    if (PyFloat_CheckExact(arg)) {
-        double value = PyFloat_AS_DOUBLE(arg);
-        return memcmp(PyBytes_AS_STRING(key), &value, sizeof value) == 0;
-    }
-    if (PyBytes_CheckExact(key)) {  /* a NumPy number */
-        Py_buffer view;
-        if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-            return -1;
-        int same = view.len == PyBytes_GET_SIZE(key) &&
-                   memcmp(view.buf, PyBytes_AS_STRING(key), (size_t)view.len) == 0;
-        PyBuffer_Release(&view);
-        return same;
-    }
-    return PyObject_RichCompareBool(key, arg, Py_EQ);
-}
-
-/* Whether ``kept`` holds the facts of these arguments; -1 on an error comparing. (A
- * comparison that ran Python code could let another thread replace the entry: then it is
- * not a match; each key is held while it is compared.) */
-static int
-kept_matches(Kept *kept, PyObject *const *args, Py_ssize_t nargs, Seen *seen)
-{
-    unsigned long generation = kept->generation;
-    if (kept->nargs != nargs || nargs == 0)
-        return 0;
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        if ((PyObject *)Py_TYPE(args[i]) != kept->facts[2 * i])
-            return 0;
-        PyObject *key = kept->facts[2 * i + 1];
-        Py_INCREF(key);
-        int same = same_facts(args[i], &seen[i], key);
-        Py_DECREF(key);
-        if (same != 1 || kept->generation != generation)
-            return same < 0 ? -1 : 0;
-    }
-    return 1;
-}
+#include "_relaunch_facts.c.h"
 
 /* The launches of ``kept`` (``relaunch_kept`` has taken it out of its place: Python code
  * that runs meanwhile, a driver's callback or a profiler's, may replace the entry without
@@ -257,14 +115,18 @@ relaunch_kept(Relaunch *self, Kept *kept)
     kept->slots = NULL;
     int status = launch_kept(self, &taken);
     void *stream = taken.stream;
+    taken.used = ++self->clock;
     if (kept->nargs == 0 && kept->generation == taken.generation)
         *kept = taken;  /* back in its place: nothing replaced it meanwhile */
     else
         kept_clear(&taken);
     if (status < 0)
         return NULL;
-    int code;
     self->relaunched++;
+    self->misses = 0;
+    if (self->synchronize == NULL)  /* an asynchronous queue's: the queue's waits wait */
+        Py_RETURN_NONE;
+    int code;
     Py_BEGIN_ALLOW_THREADS
     code = self->synchronize(stream);
     Py_END_ALLOW_THREADS
@@ -276,6 +138,21 @@ relaunch_kept(Relaunch *self, Kept *kept)
         PyErr_Format(PyExc_RuntimeError, "cuStreamSynchronize failed: CUresult %d", code);
     }
     return NULL;
+}
+
+/* The entry a new set of launches replaces: an empty one, else the one least recently kept
+ * or made again (a set made again at every other call stays while new facts come and go). */
+static Kept *
+least_used(Relaunch *self)
+{
+    Kept *least = &self->kept[0];
+    for (int k = 0; k < RELAUNCHES_KEPT; k++) {
+        if (self->kept[k].nargs == 0)
+            return &self->kept[k];
+        if (self->kept[k].used < least->used)
+            least = &self->kept[k];
+    }
+    return least;
 }
 
 /* Keep ``launches`` (``[(LaunchRecord, spans), ...]``) for facts ``keys`` (stolen); 0, or
@@ -338,17 +215,16 @@ keep(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys,
         kept_clear(&fresh);
         return status < 0 ? -1 : 0;
     }
-    Kept *slot = &self->kept[self->next];
-    self->next = (self->next + 1) % RELAUNCHES_KEPT;
+    Kept *slot = least_used(self);
     Kept old = *slot;
     fresh.generation = old.generation + 1;
+    fresh.used = ++self->clock;
     *slot = fresh;
     kept_clear(&old);
     return 0;
 }
 
-/* A call through the launcher, recorded; its launches kept for ``keys`` (stolen; NULL:
- * the facts are not covered). */
+/* A call through the launcher, recorded; its launches kept for ``keys`` (stolen). */
 static PyObject *
 call_and_keep(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys)
 {
@@ -369,80 +245,117 @@ call_and_keep(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject 
         goto failed;
     }
     Py_INCREF(result);
-    if (keys != NULL && result == Py_None && launches != Py_None) {
+    if (result == Py_None && launches != Py_None) {
         if (keep(self, args, nargs, keys, launches) < 0)
             PyErr_Clear();  /* (keeping is the next calls' saving: this one ran, and well) */
-    } else if (keys != NULL) {
+    } else {
         for (Py_ssize_t i = 0; i < nargs; i++)
             Py_DECREF(keys[i]);
     }
     Py_DECREF(answer);
     return result;
 failed:
-    if (keys != NULL)
-        for (Py_ssize_t i = 0; i < nargs; i++)
-            Py_DECREF(keys[i]);
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        Py_DECREF(keys[i]);
     return NULL;
 }
 
-/* The keys of these arguments' facts (``key_of``) into ``keys``: 0, or -1 (none left). */
-static int
-keys_of(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, Seen *seen, PyObject **keys)
-{
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        keys[i] = key_of(self, args[i], &seen[i]);
-        if (keys[i] == NULL) {
-            for (Py_ssize_t j = 0; j < i; j++)
-                Py_DECREF(keys[j]);
-            return -1;
-        }
-    }
-    return 0;
-}
 
 #define STACK_ARGS 8
+
+/* What ``relaunch_facts`` found */
+enum { NOT_KEPT = 0, RELAUNCHED = 1, NOT_COVERED = 2 };
+
+/* The kept launches of these arguments' facts made again (``relaunch_kept``): RELAUNCHED,
+ * ``*result`` None or NULL with an error set; NOT_KEPT: no kept set has their facts,
+ * their keys into ``keys`` (new references) unless ``keys`` is NULL; NOT_COVERED: an
+ * argument of another kind; -1 on an error. */
+static int
+relaunch_facts(Relaunch *self, PyObject *const *args, Py_ssize_t nargs, PyObject **keys,
+               PyObject **result)
+{
+    Seen seen_stack[STACK_ARGS] = {{0}};
+    Seen *seen = nargs <= STACK_ARGS ? seen_stack : PyMem_Calloc((size_t)nargs, sizeof(Seen));
+    if (seen == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int found = see(self, args, nargs, seen), index = 0;
+    if (found == 1) {
+        found = NOT_KEPT;
+        for (int k = 0; found == NOT_KEPT && k < RELAUNCHES_KEPT; k++) {
+            int same = kept_matches(&self->kept[k], args, nargs, seen);
+            found = same < 0 ? -1 : same ? RELAUNCHED : NOT_KEPT;
+            index = k;
+        }
+        if (found == NOT_KEPT && keys != NULL && keys_of(self, args, nargs, seen, keys) < 0)
+            found = -1;
+        unsee(seen, nargs);
+    } else if (found == 0) {
+        found = NOT_COVERED;
+    }
+    if (found == RELAUNCHED)
+        *result = relaunch_kept(self, &self->kept[index]);
+    if (seen != seen_stack)
+        PyMem_Free(seen);
+    return found;
+}
+
+/* Whether calls are not looked at (each goes to the launcher as it is): relaunches off,
+ * a Relaunch that gave up (RELAUNCH_MISSES), a profiler (which would miss the launcher's
+ * frames). */
+static int
+passes_by(Relaunch *self)
+{
+    return !g_relaunching || self->misses >= RELAUNCH_MISSES || profiled();
+}
 
 static PyObject *
 relaunch_vectorcall(Relaunch *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if (!g_relaunching || profiled() || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0))
+    if (passes_by(self) || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0))
         return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
-    Seen seen_stack[STACK_ARGS] = {{0}};
     PyObject *keys_stack[STACK_ARGS];
-    Seen *seen = nargs <= STACK_ARGS ? seen_stack : PyMem_Calloc((size_t)nargs, sizeof(Seen));
     PyObject **keys = nargs <= STACK_ARGS ? keys_stack
                                           : PyMem_Malloc(sizeof(PyObject *) * (size_t)nargs);
+    if (keys == NULL)
+        return PyErr_NoMemory();
     PyObject *result = NULL;
-    if (seen == NULL || keys == NULL) {
-        PyErr_NoMemory();
-        goto done;
+    int found = relaunch_facts(self, args, nargs, keys, &result);
+    if (found == NOT_KEPT || found == NOT_COVERED) {
+        self->misses++;
+        result = found == NOT_KEPT ? call_and_keep(self, args, nargs, keys)
+                                   : PyObject_Vectorcall(self->fallback, args, nargsf, NULL);
     }
-    int covered = see(self, args, nargs, seen);
-    if (covered < 0)
-        goto done;
-    for (int k = 0; covered && k < RELAUNCHES_KEPT; k++) {
-        int same = kept_matches(&self->kept[k], args, nargs, seen);
-        if (same != 0) {
-            unsee(seen, nargs);
-            result = same < 0 ? NULL : relaunch_kept(self, &self->kept[k]);
-            goto done;
-        }
-    }
-    if (covered && keys_of(self, args, nargs, seen, keys) < 0) {
-        unsee(seen, nargs);
-        goto done;
-    }
-    if (covered)
-        unsee(seen, nargs);
-    result = call_and_keep(self, args, nargs, covered ? keys : NULL);
-done:
-    if (seen != NULL && seen != seen_stack)
-        PyMem_Free(seen);
-    if (keys != NULL && keys != keys_stack)
+    if (keys != keys_stack)
         PyMem_Free(keys);
     return result;
 }
+
+/* ``again(*args)``: the kept launches of the arguments' facts made (and, synchronous,
+ * waited for): True; False when none are kept (nothing run, nothing recorded). */
+static PyObject *
+relaunch_again(Relaunch *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (passes_by(self))
+        Py_RETURN_FALSE;
+    PyObject *result = NULL;
+    int found = relaunch_facts(self, args, nargs, NULL, &result);
+    if (found < 0 || (found == RELAUNCHED && result == NULL))
+        return NULL;
+    if (found != RELAUNCHED)
+        Py_RETURN_FALSE;
+    Py_DECREF(result);
+    Py_RETURN_TRUE;
+}
+
+static PyMethodDef relaunch_methods[] = {
+    {"again", (PyCFunction)(void (*)(void))relaunch_again, METH_FASTCALL,
+     "again(*args): the launches kept for these arguments' facts made again: True; False "
+     "when none are kept (nothing run)."},
+    {NULL, NULL, 0, NULL},
+};
 
 static PyObject *
 relaunch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
@@ -455,10 +368,6 @@ relaunch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                      &recorder, &array_type, &PyFrozenSet_Type, &numbers,
                                      &on_failure, &launch_failed, &synchronize))
         return NULL;
-    if (synchronize == 0) {
-        PyErr_SetString(PyExc_ValueError, "no driver function to wait with (address 0)");
-        return NULL;
-    }
     Relaunch *self = (Relaunch *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
@@ -470,7 +379,7 @@ relaunch_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         Py_INCREF(held[i]);
         *fields[i] = held[i];
     }
-    self->synchronize = (stream_synchronize_fn)(uintptr_t)synchronize;
+    self->synchronize = (stream_synchronize_fn)(uintptr_t)synchronize;  /* 0: no wait */
     return (PyObject *)self;
 }
 
@@ -537,10 +446,18 @@ relaunch_fallback(Relaunch *self, void *unused)
     return self->fallback;
 }
 
+static PyObject *
+relaunch_gave_up(Relaunch *self, void *unused)
+{
+    return PyBool_FromLong(self->misses >= RELAUNCH_MISSES);
+}
+
 static PyGetSetDef relaunch_getset[] = {
     {"relaunched", (getter)relaunch_relaunched, NULL, "calls made again from C", NULL},
     {"kept", (getter)relaunch_kept_count, NULL, "sets of facts whose launches are kept", NULL},
-    {"fallback", (getter)relaunch_fallback, NULL, "the launcher (SyncKernel)", NULL},
+    {"fallback", (getter)relaunch_fallback, NULL, "the launcher (SyncKernel, or a driver)", NULL},
+    {"gave_up", (getter)relaunch_gave_up, NULL, "whether calls go to the launcher at once "
+     "(RELAUNCH_MISSES calls in a row were not made again)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -552,11 +469,12 @@ static PyTypeObject RelaunchType = {
     .tp_traverse = (traverseproc)relaunch_traverse,
     .tp_clear = (inquiry)relaunch_clear,
     .tp_doc = "Relaunch(fallback, recorder, array_type, numbers, on_failure, launch_failed, "
-              "synchronize): a synchronous call's launches made again from C "
-              "(compiler/_relaunch.c.h).",
+              "synchronize): a call's launches made again from C (synchronize 0: an asynchronous "
+              "queue's, no wait; compiler/_relaunch.c.h).",
     .tp_new = relaunch_new,
     .tp_dealloc = (destructor)relaunch_dealloc,
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(Relaunch, vectorcall),
     .tp_getset = relaunch_getset,
+    .tp_methods = relaunch_methods,
 };

@@ -1,5 +1,5 @@
-"""Synchronous compute calls on the cuda device made again from C: which drivers may be,
-and the ``Relaunch`` that does it (``compiler/_relaunch.c.h``).
+"""Compute calls on the cuda device made again from C: which drivers may be, and the
+``Relaunch`` that does it (``compiler/_relaunch.c.h``).
 
 A synchronous compute call on ``cuda`` runs its generated driver with the synchronous
 queue's stream current, then waits for that stream (``SyncKernel``, ``mapping``). Through
@@ -9,7 +9,10 @@ the wait through CuPy are Python: the issue-28 target of ≤ 10 µs a call (a tr
 on 3 present arrays) is below what that path can take on the H100 host (RESULTS.md, "The
 launch target"). A ``Relaunch`` in the express lane's place of ``SyncKernel`` makes the
 launches of a call again from C and waits with the driver's ``cuStreamSynchronize``, when
-the call's arguments have the facts of one recorded earlier (``_relaunch.c.h``).
+the call's arguments have the facts of one recorded earlier (``_relaunch.c.h``). An
+``async_`` call is made again the same way, with no wait, by a ``Relaunch`` of the driver
+per queue (``pyacc._express.enqueuer``), inside the queue's bookkeeping
+(``CudaQueue.submit_relaunch``).
 
 **Which drivers** (:func:`only_launches`, decided when the module is generated, the
 kernel's ``relaunchable``): those whose every statement is a parallel nest's launch as
@@ -19,18 +22,21 @@ single-thread run, no array the region makes, no loop or ``if`` of the region ar
 nests, no host statement of the user's; no call but ``cuda_runtime``'s shape functions
 and launch and the builtins ``len``, ``range``, ``min``, ``max`` and ``abs``; an array read
 only by its layout or handed to a launch (a bound read from an element, ``range(m[0])``,
-would need its contents among the facts); no global's value. The launches of such a driver are a function of its arguments' facts (a device
-array's pointer, shape, strides and dtype; a scalar's type and value).
+would need its contents among the facts); no global's value. The launches of such a
+driver are a function of its arguments' facts (a device array's pointer, shape, strides
+and dtype; a scalar's type and value).
 
 **Which calls**: a call is recorded (``cuda_plans.recorded``) when every launch it made
 was a prepared launch from C; its launches are kept for its facts, and a later call with
 the same facts is made again from C. Anything else (other facts, an argument of another
 kind, a launch through the dispatcher, a call under ``sys.setprofile``, whose profiler
-would miss the launcher's frames) runs through ``SyncKernel`` as before.
+would miss the launcher's frames) runs through the launcher as before. After 16 calls in a
+row that were not made again (a time step passed as a scalar), a ``Relaunch`` gives up
+and sends every call to the launcher, reading nothing.
 
-Invariants: a relaunched call makes exactly the launches, with exactly the words, of the call
-it repeats, on the same stream, and waits for that stream before it returns; a driver
-that could do anything else is never relaunched.
+Invariants: a relaunched call makes exactly the launches, with exactly the words, of the
+call it repeats, on the same stream, and (synchronous) waits for that stream before it
+returns; a driver that could do anything else is never relaunched.
 """
 from __future__ import annotations
 
@@ -112,13 +118,15 @@ def _array_use(name, parents: dict, runtime_name: str) -> bool:
             and launch.args[-1:] == [parent])
 
 
-def relaunching(kernel, on_failure):
-    """A ``Relaunch`` of ``kernel`` (a synchronous queue's launcher, ``SyncKernel``, of a
-    relaunchable driver) whose failed waits call ``on_failure`` (the queue's ``synchronize``,
-    which raises pyacc's error); ``kernel`` itself where nothing can be made again from C:
-    no C launch (``cuda_plans.driver_function``), or no CuPy array class (plans off)."""
+def relaunching(kernel, on_failure=None):
+    """A ``Relaunch`` of ``kernel``: a synchronous queue's launcher (``SyncKernel``) of a
+    relaunchable driver, whose failed waits call ``on_failure`` (the queue's
+    ``synchronize``, which raises pyacc's error); or, ``on_failure`` None, the driver itself
+    as an asynchronous queue runs it (its stream current), made again with no wait (the
+    queue's waits wait). ``kernel`` itself where nothing can be made again from C: no C
+    launch (``cuda_plans.driver_function``), or no CuPy array class (plans off)."""
     launch = cuda_plans.driver_function("cuLaunchKernel")
-    synchronize = cuda_plans.driver_function("cuStreamSynchronize")
+    synchronize = cuda_plans.driver_function("cuStreamSynchronize") if on_failure else 0
     array_class = cuda_runtime._array_class()  # (CuPy's, where plans are made)
     if _launch is None or launch is None or synchronize is None or array_class is None:
         return kernel

@@ -216,16 +216,40 @@ def enqueuer(device, kernel, name, where, info):
     ``value`` is negative (``acc.async_noval``, ``acc.async_sync``, an invalid one) or
     its queue is not made yet (making one may fail, and takes a stream). The lane calls
     it with the replay's checks made and the table lock held, as the held replay
-    launches."""
+    launches. A relaunchable cuda driver is launched through its ``Relaunch`` for the
+    queue (:func:`_queue_relaunch`): a call with the facts of one it kept is made again
+    from C inside the queue's bookkeeping (``CudaDevice.relaunch``), no ``Pending``."""
     queues = device.queues
+    relaunch_for = _queue_relaunch(device, kernel)
 
     def enqueue(value, device_args):
         queue = queues.made(value) if value >= 0 else None
         if queue is None:
             return None
-        return AsyncResult(queue, device.launch(kernel, device_args, queue, name=name, where=where,
+        launcher = kernel if relaunch_for is None else relaunch_for(queue)
+        if launcher is not kernel and device.relaunch(launcher.again, device_args, queue, name):
+            return AsyncResult(queue, None)  # (the driver returns None: nothing to hold)
+        return AsyncResult(queue, device.launch(launcher, device_args, queue, name=name, where=where,
                                                 info=info))
     return enqueue
+
+
+def _queue_relaunch(device, kernel):
+    """For a relaunchable driver on a device that makes launches again on its asynchronous
+    queues (``cuda``: ``relaunch``), ``relaunch_for(queue)``: the queue's ``Relaunch`` of
+    ``kernel`` (``cuda_relaunch.relaunching``, no wait; one per queue, kept in the queue's
+    ``relaunches``, so that its kept launches live as long as the stream they go to), or
+    ``kernel`` itself where nothing can be made again from C; else None."""
+    if not getattr(kernel, "relaunchable", False) or not hasattr(device, "relaunch"):
+        return None
+    from pyacc.compiler import cuda_relaunch  # here: only cuda kernels have relaunchable drivers
+
+    def relaunch_for(queue):
+        made = queue.relaunches.get(kernel)
+        if made is None:
+            made = queue.relaunches[kernel] = cuda_relaunch.relaunching(kernel)
+        return made
+    return relaunch_for
 
 
 #: what a data lane's answer means to a routine (``pyacc/_routine_lane.c.h``): a device

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidArgumentError, describe_array, format_range
-from ..events import EventKind
+from ..events import BUS, EventKind
 from .base import Device, emit, submit_transfer
 from .cuda_backend import BlockIndex, CupyBackend
 from .cuda_layout import extent, interface_layout
@@ -47,6 +47,10 @@ from .cuda_queues import CudaQueue, CudaQueueEvent, CudaSyncQueue, SyncKernel
 from .cuda_transfers import DeviceCopy, HostTransfer
 
 __all__ = ["CudaDevice", "CudaQueue", "CudaSyncQueue", "CudaQueueEvent", "CupyBackend", "BlockIndex"]
+
+_ACTIVE = BUS.active
+_LAUNCH = int(EventKind.LAUNCH)
+_DONE = int(EventKind.DONE)
 
 
 class CudaDevice(Device):
@@ -223,6 +227,18 @@ class CudaDevice(Device):
         synchronized (OpenACC 3.3 §2.16.1); on an asynchronous one the kernel itself (the
         queue runs it with its stream current, in stream order)."""
         return SyncKernel(kernel, self.backend, queue) if queue is self.sync_queue else kernel
+
+    def relaunch(self, again, args, queue, name=None) -> bool:
+        """Enqueue on the asynchronous ``queue`` the launches a relaunch kept for ``args``
+        (``again``: a ``Relaunch``'s, ``compiler/_relaunch.c.h``; ``name``: the kernel's)
+        where ``launch`` would add nothing to them: no one observes launches, and the queue
+        takes them as it would their kernel (``CudaQueue.submit_relaunch``). Counted
+        as ``launch`` counts a launch. True when they were enqueued; False: nothing was
+        done, ``launch`` as usual."""
+        if _ACTIVE[_LAUNCH] or _ACTIVE[_DONE] or not queue.submit_relaunch(again, args, ("kernel", name)):
+            return False
+        BUS.count(_LAUNCH, self.identity)
+        return True
 
     # -- properties and lifetime ---------------------------------------------------
     @property

@@ -15,8 +15,10 @@ failure is raised, once, as ``ExecutionError`` by the next ``synchronize``. ``de
 DONE events run on the host once an event recorded on the stream has completed (polled in
 ``submit``, ``is_idle``, ``synchronize``); while a subscriber needs DONE in order
 (``events.EventBus.in_order``: ``PYACC_AUTOCOMPARE``), ``submit`` completes each operation
-and runs its callbacks before it returns. ``record_event``/``wait_event`` join queues on
-the GPU through CUDA events; an event carries the failures before it, and the queue that
+and runs its callbacks before it returns. ``submit_relaunch`` enqueues launches made
+again from C (``compiler/_relaunch.c.h``) as ``submit`` would enqueue their kernel, with no
+``Pending`` (nothing to skip: it declines behind a failure not yet reported). ``record_event``/``wait_event`` join queues on the GPU
+through CUDA events; an event carries the failures before it, and the queue that
 waits fails too. ``CudaSyncQueue`` runs each operation on its own blocking stream (ordered
 with the legacy default stream, where CuPy code of the user runs by default) and
 synchronizes before returning.
@@ -147,6 +149,10 @@ class CudaQueue(Queue):
         self._waits: list[tuple[int, CudaQueueEvent]] = []  # until known harmless
         self._deferred: collections.deque = collections.deque()  # (event, sequence, callback)
         self._staging_stream = None  # made at first use (``staging_stream``)
+        #: per kernel, what makes its launches on this queue again from C (the express
+        #: lane's ``Relaunch``, ``pyacc._express.enqueuer``): it lives as long as the stream
+        #: its kept launches go to
+        self.relaunches: dict = {}
 
     # -- the protocol ----------------------------------------------------------------------
     def submit(self, operation, description="an operation", *, essential: bool = False,
@@ -169,6 +175,31 @@ class CudaQueue(Queue):
                 self.defer(_TimedDone(timed, guarded, start))
         if _IN_ORDER[0]:  # a subscriber needs this DONE before the next operation runs
             self._drain()
+
+    def submit_relaunch(self, again, args, description) -> bool:
+        """Enqueue a kernel's launches made again from C (``again(*args)``: a
+        ``Relaunch``'s, ``compiler/_relaunch.c.h``) as ``submit`` would enqueue the kernel
+        ``description`` names, where ``submit`` would do nothing else for it: the queue
+        polled first, as ``submit`` polls it; not behind a failure not yet reported (which
+        ``submit`` would skip it for) nor for a subscriber in order. True when they were
+        enqueued (a launch the driver refused is this operation's failure, raised by the
+        next wait, as ``submit`` records it); False when nothing was done: ``submit`` as
+        usual."""
+        if _IN_ORDER[0]:
+            return False
+        if self._deferred or self._waits:  # (else ``poll`` has nothing to do)
+            self.poll()
+        with self._enqueue_lock:  # (the launches and their sequence number in stream order)
+            if (self._failures or self._waits) and self._failure_before(self._sequence + 1) is not None:
+                return False
+            try:
+                if not again(*args):
+                    return False
+            except Exception as error:  # recorded; raised by the wait that covers it
+                self._fail(self._next(), description, error)
+                return True
+            self._next()
+        return True
 
     def _drain(self) -> None:
         """Wait for the stream and run the deferred callbacks; a failure is recorded for

@@ -10,11 +10,14 @@ does), the current context (numba-cuda's own device arrays are made in it, by
 a loaded kernel's plan calls: ``cuda_plans._core``), which records the words it is given.
 :class:`DeviceArray` is a CuPy array as far as a launch looks at it.
 
-Used by ``test_cuda_plans.py`` and ``benchmarks/bench_launch_plans.py``:
+Used by ``test_cuda_plans.py``, the relaunches' tests and ``benchmarks/bench_launch_plans.py``:
 ``stand_in(monkeypatch)`` (a ``pytest.MonkeyPatch``) puts the leaves in place and sets
 ``cuda_runtime`` to launch on one queue's stream with plans for :class:`DeviceArray`;
 ``watch`` counts what ran. :class:`Driver` stands in for the driver's ``cuLaunchKernel``
-(a C function made by ctypes) where a prepared launch launches from C; :func:`packed`
+(a C function made by ctypes) where a prepared launch launches from C, :class:`Waits` for
+its ``cuStreamSynchronize``, and :func:`fill_machine` puts both in place around a driver
+of one launch (what a relaunch makes again); :class:`QueueBackend` is what an
+asynchronous queue (``CudaQueue``) needs of a backend; :func:`packed`
 is what ``cuda.core``'s ``ParamHolder`` packs of words (what ``cuda.core.launch`` hands the
 driver).
 """
@@ -29,12 +32,14 @@ import numpy as np
 
 from pyacc.compiler import cuda_compilers, cuda_plans, cuda_runtime
 
-from numba.cuda import api, codegen, dispatcher  # numba-cuda: the callers check it is installed
+from numba import cuda  # numba-cuda: the callers check it is installed
+from numba.cuda import api, codegen, dispatcher
 from numba.cuda.cudadrv import devicearray, devices, driver
 from numba.cuda.typing import typeof as typeof_module
 
 __all__ = ["STREAM", "CONTEXT", "QUEUE_STREAM", "DeviceArray", "View", "watch", "stand_in",
-           "Driver", "packed", "launched_bytes"]
+           "Driver", "Waits", "fill", "fill_kernel", "fill_machine", "QueueBackend", "packed",
+           "launched_bytes"]
 
 STREAM = SimpleNamespace(handle=0x5eed, name="the queue's stream")  # cuda.core's
 CONTEXT = SimpleNamespace(name="the current context")  # numba-cuda's
@@ -173,6 +178,97 @@ class Driver:
         self.launches.append((handle, (gx, gy, gz), (bx, by, bz), shared, stream, words,
                               extra))
         return self.result
+
+
+_WAIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
+class Waits:
+    """``cuStreamSynchronize`` standing in: the streams waited for; answers ``result``."""
+
+    def __init__(self):
+        self.streams, self.result = [], 0
+        self.function = _WAIT(self._wait)
+        self.address = ctypes.cast(self.function, ctypes.c_void_p).value
+
+    def _wait(self, stream):
+        self.streams.append(stream)
+        return self.result
+
+
+# -- a driver of one launch (what a relaunch makes again, ``compiler/_relaunch.c.h``) ----------
+def fill(a, n, x):
+    i = cuda.grid(1)
+    if i < n:
+        a[i, 0] = x
+
+
+_kernels = {}
+
+
+def fill_kernel():
+    """``fill`` compiled by numba-cuda (once a process)."""
+    if "fill" not in _kernels:
+        _kernels["fill"] = cuda.jit(fill)
+    return _kernels["fill"]
+
+
+def fill_machine(monkeypatch) -> SimpleNamespace:
+    """The leaves in place (:func:`stand_in`), the driver's ``cuLaunchKernel`` and
+    ``cuStreamSynchronize`` standing in (``machine.driver``, ``machine.waits``), and
+    ``machine.launcher(a, n, x)``: a generated driver of one launch of ``fill`` on 4 blocks
+    of 32 threads, as far as a relaunch sees it (``SyncKernel``'s, or an asynchronous
+    queue's); ``machine.calls`` counts its calls, ``machine.watch`` what ran."""
+    watch = stand_in(monkeypatch)
+    monkeypatch.setattr(codegen.CUDACodeLibrary, "get_cufunc", lambda library: SimpleNamespace(
+        kernel=SimpleNamespace(handle=0xf111), name="fill", module=SimpleNamespace(initialized=True)))
+    driver, waits = Driver(11), Waits()
+    monkeypatch.setattr(cuda_plans, "_driver", {"cuLaunchKernel": driver.address,
+                                                "cuStreamSynchronize": waits.address})
+    machine = SimpleNamespace(watch=watch, driver=driver, waits=waits, calls=0, failures=0)
+
+    def launcher(a, n, x):
+        machine.calls += 1
+        cuda_runtime.launch(fill_kernel(), (4, 1), (32, 1), (a, n, x))
+    machine.launcher = launcher
+    return machine
+
+
+class QueueBackend:
+    """A backend (``mapping.devices.cuda_backend``) as far as a ``CudaQueue`` uses it: an
+    operation runs when it is enqueued, in order (``log``); an event has passed when its
+    ``done`` says (the backend's ``done`` when it was recorded)."""
+
+    def __init__(self):
+        self.log, self.done = [], True
+
+    def new_stream(self, *, blocking):
+        return object()
+
+    def launch(self, stream, fn):
+        self.log.append("launch")
+        fn()
+
+    def launch_host_func(self, stream, fn):
+        fn()
+
+    def use_stream(self, stream):
+        return contextlib.nullcontext()
+
+    def synchronize(self, stream):
+        pass
+
+    def record_event(self, stream):
+        return SimpleNamespace(done=self.done)
+
+    def event_done(self, event):
+        return event.done
+
+    def stream_done(self, stream):
+        return True
+
+    def wait_event(self, stream, event):
+        pass
 
 
 def _size(word) -> int:

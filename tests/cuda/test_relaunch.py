@@ -28,9 +28,8 @@ if not cuda_plans.enabled(cuda_compilers.COMPILERS["numba-cuda"]):
     pytest.skip("plans reproduce numba-cuda 0.30's launch", allow_module_level=True)
 
 from numba import cuda  # noqa: E402 - numba-cuda is installed (above)
-from numba.cuda import codegen  # noqa: E402
 
-from numba_cuda_leaves import STREAM, DeviceArray, Driver, stand_in  # noqa: E402
+from numba_cuda_leaves import STREAM, DeviceArray, Driver, Waits, fill, fill_kernel, fill_machine  # noqa: E402
 
 
 # == which drivers only launch ===================================================================
@@ -157,58 +156,16 @@ def test_a_driver_is_relaunchable_when_it_only_launches_its_nests(function, clau
 
 
 # == the Relaunch ==================================================================================
-_WAIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
-
-
-class Waits:
-    """``cuStreamSynchronize`` standing in: the streams waited for; answers ``result``."""
-
-    def __init__(self):
-        self.streams, self.result = [], 0
-        self.function = _WAIT(self._wait)
-        self.address = ctypes.cast(self.function, ctypes.c_void_p).value
-
-    def _wait(self, stream):
-        self.streams.append(stream)
-        return self.result
-
-
-def fill(a, n, x):
-    i = cuda.grid(1)
-    if i < n:
-        a[i, 0] = x
-
-
-_kernels = {}
-
-
-def _fill():
-    if "fill" not in _kernels:
-        _kernels["fill"] = cuda.jit(fill)
-    return _kernels["fill"]
-
-
 @pytest.fixture
 def machine(monkeypatch):
-    """numba-cuda's launch path, the driver's two functions standing in, and a launcher
-    (``SyncKernel`` as far as a relaunch sees it) of a driver that launches ``fill`` once;
-    ``machine.calls`` counts the launcher's calls."""
-    watch = stand_in(monkeypatch)
-    monkeypatch.setattr(codegen.CUDACodeLibrary, "get_cufunc", lambda library: SimpleNamespace(
-        kernel=SimpleNamespace(handle=0xf111), name="fill", module=SimpleNamespace(initialized=True)))
-    driver, waits = Driver(11), Waits()
-    monkeypatch.setattr(cuda_plans, "_driver", {"cuLaunchKernel": driver.address,
-                                                "cuStreamSynchronize": waits.address})
-    machine = SimpleNamespace(watch=watch, driver=driver, waits=waits, calls=0, failures=0)
-
-    def launcher(a, n, x):
-        machine.calls += 1
-        cuda_runtime.launch(_fill(), (4, 1), (32, 1), (a, n, x))
+    """``numba_cuda_leaves.fill_machine``: a synchronous launcher of one launch of ``fill``,
+    the driver's two functions standing in; its failed waits counted."""
+    machine = fill_machine(monkeypatch)
 
     def on_failure():
         machine.failures += 1
         raise RuntimeError("an operation on the synchronous queue failed")
-    machine.relaunch = cuda_relaunch.relaunching(launcher, on_failure)
+    machine.relaunch = cuda_relaunch.relaunching(machine.launcher, on_failure)
     return machine
 
 
@@ -309,7 +266,7 @@ def test_a_call_with_a_launch_through_the_dispatcher_is_not_kept(machine, monkey
 
     def launcher(a, n, x):
         machine.calls += 1
-        cuda_runtime.launch(_fill(), (4, 1), (32, 1), (a, n, x))
+        cuda_runtime.launch(fill_kernel(), (4, 1), (32, 1), (a, n, x))
         cuda_plans._plans.pop((other, 1, 32, cuda_runtime.stream()), None)  # never planned
         cuda_runtime.launch(other, 1, 32, (a, n, x))
     relaunch = cuda_relaunch.relaunching(launcher, lambda: None)

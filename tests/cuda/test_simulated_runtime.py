@@ -437,3 +437,71 @@ def test_the_express_lane_calls_a_relaunch_for_a_driver_that_only_launches(monke
         assert (relaunch.kept, relaunch.relaunched) == (0, 0)
     np.testing.assert_allclose(y, 1.0 + 5 * 2.0 * np.arange(8.0))
     assert acc.stats()["launch_count"] == 10
+
+
+class _Remade:
+    """A ``Relaunch`` of an asynchronous queue standing in (the simulator's launches are
+    never prepared, so a real one keeps nothing): once the queue has run the driver (its
+    ``Pending``), ``again`` enqueues the driver's launches on the stream it ran on, as
+    the kept launches would be."""
+
+    def __init__(self, kernel, backend):
+        self.kernel, self.backend, self.stream, self.made = kernel, backend, None, 0
+
+    def __call__(self, *args):
+        self.stream = self.backend.current_stream()
+        return self.kernel(*args)
+
+    def again(self, *args):
+        if self.stream is None:
+            return False
+        self.made += 1
+        self.backend.launch(self.stream, lambda: self.kernel(*args))
+        return True
+
+
+def test_an_async_call_made_again_keeps_its_queues_order(monkeypatch):
+    """An ``async_`` call of a driver that only launches goes through its queue's relaunch
+    (``pyacc._express.enqueuer``): once the queue has run it, calls are made again inside
+    the queue's bookkeeping (``CudaQueue.submit_relaunch``), in the queue's order with its
+    copies and waits (OpenACC 3.3 §2.16.1), counted as launches, their handles' result
+    None; behind a failure not yet reported a call takes ``Device.launch``, whose queue
+    skips it, and the wait raises the failure."""
+    from pyacc._devices import runtime_of
+    from pyacc.compiler import cuda_relaunch
+
+    backend = runtime_of("cuda", 0).device.backend
+    made = []
+
+    def relaunching(kernel, on_failure=None):
+        if on_failure is not None:  # the synchronous queue's: its launcher
+            return kernel
+        made.append(_Remade(kernel, backend))  # an asynchronous queue's: no wait
+        return made[-1]
+    monkeypatch.setattr(cuda_relaunch, "relaunching", relaunching)
+    x, y, z = np.arange(8.0), np.ones(8), np.zeros(8)
+    with acc.data(copyin=[x, z], copy=[y]):
+        saxpy(1.0, x, y)
+        saxpy(1.0, x, y)  # the replay that arms the plan
+        handles = [saxpy(1.0, x, y, async_=1) for _ in range(2)]  # a replay, then a Pending
+        acc.wait(1)  # (the fake stream runs a Pending on its own thread)
+        [relaunch] = made
+        handles += [saxpy(1.0, x, y, async_=1) for _ in range(3)]
+        x[:] = 10.0
+        acc.update_device(x, async_=1)  # in the queue's order, before the next calls
+        acc.update_device(z, async_=2)
+        acc.wait_async(2, 1)  # queue 1 waits for queue 2
+        handles += [saxpy(1.0, x, y, async_=1) for _ in range(2)]
+        acc.wait(1)
+        assert relaunch.made == 5
+        with monkeypatch.context() as patched:  # a copy that fails on queue 1
+            patched.setattr(backend, "memcpy_htod", lambda *args: (_ for _ in ()).throw(RuntimeError("no copy")))
+            acc.update_device(x, async_=1)
+        saxpy(1.0, x, y, async_=1)  # skipped
+        assert relaunch.made == 5
+        with pytest.raises(acc.ExecutionError, match="no copy"):
+            acc.wait(1)
+        acc.wait(2)
+    assert [handle.result() for handle in handles] == [None] * 7
+    np.testing.assert_allclose(y, 1.0 + 7 * np.arange(8.0) + 2 * 10.0)  # (not the skipped call)
+    assert acc.stats()["launch_count"] == 10
