@@ -190,6 +190,39 @@ def test_prepared_launches_repeat_exact_results(gpu, monkeypatch):
         assert not prepared
 
 
+def test_calls_made_again_from_c_are_exact_and_keep_the_queues_order(gpu):
+    """Repeated calls of a driver that only launches (saxpy) are made again from C
+    (``compiler/_relaunch.c.h``): synchronous ones with their wait, ``async_`` ones on
+    their queue's stream in its order with its copies (OpenACC 3.3 §2.16.1); a scalar
+    that changes at each call is never made again, and the results stay exact."""
+    from pyacc._devices import runtime_of
+    from pyacc.compiler import cuda_plans
+
+    n = 1 << 16
+    x, y = np.arange(n, dtype=np.float64), np.ones(n)
+    expected = y.copy()
+    with acc.data(copyin=[x], copy=[y]):
+        for _ in range(20):
+            saxpy(2.0, x, y)
+            expected += 2.0 * x
+        for k in range(40):
+            if k == 20:  # on queue 1, between its kernels
+                x[:] = np.arange(n, dtype=np.float64)[::-1].copy()
+                acc.update_device(x, async_=1)
+            saxpy(0.5, x, y, async_=1)
+            expected += 0.5 * x
+        acc.wait(1)
+        for t in range(30):  # a time step: other facts at each call
+            saxpy(float(t), x, y)
+            expected += float(t) * x
+        queue = runtime_of("cuda", 0).device.queues.made(1)
+        relaunches = list(queue.relaunches.values())
+    np.testing.assert_array_equal(y, expected)
+    if express_lane() and cuda_plans._launch is not None and \
+            cuda_plans.enabled(cuda_compilers.chosen()) and cuda_plans.driver_function("cuLaunchKernel"):
+        assert relaunches and sum(relaunch.relaunched for relaunch in relaunches) >= 30
+
+
 def test_an_express_plan_keeps_no_gpu_memory_alive(gpu):
     """Repeated calls take the express lane with the memo's own CuPy views
     (``Device.own_view``: ``UnownedMemory``), so the pool gets the blocks back when the
