@@ -66,7 +66,7 @@ from pyacc.compiler.kernel import feedback_view
 
 from . import _routines
 from ._arguments import KIND_OF_CLAUSE, ArgumentSorting, unstage
-from ._clauses import queue_of, wait_for
+from ._clauses import async_noval, queue_of, wait_for
 from ._call_inputs import clause_values, free_reader
 from ._outcome import AsyncResult, add_section_hint, is_kernel_failure, kernel_failure
 from ._replay import CallPlan
@@ -129,6 +129,7 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         #: a call with no call-time clauses may go straight to ``_launch`` with the
         #: clauses' values: they are constants, the region runs on the synchronous queue
         self._direct = False
+        self._clause_async = None  # (set with ``_direct``, at the first call)
         self._uses_default = True
         self._read_free = None  # reads the free parameters' values (None: there are none)
         self._bound = False  # free parameters resolved (at the first call)
@@ -182,8 +183,13 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         self._read_free = free_reader(info)
         self._bound = True
         enabled, async_clause, wait_clause = self._clause_values[:3]
-        self._direct = (not self._expressions and enabled and async_clause is None
+        queued = type(async_clause) is int and (async_clause >= 0 or async_clause == async_noval)
+        self._direct = (not self._expressions and enabled and (async_clause is None or queued)
                         and wait_clause is None and not self._special)
+        #: a direct region's constant ``async`` clause (a queue, or ``acc.async_noval``):
+        #: its calls without ``async_`` run there (OpenACC 3.3 §2.16.1), also in the
+        #: express lane (``FastCall``'s ``_clause_async``); None: synchronous
+        self._clause_async = async_clause if self._direct else None
         self._expressable = self._direct and self._read_free is None and CALL_BASE is not object
         if self._special and not self._expressions and enabled and async_clause is None \
                 and wait_clause is None and not (self._sections and self._struct_params):
@@ -200,6 +206,10 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
     def _call_slow(self, *args, async_=None, wait=None, if_=None, **kwargs):
         """The Python launcher: every call the express lane does not take (``__call__``
         itself without it)."""
+        if async_ is None:  # the construct's own async clause, when constant and direct
+            async_ = self._clause_async
+        if type(async_) is int and async_ == async_noval:  # the thread's default queue
+            async_ = ICVS.default_async
         if self._direct and async_ is None and wait is None and if_ is None and not kwargs \
                 and len(args) == self._arity and _SILENT[0]:
             # the common call: constant clauses, synchronous, nobody observing events;

@@ -46,7 +46,9 @@
  * A kernel that raises goes to ``self._express_failed(error)`` (Python), which raises what
  * the Python launcher would.
  *
- * A call whose only keyword is ``async_=<int>`` takes the same checks, then: on devices
+ * A call whose only keyword is ``async_=<int>`` — or a call without keywords of a region
+ * whose constant ``async`` clause says a queue (``_clause_async``); ``acc.async_noval``
+ * is the thread's default queue (``ICVS.default_async``) — takes the same checks, then: on devices
  * whose queues are host threads, runs at once when its queue is idle and the kernel short
  * (``_at_once.c.h``); on the others (``cuda``, where a launch only enqueues on the queue's
  * stream), hands its kernel and device arrays to the plan's ``enqueue``
@@ -100,7 +102,9 @@ static uint64_t g_context_epoch = 1;  /* bumped by context_changed() */
 static int g_remember = 1;       /* configure(): one ICVS per thread state, the memo holds */
 static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *s_call_slow,
                 *s_express_failed, *s_launch, *s_async, *s_ran_at_once, *s_queue_ran_at_once,
-                *s_bounds;
+                *s_bounds, *s_default_async;
+
+#define ASYNC_NOVAL (-1)  /* pyacc._clauses.async_noval: the thread's default queue */
 
 /* -- a vectorcall's arguments as a tuple (and a dict), for a tp_call -------------------- */
 static PyObject *tuple_of(PyObject *const *items, Py_ssize_t n) {
@@ -163,6 +167,9 @@ typedef struct {
     PyObject_HEAD
     PyObject *plans;  /* tuple of ExpressPlan, newest first (empty: none) */
     vectorcallfunc vectorcall;  /* fastcall_vectorcall (the instance's, PEP 590) */
+    /* the region's constant ``async`` clause (an int: a queue or acc.async_noval), which
+     * a call without ``async_`` runs on; NULL: such a call is synchronous */
+    PyObject *clause_async;
 } FastCall;
 
 /* ``async_=value`` when it is the call's only keyword (an int: the queue; anything else
@@ -178,11 +185,29 @@ static PyObject *async_keyword(PyObject *kwargs) {
     return PyLong_CheckExact(value) ? value : NULL;
 }
 
-/* The call: through a plan when one holds (``async_value``: the call's only keyword,
- * ``async_=<int>``, else NULL), else ``self._call_slow(*args, **kwargs)``; ``kwargs`` may
- * be NULL for a call whose only keyword is ``async_value`` (made for the slow path). */
-static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, PyObject *async_value) {
-    int plain = async_value == NULL && (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0);
+/* ``value`` (an int) resolved to the queue it names, a new reference: the calling thread's
+ * default queue (``ICVS.default_async``, ``acc.set_default_async``) for
+ * ``acc.async_noval`` (OpenACC 3.3 §2.16.1), else ``value`` itself; NULL (no error set)
+ * when the ICVs cannot say (the Python launcher resolves it). */
+static PyObject *resolve_queue(PyObject *value) {
+    int overflow;
+    long number = PyLong_AsLongAndOverflow(value, &overflow);
+    if (number == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (overflow || number != ASYNC_NOVAL)
+        return Py_NewRef(value);
+    PyObject *queue = g_icvs == NULL ? NULL : PyObject_GetAttr(g_icvs, s_default_async);
+    if (queue != NULL && !PyLong_CheckExact(queue))
+        Py_CLEAR(queue);
+    PyErr_Clear();
+    return queue;
+}
+
+/* ``fastcall_run`` with the queue number resolved (``async_value``; NULL when ``plain``). */
+static PyObject *fastcall_try(FastCall *self, PyObject *args, PyObject *kwargs, int plain,
+                              PyObject *async_value) {
     if (g_enabled && g_silent != NULL && (plain || async_value != NULL) &&
             PyTuple_GET_SIZE(self->plans) && PyList_GET_ITEM(g_silent, 0) == Py_True) {
         PyObject *plans = self->plans;
@@ -215,6 +240,23 @@ static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, 
     PyObject *result = slow == NULL ? NULL : PyObject_Call(slow, args, kwargs);
     Py_XDECREF(slow);
     Py_XDECREF(made);
+    return result;
+}
+
+/* The call: through a plan when one holds (``async_value``: the call's only keyword,
+ * ``async_=<int>``, else NULL; a call without it runs on the region's constant async
+ * clause, ``clause_async``, when it has one), else ``self._call_slow(*args, **kwargs)``;
+ * ``kwargs`` may be NULL for a call whose only keyword is ``async_value`` (made for the
+ * slow path). */
+static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, PyObject *async_value) {
+    int plain = async_value == NULL && (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0);
+    if (plain && self->clause_async != NULL) {  /* (the construct's async clause) */
+        async_value = self->clause_async;
+        plain = 0;
+    }
+    PyObject *queue = async_value == NULL ? NULL : resolve_queue(async_value);
+    PyObject *result = fastcall_try(self, args, kwargs, plain, queue ? queue : async_value);
+    Py_XDECREF(queue);
     return result;
 }
 
@@ -322,12 +364,27 @@ static PyObject *fastcall_new(PyTypeObject *type, PyObject *args, PyObject *kwar
 
 static int fastcall_traverse(FastCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->plans);  /* (a heap subclass's traverse visits the type itself) */
+    Py_VISIT(self->clause_async);
     return 0;
 }
 
 static int fastcall_clear(FastCall *self) {
     /* an empty tuple, never NULL: a call may still reach a cleared region */
     Py_XSETREF(self->plans, PyTuple_New(0));
+    Py_CLEAR(self->clause_async);
+    return 0;
+}
+
+static PyObject *fastcall_clause_async(FastCall *self, void *Py_UNUSED(closure)) {
+    return Py_NewRef(self->clause_async ? self->clause_async : Py_None);
+}
+
+static int fastcall_set_clause_async(FastCall *self, PyObject *value, void *Py_UNUSED(closure)) {
+    if (value != NULL && value != Py_None && !PyLong_CheckExact(value)) {
+        PyErr_SetString(PyExc_TypeError, "_clause_async: an int (a queue or acc.async_noval) or None");
+        return -1;
+    }
+    Py_XSETREF(self->clause_async, value == NULL || value == Py_None ? NULL : Py_NewRef(value));
     return 0;
 }
 
@@ -347,6 +404,9 @@ static PyMethodDef fastcall_methods[] = {
 
 static PyGetSetDef fastcall_getset[] = {
     {"_express_plans", (getter)fastcall_armed, NULL, "How many express plans are kept.", NULL},
+    {"_clause_async", (getter)fastcall_clause_async, (setter)fastcall_set_clause_async,
+     "The region's constant async clause, which its calls without async_ run on (None: "
+     "synchronous).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -474,13 +534,14 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     s_express_failed = intern("_express_failed");
     s_launch = intern("launch");
     s_async = intern("async_");
+    s_default_async = intern("default_async");
     s_ran_at_once = intern("_ran_at_once");
     s_queue_ran_at_once = intern("ran_at_once");
     s_lane = intern("lane");
     s_bounds = intern("bounds");
     if (!s_lane || !s_bounds || !s_runtime || !s_region_stack || !s_innermost_default || !s_version || !s_call_slow ||
             !s_express_failed || !s_launch || !s_async || !s_ran_at_once || !s_queue_ran_at_once ||
-            table_lock_init() < 0)
+            !s_default_async || table_lock_init() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)

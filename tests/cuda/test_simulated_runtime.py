@@ -505,3 +505,30 @@ def test_an_async_call_made_again_keeps_its_queues_order(monkeypatch):
     assert [handle.result() for handle in handles] == [None] * 7
     np.testing.assert_allclose(y, 1.0 + 7 * np.arange(8.0) + 2 * 10.0)  # (not the skipped call)
     assert acc.stats()["launch_count"] == 10
+
+
+@acc.parallel_loop(async_=1)
+def saxpy_on_one(a, x, y):
+    for i in range(x.shape[0]):
+        y[i] = a * x[i] + y[i]
+
+
+def test_a_constant_async_clause_and_async_noval_take_the_lanes_enqueue(monkeypatch):
+    """On cuda too, a region's constant ``async`` clause and ``async_=acc.async_noval``
+    (the thread's default queue) take the express lane's enqueue as ``async_=<queue>``
+    does (OpenACC 3.3 §2.16.1): their repeats never reach the Python launcher."""
+    x, y = np.arange(8.0), np.ones(8)
+    slow_clause = slow_calls(saxpy_on_one, monkeypatch)
+    slow_noval = slow_calls(saxpy, monkeypatch)
+    acc.set_default_async(3)
+    try:
+        with acc.data(copyin=[x], copy=[y]):
+            handles = [saxpy_on_one(1.0, x, y) for _ in range(6)]
+            acc.wait(1)
+            handles += [saxpy(1.0, x, y, async_=acc.async_noval) for _ in range(6)]
+            acc.wait(3)
+    finally:
+        acc.set_default_async(acc.async_noval)
+    assert [h._queue.async_value for h in handles] == [1] * 6 + [3] * 6
+    assert len(slow_clause) <= 2 and len(slow_noval) <= 2
+    np.testing.assert_allclose(y, 1.0 + 12 * np.arange(8.0))
