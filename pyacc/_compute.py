@@ -60,7 +60,6 @@ from pyacc.mapping.compute import enter_compute, exit_compute
 from pyacc.mapping.queues import CROSSOVER, Pending
 from pyacc.compiler import kernel_env, threading_layer
 from pyacc.compiler import analysis as _structs
-from pyacc.compiler.analysis import MemberError
 from pyacc.compiler.arguments import is_device_array
 from pyacc.compiler.kernel import feedback_view
 
@@ -253,24 +252,6 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
             add_section_hint(error)
             report(error)
             raise
-
-    def _route_direct(self, args):
-        """``(region, arguments)`` of a direct call of a region with sections or struct
-        parameters (its clauses otherwise constant, the call synchronous and silent):
-        its own, when its sections cover their whole arrays at this call; a struct
-        layout's variant with the members, when it has no sections. None: anything
-        else (a proper section, a member error ...), for the full path to decide."""
-        full = args if self._read_free is None else (*args, *self._read_free())
-        if self._whole is not None:
-            return (self, full) if self._whole.covers(full, self.info.func.__globals__) else None
-        try:
-            layout = _structs.struct_layout(self.info, args)
-        except MemberError:
-            return None
-        if layout is None:
-            return self, full
-        variant = self._last_variant = self._variant(ICVS.runtime or current_runtime(), layout, args)
-        return variant, layout.flatten(full)
 
     def _launch_direct(self, args):
         """The direct call of ``_call_slow`` (the same steps, for a region whose sections

@@ -35,7 +35,7 @@ from pyacc.compiler.analysis import MemberError
 from pyacc.compiler.clause_text import EXPR_BUILTINS
 
 from pyacc.compiler.arguments import is_device_array
-from ._devices import current_runtime
+from ._devices import ICVS, current_runtime
 
 __all__ = ["SectionCalls", "SectionSorter", "StructVariant", "WholeSections"]
 
@@ -45,6 +45,24 @@ class SectionCalls:
     ``ComputeRegion`` (the module docstring); ``_variant`` is the region's own."""
 
     __slots__ = ()
+
+    def _route_direct(self, args):
+        """``(region, arguments)`` of a direct call of a region with sections or struct
+        parameters (its clauses otherwise constant, the call synchronous and silent):
+        its own, when its sections cover their whole arrays at this call; a struct
+        layout's variant with the members, when it has no sections. None: anything
+        else (a proper section, a member error ...), for the full path to decide."""
+        full = args if self._read_free is None else (*args, *self._read_free())
+        if self._whole is not None:
+            return (self, full) if self._whole.covers(full, self.info.func.__globals__) else None
+        try:
+            layout = _structs.struct_layout(self.info, args)
+        except MemberError:
+            return None
+        if layout is None:
+            return self, full
+        variant = self._last_variant = self._variant(ICVS.runtime or current_runtime(), layout, args)
+        return variant, layout.flatten(full)
 
     def _special_call(self, args, values):
         """What a call of a region with sections in its clauses or struct parameters
