@@ -254,9 +254,12 @@ static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, 
         async_value = self->clause_async;
         plain = 0;
     }
-    PyObject *queue = async_value == NULL ? NULL : resolve_queue(async_value);
-    PyObject *result = fastcall_try(self, args, kwargs, plain, queue ? queue : async_value);
+    /* held: the clause may be set again while the call runs */
+    PyObject *held = async_value == NULL ? NULL : Py_NewRef(async_value);
+    PyObject *queue = held == NULL ? NULL : resolve_queue(held);
+    PyObject *result = fastcall_try(self, args, kwargs, plain, queue ? queue : held);
     Py_XDECREF(queue);
+    Py_XDECREF(held);
     return result;
 }
 
