@@ -213,8 +213,8 @@ def enqueuer(device, kernel, name, where, info):
     queue ``value`` as the Python launcher does (``Device.launch``, with the region's
     ``name``, ``where`` and ``info``: counted, a ``Pending`` the queue runs in its order)
     and returns the call's ``AsyncResult``; None, for the Python launcher to resolve, when
-    ``value`` is negative (``acc.async_noval``, ``acc.async_sync``, an invalid one) or
-    its queue is not made yet (making one may fail, and takes a stream). The lane calls
+    ``value`` is negative (``acc.async_sync``, an invalid one: the lane has resolved
+    ``acc.async_noval`` to the thread's default queue) or its queue is not made yet (making one may fail, and takes a stream). The lane calls
     it with the replay's checks made and the table lock held, as the held replay
     launches. A relaunchable cuda driver is launched through its ``Relaunch`` for the
     queue (:func:`_queue_relaunch`): a call with the facts of one it kept is made again

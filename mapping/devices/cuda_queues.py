@@ -16,12 +16,12 @@ DONE events run on the host once an event recorded on the stream has completed (
 ``submit``, ``is_idle``, ``synchronize``); while a subscriber needs DONE in order
 (``events.EventBus.in_order``: ``PYACC_AUTOCOMPARE``), ``submit`` completes each operation
 and runs its callbacks before it returns. ``submit_relaunch`` enqueues launches made
-again from C (``compiler/_relaunch.c.h``) as ``submit`` would enqueue their kernel, with no
-``Pending`` (nothing to skip: it declines behind a failure not yet reported). ``record_event``/``wait_event`` join queues on the GPU
-through CUDA events; an event carries the failures before it, and the queue that
-waits fails too. ``CudaSyncQueue`` runs each operation on its own blocking stream (ordered
-with the legacy default stream, where CuPy code of the user runs by default) and
-synchronizes before returning.
+again from C (``compiler/_relaunch.c.h``) as ``submit`` would enqueue their kernel, with
+no ``Pending`` (nothing to skip: it declines behind a failure not yet reported).
+``record_event``/``wait_event`` join queues on the GPU through CUDA events; an event
+carries the failures before it, and the queue that waits fails too. ``CudaSyncQueue``
+runs each operation on its own blocking stream (ordered with the legacy default stream,
+where CuPy code of the user runs by default) and synchronizes before returning.
 
 Invariants and threading:
 - a CudaQueue's sequence numbers follow stream order (assigned under its enqueue lock);
