@@ -55,6 +55,13 @@ def add(a, b, c):
         c[i] = a[i] + b[i]
 
 
+@acc.parallel_loop(async_=1)
+def add_on_one(a, b, c):
+    """``add`` with the construct's own ``async(1)`` clause."""
+    for i in range(a.shape[0]):
+        c[i] = a[i] + b[i]
+
+
 def _per_call(run, calls, repeats) -> float:
     """Median over ``repeats`` samples of µs per call of ``run(calls)``."""
     samples = []
@@ -439,9 +446,10 @@ _COMPUTE_CHILD = """
 import sys
 sys.path.insert(0, sys.argv[4])
 import numpy as np, pyacc as acc
-from bench_async import add
+from bench_async import add, add_on_one
 device, form, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
 acc.set_device_type(device)
+acc.set_default_async(1)  # (async_noval: queue 1)
 a, b, c = np.ones(1000), np.ones(1000), np.zeros(1000)
 from numba import njit
 @njit(nogil=True)
@@ -449,22 +457,25 @@ def numba_add(a, b, c):  # the same loop, hand-written Numba: the call it is com
     for i in range(a.shape[0]):
         c[i] = a[i] + b[i]
 loops = {"sync": "add(a, b, c)", "async": "add(a, b, c, async_=1)",
-         "async+wait": "add(a, b, c, async_=1); acc.wait(1)", "numba": "numba_add(a, b, c)"}
+         "async+wait": "add(a, b, c, async_=1); acc.wait(1)", "numba": "numba_add(a, b, c)",
+         "async clause": "add_on_one(a, b, c)", "async_noval": "add(a, b, c, async_=acc.async_noval)"}
 code = compile("for _ in range(%d):\\n    %s" % (calls, loops[form]), "bench", "exec")
 with acc.data(copyin=[a, b], copy=[c]):
     for _ in range(5):  # compile, measure the kernel, arm the lane
         add(a, b, c)
         add(a, b, c, async_=1)
+        add_on_one(a, b, c)
+        add(a, b, c, async_=acc.async_noval)
         acc.wait(1)
         numba_add(a, b, c)
     sys.breakpointhook = lambda: exec(code, {"acc": acc, "add": add, "a": a, "b": b, "c": c,
-                                             "numba_add": numba_add})
+                                             "numba_add": numba_add, "add_on_one": add_on_one})
     breakpoint()  # counted: CPython's builtin_breakpoint, which nothing else calls
     acc.wait(1)
 """
 
 #: the compute call's forms counted in instructions (``compute_instructions``)
-COMPUTE_FORMS = ("sync", "async", "async+wait")
+COMPUTE_FORMS = ("sync", "async", "async+wait", "async clause", "async_noval")
 
 
 def compute_instructions(calls=2000, devices=("host", "emulated")) -> dict:

@@ -267,9 +267,9 @@ _context_changed = _nobody
 
 
 def watch_context(callback) -> None:
-    """Call ``callback()`` before and after each change of any thread's ``ICVS.runtime`` or
-    of what its open regions lend the calls inside them (the innermost ``default(...)``,
-    the ``deviceptr(...)`` arrays): the express lane (``pyacc/_fastcall.c``) then checks
+    """Call ``callback()`` before and after each change of any thread's ``ICVS.runtime``,
+    default queue (``ICVS.default_async``) or of what its open regions lend the calls
+    inside them (the innermost ``default(...)``, the ``deviceptr(...)`` arrays): the express lane (``pyacc/_fastcall.c``) then checks
     its context again instead of remembering it. One watcher (a second replaces the
     first)."""
     global _context_changed
@@ -377,8 +377,9 @@ def enclosing_deviceptr(array) -> bool:
 class _ThreadICVs(threading.local):
     """One copy per host thread; initial values come from the environment at first use."""
 
-    #: the attributes an express plan remembers (``watch_context``)
-    _WATCHED = frozenset({"runtime", "region_stack"})
+    #: the attributes the express lane remembers per thread (``watch_context``): an
+    #: express plan's runtime and region stack, the default queue of an ``async_noval``
+    _WATCHED = frozenset({"runtime", "region_stack", "default_async"})
 
     def __init__(self):
         self._device_type: str | None = None

@@ -185,6 +185,29 @@ static PyObject *async_keyword(PyObject *kwargs) {
     return PyLong_CheckExact(value) ? value : NULL;
 }
 
+/* The calling thread's default queue (``ICVS.default_async``), a new reference, or NULL
+ * (no error set) when the ICVs cannot say. Remembered per thread and context epoch, as
+ * the thread's runtime is (``_thread_runtime.c.h``): ``default_async`` is watched
+ * (``_ThreadICVs._WATCHED``: each change bumps the epoch). */
+static uint64_t g_default_thread, g_default_read_at;
+static PyObject *g_default_queue;
+
+static PyObject *default_queue(void) {
+    uint64_t thread = thread_id(), epoch = g_context_epoch;
+    if (g_remember && g_default_queue != NULL && g_default_thread == thread && g_default_read_at == epoch)
+        return Py_NewRef(g_default_queue);
+    PyObject *queue = g_icvs == NULL ? NULL : PyObject_GetAttr(g_icvs, s_default_async);
+    if (queue == NULL || !PyLong_CheckExact(queue)) {
+        Py_XDECREF(queue);
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_XSETREF(g_default_queue, Py_NewRef(queue));
+    g_default_thread = thread;
+    g_default_read_at = epoch;  /* (read before the attribute read, which may run Python code) */
+    return queue;
+}
+
 /* ``value`` (an int) resolved to the queue it names, a new reference: the calling thread's
  * default queue (``ICVS.default_async``, ``acc.set_default_async``) for
  * ``acc.async_noval`` (OpenACC 3.3 §2.16.1), else ``value`` itself; NULL (no error set)
@@ -196,13 +219,7 @@ static PyObject *resolve_queue(PyObject *value) {
         PyErr_Clear();
         return NULL;
     }
-    if (overflow || number != ASYNC_NOVAL)
-        return Py_NewRef(value);
-    PyObject *queue = g_icvs == NULL ? NULL : PyObject_GetAttr(g_icvs, s_default_async);
-    if (queue != NULL && !PyLong_CheckExact(queue))
-        Py_CLEAR(queue);
-    PyErr_Clear();
-    return queue;
+    return overflow || number != ASYNC_NOVAL ? Py_NewRef(value) : default_queue();
 }
 
 /* ``fastcall_run`` with the queue number resolved (``async_value``; NULL when ``plain``). */
