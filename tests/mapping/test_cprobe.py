@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from pyacc.mapping import _probe
+from tests.relayout import relayout
 
 _cprobe = pytest.importorskip("pyacc.mapping._cprobe", reason="built without a C compiler")
 
@@ -112,10 +113,10 @@ def test_a_cached_device_view_follows_its_array_reshaped_in_place(emulated):
     a = np.arange(12.0)
     d = acc.copyin(a)
     assert acc.copyin(a) is d  # the cached view
-    a.shape = (3, 4)  # the same memory, another layout
+    relayout(a, shape=(3, 4))  # the same memory, another layout
     d2 = acc.copyin(a)
     assert d2.shape == (3, 4) and np.array_equal(d2, a)
-    a.dtype = np.int64  # and another dtype
+    relayout(a, dtype=np.int64)  # and another dtype
     assert acc.copyin(a).dtype == np.int64
     acc.delete(a, finalize=True)
 

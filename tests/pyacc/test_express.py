@@ -19,6 +19,7 @@ import pyacc as acc
 import pyacc.testing  # noqa: F401 - acc.testing
 from pyacc.mapping import BUS, EventKind
 from tests.launcher_calls import slow_calls
+from tests.relayout import relayout
 
 LANE = acc.express_lane()
 
@@ -154,7 +155,7 @@ def test_a_dtype_changed_in_place_is_launched_anew(device_type, monkeypatch):
         increment(x)  # express
         calls.clear()
         acc.update_self(x)
-        x.dtype = np.int64  # the same bytes, read as integers
+        relayout(x, dtype=np.int64)  # the same bytes, read as integers
         expected = x + 1
         increment(x)
         acc.update_self(x)
@@ -353,7 +354,7 @@ def test_an_array_reshaped_in_place_gets_a_device_array_of_its_new_shape(emulate
         for _ in range(3):
             add_one_2d(x)
         calls.clear()
-        x.shape = (4, 2)  # the same bytes, another shape
+        relayout(x, shape=(4, 2))  # the same bytes, another shape
         add_one_2d(x)
     assert len(calls) == 1
     expected = (np.zeros((2, 4)) + 3.0 + np.arange(4) * 3.0).reshape(4, 2) + 1.0 + np.arange(2)

@@ -3,7 +3,6 @@ exactly the answers of the full path (API.md §2, §6): these are the cases wher
 shortcut would go wrong."""
 
 import gc
-import warnings
 import weakref
 
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 import pyacc as acc
 import pyacc.testing
 from pyacc.mapping import BUS, EventKind
+from tests.relayout import relayout
 
 
 @acc.parallel_loop(reduction="+:total")
@@ -50,7 +50,7 @@ def test_in_place_reshape_of_a_mapped_array_is_seen_by_the_next_call(emulated):
         fill_first_dim(x)
         fill_first_dim(x)
         acc.deviceptr(x)[:] = 0.0
-        x.shape = (4, 2)  # same buffer, new shape: the kernel must see 4 rows
+        relayout(x, shape=(4, 2))  # same buffer, new shape: the kernel must see 4 rows
         acc.update(device=[x])
         fill_first_dim(x)
         assert acc.deviceptr(x).shape == (4, 2)
@@ -184,15 +184,11 @@ def test_a_mapped_array_whose_strides_changed_in_place_is_looked_up_again(emulat
     with acc.data(copy=[x]):
         add_one(x)
         add_one(x)  # replayed
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            x.strides = (16,)  # now big[0:8:2]: half of it outside the mapping
+        relayout(x, strides=(16,))  # now big[0:8:2]: half of it outside the mapping
         with pytest.raises(acc.InvalidDataSectionError, match="'x'.*strides \\(16,\\)"):
             add_one(x)
         assert acc.refcounts(big[:4]) == (1, 0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            x.strides = (8,)
+        relayout(x, strides=(8,))
         add_one(x)
     np.testing.assert_array_equal(big, [3.0, 3.0, 3.0, 3.0, 0.0, 0.0, 0.0, 0.0])
 
@@ -251,7 +247,7 @@ def test_a_device_array_reshaped_in_place_by_the_program_is_not_reused(emulated)
         iota(x)  # replayed
         device_x = acc.deviceptr(x)
         device_x[:] = -1.0
-        device_x.shape = (4, 2)  # the program's own business: x is still 8 long
+        relayout(device_x, shape=(4, 2))  # the program's own business: x is still 8 long
         iota(x)
         assert device_x.shape == (4, 2)
     np.testing.assert_array_equal(x, np.arange(8.0))
@@ -387,5 +383,5 @@ def test_a_returned_device_array_changed_in_place_changes_no_later_call(emulated
             x[:] = -1.0
             acc.update_device(x)
             returned = numbered(x)
-            returned.shape = (2, 4)  # (as a kernel given it would number its 2 rows)
+            relayout(returned, shape=(2, 4))  # (as a kernel given it would number its 2 rows)
     np.testing.assert_array_equal(x, np.arange(8.0))
