@@ -21,9 +21,9 @@
  * queue's bookkeeping is done around it: ``CudaQueue.submit_relaunch``).
  *
  * After ``RELAUNCH_MISSES`` calls in a row whose facts were not kept (a time step passed
- * as a scalar, arrays made anew at each call), a Relaunch *gives up*: its calls go to the
- * launcher at once, with no facts read and nothing recorded, as the express lane gives up
- * on plans that never hold.
+ * as a scalar, arrays made anew at each call), a Relaunch *gives up*, for good: its calls
+ * go to the launcher at once, with no facts read and nothing recorded, as the express lane
+ * gives up on plans that never hold (``gave_up``: the lane's enqueue then stops asking).
  *
  * Invariants: a kept set's launches all went to one stream (the queue's, current while the
  * launcher ran) and the launcher returned None; a call with another argument kind (a

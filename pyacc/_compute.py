@@ -127,6 +127,7 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         self._call_plans: tuple = ()
         #: a call with no call-time clauses may go straight to ``_launch`` with the
         #: clauses' values: they are constants, the region runs on the synchronous queue
+        #: or on its constant ``async`` clause's (``_clause_async``)
         self._direct = False
         self._clause_async = None  # (set with ``_direct``, at the first call)
         self._uses_default = True
@@ -180,21 +181,23 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         self._uses_default = self._default is None and any(
             name not in self._explicit and name not in self._deviceptr for name in info.kernel_params)
         self._read_free = free_reader(info)
-        self._bound = True
         enabled, async_clause, wait_clause = self._clause_values[:3]
         queued = type(async_clause) is int and (async_clause >= 0 or async_clause == async_noval)
-        self._direct = (not self._expressions and enabled and (async_clause is None or queued)
-                        and wait_clause is None and not self._special)
+        direct = (not self._expressions and enabled and (async_clause is None or queued)
+                  and wait_clause is None and not self._special)
         #: a direct region's constant ``async`` clause (a queue, or ``acc.async_noval``):
         #: its calls without ``async_`` run there (OpenACC 3.3 §2.16.1), also in the
-        #: express lane (``FastCall``'s ``_clause_async``); None: synchronous
-        self._clause_async = async_clause if self._direct else None
-        self._expressable = self._direct and self._read_free is None and CALL_BASE is not object
+        #: express lane (``FastCall``'s ``_clause_async``); None: synchronous. Set before
+        #: ``_direct``: another thread's call in between must not run synchronously
+        self._clause_async = async_clause if direct else None
+        self._direct = direct
+        self._expressable = direct and self._read_free is None and CALL_BASE is not object
         if self._special and not self._expressions and enabled and async_clause is None \
                 and wait_clause is None and not (self._sections and self._struct_params):
             self._special_direct = True
             if self._sections:
                 self._whole = WholeSections(info, self._sections)
+        self._bound = True  # (last: a call on another thread meanwhile binds again)
 
     def __repr__(self) -> str:
         return f"<pyacc {self.info.clauses.construct} region {self.info.where}>"

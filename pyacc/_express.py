@@ -227,8 +227,10 @@ def enqueuer(device, kernel, name, where, info):
         if queue is None:
             return None
         launcher = kernel if relaunch_for is None else relaunch_for(queue)
-        if launcher is not kernel and device.relaunch(launcher.again, device_args, queue, name):
-            return AsyncResult(queue, None)  # (the driver returns None: nothing to hold)
+        if launcher is not kernel and not launcher.gave_up:
+            outcome = device.relaunch(launcher.again, device_args, queue, name)
+            if outcome is not None:
+                return AsyncResult(queue, outcome)
         return AsyncResult(queue, device.launch(launcher, device_args, queue, name=name, where=where,
                                                 info=info))
     return enqueue

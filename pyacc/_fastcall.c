@@ -384,14 +384,13 @@ static PyObject *fastcall_new(PyTypeObject *type, PyObject *args, PyObject *kwar
 
 static int fastcall_traverse(FastCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->plans);  /* (a heap subclass's traverse visits the type itself) */
-    Py_VISIT(self->clause_async);
     return 0;
 }
 
 static int fastcall_clear(FastCall *self) {
-    /* an empty tuple, never NULL: a call may still reach a cleared region */
+    /* an empty tuple, never NULL: a call may still reach a cleared region (which keeps
+     * its async clause, an int: in no cycle, dropped by dealloc) */
     Py_XSETREF(self->plans, PyTuple_New(0));
-    Py_CLEAR(self->clause_async);
     return 0;
 }
 
@@ -412,6 +411,7 @@ static void fastcall_dealloc(FastCall *self) {
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     fastcall_clear(self);
+    Py_CLEAR(self->clause_async);
     type->tp_free((PyObject *)self);
 }
 

@@ -228,17 +228,20 @@ class CudaDevice(Device):
         queue runs it with its stream current, in stream order)."""
         return SyncKernel(kernel, self.backend, queue) if queue is self.sync_queue else kernel
 
-    def relaunch(self, again, args, queue, name=None) -> bool:
+    def relaunch(self, again, args, queue, name=None):
         """Enqueue on the asynchronous ``queue`` the launches a relaunch kept for ``args``
         (``again``: a ``Relaunch``'s, ``compiler/_relaunch.c.h``; ``name``: the kernel's)
         where ``launch`` would add nothing to them: no one observes launches, and the queue
         takes them as it would their kernel (``CudaQueue.submit_relaunch``). Counted
-        as ``launch`` counts a launch. True when they were enqueued; False: nothing was
-        done, ``launch`` as usual."""
-        if _ACTIVE[_LAUNCH] or _ACTIVE[_DONE] or not queue.submit_relaunch(again, args, ("kernel", name)):
-            return False
-        BUS.count(_LAUNCH, self.identity)
-        return True
+        as ``launch`` counts a launch. The call's outcome for its handle (what
+        ``submit_relaunch`` answers) when they were enqueued; None: nothing was done,
+        ``launch`` as usual."""
+        if _ACTIVE[_LAUNCH] or _ACTIVE[_DONE]:
+            return None
+        outcome = queue.submit_relaunch(again, args, name)
+        if outcome is not None:
+            BUS.count(_LAUNCH, self.identity)
+        return outcome
 
     # -- properties and lifetime ---------------------------------------------------
     @property

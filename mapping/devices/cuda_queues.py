@@ -46,7 +46,7 @@ from ..events import BUS
 from ..queues import Pending, Queue, SyncQueue, describe_operation
 from .common import Timed
 
-__all__ = ["CudaQueue", "CudaQueueEvent", "CudaSyncQueue", "SyncKernel"]
+__all__ = ["CudaQueue", "CudaQueueEvent", "CudaSyncQueue", "SyncKernel", "RELAUNCHED"]
 
 _clock = time.perf_counter
 _IN_ORDER = BUS.in_order
@@ -176,30 +176,33 @@ class CudaQueue(Queue):
         if _IN_ORDER[0]:  # a subscriber needs this DONE before the next operation runs
             self._drain()
 
-    def submit_relaunch(self, again, args, description) -> bool:
-        """Enqueue a kernel's launches made again from C (``again(*args)``: a
-        ``Relaunch``'s, ``compiler/_relaunch.c.h``) as ``submit`` would enqueue the kernel
-        ``description`` names, where ``submit`` would do nothing else for it: the queue
-        polled first, as ``submit`` polls it; not behind a failure not yet reported (which
-        ``submit`` would skip it for) nor for a subscriber in order. True when they were
-        enqueued (a launch the driver refused is this operation's failure, raised by the
-        next wait, as ``submit`` records it); False when nothing was done: ``submit`` as
-        usual."""
+    def submit_relaunch(self, again, args, name):
+        """Enqueue kernel ``name``'s launches made again from C (``again(*args)``: a
+        ``Relaunch``'s, ``compiler/_relaunch.c.h``) as ``submit`` would enqueue the kernel,
+        where ``submit`` would do nothing else for it: the queue polled first, as
+        ``submit`` polls it; not behind a failure not yet reported (which ``submit`` would
+        skip it for) nor for a subscriber in order. The call's outcome when they were
+        enqueued, what its handle holds (``AsyncResult``): :data:`RELAUNCHED`, or a
+        ``Pending`` with the ``error`` of a launch the driver refused (also this
+        operation's failure, raised by the next wait, as ``submit`` records it); None when
+        nothing was done: ``submit`` as usual."""
         if _IN_ORDER[0]:
-            return False
+            return None
         if self._deferred or self._waits:  # (else ``poll`` has nothing to do)
             self.poll()
         with self._enqueue_lock:  # (the launches and their sequence number in stream order)
             if (self._failures or self._waits) and self._failure_before(self._sequence + 1) is not None:
-                return False
+                return None
             try:
                 if not again(*args):
-                    return False
+                    return None
             except Exception as error:  # recorded; raised by the wait that covers it
-                self._fail(self._next(), description, error)
-                return True
+                self._fail(self._next(), ("kernel", name), error)
+                failed = Pending(None, (), name, self.async_value)
+                failed.error = error  # (as a queued kernel's handle keeps it)
+                return failed
             self._next()
-        return True
+        return RELAUNCHED
 
     def _drain(self) -> None:
         """Wait for the stream and run the deferred callbacks; a failure is recorded for
@@ -363,6 +366,11 @@ class CudaQueue(Queue):
         if settled:
             with self._lock:
                 self._waits = [entry for entry in self._waits if id(entry[1]) not in settled]
+
+
+#: the outcome of a call made again from C (``CudaQueue.submit_relaunch``): a kernel that
+#: returned None and raised nothing, for its handle (one object: never written)
+RELAUNCHED = Pending(None, (), None, None)
 
 
 class _TimedDone:

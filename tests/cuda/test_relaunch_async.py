@@ -11,13 +11,15 @@ enqueues beside it, must keep the queue's order and its failure rules (OpenACC 3
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 
 import pytest
 
+from pyacc._outcome import AsyncResult
 from pyacc.compiler import cuda_compilers, cuda_plans, cuda_relaunch, cuda_runtime
 from pyacc.mapping import BUS, EventKind
 from pyacc.mapping.devices.cuda import CudaDevice
-from pyacc.mapping.devices.cuda_queues import CudaQueue
+from pyacc.mapping.devices.cuda_queues import RELAUNCHED, CudaQueue
 from pyacc.mapping.errors import ExecutionError
 from pyacc.mapping.events import STATS
 from pyacc.mapping.queues import Pending
@@ -157,7 +159,7 @@ def test_a_relaunch_on_a_quiet_queue_takes_its_place_in_the_queues_order(queue):
     again = Again(queue._backend)
     sequence = queue._sequence
     queue.submit(Pending(lambda: None, (), "k", 1), ("kernel", "k"))
-    assert queue.submit_relaunch(again, (1, 2.0), ("kernel", "fill")) is True
+    assert queue.submit_relaunch(again, (1, 2.0), "fill") is RELAUNCHED
     assert again.args == [(1, 2.0)] and queue._backend.log == ["launch", "again"]
     assert queue._sequence == sequence + 2
     queue.synchronize()
@@ -166,7 +168,7 @@ def test_a_relaunch_on_a_quiet_queue_takes_its_place_in_the_queues_order(queue):
 def test_nothing_kept_leaves_the_call_to_submit(queue):
     again = Again(queue._backend, answer=False)
     sequence = queue._sequence
-    assert queue.submit_relaunch(again, (1,), ("kernel", "fill")) is False
+    assert queue.submit_relaunch(again, (1,), "fill") is None
     assert queue._sequence == sequence and len(again.args) == 1
 
 
@@ -177,10 +179,10 @@ def test_a_queue_with_a_failure_not_reported_leaves_the_call_to_submit(queue):
         raise RuntimeError("the copy failed")
     queue.submit(broken, "a copy")
     again = Again(queue._backend)
-    assert queue.submit_relaunch(again, (), ("kernel", "fill")) is False and again.args == []
+    assert queue.submit_relaunch(again, (), "fill") is None and again.args == []
     with pytest.raises(ExecutionError, match="the copy failed"):
         queue.synchronize()
-    assert queue.submit_relaunch(again, (), ("kernel", "fill")) is True  # reported: runs again
+    assert queue.submit_relaunch(again, (), "fill") is RELAUNCHED  # reported: runs again
 
 
 def test_a_relaunch_polls_the_queue_as_submit_does(queue):
@@ -191,10 +193,10 @@ def test_a_relaunch_polls_the_queue_as_submit_does(queue):
     backend.done = False
     queue.defer(lambda: ran.append("not passed"))
     again = Again(backend)
-    assert queue.submit_relaunch(again, (), ("kernel", "fill")) is True
+    assert queue.submit_relaunch(again, (), "fill") is RELAUNCHED
     assert ran == ["passed"] and len(queue._deferred) == 1 and len(again.args) == 1
     queue._deferred[0][0].done = True
-    assert queue.submit_relaunch(again, (), ("kernel", "fill")) is True
+    assert queue.submit_relaunch(again, (), "fill") is RELAUNCHED
     assert ran == ["passed", "not passed"] and not queue._deferred and len(again.args) == 2
 
 
@@ -208,12 +210,12 @@ def test_a_relaunch_after_a_wait_for_a_failed_queue_is_left_to_submit(queue):
     other.submit(broken, "a copy")
     queue.wait_event(other.record_event())
     again = Again(queue._backend)
-    assert queue.submit_relaunch(again, (), ("kernel", "fill")) is False and again.args == []
+    assert queue.submit_relaunch(again, (), "fill") is None and again.args == []
     with pytest.raises(ExecutionError, match="which this queue waited for"):
         queue.synchronize()
     clean = CudaQueue(3, queue._backend, "the test device")
     queue.wait_event(clean.record_event())
-    assert queue.submit_relaunch(again, (), ("kernel", "fill")) is True
+    assert queue.submit_relaunch(again, (), "fill") is RELAUNCHED
 
 
 def test_a_subscriber_in_order_leaves_the_call_to_submit(queue, monkeypatch):
@@ -221,16 +223,22 @@ def test_a_subscriber_in_order_leaves_the_call_to_submit(queue, monkeypatch):
 
     monkeypatch.setattr(cuda_queues, "_IN_ORDER", [True])
     again = Again(queue._backend)
-    assert queue.submit_relaunch(again, (), ("kernel", "fill")) is False and again.args == []
+    assert queue.submit_relaunch(again, (), "fill") is None and again.args == []
 
 
 def test_a_refused_relaunch_is_the_queues_failure_raised_by_the_next_wait(queue):
+    """As for a queued kernel whose launch failed: the next wait raises the failure (once),
+    and the call's handle keeps it (``AsyncResult.result`` raises it again)."""
     again = Again(queue._backend, error=RuntimeError("CUDA_ERROR_LAUNCH_FAILED"))
-    assert queue.submit_relaunch(again, (), ("kernel", "fill")) is True
+    outcome = queue.submit_relaunch(again, (), "fill")
+    assert isinstance(outcome, Pending) and outcome is not RELAUNCHED
     with pytest.raises(ExecutionError, match="kernel fill on queue 1 of the test device failed: "
                                              "RuntimeError: CUDA_ERROR_LAUNCH_FAILED"):
         queue.synchronize()
     queue.synchronize()  # reported once
+    with pytest.raises(ExecutionError, match="the kernel of this handle failed: RuntimeError"):
+        AsyncResult(queue, outcome).result()
+    assert AsyncResult(queue, queue.submit_relaunch(Again(queue._backend), (), "fill")).result() is None
 
 
 # == the device ===================================================================================
@@ -242,7 +250,7 @@ class _Device:
 def test_the_device_counts_a_relaunch_as_a_launch(queue):
     STATS.reset(_Device.identity)
     again = Again(queue._backend)
-    assert _Device().relaunch(again, (), queue, "fill") is True
+    assert _Device().relaunch(again, (), queue, "fill") is RELAUNCHED
     assert STATS.snapshot(_Device.identity)["launch_count"] == 1
 
 
@@ -253,7 +261,51 @@ def test_a_launch_observed_goes_through_launch(queue):
         events = []
         BUS.subscribe(events.append, (kind,))
         try:
-            assert _Device().relaunch(again, (), queue, "fill") is False
+            assert _Device().relaunch(again, (), queue, "fill") is None
         finally:
             BUS.unsubscribe(events.append, (kind,))
     assert again.args == []
+
+
+# == the lane's enqueue, a C Relaunch and a CudaQueue together ==================================
+class _Lane:
+    """What the express lane's enqueue (``pyacc._express.enqueuer``) reads of the cuda
+    device: its queue 1 over ``QueueBackend``, ``CudaDevice.relaunch`` (counted in
+    ``asked``), and ``launch`` as ``Device.launch`` queues a kernel (a ``Pending``)."""
+
+    identity = ("cuda", 0)
+
+    def __init__(self):
+        self.queue = CudaQueue(1, QueueBackend(), "the test device")
+        self.queues = SimpleNamespace(made=lambda value: self.queue if value == 1 else None)
+        self.asked = 0
+
+    def relaunch(self, again, args, queue, name=None):
+        self.asked += 1
+        return CudaDevice.relaunch(self, again, args, queue, name)
+
+    def launch(self, kernel, device_args, queue, name=None, where=None, info=None):
+        pending = Pending(kernel, device_args, name, queue.async_value)
+        queue.submit(pending, ("kernel", name))
+        return pending
+
+
+def test_the_lanes_enqueue_makes_a_queued_call_again_and_stops_asking_once_given_up(machine):
+    from pyacc._express import enqueuer
+
+    machine.launcher.relaunchable = True
+    lane, a = _Lane(), DeviceArray((100, 3))
+    enqueue = enqueuer(lane, machine.launcher, "fill", None, None)
+    handles = [enqueue(1, (a, 100, 1.5)) for _ in range(6)]
+    relaunch = lane.queue.relaunches[machine.launcher]
+    assert isinstance(relaunch, _launch.Relaunch) and relaunch.relaunched == 3
+    assert machine.calls == 3 and machine.waits.streams == []  # queued: no wait
+    assert len({bytes(b"".join(launch[5])) for launch in machine.driver.launches}) == 1
+    assert [type(h._value) is Pending for h in handles] == [True] * 6
+    assert [h.result() for h in handles] == [None] * 6
+    for t in range(MISSES):  # a time step: never made again
+        enqueue(1, (a, 100, float(t)))
+    assert relaunch.gave_up
+    asked = lane.asked
+    enqueue(1, (a, 100, 1.5))
+    assert lane.asked == asked and machine.calls == 3 + MISSES + 1  # the queue's Pending ran it

@@ -445,6 +445,8 @@ class _Remade:
     ``Pending``), ``again`` enqueues the driver's launches on the stream it ran on, as
     the kept launches would be."""
 
+    gave_up = False  # (a Relaunch's: whether calls still try ``again``)
+
     def __init__(self, kernel, backend):
         self.kernel, self.backend, self.stream, self.made = kernel, backend, None, 0
 

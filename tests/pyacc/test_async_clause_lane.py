@@ -147,3 +147,18 @@ def test_the_lane_and_the_python_launcher_agree(device, lane):
         np.testing.assert_array_equal(y, 3 * CALLS * x)
     finally:
         acc._express.set_lane(previous)
+
+
+def test_the_python_launcher_runs_a_clause_region_on_its_queue(device):
+    """``ComputeRegion._call_slow`` (every call where the C lane is not built, and the
+    calls the lane sends back) runs a call without ``async_`` on the clause's queue, and
+    resolves ``acc.async_noval`` to the thread's default queue."""
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    with acc.data(copyin=[x], copy=[y]):
+        acc.set_default_async(9)
+        handles = [add_on_two._call_slow(x, y) for _ in range(3)]
+        handles += [add_on_default._call_slow(x, y) for _ in range(3)]
+        handles += [add._call_slow(x, y, async_=acc.async_noval) for _ in range(3)]
+        acc.wait()
+    assert [handle._queue.async_value for handle in handles] == [2] * 3 + [9] * 6
+    np.testing.assert_array_equal(y, 9 * x)
