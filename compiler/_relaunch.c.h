@@ -12,9 +12,8 @@
  * back the launches it made when every one was a prepared launch from C (``LaunchRecord``
  * and the words of its scalars); those launches are kept (the last ``RELAUNCHES_KEPT`` sets
  * of facts, Jacobi's two calls among them; the least recently used goes first), with the
- * words frozen. A later call whose
- * facts equal a kept set's makes those launches again, in order, with the driver's
- * ``cuLaunchKernel``; a synchronous one then waits for their stream with
+ * words frozen. A later call whose facts equal a kept set's makes those launches again,
+ * in order, with the driver's ``cuLaunchKernel``; a synchronous one then waits for their stream with
  * ``cuStreamSynchronize`` (the GIL given back meanwhile, as CuPy's wait does); and returns
  * None, which is what the launcher returned. ``again(*args)`` makes the kept launches of
  * the arguments' facts and nothing else: True, or False when none are kept (an async
