@@ -269,9 +269,9 @@ _context_changed = _nobody
 def watch_context(callback) -> None:
     """Call ``callback()`` before and after each change of any thread's ``ICVS.runtime``,
     default queue (``ICVS.default_async``) or of what its open regions lend the calls
-    inside them (the innermost ``default(...)``, the ``deviceptr(...)`` arrays): the express lane (``pyacc/_fastcall.c``) then checks
-    its context again instead of remembering it. One watcher (a second replaces the
-    first)."""
+    inside them (the innermost ``default(...)``, the ``deviceptr(...)`` arrays): the
+    express lane (``pyacc/_fastcall.c``) then checks its context again instead of
+    remembering it. One watcher (a second replaces the first)."""
     global _context_changed
     _context_changed = callback
 
