@@ -62,6 +62,20 @@ def add_on_one(a, b, c):
         c[i] = a[i] + b[i]
 
 
+@acc.parallel_loop(async_=2, wait=1)
+def add_on_two_after_one(a, b, c):
+    """``add`` with ``async(2) wait(1)``: a pipelined program's spelling."""
+    for i in range(a.shape[0]):
+        c[i] = a[i] + b[i]
+
+
+@acc.parallel_loop(wait=1)
+def add_after_one(a, b, c):
+    """``add`` with ``wait(1)``: the host waits for queue 1 first."""
+    for i in range(a.shape[0]):
+        c[i] = a[i] + b[i]
+
+
 def _per_call(run, calls, repeats) -> float:
     """Median over ``repeats`` samples of µs per call of ``run(calls)``."""
     samples = []
@@ -446,7 +460,7 @@ _COMPUTE_CHILD = """
 import sys
 sys.path.insert(0, sys.argv[4])
 import numpy as np, pyacc as acc
-from bench_async import add, add_on_one
+from bench_async import add, add_on_one, add_on_two_after_one, add_after_one
 device, form, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
 acc.set_device_type(device)
 acc.set_default_async(1)  # (async_noval: queue 1)
@@ -458,7 +472,8 @@ def numba_add(a, b, c):  # the same loop, hand-written Numba: the call it is com
         c[i] = a[i] + b[i]
 loops = {"sync": "add(a, b, c)", "async": "add(a, b, c, async_=1)",
          "async+wait": "add(a, b, c, async_=1); acc.wait(1)", "numba": "numba_add(a, b, c)",
-         "async clause": "add_on_one(a, b, c)", "async_noval": "add(a, b, c, async_=acc.async_noval)"}
+         "async clause": "add_on_one(a, b, c)", "async_noval": "add(a, b, c, async_=acc.async_noval)",
+         "async(2) wait(1)": "add_on_two_after_one(a, b, c)", "wait(1)": "add_after_one(a, b, c)"}
 code = compile("for _ in range(%d):\\n    %s" % (calls, loops[form]), "bench", "exec")
 with acc.data(copyin=[a, b], copy=[c]):
     for _ in range(5):  # compile, measure the kernel, arm the lane
@@ -466,16 +481,23 @@ with acc.data(copyin=[a, b], copy=[c]):
         add(a, b, c, async_=1)
         add_on_one(a, b, c)
         add(a, b, c, async_=acc.async_noval)
-        acc.wait(1)
+        add_on_two_after_one(a, b, c)
+        add_after_one(a, b, c)
+        acc.wait()
         numba_add(a, b, c)
+    acc.update_device(a, async_=1)  # queue 1 made, and settled: the waits hold already
+    acc.wait()
     sys.breakpointhook = lambda: exec(code, {"acc": acc, "add": add, "a": a, "b": b, "c": c,
-                                             "numba_add": numba_add, "add_on_one": add_on_one})
+                                             "numba_add": numba_add, "add_on_one": add_on_one,
+                                             "add_on_two_after_one": add_on_two_after_one,
+                                             "add_after_one": add_after_one})
     breakpoint()  # counted: CPython's builtin_breakpoint, which nothing else calls
-    acc.wait(1)
+    acc.wait()
 """
 
 #: the compute call's forms counted in instructions (``compute_instructions``)
-COMPUTE_FORMS = ("sync", "async", "async+wait", "async clause", "async_noval")
+COMPUTE_FORMS = ("sync", "async", "async+wait", "async clause", "async_noval", "async(2) wait(1)",
+                 "wait(1)")
 
 
 def compute_instructions(calls=2000, devices=("host", "emulated")) -> dict:

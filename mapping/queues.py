@@ -524,15 +524,20 @@ class QueueSet:
         """``waiting`` starts its next operations only after everything already queued on
         each of the ``waited`` queues has run (``acc_wait_async``, ``wait=``): a
         device-side join through events when ``waiting`` is asynchronous, a host wait
-        when it is the synchronous queue (OpenACC 3.3 §2.16.2, §3.2.11)."""
+        when it is the synchronous queue (OpenACC 3.3 §2.16.2, §3.2.11). A waited queue
+        that is ``settled`` (nothing pending, no error to report) has run everything
+        already: no event is recorded on it, nothing is queued on ``waiting`` (a region's
+        ``wait`` clause on idle queues costs a check, not a hand-off to a worker).
+        Published (``JOIN``) with every waited queue all the same."""
         joined = []
         for queue in waited:
             if queue is waiting or queue is self.sync:
                 continue
             if waiting is self.sync:
                 self.wait((queue,))
-            else:
-                waiting.wait_event(queue.record_event())
+            else:  # a settled queue (nothing pending, no error): the join holds already
+                if not queue.settled():
+                    waiting.wait_event(queue.record_event())
                 joined.append(queue.async_value)
         if joined and _ACTIVE[_JOIN]:  # after the join: never seen before it holds
             BUS.publish(EventKind.JOIN, self._identity, queue=waiting.async_value,

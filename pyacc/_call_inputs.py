@@ -2,7 +2,8 @@
 
 Owns the reading of a kernel's free parameters (global and closure values,
 :func:`free_reader`) and the launch's ``(enabled, async, wait)`` from its (evaluated)
-clauses (:func:`clause_values`). The environment that decides a kernel is read at each
+clauses (:func:`clause_values`), and which constant ``async`` and ``wait`` clauses let a
+call be direct (:func:`constant_queues`). The environment that decides a kernel is read at each
 call by ``compiler.kernel_env``.
 """
 
@@ -12,7 +13,7 @@ from pyacc import compiler
 
 from ._clauses import async_noval
 
-__all__ = ["free_reader", "clause_values"]
+__all__ = ["free_reader", "clause_values", "constant_queues"]
 
 
 def clause_values(clauses):
@@ -21,6 +22,23 @@ def clause_values(clauses):
     async_clause = async_noval if clauses.async_ == compiler.ASYNC_NOVAL else clauses.async_
     wait_clause = None if clauses.wait in (None, False) else ([] if clauses.wait is True else clauses.wait)
     return enabled, async_clause, wait_clause
+
+
+def constant_queues(async_clause, wait_clause):
+    """What a direct call of a region with these constant clause values runs on and
+    waits for first: ``(async, waits)`` — its ``async`` clause (None: synchronous; a
+    queue ≥ 0 or ``async_noval``, the thread's default queue at each call) and the queues
+    of its ``wait`` clause as a tuple (empty: every queue; None: no ``wait`` clause;
+    OpenACC 3.3 §2.16.1, §2.16.2) — or None when its calls cannot be direct: a value
+    the full path resolves, or rejects, at each call (``acc.async_sync``, a negative
+    number, not an int)."""
+    if async_clause is not None and not (type(async_clause) is int and
+                                         (async_clause >= 0 or async_clause == async_noval)):
+        return None
+    if wait_clause is None:
+        return async_clause, None
+    waits = tuple(wait_clause) if isinstance(wait_clause, (list, tuple)) else (wait_clause,)
+    return (async_clause, waits) if all(type(n) is int and n >= 0 for n in waits) else None
 
 
 def free_reader(info):

@@ -66,7 +66,7 @@ from pyacc.compiler.kernel import feedback_view
 from . import _routines
 from ._arguments import KIND_OF_CLAUSE, ArgumentSorting, unstage
 from ._clauses import async_noval, queue_of, wait_for
-from ._call_inputs import clause_values, free_reader
+from ._call_inputs import clause_values, constant_queues, free_reader
 from ._outcome import AsyncResult, add_section_hint, is_kernel_failure, kernel_failure
 from ._replay import CallPlan
 from ._devices import ICVS, current_runtime
@@ -127,9 +127,10 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         self._call_plans: tuple = ()
         #: a call with no call-time clauses may go straight to ``_launch`` with the
         #: clauses' values: they are constants, the region runs on the synchronous queue
-        #: or on its constant ``async`` clause's (``_clause_async``)
+        #: or on its constant ``async`` clause's (``_clause_async``), after the queues of
+        #: its constant ``wait`` clause (``_clause_wait``)
         self._direct = False
-        self._clause_async = None  # (set with ``_direct``, at the first call)
+        self._clause_async = self._clause_wait = None  # (set with ``_direct``, at the first call)
         self._uses_default = True
         self._read_free = None  # reads the free parameters' values (None: there are none)
         self._bound = False  # free parameters resolved (at the first call)
@@ -182,14 +183,14 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
             name not in self._explicit and name not in self._deviceptr for name in info.kernel_params)
         self._read_free = free_reader(info)
         enabled, async_clause, wait_clause = self._clause_values[:3]
-        queued = type(async_clause) is int and (async_clause >= 0 or async_clause == async_noval)
-        direct = (not self._expressions and enabled and (async_clause is None or queued)
-                  and wait_clause is None and not self._special)
+        constant = constant_queues(async_clause, wait_clause)
+        direct = not self._expressions and enabled and constant is not None and not self._special
         #: a direct region's constant ``async`` clause (a queue, or ``acc.async_noval``):
-        #: its calls without ``async_`` run there (OpenACC 3.3 §2.16.1), also in the
-        #: express lane (``FastCall``'s ``_clause_async``); None: synchronous. Set before
-        #: ``_direct``: another thread's call in between must not run synchronously
-        self._clause_async = async_clause if direct else None
+        #: its calls without ``async_`` run there (OpenACC 3.3 §2.16.1), and its ``wait``
+        #: clause's queues, which its calls without ``wait`` wait for first (§2.16.2), also
+        #: in the express lane (``FastCall``'s ``_clause_async``, ``_clause_wait``). Set
+        #: before ``_direct``: another thread's call in between must not skip them
+        self._clause_async, self._clause_wait = constant if direct else (None, None)
         self._direct = direct
         self._expressable = direct and self._read_free is None and CALL_BASE is not object
         if self._special and not self._expressions and enabled and async_clause is None \
@@ -220,6 +221,7 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
                 if self._read_free is not None:
                     args = (*args, *self._read_free())
                 runtime = ICVS.runtime or current_runtime()
+                wait_for(runtime, self._clause_wait, runtime.device.sync_queue)  # (None: no clause)
                 return self._launch(runtime, args, runtime.device.sync_queue, None, True,
                                     self._matching_call_plan(runtime, args))
             except AccError as error:
@@ -248,6 +250,7 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
                 args = (*args, *self._read_free())
             runtime = ICVS.runtime or current_runtime()
             queue = runtime.device.queue(number)
+            wait_for(runtime, self._clause_wait, queue)  # (None: no wait clause)
             value = self._launch(runtime, args, queue, None, True,
                                  self._matching_call_plan(runtime, args))
             return AsyncResult(queue, value)

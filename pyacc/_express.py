@@ -216,16 +216,22 @@ def enqueuer(device, kernel, name, where, info):
     ``value`` is negative (``acc.async_sync``, an invalid one: the lane has resolved
     ``acc.async_noval`` to the thread's default queue) or its queue is not made yet (making one may fail, and takes a stream). The lane calls
     it with the replay's checks made and the table lock held, as the held replay
-    launches. A relaunchable cuda driver is launched through its ``Relaunch`` for the
+    launches; ``enqueue(value, device_args, waits)`` first makes the queue wait for the
+    queues ``waits`` (the region's constant ``wait`` clause, a tuple of numbers, empty:
+    every queue; a queue never made has nothing to wait for), as ``wait_for`` does for the
+    Python launcher. A relaunchable cuda driver is launched through its ``Relaunch`` for the
     queue (:func:`_queue_relaunch`): a call with the facts of one it kept is made again
     from C inside the queue's bookkeeping (``CudaDevice.relaunch``), no ``Pending``."""
     queues = device.queues
     relaunch_for = _queue_relaunch(device, kernel)
 
-    def enqueue(value, device_args):
+    def enqueue(value, device_args, waits=None):
         queue = queues.made(value) if value >= 0 else None
         if queue is None:
             return None
+        if waits is not None:  # the region's wait clause: a join on the device (§2.16.2)
+            device.join(queue, queues.existing() if not waits else
+                        [waited for waited in map(queues.made, waits) if waited is not None])
         launcher = kernel if relaunch_for is None else relaunch_for(queue)
         if launcher is not kernel and not launcher.gave_up:
             outcome = device.relaunch(launcher.again, device_args, queue, name)

@@ -530,11 +530,13 @@ static PyObject *run_plan(PyObject *self, ExpressPlan *plan, PyObject *args, int
 
 /* An ``async_=value`` call through the plan on a device whose queues are not host threads
  * (cuda: a launch enqueues on the queue's stream): ``plan->enqueue(value, device_args)``
- * with the table held, as ``run_plan`` calls the kernel (it counts the launch itself,
- * through ``Device.launch``): the call's AsyncResult; MISS (no reference) when a check
- * fails or ``enqueue`` leaves the call to the Python launcher (None); NULL on error. */
+ * — ``plan->enqueue(value, device_args, joins)`` when the call's queue is first to wait for
+ * the queues ``joins`` (its region's wait clause) — with the table held, as ``run_plan``
+ * calls the kernel (it counts the launch itself, through ``Device.launch``): the call's
+ * AsyncResult; MISS (no reference) when a check fails or ``enqueue`` leaves the call to
+ * the Python launcher (None); NULL on error. */
 static PyObject *run_plan_enqueued(PyObject *self, ExpressPlan *plan, PyObject *args, PyObject *value,
-                                   int adopt) {
+                                   PyObject *joins, int adopt) {
     int overflow;
     if (PyLong_AsLongAndOverflow(value, &overflow) < 0 || overflow)
         return PyErr_Occurred() ? NULL : MISS;  /* (acc.async_noval ...: the launcher's) */
@@ -545,7 +547,8 @@ static PyObject *run_plan_enqueued(PyObject *self, ExpressPlan *plan, PyObject *
     PyObject *result = NULL;
     PyObject *device_args = kernel_arguments(plan, args);
     if (device_args != NULL) {
-        result = PyObject_CallFunctionObjArgs(plan->enqueue, value, device_args, NULL);
+        /* (joins NULL ends the arguments there: ``enqueue(value, device_args)``) */
+        result = PyObject_CallFunctionObjArgs(plan->enqueue, value, device_args, joins, NULL);
         Py_DECREF(device_args);
         if (result == NULL) {
             let_go(release, &result);

@@ -53,7 +53,13 @@
  * kernel short (``_at_once.c.h``); on the others (``cuda``, where a launch only enqueues on the queue's
  * stream), hands its kernel and device arrays to the plan's ``enqueue``
  * (``pyacc._express.enqueuer``: ``Device.launch`` on the queue, the ``AsyncResult``) with
- * the table held, as the held replay launches (``run_plan_enqueued``). Calls arrive through
+ * the table held, as the held replay launches (``run_plan_enqueued``).
+ *
+ * A region with a constant ``wait`` clause (``_clause_wait``: OpenACC 3.3 §2.16.2) takes
+ * the lane when every queue it waits for was never made or is settled (the join holds
+ * already: ``waits_settled``, ``_call_queue.c.h``); otherwise only a plan that enqueues
+ * takes the call, its ``enqueue`` making the join on the device first, and every other
+ * call is the Python launcher's (a host wait, a join on a queue of host threads). Calls arrive through
  * the instance's vectorcall (PEP 590, ``fastcall_vectorcall``: no keyword dict is made for
  * ``async_``; Python subclasses ask for it with ``enable_vectorcall`` before 3.12) or
  * through ``tp_call``; both end in ``fastcall_run``.
@@ -160,6 +166,8 @@ static PyObject *intern(const char *text);
 
 /* -- an express plan made from its launch-plan record (pyacc._express.ExpressPlan) -------- */
 #include "_plan_record.c.h"
+/* -- a call's queue, and the waits of its wait clause ------------------------------------- */
+#include "_call_queue.c.h"
 
 /* -- FastCall ----------------------------------------------------------------------------- */
 static PyTypeObject FastCallType;
@@ -170,80 +178,45 @@ typedef struct {
     /* the region's constant ``async`` clause (an int: a queue or acc.async_noval), which
      * a call without ``async_`` runs on; NULL: such a call is synchronous */
     PyObject *clause_async;
+    /* its constant ``wait`` clause: a tuple of queue numbers (empty: every queue) that a
+     * call waits for first; NULL: none */
+    PyObject *clause_wait;
 } FastCall;
 
-/* ``async_=value`` when it is the call's only keyword (an int: the queue; anything else
- * the Python launcher reads), else NULL */
-static PyObject *async_keyword(PyObject *kwargs) {
-    if (kwargs == NULL || PyDict_GET_SIZE(kwargs) != 1)
-        return NULL;
-    PyObject *value = PyDict_GetItemWithError(kwargs, s_async);
-    if (value == NULL) {
-        PyErr_Clear();
-        return NULL;
+/* The region's plans tried for a call (``async_value``: its queue, NULL when ``plain``;
+ * ``joins``: the waits of its wait clause still to make, which only a plan that enqueues
+ * makes, else NULL): the result, or MISS (no reference) when none takes the call. */
+static PyObject *try_plans(FastCall *self, PyObject *args, int plain, PyObject *async_value,
+                           PyObject *joins) {
+    if (joins != NULL && plain)
+        return MISS;  /* (a host wait first: the Python launcher's) */
+    PyObject *plans = Py_NewRef(self->plans), *result = MISS;
+    /* the plans as they are, then (none matched) the newest, which may take other host
+     * arrays of its layout (enter_plan's ``adopt``) */
+    for (int adopt = 0; result == MISS && adopt <= 1; adopt++) {
+        for (Py_ssize_t i = 0; result == MISS && i < (adopt ? 1 : PyTuple_GET_SIZE(plans)); i++) {
+            ExpressPlan *plan = (ExpressPlan *)PyTuple_GET_ITEM(plans, i);
+            result = plain ? run_plan((PyObject *)self, plan, args, adopt)
+                : plan->enqueue != NULL ? run_plan_enqueued((PyObject *)self, plan, args, async_value, joins, adopt)
+                : joins != NULL ? MISS : run_plan_at_once((PyObject *)self, plan, args, async_value, adopt);
+        }
     }
-    return PyLong_CheckExact(value) ? value : NULL;
+    Py_DECREF(plans);
+    return result;
 }
 
-/* The calling thread's default queue (``ICVS.default_async``), a new reference, or NULL
- * (no error set) when the ICVs cannot say. Remembered per thread and context epoch, as
- * the thread's runtime is (``_thread_runtime.c.h``): ``default_async`` is watched
- * (``_ThreadICVs._WATCHED``: each change bumps the epoch). */
-static uint64_t g_default_thread, g_default_read_at;
-static PyObject *g_default_queue;
-
-static PyObject *default_queue(void) {
-    uint64_t thread = thread_id(), epoch = g_context_epoch;
-    if (g_remember && g_default_queue != NULL && g_default_thread == thread && g_default_read_at == epoch)
-        return Py_NewRef(g_default_queue);
-    PyObject *queue = g_icvs == NULL ? NULL : PyObject_GetAttr(g_icvs, s_default_async);
-    if (queue == NULL || !PyLong_CheckExact(queue)) {
-        Py_XDECREF(queue);
-        PyErr_Clear();
-        return NULL;
-    }
-    Py_XSETREF(g_default_queue, Py_NewRef(queue));
-    g_default_thread = thread;
-    g_default_read_at = epoch;  /* (read before the attribute read, which may run Python code) */
-    return queue;
-}
-
-/* ``value`` (an int) resolved to the queue it names, a new reference: the calling thread's
- * default queue (``ICVS.default_async``, ``acc.set_default_async``) for
- * ``acc.async_noval`` (OpenACC 3.3 §2.16.1), else ``value`` itself; NULL (no error set)
- * when the ICVs cannot say (the Python launcher resolves it). */
-static PyObject *resolve_queue(PyObject *value) {
-    int overflow;
-    long number = PyLong_AsLongAndOverflow(value, &overflow);
-    if (number == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return NULL;
-    }
-    return overflow || number != ASYNC_NOVAL ? Py_NewRef(value) : default_queue();
-}
-
-/* ``fastcall_run`` with the queue number resolved (``async_value``; NULL when ``plain``). */
+/* ``fastcall_run`` with the queue number resolved (``async_value``; NULL when ``plain``)
+ * and the region's wait clause held (``waits``, or NULL). */
 static PyObject *fastcall_try(FastCall *self, PyObject *args, PyObject *kwargs, int plain,
-                              PyObject *async_value) {
+                              PyObject *async_value, PyObject *waits) {
     if (g_enabled && g_silent != NULL && (plain || async_value != NULL) &&
             PyTuple_GET_SIZE(self->plans) && PyList_GET_ITEM(g_silent, 0) == Py_True) {
-        PyObject *plans = self->plans;
-        Py_INCREF(plans);
-        /* the plans as they are, then (none matched) the newest, which may take other
-         * host arrays of its layout (enter_plan's ``adopt``) */
-        for (int adopt = 0; adopt <= 1; adopt++) {
-            for (Py_ssize_t i = 0; i < (adopt ? 1 : PyTuple_GET_SIZE(plans)); i++) {
-                ExpressPlan *plan = (ExpressPlan *)PyTuple_GET_ITEM(plans, i);
-                PyObject *result = plain ? run_plan((PyObject *)self, plan, args, adopt)
-                    : plan->enqueue != NULL ? run_plan_enqueued((PyObject *)self, plan, args, async_value, adopt)
-                    : run_plan_at_once((PyObject *)self, plan, args, async_value, adopt);
-                if (result != MISS) {
-                    Py_DECREF(plans);
-                    return result;
-                }
-            }
-        }
-        Py_DECREF(plans);
+        int settled = waits == NULL ? 1 : waits_settled(waits);
+        if (settled < 0)
+            return NULL;
+        PyObject *result = try_plans(self, args, plain, async_value, settled ? NULL : waits);
+        if (result != MISS)
+            return result;
     }
     PyObject *made = NULL;
     if (kwargs == NULL && async_value != NULL) {
@@ -262,7 +235,9 @@ static PyObject *fastcall_try(FastCall *self, PyObject *args, PyObject *kwargs, 
 
 /* The call: through a plan when one holds (``async_value``: the call's only keyword,
  * ``async_=<int>``, else NULL; a call without it runs on the region's constant async
- * clause, ``clause_async``, when it has one), else ``self._call_slow(*args, **kwargs)``;
+ * clause, ``clause_async``, when it has one; first, it waits for the queues of the
+ * region's constant wait clause, ``clause_wait``, when it has one: ``waits_settled``),
+ * else ``self._call_slow(*args, **kwargs)``;
  * ``kwargs`` may be NULL for a call whose only keyword is ``async_value`` (made for the
  * slow path). */
 static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, PyObject *async_value) {
@@ -271,10 +246,12 @@ static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, 
         async_value = self->clause_async;
         plain = 0;
     }
-    /* held: the clause may be set again while the call runs */
+    /* held: the clauses may be set again while the call runs */
     PyObject *held = async_value == NULL ? NULL : Py_NewRef(async_value);
     PyObject *queue = held == NULL ? NULL : resolve_queue(held);
-    PyObject *result = fastcall_try(self, args, kwargs, plain, queue ? queue : held);
+    PyObject *waits = self->clause_wait == NULL ? NULL : Py_NewRef(self->clause_wait);
+    PyObject *result = fastcall_try(self, args, kwargs, plain, queue ? queue : held, waits);
+    Py_XDECREF(waits);
     Py_XDECREF(queue);
     Py_XDECREF(held);
     return result;
@@ -389,7 +366,7 @@ static int fastcall_traverse(FastCall *self, visitproc visit, void *arg) {
 
 static int fastcall_clear(FastCall *self) {
     /* an empty tuple, never NULL: a call may still reach a cleared region (which keeps
-     * its async clause, an int: in no cycle, dropped by dealloc) */
+     * its async and wait clauses, ints: in no cycle, dropped by dealloc) */
     Py_XSETREF(self->plans, PyTuple_New(0));
     return 0;
 }
@@ -407,11 +384,25 @@ static int fastcall_set_clause_async(FastCall *self, PyObject *value, void *Py_U
     return 0;
 }
 
+static PyObject *fastcall_clause_wait(FastCall *self, void *Py_UNUSED(closure)) {
+    return Py_NewRef(self->clause_wait ? self->clause_wait : Py_None);
+}
+
+static int fastcall_set_clause_wait(FastCall *self, PyObject *value, void *Py_UNUSED(closure)) {
+    if (value != NULL && value != Py_None && !is_clause_wait(value)) {
+        PyErr_SetString(PyExc_TypeError, "_clause_wait: a tuple of ints >= 0 (queues; empty: every queue) or None");
+        return -1;
+    }
+    Py_XSETREF(self->clause_wait, value == NULL || value == Py_None ? NULL : Py_NewRef(value));
+    return 0;
+}
+
 static void fastcall_dealloc(FastCall *self) {
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
     fastcall_clear(self);
     Py_CLEAR(self->clause_async);
+    Py_CLEAR(self->clause_wait);
     type->tp_free((PyObject *)self);
 }
 
@@ -427,6 +418,9 @@ static PyGetSetDef fastcall_getset[] = {
     {"_clause_async", (getter)fastcall_clause_async, (setter)fastcall_set_clause_async,
      "The region's constant async clause, which its calls without async_ run on (None: "
      "synchronous).", NULL},
+    {"_clause_wait", (getter)fastcall_clause_wait, (setter)fastcall_set_clause_wait,
+     "The region's constant wait clause: the queues its calls wait for first (a tuple; "
+     "empty: every queue; None: no wait clause).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -534,3 +534,38 @@ def test_a_constant_async_clause_and_async_noval_take_the_lanes_enqueue(monkeypa
     assert [h._queue.async_value for h in handles] == [1] * 6 + [3] * 6
     assert len(slow_clause) <= 2 and len(slow_noval) <= 2
     np.testing.assert_allclose(y, 1.0 + 12 * np.arange(8.0))
+
+
+@acc.parallel_loop(async_=2, wait=1)
+def saxpy_on_two_after_one(a, x, y):
+    for i in range(x.shape[0]):
+        y[i] = a * x[i] + y[i]
+
+
+def test_a_constant_wait_clause_joins_in_the_lanes_enqueue(monkeypatch):
+    """On cuda a region's constant ``wait`` clause (``async(2) wait(1)``, a pipelined
+    program's spelling) takes the express lane's enqueue too: it makes the join first (queue
+    2's stream waits for an event of queue 1's: ``enqueue(value, device_args, waits)``), as
+    the Python launcher's ``wait_for`` does, so the kernel reads what queue 1 copied before it
+    (OpenACC 3.3 §2.16.2); its repeats never reach the Python launcher."""
+    from pyacc._devices import runtime_of
+
+    device = runtime_of("cuda", 0).device
+    joins = []
+    wait_event = device.backend.wait_event
+    monkeypatch.setattr(device.backend, "wait_event",
+                        lambda stream, event: (joins.append(stream), wait_event(stream, event))[1])
+    x, y = np.arange(8.0), np.ones(8)
+    slow = slow_calls(saxpy_on_two_after_one, monkeypatch)
+    with acc.data(copyin=[x], copy=[y]):
+        acc.update_device(x, async_=1)  # queue 1 made
+        handles = [saxpy_on_two_after_one(1.0, x, y) for _ in range(4)]
+        acc.wait(2)
+        x[:] = 10.0
+        with device.backend.hold(device.queue(1).stream):
+            acc.update_device(x, async_=1)  # not made until the hold ends
+            handles += [saxpy_on_two_after_one(1.0, x, y) for _ in range(2)]
+        acc.wait()
+    assert [handle._queue.async_value for handle in handles] == [2] * 6
+    assert len(slow) <= 2 and len(joins) == 6
+    np.testing.assert_allclose(y, 1.0 + 4 * np.arange(8.0) + 2 * 10.0)

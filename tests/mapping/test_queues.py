@@ -137,6 +137,84 @@ def test_queue_set_release_waits_for_every_busy_queue():
     busy.close()
 
 
+def _submits(queue) -> list:
+    """The descriptions of what is submitted to ``queue`` from now on."""
+    seen, submit = [], queue.submit
+
+    def counted(operation, description="an operation", **keywords):
+        seen.append(description)
+        return submit(operation, description, **keywords)
+
+    queue.submit = counted
+    return seen
+
+
+def test_a_join_on_a_settled_queue_needs_no_event_rule_2_16_2():
+    """OpenACC 3.3 §2.16.2: the waiting queue's next work starts after everything queued
+    on the waited queue has run. A waited queue with nothing pending and no error to
+    report has run it all: no event is recorded on it, no wait is queued."""
+    queues, _ = _queue_set()
+    waiting, waited = queues.queue(1), queues.queue(2)
+    waited.submit(lambda: None)
+    waited.synchronize()
+    recorded, waits = _submits(waited), _submits(waiting)
+    queues.join(waiting, [waited])
+    assert recorded == [] and waits == [] and waiting.is_idle()
+    for queue in queues.existing():
+        queue.close()
+
+
+def test_a_join_on_a_busy_queue_holds_the_waiting_queue_back():
+    queues, _ = _queue_set()
+    waiting, waited = queues.queue(1), queues.queue(2)
+    order = []
+    with waited.hold():
+        waited.submit(lambda: order.append("waited"))
+        queues.join(waiting, [waited])
+        waiting.submit(lambda: order.append("waiting"))
+        assert not waiting.is_idle()
+    waiting.synchronize()
+    assert order == ["waited", "waiting"]
+    for queue in queues.existing():
+        queue.close()
+
+
+def test_a_join_on_a_failed_queue_passes_its_failure_on():
+    """A waited queue with an error not yet reported is not settled: the join records an
+    event that carries the failure, which becomes the waiting queue's (§2.16.2)."""
+    queues, _ = _queue_set()
+    waiting, waited = queues.queue(1), queues.queue(2)
+    waited.submit(lambda: 1 / 0, "a division")
+    while not waited.is_idle():
+        pass
+    ran = []
+    queues.join(waiting, [waited])
+    waiting.submit(lambda: ran.append("after"), "a kernel")
+    with pytest.raises(ExecutionError, match="a division"):
+        waiting.synchronize()
+    assert ran == []
+    with pytest.raises(ExecutionError, match="a division"):
+        waited.synchronize()
+    for queue in queues.existing():
+        queue.close()
+
+
+def test_a_join_on_a_settled_queue_is_still_published():
+    from pyacc.mapping import BUS, EventKind
+
+    queues, _ = _queue_set()
+    waiting, waited = queues.queue(1), queues.queue(2)
+    seen = []
+    BUS.subscribe(seen.append, (EventKind.JOIN,))
+    try:
+        queues.join(waiting, [waited])
+    finally:
+        BUS.unsubscribe(seen.append, (EventKind.JOIN,))
+    assert [(event.queue, event.info) for event in seen] == [(1, (2,))]
+    for queue in queues.existing():
+        queue.close()
+
+
 def test_the_synchronous_queue_declares_the_whole_protocol():
     from pyacc.mapping.queues import SyncQueue
 

@@ -1,0 +1,93 @@
+/* pyacc/_call_queue.c.h: which queue a compute call runs on, and what it waits for first;
+ * included by _fastcall.c after _routine_lane.c.h (``waits_for_nothing``).
+ *
+ * Owns reading a call's queue — ``async_keyword`` (the call's ``async_=<int>``),
+ * ``resolve_queue`` (``acc.async_noval``: the thread's default queue, remembered per thread
+ * and context epoch) — and ``waits_settled``: whether a region's constant ``wait`` clause
+ * (``FastCall``'s ``_clause_wait``) has nothing to wait for (OpenACC 3.3 §2.16.1, §2.16.2).
+ *
+ * Invariants: reads only; anything it cannot tell is the Python launcher's to decide (it
+ * answers NULL or 0 without an exception set, except an interrupt, which propagates).
+ */
+
+/* ``async_=value`` when it is the call's only keyword (an int: the queue; anything else
+ * the Python launcher reads), else NULL */
+static PyObject *async_keyword(PyObject *kwargs) {
+    if (kwargs == NULL || PyDict_GET_SIZE(kwargs) != 1)
+        return NULL;
+    PyObject *value = PyDict_GetItemWithError(kwargs, s_async);
+    if (value == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return PyLong_CheckExact(value) ? value : NULL;
+}
+
+/* The calling thread's default queue (``ICVS.default_async``), a new reference, or NULL
+ * (no error set) when the ICVs cannot say. Remembered per thread and context epoch, as
+ * the thread's runtime is (``_thread_runtime.c.h``): ``default_async`` is watched
+ * (``_ThreadICVs._WATCHED``: each change bumps the epoch). */
+static uint64_t g_default_thread, g_default_read_at;
+static PyObject *g_default_queue;
+
+static PyObject *default_queue(void) {
+    uint64_t thread = thread_id(), epoch = g_context_epoch;
+    if (g_remember && g_default_queue != NULL && g_default_thread == thread && g_default_read_at == epoch)
+        return Py_NewRef(g_default_queue);
+    PyObject *queue = g_icvs == NULL ? NULL : PyObject_GetAttr(g_icvs, s_default_async);
+    if (queue == NULL || !PyLong_CheckExact(queue)) {
+        Py_XDECREF(queue);
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_XSETREF(g_default_queue, Py_NewRef(queue));
+    g_default_thread = thread;
+    g_default_read_at = epoch;  /* (read before the attribute read, which may run Python code) */
+    return queue;
+}
+
+/* ``value`` (an int) resolved to the queue it names, a new reference: the calling thread's
+ * default queue (``ICVS.default_async``, ``acc.set_default_async``) for
+ * ``acc.async_noval`` (OpenACC 3.3 §2.16.1), else ``value`` itself; NULL (no error set)
+ * when the ICVs cannot say (the Python launcher resolves it). */
+static PyObject *resolve_queue(PyObject *value) {
+    int overflow;
+    long number = PyLong_AsLongAndOverflow(value, &overflow);
+    if (number == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return overflow || number != ASYNC_NOVAL ? Py_NewRef(value) : default_queue();
+}
+
+/* Whether a call of a region may leave out its constant ``wait`` clause (``waits``: a tuple
+ * of queue numbers, empty: every queue; OpenACC 3.3 §2.16.2): 1 when each queue it waits
+ * for was never made or is settled (idle, no error to report: ``waits_for_nothing``), so
+ * the join holds already (``QueueSet.join`` skips such a queue too); 0 when a join is still
+ * to be made: only a plan that enqueues makes it (``run_plan_enqueued`` hands ``waits`` to
+ * its ``enqueue``), the Python launcher any other; -1 on an interrupt (no Exception: an
+ * Exception here leaves the call to the Python launcher, which reports what it finds). */
+static int waits_settled(PyObject *waits) {
+    int settled = waits_for_nothing(&PyTuple_GET_ITEM(waits, 0), PyTuple_GET_SIZE(waits));
+    if (settled < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    return settled;
+}
+
+/* Whether ``value`` may be a region's ``_clause_wait``: a tuple of ints >= 0 (empty: every
+ * queue), the queue numbers of a constant ``wait`` clause. */
+static int is_clause_wait(PyObject *value) {
+    if (!PyTuple_CheckExact(value))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); i++) {
+        PyObject *number = PyTuple_GET_ITEM(value, i);
+        int overflow;
+        if (!PyLong_CheckExact(number) || PyLong_AsLongAndOverflow(number, &overflow) < 0 || overflow)
+            return 0;
+    }
+    return 1;
+}
