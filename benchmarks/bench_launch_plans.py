@@ -185,27 +185,15 @@ def queued(driver, args):
     (``numba_cuda_leaves.QueueBackend``: on a GPU CuPy's makes the stream current around
     a ``Pending``'s run, which the queued launch leaves out); ``relaunch``: the queue's
     ``Relaunch``."""
-    from numba_cuda_leaves import QueueBackend
+    from numba_cuda_leaves import EnqueuingDevice, QueueBackend
 
     from pyacc._express import enqueuer
-    from pyacc.mapping.devices.cuda import CudaDevice
-    from pyacc.mapping.devices.cuda_queues import CudaQueue
-    from pyacc.mapping.queues import Pending
 
     backend = QueueBackend()
     backend.log = collections.deque(maxlen=1)  # (not kept: a growing list)
-    queue = CudaQueue(1, backend, "the bench's device")
-
-    class Device:  # what an enqueue reads of the cuda device
-        identity, relaunch = ("cuda", 0), CudaDevice.relaunch
-        queues = SimpleNamespace(made=lambda value: queue if value == 1 else None)
-
-        def launch(self, kernel, device_args, queue, name=None, where=None, info=None):
-            pending = Pending(kernel, device_args, name, queue.async_value)
-            queue.submit(pending, ("kernel", name))
-            return pending
-
-    enqueue = enqueuer(Device(), driver, "trivial", None, None)
+    device = EnqueuingDevice(backend, "the bench's device")
+    queue = device.queue
+    enqueue = enqueuer(device, driver, "trivial", None, None)
     enqueue(1, args)  # (the queue's Relaunch made)
     return (lambda: enqueue(1, args)), queue.relaunches[driver]
 

@@ -17,7 +17,8 @@ Used by ``test_cuda_plans.py``, the relaunches' tests and ``benchmarks/bench_lau
 (a C function made by ctypes) where a prepared launch launches from C, :class:`Waits` for
 its ``cuStreamSynchronize``, and :func:`fill_machine` puts both in place around a driver
 of one launch (what a relaunch makes again); :class:`QueueBackend` is what an
-asynchronous queue (``CudaQueue``) needs of a backend; :func:`packed`
+asynchronous queue (``CudaQueue``) needs of a backend, and :class:`EnqueuingDevice` what the
+express lane's enqueue needs of the cuda device; :func:`packed`
 is what ``cuda.core``'s ``ParamHolder`` packs of words (what ``cuda.core.launch`` hands the
 driver).
 """
@@ -38,7 +39,7 @@ from numba.cuda.cudadrv import devicearray, devices, driver
 from numba.cuda.typing import typeof as typeof_module
 
 __all__ = ["STREAM", "CONTEXT", "QUEUE_STREAM", "DeviceArray", "View", "watch", "stand_in",
-           "Driver", "Waits", "fill", "fill_kernel", "fill_machine", "QueueBackend", "packed",
+           "Driver", "Waits", "fill", "fill_kernel", "fill_machine", "QueueBackend", "EnqueuingDevice", "packed",
            "launched_bytes"]
 
 STREAM = SimpleNamespace(handle=0x5eed, name="the queue's stream")  # cuda.core's
@@ -269,6 +270,33 @@ class QueueBackend:
 
     def wait_event(self, stream, event):
         pass
+
+
+class EnqueuingDevice:
+    """The cuda device as far as the express lane's enqueue (``pyacc._express.enqueuer``)
+    reads it: its queue 1 (``queue``, a ``CudaQueue`` over ``backend``, a
+    :class:`QueueBackend` by default), ``CudaDevice.relaunch``, and
+    ``launch`` as ``Device.launch`` queues a kernel (a ``Pending`` the queue runs)."""
+
+    identity = ("cuda", 0)
+
+    def __init__(self, backend=None, label="the test device"):
+        from pyacc.mapping.devices.cuda_queues import CudaQueue
+
+        self.queue = CudaQueue(1, backend or QueueBackend(), label)
+        self.queues = SimpleNamespace(made=lambda value: self.queue if value == 1 else None)
+
+    def relaunch(self, again, args, queue, name=None):
+        from pyacc.mapping.devices.cuda import CudaDevice
+
+        return CudaDevice.relaunch(self, again, args, queue, name)
+
+    def launch(self, kernel, device_args, queue, name=None, where=None, info=None):
+        from pyacc.mapping.queues import Pending
+
+        pending = Pending(kernel, device_args, name, queue.async_value)
+        queue.submit(pending, ("kernel", name))
+        return pending
 
 
 def _size(word) -> int:

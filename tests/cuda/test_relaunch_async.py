@@ -11,7 +11,6 @@ enqueues beside it, must keep the queue's order and its failure rules (OpenACC 3
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
 
@@ -30,7 +29,7 @@ _launch = pytest.importorskip("pyacc.compiler._launch", reason="the C launch is 
 if not cuda_plans.enabled(cuda_compilers.COMPILERS["numba-cuda"]):
     pytest.skip("plans reproduce numba-cuda 0.30's launch", allow_module_level=True)
 
-from numba_cuda_leaves import DeviceArray, QueueBackend, fill_machine  # noqa: E402
+from numba_cuda_leaves import DeviceArray, EnqueuingDevice, QueueBackend, fill_machine  # noqa: E402
 
 MISSES = 16  # RELAUNCH_MISSES
 
@@ -268,26 +267,14 @@ def test_a_launch_observed_goes_through_launch(queue):
 
 
 # == the lane's enqueue, a C Relaunch and a CudaQueue together ==================================
-class _Lane:
-    """What the express lane's enqueue (``pyacc._express.enqueuer``) reads of the cuda
-    device: its queue 1 over ``QueueBackend``, ``CudaDevice.relaunch`` (counted in
-    ``asked``), and ``launch`` as ``Device.launch`` queues a kernel (a ``Pending``)."""
+class _Lane(EnqueuingDevice):
+    """The device an enqueue reads, counting its relaunches asked for (``asked``)."""
 
-    identity = ("cuda", 0)
-
-    def __init__(self):
-        self.queue = CudaQueue(1, QueueBackend(), "the test device")
-        self.queues = SimpleNamespace(made=lambda value: self.queue if value == 1 else None)
-        self.asked = 0
+    asked = 0
 
     def relaunch(self, again, args, queue, name=None):
         self.asked += 1
-        return CudaDevice.relaunch(self, again, args, queue, name)
-
-    def launch(self, kernel, device_args, queue, name=None, where=None, info=None):
-        pending = Pending(kernel, device_args, name, queue.async_value)
-        queue.submit(pending, ("kernel", name))
-        return pending
+        return super().relaunch(again, args, queue, name)
 
 
 def test_the_lanes_enqueue_makes_a_queued_call_again_and_stops_asking_once_given_up(machine):

@@ -228,3 +228,20 @@ def test_an_invalid_wait_clause_is_refused_at_the_call(device):
 
     with pytest.raises(acc.InvalidAsyncError, match="-5"):
         bad(np.zeros(N))
+
+
+def test_a_synchronous_call_raises_the_failure_of_a_queue_it_waits_for(device, lane, monkeypatch):
+    """The host waits for queue 1 before the call's kernel (§2.16.2): queue 1's failure,
+    not reported yet, is raised by that wait, at the call, once; the kernel does not run."""
+    monkeypatch.setenv("PYACC_BOUNDSCHECK", "1")
+    x, y, z = np.arange(N, dtype=np.float64), np.zeros(N), np.zeros(N)
+    with acc.data(copyin=[x], copy=[y, z]):
+        _warm(add_after_one, x, y)
+        shifted(x, z, 1, async_=1)  # reads x[N]: fails on queue 1
+        with pytest.raises(acc.ExecutionError, match="shifted"):
+            add_after_one(x, y)
+        acc.wait(1)  # reported once
+        acc.update_self(y)
+        np.testing.assert_array_equal(y, 3 * x)
+        add_after_one(x, y)
+    np.testing.assert_array_equal(y, 4 * x)
