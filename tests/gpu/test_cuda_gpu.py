@@ -223,6 +223,31 @@ def test_calls_made_again_from_c_are_exact_and_keep_the_queues_order(gpu):
         assert relaunches and sum(relaunch.relaunched for relaunch in relaunches) >= 30
 
 
+@acc.parallel_loop(async_=2, wait=1)
+def saxpy_on_two_after_one(a, x, y):
+    for i in range(x.shape[0]):
+        y[i] = a * x[i] + y[i]
+
+
+def test_a_wait_clause_joins_the_queues_on_the_gpu(gpu):
+    """A pipelined program's regions (``async(2) wait(1)``): each call's kernel on queue 2
+    starts after the copy just queued on queue 1 (OpenACC 3.3 §2.16.2), its repeats in the
+    express lane (the join made by the lane's enqueue: queue 2's stream waits for an event
+    of queue 1's), and the results are exact."""
+    n = 1 << 22  # (copies long enough that a missing join would be seen)
+    x, y = np.zeros(n), np.zeros(n)
+    expected = y.copy()
+    with acc.data(copyin=[x], copy=[y]):
+        for k in range(30):
+            x[:] = float(k)
+            acc.update_device(x, async_=1)
+            saxpy_on_two_after_one(1.0, x, y)
+            expected += float(k)
+            acc.wait(2)  # (x is written again by the host next)
+        acc.wait()
+    np.testing.assert_array_equal(y, expected)
+
+
 def test_an_express_plan_keeps_no_gpu_memory_alive(gpu):
     """Repeated calls take the express lane with the memo's own CuPy views
     (``Device.own_view``: ``UnownedMemory``), so the pool gets the blocks back when the
