@@ -23,7 +23,9 @@ from pyacc._call_inputs import constant_queues
 from pyacc._devices import current_runtime
 from tests.launcher_calls import slow_calls
 
-from test_async_at_once import shifted
+# the fixtures ``device`` (host, emulated: an idle queue runs a kernel at once) and ``lane``
+# (the express lane on, or off: every call through the Python launcher)
+from test_async_at_once import device, lane, shifted  # noqa: F401
 
 pytestmark = pytest.mark.skipif(not acc._express.express_lane(), reason="needs the C express lane")
 
@@ -68,27 +70,6 @@ def fill(x, value):
 
 
 REGIONS = [add_on_two_after_one, add_after_one, add_on_two_after_all, add_on_two_after_one_and_three]
-
-
-@pytest.fixture(params=["host", "emulated"])
-def device(request, monkeypatch):
-    """The device, its queues running every predicted kernel at once when idle (the CPU
-    devices' async calls take the lane then: ``test_async_at_once_in_c.py``)."""
-    monkeypatch.setenv("PYACC_ASYNC_INLINE_BELOW", "1000000")
-    acc.shutdown(request.param)
-    acc.set_device_type(request.param)
-    yield request.param
-    acc.wait()
-    acc.shutdown(request.param)
-    acc.set_device_type("host")
-
-
-@pytest.fixture(params=[True, False], ids=["lane", "python launcher"])
-def lane(request):
-    """The express lane on, or off (every call through the Python launcher's direct path)."""
-    previous = acc._express.set_lane(request.param)
-    yield request.param
-    acc._express.set_lane(previous)
 
 
 def _warm(region, x, y, times=3):
