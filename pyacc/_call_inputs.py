@@ -9,6 +9,8 @@ call by ``compiler.kernel_env``.
 
 from __future__ import annotations
 
+import sys
+
 from pyacc import compiler
 
 from ._clauses import async_noval
@@ -31,14 +33,16 @@ def constant_queues(async_clause, wait_clause):
     of its ``wait`` clause as a tuple (empty: every queue; None: no ``wait`` clause;
     OpenACC 3.3 §2.16.1, §2.16.2) — or None when its calls cannot be direct: a value
     the full path resolves, or rejects, at each call (``acc.async_sync``, a negative
-    number, not an int)."""
+    number, not an int; a wait for a queue number beyond a C long's, which the express
+    lane does not read)."""
     if async_clause is not None and not (type(async_clause) is int and
                                          (async_clause >= 0 or async_clause == async_noval)):
         return None
     if wait_clause is None:
         return async_clause, None
     waits = tuple(wait_clause) if isinstance(wait_clause, (list, tuple)) else (wait_clause,)
-    return (async_clause, waits) if all(type(n) is int and n >= 0 for n in waits) else None
+    return (async_clause, waits) if all(type(n) is int and 0 <= n <= sys.maxsize for n in waits) \
+        else None
 
 
 def free_reader(info):

@@ -209,11 +209,12 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
     def _call_slow(self, *args, async_=None, wait=None, if_=None, **kwargs):
         """The Python launcher: every call the express lane does not take (``__call__``
         itself without it)."""
+        direct = self._direct  # (read first: the clauses are set before it, at the first call)
         if async_ is None:  # the construct's own async clause, when constant and direct
             async_ = self._clause_async
         if type(async_) is int and async_ == async_noval:  # the thread's default queue
             async_ = ICVS.default_async
-        if self._direct and async_ is None and wait is None and if_ is None and not kwargs \
+        if direct and async_ is None and wait is None and if_ is None and not kwargs \
                 and len(args) == self._arity and _SILENT[0]:
             # the common call: constant clauses, synchronous, nobody observing events;
             # exact as the full path (a subscriber that comes now sees the next call)
@@ -228,7 +229,7 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
                 add_section_hint(error)
                 report(error)
                 raise
-        if self._direct and type(async_) is int and async_ >= 0 and wait is None and if_ is None \
+        if direct and type(async_) is int and async_ >= 0 and wait is None and if_ is None \
                 and not kwargs and len(args) == self._arity and _SILENT[0]:
             return self._call_async(args, async_)
         if self._special_direct and async_ is None and wait is None and if_ is None \

@@ -218,8 +218,8 @@ def enqueuer(device, kernel, name, where, info):
     it with the replay's checks made and the table lock held, as the held replay
     launches; ``enqueue(value, device_args, waits)`` first makes the queue wait for the
     queues ``waits`` (the region's constant ``wait`` clause, a tuple of numbers, empty:
-    every queue; a queue never made has nothing to wait for), as ``wait_for`` does for the
-    Python launcher. A relaunchable cuda driver is launched through its ``Relaunch`` for the
+    every queue; a queue never made has nothing to wait for: :func:`_joined`), as
+    ``wait_for`` does for the Python launcher. A relaunchable cuda driver is launched through its ``Relaunch`` for the
     queue (:func:`_queue_relaunch`): a call with the facts of one it kept is made again
     from C inside the queue's bookkeeping (``CudaDevice.relaunch``), no ``Pending``."""
     queues = device.queues
@@ -229,9 +229,8 @@ def enqueuer(device, kernel, name, where, info):
         queue = queues.made(value) if value >= 0 else None
         if queue is None:
             return None
-        if waits is not None:  # the region's wait clause: a join on the device (§2.16.2)
-            device.join(queue, queues.existing() if not waits else
-                        [waited for waited in map(queues.made, waits) if waited is not None])
+        if waits is not None and not _joined(device, queue, waits):
+            return None
         launcher = kernel if relaunch_for is None else relaunch_for(queue)
         if launcher is not kernel and not launcher.gave_up:
             outcome = device.relaunch(launcher.again, device_args, queue, name)
@@ -240,6 +239,21 @@ def enqueuer(device, kernel, name, where, info):
         return AsyncResult(queue, device.launch(launcher, device_args, queue, name=name, where=where,
                                                 info=info))
     return enqueue
+
+
+def _joined(device, queue, waits) -> bool:
+    """``queue`` made to wait for the queues ``waits`` on the device (a region's ``wait``
+    clause, §2.16.2: a tuple of numbers, empty: every queue; a queue never made has nothing
+    to wait for), as ``wait_for`` does for the Python launcher; False when the join raised
+    an ``Exception``: the call is then the Python launcher's, whose ``wait_for`` joins
+    again and raises what it raises (outside the kernel's launch: not a kernel's failure)."""
+    queues = device.queues
+    try:
+        device.join(queue, queues.existing() if not waits else
+                    [waited for waited in map(queues.made, waits) if waited is not None])
+    except Exception:
+        return False
+    return True
 
 
 def _queue_relaunch(device, kernel):

@@ -569,3 +569,35 @@ def test_a_constant_wait_clause_joins_in_the_lanes_enqueue(monkeypatch):
     assert [handle._queue.async_value for handle in handles] == [2] * 6
     assert len(slow) <= 2 and len(joins) == 6
     np.testing.assert_allclose(y, 1.0 + 4 * np.arange(8.0) + 2 * 10.0)
+
+
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "python launcher"])
+def test_a_join_that_fails_is_raised_as_the_python_launcher_raises_it(monkeypatch, lane):
+    """A failure of the wait clause's join (the stream's wait for an event) is not the
+    kernel's: the call raises it as ``wait_for`` does, the kernel not launched, whether the
+    lane's enqueue or the Python launcher made the join."""
+    from pyacc._devices import runtime_of
+
+    device = runtime_of("cuda", 0).device
+    previous = acc._express.set_lane(lane)
+    try:
+        x, y = np.arange(8.0), np.ones(8)
+        with acc.data(copyin=[x], copy=[y]):
+            acc.update_device(x, async_=1)
+            for _ in range(3):
+                saxpy_on_two_after_one(1.0, x, y)
+            acc.wait()
+            launches = acc.stats()["launch_count"]
+
+            def refused(stream, event):
+                raise RuntimeError("no wait for you")
+            with monkeypatch.context() as patched:
+                patched.setattr(device.backend, "wait_event", refused)
+                with pytest.raises(RuntimeError, match="no wait for you") as raised:
+                    saxpy_on_two_after_one(1.0, x, y)
+            assert type(raised.value) is RuntimeError  # (not an ExecutionError of the kernel)
+            assert acc.stats()["launch_count"] == launches
+            acc.wait()
+    finally:
+        acc._express.set_lane(previous)
+    np.testing.assert_allclose(y, 1.0 + 3 * np.arange(8.0))

@@ -201,6 +201,20 @@ def test_a_regions_clause_wait_is_a_tuple_of_queues(value):
         add_after_one._clause_wait = value
 
 
+def test_a_wait_for_a_queue_beyond_a_c_long_takes_the_full_path(device):
+    @acc.parallel_loop(async_=2, wait=2**63)
+    def after_a_big_queue(x):
+        for i in range(x.shape[0]):
+            x[i] = x[i] + 1.0
+
+    x = np.zeros(N)
+    for _ in range(3):
+        after_a_big_queue(x)
+    acc.wait()
+    assert not after_a_big_queue._direct and after_a_big_queue._clause_wait is None
+    np.testing.assert_array_equal(x, 3.0)
+
+
 def test_an_invalid_wait_clause_is_refused_at_the_call(device):
     @acc.parallel_loop(async_=2, wait=-5)
     def bad(x):
