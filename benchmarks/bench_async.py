@@ -76,6 +76,16 @@ def add_after_one(a, b, c):
         c[i] = a[i] + b[i]
 
 
+SCALE = 1.0  # a module-level name ``add_scaled``'s kernel reads (API.md §6.1)
+
+
+@acc.parallel_loop
+def add_scaled(a, b, c):
+    """``add`` reading the module-level ``SCALE``, as ported programs read their constants."""
+    for i in range(a.shape[0]):
+        c[i] = a[i] + SCALE * b[i]
+
+
 def _per_call(run, calls, repeats) -> float:
     """Median over ``repeats`` samples of µs per call of ``run(calls)``."""
     samples = []
@@ -460,7 +470,7 @@ _COMPUTE_CHILD = """
 import sys
 sys.path.insert(0, sys.argv[4])
 import numpy as np, pyacc as acc
-from bench_async import add, add_on_one, add_on_two_after_one, add_after_one
+from bench_async import add, add_on_one, add_on_two_after_one, add_after_one, add_scaled
 device, form, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
 acc.set_device_type(device)
 acc.set_default_async(1)  # (async_noval: queue 1)
@@ -473,7 +483,8 @@ def numba_add(a, b, c):  # the same loop, hand-written Numba: the call it is com
 loops = {"sync": "add(a, b, c)", "async": "add(a, b, c, async_=1)",
          "async+wait": "add(a, b, c, async_=1); acc.wait(1)", "numba": "numba_add(a, b, c)",
          "async clause": "add_on_one(a, b, c)", "async_noval": "add(a, b, c, async_=acc.async_noval)",
-         "async(2) wait(1)": "add_on_two_after_one(a, b, c)", "wait(1)": "add_after_one(a, b, c)"}
+         "async(2) wait(1)": "add_on_two_after_one(a, b, c)", "wait(1)": "add_after_one(a, b, c)",
+         "module-level name": "add_scaled(a, b, c)"}
 code = compile("for _ in range(%d):\\n    %s" % (calls, loops[form]), "bench", "exec")
 with acc.data(copyin=[a, b], copy=[c]):
     for _ in range(5):  # compile, measure the kernel, arm the lane
@@ -483,6 +494,7 @@ with acc.data(copyin=[a, b], copy=[c]):
         add(a, b, c, async_=acc.async_noval)
         add_on_two_after_one(a, b, c)
         add_after_one(a, b, c)
+        add_scaled(a, b, c)
         acc.wait()
         numba_add(a, b, c)
     acc.update_device(a, async_=1)  # queue 1 made, and settled: the waits hold already
@@ -490,14 +502,14 @@ with acc.data(copyin=[a, b], copy=[c]):
     sys.breakpointhook = lambda: exec(code, {"acc": acc, "add": add, "a": a, "b": b, "c": c,
                                              "numba_add": numba_add, "add_on_one": add_on_one,
                                              "add_on_two_after_one": add_on_two_after_one,
-                                             "add_after_one": add_after_one})
+                                             "add_after_one": add_after_one, "add_scaled": add_scaled})
     breakpoint()  # counted: CPython's builtin_breakpoint, which nothing else calls
     acc.wait()
 """
 
 #: the compute call's forms counted in instructions (``compute_instructions``)
 COMPUTE_FORMS = ("sync", "async", "async+wait", "async clause", "async_noval", "async(2) wait(1)",
-                 "wait(1)")
+                 "wait(1)", "module-level name")
 
 
 def compute_instructions(calls=2000, devices=("host", "emulated")) -> dict:

@@ -1,7 +1,7 @@
 """What a compute call reads besides its arguments, at each call.
 
 Owns the reading of a kernel's free parameters (global and closure values,
-:func:`free_reader`) and the launch's ``(enabled, async, wait)`` from its (evaluated)
+:func:`free_reader`, from :func:`free_sources`) and the launch's ``(enabled, async, wait)`` from its (evaluated)
 clauses (:func:`clause_values`), and which constant ``async`` and ``wait`` clauses let a
 call be direct (:func:`constant_queues`). The environment that decides a kernel is read at each
 call by ``compiler.kernel_env``.
@@ -15,7 +15,7 @@ from pyacc import compiler
 
 from ._clauses import async_noval
 
-__all__ = ["free_reader", "clause_values", "constant_queues"]
+__all__ = ["free_reader", "free_sources", "clause_values", "constant_queues"]
 
 
 def clause_values(clauses):
@@ -45,21 +45,26 @@ def constant_queues(async_clause, wait_clause):
         else None
 
 
+def free_sources(info) -> tuple:
+    """Where each of ``info.free_params`` is found: ``(cell, None)`` for a closure name,
+    ``(the module's dict, name)`` for a module-level one; what :func:`free_reader` reads,
+    and what the express lane reads in C (``FastCall._free``, ``pyacc/_free_values.c.h``)."""
+    func = info.func
+    cells = dict(zip(func.__code__.co_freevars, func.__closure__ or ()))
+    return tuple((cells[name], None) if name in cells else (func.__globals__, name)
+                 for name in info.free_params)
+
+
 def free_reader(info):
     """A function returning the current values of ``info.free_params`` (global and
     closure variables, read at each call), or None when the kernel has none."""
-    names = info.free_params
-    if not names:
+    if not info.free_params:
         return None
-    func = info.func
-    cells = dict(zip(func.__code__.co_freevars, func.__closure__ or ()))
-    namespace = func.__globals__
-    readers = [(cells[name], None) if name in cells else (None, name) for name in names]
+    sources = free_sources(info)
 
     def read():
         try:
-            return [cell.cell_contents if cell is not None else namespace[name]
-                    for cell, name in readers]
+            return [where.cell_contents if name is None else where[name] for where, name in sources]
         except (KeyError, ValueError):  # deleted since: a clear NameError
             return info.free_values()
 

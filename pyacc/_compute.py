@@ -66,7 +66,7 @@ from pyacc.compiler.kernel import feedback_view
 from . import _routines
 from ._arguments import KIND_OF_CLAUSE, ArgumentSorting, unstage
 from ._clauses import async_noval, queue_of, wait_for
-from ._call_inputs import clause_values, constant_queues, free_reader
+from ._call_inputs import clause_values, constant_queues, free_reader, free_sources
 from ._outcome import AsyncResult, add_section_hint, is_kernel_failure, kernel_failure
 from ._replay import CallPlan
 from ._devices import ICVS, current_runtime
@@ -192,7 +192,9 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         #: before ``_direct``: another thread's call in between must not skip them
         self._clause_async, self._clause_wait = constant if direct else (None, None)
         self._direct = direct
-        self._expressable = direct and self._read_free is None and CALL_BASE is not object
+        self._expressable = direct and CALL_BASE is not object
+        if self._expressable and self._read_free is not None:  # read in C at each call, too
+            self._free = free_sources(info)
         if self._special and not self._expressions and enabled and async_clause is None \
                 and wait_clause is None and not (self._sections and self._struct_params):
             self._special_direct = True

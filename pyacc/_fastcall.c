@@ -9,8 +9,9 @@
  * are exactly the Python replay's
  * (``pyacc/_compute.py``, ``mapping/compute.py``), in the same order of cost:
  *
- *   - the call: positional arguments only, as many as the plan's; nobody subscribes to
- *     any event (``BUS.silent[0]``);
+ *   - the call: positional arguments only, as many as the plan's (followed by the values
+ *     of the module-level and closure names the kernel reads, read now: ``_free``,
+ *     ``_free_values.c.h``); nobody subscribes to any event (``BUS.silent[0]``);
  *   - each mapped array: on a device with separate memory, the same object
  *     (a weak reference) with the same data pointer, shape, strides, dtype and flags; on
  *     the host device (shared memory, nothing mapped) an array of the same type, dtype
@@ -168,6 +169,8 @@ static PyObject *intern(const char *text);
 #include "_plan_record.c.h"
 /* -- a call's queue, and the waits of its wait clause ------------------------------------- */
 #include "_call_queue.c.h"
+/* -- the values of the module-level and closure names a kernel reads ------------------------ */
+#include "_free_values.c.h"
 
 /* -- FastCall ----------------------------------------------------------------------------- */
 static PyTypeObject FastCallType;
@@ -181,6 +184,9 @@ typedef struct {
     /* its constant ``wait`` clause: a tuple of queue numbers (empty: every queue) that a
      * call waits for first; NULL: none */
     PyObject *clause_wait;
+    /* where the module-level and closure names its kernel reads are found (``_free``), whose
+     * values a call passes after its arguments; NULL: it reads none */
+    PyObject *free;
 } FastCall;
 
 /* The region's plans tried for a call (``async_value``: its queue, NULL when ``plain``;
@@ -214,7 +220,13 @@ static PyObject *fastcall_try(FastCall *self, PyObject *args, PyObject *kwargs, 
         int settled = waits == NULL ? 1 : waits_settled(waits);
         if (settled < 0)
             return NULL;
-        PyObject *result = try_plans(self, args, plain, async_value, settled ? NULL : waits);
+        PyObject *free = self->free == NULL ? NULL : Py_NewRef(self->free);  /* (held) */
+        PyObject *all = free == NULL ? Py_NewRef(args) : with_free(free, args);
+        Py_XDECREF(free);
+        if (all == NULL && PyErr_Occurred())
+            return NULL;
+        PyObject *result = all == NULL ? MISS : try_plans(self, all, plain, async_value, settled ? NULL : waits);
+        Py_XDECREF(all);
         if (result != MISS)
             return result;
     }
@@ -361,39 +373,48 @@ static PyObject *fastcall_new(PyTypeObject *type, PyObject *args, PyObject *kwar
 
 static int fastcall_traverse(FastCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->plans);  /* (a heap subclass's traverse visits the type itself) */
+    Py_VISIT(self->free);  /* (the kernel's module dict, which holds the region) */
     return 0;
 }
 
 static int fastcall_clear(FastCall *self) {
     /* an empty tuple, never NULL: a call may still reach a cleared region (which keeps
-     * its async and wait clauses, ints: in no cycle, dropped by dealloc) */
+     * its async and wait clauses, ints: in no cycle, dropped by dealloc; without its
+     * free names a plan, made for the arguments and their values, matches no call) */
     Py_XSETREF(self->plans, PyTuple_New(0));
+    Py_CLEAR(self->free);
     return 0;
 }
 
-static PyObject *fastcall_clause_async(FastCall *self, void *Py_UNUSED(closure)) {
-    return Py_NewRef(self->clause_async ? self->clause_async : Py_None);
+/* What the region sets once for its calls (``_clause_async``, ``_clause_wait``, ``_free``):
+ * where it is kept in FastCall, and what a value must be (else TypeError: ``error``). */
+typedef struct {
+    size_t offset;
+    int (*valid)(PyObject *value);
+    const char *error;
+} RegionField;
+
+static int is_exact_int(PyObject *value) { return PyLong_CheckExact(value); }
+
+static RegionField f_clause_async = {offsetof(FastCall, clause_async), is_exact_int,
+                                     "_clause_async: an int (a queue or acc.async_noval) or None"},
+    f_clause_wait = {offsetof(FastCall, clause_wait), is_clause_wait,
+                     "_clause_wait: a tuple of ints >= 0 (queues; empty: every queue) or None"},
+    f_free = {offsetof(FastCall, free), is_free_sources,
+              "_free: a tuple of (cell, None) and (dict, str) pairs, or None"};
+
+static PyObject *region_field(FastCall *self, RegionField *field) {
+    PyObject *value = *(PyObject **)((char *)self + field->offset);
+    return Py_NewRef(value ? value : Py_None);
 }
 
-static int fastcall_set_clause_async(FastCall *self, PyObject *value, void *Py_UNUSED(closure)) {
-    if (value != NULL && value != Py_None && !PyLong_CheckExact(value)) {
-        PyErr_SetString(PyExc_TypeError, "_clause_async: an int (a queue or acc.async_noval) or None");
+static int set_region_field(FastCall *self, PyObject *value, RegionField *field) {
+    if (value != NULL && value != Py_None && !field->valid(value)) {
+        PyErr_SetString(PyExc_TypeError, field->error);
         return -1;
     }
-    Py_XSETREF(self->clause_async, value == NULL || value == Py_None ? NULL : Py_NewRef(value));
-    return 0;
-}
-
-static PyObject *fastcall_clause_wait(FastCall *self, void *Py_UNUSED(closure)) {
-    return Py_NewRef(self->clause_wait ? self->clause_wait : Py_None);
-}
-
-static int fastcall_set_clause_wait(FastCall *self, PyObject *value, void *Py_UNUSED(closure)) {
-    if (value != NULL && value != Py_None && !is_clause_wait(value)) {
-        PyErr_SetString(PyExc_TypeError, "_clause_wait: a tuple of ints >= 0 (queues; empty: every queue) or None");
-        return -1;
-    }
-    Py_XSETREF(self->clause_wait, value == NULL || value == Py_None ? NULL : Py_NewRef(value));
+    Py_XSETREF(*(PyObject **)((char *)self + field->offset),
+               value == NULL || value == Py_None ? NULL : Py_NewRef(value));
     return 0;
 }
 
@@ -403,6 +424,7 @@ static void fastcall_dealloc(FastCall *self) {
     fastcall_clear(self);
     Py_CLEAR(self->clause_async);
     Py_CLEAR(self->clause_wait);
+    Py_CLEAR(self->free);
     type->tp_free((PyObject *)self);
 }
 
@@ -415,12 +437,15 @@ static PyMethodDef fastcall_methods[] = {
 
 static PyGetSetDef fastcall_getset[] = {
     {"_express_plans", (getter)fastcall_armed, NULL, "How many express plans are kept.", NULL},
-    {"_clause_async", (getter)fastcall_clause_async, (setter)fastcall_set_clause_async,
+    {"_clause_async", (getter)region_field, (setter)set_region_field,
      "The region's constant async clause, which its calls without async_ run on (None: "
-     "synchronous).", NULL},
-    {"_clause_wait", (getter)fastcall_clause_wait, (setter)fastcall_set_clause_wait,
+     "synchronous).", &f_clause_async},
+    {"_clause_wait", (getter)region_field, (setter)set_region_field,
      "The region's constant wait clause: the queues its calls wait for first (a tuple; "
-     "empty: every queue; None: no wait clause).", NULL},
+     "empty: every queue; None: no wait clause).", &f_clause_wait},
+    {"_free", (getter)region_field, (setter)set_region_field,
+     "Where the names its kernel reads besides its parameters are found, whose values a call "
+     "passes after its arguments (None: none).", &f_free},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

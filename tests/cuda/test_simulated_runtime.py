@@ -601,3 +601,33 @@ def test_a_join_that_fails_is_raised_as_the_python_launcher_raises_it(monkeypatc
     finally:
         acc._express.set_lane(previous)
     np.testing.assert_allclose(y, 1.0 + 3 * np.arange(8.0))
+
+
+STEP = 1.0
+
+
+@acc.parallel_loop
+def saxpy_by_step(x, y):
+    for i in range(x.shape[0]):
+        y[i] = STEP * x[i] + y[i]
+
+
+def test_a_module_level_name_is_read_at_each_call_in_the_lane(monkeypatch):
+    """On cuda too, a region whose kernel reads a module-level scalar takes the express
+    lane, synchronous and ``async_`` calls, the value read at each call (API.md §6.1)."""
+    global STEP
+    x, y = np.arange(8.0), np.ones(8)
+    slow = slow_calls(saxpy_by_step, monkeypatch)
+    expected = y.copy()
+    try:
+        with acc.data(copyin=[x], copy=[y]):
+            for k in range(6):
+                STEP = float(k)
+                saxpy_by_step(x, y)
+                saxpy_by_step(x, y, async_=1)
+                expected += 2 * k * x
+                acc.wait(1)
+    finally:
+        STEP = 1.0
+    assert len(slow) <= 4
+    np.testing.assert_allclose(y, expected)
