@@ -86,6 +86,13 @@ def add_scaled(a, b, c):
         c[i] = a[i] + SCALE * b[i]
 
 
+@acc.parallel_loop(if_="a.shape[0] > 100")
+def add_if_long(a, b, c):
+    """``add`` with ``if(n > 100)``: an expression the call evaluates (true here)."""
+    for i in range(a.shape[0]):
+        c[i] = a[i] + b[i]
+
+
 def _per_call(run, calls, repeats) -> float:
     """Median over ``repeats`` samples of µs per call of ``run(calls)``."""
     samples = []
@@ -470,7 +477,7 @@ _COMPUTE_CHILD = """
 import sys
 sys.path.insert(0, sys.argv[4])
 import numpy as np, pyacc as acc
-from bench_async import add, add_on_one, add_on_two_after_one, add_after_one, add_scaled
+from bench_async import add, add_on_one, add_on_two_after_one, add_after_one, add_scaled, add_if_long
 device, form, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
 acc.set_device_type(device)
 acc.set_default_async(1)  # (async_noval: queue 1)
@@ -484,7 +491,7 @@ loops = {"sync": "add(a, b, c)", "async": "add(a, b, c, async_=1)",
          "async+wait": "add(a, b, c, async_=1); acc.wait(1)", "numba": "numba_add(a, b, c)",
          "async clause": "add_on_one(a, b, c)", "async_noval": "add(a, b, c, async_=acc.async_noval)",
          "async(2) wait(1)": "add_on_two_after_one(a, b, c)", "wait(1)": "add_after_one(a, b, c)",
-         "module-level name": "add_scaled(a, b, c)"}
+         "module-level name": "add_scaled(a, b, c)", "if expression": "add_if_long(a, b, c)"}
 code = compile("for _ in range(%d):\\n    %s" % (calls, loops[form]), "bench", "exec")
 with acc.data(copyin=[a, b], copy=[c]):
     for _ in range(5):  # compile, measure the kernel, arm the lane
@@ -495,6 +502,7 @@ with acc.data(copyin=[a, b], copy=[c]):
         add_on_two_after_one(a, b, c)
         add_after_one(a, b, c)
         add_scaled(a, b, c)
+        add_if_long(a, b, c)
         acc.wait()
         numba_add(a, b, c)
     acc.update_device(a, async_=1)  # queue 1 made, and settled: the waits hold already
@@ -502,14 +510,15 @@ with acc.data(copyin=[a, b], copy=[c]):
     sys.breakpointhook = lambda: exec(code, {"acc": acc, "add": add, "a": a, "b": b, "c": c,
                                              "numba_add": numba_add, "add_on_one": add_on_one,
                                              "add_on_two_after_one": add_on_two_after_one,
-                                             "add_after_one": add_after_one, "add_scaled": add_scaled})
+                                             "add_after_one": add_after_one, "add_scaled": add_scaled,
+                                             "add_if_long": add_if_long})
     breakpoint()  # counted: CPython's builtin_breakpoint, which nothing else calls
     acc.wait()
 """
 
 #: the compute call's forms counted in instructions (``compute_instructions``)
 COMPUTE_FORMS = ("sync", "async", "async+wait", "async clause", "async_noval", "async(2) wait(1)",
-                 "wait(1)", "module-level name")
+                 "wait(1)", "module-level name", "if expression")
 
 
 def compute_instructions(calls=2000, devices=("host", "emulated")) -> dict:

@@ -9,13 +9,17 @@ call by ``compiler.kernel_env``.
 
 from __future__ import annotations
 
+import collections
 import sys
+import types
 
 from pyacc import compiler
+from pyacc.mapping import InvalidArgumentError
 
 from ._clauses import async_noval
 
-__all__ = ["free_reader", "free_sources", "clause_values", "constant_queues"]
+__all__ = ["free_reader", "free_sources", "clause_values", "constant_queues", "evaluate_clauses",
+           "condition_of", "condition_holds"]
 
 
 def clause_values(clauses):
@@ -24,6 +28,54 @@ def clause_values(clauses):
     async_clause = async_noval if clauses.async_ == compiler.ASYNC_NOVAL else clauses.async_
     wait_clause = None if clauses.wait in (None, False) else ([] if clauses.wait is True else clauses.wait)
     return enabled, async_clause, wait_clause
+
+
+def evaluate_clauses(info, args) -> tuple:
+    """A call's clause values written as expressions, evaluated with its arguments
+    (parameters by name, then the function's globals; API.md §6.1): ``(enabled, async,
+    wait, clauses)``, the last the evaluated clauses; ``(enabled, async, wait)`` alone
+    when only the ``if`` clause is an expression (:func:`condition_of`: the kernel and the
+    launch shape are then those of the region's direct calls).
+
+    Raises:
+        InvalidArgumentError: an expression raised, or a count is not a positive int.
+    """
+    namespace = collections.ChainMap(dict(zip(info.params, args)), info.func.__globals__)
+    try:
+        clauses = info.clauses.evaluate(namespace)
+    except Exception as error:  # noqa: BLE001 - a user expression may raise anything
+        texts = ", ".join(f"{name}({expr.text})" for name, expr in info.clauses.expressions().items())
+        raise InvalidArgumentError(
+            f"{info.where}: a clause value could not be evaluated for this call "
+            f"({texts}): {type(error).__name__}: {error}") from None
+    values = clause_values(clauses)
+    return values if set(info.clauses.expressions()) == {"if_"} else values + (clauses,)
+
+
+def condition_of(info):
+    """For a region whose only clause value written as an expression is its ``if``
+    clause (``if_="n > 1000"``, OpenACC 3.3 §2.5.6): that expression as a function of the
+    call's arguments (compiled once; its names the parameters, then the function's
+    globals read at each call, as :func:`evaluate_clauses` reads them), which a direct
+    call asks first (:func:`condition_holds`; the express lane, ``FastCall._condition``);
+    else None."""
+    expressions = info.clauses.expressions()
+    if set(expressions) != {"if_"}:
+        return None
+    source = f"def condition({', '.join(info.params)}):\n    return ({expressions['if_'].text})\n"
+    module = compile(source, f"<the if clause of {info.where}>", "exec")
+    code = next(const for const in module.co_consts if isinstance(const, types.CodeType))
+    return types.FunctionType(code, info.func.__globals__, "condition")
+
+
+def condition_holds(condition, args) -> bool:
+    """Whether ``condition`` (:func:`condition_of`) is true for a call with ``args``;
+    False when it raises an ``Exception``: the call's full path then evaluates the clause
+    again, and raises what it raises."""
+    try:
+        return bool(condition(*args))
+    except Exception:  # noqa: BLE001 - the full path reports it
+        return False
 
 
 def constant_queues(async_clause, wait_clause):

@@ -1,13 +1,17 @@
-/* pyacc/_call_queue.c.h: which queue a compute call runs on, and what it waits for first;
+/* pyacc/_call_queue.c.h: which queue a compute call runs on, what it waits for first, and
+ * whether its if clause sends it to the device;
  * included by _fastcall.c after _routine_lane.c.h (``waits_for_nothing``).
  *
  * Owns reading a call's queue — ``async_keyword`` (the call's ``async_=<int>``),
  * ``resolve_queue`` (``acc.async_noval``: the thread's default queue, remembered per thread
  * and context epoch) — and ``waits_settled``: whether a region's constant ``wait`` clause
- * (``FastCall``'s ``_clause_wait``) has nothing to wait for (OpenACC 3.3 §2.16.1, §2.16.2).
+ * (``FastCall``'s ``_clause_wait``) has nothing to wait for (OpenACC 3.3 §2.16.1, §2.16.2);
+ * and ``condition_holds``: whether its ``if`` clause, an expression, is true (§2.5.6).
  *
- * Invariants: reads only; anything it cannot tell is the Python launcher's to decide (it
- * answers NULL or 0 without an exception set, except an interrupt, which propagates).
+ * Invariants: reads only, except ``condition_holds``, which runs the clause's expression (a
+ * Python function of the arguments); anything it cannot tell is the Python launcher's to
+ * decide (it answers NULL or 0 without an exception set, except an interrupt, which
+ * propagates).
  */
 
 /* ``async_=value`` when it is the call's only keyword (an int: the queue; anything else
@@ -90,4 +94,22 @@ static int is_clause_wait(PyObject *value) {
             return 0;
     }
     return 1;
+}
+
+/* Whether a region's ``if`` clause written as an expression (``condition``: a function of
+ * the call's arguments, ``FastCall._condition``; OpenACC 3.3 §2.5.6) is true for ``args``:
+ * 1, 0 (false: the region runs on the host, the Python launcher's; or the expression
+ * raised an Exception, which the Python launcher evaluates again and reports), -1 on an
+ * interrupt. */
+static int condition_holds(PyObject *condition, PyObject *args) {
+    PyObject *value = PyObject_Call(condition, args, NULL);
+    int holds = value == NULL ? -1 : PyObject_IsTrue(value);
+    Py_XDECREF(value);
+    if (holds < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    return holds;
 }

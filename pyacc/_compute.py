@@ -40,7 +40,6 @@ complete.
 
 from __future__ import annotations
 
-import collections
 import functools
 import inspect
 import sys
@@ -66,7 +65,8 @@ from pyacc.compiler.kernel import feedback_view
 from . import _routines
 from ._arguments import KIND_OF_CLAUSE, ArgumentSorting, unstage
 from ._clauses import async_noval, queue_of, wait_for
-from ._call_inputs import clause_values, constant_queues, free_reader, free_sources
+from ._call_inputs import (clause_values, condition_holds, condition_of, constant_queues, evaluate_clauses,
+                           free_reader, free_sources)
 from ._outcome import AsyncResult, add_section_hint, is_kernel_failure, kernel_failure
 from ._replay import CallPlan
 from ._devices import ICVS, current_runtime
@@ -130,7 +130,7 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         #: or on its constant ``async`` clause's (``_clause_async``), after the queues of
         #: its constant ``wait`` clause (``_clause_wait``)
         self._direct = False
-        self._clause_async = self._clause_wait = None  # (set with ``_direct``, at the first call)
+        self._clause_async = self._clause_wait = self._condition = None  # (set with ``_direct``)
         self._uses_default = True
         self._read_free = None  # reads the free parameters' values (None: there are none)
         self._bound = False  # free parameters resolved (at the first call)
@@ -158,20 +158,6 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         call: a region decorated again at each call of its method must cost little)."""
         return inspect.signature(self.__wrapped__)
 
-    def _evaluate_clauses(self, args):
-        """Evaluate the clause expressions with this call's arguments (parameters by
-        name, then the function's globals) and set the launch's clauses from them."""
-        info = self.info
-        namespace = collections.ChainMap(dict(zip(info.params, args)), info.func.__globals__)
-        try:
-            clauses = info.clauses.evaluate(namespace)
-        except Exception as error:  # noqa: BLE001 - a user expression may raise anything
-            texts = ", ".join(f"{name}({expr.text})" for name, expr in info.clauses.expressions().items())
-            raise InvalidArgumentError(
-                f"{info.where}: a clause value could not be evaluated for this call "
-                f"({texts}): {type(error).__name__}: {error}") from None
-        return clause_values(clauses) + (clauses,)
-
     def _bind_free_names(self):
         """At the first call: resolve the module-level names the kernel reads (API.md
         §6.1; names defined after the decorator count) and prepare to read their values
@@ -184,7 +170,11 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         self._read_free = free_reader(info)
         enabled, async_clause, wait_clause = self._clause_values[:3]
         constant = constant_queues(async_clause, wait_clause)
-        direct = not self._expressions and enabled and constant is not None and not self._special
+        #: an ``if`` clause written as an expression, the region's only one: its direct
+        #: calls ask it first (``FastCall``'s ``_condition``; false: the full path's host run)
+        self._condition = condition_of(info)
+        direct = (not self._expressions or self._condition is not None) and enabled \
+            and constant is not None and not self._special
         #: a direct region's constant ``async`` clause (a queue, or ``acc.async_noval``):
         #: its calls without ``async_`` run there (OpenACC 3.3 §2.16.1), and its ``wait``
         #: clause's queues, which its calls without ``wait`` wait for first (§2.16.2), also
@@ -212,6 +202,8 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         """The Python launcher: every call the express lane does not take (``__call__``
         itself without it)."""
         direct = self._direct  # (read first: the clauses are set before it, at the first call)
+        if direct and self._condition is not None and not kwargs and len(args) == self._arity:
+            direct = condition_holds(self._condition, args)  # (false: the host, on the full path)
         if async_ is None:  # the construct's own async clause, when constant and direct
             async_ = self._clause_async
         if type(async_) is int and async_ == async_noval:  # the thread's default queue
@@ -283,7 +275,7 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         try:
             if not self._bound:
                 self._bind_free_names()
-            values = self._evaluate_clauses(args) if self._expressions else self._clause_values
+            values = evaluate_clauses(self.info, args) if self._expressions else self._clause_values
             if if_ is not None:  # given at the call, it overrides the clause (§2.5.6)
                 values = (bool(if_),) + values[1:]
             region, sections = self, ()

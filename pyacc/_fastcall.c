@@ -114,30 +114,7 @@ static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *
 #define ASYNC_NOVAL (-1)  /* pyacc._clauses.async_noval: the thread's default queue */
 
 /* -- a vectorcall's arguments as a tuple (and a dict), for a tp_call -------------------- */
-static PyObject *tuple_of(PyObject *const *items, Py_ssize_t n) {
-    PyObject *tuple = PyTuple_New(n);
-    for (Py_ssize_t i = 0; tuple != NULL && i < n; i++)
-        PyTuple_SET_ITEM(tuple, i, Py_NewRef(items[i]));
-    return tuple;
-}
-
-/* ``call(callable, args_tuple, kwargs_dict)`` with a vectorcall's arguments: what a
- * vectorcall that does not take a call itself hands to the ``tp_call`` it stands for. */
-static PyObject *tp_call_of(ternaryfunc call, PyObject *callable, PyObject *const *args,
-                            size_t nargsf, PyObject *kwnames) {
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    PyObject *positional = tuple_of(args, nargs);
-    PyObject *keywords = nkw ? PyDict_New() : NULL;
-    PyObject *result = NULL;
-    int made = positional != NULL && (nkw == 0 || keywords != NULL);
-    for (Py_ssize_t i = 0; made && i < nkw; i++)
-        made = PyDict_SetItem(keywords, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) == 0;
-    if (made)
-        result = call(callable, positional, keywords);
-    Py_XDECREF(positional);
-    Py_XDECREF(keywords);
-    return result;
-}
+#include "_vectorcall_args.h"
 
 /* -- a kernel's prepared call: plain words and one C call, not the dispatcher ------------ */
 #include "_prepared_call.c.h"
@@ -187,6 +164,9 @@ typedef struct {
     /* where the module-level and closure names its kernel reads are found (``_free``), whose
      * values a call passes after its arguments; NULL: it reads none */
     PyObject *free;
+    /* its ``if`` clause written as an expression, as a function of a call's arguments
+     * (``_condition``): a call runs in the lane only when it is true; NULL: none */
+    PyObject *condition;
 } FastCall;
 
 /* The region's plans tried for a call (``async_value``: its queue, NULL when ``plain``;
@@ -218,14 +198,16 @@ static PyObject *fastcall_try(FastCall *self, PyObject *args, PyObject *kwargs, 
     if (g_enabled && g_silent != NULL && (plain || async_value != NULL) &&
             PyTuple_GET_SIZE(self->plans) && PyList_GET_ITEM(g_silent, 0) == Py_True) {
         int settled = waits == NULL ? 1 : waits_settled(waits);
-        if (settled < 0)
+        int holds = settled < 0 ? -1 : self->condition == NULL ? 1 : condition_holds(self->condition, args);
+        if (holds < 0)
             return NULL;
         PyObject *free = self->free == NULL ? NULL : Py_NewRef(self->free);  /* (held) */
         PyObject *all = free == NULL ? Py_NewRef(args) : with_free(free, args);
         Py_XDECREF(free);
         if (all == NULL && PyErr_Occurred())
             return NULL;
-        PyObject *result = all == NULL ? MISS : try_plans(self, all, plain, async_value, settled ? NULL : waits);
+        PyObject *result = all == NULL || !holds ? MISS
+            : try_plans(self, all, plain, async_value, settled ? NULL : waits);
         Py_XDECREF(all);
         if (result != MISS)
             return result;
@@ -374,6 +356,7 @@ static PyObject *fastcall_new(PyTypeObject *type, PyObject *args, PyObject *kwar
 static int fastcall_traverse(FastCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->plans);  /* (a heap subclass's traverse visits the type itself) */
     Py_VISIT(self->free);  /* (the kernel's module dict, which holds the region) */
+    Py_VISIT(self->condition);  /* (a function of that module) */
     return 0;
 }
 
@@ -383,6 +366,7 @@ static int fastcall_clear(FastCall *self) {
      * free names a plan, made for the arguments and their values, matches no call) */
     Py_XSETREF(self->plans, PyTuple_New(0));
     Py_CLEAR(self->free);
+    Py_CLEAR(self->condition);  /* (without it, the Python launcher asks the clause) */
     return 0;
 }
 
@@ -395,13 +379,15 @@ typedef struct {
 } RegionField;
 
 static int is_exact_int(PyObject *value) { return PyLong_CheckExact(value); }
+static int is_callable(PyObject *value) { return PyCallable_Check(value); }
 
 static RegionField f_clause_async = {offsetof(FastCall, clause_async), is_exact_int,
                                      "_clause_async: an int (a queue or acc.async_noval) or None"},
     f_clause_wait = {offsetof(FastCall, clause_wait), is_clause_wait,
                      "_clause_wait: a tuple of ints >= 0 (queues; empty: every queue) or None"},
     f_free = {offsetof(FastCall, free), is_free_sources,
-              "_free: a tuple of (cell, None) and (dict, str) pairs, or None"};
+              "_free: a tuple of (cell, None) and (dict, str) pairs, or None"},
+    f_condition = {offsetof(FastCall, condition), is_callable, "_condition: a callable or None"};
 
 static PyObject *region_field(FastCall *self, RegionField *field) {
     PyObject *value = *(PyObject **)((char *)self + field->offset);
@@ -425,6 +411,7 @@ static void fastcall_dealloc(FastCall *self) {
     Py_CLEAR(self->clause_async);
     Py_CLEAR(self->clause_wait);
     Py_CLEAR(self->free);
+    Py_CLEAR(self->condition);
     type->tp_free((PyObject *)self);
 }
 
@@ -446,6 +433,9 @@ static PyGetSetDef fastcall_getset[] = {
     {"_free", (getter)region_field, (setter)set_region_field,
      "Where the names its kernel reads besides its parameters are found, whose values a call "
      "passes after its arguments (None: none).", &f_free},
+    {"_condition", (getter)region_field, (setter)set_region_field,
+     "The region's if clause written as an expression, as a function of a call's arguments "
+     "(None: none).", &f_condition},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

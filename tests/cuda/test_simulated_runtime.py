@@ -631,3 +631,26 @@ def test_a_module_level_name_is_read_at_each_call_in_the_lane(monkeypatch):
         STEP = 1.0
     assert len(slow) <= 4
     np.testing.assert_allclose(y, expected)
+
+
+@acc.parallel_loop(if_="x.shape[0] > 4")
+def saxpy_if_long(a, x, y):
+    for i in range(x.shape[0]):
+        y[i] = a * x[i] + y[i]
+
+
+def test_an_if_expression_region_has_one_kernel_and_takes_the_lane(monkeypatch):
+    """A region whose only expression is its ``if`` clause (OpenACC 3.3 §2.5.6): its
+    first call (the full path, which evaluates the clause) and its direct calls (which
+    ask the expression first, in the lane too) launch one kernel: no launch shape is
+    evaluated for it (on cuda an evaluated shape is part of the kernel's key)."""
+    x, y = np.arange(8.0), np.ones(8)
+    slow = slow_calls(saxpy_if_long, monkeypatch)
+    saxpy_if_long.info.kernels.clear()
+    with acc.data(copyin=[x], copy=[y]):
+        for _ in range(5):
+            saxpy_if_long(1.0, x, y)
+        saxpy_if_long(1.0, x[:4], y[:4])  # false: the host's y (copied back over at the exit)
+    cuda_kernels = [key for key in saxpy_if_long.info.kernels if key[0] == "cuda"]
+    assert len(slow) <= 3 and len(cuda_kernels) == 1  # (and the host's, for the false call)
+    np.testing.assert_allclose(y, 1.0 + 5 * np.arange(8.0))
