@@ -9,11 +9,13 @@ call by ``compiler.kernel_env``.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import sys
 import types
 
 from pyacc import compiler
+from pyacc.compiler.clause_text import EXPR_BUILTINS
 from pyacc.mapping import InvalidArgumentError
 
 from ._clauses import async_noval
@@ -60,12 +62,16 @@ def condition_of(info):
     call asks first (:func:`condition_holds`; the express lane, ``FastCall._condition``);
     else None."""
     expressions = info.clauses.expressions()
-    if set(expressions) != {"if_"}:
-        return None
-    source = f"def condition({', '.join(info.params)}):\n    return ({expressions['if_'].text})\n"
+    if set(expressions) != {"if_"} or any(
+            name not in info.params and name in _OTHER_BUILTINS for name in expressions["if_"].names):
+        return None  # (the clause sees only EXPR_BUILTINS; a function sees every builtin)
+    source = f"def condition({', '.join(info.params)}):\n    return (\n{expressions['if_'].text}\n)\n"
     module = compile(source, f"<the if clause of {info.where}>", "exec")
     code = next(const for const in module.co_consts if isinstance(const, types.CodeType))
     return types.FunctionType(code, info.func.__globals__, "condition")
+
+
+_OTHER_BUILTINS = frozenset(vars(builtins)) - frozenset(EXPR_BUILTINS)  # what a clause may not read
 
 
 def condition_holds(condition, args) -> bool:

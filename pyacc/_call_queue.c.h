@@ -64,6 +64,15 @@ static PyObject *resolve_queue(PyObject *value) {
     return overflow || number != ASYNC_NOVAL ? Py_NewRef(value) : default_queue();
 }
 
+/* After a check that raised: 0 with an ``Exception`` cleared (the Python launcher decides,
+ * and reports what it finds), -1 with anything else (an interrupt propagates). */
+static int launchers_to_decide(void) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return -1;
+    PyErr_Clear();
+    return 0;
+}
+
 /* Whether a call of a region may leave out its constant ``wait`` clause (``waits``: a tuple
  * of queue numbers, empty: every queue; OpenACC 3.3 §2.16.2): 1 when each queue it waits
  * for was never made or is settled (idle, no error to report: ``waits_for_nothing``), so
@@ -73,13 +82,7 @@ static PyObject *resolve_queue(PyObject *value) {
  * Exception here leaves the call to the Python launcher, which reports what it finds). */
 static int waits_settled(PyObject *waits) {
     int settled = waits_for_nothing(&PyTuple_GET_ITEM(waits, 0), PyTuple_GET_SIZE(waits));
-    if (settled < 0) {
-        if (!PyErr_ExceptionMatches(PyExc_Exception))
-            return -1;
-        PyErr_Clear();
-        return 0;
-    }
-    return settled;
+    return settled < 0 ? launchers_to_decide() : settled;
 }
 
 /* Whether ``value`` may be a region's ``_clause_wait``: a tuple of ints >= 0 (empty: every
@@ -105,11 +108,5 @@ static int condition_holds(PyObject *condition, PyObject *args) {
     PyObject *value = PyObject_Call(condition, args, NULL);
     int holds = value == NULL ? -1 : PyObject_IsTrue(value);
     Py_XDECREF(value);
-    if (holds < 0) {
-        if (!PyErr_ExceptionMatches(PyExc_Exception))
-            return -1;
-        PyErr_Clear();
-        return 0;
-    }
-    return holds;
+    return holds < 0 ? launchers_to_decide() : holds;
 }

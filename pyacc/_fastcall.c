@@ -1,13 +1,12 @@
 /* pyacc._fastcall: the express lane of a compute call, in C.
  *
- * Owns the type ``FastCall``, the base class of ``pyacc.ComputeRegion``. Its ``tp_call``
- * repeats a call that the Python launcher has just replayed (``ComputeRegion._arm_express``
- * hands it an *express plan*: what that replay checked and what it launched) when every
- * check of that replay still holds, and otherwise calls ``self._call_slow(*args, **kw)``,
- * the Python launcher (the plan itself — the type ``ExpressPlan``, its checks and one call
- * through it — is ``_express_plan.c.h``, included below: one translation unit). The checks
- * are exactly the Python replay's
- * (``pyacc/_compute.py``, ``mapping/compute.py``), in the same order of cost:
+ * Owns the type ``FastCall``, the base class of ``pyacc.ComputeRegion``. Its ``tp_call`` repeats
+ * a call that the Python launcher has just replayed (``ComputeRegion._arm_express`` hands it an
+ * *express plan*: what that replay checked and what it launched) when every check of that replay
+ * still holds, and otherwise calls ``self._call_slow(*args, **kw)``, the Python launcher (the plan
+ * itself — the type ``ExpressPlan``, its checks and one call through it — is
+ * ``_express_plan.c.h``, included below: one translation unit). The checks are exactly the
+ * Python replay's (``pyacc/_compute.py``, ``mapping/compute.py``), in the same order of cost:
  *
  *   - the call: positional arguments only, as many as the plan's (followed by the values
  *     of the module-level and closure names the kernel reads, read now: ``_free``,
@@ -34,48 +33,46 @@
  * (``context_changed()``, called by ``pyacc._devices`` after each; a module-wide epoch),
  * and the same version tag of ``os.environ._data`` (CPython's dict version, changed by
  * every change of the dict; before 3.14). Only when the ICVs are one per thread state
- * (``threading.local``; not gevent's greenlet-local one, whose greenlets share a thread
- * state: ``configure(..., remember=False)`` and every check runs). The device's instance dict is looked up again
- * only when its tag changed (before 3.13: from 3.13 an attribute set may not touch the
- * dict's tag, and it is looked up at every call). These lookups cost ~0.5 µs a call
- * after a kernel has streamed its arrays through the caches.
+ * (``threading.local``; not gevent's greenlet-local one, whose greenlets share a thread state:
+ * ``configure(..., remember=False)`` and every check runs). The device's instance dict is looked
+ * up again only when its tag changed (before 3.13: from 3.13 an attribute set may not touch the
+ * dict's tag, and it is looked up at every call). These lookups cost ~0.5 µs a call after a
+ * kernel has streamed its arrays through the caches.
  *
- * Then it counts the launch (the device's row of the statistics, ``Stats.counter_row``), calls the kernel
- * with the plan's device arrays in place of the mapped host arrays (on a CPU device through
- * the kernel's prepared call, ``_prepared_call.c.h``: plain words and one C call instead of
- * Numba's dispatcher, where the arguments fit it), and releases the lock.
- * A kernel that raises goes to ``self._express_failed(error)`` (Python), which raises what
- * the Python launcher would.
+ * Then it counts the launch (the device's row of the statistics, ``Stats.counter_row``), calls
+ * the kernel with the plan's device arrays in place of the mapped host arrays (on a CPU device
+ * through the kernel's prepared call, ``_prepared_call.c.h``: plain words and one C call instead
+ * of Numba's dispatcher, where the arguments fit it), and releases the lock. A kernel that raises
+ * goes to ``self._express_failed(error)`` (Python), which raises what the Python launcher would.
  *
- * A call whose only keyword is ``async_=<int>`` — or a call without keywords of a region
- * whose constant ``async`` clause says a queue (``_clause_async``); ``acc.async_noval``
- * is the thread's default queue (``ICVS.default_async``) — takes the same checks, then:
- * on devices whose queues are host threads, runs at once when its queue is idle and the
- * kernel short (``_at_once.c.h``); on the others (``cuda``, where a launch only enqueues on the queue's
- * stream), hands its kernel and device arrays to the plan's ``enqueue``
- * (``pyacc._express.enqueuer``: ``Device.launch`` on the queue, the ``AsyncResult``) with
- * the table held, as the held replay launches (``run_plan_enqueued``).
+ * A call whose only keyword is ``async_=<int>`` — or a call without keywords of a region whose
+ * constant ``async`` clause says a queue (``_clause_async``); ``acc.async_noval`` is the thread's
+ * default queue (``ICVS.default_async``) — takes the same checks, then: on devices whose queues
+ * are host threads, runs at once when its queue is idle and the kernel short (``_at_once.c.h``);
+ * on the others (``cuda``, where a launch only enqueues on the queue's stream), hands its kernel
+ * and device arrays to the plan's ``enqueue`` (``pyacc._express.enqueuer``: ``Device.launch`` on
+ * the queue, the ``AsyncResult``) with the table held, as the held replay launches.
  *
- * A region with a constant ``wait`` clause (``_clause_wait``: OpenACC 3.3 §2.16.2) takes
- * the lane when every queue it waits for was never made or is settled (the join holds
- * already: ``waits_settled``, ``_call_queue.c.h``); otherwise only a plan that enqueues
- * takes the call, its ``enqueue`` making the join on the device first, and every other
- * call is the Python launcher's (a host wait, a join on a queue of host threads). Calls arrive through
- * the instance's vectorcall (PEP 590, ``fastcall_vectorcall``: no keyword dict is made for
- * ``async_``; Python subclasses ask for it with ``enable_vectorcall`` before 3.12) or
- * through ``tp_call``; both end in ``fastcall_run``.
+ * A region with a constant ``wait`` clause (``_clause_wait``: OpenACC 3.3 §2.16.2) takes the lane
+ * when every queue it waits for was never made or is settled (the join holds already:
+ * ``waits_settled``, ``_call_queue.c.h``); otherwise only a plan that enqueues takes the call, its
+ * ``enqueue`` making the join on the device first. A region whose ``if`` clause is its only
+ * expression (``_condition``, §2.5.6) takes it when the expression is true. Every other call is
+ * the Python launcher's. Calls arrive through the instance's vectorcall (PEP 590,
+ * ``fastcall_vectorcall``: no keyword dict is made for ``async_``; Python subclasses ask for it
+ * with ``enable_vectorcall`` before 3.12) or through ``tp_call``; both end in ``fastcall_run``.
  *
  * NumPy arrays are read through NumPy's array object layout (``pyacc/_numpy_abi.h``:
- * ``PyArrayObject_fields``, part of NumPy's ABI, the same in NumPy 1.x and 2.x), so the
- * module builds without NumPy's headers. Every array a plan reads was checked at arming to be a
+ * ``PyArrayObject_fields``, part of NumPy's ABI, the same in NumPy 1.x and 2.x), so the module
+ * builds without NumPy's headers. Every array a plan reads was checked at arming to be a
  * numpy.ndarray (or a subclass): an object of the same type has that layout.
  *
- * Invariants: a plan keeps no host array alive (weak references); it holds strong
- * references only to what it compares (dtypes, the runtime, the table) and to what it
- * launches (kernel, device arrays that hold no memory), and takes part in garbage
- * collection. A region keeps at most four plans, one per call plan of the launcher. The GIL is held throughout, except where
+ * Invariants: a plan keeps no host array alive (weak references); it holds strong references
+ * only to what it compares (dtypes, the runtime, the table) and to what it launches (kernel,
+ * device arrays that hold no memory), and takes part in garbage collection. A region keeps at
+ * most four plans, one per call plan of the launcher. The GIL is held throughout, except where
  * the kernel or the lock releases it; a call holds its plans tuple for its duration, so
- * re-arming by another thread never frees a plan in use.
+ * re-arming by another thread (or a region's condition) never frees a plan in use.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -177,10 +174,11 @@ static PyObject *try_plans(FastCall *self, PyObject *args, int plain, PyObject *
     if (joins != NULL && plain)
         return MISS;  /* (a host wait first: the Python launcher's) */
     PyObject *plans = Py_NewRef(self->plans), *result = MISS;
+    Py_ssize_t kept = PyTuple_GET_SIZE(plans);  /* (none: disarmed while a condition ran) */
     /* the plans as they are, then (none matched) the newest, which may take other host
      * arrays of its layout (enter_plan's ``adopt``) */
     for (int adopt = 0; result == MISS && adopt <= 1; adopt++) {
-        for (Py_ssize_t i = 0; result == MISS && i < (adopt ? 1 : PyTuple_GET_SIZE(plans)); i++) {
+        for (Py_ssize_t i = 0; result == MISS && i < (adopt ? kept > 0 : kept); i++) {
             ExpressPlan *plan = (ExpressPlan *)PyTuple_GET_ITEM(plans, i);
             result = plain ? run_plan((PyObject *)self, plan, args, adopt)
                 : plan->enqueue != NULL ? run_plan_enqueued((PyObject *)self, plan, args, async_value, joins, adopt)
@@ -191,24 +189,37 @@ static PyObject *try_plans(FastCall *self, PyObject *args, int plain, PyObject *
     return result;
 }
 
+/* The lane's part of a call: the region's if expression asked (false: the host's, the
+ * Python launcher's), its wait clause's queues looked at, its kernel's free values read
+ * after ``args``, then its plans (``try_plans``): the result, MISS (no reference) for the
+ * Python launcher, NULL on error. */
+static PyObject *try_lane(FastCall *self, PyObject *args, int plain, PyObject *async_value,
+                          PyObject *waits) {
+    PyObject *condition = self->condition == NULL ? NULL : Py_NewRef(self->condition);  /* (held) */
+    int holds = condition == NULL ? 1 : condition_holds(condition, args);
+    Py_XDECREF(condition);
+    if (holds <= 0)
+        return holds < 0 ? NULL : MISS;
+    int settled = waits == NULL ? 1 : waits_settled(waits);
+    if (settled < 0)
+        return NULL;
+    PyObject *free = self->free == NULL ? NULL : Py_NewRef(self->free);  /* (held) */
+    PyObject *all = free == NULL ? Py_NewRef(args) : with_free(free, args);
+    Py_XDECREF(free);
+    if (all == NULL)
+        return PyErr_Occurred() ? NULL : MISS;
+    PyObject *result = try_plans(self, all, plain, async_value, settled ? NULL : waits);
+    Py_DECREF(all);
+    return result;
+}
+
 /* ``fastcall_run`` with the queue number resolved (``async_value``; NULL when ``plain``)
  * and the region's wait clause held (``waits``, or NULL). */
 static PyObject *fastcall_try(FastCall *self, PyObject *args, PyObject *kwargs, int plain,
                               PyObject *async_value, PyObject *waits) {
     if (g_enabled && g_silent != NULL && (plain || async_value != NULL) &&
             PyTuple_GET_SIZE(self->plans) && PyList_GET_ITEM(g_silent, 0) == Py_True) {
-        int settled = waits == NULL ? 1 : waits_settled(waits);
-        int holds = settled < 0 ? -1 : self->condition == NULL ? 1 : condition_holds(self->condition, args);
-        if (holds < 0)
-            return NULL;
-        PyObject *free = self->free == NULL ? NULL : Py_NewRef(self->free);  /* (held) */
-        PyObject *all = free == NULL ? Py_NewRef(args) : with_free(free, args);
-        Py_XDECREF(free);
-        if (all == NULL && PyErr_Occurred())
-            return NULL;
-        PyObject *result = all == NULL || !holds ? MISS
-            : try_plans(self, all, plain, async_value, settled ? NULL : waits);
-        Py_XDECREF(all);
+        PyObject *result = try_lane(self, args, plain, async_value, waits);
         if (result != MISS)
             return result;
     }
@@ -356,7 +367,7 @@ static PyObject *fastcall_new(PyTypeObject *type, PyObject *args, PyObject *kwar
 static int fastcall_traverse(FastCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->plans);  /* (a heap subclass's traverse visits the type itself) */
     Py_VISIT(self->free);  /* (the kernel's module dict, which holds the region) */
-    Py_VISIT(self->condition);  /* (a function of that module) */
+    Py_VISIT(self->condition);  /* (a function of that module: the dict breaks that cycle) */
     return 0;
 }
 
@@ -365,8 +376,7 @@ static int fastcall_clear(FastCall *self) {
      * its async and wait clauses, ints: in no cycle, dropped by dealloc; without its
      * free names a plan, made for the arguments and their values, matches no call) */
     Py_XSETREF(self->plans, PyTuple_New(0));
-    Py_CLEAR(self->free);
-    Py_CLEAR(self->condition);  /* (without it, the Python launcher asks the clause) */
+    Py_CLEAR(self->free);  /* (its condition kept: its calls must still ask it) */
     return 0;
 }
 

@@ -139,3 +139,111 @@ def test_the_lane_and_the_python_launcher_agree(device, lane):
 def test_the_condition_is_checked_when_set():
     with pytest.raises(TypeError, match="_condition"):
         add_if_long._condition = 1
+
+
+@acc.parallel_loop(if_="n > 10  # long ones on the device")
+def add_if_long_commented(x, y, n):
+    for i in range(n):
+        y[i] = y[i] + x[i]
+
+
+def test_an_expression_ending_in_a_comment_takes_the_lane(device, monkeypatch):
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    slow = slow_calls(add_if_long_commented, monkeypatch)
+    with acc.data(copyin=[x], copy=[y]):
+        for _ in range(CALLS):
+            add_if_long_commented(x, y, N)
+    assert len(slow) <= 2 and add_if_long_commented._condition is not None
+    np.testing.assert_array_equal(y, CALLS * x)
+
+
+@acc.parallel_loop(if_="x.dtype != complex")
+def add_if_real(x, y, n):
+    for i in range(n):
+        y[i] = y[i] + x[i]
+
+
+def test_a_builtin_a_clause_may_not_read_is_refused_at_every_call(device):
+    """A clause expression sees only ``EXPR_BUILTINS`` (``complex`` is not one of them):
+    every call raises the full path's error, none runs through a condition that would
+    find the builtin."""
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    for _ in range(3):
+        with pytest.raises(acc.InvalidArgumentError, match="NameError.*complex"):
+            add_if_real(x, y, N)
+    assert add_if_real._condition is None
+
+
+class _Disarming:
+    """A value whose comparison disarms ``add_if_above``'s plans: the lane's condition
+    runs Python code, which may change the region meanwhile."""
+
+    def __lt__(self, other):
+        add_if_above._disarm()
+        return True
+
+
+def test_plans_disarmed_while_the_condition_runs(device):
+    global THRESHOLD
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    with acc.data(copyin=[x], copy=[y]):
+        for _ in range(3):
+            add_if_above(x, y, N)
+        THRESHOLD = _Disarming()  # (n > THRESHOLD: THRESHOLD < n)
+        for _ in range(3):
+            add_if_above(x, y, N)
+    np.testing.assert_array_equal(y, 6 * x)
+
+
+@acc.parallel_loop(async_=2, wait=1, if_="n > 10")
+def add_if_long_on_two_after_one(x, y, n):
+    for i in range(n):
+        y[i] = y[i] + x[i]
+
+
+def test_an_if_expression_with_async_and_wait_clauses_takes_the_lane(device, monkeypatch):
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    slow = slow_calls(add_if_long_on_two_after_one, monkeypatch)
+    with acc.data(copyin=[x], copy=[y]):
+        acc.update_device(x, async_=1)
+        acc.wait()
+        handles = []
+        for _ in range(CALLS):
+            handles.append(add_if_long_on_two_after_one(x, y, N))
+            acc.wait(2)
+    assert len(slow) <= 3 and {handle._queue.async_value for handle in handles} == {2}
+    np.testing.assert_array_equal(y, CALLS * x)
+
+
+def test_a_region_in_a_function_with_an_if_expression_and_closure_values(device, monkeypatch):
+    factor = 1.0
+
+    @acc.parallel_loop(if_="n > 10")
+    def scaled_if_long(x, y, n):
+        for i in range(n):
+            y[i] = factor * x[i]
+
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    slow = slow_calls(scaled_if_long, monkeypatch)
+    with acc.data(copyin=[x], copy=[y]):
+        for k in range(CALLS):
+            factor = float(k)
+            scaled_if_long(x, y, N)
+            acc.update_self(y)
+            np.testing.assert_array_equal(y, k * x)
+    assert len(slow) <= 2
+
+
+def test_an_openmp_target_region_with_an_if_clause(device):
+    from pyacc import omp
+
+    @omp.target_teams_distribute_parallel_for("map(to: x) map(tofrom: y) if(n > 10)")
+    def add_if_long_omp(x, y, n):
+        for i in range(n):
+            y[i] = y[i] + x[i]
+
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    for _ in range(5):
+        add_if_long_omp(x, y, N)
+    add_if_long_omp(x, y, 8)  # on the host, on host data
+    np.testing.assert_array_equal(y, 5 * x + x * (np.arange(N) < 8))
