@@ -42,7 +42,8 @@ and the private modules behind them:
   held for the kernel's run in ``_queue_take.c.h``, a wait of settled queues in
   ``_queue_settled.c.h``, a call's queue and its wait clause's waits in ``_call_queue.c.h``,
   the values of the names a kernel reads besides its parameters in ``_free_values.c.h``,
-  a vectorcall's arguments handed to a ``tp_call`` in ``_vectorcall_args.h``)
+  a vectorcall's arguments handed to a ``tp_call`` in ``_vectorcall_args.h``, and what a region
+  sets once for its calls in ``_region_fields.c.h``)
 - ``_async_inline`` the async crossover's store (the signed machine record) and its
                   ``PYACC_INFO``/``acc.explain`` line
 - ``_offload``    the offload policy ``PYACC_OFFLOAD`` and its fallback warning

@@ -201,31 +201,35 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
     def _call_slow(self, *args, async_=None, wait=None, if_=None, **kwargs):
         """The Python launcher: every call the express lane does not take (``__call__``
         itself without it)."""
-        direct = self._direct  # (read first: the clauses are set before it, at the first call)
-        if direct and self._condition is not None and not kwargs and len(args) == self._arity:
-            direct = condition_holds(self._condition, args)  # (false: the host, on the full path)
+        # (``_direct`` read first: the clauses are set before it, at the first call)
+        direct = self._direct and not kwargs and len(args) == self._arity and _SILENT[0]
+        waits = self._clause_wait
+        if direct and wait is not None:  # the call's own wait replaces the clause's (§2.16.2)
+            given = constant_queues(None, wait)
+            direct, waits = given is not None, given and given[1]
+        if direct and if_ is None and self._condition is not None:  # (false: the host's)
+            direct = condition_holds(self._condition, args)
+        direct = direct and (if_ is None or if_ is True)  # (if_=True: the device, §2.5.6)
         if async_ is None:  # the construct's own async clause, when constant and direct
             async_ = self._clause_async
         if type(async_) is int and async_ == async_noval:  # the thread's default queue
             async_ = ICVS.default_async
-        if direct and async_ is None and wait is None and if_ is None and not kwargs \
-                and len(args) == self._arity and _SILENT[0]:
+        if direct and async_ is None:
             # the common call: constant clauses, synchronous, nobody observing events;
             # exact as the full path (a subscriber that comes now sees the next call)
             try:
                 if self._read_free is not None:
                     args = (*args, *self._read_free())
                 runtime = ICVS.runtime or current_runtime()
-                wait_for(runtime, self._clause_wait, runtime.device.sync_queue)  # (None: no clause)
+                wait_for(runtime, waits, runtime.device.sync_queue)  # (None: no wait)
                 return self._launch(runtime, args, runtime.device.sync_queue, None, True,
                                     self._matching_call_plan(runtime, args))
             except AccError as error:
                 add_section_hint(error)
                 report(error)
                 raise
-        if direct and type(async_) is int and async_ >= 0 and wait is None and if_ is None \
-                and not kwargs and len(args) == self._arity and _SILENT[0]:
-            return self._call_async(args, async_)
+        if direct and type(async_) is int and async_ >= 0:
+            return self._call_async(args, async_, waits)
         if self._special_direct and async_ is None and wait is None and if_ is None \
                 and not kwargs and len(args) == self._arity and _SILENT[0]:
             # sections that cover their whole arrays, or structs, at this call: a direct
@@ -235,17 +239,17 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
                 return routed[0]._launch_direct(routed[1])
         return self._call(args, async_, wait, if_, kwargs)
 
-    def _call_async(self, args, number):
-        """The direct call on asynchronous queue ``number`` (constant clauses, nobody
-        observing events): ``_call_slow``'s direct path with the queue; its replays arm
-        the express lane, which runs later such calls at once when their queue is idle
-        (``_ran_at_once``)."""
+    def _call_async(self, args, number, waits):
+        """The direct call on asynchronous queue ``number`` after the queues ``waits``
+        (constant clauses, nobody observing events): ``_call_slow``'s direct path with the
+        queue; its replays arm the express lane, which runs later such calls at once when
+        their queue is idle (``_ran_at_once``)."""
         try:
             if self._read_free is not None:
                 args = (*args, *self._read_free())
             runtime = ICVS.runtime or current_runtime()
             queue = runtime.device.queue(number)
-            wait_for(runtime, self._clause_wait, queue)  # (None: no wait clause)
+            wait_for(runtime, waits, queue)  # (None: no wait)
             value = self._launch(runtime, args, queue, None, True,
                                  self._matching_call_plan(runtime, args))
             return AsyncResult(queue, value)

@@ -45,10 +45,11 @@
  * of Numba's dispatcher, where the arguments fit it), and releases the lock. A kernel that raises
  * goes to ``self._express_failed(error)`` (Python), which raises what the Python launcher would.
  *
- * A call whose only keyword is ``async_=<int>`` — or a call without keywords of a region whose
- * constant ``async`` clause says a queue (``_clause_async``); ``acc.async_noval`` is the thread's
- * default queue (``ICVS.default_async``) — takes the same checks, then: on devices whose queues
- * are host threads, runs at once when its queue is idle and the kernel short (``_at_once.c.h``);
+ * A call with ``async_=<int>`` — or without it, of a region whose constant ``async`` clause says
+ * a queue (``_clause_async``); ``acc.async_noval`` is the thread's default queue
+ * (``ICVS.default_async``) — takes the same checks (a call may also give ``wait=`` and
+ * ``if_=True``: ``lane_keywords``, ``_call_queue.c.h``), then: on devices whose queues are host
+ * threads, runs at once when its queue is idle and the kernel short (``_at_once.c.h``);
  * on the others (``cuda``, where a launch only enqueues on the queue's stream), hands its kernel
  * and device arrays to the plan's ``enqueue`` (``pyacc._express.enqueuer``: ``Device.launch`` on
  * the queue, the ``AsyncResult``) with the table held, as the held replay launches.
@@ -56,9 +57,10 @@
  * A region with a constant ``wait`` clause (``_clause_wait``: OpenACC 3.3 §2.16.2) takes the lane
  * when every queue it waits for was never made or is settled (the join holds already:
  * ``waits_settled``, ``_call_queue.c.h``); otherwise only a plan that enqueues takes the call, its
- * ``enqueue`` making the join on the device first. A region whose ``if`` clause is its only
- * expression (``_condition``, §2.5.6) takes it when the expression is true. Every other call is
- * the Python launcher's. Calls arrive through the instance's vectorcall (PEP 590,
+ * ``enqueue`` making the join on the device first; a call's ``wait=`` replaces the clause. A
+ * region whose ``if`` clause is its only expression (``_condition``, §2.5.6) takes it when the
+ * expression (or the call's ``if_=True``) is true. Every other call is the Python launcher's.
+ * Calls arrive through the instance's vectorcall (PEP 590,
  * ``fastcall_vectorcall``: no keyword dict is made for ``async_``; Python subclasses ask for it
  * with ``enable_vectorcall`` before 3.12) or through ``tp_call``; both end in ``fastcall_run``.
  *
@@ -106,7 +108,7 @@ static uint64_t g_context_epoch = 1;  /* bumped by context_changed() */
 static int g_remember = 1;       /* configure(): one ICVS per thread state, the memo holds */
 static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *s_call_slow,
                 *s_express_failed, *s_launch, *s_async, *s_ran_at_once, *s_queue_ran_at_once,
-                *s_bounds, *s_default_async;
+                *s_bounds, *s_default_async, *s_wait, *s_if;
 
 #define ASYNC_NOVAL (-1)  /* pyacc._clauses.async_noval: the thread's default queue */
 
@@ -166,6 +168,9 @@ typedef struct {
     PyObject *condition;
 } FastCall;
 
+/* -- what a region sets once for its calls, read and set from Python ----------------------- */
+#include "_region_fields.c.h"
+
 /* The region's plans tried for a call (``async_value``: its queue, NULL when ``plain``;
  * ``joins``: the waits of its wait clause still to make, which only a plan that enqueues
  * makes, else NULL): the result, or MISS (no reference) when none takes the call. */
@@ -189,13 +194,13 @@ static PyObject *try_plans(FastCall *self, PyObject *args, int plain, PyObject *
     return result;
 }
 
-/* The lane's part of a call: the region's if expression asked (false: the host's, the
- * Python launcher's), its wait clause's queues looked at, its kernel's free values read
- * after ``args``, then its plans (``try_plans``): the result, MISS (no reference) for the
- * Python launcher, NULL on error. */
+/* The lane's part of a call: the region's if expression asked unless ``if_=True`` was given
+ * (false: the host's, the Python launcher's), the queues it waits for first looked at, its
+ * kernel's free values read after ``args``, then its plans (``try_plans``): the result,
+ * MISS (no reference) for the Python launcher, NULL on error. */
 static PyObject *try_lane(FastCall *self, PyObject *args, int plain, PyObject *async_value,
-                          PyObject *waits) {
-    PyObject *condition = self->condition == NULL ? NULL : Py_NewRef(self->condition);  /* (held) */
+                          PyObject *waits, int if_given) {
+    PyObject *condition = self->condition == NULL || if_given ? NULL : Py_NewRef(self->condition);
     int holds = condition == NULL ? 1 : condition_holds(condition, args);
     Py_XDECREF(condition);
     if (holds <= 0)
@@ -213,13 +218,14 @@ static PyObject *try_lane(FastCall *self, PyObject *args, int plain, PyObject *a
     return result;
 }
 
-/* ``fastcall_run`` with the queue number resolved (``async_value``; NULL when ``plain``)
- * and the region's wait clause held (``waits``, or NULL). */
-static PyObject *fastcall_try(FastCall *self, PyObject *args, PyObject *kwargs, int plain,
-                              PyObject *async_value, PyObject *waits) {
-    if (g_enabled && g_silent != NULL && (plain || async_value != NULL) &&
+/* ``fastcall_run`` with the queue number resolved (``async_value``; NULL when ``plain``) and
+ * the queues waited for first held (``waits``, or NULL); ``keys``: the call's keywords, NULL
+ * when it is the Python launcher's. */
+static PyObject *fastcall_try(FastCall *self, PyObject *args, PyObject *kwargs, const CallKeywords *keys,
+                              int plain, PyObject *async_value, PyObject *waits) {
+    if (g_enabled && g_silent != NULL && keys != NULL &&
             PyTuple_GET_SIZE(self->plans) && PyList_GET_ITEM(g_silent, 0) == Py_True) {
-        PyObject *result = try_lane(self, args, plain, async_value, waits);
+        PyObject *result = try_lane(self, args, plain, async_value, waits, keys->if_given);
         if (result != MISS)
             return result;
     }
@@ -238,15 +244,15 @@ static PyObject *fastcall_try(FastCall *self, PyObject *args, PyObject *kwargs, 
     return result;
 }
 
-/* The call: through a plan when one holds (``async_value``: the call's only keyword,
- * ``async_=<int>``, else NULL; a call without it runs on the region's constant async
- * clause, ``clause_async``, when it has one; first, it waits for the queues of the
- * region's constant wait clause, ``clause_wait``, when it has one: ``waits_settled``),
- * else ``self._call_slow(*args, **kwargs)``;
- * ``kwargs`` may be NULL for a call whose only keyword is ``async_value`` (made for the
- * slow path). */
-static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, PyObject *async_value) {
-    int plain = async_value == NULL && (kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0);
+/* The call: through a plan when one holds (``keys``: its keywords, ``lane_keywords``; NULL
+ * when the Python launcher's: a call without ``async_`` runs on the region's constant async
+ * clause, ``clause_async``, when it has one; first, it waits for the queues of its ``wait=``
+ * or of the region's constant wait clause, ``clause_wait``: ``waits_settled``), else
+ * ``self._call_slow(*args, **kwargs)``; ``kwargs`` may be NULL for a call whose only keyword
+ * is ``async_`` (made for the slow path). */
+static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, const CallKeywords *keys) {
+    PyObject *async_value = keys == NULL ? NULL : keys->async_value;
+    int plain = async_value == NULL;
     if (plain && self->clause_async != NULL) {  /* (the construct's async clause) */
         async_value = self->clause_async;
         plain = 0;
@@ -254,8 +260,9 @@ static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, 
     /* held: the clauses may be set again while the call runs */
     PyObject *held = async_value == NULL ? NULL : Py_NewRef(async_value);
     PyObject *queue = held == NULL ? NULL : resolve_queue(held);
-    PyObject *waits = self->clause_wait == NULL ? NULL : Py_NewRef(self->clause_wait);
-    PyObject *result = fastcall_try(self, args, kwargs, plain, queue ? queue : held, waits);
+    PyObject *waits = call_waits(keys, self->clause_wait);
+    PyObject *result = waits == NULL && PyErr_Occurred() ? NULL
+        : fastcall_try(self, args, kwargs, keys, plain, queue ? queue : held, waits);
     Py_XDECREF(waits);
     Py_XDECREF(queue);
     Py_XDECREF(held);
@@ -263,14 +270,14 @@ static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, 
 }
 
 static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs) {
-    int plain = kwargs == NULL || PyDict_GET_SIZE(kwargs) == 0;
-    return fastcall_run(self, args, kwargs, plain ? NULL : async_keyword(kwargs));
+    CallKeywords keys;
+    return fastcall_run(self, args, kwargs, lane_keywords(kwargs, &keys) ? &keys : NULL);
 }
 
 /* The instance's vectorcall (PEP 590): ``fastcall_call`` without the keyword dict of an
- * ``async_=<int>`` call and without ``tp_call``'s argument conversion; any other
- * keyword, or a class whose ``__call__`` was replaced (before 3.12 CPython does not
- * clear the vectorcall flag then), goes through ``tp_call`` with a tuple and a dict. */
+ * ``async_=<int>`` call and without ``tp_call``'s argument conversion; other keywords
+ * (``wait=``, ``if_=``, ...), or a class whose ``__call__`` was replaced (before 3.12 CPython
+ * does not clear the vectorcall flag then), go through ``tp_call`` with a tuple and a dict. */
 static PyObject *fastcall_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
@@ -281,8 +288,9 @@ static PyObject *fastcall_vectorcall(PyObject *callable, PyObject *const *args, 
     if (call == (ternaryfunc)fastcall_call && (nkw == 0 || (nkw == 1 &&
             PyTuple_GET_ITEM(kwnames, 0) == s_async && PyLong_CheckExact(args[nargs])))) {
         PyObject *positional = tuple_of(args, nargs);
+        CallKeywords keys = {nkw ? args[nargs] : NULL, NULL, 0};
         if (positional != NULL)
-            result = fastcall_run((FastCall *)callable, positional, NULL, nkw ? args[nargs] : NULL);
+            result = fastcall_run((FastCall *)callable, positional, NULL, &keys);
         Py_XDECREF(positional);
     } else if (call != NULL) {
         result = tp_call_of(call, callable, args, nargsf, kwnames);
@@ -380,40 +388,6 @@ static int fastcall_clear(FastCall *self) {
     return 0;
 }
 
-/* What the region sets once for its calls (``_clause_async``, ``_clause_wait``, ``_free``):
- * where it is kept in FastCall, and what a value must be (else TypeError: ``error``). */
-typedef struct {
-    size_t offset;
-    int (*valid)(PyObject *value);
-    const char *error;
-} RegionField;
-
-static int is_exact_int(PyObject *value) { return PyLong_CheckExact(value); }
-static int is_callable(PyObject *value) { return PyCallable_Check(value); }
-
-static RegionField f_clause_async = {offsetof(FastCall, clause_async), is_exact_int,
-                                     "_clause_async: an int (a queue or acc.async_noval) or None"},
-    f_clause_wait = {offsetof(FastCall, clause_wait), is_clause_wait,
-                     "_clause_wait: a tuple of ints >= 0 (queues; empty: every queue) or None"},
-    f_free = {offsetof(FastCall, free), is_free_sources,
-              "_free: a tuple of (cell, None) and (dict, str) pairs, or None"},
-    f_condition = {offsetof(FastCall, condition), is_callable, "_condition: a callable or None"};
-
-static PyObject *region_field(FastCall *self, RegionField *field) {
-    PyObject *value = *(PyObject **)((char *)self + field->offset);
-    return Py_NewRef(value ? value : Py_None);
-}
-
-static int set_region_field(FastCall *self, PyObject *value, RegionField *field) {
-    if (value != NULL && value != Py_None && !field->valid(value)) {
-        PyErr_SetString(PyExc_TypeError, field->error);
-        return -1;
-    }
-    Py_XSETREF(*(PyObject **)((char *)self + field->offset),
-               value == NULL || value == Py_None ? NULL : Py_NewRef(value));
-    return 0;
-}
-
 static void fastcall_dealloc(FastCall *self) {
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
@@ -434,18 +408,7 @@ static PyMethodDef fastcall_methods[] = {
 
 static PyGetSetDef fastcall_getset[] = {
     {"_express_plans", (getter)fastcall_armed, NULL, "How many express plans are kept.", NULL},
-    {"_clause_async", (getter)region_field, (setter)set_region_field,
-     "The region's constant async clause, which its calls without async_ run on (None: "
-     "synchronous).", &f_clause_async},
-    {"_clause_wait", (getter)region_field, (setter)set_region_field,
-     "The region's constant wait clause: the queues its calls wait for first (a tuple; "
-     "empty: every queue; None: no wait clause).", &f_clause_wait},
-    {"_free", (getter)region_field, (setter)set_region_field,
-     "Where the names its kernel reads besides its parameters are found, whose values a call "
-     "passes after its arguments (None: none).", &f_free},
-    {"_condition", (getter)region_field, (setter)set_region_field,
-     "The region's if clause written as an expression, as a function of a call's arguments "
-     "(None: none).", &f_condition},
+    REGION_FIELDS
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -573,6 +536,8 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     s_express_failed = intern("_express_failed");
     s_launch = intern("launch");
     s_async = intern("async_");
+    s_wait = intern("wait");
+    s_if = intern("if_");
     s_default_async = intern("default_async");
     s_ran_at_once = intern("_ran_at_once");
     s_queue_ran_at_once = intern("ran_at_once");
@@ -580,7 +545,7 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
     s_bounds = intern("bounds");
     if (!s_lane || !s_bounds || !s_runtime || !s_region_stack || !s_innermost_default || !s_version || !s_call_slow ||
             !s_express_failed || !s_launch || !s_async || !s_ran_at_once || !s_queue_ran_at_once ||
-            !s_default_async || table_lock_init() < 0)
+            !s_default_async || !s_wait || !s_if || table_lock_init() < 0)
         return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL)

@@ -654,3 +654,31 @@ def test_an_if_expression_region_has_one_kernel_and_takes_the_lane(monkeypatch):
     cuda_kernels = [key for key in saxpy_if_long.info.kernels if key[0] == "cuda"]
     assert len(slow) <= 3 and len(cuda_kernels) == 1  # (and the host's, for the false call)
     np.testing.assert_allclose(y, 1.0 + 5 * np.arange(8.0))
+
+
+def test_a_wait_given_at_the_call_joins_in_the_lanes_enqueue(monkeypatch):
+    """``f(..., async_=2, wait=1)`` on cuda: the lane's enqueue makes the join (queue 2's
+    stream waits for an event of queue 1's) before the kernel, as ``wait_for`` does
+    (OpenACC 3.3 §2.16.2), and the kernel reads what queue 1 copied before it."""
+    from pyacc._devices import runtime_of
+
+    device = runtime_of("cuda", 0).device
+    joins = []
+    wait_event = device.backend.wait_event
+    monkeypatch.setattr(device.backend, "wait_event",
+                        lambda stream, event: (joins.append(stream), wait_event(stream, event))[1])
+    x, y = np.arange(8.0), np.ones(8)
+    slow = slow_calls(saxpy, monkeypatch)
+    with acc.data(copyin=[x], copy=[y]):
+        acc.update_device(x, async_=1)  # queues 1 and 2 made
+        acc.update_device(x, async_=2)
+        handles = [saxpy(1.0, x, y, async_=2, wait=1) for _ in range(4)]
+        acc.wait(2)
+        x[:] = 10.0
+        with device.backend.hold(device.queue(1).stream):
+            acc.update_device(x, async_=1)  # not made until the hold ends
+            handles += [saxpy(1.0, x, y, async_=2, wait=1) for _ in range(2)]
+        acc.wait()
+    assert [handle._queue.async_value for handle in handles] == [2] * 6
+    assert len(slow) <= 3 and len(joins) == 6
+    np.testing.assert_allclose(y, 1.0 + 4 * np.arange(8.0) + 2 * 10.0)
