@@ -248,6 +248,39 @@ def test_a_wait_clause_joins_the_queues_on_the_gpu(gpu):
     np.testing.assert_array_equal(y, expected)
 
 
+GPU_STEP = 1.0
+
+
+@acc.parallel_loop(if_="x.shape[0] > 1000")
+def step_if_large(x, y):
+    for i in range(x.shape[0]):
+        y[i] = y[i] + GPU_STEP * x[i]
+
+
+def test_module_level_names_if_expressions_and_call_waits_on_the_gpu(gpu):
+    """Calls the express lane now takes on cuda too: a kernel reading a module-level scalar
+    (read at each call, API.md §6.1), a region whose ``if`` clause is an expression (false:
+    the host, on host data, §2.5.6), and ``async_=``/``wait=`` given at each call
+    (§2.16.2); the results exact."""
+    global GPU_STEP
+    n = 1 << 20
+    x, y = np.arange(n, dtype=np.float64), np.zeros(n)
+    expected = y.copy()
+    try:
+        with acc.data(copyin=[x], copy=[y]):
+            for k in range(40):
+                GPU_STEP = float(k)
+                step_if_large(x, y, async_=k % 2 + 1, wait=(k + 1) % 2 + 1)
+                expected += k * x
+            acc.wait()
+            small = np.ones(8)
+            step_if_large(small, small)  # on the host
+            np.testing.assert_array_equal(small, 1.0 + 39.0)
+    finally:
+        GPU_STEP = 1.0
+    np.testing.assert_array_equal(y, expected)
+
+
 def test_an_express_plan_keeps_no_gpu_memory_alive(gpu):
     """Repeated calls take the express lane with the memo's own CuPy views
     (``Device.own_view``: ``UnownedMemory``), so the pool gets the blocks back when the
