@@ -109,7 +109,7 @@ typedef struct {
 } CallKeywords;
 
 static int is_name(PyObject *name, PyObject *interned) {
-    return name == interned || PyUnicode_Compare(name, interned) == 0;
+    return name == interned || (PyUnicode_Check(name) && PyUnicode_Compare(name, interned) == 0);
 }
 
 /* ``kwargs`` (a dict, or NULL) read into ``*keys``: 1 when each keyword is one of those with

@@ -279,7 +279,9 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         try:
             if not self._bound:
                 self._bind_free_names()
-            values = evaluate_clauses(self.info, args) if self._expressions else self._clause_values
+            # (an if expression, the region's only one, is not evaluated when if_ replaces it)
+            values = evaluate_clauses(self.info, args) if self._expressions and not (
+                if_ is not None and self._condition is not None) else self._clause_values
             if if_ is not None:  # given at the call, it overrides the clause (§2.5.6)
                 values = (bool(if_),) + values[1:]
             region, sections = self, ()
@@ -307,8 +309,9 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
             enabled, async_clause, wait_clause = values[:3]
             async_arg = async_ if async_ is not None else async_clause
             queue = queue_of(runtime, async_arg)
-            if wait is not None or wait_clause is not None:
-                wait_for(runtime, wait if wait is not None else wait_clause, queue)
+            if wait is not None or wait_clause is not None:  # if(false): the local thread waits
+                wait_for(runtime, wait if wait is not None else wait_clause,
+                         queue if enabled else runtime.device.sync_queue)
             if not enabled:
                 return self._run_on_host(args)
             clauses = values[3] if len(values) > 3 else None

@@ -257,12 +257,14 @@ static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, 
         async_value = self->clause_async;
         plain = 0;
     }
-    /* held: the clauses may be set again while the call runs */
+    /* held: the clauses may be set again while the call runs (the waits first: resolving
+     * the queue may run Python code, and the keywords are the call's dict's) */
+    PyObject *waits = call_waits(keys, self->clause_wait);
+    if (waits == NULL && PyErr_Occurred())
+        return NULL;
     PyObject *held = async_value == NULL ? NULL : Py_NewRef(async_value);
     PyObject *queue = held == NULL ? NULL : resolve_queue(held);
-    PyObject *waits = call_waits(keys, self->clause_wait);
-    PyObject *result = waits == NULL && PyErr_Occurred() ? NULL
-        : fastcall_try(self, args, kwargs, keys, plain, queue ? queue : held, waits);
+    PyObject *result = fastcall_try(self, args, kwargs, keys, plain, queue ? queue : held, waits);
     Py_XDECREF(waits);
     Py_XDECREF(queue);
     Py_XDECREF(held);

@@ -682,3 +682,28 @@ def test_a_wait_given_at_the_call_joins_in_the_lanes_enqueue(monkeypatch):
     assert [handle._queue.async_value for handle in handles] == [2] * 6
     assert len(slow) <= 3 and len(joins) == 6
     np.testing.assert_allclose(y, 1.0 + 4 * np.arange(8.0) + 2 * 10.0)
+
+
+def test_a_synchronous_call_with_wait_waits_on_the_host_on_cuda(monkeypatch):
+    """``f(..., wait=1, if_=True)`` on cuda, queue 1 busy: the host waits for queue 1 (a
+    CudaQueue is never settled in C: the Python launcher's host wait), then the kernel runs
+    on the synchronous queue and reads what queue 1 copied (OpenACC 3.3 §2.16.2)."""
+    import threading
+
+    from pyacc._devices import runtime_of
+
+    device = runtime_of("cuda", 0).device
+    x, y = np.arange(8.0), np.ones(8)
+    with acc.data(copyin=[x], copy=[y]):
+        acc.update_device(x, async_=1)
+        for _ in range(3):
+            saxpy(1.0, x, y, wait=1, if_=True)
+        x[:] = 10.0
+        held = device.backend.hold(device.queue(1).stream)
+        held.__enter__()
+        acc.update_device(x, async_=1)  # not made until the hold ends
+        released = threading.Timer(0.05, held.__exit__, (None, None, None))
+        released.start()
+        saxpy(1.0, x, y, wait=1, if_=True)
+        released.join()
+    np.testing.assert_allclose(y, 1.0 + 3 * np.arange(8.0) + 10.0)

@@ -155,3 +155,105 @@ def test_the_lane_and_the_python_launcher_agree(device, lane):
         acc.wait()
     assert queues == [k % 2 + 1 for k in range(CALLS) for _ in range(2)]
     np.testing.assert_array_equal(y, 2 * CALLS * x)
+
+
+LIMIT = None
+
+
+@acc.parallel_loop(if_="x.shape[0] > LIMIT")
+def add_if_beyond_limit(x, y):
+    for i in range(x.shape[0]):
+        y[i] = y[i] + x[i]
+
+
+def test_if_given_at_the_call_leaves_the_if_expression_unevaluated(device, lane):
+    """``if_=True`` replaces the region's ``if`` clause: an expression that would raise
+    (``int > None``) is not evaluated, at the first call as at the later ones, whichever
+    path takes them; without ``if_`` the call raises the full path's error."""
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    with acc.data(copyin=[x], copy=[y]):
+        for _ in range(5):
+            add_if_beyond_limit(x, y, if_=True)
+        with pytest.raises(acc.InvalidArgumentError, match="TypeError"):
+            add_if_beyond_limit(x, y)
+    np.testing.assert_array_equal(y, 5 * x)
+
+
+OTHER_WAITS = [True, False, np.int64(1), 2**63, acc.async_noval, acc.async_sync, (True,), [], (),
+               [1], (1, 2**63)]
+
+
+@pytest.mark.parametrize("wait", OTHER_WAITS, ids=repr)
+@pytest.mark.parametrize("if_", [True, 1, np.bool_(True)], ids=repr)
+def test_other_wait_and_if_values_run_as_the_full_path_runs_them(device, wait, if_):
+    """The lane, the Python launcher's direct path and its full path (a region with a
+    clause evaluated per call: ``num_gangs``) give the same outcome for each value."""
+    outcomes = []
+    for region in (add, add_full_path):
+        previous = acc._express.set_lane(region is add)
+        try:
+            outcomes.append(_outcome(region, wait, if_))
+        finally:
+            acc._express.set_lane(previous)
+    assert outcomes[0] == outcomes[1]
+
+
+@acc.parallel_loop("num_gangs(x.shape[0] // 8)")
+def add_full_path(x, y):
+    for i in range(x.shape[0]):
+        y[i] = y[i] + x[i]
+
+
+def _outcome(region, wait, if_):
+    """What three calls of ``region`` with ``wait`` and ``if_`` give after two plain ones:
+    the error's type, or the queue each ran on and the result."""
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    try:
+        with acc.data(copyin=[x], copy=[y]):
+            for _ in range(2):
+                region(x, y)
+            queues = [getattr(getattr(region(x, y, async_=2, wait=wait, if_=if_), "_queue", None),
+                              "async_value", None) for _ in range(3)]
+            acc.wait()
+    except Exception as error:  # noqa: BLE001 - the outcome compared
+        acc.wait()
+        return type(error).__name__
+    return queues, y.tolist()
+
+
+def test_a_wait_before_an_if_expression_that_is_false(device, lane):
+    """``wait=`` with a region whose ``if`` expression is false: the region runs on the
+    local thread, on host data (§2.5.6), once the queue it waits for has run what was
+    queued on it (§2.16.2: a host wait, even with ``async_``)."""
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    with acc.data(copyin=[x, y]):
+        for _ in range(3):
+            add_if_large(x, y, if_=True)
+        held = current_runtime().device.queue(1).hold()
+        held.__enter__()
+        fill(x, 10.0, async_=1)  # (on emulated: the device's x)
+        released = threading.Timer(0.05, held.__exit__, (None, None, None))
+        released.start()
+        add_if_large(x, y, async_=2, wait=1)  # false: the host's, after queue 1's fill
+        released.join()
+        host = np.array(y)
+        acc.update_self(y)
+    if device == "emulated":
+        np.testing.assert_array_equal(host, np.arange(N))
+        np.testing.assert_array_equal(y, 3 * np.arange(N))
+    else:
+        np.testing.assert_array_equal(host, 3 * np.arange(N) + 10.0)
+
+
+def test_a_call_that_waits_for_its_own_busy_queue(device, lane):
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    with acc.data(copyin=[x], copy=[y]):
+        for _ in range(3):
+            add(x, y, async_=1, wait=1)
+            acc.wait()
+        with current_runtime().device.queue(1).hold():
+            fill(x, 10.0, async_=1)
+            add(x, y, async_=1, wait=1)  # behind the fill, in the queue's order
+            assert not acc.async_test(1)
+        acc.wait()
+    np.testing.assert_array_equal(y, 3 * np.arange(N) + 10.0)
