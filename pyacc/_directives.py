@@ -12,6 +12,8 @@ import functools
 import inspect
 from contextlib import contextmanager
 
+import numpy as np
+
 from pyacc.mapping import (
     BUS,
     AccError,
@@ -246,11 +248,17 @@ _UPDATE_DIRECTION = {
 }
 
 
+#: the data lane's verb (``pyacc/_routine_lane.c.h``'s ``upload``/``download``) per direction
+_LANE_VERB = {"self": "download", "host": "download", "device": "upload"}
+
+
 @reported
 def update(**clauses) -> None:
     """``update``: ``self``/``host`` copy device → host, ``device`` host → device, in the
     order the keywords are written. Any strided view of present data; absent data raises
     ``NotPresentError`` unless ``if_present``. Also ``if_``, ``async_``, ``wait``."""
+    if _updated_in_the_lane(clauses):
+        return
     check_clauses("acc.update", clauses, ("self", "host", "device", "if_present") + _CONTROL,
                   data_clauses=("self", "host", "device"))
     if not clauses.get("if_", True):
@@ -264,6 +272,33 @@ def update(**clauses) -> None:
     queue = queue_of(runtime, clauses.get("async_"))
     wait_for(runtime, clauses.get("wait"), queue)
     runtime.update(items, queue, if_present=bool(clauses.get("if_present", False)))
+
+
+def _updated_in_the_lane(clauses) -> bool:
+    """``update``'s common form — direction clauses alone, of NumPy arrays wholly present —
+    made by the current runtime's data lane in C, array by array in the clauses' order, as
+    ``acc.update_device``/``update_self`` make one: True when done. False, nothing done,
+    for any other form (the Python path decides, and checks). Each array is checked present
+    before any copy (the directive is all or nothing); an array the lane declines (a strided
+    view, an observer) goes, with the ones after it, through the Python path."""
+    runtime = ICVS.runtime
+    if runtime is None:
+        return False
+    lane, order = runtime.lane, []
+    for keyword, value in clauses.items():
+        verb = _LANE_VERB.get(keyword)
+        if verb is None:
+            return False
+        for array in value if type(value) in (list, tuple) else (value,):
+            if type(array) is not np.ndarray or not lane.present(array):
+                return False
+            order.append((keyword, getattr(lane, verb), array))
+    for done, (keyword, verb, array) in enumerate(order):
+        if verb(array) is None:  # declined: this one and the rest, in order, in Python
+            runtime.update([UpdateItem(_UPDATE_DIRECTION[keyword], array) for keyword, _, array in order[done:]],
+                           runtime.device.sync_queue)
+            break
+    return bool(order)
 
 
 @contextmanager
