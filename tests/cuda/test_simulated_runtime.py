@@ -536,6 +536,19 @@ def test_a_constant_async_clause_and_async_noval_take_the_lanes_enqueue(monkeypa
     np.testing.assert_allclose(y, 1.0 + 12 * np.arange(8.0))
 
 
+def _counting_joins(monkeypatch):
+    """The cuda device, and a list of the streams its backend made wait for an event
+    (a queue's join, from now on)."""
+    from pyacc._devices import runtime_of
+
+    device = runtime_of("cuda", 0).device
+    joins = []
+    wait_event = device.backend.wait_event
+    monkeypatch.setattr(device.backend, "wait_event",
+                        lambda stream, event: (joins.append(stream), wait_event(stream, event))[1])
+    return device, joins
+
+
 @acc.parallel_loop(async_=2, wait=1)
 def saxpy_on_two_after_one(a, x, y):
     for i in range(x.shape[0]):
@@ -548,13 +561,7 @@ def test_a_constant_wait_clause_joins_in_the_lanes_enqueue(monkeypatch):
     2's stream waits for an event of queue 1's: ``enqueue(value, device_args, waits)``), as
     the Python launcher's ``wait_for`` does, so the kernel reads what queue 1 copied before it
     (OpenACC 3.3 §2.16.2); its repeats never reach the Python launcher."""
-    from pyacc._devices import runtime_of
-
-    device = runtime_of("cuda", 0).device
-    joins = []
-    wait_event = device.backend.wait_event
-    monkeypatch.setattr(device.backend, "wait_event",
-                        lambda stream, event: (joins.append(stream), wait_event(stream, event))[1])
+    device, joins = _counting_joins(monkeypatch)
     x, y = np.arange(8.0), np.ones(8)
     slow = slow_calls(saxpy_on_two_after_one, monkeypatch)
     with acc.data(copyin=[x], copy=[y]):
@@ -660,13 +667,7 @@ def test_a_wait_given_at_the_call_joins_in_the_lanes_enqueue(monkeypatch):
     """``f(..., async_=2, wait=1)`` on cuda: the lane's enqueue makes the join (queue 2's
     stream waits for an event of queue 1's) before the kernel, as ``wait_for`` does
     (OpenACC 3.3 §2.16.2), and the kernel reads what queue 1 copied before it."""
-    from pyacc._devices import runtime_of
-
-    device = runtime_of("cuda", 0).device
-    joins = []
-    wait_event = device.backend.wait_event
-    monkeypatch.setattr(device.backend, "wait_event",
-                        lambda stream, event: (joins.append(stream), wait_event(stream, event))[1])
+    device, joins = _counting_joins(monkeypatch)
     x, y = np.arange(8.0), np.ones(8)
     slow = slow_calls(saxpy, monkeypatch)
     with acc.data(copyin=[x], copy=[y]):

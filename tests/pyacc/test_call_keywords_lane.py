@@ -23,6 +23,7 @@ from tests.launcher_calls import slow_calls
 # the fixtures ``device`` (host, emulated: an idle queue runs a kernel at once) and ``lane``
 # (the express lane on, or off: every call through the Python launcher)
 from test_async_at_once import device, lane, shifted  # noqa: F401
+from test_wait_clause_lane import fill
 
 pytestmark = pytest.mark.skipif(not acc._express.express_lane(), reason="needs the C express lane")
 
@@ -34,12 +35,6 @@ CALLS = 30
 def add(x, y):
     for i in range(x.shape[0]):
         y[i] = y[i] + x[i]
-
-
-@acc.parallel_loop
-def fill(x, value):
-    for i in range(x.shape[0]):
-        x[i] = value
 
 
 @acc.parallel_loop(if_="x.shape[0] > 1000")

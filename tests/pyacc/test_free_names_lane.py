@@ -74,17 +74,22 @@ def test_a_region_reading_module_level_names_takes_the_lane_rule_6_1(device, mon
     np.testing.assert_array_equal(y, x + 5.0)
 
 
-def test_a_changed_value_is_read_at_the_next_call(device, monkeypatch):
-    global SCALE
+def _each_value_is_read(region, set_value, monkeypatch):
+    """Calls of ``region`` (``y = value · x``), each after ``set_value(k)``: each reads the
+    value just set, and the calls take the lane."""
     x, y = np.arange(N, dtype=np.float64), np.zeros(N)
-    slow = slow_calls(scaled, monkeypatch)
+    slow = slow_calls(region, monkeypatch)
     with acc.data(copyin=[x], copy=[y]):
         for k in range(CALLS):
-            SCALE = float(k)
-            scaled(x, y)
+            set_value(float(k))
+            region(x, y)
             acc.update_self(y)
             np.testing.assert_array_equal(y, k * x)
     assert len(slow) <= 2
+
+
+def test_a_changed_value_is_read_at_the_next_call(device, monkeypatch):
+    _each_value_is_read(scaled, lambda value: globals().__setitem__("SCALE", value), monkeypatch)
 
 
 def test_a_value_of_another_type_goes_to_the_python_launcher_and_is_exact(device, monkeypatch):
@@ -135,15 +140,11 @@ def test_closure_values_are_read_at_each_call(device, monkeypatch):
         for i in range(x.shape[0]):
             y[i] = factor * x[i]
 
-    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
-    slow = slow_calls(times_factor, monkeypatch)
-    with acc.data(copyin=[x], copy=[y]):
-        for k in range(CALLS):
-            factor = float(k)
-            times_factor(x, y)
-            acc.update_self(y)
-            np.testing.assert_array_equal(y, k * x)
-    assert len(slow) <= 2
+    def set_factor(value):
+        nonlocal factor
+        factor = value
+
+    _each_value_is_read(times_factor, set_factor, monkeypatch)
 
 
 def test_async_calls_read_them_too(device, monkeypatch):
