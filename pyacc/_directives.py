@@ -278,9 +278,11 @@ def _updated_in_the_lane(clauses) -> bool:
     """``update``'s common form — direction clauses alone, of NumPy arrays wholly present —
     made by the current runtime's data lane in C, array by array in the clauses' order, as
     ``acc.update_device``/``update_self`` make one: True when done. False, nothing done,
-    for any other form (the Python path decides, and checks). Each array is checked present
-    before any copy (the directive is all or nothing); an array the lane declines (a strided
-    view, an observer) goes, with the ones after it, through the Python path."""
+    for any other form (the Python path decides, and checks: an object dtype, a read-only
+    array to copy into). The table lock is held from the presence checks to the last copy
+    (nobody unmaps an array meanwhile), so the directive is all or nothing as the Python
+    path's; an array the lane declines (a strided view, an observer) goes, with the ones
+    after it, through the Python path."""
     runtime = ICVS.runtime
     if runtime is None:
         return False
@@ -290,15 +292,21 @@ def _updated_in_the_lane(clauses) -> bool:
         if verb is None:
             return False
         for array in value if type(value) in (list, tuple) else (value,):
-            if type(array) is not np.ndarray or not lane.present(array):
+            if type(array) is not np.ndarray or array.dtype.hasobject or (
+                    verb == "download" and not array.flags.writeable):
                 return False
             order.append((keyword, getattr(lane, verb), array))
-    for done, (keyword, verb, array) in enumerate(order):
-        if verb(array) is None:  # declined: this one and the rest, in order, in Python
-            runtime.update([UpdateItem(_UPDATE_DIRECTION[keyword], array) for keyword, _, array in order[done:]],
-                           runtime.device.sync_queue)
-            break
-    return bool(order)
+    if not order:
+        return False
+    with runtime.table.locked():
+        if not all(lane.present(array) for _, _, array in order):
+            return False
+        for done, (keyword, verb, array) in enumerate(order):
+            if verb(array) is None:  # declined: this one and the rest, in order, in Python
+                runtime.update([UpdateItem(_UPDATE_DIRECTION[keyword], array) for keyword, _, array in order[done:]],
+                               runtime.device.sync_queue)
+                break
+    return True
 
 
 @contextmanager

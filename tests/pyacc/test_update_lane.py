@@ -149,3 +149,62 @@ def test_the_lane_and_the_python_path_agree(device):
         finally:
             acc._directives._updated_in_the_lane = saved
     assert results[0] == results[1]
+
+
+def test_a_read_only_array_to_copy_into_changes_nothing(emulated):
+    """The Python path refuses a read-only target before any copy: so does the directive
+    when a read-only array follows arrays the lane could copy (API.md §4: a directive that
+    raises changes nothing)."""
+    a, b = np.zeros(N), np.zeros(N)
+    with acc.data(copyin=[a, b]):
+        with acc.host_data(use_device=[a, b]) as (on_a, on_b):
+            on_a[:], on_b[:] = 7.0, 9.0
+        read_only = b.view()
+        read_only.flags.writeable = False
+        with pytest.raises(acc.InvalidArgumentError):
+            acc.update(self=[a, read_only])
+        np.testing.assert_array_equal(a, 0.0)
+        a[:] = 1.0
+        with pytest.raises(acc.InvalidArgumentError):
+            acc.update(device=[a], self=[read_only])
+        np.testing.assert_array_equal(_device_copy(a), 7.0)
+
+
+def test_an_object_array_is_refused_as_the_python_path_refuses_it(device):
+    with pytest.raises(acc.InvalidArgumentError):
+        acc.update(self=[np.array([None, 1], dtype=object)])
+
+
+def test_another_thread_unmapping_an_array_never_splits_an_update(emulated):
+    """The presence checks and the copies are made under the table lock: a thread that
+    maps and unmaps ``b`` meanwhile makes an update of ``[a, b]`` either whole or refused
+    before any copy."""
+    import threading
+
+    a, b = np.zeros(1 << 15), np.zeros(1 << 15)  # (256 KiB: the copies give the GIL back)
+    acc.copyin(a)
+    stop = threading.Event()
+
+    def churn():
+        acc.set_device_type("emulated")
+        while not stop.is_set():
+            acc.copyin(b)
+            acc.delete(b)
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    split = 0
+    try:
+        for k in range(2000):
+            with acc.host_data(use_device=[a]) as (on_a,):
+                on_a[:1] = k + 1.0
+            a[:1] = 0.0
+            try:
+                acc.update(self=[a, b])
+            except acc.NotPresentError:
+                split += a[0] != 0.0  # a copied back before b was found absent
+    finally:
+        stop.set()
+        thread.join()
+        acc.delete(a)
+    assert split == 0
