@@ -1,10 +1,12 @@
 """What a compute call reads besides its arguments, at each call.
 
 Owns the reading of a kernel's free parameters (global and closure values,
-:func:`free_reader`, from :func:`free_sources`) and the launch's ``(enabled, async, wait)`` from its (evaluated)
-clauses (:func:`clause_values`), and which constant ``async`` and ``wait`` clauses let a
-call be direct (:func:`constant_queues`). The environment that decides a kernel is read at each
-call by ``compiler.kernel_env``.
+:func:`free_reader`, from :func:`free_sources`), the launch's ``(enabled, async, wait)``
+from its clauses (:func:`clause_values`; evaluated with the call's arguments:
+:func:`evaluate_clauses`), an ``if`` expression made a function of the arguments
+(:func:`condition_of`, :func:`condition_holds`), and which constant ``async`` and ``wait``
+clauses let a call be direct (:func:`constant_queues`). The environment that decides a
+kernel is read at each call by ``compiler.kernel_env``.
 """
 
 from __future__ import annotations
