@@ -106,38 +106,35 @@ def test_observers_see_each_copy(emulated, listening):
 
 @pytest.mark.parametrize("clauses", [dict(device=[]), dict(device=[1.0]), dict(devices=[None]),
                                      dict(device=[np.zeros(N)], async_=1)])
-def test_other_forms_are_the_python_paths(device, clauses):
+def test_other_forms_are_the_python_paths(device, clauses, monkeypatch):
     x = np.zeros(N)
     acc.copyin(x)
     try:
-        expected = None
-        try:
-            acc.update(**clauses)
-        except Exception as error:  # noqa: BLE001 - compared with the Python path's
-            expected = type(error)
-        saved = acc._directives._updated_in_the_lane
-        acc._directives._updated_in_the_lane = lambda clauses: False
-        try:
-            acc.update(**clauses)
-            found = None
-        except Exception as error:  # noqa: BLE001
-            found = type(error)
-        finally:
-            acc._directives._updated_in_the_lane = saved
-        assert found is expected
+        expected = _raised(clauses)
+        with monkeypatch.context() as python_path:
+            python_path.setattr(acc._directives, "_updated_in_the_lane", lambda clauses: False)
+            assert _raised(clauses) is expected
     finally:
         acc.wait()
         acc.delete(x)
 
 
-def test_the_lane_and_the_python_path_agree(device):
+def _raised(clauses):
+    """The type of the error ``acc.update(**clauses)`` raises, or None."""
+    try:
+        acc.update(**clauses)
+    except Exception as error:  # noqa: BLE001 - compared with the other path's
+        return type(error)
+    return None
+
+
+def test_the_lane_and_the_python_path_agree(device, monkeypatch):
     x, y = np.arange(N, dtype=np.float64), np.zeros(N)
     results = []
     for lane in (True, False):
-        saved = acc._directives._updated_in_the_lane
-        if not lane:
-            acc._directives._updated_in_the_lane = lambda clauses: False
-        try:
+        with monkeypatch.context() as patched:
+            if not lane:
+                patched.setattr(acc._directives, "_updated_in_the_lane", lambda clauses: False)
             acc.reset_stats()
             with acc.data(copyin=[x], copy=[y]):
                 for k in range(5):
@@ -146,8 +143,6 @@ def test_the_lane_and_the_python_path_agree(device):
                     y[:] = -1.0
                     acc.update(self=[y], device=[x])
             results.append((y.tolist(), acc.stats()["h2d_count"], acc.stats()["d2h_count"]))
-        finally:
-            acc._directives._updated_in_the_lane = saved
     assert results[0] == results[1]
 
 
