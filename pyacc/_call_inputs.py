@@ -34,12 +34,13 @@ def clause_values(clauses):
     return enabled, async_clause, wait_clause
 
 
-def evaluate_clauses(info, args) -> tuple:
+def evaluate_clauses(info, args, shape: bool = True) -> tuple:
     """A call's clause values written as expressions, evaluated with its arguments
     (parameters by name, then the function's globals; API.md §6.1): ``(enabled, async,
     wait, clauses)``, the last the evaluated clauses; ``(enabled, async, wait)`` alone
-    when only the ``if`` clause is an expression (:func:`condition_of`: the kernel and the
-    launch shape are then those of the region's direct calls).
+    when ``shape`` is false — a region whose ``if`` expression is its only one
+    (:func:`condition_of`): the kernel and the launch shape are then those of its direct
+    calls.
 
     Raises:
         InvalidArgumentError: an expression raised, or a count is not a positive int.
@@ -53,7 +54,7 @@ def evaluate_clauses(info, args) -> tuple:
             f"{info.where}: a clause value could not be evaluated for this call "
             f"({texts}): {type(error).__name__}: {error}") from None
     values = clause_values(clauses)
-    return values if set(info.clauses.expressions()) == {"if_"} else values + (clauses,)
+    return values + (clauses,) if shape else values
 
 
 def condition_of(info):

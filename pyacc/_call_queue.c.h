@@ -78,12 +78,9 @@ static int waits_settled(PyObject *waits) {
 static int is_clause_wait(PyObject *value) {
     if (!PyTuple_CheckExact(value))
         return 0;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); i++) {
-        PyObject *number = PyTuple_GET_ITEM(value, i);
-        int overflow;
-        if (!PyLong_CheckExact(number) || PyLong_AsLongAndOverflow(number, &overflow) < 0 || overflow)
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); i++)
+        if (!is_queue_number(PyTuple_GET_ITEM(value, i)))
             return 0;
-    }
     return 1;
 }
 
@@ -119,11 +116,9 @@ static int lane_keywords(PyObject *kwargs, CallKeywords *keys) {
     Py_ssize_t at = 0;
     PyObject *name, *value;
     while (kwargs != NULL && PyDict_Next(kwargs, &at, &name, &value)) {
-        int overflow;
         if (is_name(name, s_async) && PyLong_CheckExact(value))
             keys->async_value = value;
-        else if (is_name(name, s_wait) && (PyLong_CheckExact(value)
-                 ? PyLong_AsLongAndOverflow(value, &overflow) >= 0 && !overflow : is_clause_wait(value)))
+        else if (is_name(name, s_wait) && (is_queue_number(value) || is_clause_wait(value)))
             keys->wait = value;
         else if (is_name(name, s_if) && value == Py_True)
             keys->if_given = 1;

@@ -280,8 +280,8 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
             if not self._bound:
                 self._bind_free_names()
             # (an if expression, the region's only one, is not evaluated when if_ replaces it)
-            values = evaluate_clauses(self.info, args) if self._expressions and not (
-                if_ is not None and self._condition is not None) else self._clause_values
+            values = evaluate_clauses(self.info, args, self._condition is None) if self._expressions \
+                and not (if_ is not None and self._condition is not None) else self._clause_values
             if if_ is not None:  # given at the call, it overrides the clause (§2.5.6)
                 values = (bool(if_),) + values[1:]
             region, sections = self, ()

@@ -33,6 +33,13 @@ static int queue_settled(PyObject *queue) {
     return settled;
 }
 
+/* Whether ``value`` is a queue number the C entries read: an exact int >= 0 that fits a C
+ * long (anything else is the Python function's to resolve or refuse). */
+static int is_queue_number(PyObject *value) {
+    int overflow;
+    return PyLong_CheckExact(value) && PyLong_AsLongAndOverflow(value, &overflow) >= 0 && !overflow;
+}
+
 static QueueMemo g_waited_queue;  /* the queue a wait last looked up (``queue_of``) */
 
 /* ``QueueSet.settled(numbers)`` over the exact QueueSet's dict of queues ``queues``:
@@ -48,10 +55,8 @@ static int numbers_settled(PyObject *queues, PyObject *const *numbers, Py_ssize_
         return settled;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
-        int overflow;
-        if (!PyLong_CheckExact(numbers[i]) || PyLong_AsLongAndOverflow(numbers[i], &overflow) < 0 ||
-                overflow)
-            return PyErr_Occurred() ? -1 : 0;
+        if (!is_queue_number(numbers[i]))
+            return 0;
         PyObject *queue = queue_of(&g_waited_queue, queues, numbers[i]);
         if (queue == NULL) {
             if (PyErr_Occurred())
