@@ -9,7 +9,8 @@
  * ``ComputeRegion._bind_free_names`` before ``_direct`` (a call reads it after that).
  */
 
-/* What the region sets once for its calls (``_clause_async``, ``_clause_wait``, ``_free``):
+/* What the region sets once for its calls (``_clause_async``, ``_clause_wait``, ``_free``,
+ * ``_condition``):
  * where it is kept in FastCall, and what a value must be (else TypeError: ``error``). */
 typedef struct {
     size_t offset;
