@@ -32,6 +32,7 @@ and the private modules behind them:
 
 - ``_call_inputs`` what a compute call reads besides its arguments (free values, clauses)
 - ``_arguments``  how a compute call's arguments are sorted (implicit data attributes)
+- ``_direct_calls`` the Python launcher's entry (``_call_slow``) and its direct paths
 - ``_sections``   sections and structs of a compute call (``_special_call``, variants)
 - ``_region``     the single-use region state machine of ``data``, ``acquire`` and
                   ``omp.target_data``
@@ -41,6 +42,7 @@ and the private modules behind them:
   ``_express_plan.c.h``, an async call run at once in ``_at_once.c.h``, its queue taken and
   held for the kernel's run in ``_queue_take.c.h``, a wait of settled queues in
   ``_queue_settled.c.h``, a call's queue and its wait clause's waits in ``_call_queue.c.h``,
+  its arguments bound to the parameters and its keywords read in ``_call_binding.c.h``,
   the values of the names a kernel reads besides its parameters in ``_free_values.c.h``,
   a vectorcall's arguments handed to a ``tp_call`` in ``_vectorcall_args.h``, and what a region
   sets once for its calls in ``_region_fields.c.h``)

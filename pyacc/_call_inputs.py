@@ -20,7 +20,7 @@ from pyacc import compiler
 from pyacc.compiler.clause_text import EXPR_BUILTINS
 from pyacc.mapping import InvalidArgumentError
 
-from ._clauses import async_noval
+from ._clauses import async_noval, async_sync
 
 __all__ = ["free_reader", "free_sources", "clause_values", "constant_queues", "evaluate_clauses",
            "condition_of", "condition_holds"]
@@ -93,9 +93,11 @@ def constant_queues(async_clause, wait_clause):
     queue ≥ 0 or ``async_noval``, the thread's default queue at each call) and the queues
     of its ``wait`` clause as a tuple (empty: every queue; None: no ``wait`` clause;
     OpenACC 3.3 §2.16.1, §2.16.2) — or None when its calls cannot be direct: a value
-    the full path resolves, or rejects, at each call (``acc.async_sync``, a negative
-    number, not an int; a wait for a queue number beyond a C long's, which the express
+    the full path resolves, or rejects, at each call (a negative number other than
+    ``async_noval`` and ``async_sync``, not an int; a wait for a queue number beyond a C long's, which the express
     lane does not read)."""
+    if type(async_clause) is int and async_clause == async_sync:  # synchronous (§2.16.1)
+        async_clause = None
     if async_clause is not None and not (type(async_clause) is int and
                                          (async_clause >= 0 or async_clause == async_noval)):
         return None
@@ -104,6 +106,19 @@ def constant_queues(async_clause, wait_clause):
     waits = tuple(wait_clause) if isinstance(wait_clause, (list, tuple)) else (wait_clause,)
     return (async_clause, waits) if all(type(n) is int and 0 <= n <= sys.maxsize for n in waits) \
         else None
+
+
+def call_binding(signature):
+    """``(names, defaults)``: the parameters of a region's function (``signature``, an
+    ``inspect.Signature``) and the last ones' defaults, by which the express lane binds a
+    call's arguments given by name or left out, as ``Signature.bind`` does (``FastCall``'s
+    ``_binding``, ``pyacc/_call_binding.c.h``); None when a parameter is not
+    positional-or-keyword (such calls are the Python launcher's, which binds them)."""
+    params = signature.parameters.values()
+    if any(param.kind is not param.POSITIONAL_OR_KEYWORD for param in params):
+        return None
+    names = tuple(sys.intern(param.name) for param in params)
+    return names, tuple(param.default for param in params if param.default is not param.empty)
 
 
 def free_sources(info) -> tuple:

@@ -2,11 +2,10 @@
  * whether its if clause sends it to the device;
  * included by _fastcall.c after _routine_lane.c.h (``waits_for_nothing``).
  *
- * Owns reading a call's keywords — ``lane_keywords`` (``async_=<int>``, ``wait=<queues>``,
- * ``if_=True``), ``resolve_queue`` (``acc.async_noval``: the thread's default queue, remembered
- * per thread and context epoch) — ``waits_settled``: whether the queues a call waits for
- * first (its ``wait=``, or its region's constant ``wait`` clause, ``FastCall``'s
- * ``_clause_wait``) have nothing pending (OpenACC 3.3 §2.16.1, §2.16.2); and
+ * Owns ``resolve_queue`` (``acc.async_noval``: the thread's default queue, remembered per
+ * thread and context epoch) and ``is_async_sync``; ``waits_settled``: whether the queues a
+ * call waits for first (its ``wait=``, or its region's constant ``wait`` clause,
+ * ``FastCall``'s ``_clause_wait``) have nothing pending (OpenACC 3.3 §2.16.1, §2.16.2); and
  * ``condition_holds``: whether a region's ``if`` clause, an expression, is true (§2.5.6).
  *
  * Invariants: reads only, except ``condition_holds``, which runs the clause's expression (a
@@ -52,6 +51,14 @@ static PyObject *resolve_queue(PyObject *value) {
     return overflow || number != ASYNC_NOVAL ? Py_NewRef(value) : default_queue();
 }
 
+/* Whether ``value`` (an exact int) is ``acc.async_sync``: a call given it is synchronous,
+ * whatever its region's async clause (OpenACC 3.3 §2.16.1). */
+static int is_async_sync(PyObject *value) {
+    int overflow;
+    long number = PyLong_AsLongAndOverflow(value, &overflow);
+    return !overflow && number == ASYNC_SYNC;  /* (an exact int: no error) */
+}
+
 /* After a check that raised: 0 with an ``Exception`` cleared (the Python launcher decides,
  * and reports what it finds), -1 with anything else (an interrupt propagates). */
 static int launchers_to_decide(void) {
@@ -94,45 +101,4 @@ static int condition_holds(PyObject *condition, PyObject *args) {
     int holds = value == NULL ? -1 : PyObject_IsTrue(value);
     Py_XDECREF(value);
     return holds < 0 ? launchers_to_decide() : holds;
-}
-
-/* What a call's keywords ask of the lane (borrowed): its queue (``async_=<int>``), the queues
- * it waits for first (``wait=``: an int >= 0 or a tuple of them, which replaces the region's
- * wait clause, §2.16.2), and whether ``if_=True`` was given (the device: the region's ``if``
- * expression is not asked, §2.5.6). */
-typedef struct {
-    PyObject *async_value, *wait;
-    int if_given;
-} CallKeywords;
-
-static int is_name(PyObject *name, PyObject *interned) {
-    return name == interned || (PyUnicode_Check(name) && PyUnicode_Compare(name, interned) == 0);
-}
-
-/* ``kwargs`` (a dict, or NULL) read into ``*keys``: 1 when each keyword is one of those with
- * such a value; 0 when the call is the Python launcher's (another keyword, or value). */
-static int lane_keywords(PyObject *kwargs, CallKeywords *keys) {
-    *keys = (CallKeywords){NULL, NULL, 0};
-    Py_ssize_t at = 0;
-    PyObject *name, *value;
-    while (kwargs != NULL && PyDict_Next(kwargs, &at, &name, &value)) {
-        if (is_name(name, s_async) && PyLong_CheckExact(value))
-            keys->async_value = value;
-        else if (is_name(name, s_wait) && (is_queue_number(value) || is_clause_wait(value)))
-            keys->wait = value;
-        else if (is_name(name, s_if) && value == Py_True)
-            keys->if_given = 1;
-        else
-            return 0;
-    }
-    return 1;
-}
-
-/* The queues a call waits for first as a tuple (a new reference): its ``wait=`` (``keys``, or
- * NULL), else the region's clause (``clause_wait``, or NULL); NULL without an error: none. */
-static PyObject *call_waits(const CallKeywords *keys, PyObject *clause_wait) {
-    PyObject *given = keys == NULL ? NULL : keys->wait;
-    if (given != NULL)
-        return PyTuple_CheckExact(given) ? Py_NewRef(given) : PyTuple_Pack(1, given);
-    return clause_wait == NULL ? NULL : Py_NewRef(clause_wait);
 }

@@ -19,6 +19,7 @@ __all__ = [
     "async_sync",
     "async_noval",
     "check_clauses",
+    "is_sync",
     "arrays_of",
     "requests_of",
     "async_value",
@@ -81,7 +82,7 @@ def async_value(value) -> int | None:
     Raises:
         InvalidAsyncError: anything else (OpenACC 3.3 §2.16.1).
     """
-    if value is None or value == async_sync and _is_int(value):
+    if value is None or is_sync(value):
         return None
     if not _is_int(value):
         raise InvalidAsyncError(
@@ -132,6 +133,12 @@ def wait_for(runtime, wait, queue) -> None:
     else:
         others = [device.queue(number) for number in wait_values(wait)]
     device.join(queue, others)
+
+
+def is_sync(value) -> bool:
+    """Whether an ``async_`` value is ``acc.async_sync``: synchronous, as no ``async_`` is,
+    and given at a call it replaces the region's ``async`` clause (OpenACC 3.3 §2.16.1)."""
+    return _is_int(value) and value == async_sync
 
 
 def _is_int(value) -> bool:

@@ -64,14 +64,15 @@ from pyacc.compiler.kernel import feedback_view
 
 from . import _routines
 from ._arguments import KIND_OF_CLAUSE, ArgumentSorting, unstage
-from ._clauses import async_noval, queue_of, wait_for
-from ._call_inputs import (clause_values, condition_holds, condition_of, constant_queues, evaluate_clauses,
+from ._clauses import is_sync, queue_of, wait_for
+from ._call_inputs import (call_binding, clause_values, condition_of, constant_queues, evaluate_clauses,
                            free_reader, free_sources)
 from ._outcome import AsyncResult, add_section_hint, is_kernel_failure, kernel_failure
 from ._replay import CallPlan
 from ._devices import ICVS, current_runtime
 from ._errors import directive_end, report
 from ._express import CALL_BASE, configure_async, enable_vectorcall, express_lane, plan_spec
+from ._direct_calls import DirectCalls
 from ._sections import SectionCalls, SectionSorter, StructVariant, WholeSections
 from .observe._locate import Location
 
@@ -80,7 +81,6 @@ __all__ = ["parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "ro
 
 _ACTIVE = BUS.active
 _HOLDING = BUS.holding()
-_SILENT = BUS.silent
 _REGION_ENTER = int(EventKind.REGION_ENTER)
 _REGION_EXIT = int(EventKind.REGION_EXIT)
 _DIRECTIVE_END = int(EventKind.DIRECTIVE_END)
@@ -88,7 +88,7 @@ _DIRECTIVE_END = int(EventKind.DIRECTIVE_END)
 configure_async(AsyncResult)  # the express lane makes those of async calls run at once
 
 
-class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
+class ComputeRegion(DirectCalls, SectionCalls, ArgumentSorting, CALL_BASE):
     """A decorated compute-region function; calling it launches the kernel.
 
     Call as ``f(*args, async_=None, wait=None, if_=None)``; keyword arguments by parameter
@@ -185,6 +185,8 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
         self._expressable = direct and CALL_BASE is not object
         if self._expressable and self._read_free is not None:  # read in C at each call, too
             self._free = free_sources(info)
+        if self._expressable:  # arguments by name, defaults: bound in C, too
+            self._binding = call_binding(self._signature)
         if self._special and not self._expressions and enabled and async_clause is None \
                 and wait_clause is None and not (self._sections and self._struct_params):
             self._special_direct = True
@@ -198,84 +200,10 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
     def __get__(self, instance, owner):
         return self if instance is None else functools.partial(self, instance)
 
-    def _call_slow(self, *args, async_=None, wait=None, if_=None, **kwargs):
-        """The Python launcher: every call the express lane does not take (``__call__``
-        itself without it)."""
-        # (``_direct`` read first: the clauses are set before it, at the first call)
-        direct = self._direct and not kwargs and len(args) == self._arity and _SILENT[0]
-        waits = self._clause_wait
-        if direct and wait is not None:  # the call's own wait replaces the clause's (§2.16.2)
-            given = constant_queues(None, wait)
-            direct, waits = given is not None, given and given[1]
-        if direct and if_ is None and self._condition is not None:  # (false: the host's)
-            direct = condition_holds(self._condition, args)
-        direct = direct and (if_ is None or if_ is True)  # (if_=True: the device, §2.5.6)
-        if async_ is None:  # the construct's own async clause, when constant and direct
-            async_ = self._clause_async
-        if type(async_) is int and async_ == async_noval:  # the thread's default queue
-            async_ = ICVS.default_async
-        if direct and async_ is None:
-            # the common call: constant clauses, synchronous, nobody observing events;
-            # exact as the full path (a subscriber that comes now sees the next call)
-            try:
-                if self._read_free is not None:
-                    args = (*args, *self._read_free())
-                runtime = ICVS.runtime or current_runtime()
-                wait_for(runtime, waits, runtime.device.sync_queue)  # (None: no wait)
-                return self._launch(runtime, args, runtime.device.sync_queue, None, True,
-                                    self._matching_call_plan(runtime, args))
-            except AccError as error:
-                add_section_hint(error)
-                report(error)
-                raise
-        if direct and type(async_) is int and async_ >= 0:
-            return self._call_async(args, async_, waits)
-        if self._special_direct and async_ is None and wait is None and if_ is None \
-                and not kwargs and len(args) == self._arity and _SILENT[0]:
-            # sections that cover their whole arrays, or structs, at this call: a direct
-            # call of this region or of the struct layout's variant
-            routed = self._route_direct(args)
-            if routed is not None:
-                return routed[0]._launch_direct(routed[1])
-        return self._call(args, async_, wait, if_, kwargs)
-
-    def _call_async(self, args, number, waits):
-        """The direct call on asynchronous queue ``number`` after the queues ``waits``
-        (constant clauses, nobody observing events): ``_call_slow``'s direct path with the
-        queue; its replays arm the express lane, which runs later such calls at once when
-        their queue is idle (``_ran_at_once``)."""
-        try:
-            if self._read_free is not None:
-                args = (*args, *self._read_free())
-            runtime = ICVS.runtime or current_runtime()
-            queue = runtime.device.queue(number)
-            wait_for(runtime, waits, queue)  # (None: no wait)
-            value = self._launch(runtime, args, queue, None, True,
-                                 self._matching_call_plan(runtime, args))
-            return AsyncResult(queue, value)
-        except AccError as error:
-            add_section_hint(error)
-            report(error)
-            raise
-
-    def _launch_direct(self, args):
-        """The direct call of ``_call_slow`` (the same steps, for a region whose sections
-        cover their whole arrays at this call, ``WholeSections``)."""
-        try:
-            runtime = ICVS.runtime or current_runtime()
-            return self._launch(runtime, args, runtime.device.sync_queue, None, True,
-                                self._matching_call_plan(runtime, args))
-        except AccError as error:
-            add_section_hint(error)
-            report(error)
-            raise
-
-    def _call(self, args, async_, wait, if_, kwargs):
-        """A call in full: bind the arguments, read the clauses (expressions evaluated
-        with the arguments, ``if_``/``async_``/``wait`` given at the call), the queue and
-        its waits; then ``_launch`` (or the host, under ``if(false)``)."""
-        if kwargs or len(args) != self._arity:
-            args = self._bind(args, kwargs)
+    def _call(self, args, async_, wait, if_):
+        """A call in full, its arguments bound (``_bind``): read the clauses (expressions
+        evaluated with the arguments, ``if_``/``async_``/``wait`` given at the call), the
+        queue and its waits; then ``_launch`` (or the host, under ``if(false)``)."""
         try:
             if not self._bound:
                 self._bind_free_names()
@@ -308,6 +236,8 @@ class ComputeRegion(SectionCalls, ArgumentSorting, CALL_BASE):
             runtime = current_runtime()
             enabled, async_clause, wait_clause = values[:3]
             async_arg = async_ if async_ is not None else async_clause
+            if is_sync(async_arg):  # acc.async_sync: synchronous, a value (§2.16.1)
+                async_arg = None
             queue = queue_of(runtime, async_arg)
             if wait is not None or wait_clause is not None:  # if(false): the local thread waits
                 wait_for(runtime, wait if wait is not None else wait_clause,

@@ -8,9 +8,10 @@
  * ``_express_plan.c.h``, included below: one translation unit). The checks are exactly the
  * Python replay's (``pyacc/_compute.py``, ``mapping/compute.py``), in the same order of cost:
  *
- *   - the call: positional arguments only, as many as the plan's (followed by the values
- *     of the module-level and closure names the kernel reads, read now: ``_free``,
- *     ``_free_values.c.h``); nobody subscribes to any event (``BUS.silent[0]``);
+ *   - the call: as many arguments as the plan's, in parameter order (those given by name or
+ *     left to their defaults bound as Python binds them: ``_binding``, ``_call_binding.c.h``),
+ *     followed by the values of the module-level and closure names the kernel reads, read
+ *     now (``_free``, ``_free_values.c.h``); nobody subscribes to any event (``BUS.silent[0]``);
  *   - each mapped array: on a device with separate memory, the same object
  *     (a weak reference) with the same data pointer, shape, strides, dtype and flags; on
  *     the host device (shared memory, nothing mapped) an array of the same type, dtype
@@ -47,8 +48,8 @@
  *
  * A call with ``async_=<int>`` — or without it, of a region whose constant ``async`` clause says
  * a queue (``_clause_async``); ``acc.async_noval`` is the thread's default queue
- * (``ICVS.default_async``) — takes the same checks (a call may also give ``wait=`` and
- * ``if_=True``: ``lane_keywords``, ``_call_queue.c.h``), then: on devices whose queues are host
+ * (``ICVS.default_async``); ``acc.async_sync`` is synchronous — takes the same checks (a call
+ * may also give ``wait=`` and ``if_=True``: ``CallKeywords``, ``_call_binding.c.h``), then: on devices whose queues are host
  * threads, runs at once when its queue is idle and the kernel short (``_at_once.c.h``);
  * on the others (``cuda``, where a launch only enqueues on the queue's stream), hands its kernel
  * and device arrays to the plan's ``enqueue`` (``pyacc._express.enqueuer``: ``Device.launch`` on
@@ -61,8 +62,8 @@
  * region whose ``if`` clause is its only expression (``_condition``, §2.5.6) takes it when the
  * expression (or the call's ``if_=True``) is true. Every other call is the Python launcher's.
  * Calls arrive through the instance's vectorcall (PEP 590,
- * ``fastcall_vectorcall``: no keyword dict is made for ``async_``; Python subclasses ask for it
- * with ``enable_vectorcall`` before 3.12) or through ``tp_call``; both end in ``fastcall_run``.
+ * ``fastcall_vectorcall``: no keyword dict is made; Python subclasses ask for it with
+ * ``enable_vectorcall`` before 3.12) or through ``tp_call``; both end in ``fastcall_run``.
  *
  * NumPy arrays are read through NumPy's array object layout (``pyacc/_numpy_abi.h``:
  * ``PyArrayObject_fields``, part of NumPy's ABI, the same in NumPy 1.x and 2.x), so the module
@@ -111,6 +112,7 @@ static PyObject *s_runtime, *s_region_stack, *s_innermost_default, *s_version, *
                 *s_bounds, *s_default_async, *s_wait, *s_if;
 
 #define ASYNC_NOVAL (-1)  /* pyacc._clauses.async_noval: the thread's default queue */
+#define ASYNC_SYNC (-2)   /* pyacc._clauses.async_sync: synchronous */
 
 /* -- a vectorcall's arguments as a tuple (and a dict), for a tp_call -------------------- */
 #include "_vectorcall_args.h"
@@ -145,6 +147,8 @@ static PyObject *intern(const char *text);
 #include "_plan_record.c.h"
 /* -- a call's queue, and the waits of its wait clause ------------------------------------- */
 #include "_call_queue.c.h"
+/* -- a call's arguments in parameter order, and its keywords -------------------------------- */
+#include "_call_binding.c.h"
 /* -- the values of the module-level and closure names a kernel reads ------------------------ */
 #include "_free_values.c.h"
 
@@ -166,6 +170,9 @@ typedef struct {
     /* its ``if`` clause written as an expression, as a function of a call's arguments
      * (``_condition``): a call runs in the lane only when it is true; NULL: none */
     PyObject *condition;
+    /* its parameters' names and defaults (``_binding``), by which a call's arguments given by
+     * name or left to their defaults are bound in C; NULL: positional calls only */
+    PyObject *binding;
 } FastCall;
 
 /* -- what a region sets once for its calls, read and set from Python ----------------------- */
@@ -219,8 +226,8 @@ static PyObject *try_lane(FastCall *self, PyObject *args, int plain, PyObject *a
 }
 
 /* ``fastcall_run`` with the queue number resolved (``async_value``; NULL when ``plain``) and
- * the queues waited for first held (``waits``, or NULL); ``keys``: the call's keywords, NULL
- * when it is the Python launcher's. */
+ * the queues waited for first held (``waits``, or NULL); ``keys``: the call's keywords, its
+ * arguments bound (``bound_call``), or NULL when it is the Python launcher's as it came. */
 static PyObject *fastcall_try(FastCall *self, PyObject *args, PyObject *kwargs, const CallKeywords *keys,
                               int plain, PyObject *async_value, PyObject *waits) {
     if (g_enabled && g_silent != NULL && keys != NULL &&
@@ -229,31 +236,29 @@ static PyObject *fastcall_try(FastCall *self, PyObject *args, PyObject *kwargs, 
         if (result != MISS)
             return result;
     }
-    PyObject *made = NULL;
-    if (kwargs == NULL && async_value != NULL) {
-        made = kwargs = PyDict_New();
-        if (made == NULL || PyDict_SetItem(made, s_async, async_value) < 0) {
-            Py_XDECREF(made);
-            return NULL;
-        }
-    }
+    PyObject *made = keys == NULL ? NULL : keyword_dict(keys);  /* (the arguments are bound) */
+    if (made == NULL && PyErr_Occurred())
+        return NULL;
     PyObject *slow = PyObject_GetAttr((PyObject *)self, s_call_slow);
-    PyObject *result = slow == NULL ? NULL : PyObject_Call(slow, args, kwargs);
+    PyObject *result = slow == NULL ? NULL : PyObject_Call(slow, args, keys == NULL ? kwargs : made);
     Py_XDECREF(slow);
     Py_XDECREF(made);
     return result;
 }
 
-/* The call: through a plan when one holds (``keys``: its keywords, ``lane_keywords``; NULL
- * when the Python launcher's: a call without ``async_`` runs on the region's constant async
- * clause, ``clause_async``, when it has one; first, it waits for the queues of its ``wait=``
- * or of the region's constant wait clause, ``clause_wait``: ``waits_settled``), else
- * ``self._call_slow(*args, **kwargs)``; ``kwargs`` may be NULL for a call whose only keyword
- * is ``async_`` (made for the slow path). */
+/* The call: through a plan when one holds (``keys``: its keywords, its arguments ``args``
+ * bound; NULL when the Python launcher's, with ``kwargs``: a call without ``async_`` runs on
+ * the region's constant async clause, ``clause_async``, when it has one, and with
+ * ``acc.async_sync`` synchronously; first, it waits for the queues of its ``wait=`` or of the
+ * region's constant wait clause, ``clause_wait``: ``waits_settled``), else
+ * ``self._call_slow(*args, **keywords)``. */
 static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, const CallKeywords *keys) {
     PyObject *async_value = keys == NULL ? NULL : keys->async_value;
     int plain = async_value == NULL;
-    if (plain && self->clause_async != NULL) {  /* (the construct's async clause) */
+    if (!plain && is_async_sync(async_value)) {  /* (§2.16.1: whatever the async clause) */
+        async_value = NULL;
+        plain = 1;
+    } else if (plain && self->clause_async != NULL) {  /* (the construct's async clause) */
         async_value = self->clause_async;
         plain = 0;
     }
@@ -271,34 +276,46 @@ static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, 
     return result;
 }
 
-static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs) {
+/* ``fastcall_run`` of a call's arguments bound (``bound_call``: ``tuple``, the positional
+ * ones as a tuple, or NULL; ``kwargs``: a dict, or NULL with ``kwnames``), or as they came. */
+static PyObject *fastcall_bound(FastCall *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames, PyObject *kwargs, PyObject *tuple) {
     CallKeywords keys;
-    return fastcall_run(self, args, kwargs, lane_keywords(kwargs, &keys) ? &keys : NULL);
+    PyObject *binding = Py_XNewRef(self->binding);  /* (an allocation may run Python code) */
+    PyObject *bound = bound_call(binding, args, nargs, kwnames, kwargs, tuple, &keys);
+    Py_XDECREF(binding);
+    if (bound == NULL && PyErr_Occurred())
+        return NULL;
+    if (bound != NULL || tuple != NULL) {
+        PyObject *result = fastcall_run(self, bound ? bound : tuple, kwargs, bound ? &keys : NULL);
+        Py_XDECREF(bound);
+        return result;
+    }
+    ternaryfunc call = Py_TYPE(self)->tp_call;  /* (fastcall_call: a dict made, bound again) */
+    return tp_call_of(call, (PyObject *)self, args, nargs, kwnames);
 }
 
-/* The instance's vectorcall (PEP 590): ``fastcall_call`` without the keyword dict of an
- * ``async_=<int>`` call and without ``tp_call``'s argument conversion; other keywords
- * (``wait=``, ``if_=``, ...), or a class whose ``__call__`` was replaced (before 3.12 CPython
- * does not clear the vectorcall flag then), go through ``tp_call`` with a tuple and a dict. */
+static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs) {
+    return fastcall_bound(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL, kwargs, args);
+}
+
+/* The instance's vectorcall (PEP 590): ``fastcall_call`` without a keyword dict and without
+ * ``tp_call``'s argument conversion; a class whose ``__call__`` was replaced (before 3.12
+ * CPython does not clear the vectorcall flag then) goes through its ``tp_call`` with a tuple
+ * and a dict. */
 static PyObject *fastcall_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
                                      PyObject *kwnames) {
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     if (Py_EnterRecursiveCall(" while calling a Python object"))  /* as tp_call's caller does */
         return NULL;
     ternaryfunc call = Py_TYPE(callable)->tp_call;
     PyObject *result = NULL;
-    if (call == (ternaryfunc)fastcall_call && (nkw == 0 || (nkw == 1 &&
-            PyTuple_GET_ITEM(kwnames, 0) == s_async && PyLong_CheckExact(args[nargs])))) {
-        PyObject *positional = tuple_of(args, nargs);
-        CallKeywords keys = {nkw ? args[nargs] : NULL, NULL, 0};
-        if (positional != NULL)
-            result = fastcall_run((FastCall *)callable, positional, NULL, &keys);
-        Py_XDECREF(positional);
-    } else if (call != NULL) {
+    if (call == (ternaryfunc)fastcall_call)
+        result = fastcall_bound((FastCall *)callable, args, nargs, kwnames, NULL, NULL);
+    else if (call != NULL)
         result = tp_call_of(call, callable, args, nargsf, kwnames);
-    } else {
+    else
         PyErr_Format(PyExc_TypeError, "'%.200s' object is not callable", Py_TYPE(callable)->tp_name);
-    }
     Py_LeaveRecursiveCall();
     return result;
 }
@@ -398,6 +415,7 @@ static void fastcall_dealloc(FastCall *self) {
     Py_CLEAR(self->clause_wait);
     Py_CLEAR(self->free);
     Py_CLEAR(self->condition);
+    Py_CLEAR(self->binding);
     type->tp_free((PyObject *)self);
 }
 

@@ -1,8 +1,8 @@
 /* pyacc/_region_fields.c.h: what a compute region sets once for its calls, included by
  * _fastcall.c after the FastCall struct.
  *
- * Owns the getters and setters of FastCall's ``_clause_async``, ``_clause_wait``, ``_free``
- * and ``_condition`` (``REGION_FIELDS``, entries of its getset table): where each is kept in
+ * Owns the getters and setters of FastCall's ``_clause_async``, ``_clause_wait``, ``_free``,
+ * ``_condition`` and ``_binding`` (``REGION_FIELDS``, entries of its getset table): where each is kept in
  * FastCall and what a value must be (``RegionField``), checked when set (else TypeError).
  *
  * Invariants: a field holds a strong reference or NULL (None from Python); each is set by
@@ -10,7 +10,7 @@
  */
 
 /* What the region sets once for its calls (``_clause_async``, ``_clause_wait``, ``_free``,
- * ``_condition``):
+ * ``_condition``, ``_binding``):
  * where it is kept in FastCall, and what a value must be (else TypeError: ``error``). */
 typedef struct {
     size_t offset;
@@ -27,7 +27,9 @@ static RegionField f_clause_async = {offsetof(FastCall, clause_async), is_exact_
                      "_clause_wait: a tuple of ints >= 0 (queues; empty: every queue) or None"},
     f_free = {offsetof(FastCall, free), is_free_sources,
               "_free: a tuple of (cell, None) and (dict, str) pairs, or None"},
-    f_condition = {offsetof(FastCall, condition), is_callable, "_condition: a callable or None"};
+    f_condition = {offsetof(FastCall, condition), is_callable, "_condition: a callable or None"},
+    f_binding = {offsetof(FastCall, binding), is_binding,
+                 "_binding: (names, defaults), a tuple of str and a tuple of the last ones' defaults, or None"};
 
 static PyObject *region_field(FastCall *self, RegionField *field) {
     PyObject *value = *(PyObject **)((char *)self + field->offset);
@@ -56,4 +58,7 @@ static int set_region_field(FastCall *self, PyObject *value, RegionField *field)
      "passes after its arguments (None: none).", &f_free}, \
     {"_condition", (getter)region_field, (setter)set_region_field, \
      "The region's if clause written as an expression, as a function of a call's arguments " \
-     "(None: none).", &f_condition},
+     "(None: none).", &f_condition}, \
+    {"_binding", (getter)region_field, (setter)set_region_field, \
+     "Its parameters' names and the last ones' defaults, by which the lane binds a call's " \
+     "arguments given by name or left out (None: positional calls only).", &f_binding},

@@ -708,3 +708,21 @@ def test_a_synchronous_call_with_wait_waits_on_the_host_on_cuda(monkeypatch):
         saxpy(1.0, x, y, wait=1, if_=True)
         released.join()
     np.testing.assert_allclose(y, 1.0 + 3 * np.arange(8.0) + 10.0)
+
+
+def test_arguments_by_name_and_async_sync_take_the_lane_on_cuda(monkeypatch):
+    """On cuda too, a call giving its arguments by name (API.md §6) is bound in C and
+    enqueued by the lane's enqueue, and ``async_=acc.async_sync`` on a region whose
+    ``async`` clause names a queue runs synchronously (OpenACC 3.3 §2.16.1): the call
+    returns None, not a handle, and its result is on the host at once."""
+    x, y = np.arange(8.0), np.ones(8)
+    slow = slow_calls(saxpy_on_one, monkeypatch)
+    with acc.data(copyin=[x], copy=[y]):
+        handles = [saxpy_on_one(y=y, x=x, a=1.0) for _ in range(5)]
+        acc.wait(1)
+        assert [handle._queue.async_value for handle in handles] == [1] * 5
+        for k in range(3):
+            assert saxpy_on_one(1.0, x, y=y, async_=acc.async_sync) is None
+            acc.update_self(y)
+            np.testing.assert_allclose(y, 1.0 + (6 + k) * np.arange(8.0))
+    assert len(slow) <= 4

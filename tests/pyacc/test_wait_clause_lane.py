@@ -189,7 +189,8 @@ def test_which_constant_clauses_let_a_call_be_direct():
     assert constant_queues(2, 1) == (2, (1,))
     assert constant_queues(None, []) == (None, ())  # every queue
     assert constant_queues(acc.async_noval, [1, 3]) == (acc.async_noval, (1, 3))
-    assert constant_queues(acc.async_sync, None) is None
+    assert constant_queues(acc.async_sync, None) == (None, None)  # synchronous (§2.16.1)
+    assert constant_queues(acc.async_sync, 1) == (None, (1,))
     assert constant_queues(2, [1, acc.async_noval]) is None  # resolved at each call
     assert constant_queues(2, -5) is None  # refused at each call
     assert constant_queues(2, np.int64(1)) is None

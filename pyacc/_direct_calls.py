@@ -1,0 +1,112 @@
+"""The direct calls of a compute region: the Python launcher's entry and its short paths
+(API.md §6; OpenACC 3.3 §2.5, §2.16).
+
+Owns :class:`DirectCalls`, the half of ``ComputeRegion`` (``_compute``) that every call the
+express lane does not take enters first (``_call_slow``): a synchronous or asynchronous
+call of a region whose clauses are constants, with nobody observing events, goes straight
+to ``_launch`` (``_call_async``, ``_launch_direct``) without reading clauses or holding the
+event bus; any other call takes the full path (``ComputeRegion._call``).
+
+Invariants:
+    * A direct call is observably the full path's: the same queue, waits, data actions and
+      errors (reported through ``_errors.report``, with a section hint).
+    * A direct call's replays arm the express lane (``ComputeRegion._arm_express``); the
+      lane's calls repeat them in C.
+"""
+
+from __future__ import annotations
+
+from ._call_inputs import condition_holds, constant_queues
+from ._clauses import async_noval, is_sync, wait_for
+from ._devices import ICVS, current_runtime
+from ._errors import report
+from ._outcome import AsyncResult, add_section_hint
+from pyacc.mapping import BUS, AccError
+
+__all__ = ["DirectCalls"]
+
+_SILENT = BUS.silent
+
+
+class DirectCalls:
+    """The Python launcher's entry and its direct paths, mixed into ``ComputeRegion`` (the
+    module docstring); ``_call``, ``_launch``, ``_matching_call_plan`` and
+    ``_route_direct`` are the region's own."""
+
+    __slots__ = ()
+
+    def _call_slow(self, *args, async_=None, wait=None, if_=None, **kwargs):
+        """The Python launcher: every call the express lane does not take (``__call__``
+        itself without it)."""
+        # (``_direct`` read first: the clauses are set before it, at the first call)
+        direct = self._direct and _SILENT[0]
+        if kwargs or len(args) != self._arity:  # arguments by name, defaults (TypeError)
+            args, kwargs = self._bind(args, kwargs), None
+        waits = self._clause_wait
+        if direct and wait is not None:  # the call's own wait replaces the clause's (§2.16.2)
+            given = constant_queues(None, wait)
+            direct, waits = given is not None, given and given[1]
+        if direct and if_ is None and self._condition is not None:  # (false: the host's)
+            direct = condition_holds(self._condition, args)
+        direct = direct and (if_ is None or if_ is True)  # (if_=True: the device, §2.5.6)
+        call_async = async_  # (the full path reads the clauses itself)
+        if async_ is None:  # the construct's own async clause, when constant and direct
+            async_ = self._clause_async
+        elif is_sync(async_):  # acc.async_sync: synchronous, whatever the clause (§2.16.1)
+            async_ = None
+        if type(async_) is int and async_ == async_noval:  # the thread's default queue
+            async_ = ICVS.default_async
+        if direct and async_ is None:
+            # the common call: constant clauses, synchronous, nobody observing events;
+            # exact as the full path (a subscriber that comes now sees the next call)
+            try:
+                if self._read_free is not None:
+                    args = (*args, *self._read_free())
+                runtime = ICVS.runtime or current_runtime()
+                wait_for(runtime, waits, runtime.device.sync_queue)  # (None: no wait)
+                return self._launch(runtime, args, runtime.device.sync_queue, None, True,
+                                    self._matching_call_plan(runtime, args))
+            except AccError as error:
+                add_section_hint(error)
+                report(error)
+                raise
+        if direct and type(async_) is int and async_ >= 0:
+            return self._call_async(args, async_, waits)
+        if self._special_direct and async_ is None and wait is None and if_ is None and _SILENT[0]:
+            # sections that cover their whole arrays, or structs, at this call: a direct
+            # call of this region or of the struct layout's variant
+            routed = self._route_direct(args)
+            if routed is not None:
+                return routed[0]._launch_direct(routed[1])
+        return self._call(args, call_async, wait, if_)
+
+    def _call_async(self, args, number, waits):
+        """The direct call on asynchronous queue ``number`` after the queues ``waits``
+        (constant clauses, nobody observing events): ``_call_slow``'s direct path with the
+        queue; its replays arm the express lane, which runs later such calls at once when
+        their queue is idle (``_ran_at_once``)."""
+        try:
+            if self._read_free is not None:
+                args = (*args, *self._read_free())
+            runtime = ICVS.runtime or current_runtime()
+            queue = runtime.device.queue(number)
+            wait_for(runtime, waits, queue)  # (None: no wait)
+            value = self._launch(runtime, args, queue, None, True,
+                                 self._matching_call_plan(runtime, args))
+            return AsyncResult(queue, value)
+        except AccError as error:
+            add_section_hint(error)
+            report(error)
+            raise
+
+    def _launch_direct(self, args):
+        """The direct call of ``_call_slow`` (the same steps, for a region whose sections
+        cover their whole arrays at this call, ``WholeSections``)."""
+        try:
+            runtime = ICVS.runtime or current_runtime()
+            return self._launch(runtime, args, runtime.device.sync_queue, None, True,
+                                self._matching_call_plan(runtime, args))
+        except AccError as error:
+            add_section_hint(error)
+            report(error)
+            raise
