@@ -491,7 +491,8 @@ loops = {"sync": "add(a, b, c)", "async": "add(a, b, c, async_=1)",
          "async+wait": "add(a, b, c, async_=1); acc.wait(1)", "numba": "numba_add(a, b, c)",
          "async clause": "add_on_one(a, b, c)", "async_noval": "add(a, b, c, async_=acc.async_noval)",
          "async(2) wait(1)": "add_on_two_after_one(a, b, c)", "wait(1)": "add_after_one(a, b, c)",
-         "module-level name": "add_scaled(a, b, c)", "if expression": "add_if_long(a, b, c)"}
+         "module-level name": "add_scaled(a, b, c)", "if expression": "add_if_long(a, b, c)",
+         "by name": "add(a=a, b=b, c=c)", "async_sync": "add(a, b, c, async_=acc.async_sync)"}
 code = compile("for _ in range(%d):\\n    %s" % (calls, loops[form]), "bench", "exec")
 with acc.data(copyin=[a, b], copy=[c]):
     for _ in range(5):  # compile, measure the kernel, arm the lane
@@ -503,6 +504,8 @@ with acc.data(copyin=[a, b], copy=[c]):
         add_after_one(a, b, c)
         add_scaled(a, b, c)
         add_if_long(a, b, c)
+        add(a=a, b=b, c=c)
+        add(a, b, c, async_=acc.async_sync)
         acc.wait()
         numba_add(a, b, c)
     acc.update_device(a, async_=1)  # queue 1 made, and settled: the waits hold already
@@ -518,7 +521,7 @@ with acc.data(copyin=[a, b], copy=[c]):
 
 #: the compute call's forms counted in instructions (``compute_instructions``)
 COMPUTE_FORMS = ("sync", "async", "async+wait", "async clause", "async_noval", "async(2) wait(1)",
-                 "wait(1)", "module-level name", "if expression")
+                 "wait(1)", "module-level name", "if expression", "by name", "async_sync")
 
 
 def compute_instructions(calls=2000, devices=("host", "emulated")) -> dict:

@@ -42,30 +42,32 @@ static int is_binding(PyObject *value) {
     return 1;
 }
 
-/* One keyword of a call read into ``*keys``: 1 (read), 0 (one the lane reads, with a value it
- * does not: the Python launcher's), 2 (not one of them: a parameter's name, or unknown). */
-static int read_keyword(CallKeywords *keys, PyObject *name, PyObject *value) {
-    if (is_name(name, s_async))
-        return PyLong_CheckExact(value) ? (keys->async_value = value, 1) : 0;
-    if (is_name(name, s_wait))
-        return is_queue_number(value) || is_clause_wait(value) ? (keys->wait = value, 1) : 0;
-    if (is_name(name, s_if))
-        return value == Py_True ? (keys->if_given = 1, 1) : 0;
-    return 2;
+/* The index of ``name`` among ``count`` names (``candidates``: str), compared as the same
+ * object when ``by_value`` is 0 (the names of a call site and of the parameters are
+ * interned), else by value; -1: none. */
+static Py_ssize_t index_of(PyObject *name, PyObject *const *candidates, Py_ssize_t count, int by_value) {
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (candidates[i] == name || (by_value && is_name(name, candidates[i])))
+            return i;
+    return -1;
 }
 
-/* ``value`` bound to the parameter ``name`` in ``*slots`` (made at the first such keyword: a
- * tuple of the parameters, the positional ``args[:nargs]`` first): 1; 0 when Python would
- * refuse it (no such parameter, or given by position too); -1 on a failed allocation. */
-static int bind_by_name(PyObject *names, PyObject **slots, PyObject *const *args, Py_ssize_t nargs,
-                        PyObject *name, PyObject *value) {
-    Py_ssize_t count = PyTuple_GET_SIZE(names), index = -1;
-    for (Py_ssize_t i = 0; i < count && index < 0; i++)  /* (interned: the same object) */
-        if (PyTuple_GET_ITEM(names, i) == name)
-            index = i;
-    for (Py_ssize_t i = 0; i < count && index < 0; i++)
-        if (is_name(name, PyTuple_GET_ITEM(names, i)))
-            index = i;
+/* The keyword ``name`` = ``value`` of a call read into ``*keys`` (``lane``: the index of a lane
+ * keyword, ``async_``, ``wait``, ``if_``): 1 (read), 0 (a value the lane does not read: the
+ * Python launcher's). */
+static int read_keyword(CallKeywords *keys, Py_ssize_t lane, PyObject *value) {
+    if (lane == 0)
+        return PyLong_CheckExact(value) ? (keys->async_value = value, 1) : 0;
+    if (lane == 1)
+        return is_queue_number(value) || is_clause_wait(value) ? (keys->wait = value, 1) : 0;
+    return value == Py_True ? (keys->if_given = 1, 1) : 0;
+}
+
+/* ``value`` bound to parameter ``index`` in ``*slots`` (made at the first such keyword: a
+ * tuple of the ``count`` parameters, the positional ``args[:nargs]`` first): 1; 0 when Python
+ * would refuse it (given by position too); -1 on a failed allocation. */
+static int bind_at(Py_ssize_t index, Py_ssize_t count, PyObject **slots, PyObject *const *args,
+                   Py_ssize_t nargs, PyObject *value) {
     if (index < nargs)
         return 0;
     if (*slots == NULL) {
@@ -79,6 +81,26 @@ static int bind_by_name(PyObject *names, PyObject **slots, PyObject *const *args
         return 0;
     PyTuple_SET_ITEM(*slots, index, Py_NewRef(value));
     return 1;
+}
+
+/* One keyword of a call: a lane keyword read into ``*keys``, or a parameter's argument bound
+ * (``names``: the parameters, or NULL); 1, 0 (the Python launcher's: a lane keyword's value
+ * it does not read, an unknown name, an argument given twice), -1 on error. The names are
+ * compared as objects first, then by value. */
+static int take_keyword(CallKeywords *keys, PyObject *names, PyObject **slots, PyObject *const *args,
+                        Py_ssize_t nargs, PyObject *name, PyObject *value) {
+    PyObject *const lane[3] = {s_async, s_wait, s_if};
+    Py_ssize_t count = names == NULL ? 0 : PyTuple_GET_SIZE(names);
+    PyObject *const *params = names == NULL ? NULL : &PyTuple_GET_ITEM(names, 0);
+    for (int by_value = 0; by_value <= 1; by_value++) {
+        Py_ssize_t at = index_of(name, lane, 3, by_value);
+        if (at >= 0)
+            return read_keyword(keys, at, value);
+        at = index_of(name, params, count, by_value);
+        if (at >= 0)
+            return bind_at(at, count, slots, args, nargs, value);
+    }
+    return 0;
 }
 
 /* The empty slots of ``slots`` filled with the parameters' ``defaults`` (those of the last
@@ -115,9 +137,7 @@ static PyObject *bound_call(PyObject *binding, PyObject *const *args, Py_ssize_t
             name = PyTuple_GET_ITEM(kwnames, i);
             value = args[nargs + i];
         }
-        int read = read_keyword(keys, name, value);
-        if (read == 2)
-            read = names == NULL ? 0 : bind_by_name(names, &slots, args, nargs, name, value);
+        int read = take_keyword(keys, names, &slots, args, nargs, name, value);
         if (read <= 0) {
             Py_XDECREF(slots);
             return NULL;
