@@ -22,7 +22,7 @@ import numpy as np
 
 from .entry import MappingEntry
 from .errors import OutOfMemoryError, describe_array
-from .plan import EntryAction, EntryStep
+from .plan import EntryAction, EntryStep, check_writeable
 from .queues import Queue
 from .requests import Mapped
 
@@ -87,6 +87,8 @@ def end_lifetimes(device, table, ended: list[MappingEntry], copies: list[Mapped]
         array = item.request.array
         target = array if staged is None else np.empty_like(array)
         try:
+            if not array.flags.writeable:  # numpy's own error would say nothing of the mapping
+                check_writeable("copyout", array, item.request.name or item.entry.name)
             if residency is not None and item.entry.evicted:  # restored alone, used by the copy
                 residency.note_use((item.entry,), queue, (False,))
             device.download(target, device_view(device, item.entry, array, item.data), queue,

@@ -40,7 +40,7 @@ from .table import Lookup, PresentTable
 
 __all__ = [
     "EntryAction", "EntryStep", "UpdateMove", "plan_entry", "plan_create", "plan_exit",
-    "check_exit_targets", "plan_update", "check_update_targets", "plan_map_data",
+    "plan_update", "check_update_targets", "plan_map_data",
     "plan_unmap_data", "plan_declare", "partly_present", "not_present", "check_writeable",
     "check_fits", "describe_entries",
 ]
@@ -166,20 +166,14 @@ def plan_exit(requests, table: PresentTable, namer) -> list[Mapped]:
     return steps
 
 
-def check_exit_targets(requests, namer) -> None:
-    """A ``copyout`` into a read-only array could not land (API.md §4: nothing changes):
-    raise ``InvalidArgumentError`` before anything is looked up or changed."""
-    for request in requests:
-        if request.kind is _COPYOUT and not request.array.flags.writeable:
-            check_writeable("copyout", request.array, request.name or namer(request.array))
-
-
 # == update ============================================================================
-def check_update_targets(items, namer) -> None:
-    """``update self`` into a read-only array cannot land: raise before anything moves."""
-    for direction, array, name in items:
-        if direction is _SELF and not array.flags.writeable:
-            check_writeable("update self", array, name or namer(array))
+def check_update_targets(moves, namer) -> None:
+    """``update self`` into a read-only array cannot land: raise before anything moves (only
+    for the ``moves`` planned: absent data skipped by ``if_present`` and empty arrays move
+    nothing, OpenACC 3.3 §2.14.4)."""
+    for move in moves:
+        if move.direction is _SELF and not move.array.flags.writeable:
+            check_writeable("update self", move.array, move.name or namer(move.array) or move.entry.name)
 
 
 def plan_update(items: list[UpdateItem], table: PresentTable, namer, *,

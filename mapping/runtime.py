@@ -43,7 +43,7 @@ from .errors import ExecutionError
 from .events import BUS, EventKind
 from .lifetimes import Declaration, LifetimeVerbs
 from .oversubscribe import OversubscriptionVerbs
-from .plan import (EntryAction, EntryStep, check_exit_targets, check_update_targets, check_writeable,
+from .plan import (EntryAction, EntryStep, check_update_targets, check_writeable,
                    not_present, partly_present,
                    plan_create, plan_entry, plan_exit, plan_update)
 from .protocol import MappingRecord, MappingRuntime
@@ -351,7 +351,6 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
             PartlyPresentError: a request overlaps a mapping without lying inside it
                 (checked for every request before anything changes).
         """
-        check_exit_targets(requests, self.namer)
         with self.table.locked(), _HOLD:
             if len(requests) == 1 and self.leave_present(requests[0].array, finalize=finalize, queue=queue):
                 return
@@ -414,13 +413,13 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         """``update`` of one array (``acc.update_device``/``acc.update_self``): one
         containment probe for data inside a mapping (no plan, no record), else the
         planned ``update``."""
-        if direction is not _DEVICE and not array.flags.writeable:
-            check_writeable("update self", array, name or self.namer(array))
         with self.table.locked(), _HOLD:
             entry = self.table.containing(array)
             if entry is None:  # absent, partly present or empty: the planned path decides
                 self._update_planned((UpdateItem(direction, array, name),), queue, if_present)
                 return
+            if direction is not _DEVICE and not array.flags.writeable:
+                check_writeable("update self", array, name or self.namer(array) or entry.name)
             if self.tracks_use:  # restored first if evicted (``oversubscribe``)
                 self.residency.note_use((entry,), queue, (direction is _DEVICE,))
             if direction is _DEVICE:
@@ -429,9 +428,9 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
                 self.device.download(array, self.device_array_of(entry, array), queue, name=name)
 
     def _update_planned(self, items, queue: Queue, if_present: bool) -> None:
-        check_update_targets(items, self.namer)
         with self.table.locked(), _HOLD:
             moves = plan_update(items, self.table, self.namer, if_present=if_present)
+            check_update_targets(moves, self.namer)
             if self.tracks_use:
                 self.residency.note_use([move.entry for move in moves], queue,
                                         [move.direction is _DEVICE for move in moves])

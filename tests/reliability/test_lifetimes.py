@@ -398,6 +398,77 @@ def test_update_self_into_a_read_only_array_is_an_invalid_argument(emulated, for
     acc.update_device(a)  # the other direction is fine
 
 
+EXITS_OF = {
+    "copyout": lambda a: acc.copyout(a),
+    "copyout async": lambda a: acc.copyout(a, async_=1),
+    "exit_data": lambda a: acc.exit_data(copyout=[a]),
+    "exit_data finalize": lambda a: acc.exit_data(copyout=[a], finalize=True),
+    "update_self if_present": lambda a: acc.update_self(a, if_present=True),
+    "update if_present": lambda a: acc.update(self=[a], if_present=True),
+}
+
+
+@pytest.mark.parametrize("form", EXITS_OF)
+@pytest.mark.parametrize("n", [4, 0], ids=["absent", "empty"])
+def test_an_exit_or_update_of_absent_or_empty_read_only_data_does_nothing(emulated, form, n):
+    """API.md §8: an exit of absent data does nothing; §2: nothing happens for a
+    zero-size array; OpenACC 3.3 §2.14.4: ``if_present`` skips absent data. Nothing is
+    copied, so a read-only array is no error (it was refused before the table was read)."""
+    a = _read_only(n)
+    EXITS_OF[form](a)
+    acc.wait()
+    assert acc.refcounts(a) == (0, 0)
+
+
+def test_an_exit_that_copies_nothing_back_accepts_a_read_only_array(emulated):
+    """``exit data copyout`` is ``acc_copyout`` (OpenACC 3.3 §2.7.8): both decrement, and
+    copy back only when both counts reach 0; while they do not, a read-only array is no
+    error in either spelling."""
+    a = _read_only()
+    acc.copyin(a)
+    acc.copyin(a)
+    acc.exit_data(copyout=[a])
+    assert acc.refcounts(a) == (0, 1)
+    with acc.data(copyin=[a]):
+        acc.copyout(a)
+        acc.copyin(a)
+        acc.exit_data(copyout=[a])
+        assert acc.refcounts(a) == (1, 0)
+    assert acc.refcounts(a) == (0, 0)
+
+
+def test_an_exit_data_that_would_copy_into_a_read_only_array_changes_nothing(emulated):
+    """All or nothing (API.md §4): ``exit_data(copyout=[b, a])`` where ``a`` is read-only and
+    its copy-back due: ``InvalidArgumentError`` naming ``a``; ``b``'s counts and host data as
+    before."""
+    a, b = _read_only(), np.zeros(4)
+    acc.copyin(b)
+    acc.copyin(a)
+    acc.deviceptr(b)[:] = 7.0
+    with pytest.raises(acc.InvalidArgumentError, match="'a'.*read-only"):
+        acc.exit_data(copyout=[b, a])
+    assert acc.refcounts(a) == (0, 1) and acc.refcounts(b) == (0, 1)
+    assert b.tolist() == [0.0] * 4
+    acc.exit_data(copyout=[b], delete=[a])
+    assert b.tolist() == [7.0] * 4
+
+
+def test_a_region_exit_into_an_array_made_read_only_is_an_invalid_argument(emulated):
+    """A ``copy`` array made read-only inside ``acc.data``: the exit copies the others back,
+    ends every mapping, and raises ``InvalidArgumentError`` naming it (not NumPy's bare
+    ``ValueError``), chained to the exception that left the block."""
+    a, b = np.zeros(4), np.zeros(4)
+    with pytest.raises(acc.InvalidArgumentError, match="'b'.*read-only") as raised:
+        with acc.data(copy=[a, b]):
+            acc.deviceptr(a)[:] = 1.0
+            b.flags.writeable = False
+            raise KeyError("the program's")
+    assert isinstance(raised.value.__context__, KeyError)
+    assert acc.refcounts(a) == acc.refcounts(b) == (0, 0)
+    assert a.tolist() == [1.0] * 4
+    assert acc.stats()["memory_in_use"] == 0
+
+
 @pytest.mark.parametrize("device_type", ["emulated", "host"])
 def test_memcpy_from_device_into_a_read_only_array_is_an_invalid_argument(device_type):
     acc.set_device_type(device_type)
