@@ -44,15 +44,16 @@ def allocate(device, steps: list[EntryStep], namer) -> None:
                 step.device_address = device.allocate(step.host_end - step.host_begin)
                 done.append(step)
     except BaseException as error:
-        for step in done:
-            device.free(step.device_address)
-            step.device_address = None
+        failed = step  # (before the loop below rebinds ``step``)
+        for freed in done:
+            device.free(freed.device_address)
+            freed.device_address = None
         if not isinstance(error, OutOfMemoryError):
             raise
-        request = step.request
+        request = failed.request
         name = request.name or namer(request.array)
         raise OutOfMemoryError(
-            f"cannot map {describe_array(request.array, name, step.host_begin)}: "
+            f"cannot map {describe_array(request.array, name, failed.host_begin)}: "
             f"{error.message}; nothing of this directive was mapped",
             name=name,
             nbytes=request.array.nbytes,

@@ -589,6 +589,23 @@ def test_out_of_memory_on_third_of_five_enter_data(small_emulated):
     assert acc.stats()["memory_in_use"] == 0
 
 
+@pytest.mark.parametrize("form", ["enter_data", "data", "create then copyin"])
+def test_out_of_memory_names_the_array_that_did_not_fit(small_emulated, form):
+    """API.md §7: the message names the array whose allocation failed — not the one
+    allocated before it (the rollback loop rebound the failing step)."""
+    small, fits, huge = np.ones(16), np.ones(256), np.zeros(4096)  # 32 KiB > 10 KiB
+    with pytest.raises(acc.OutOfMemoryError, match=r"cannot map 'huge' \(shape \(4096,\)") as raised:
+        if form == "enter_data":
+            acc.enter_data(copyin=[small, fits, huge])
+        elif form == "data":
+            with acc.data(copyin=[small, fits, huge]):
+                pass
+        else:
+            acc.enter_data(create=[fits], copyin=[huge])
+    assert raised.value.name == "huge" and raised.value.nbytes == huge.nbytes
+    assert acc.stats()["memory_in_use"] == 0
+
+
 def test_out_of_memory_rolls_back_present_increments_too(small_emulated):
     p = np.full(256, 5.0)  # 2 KiB, already present
     acc.copyin(p)
