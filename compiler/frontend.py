@@ -111,6 +111,10 @@ def load_function(func) -> FunctionSource:
                            f"(not a lambda or async def)", filename, start)
     ast.increment_lineno(module, start - 1)
     tree.decorator_list = []
+    # the defaults were evaluated once, when Python made the function: a call binds every
+    # argument (the launcher's and the lane's binding), so the kernel takes none (their
+    # expressions read names a kernel module does not have)
+    tree.args.defaults = []
     source = FunctionSource(func, tree, text, filename, tree.lineno,
                             _params(tree, filename))
     return source

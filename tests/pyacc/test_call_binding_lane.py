@@ -182,3 +182,37 @@ def test_async_sync_calls_take_the_lane(device, region, monkeypatch, python_fram
         entered = set(python_frames(region, x, y, async_=acc.async_sync))
         assert not entered & {"_call_slow", "_call", "wait_for"}
     assert len(slow) <= 3
+
+
+SCALE = 2.0
+
+
+def test_a_default_that_names_a_global_or_a_closure_value_is_its_value_at_definition(device, lane):
+    """Python evaluates a parameter's default once, when the function is made: the kernel
+    uses that value (the generated kernel module has no such name; it raised NameError or
+    CompileError), whatever the name is bound to later."""
+    global SCALE
+
+    @acc.parallel_loop
+    def fill(x, a=SCALE):
+        for i in range(x.shape[0]):
+            x[i] = a
+
+    def made(v):
+        twice = v * 2
+
+        @acc.parallel_loop
+        def fill_twice(x, a=twice):
+            for i in range(x.shape[0]):
+                x[i] = a
+        return fill_twice
+
+    x, y = np.zeros(4), np.zeros(4)
+    previous, SCALE = SCALE, 5.0
+    try:
+        for _ in range(3):
+            fill(x)
+            made(3.0)(y)
+    finally:
+        SCALE = previous
+    assert x.tolist() == [2.0] * 4 and y.tolist() == [6.0] * 4
