@@ -50,7 +50,8 @@ Modules, from the function to the kernel:
 - ``clauses``     clause values and parsing; ``clause_text``: clause expressions, counts,
   reduction lists, the shared text helpers
 - ``markers``     the plain-Python markers (``loop``, ``atomic``, ``on_device``)
-- ``frontend``    the function's source and name resolution
+- ``frontend``    the function's source and name resolution; ``free_names``: the globals,
+  closure values and module attributes a kernel reads, made parameters read at each call
 - ``analysis``    ``analyze``: ``KernelInfo``, the flattened function of a struct call, the
   memo of decorations; ``structs``: which parameters are structs, a call's layout
 - ``access``      which parameters a kernel writes and reads

@@ -44,6 +44,8 @@ from .arguments import is_device_array
 from .clauses import DATA_CLAUSES, ComputeClauses
 from .frontend import (MISSING, RESERVED_PREFIX, FunctionSource, Scope, load_function,
                        local_names)
+from .free_names import (chain_value, free_chains, free_params, is_array_like, is_free_value,
+                         with_params)
 from .planner import NestPlan, LoopPlan, Planner
 # (MemberError, StructLayout, is_struct and struct_layout are re-exported: the launcher reads them here)
 from .structs import (MemberError, StructLayout, chain_of, checked_struct_params, is_struct,
@@ -76,8 +78,10 @@ class KernelInfo:
         reductions: ``(op, var)`` reductions of its parallel loops, in order.
         func: The Python function itself.
         free_params: Module-level and closure names the kernel reads whose value is an
-            array or a numeric scalar; the kernel takes them after ``params``, and the
-            launcher passes their values at the call (:meth:`free_values`).
+            array or a numeric scalar, and attributes of modules that are
+            (``free_names``); the kernel takes them after ``params``, and the launcher
+            passes their values at the call (:meth:`free_values`).
+        chains: Of those, the attributes of modules: ``{parameter: (root, attr, ...)}``.
         source: The function's source, its tree extended with ``free_params`` as
             parameters (what code generation compiles).
         struct_params: Each struct parameter (module docstring) and the member chains
@@ -101,6 +105,7 @@ class KernelInfo:
     source: FunctionSource = field(repr=False)
     kernels: dict = field(default_factory=dict, repr=False)
     free_params: tuple[str, ...] = ()
+    chains: dict = field(default_factory=dict, repr=False)
     #: the planner's decisions (``LoopPlan``), made once: at decoration, again only when the
     #: first call adds free parameters (``bind_free_names``); code generation and
     #: ``acc.explain`` use it
@@ -154,9 +159,11 @@ class KernelInfo:
         scope = Scope(self.func, set())
         values = []
         for name in self.free_params:
-            value = scope.lookup(name)
+            chain = self.chains.get(name)
+            value = scope.lookup(name) if chain is None else chain_value(self.func, chain)
             if value is MISSING:
-                raise NameError(f"{self.where} reads the module-level name {name!r}, "
+                spelled = name if chain is None else ".".join(chain)
+                raise NameError(f"{self.where} reads the module-level name {spelled!r}, "
                                 f"which is no longer defined")
             values.append(value)
         return tuple(values)
@@ -318,7 +325,8 @@ def _analyze(func, clauses: ComputeClauses) -> KernelInfo:
     source = load_function(func)
     check_function(source)
     user_params = source.params
-    source = with_params(source, free_params(source))
+    chains = free_chains(source)
+    source = with_params(source, free_params(source), chains)
     scope = Scope(source.func, local_names(source.tree))
     _check_clause_names(source, clauses, scope)
     check_free_names(source, scope, strict=False)
@@ -329,7 +337,8 @@ def _analyze(func, clauses: ComputeClauses) -> KernelInfo:
                       lineno=source.lineno, params=user_params, clauses=clauses,
                       written=frozenset(written), read=frozenset(read),
                       reductions=reductions, func=source.func, source=source,
-                      free_params=source.params[len(user_params):], plan=plan,
+                      free_params=source.params[len(user_params):], plan=plan, chains=chains,
+                      labels={name: ".".join(chain) for name, chain in chains.items()},
                       struct_params=checked_struct_params(source, user_params, clauses))
 
 
@@ -343,10 +352,12 @@ def bind_free_names(info: KernelInfo) -> None:
     """
     if info.names_bound:
         return
-    new = free_params(info.source)
-    if new:
-        info.source = with_params(info.source, new)
-        info.free_params += new
+    new, chains = free_params(info.source), free_chains(info.source)
+    if new or chains:
+        info.source = with_params(info.source, new, chains)
+        info.free_params += (*new, *chains)
+        info.chains = {**info.chains, **chains}
+        info.labels = {**info.labels, **{name: ".".join(chain) for name, chain in chains.items()}}
         scope = Scope(info.func, local_names(info.source.tree))
         written, read = access_sets(info.source, scope)
         info.written, info.read = frozenset(written), frozenset(read)
@@ -370,38 +381,6 @@ def bind_free_names(info: KernelInfo) -> None:
             raise info.source.error(f"{kind}({name}): {name!r} is neither a parameter nor "
                                     f"a module-level array")
     info.names_bound = True
-
-
-def is_free_value(value) -> bool:
-    """True for the values a kernel reads as free parameters: arrays and numeric
-    scalars (not tuples, strings, functions or modules, which are bound when the kernel
-    is compiled)."""
-    if _is_array_like(value):
-        return True
-    return isinstance(value, (bool, int, float, complex, np.bool_, np.number))
-
-
-def free_params(source: FunctionSource) -> tuple[str, ...]:
-    """Free names of the function (globals, closure variables) whose current value is
-    an array or a numeric scalar, sorted (OpenACC 3.3 §2.6.2: a global read in a compute
-    region has an implicit data attribute like any other variable)."""
-    scope = Scope(source.func, local_names(source.tree))
-    found = set()
-    for node in ast.walk(source.tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
-                node.id not in scope.local and is_free_value(scope.lookup(node.id)):
-            found.add(node.id)
-    return tuple(sorted(found))
-
-
-def with_params(source: FunctionSource, names: tuple[str, ...]) -> FunctionSource:
-    """``source`` with ``names`` appended to its parameters (its tree copied)."""
-    if not names:
-        return source
-    tree = copy.deepcopy(source.tree)
-    tree.args.args += [ast.arg(arg=name, lineno=tree.lineno, col_offset=tree.col_offset)
-                       for name in names]
-    return dataclasses.replace(source, tree=tree, params=source.params + tuple(names))
 
 
 def check_function(source: FunctionSource) -> None:
@@ -445,23 +424,24 @@ def _check_clause_names(source, clauses, scope):
                                f"the function")
 
 
-def _is_array_like(value) -> bool:
-    return isinstance(value, np.ndarray) or is_device_array(value)
-
-
 def check_free_names(source: FunctionSource, scope: Scope, *, strict: bool) -> None:
     """Reject global/closure arrays that are not parameters of ``source`` (a routine's
     free arrays: a kernel's are free parameters, see :func:`free_params`); with
     ``strict``, also undefined names. ``strict`` is used at first call, when every name
     must resolve.
     """
+    for name, chain in free_chains(source).items():  # (a kernel's are parameters already)
+        if is_array_like(chain_value(source.func, chain)):
+            raise source.error(f"uses the module array {'.'.join(chain)!r}; a routine (a function "
+                               f"called from a kernel) may not read module arrays: pass it as an "
+                               f"argument (kernels themselves may)")
     for node in ast.walk(source.tree):
         if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
             continue
         if node.id in scope.local:
             continue
         value = scope.lookup(node.id)
-        if _is_array_like(value):
+        if is_array_like(value):
             kind = "closure" if scope.is_closure(node.id) else "global"
             raise source.error(f"uses the {kind} array {node.id!r}; a routine (a function "
                                f"called from a kernel) may not read {kind} arrays: pass it "
@@ -528,7 +508,7 @@ def _flatten(info, layout):
                       read=frozenset(read),
                       reductions=tuple(dict.fromkeys(clauses.reductions + plan.reductions())),
                       func=info.func, source=flat_source, free_params=info.free_params,
-                      plan=plan, layout=layout, labels=labels)
+                      chains=info.chains, plan=plan, layout=layout, labels=labels)
 
 
 class _Flattener(ast.NodeTransformer):

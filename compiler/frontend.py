@@ -26,7 +26,7 @@ from . import markers
 from .errors import CompileError
 
 __all__ = ["FunctionSource", "load_function", "Scope", "MISSING", "classify_call",
-           "CallKind", "local_names", "root_name", "RESERVED_PREFIX",
+           "CallKind", "local_names", "root_name", "RESERVED_PREFIX", "in_library",
            "loaded_names", "stored_names"]
 
 #: Names starting with this prefix are reserved for generated code.
@@ -40,7 +40,8 @@ LIBRARY_MODULES = frozenset({"numpy", "math", "cmath", "numba", "operator", "ran
                              "builtins", "scipy", "pyacc.compiler"})
 
 
-def _in_library(module: str) -> bool:
+def in_library(module: str) -> bool:
+    """Whether ``module`` (a module's name) is one of the numeric libraries' (``LIBRARY_MODULES``)."""
     return any(module == name or module.startswith(name + ".") for name in LIBRARY_MODULES)
 
 
@@ -252,7 +253,7 @@ def routine_function(obj):
     if info is not None:
         return info.func
     if isinstance(obj, pytypes.FunctionType):
-        if not _in_library(getattr(obj, "__module__", None) or ""):
+        if not in_library(getattr(obj, "__module__", None) or ""):
             return obj
     return None
 

@@ -179,13 +179,15 @@ _TARGET_OF = {"host": "cpu", "emulated": "cpu", "cuda": "cuda"}
 
 def feedback_view(info: KernelInfo, arg_types):
     """``(info, arg_types)`` for compiler feedback (``acc.explain``, ``PYACC_INFO``): a
-    flattened info's members named as the program spells them (``s.x``, not ``s__x``)."""
+    flattened info's members, and a module's attributes, named as the program spells them
+    (``s.x``, ``gmod.G``; not ``s__x``, ``gmod__G``)."""
     if not info.labels:
         return info, arg_types
     name = info.labels.get
     clauses = dataclasses.replace(info.clauses, **{
         kind: tuple(name(n, n) for n in getattr(info.clauses, kind)) for kind in DATA_CLAUSES})
     shown = dataclasses.replace(info, params=tuple(name(n, n) for n in info.params),
+                                free_params=tuple(name(n, n) for n in info.free_params),
                                 written=frozenset(name(n, n) for n in info.written),
                                 read=frozenset(name(n, n) for n in info.read), clauses=clauses)
     types = None if arg_types is None else {name(n, n): t for n, t in arg_types.items()}

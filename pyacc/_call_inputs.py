@@ -18,6 +18,7 @@ import types
 
 from pyacc import compiler
 from pyacc.compiler.clause_text import EXPR_BUILTINS
+from pyacc.compiler.free_names import chain_source
 from pyacc.mapping import InvalidArgumentError
 
 from ._clauses import async_noval, async_sync
@@ -123,11 +124,13 @@ def call_binding(signature):
 
 def free_sources(info) -> tuple:
     """Where each of ``info.free_params`` is found: ``(cell, None)`` for a closure name,
-    ``(the module's dict, name)`` for a module-level one; what :func:`free_reader` reads,
+    ``(the module's dict, name)`` for a module-level one or a module's attribute (an empty
+    dict when its module is gone: the call's NameError); what :func:`free_reader` reads,
     and what the express lane reads in C (``FastCall._free``, ``pyacc/_free_values.c.h``)."""
     func = info.func
     cells = dict(zip(func.__code__.co_freevars, func.__closure__ or ()))
-    return tuple((cells[name], None) if name in cells else (func.__globals__, name)
+    return tuple(chain_source(func, info.chains[name]) or ({}, name) if name in info.chains
+                 else (cells[name], None) if name in cells else (func.__globals__, name)
                  for name in info.free_params)
 
 

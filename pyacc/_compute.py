@@ -168,6 +168,7 @@ class ComputeRegion(DirectCalls, SectionCalls, ArgumentSorting, CALL_BASE):
         self._uses_default = self._default is None and any(
             name not in self._explicit and name not in self._deviceptr for name in info.kernel_params)
         self._read_free = free_reader(info)
+        self._labels = info.labels  # (with the modules' attributes found now: ``gmod.G``)
         enabled, async_clause, wait_clause = self._clause_values[:3]
         constant = constant_queues(async_clause, wait_clause)
         #: an ``if`` clause written as an expression, the region's only one: its direct
