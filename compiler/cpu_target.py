@@ -46,7 +46,11 @@ class CpuTarget(Target):
                     f"{n} as _acc_{n}" for n in sorted(set(INTRINSICS.values())))]
 
     def decorator(self, *, kind, parallel, boundscheck, cache):
-        options = ["nogil=True", f"cache={cache}"]
+        # NumPy's error model everywhere: a float division by zero is inf or nan, an integer
+        # one 0, as NumPy gives for the arrays' elements (plain Python over them), as the
+        # GPU gives, and as Numba's parallel loops always give: so a nest's serial twin
+        # (below ``serial_below`` iterations) and its reductions agree with its parallel run
+        options = ["nogil=True", f"cache={cache}", "error_model='numpy'"]
         if parallel and not boundscheck:
             # Exceptions raised inside prange are lost in Numba; bounds-checked
             # kernels therefore run their loops on one thread (see get_kernel).

@@ -1390,6 +1390,8 @@ def test_boundscheck_keeps_the_programs_own_index_error(device, monkeypatch):
 
 @acc.routine
 def ratio_of(x, y):
+    if y == 0.0:  # (x / 0.0 itself is inf: NumPy's error model, as on the GPU)
+        raise ZeroDivisionError("division by zero")
     return x / y
 
 
@@ -1568,3 +1570,29 @@ def test_partly_present_argument_suggests_the_section(emulated):
         whole_vector(x[10:20])  # the suggested fix
     np.testing.assert_array_equal(x[10:20], 1.0)
     assert table() == []
+
+
+@acc.parallel_loop
+def divides_by(x, d):
+    for i in range(x.shape[0]):
+        x[i] = x[i] / d
+
+
+@acc.parallel_loop(reduction="+:s")
+def sums_quotients(x, d):
+    s = 0
+    for i in range(x.shape[0]):
+        s += int(x[i]) // d
+    return s
+
+
+@pytest.mark.parametrize("n", [10, 100_000], ids=["one thread", "parallel"])
+def test_a_division_by_zero_gives_numpys_result_at_any_trip_count(device, n):
+    """NumPy's error model (``CpuTarget.decorator``): ``x / 0.0`` is inf and ``k // 0`` is
+    0, as NumPy gives for the elements and the GPU gives, whether the nest runs on one
+    thread (below ``PYACC_SERIAL_BELOW``) or in parallel, and in a reduction; before, the
+    one-thread run raised ZeroDivisionError and the parallel one did not."""
+    x = np.ones(n)
+    divides_by(x, 0.0)
+    assert np.isinf(x).all()
+    assert sums_quotients(np.ones(n), 0) == 0
