@@ -144,30 +144,34 @@ class ComputeMemo:
         self._shared = device.shares_host_memory
         self._kept = None
         if self._shared:
-            self._host = tuple((slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].ndim)
-                               for slot in slots)
+            self._host = tuple((slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].ndim,
+                                args[slot].flags.writeable) for slot in slots)
             return
         self._host = tuple((slot, weakref.ref(args[slot]), args[slot].dtype, args[slot].shape,
-                            args[slot].strides) for slot in slots)
+                            args[slot].strides, args[slot].flags.writeable) for slot in slots)
         if lend:
             self._kept = tuple((slot, device.own_view(device_args[slot])) for slot in slots)
 
     def matches(self, args) -> bool:
         """Whether ``args`` hold the same host array objects in the mapped slots, with
-        the same dtype and ndim, and on separate memory the same shape and strides (a
-        deprecated in-place ``strides`` change can move the bytes out of the mapping).
-        Changes nothing; the table's version is checked by the replay itself."""
+        the same dtype and ndim, still writeable if they were (a read-only array is the
+        full path's to refuse, or to copy nothing back into), and on separate memory the
+        same shape and strides (a deprecated in-place ``strides`` change can move the
+        bytes out of the mapping). Changes nothing; the table's version is checked by the
+        replay itself."""
         if self._shared:
-            for slot, reference, dtype, ndim in self._host:
+            for slot, reference, dtype, ndim, writeable in self._host:
                 array = args[slot]
                 if reference() is not array or array.ndim != ndim or (
-                        array.dtype is not dtype and array.dtype != dtype):
+                        array.dtype is not dtype and array.dtype != dtype) or (
+                        writeable and not array.flags.writeable):
                     return False
             return True
-        for slot, reference, dtype, shape, strides in self._host:
+        for slot, reference, dtype, shape, strides, writeable in self._host:
             array = args[slot]
             if reference() is not array or array.shape != shape or array.strides != strides or (
-                    array.dtype is not dtype and array.dtype != dtype):
+                    array.dtype is not dtype and array.dtype != dtype) or (
+                    writeable and not array.flags.writeable):
                 return False
         return True
 
@@ -221,8 +225,8 @@ class ComputeMemo:
             memo.slots, memo.map_kinds, memo.counter = self.slots, self.map_kinds, self.counter
             memo._shared = False
             memo._structured_memo = StructuredMemo.of(entries, table.version, self.counter)
-            memo._host = tuple([(slot, weakref.ref(array), array.dtype, array.shape, array.strides)
-                                for slot, array in zip(self.slots, arrays)])
+            memo._host = tuple([(slot, weakref.ref(array), array.dtype, array.shape, array.strides,
+                                 array.flags.writeable) for slot, array in zip(self.slots, arrays)])
             memo._kept = None
             if self._kept is not None:
                 own_view, array_of = runtime.device.own_view, runtime.device_array_of

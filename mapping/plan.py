@@ -115,14 +115,14 @@ def _plan_entry_one(request: MapRequest, creating, table: PresentTable, namer) -
         return EntryStep(request, EntryAction.SKIP)
     found = table.lookup(array)
     begin, end = found.extent.begin, found.extent.end
+    if found.relation is _CONTAINED:  # (present: its exit copies back only if it ends it)
+        return EntryStep(request, EntryAction.INCREMENT, found.data, begin, end, entry=found.entry)
     if request.kind.copies_out and not array.flags.writeable:
         name = request.name or namer(array)
         raise InvalidArgumentError(
             f"{request.kind.value}: {describe_array(array, name, begin)} is read-only, so its "
             "device data could not be copied back; use copyin, or pass a writeable array",
             name=name)
-    if found.relation is _CONTAINED:
-        return EntryStep(request, EntryAction.INCREMENT, found.data, begin, end, entry=found.entry)
     if found.relation.is_partial:
         raise partly_present(array, request.name or namer(array), found)
     for creator in creating:  # mappings planned earlier in this directive

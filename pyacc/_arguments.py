@@ -12,7 +12,9 @@ of a non-contiguous view (``_stage_strided``/:func:`unstage`), and owns the clau
 (:func:`enclosing_default`).
 
 Invariants:
-    * Sorting changes nothing: every refusal happens before the region's first data action.
+    * Sorting changes nothing: every refusal happens before the region's first data action
+      (a dtype no kernel takes; a read-only array the kernel may write where it writes the
+      host array itself).
     * The mixin keeps no state of its own (``__slots__ = ()``); it reads the region's
       ``info``, ``_explicit``, ``_deviceptr``, ``_default`` and ``_labels``.
 """
@@ -93,6 +95,8 @@ class ArgumentSorting:
             name = params[slot]
             if value.dtype.char not in _KERNEL_DTYPES or not value.dtype.isnative:
                 self._refuse_dtype(name, value)
+            if not value.flags.writeable and runtime.device.shares_host_memory and name in self.info.written:
+                self._refuse_read_only(runtime, name, value)
             kind = explicit.get(name)
             if kind is None:
                 # deviceptr arrays, memory of the device (acc.malloc, acc.deviceptr,
@@ -143,6 +147,18 @@ class ArgumentSorting:
             f"{self.info.where}: argument {name!r} is a {type(value).__name__}{hint}; a compute "
             "region takes NumPy arrays (or device arrays), numeric or boolean scalars and "
             "structs of them", name=name)
+
+    def _refuse_read_only(self, runtime, name, value) -> None:
+        """On a device that shares host memory the kernel writes the host array itself: one
+        it may write (``info.written``) that is read-only is refused before the kernel is
+        compiled or run (elsewhere its device copy is written, and a copy back into it is
+        refused by the mapping)."""
+        name = self._label(name)
+        raise InvalidArgumentError(
+            f"{self.info.where}: the kernel writes argument {name!r} (shape {value.shape}, dtype "
+            f"{value.dtype}), which is read-only; on {runtime.device.type_name} a kernel writes "
+            "the host array itself: pass a writeable array (x.copy(), or set "
+            "x.flags.writeable = True when you own its memory)", name=name)
 
     def _refuse_dtype(self, name, value) -> None:
         """Numba compiles kernels for native-endian booleans, integers, floats and

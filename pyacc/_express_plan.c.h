@@ -19,7 +19,7 @@ typedef struct {
     PyObject *descr;      /* strong: compared by address */
     char *data;
     int nd;
-    int flags;
+    int flags;            /* its LAYOUT_FLAGS (exact slots compare them all, the others WRITEABLE) */
     Py_ssize_t *layout;   /* dims then strides (exact slots) */
     Py_ssize_t itemsize;  /* the dtype's (the same at every call: the dtype is checked) */
 } ArraySlot;
@@ -220,8 +220,8 @@ static int arrays_match(ExpressPlan *plan, PyObject *args) {
             other = 1;
         }
         ArrayFields *f = ARRAY(arg);
-        if (f->nd != a->nd)
-            return NO_MATCH;
+        if (f->nd != a->nd || (a->flags & ~f->flags & NPY_WRITEABLE))
+            return NO_MATCH;  /* (read-only now: the launcher refuses a kernel's write to it) */
         if (f->descr != a->descr) {  /* an equal dtype may be another object */
             int equal = PyObject_RichCompareBool(f->descr, a->descr, Py_EQ);
             if (equal != 1) {

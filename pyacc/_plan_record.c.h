@@ -28,13 +28,13 @@ static int read_array(ArraySlot *a, PyObject *array, int exact) {
     Py_DECREF(itemsize);
     if (a->itemsize < 0)
         return -1;
+    a->flags = f->flags & LAYOUT_FLAGS;  /* (every slot: a read-only array never matches a writeable one) */
     if (!exact)
         return 0;
     a->ref = PyWeakref_NewRef(array, NULL);
     if (a->ref == NULL)
         return -1;
     a->data = f->data;
-    a->flags = f->flags & LAYOUT_FLAGS;
     a->layout = PyMem_Calloc((size_t)(2 * f->nd + 1), sizeof(Py_ssize_t));
     if (a->layout == NULL) {
         PyErr_NoMemory();

@@ -224,19 +224,29 @@ enum { HOLD_SAMPLE = 8 };
 typedef enum { TIME_NONE, TIME_ALWAYS, TIME_SAMPLED } Timing;
 #define UNTIMED (-1.0)
 
+/* A trampoline's result as CPython checks a C function's (``_Py_CheckFunctionResult``): a
+ * result with an exception set is the exception (Numba's overload may return one so: a
+ * routine that raised in a call its parallel loop hoisted; the dispatcher's call then
+ * raises SystemError from it, which ``_outcome.raised_inside`` unwraps). */
+static PyObject *checked_result(PyObject *result) {
+    if (result != NULL && PyErr_Occurred())
+        Py_CLEAR(result);
+    return result;
+}
+
 /* The prepared call through ``words`` (its GIL kept or given back, as above); ``*seconds``
  * how long it took, as ``timing`` asks (NULL with TIME_NONE). */
 static PyObject *call_prepared(PreparedCall *n, const int64_t *words, Timing timing, double *seconds) {
     g_prepared_calls++;
     if (n->holding == n->entry && timing == TIME_NONE)  /* (not nogil: nothing to decide) */
-        return n->entry(words);
+        return checked_result(n->entry(words));
     size_t size = (size_t)n->nwords * sizeof(int64_t);
     int hold = n->hold && memcmp(words, n->short_words, size) == 0;
     g_held_calls += hold && n->holding != n->entry;
     if (hold && timing != TIME_ALWAYS && ++n->untimed % HOLD_SAMPLE != 0) {
         if (seconds != NULL)
             *seconds = UNTIMED;
-        return n->holding(words);
+        return checked_result(n->holding(words));
     }
     double start = now();
     PyObject *result = (hold ? n->holding : n->entry)(words);
@@ -246,7 +256,7 @@ static PyObject *call_prepared(PreparedCall *n, const int64_t *words, Timing tim
     n->hold = took < g_hold_below;
     if (n->hold && !hold)  /* (the same words already kept) */
         memcpy(n->short_words, words, size);
-    return result;
+    return checked_result(result);
 }
 
 /* ``kernel`` called with ``args``: through its prepared call ``n`` when it has one, the

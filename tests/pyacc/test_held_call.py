@@ -40,10 +40,17 @@ def axpy(y, x, a, n):  # a scalar among the arrays: no tuple of them is made per
         y[i] = y[i] + a * x[i]
 
 
+@acc.routine
+def quotient(a, b):
+    if b == 0:  # (a // 0 itself is 0: NumPy's error model)
+        raise ZeroDivisionError("integer division by zero")
+    return a // b
+
+
 @acc.parallel_loop
 def divide(y, a, b):
     for i in range(y.shape[0]):
-        y[i] = a // b
+        y[i] = quotient(a, b)
 
 
 @acc.parallel_loop

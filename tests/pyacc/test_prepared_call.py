@@ -79,10 +79,20 @@ def sum_of_ten(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, scale):
                                        + a9[i, j, k])
 
 
+@acc.routine
+def quotient(a, b):
+    if b == 0:  # (a // 0 itself is 0: NumPy's error model)
+        raise ZeroDivisionError("integer division by zero")
+    return a // b
+
+
 @acc.parallel_loop
 def divide(y, a, b):
+    # (the call is loop-invariant: Numba hoists it out of the parallel loop, and its
+    # overload then returns a result with the routine's exception set; the prepared call
+    # checks for it, as CPython checks the dispatcher's result)
     for i in range(y.shape[0]):
-        y[i] = a // b
+        y[i] = quotient(a, b)
 
 
 def test_a_repeated_call_goes_through_its_prepared_call(cpu):
