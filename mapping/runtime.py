@@ -509,7 +509,12 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         return device_view(self.device, entry, array, data)
 
     def hostptr(self, device_array):
-        """The host array whose device copy is ``device_array``, or None."""
+        """The host array whose device copy is ``device_array``, or None: also for a NumPy
+        array that is not this device's memory (no device address: OpenACC 3.3 §3.2.24
+        returns NULL for an address in no mapping). Anything else is refused by
+        ``extent_of`` (``InvalidArgumentError``)."""
+        if isinstance(device_array, np.ndarray) and not self.device.owns(device_array):
+            return None
         data, low, high = self.device.extent_of(device_array)
         if high == low:
             return None

@@ -137,7 +137,7 @@ def _leaving(kind: MapKind, name: str, doc: str):
     """The data routine ``acc.<name>`` that exits data as ``kind`` (copyout, delete)."""
     routine = f"acc.{name}"
 
-    def leave(a, *, finalize=False, async_=None) -> None:
+    def leave(a, finalize=False, *, async_=None) -> None:
         if async_ is None and not finalize:
             runtime = ICVS.runtime
             try:
@@ -165,14 +165,14 @@ def _update_one(direction, array, if_present, async_) -> None:
 
 
 @reported
-def update_device(a, *, if_present=False, async_=None) -> None:
+def update_device(a, if_present=False, *, async_=None) -> None:
     """Copy host → device. Any strided view of present data; absent data raises
     ``NotPresentError`` unless ``if_present``."""
     _update_one(UpdateDirection.DEVICE, a, if_present, async_)
 
 
 @reported
-def update_self(a, *, if_present=False, async_=None) -> None:
+def update_self(a, if_present=False, *, async_=None) -> None:
     """Copy device → host; see ``update_device``."""
     _update_one(UpdateDirection.SELF, a, if_present, async_)
 

@@ -1214,3 +1214,34 @@ def test_one_table_per_device():
     p = subprocess.run([sys.executable, "-c", _TWO_DEVICES], env=env, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0 and "OK" in p.stdout, p.stdout + p.stderr
+
+
+def test_hostptr_of_host_memory_is_none(emulated):
+    """OpenACC 3.3 §3.2.24: ``acc_hostptr`` of an address in no mapping is NULL; a NumPy
+    array that is not the device's memory has no device address: None, not an error.
+    Something that is not an array at all is refused."""
+    a = np.zeros(3)
+    assert acc.hostptr(a) is None
+    acc.copyin(a)
+    assert acc.hostptr(a) is None  # the host array itself, not its device copy
+    assert acc.hostptr(acc.deviceptr(a)) is a or np.shares_memory(acc.hostptr(acc.deviceptr(a)), a)
+    acc.delete(a)
+    with pytest.raises(acc.InvalidArgumentError):
+        acc.hostptr("not an array")
+
+
+def test_finalize_and_if_present_may_be_given_by_position(emulated):
+    """API.md §3 writes ``copyout(a, finalize=False)``, ``update_device(a, if_present=False)``:
+    only ``async_`` is keyword-only."""
+    a, b = np.ones(3), np.ones(3)
+    acc.copyin(a)
+    acc.copyin(a)
+    acc.update_device(a, False)
+    acc.update_self(b, True)  # absent: skipped
+    acc.copyout(a, True)  # finalize
+    assert acc.refcounts(a) == (0, 0)
+    acc.create(b)
+    acc.delete(b, True)
+    assert acc.refcounts(b) == (0, 0)
+    with pytest.raises(TypeError):
+        acc.copyout(a, True, 1)  # async_ stays keyword-only
