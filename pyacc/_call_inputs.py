@@ -27,10 +27,24 @@ __all__ = ["free_reader", "free_sources", "clause_values", "constant_queues", "e
            "condition_of", "condition_holds"]
 
 
-def clause_values(clauses):
+def truth_of(value, where: str) -> bool:
+    """An ``if`` clause's value as a truth value, as C's ``if(expr)`` takes one (OpenACC
+    3.3 §2.5.6): a bool or a number; ``InvalidArgumentError`` for a value without one (an
+    array of several elements: NumPy's own error would not name the clause)."""
+    try:
+        return bool(value)
+    except Exception as error:  # noqa: BLE001 - any __bool__ may raise
+        raise InvalidArgumentError(
+            f"{where}: the if clause's value ({type(value).__name__}) has no truth value "
+            f"({type(error).__name__}: {error}); give a bool or a number (e.g. "
+            "if_=x.size > 1000)") from None
+
+
+def clause_values(clauses, where: str = "a compute region"):
     """``(enabled, async, wait)`` of a launch from its (evaluated) clauses."""
-    enabled = True if clauses.if_ is None else bool(clauses.if_)
-    async_clause = async_noval if clauses.async_ == compiler.ASYNC_NOVAL else clauses.async_
+    enabled = True if clauses.if_ is None else truth_of(clauses.if_, where)
+    async_clause = async_noval if isinstance(clauses.async_, str) and clauses.async_ == compiler.ASYNC_NOVAL \
+        else clauses.async_  # (any other value is checked with the queue: InvalidAsyncError)
     wait_clause = None if clauses.wait in (None, False) else ([] if clauses.wait is True else clauses.wait)
     return enabled, async_clause, wait_clause
 
@@ -44,7 +58,8 @@ def evaluate_clauses(info, args, shape: bool = True) -> tuple:
     calls.
 
     Raises:
-        InvalidArgumentError: an expression raised, or a count is not a positive int.
+        InvalidArgumentError: an expression raised, a count is not a positive int, or the
+            if clause's value has no truth value.
     """
     namespace = collections.ChainMap(dict(zip(info.params, args)), info.func.__globals__)
     try:
@@ -52,9 +67,9 @@ def evaluate_clauses(info, args, shape: bool = True) -> tuple:
     except Exception as error:  # noqa: BLE001 - a user expression may raise anything
         texts = ", ".join(f"{name}({expr.text})" for name, expr in info.clauses.expressions().items())
         raise InvalidArgumentError(
-            f"{info.where}: a clause value could not be evaluated for this call "
+            f"{info.where}: a clause value is not valid for this call "
             f"({texts}): {type(error).__name__}: {error}") from None
-    values = clause_values(clauses)
+    values = clause_values(clauses, info.where)
     return values + (clauses,) if shape else values
 
 

@@ -66,7 +66,7 @@ from . import _routines
 from ._arguments import KIND_OF_CLAUSE, ArgumentSorting, unstage
 from ._clauses import is_sync, queue_of, wait_for
 from ._call_inputs import (call_binding, clause_values, condition_of, constant_queues, evaluate_clauses,
-                           free_reader, free_sources)
+                           free_reader, free_sources, truth_of)
 from ._outcome import AsyncResult, add_section_hint, is_kernel_failure, kernel_failure
 from ._replay import CallPlan
 from ._devices import ICVS, current_runtime
@@ -212,7 +212,7 @@ class ComputeRegion(DirectCalls, SectionCalls, ArgumentSorting, CALL_BASE):
             values = evaluate_clauses(self.info, args, self._condition is None) if self._expressions \
                 and not (if_ is not None and self._condition is not None) else self._clause_values
             if if_ is not None:  # given at the call, it overrides the clause (§2.5.6)
-                values = (bool(if_),) + values[1:]
+                values = (truth_of(if_, self.info.where),) + values[1:]
             region, sections = self, ()
             if self._special:  # sections in the clauses, struct parameters
                 region, args, values, sections = self._special_call(args, values)

@@ -815,3 +815,41 @@ def test_non_contiguous_data_clause_error_names_the_variable(emulated):
         acc.copyin(every_other)
     assert str(raised.value).startswith("'every_other' (shape (10,), dtype float64")
     assert acc.present_table() == []
+
+
+@acc.parallel_loop("if(x)")
+def _if_array(x):
+    for i in range(x.shape[0]):
+        x[i] = 1.0
+
+
+@acc.parallel_loop("async(x)")
+def _async_array(x):
+    for i in range(x.shape[0]):
+        x[i] = 1.0
+
+
+@acc.parallel_loop
+def _plain(x):
+    for i in range(x.shape[0]):
+        x[i] = 1.0
+
+
+@pytest.mark.parametrize("call", ["if clause", "if_ at the call", "async clause", "async_ at the call"])
+def test_a_clause_value_of_the_wrong_kind_is_named_not_numpys_error(call):
+    """An array where the if clause wants a truth value, or the async clause a queue:
+    ``InvalidArgumentError`` / ``InvalidAsyncError`` naming the clause (NumPy's "truth value
+    of an array is ambiguous" named nothing), before any data action."""
+    x = np.zeros(4)
+    expected = acc.InvalidAsyncError if "async" in call else acc.InvalidArgumentError
+    match = "invalid async value" if "async" in call else "if clause's value .ndarray. has no truth value"
+    with pytest.raises(expected, match=match):
+        if call == "if clause":
+            _if_array(x)
+        elif call == "if_ at the call":
+            _plain(x, if_=x)
+        elif call == "async clause":
+            _async_array(x)
+        else:
+            _plain(x, async_=x)
+    assert x.tolist() == [0.0] * 4
