@@ -367,19 +367,19 @@ def bind_free_names(info: KernelInfo) -> None:
         if name not in info.params and scope.lookup(name) is MISSING:
             texts = ", ".join(f"{field}({expr.text})" for field, expr in
                               clauses.expressions().items() if name in expr.names)
-            raise info.source.error(f"the clause value {texts} reads {name!r}, which is "
-                                    f"neither a parameter nor a module-level name")
+            raise info.source.clause_error(f"the clause value {texts} reads {name!r}, which is "
+                                           f"neither a parameter nor a module-level name")
     for name in sorted(clauses.section_names()):
         if name not in info.params and scope.lookup(name) is MISSING:
             texts = ", ".join(f"{kind}({section.text})" for kind, section in
                               clauses.sections if name in section.names())
-            raise info.source.error(f"the bounds of {texts} read {name!r}, which is "
-                                    f"neither a parameter nor a module-level name")
+            raise info.source.clause_error(f"the bounds of {texts} read {name!r}, which is "
+                                           f"neither a parameter nor a module-level name")
     known = set(info.kernel_params)
     for name, kind in info.clauses.data_names().items():
         if name not in known and "." not in name:  # (a member's root: checked by analyze)
-            raise info.source.error(f"{kind}({name}): {name!r} is neither a parameter nor "
-                                    f"a module-level array")
+            raise info.source.clause_error(f"{kind}({name}): {name!r} is neither a parameter nor "
+                                           f"a module-level array")
     info.names_bound = True
 
 
@@ -391,6 +391,9 @@ def check_function(source: FunctionSource) -> None:
                                "kernels; pass the value as an argument", node)
         if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await)):
             raise source.error("generators and coroutines cannot be kernels", node)
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            raise source.error("a 'with' statement cannot be in a kernel (a context manager "
+                               "runs Python code on the host): move it around the call", node)
         if isinstance(node, ast.Name) and node.id.startswith(RESERVED_PREFIX):
             raise source.error(f"names starting with {RESERVED_PREFIX!r} are reserved "
                                f"for generated code ({node.id!r})", node)
@@ -404,24 +407,24 @@ def _check_clause_names(source, clauses, scope):
         if "." in name:  # a member (OpenACC 3.3 §2.7.1): of a parameter only
             root = name.split(".")[0]
             if root not in params:
-                raise source.error(f"{kind}({name}) names a member of {root!r}, which is "
-                                   f"not a parameter (parameters: "
-                                   f"{', '.join(source.params) or 'none'}); members of "
-                                   f"parameters only: pass {root} as an argument")
+                raise source.clause_error(f"{kind}({name}) names a member of {root!r}, which is "
+                                          f"not a parameter (parameters: "
+                                          f"{', '.join(source.params) or 'none'}); members of "
+                                          f"parameters only: pass {root} as an argument")
             continue
         if name not in params and not (name in free and scope.lookup(name) is MISSING):
-            raise source.error(f"{kind}({name}) does not name a parameter or a "
-                               f"module-level array the function reads "
-                               f"(parameters: {', '.join(source.params) or 'none'})")
+            raise source.clause_error(f"{kind}({name}) does not name a parameter or a "
+                                      f"module-level array the function reads "
+                                      f"(parameters: {', '.join(source.params) or 'none'})")
     for kind in ("private", "firstprivate"):
         for name in getattr(clauses, kind):
             if name not in local:
-                raise source.error(f"{kind}({name}) does not name a parameter or a "
-                                   f"local variable")
+                raise source.clause_error(f"{kind}({name}) does not name a parameter or a "
+                                          f"local variable")
     for op, var in clauses.reductions:
         if var not in local:
-            raise source.error(f"reduction({op}:{var}): {var!r} is not a variable of "
-                               f"the function")
+            raise source.clause_error(f"reduction({op}:{var}): {var!r} is not a variable of "
+                                      f"the function")
 
 
 def check_free_names(source: FunctionSource, scope: Scope, *, strict: bool) -> None:

@@ -64,6 +64,8 @@ class FunctionSource:
         filename: The file it was defined in.
         lineno: Line of the ``def``.
         params: Parameter names in order.
+        decorator_lineno: Line of the decorator nearest the ``def`` (where the clauses are
+            written), or of the ``def`` when it has none.
     """
 
     func: pytypes.FunctionType
@@ -72,11 +74,17 @@ class FunctionSource:
     filename: str
     lineno: int
     params: tuple[str, ...]
+    decorator_lineno: int = 0
 
     def error(self, reason: str, node: ast.AST | None = None) -> CompileError:
         """A ``CompileError`` located at ``node`` (or at the ``def``)."""
         line = getattr(node, "lineno", None) or self.lineno
         return CompileError(f"{self.func.__name__}: {reason}", self.filename, line)
+
+    def clause_error(self, reason: str) -> CompileError:
+        """A ``CompileError`` about a clause, located at the decorator that writes it."""
+        return CompileError(f"{self.func.__name__}: {reason}", self.filename,
+                            self.decorator_lineno or self.lineno)
 
     @property
     def where(self) -> str:
@@ -111,13 +119,14 @@ def load_function(func) -> FunctionSource:
         raise CompileError(f"{func.__name__}: a kernel must be a plain 'def' function "
                            f"(not a lambda or async def)", filename, start)
     ast.increment_lineno(module, start - 1)
+    decorator_lineno = tree.decorator_list[-1].lineno if tree.decorator_list else tree.lineno
     tree.decorator_list = []
     # the defaults were evaluated once, when Python made the function: a call binds every
     # argument (the launcher's and the lane's binding), so the kernel takes none (their
     # expressions read names a kernel module does not have)
     tree.args.defaults = []
     source = FunctionSource(func, tree, text, filename, tree.lineno,
-                            _params(tree, filename))
+                            _params(tree, filename), decorator_lineno)
     return source
 
 

@@ -183,3 +183,32 @@ def test_bounds_check_on_atomics(monkeypatch):
     with pytest.raises(KernelIndexError) as error:
         get_kernel(info, args)(*args)
     assert error.value.array == "h"
+
+
+@pytest.mark.parametrize("clauses", [dict(copyin="zz"), dict(reduction="+:q"), dict(private="w"),
+                                     "present(q)"], ids=str)
+def test_a_clause_naming_no_variable_is_reported_at_the_decorator(clauses):
+    """API.md §6: a bad clause's ``CompileError`` names the decorator's line (where the
+    clause is written), as a clause that does not parse does; it named the ``def``."""
+    import pyacc
+
+    with pytest.raises(CompileError) as error:
+        @(pyacc.parallel_loop(clauses) if isinstance(clauses, str) else pyacc.parallel_loop(**clauses))
+        def kernel(x):
+            for i in range(x.shape[0]):
+                x[i] = 1
+
+    assert error.value.lineno == _line_of(test_a_clause_naming_no_variable_is_reported_at_the_decorator,
+                                          "@(pyacc.parallel_loop")
+
+
+def with_statement(x):
+    for i in range(x.shape[0]):
+        with open("x"):
+            x[i] = 1
+
+
+def test_a_with_statement_is_reported_at_its_line():
+    with pytest.raises(CompileError, match="'with' statement cannot be in a kernel") as error:
+        analyze(with_statement, parse_clauses("parallel_loop"))
+    assert error.value.lineno == _line_of(with_statement, "with open")
