@@ -382,6 +382,10 @@ class ModuleBuilder:
         self.lines: list[str] = []
         self.injected: dict[str, object] = {}
         self.routines: dict[int, str] = {}
+        self._adding: list[int] = []  # the routines being added (a call back to one: recursion)
+        #: a routine calls itself (or one that calls it): Numba's disk cache cannot hold such a
+        #: module (a second process's load crashed), so none of its functions is cached on disk
+        self.recursive = False
         self.blocks: list[_Block] = []
         self.checks: dict[str, str] = {}
         self.footer: list[str] = []
@@ -438,6 +442,7 @@ class ModuleBuilder:
     def add_routine(self, func) -> str:
         """Compile ``func`` as a device function in this module; returns its name."""
         if id(func) in self.routines:
+            self.recursive |= id(func) in self._adding
             return self.routines[id(func)]
         source = load_function(func)
         name = f"_acc_r{len(self.routines)}_{func.__name__}"
@@ -445,7 +450,11 @@ class ModuleBuilder:
         scope = Scope(source.func, local_names(source.tree))
         check_free_names(source, scope, strict=True)
         rewriter = FunctionRewriter(self, source, self._next_index(), None)
-        tree = self.target.finish_routine(rewriter.visit(copy.deepcopy(source.tree)), source)
+        self._adding.append(id(func))
+        try:
+            tree = self.target.finish_routine(rewriter.visit(copy.deepcopy(source.tree)), source)
+        finally:
+            self._adding.pop()
         tree.name = name
         decorator = self.target.decorator(kind="routine", parallel=False,
                                           boundscheck=self.boundscheck, cache=self.cache_flag)
@@ -532,7 +541,10 @@ class ModuleBuilder:
             lines.extend(block_lines)
             linemap.extend((block.source.filename, n) for n in block.origin_lines)
         lines.extend([""] + self.footer)
-        return "\n".join(lines) + "\n", linemap
+        text = "\n".join(lines) + "\n"
+        if self.recursive:
+            text = text.replace(f"cache={CACHE_FLAG}", "cache=False")
+        return text, linemap
 
 
 def add_function(builder, info, plan):
