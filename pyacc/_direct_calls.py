@@ -4,8 +4,10 @@
 Owns :class:`DirectCalls`, the half of ``ComputeRegion`` (``_compute``) that every call the
 express lane does not take enters first (``_call_slow``): a synchronous or asynchronous
 call of a region whose clauses are constants, with nobody observing events, goes straight
-to ``_launch`` (``_call_async``, ``_launch_direct``) without reading clauses or holding the
-event bus; any other call takes the full path (``ComputeRegion._call``).
+to ``_launch`` (``_call_direct``; ``_launch_direct`` for a region with sections or structs)
+without reading clauses or holding the event bus; its arguments given by name or left to
+their defaults are bound first (``_bind``); any other call takes the full path
+(``ComputeRegion._call``).
 
 Invariants:
     * A direct call is observably the full path's: the same queue, waits, data actions and
@@ -56,22 +58,10 @@ class DirectCalls:
             async_ = None
         if type(async_) is int and async_ == async_noval:  # the thread's default queue
             async_ = ICVS.default_async
-        if direct and async_ is None:
-            # the common call: constant clauses, synchronous, nobody observing events;
-            # exact as the full path (a subscriber that comes now sees the next call)
-            try:
-                if self._read_free is not None:
-                    args = (*args, *self._read_free())
-                runtime = ICVS.runtime or current_runtime()
-                wait_for(runtime, waits, runtime.device.sync_queue)  # (None: no wait)
-                return self._launch(runtime, args, runtime.device.sync_queue, None, True,
-                                    self._matching_call_plan(runtime, args))
-            except AccError as error:
-                add_section_hint(error)
-                report(error)
-                raise
-        if direct and type(async_) is int and async_ >= 0:
-            return self._call_async(args, async_, waits)
+        if direct and (async_ is None or type(async_) is int and async_ >= 0):
+            # the common call: constant clauses, nobody observing events; exact as the full
+            # path (a subscriber that comes now sees the next call)
+            return self._call_direct(args, async_, waits)
         if self._special_direct and async_ is None and wait is None and if_ is None and _SILENT[0]:
             # sections that cover their whole arrays, or structs, at this call: a direct
             # call of this region or of the struct layout's variant
@@ -80,33 +70,29 @@ class DirectCalls:
                 return routed[0]._launch_direct(routed[1])
         return self._call(args, call_async, wait, if_)
 
-    def _call_async(self, args, number, waits):
-        """The direct call on asynchronous queue ``number`` after the queues ``waits``
-        (constant clauses, nobody observing events): ``_call_slow``'s direct path with the
-        queue; its replays arm the express lane, which runs later such calls at once when
-        their queue is idle (``_ran_at_once``)."""
+    def _call_direct(self, args, number, waits, read_free=True):
+        """The direct call on the synchronous queue (``number`` None) or asynchronous queue
+        ``number``, after the queues ``waits`` (None: no wait; constant clauses, nobody
+        observing events): the value, or an ``AsyncResult``. Its replays arm the express
+        lane, which repeats them in C (an async one runs at once when its queue is idle:
+        ``_ran_at_once``). ``read_free``: the free parameters' values are still to read."""
         try:
-            if self._read_free is not None:
+            if read_free and self._read_free is not None:
                 args = (*args, *self._read_free())
             runtime = ICVS.runtime or current_runtime()
-            queue = runtime.device.queue(number)
+            device = runtime.device
+            queue = device.sync_queue if number is None else device.queue(number)
             wait_for(runtime, waits, queue)  # (None: no wait)
             value = self._launch(runtime, args, queue, None, True,
                                  self._matching_call_plan(runtime, args))
-            return AsyncResult(queue, value)
+            return value if number is None else AsyncResult(queue, value)
         except AccError as error:
             add_section_hint(error)
             report(error)
             raise
 
     def _launch_direct(self, args):
-        """The direct call of ``_call_slow`` (the same steps, for a region whose sections
-        cover their whole arrays at this call, ``WholeSections``)."""
-        try:
-            runtime = ICVS.runtime or current_runtime()
-            return self._launch(runtime, args, runtime.device.sync_queue, None, True,
-                                self._matching_call_plan(runtime, args))
-        except AccError as error:
-            add_section_hint(error)
-            report(error)
-            raise
+        """The direct call of a region whose sections cover their whole arrays at this
+        call (``WholeSections``), or of a struct layout's variant: ``args`` hold the free
+        values already (``_route_direct``)."""
+        return self._call_direct(args, None, None, read_free=False)
