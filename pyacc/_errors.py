@@ -46,7 +46,11 @@ def unregister_error_callback(callback) -> None:
     global _CALLBACKS
     with _LOCK:
         callbacks = list(_CALLBACKS)
-        callbacks.remove(callback)  # ValueError when absent, like list.remove
+        if callback not in callbacks:  # (a ValueError, as list.remove's, that says which)
+            raise ValueError(f"acc.unregister_error_callback: {callback!r} is not registered "
+                             "(acc.register_error_callback adds one; each registration is "
+                             "removed once)")
+        callbacks.remove(callback)
         _CALLBACKS = tuple(callbacks)
 
 

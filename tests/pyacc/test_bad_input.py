@@ -853,3 +853,11 @@ def test_a_clause_value_of_the_wrong_kind_is_named_not_numpys_error(call):
         else:
             _plain(x, async_=x)
     assert x.tolist() == [0.0] * 4
+
+
+def test_unregistering_a_callback_never_registered_says_which():
+    def never(error):
+        pass
+
+    with pytest.raises(ValueError, match=r"unregister_error_callback: .*never.* is not registered"):
+        acc.unregister_error_callback(never)
