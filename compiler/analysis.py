@@ -37,10 +37,8 @@ import threading
 import types as pytypes
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from .access import access_sets
-from .arguments import is_device_array
 from .clauses import DATA_CLAUSES, ComputeClauses
 from .frontend import (MISSING, RESERVED_PREFIX, FunctionSource, Scope, load_function,
                        local_names)

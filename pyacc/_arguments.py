@@ -33,6 +33,7 @@ from pyacc.mapping import (
     check_array,
 )
 from pyacc.mapping.ranges import Relation
+from pyacc.mapping.runtime import partly_present
 from pyacc.compiler import analysis as _structs
 from pyacc.compiler.arguments import SCALAR_TYPES, is_device_array
 
@@ -252,9 +253,13 @@ class ArgumentSorting:
     @staticmethod
     def _strided_kind(runtime, array, name) -> MapKind:
         """A strided view can only use data already present (it is not a contiguous
-        section that could be mapped on its own, OpenACC 3.3 §2.7.1)."""
+        section that could be mapped on its own, OpenACC 3.3 §2.7.1); one that lies partly
+        in a mapping is ``PartlyPresentError`` (§2.7.3), as a contiguous one is."""
         if runtime.is_present(array):
             return MapKind.PRESENT
+        found = runtime.table.lookup(array)
+        if found.relation.is_partial:
+            raise partly_present(array, name, found)
         raise InvalidDataSectionError(
             f"argument {name!r} is a non-contiguous view (strides {array.strides}) of data "
             "that is not present: map the whole array first (acc.data / acc.enter_data), "

@@ -1,12 +1,13 @@
 """What a compute call reads besides its arguments, at each call.
 
-Owns the reading of a kernel's free parameters (global and closure values,
-:func:`free_reader`, from :func:`free_sources`), the launch's ``(enabled, async, wait)``
-from its clauses (:func:`clause_values`; evaluated with the call's arguments:
-:func:`evaluate_clauses`), an ``if`` expression made a function of the arguments
-(:func:`condition_of`, :func:`condition_holds`), and which constant ``async`` and ``wait``
-clauses let a call be direct (:func:`constant_queues`). The environment that decides a
-kernel is read at each call by ``compiler.kernel_env``.
+Owns the reading of a kernel's free parameters (global and closure values, modules'
+attributes: :func:`free_reader`, from :func:`free_sources`), the launch's ``(enabled,
+async, wait)`` from its clauses (:func:`clause_values`, :func:`truth_of`; evaluated with
+the call's arguments: :func:`evaluate_clauses`), an ``if`` expression made a function of
+the arguments (:func:`condition_of`, :func:`condition_holds`), which constant ``async`` and
+``wait`` clauses let a call be direct (:func:`constant_queues`), and the parameters' names
+and defaults by which the express lane binds a call's arguments (:func:`call_binding`).
+The environment that decides a kernel is read at each call by ``compiler.kernel_env``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pyacc.mapping import InvalidArgumentError
 from ._clauses import async_noval, async_sync
 
 __all__ = ["free_reader", "free_sources", "clause_values", "constant_queues", "evaluate_clauses",
-           "condition_of", "condition_holds"]
+           "condition_of", "condition_holds", "call_binding", "truth_of"]
 
 
 def truth_of(value, where: str) -> bool:

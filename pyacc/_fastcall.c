@@ -49,8 +49,9 @@
  * A call with ``async_=<int>`` — or without it, of a region whose constant ``async`` clause says
  * a queue (``_clause_async``); ``acc.async_noval`` is the thread's default queue
  * (``ICVS.default_async``); ``acc.async_sync`` is synchronous — takes the same checks (a call
- * may also give ``wait=`` and ``if_=True``: ``CallKeywords``, ``_call_binding.c.h``), then: on devices whose queues are host
- * threads, runs at once when its queue is idle and the kernel short (``_at_once.c.h``);
+ * may also give ``wait=`` and ``if_=True``: ``CallKeywords``, ``_call_binding.c.h``), then: on
+ * devices whose queues are host threads, runs at once when its queue is idle and the kernel
+ * short (``_at_once.c.h``);
  * on the others (``cuda``, where a launch only enqueues on the queue's stream), hands its kernel
  * and device arrays to the plan's ``enqueue`` (``pyacc._express.enqueuer``: ``Device.launch`` on
  * the queue, the ``AsyncResult``) with the table held, as the held replay launches.

@@ -861,3 +861,20 @@ def test_unregistering_a_callback_never_registered_says_which():
 
     with pytest.raises(ValueError, match=r"unregister_error_callback: .*never.* is not registered"):
         acc.unregister_error_callback(never)
+
+
+@acc.parallel_loop
+def _increment(x):
+    for i in range(x.shape[0]):
+        x[i] += 1.0
+
+
+def test_a_strided_view_of_partly_present_data_is_partly_present(emulated):
+    """A non-contiguous view whose elements lie partly in a mapping: ``PartlyPresentError``
+    (OpenACC 3.3 §2.7.3), as for a contiguous one; it said "not present"."""
+    b = np.zeros(10)
+    acc.copyin(b[0:5])
+    with pytest.raises(acc.PartlyPresentError, match="partly present"):
+        _increment(b[::3])
+    assert acc.refcounts(b[0:5]) == (0, 1) and b.tolist() == [0.0] * 10
+    acc.delete(b[0:5])
