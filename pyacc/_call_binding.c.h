@@ -10,8 +10,10 @@
  * Invariants: reads only; a call it cannot bind exactly as Python would (an unknown or
  * duplicate name, a missing argument, too many, a keyword with a value the lane does not
  * read) is the Python launcher's, which binds it again and raises Python's ``TypeError``
- * (``bound_call`` answers NULL without an exception set). A tuple with an empty slot never
- * leaves this file.
+ * (``bound_call`` answers NULL without an exception set; with one only when an allocation
+ * failed). A tuple with an empty slot never leaves this file. A parameter named ``async_``,
+ * ``wait`` or ``if_`` is given by position only: by name it is the call's keyword, as in the
+ * Python launcher.
  */
 
 /* What a call's keywords ask of the lane (borrowed): its queue (``async_=<int>``), the queues
@@ -70,16 +72,17 @@ static int bind_at(Py_ssize_t index, Py_ssize_t count, PyObject **slots, PyObjec
                    Py_ssize_t nargs, PyObject *value) {
     if (index < nargs)
         return 0;
+    Py_INCREF(value);  /* (first: the allocation below may run a finalizer) */
     if (*slots == NULL) {
         *slots = PyTuple_New(count);  /* (empty slots: NULL) */
-        if (*slots == NULL)
-            return -1;
-        for (Py_ssize_t i = 0; i < nargs; i++)
+        for (Py_ssize_t i = 0; *slots != NULL && i < nargs; i++)
             PyTuple_SET_ITEM(*slots, i, Py_NewRef(args[i]));
     }
-    if (PyTuple_GET_ITEM(*slots, index) != NULL)
-        return 0;
-    PyTuple_SET_ITEM(*slots, index, Py_NewRef(value));
+    if (*slots == NULL || PyTuple_GET_ITEM(*slots, index) != NULL) {
+        Py_DECREF(value);
+        return *slots == NULL ? -1 : 0;
+    }
+    PyTuple_SET_ITEM(*slots, index, value);
     return 1;
 }
 
@@ -122,7 +125,8 @@ static int fill_defaults(PyObject *slots, PyObject *defaults) {
  * after the positional ones (a vectorcall), or the dict ``kwargs`` — then the defaults, through
  * ``binding`` (``_binding``; NULL: positional arguments and lane keywords only). ``tuple``: the
  * positional arguments as a tuple already (a ``tp_call``), given back when nothing is bound.
- * NULL without an exception set: the call is the Python launcher's (the module docstring). */
+ * NULL without an exception set: the call is the Python launcher's (the module docstring);
+ * with one: an allocation failed. */
 static PyObject *bound_call(PyObject *binding, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames, PyObject *kwargs, PyObject *tuple, CallKeywords *keys) {
     *keys = (CallKeywords){NULL, NULL, 0};

@@ -186,8 +186,9 @@ class ComputeRegion(DirectCalls, SectionCalls, ArgumentSorting, CALL_BASE):
         self._expressable = direct and CALL_BASE is not object
         if self._expressable and self._read_free is not None:  # read in C at each call, too
             self._free = free_sources(info)
-        if self._expressable:  # arguments by name, defaults: bound in C, too
-            self._binding = call_binding(self._signature)
+        binding = call_binding(self._signature) if self._expressable else None
+        if binding is not None and len(binding[0]) == self._arity:  # by name, defaults: in C too
+            self._binding = binding
         if self._special and not self._expressions and enabled and async_clause is None \
                 and wait_clause is None and not (self._sections and self._struct_params):
             self._special_direct = True

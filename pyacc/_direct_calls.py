@@ -37,9 +37,9 @@ class DirectCalls:
 
     __slots__ = ()
 
-    def _call_slow(self, *args, async_=None, wait=None, if_=None, **kwargs):
+    def _call_slow(self, /, *args, async_=None, wait=None, if_=None, **kwargs):
         """The Python launcher: every call the express lane does not take (``__call__``
-        itself without it)."""
+        itself without it). (``self`` positional-only: a kernel parameter may be named so.)"""
         # (``_direct`` read first: the clauses are set before it, at the first call)
         direct = self._direct and _SILENT[0]
         if kwargs or len(args) != self._arity:  # arguments by name, defaults (TypeError)

@@ -255,6 +255,7 @@ static PyObject *fastcall_try(FastCall *self, PyObject *args, PyObject *kwargs, 
  * ``self._call_slow(*args, **keywords)``. */
 static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, const CallKeywords *keys) {
     PyObject *async_value = keys == NULL ? NULL : keys->async_value;
+    PyObject *given = Py_XNewRef(async_value);  /* (borrowed from the call: kept for its fallback) */
     int plain = async_value == NULL;
     if (!plain && is_async_sync(async_value)) {  /* (§2.16.1: whatever the async clause) */
         async_value = NULL;
@@ -266,14 +267,17 @@ static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, 
     /* held: the clauses may be set again while the call runs (the waits first: resolving
      * the queue may run Python code, and the keywords are the call's dict's) */
     PyObject *waits = call_waits(keys, self->clause_wait);
-    if (waits == NULL && PyErr_Occurred())
+    if (waits == NULL && PyErr_Occurred()) {
+        Py_XDECREF(given);
         return NULL;
+    }
     PyObject *held = async_value == NULL ? NULL : Py_NewRef(async_value);
     PyObject *queue = held == NULL ? NULL : resolve_queue(held);
     PyObject *result = fastcall_try(self, args, kwargs, keys, plain, queue ? queue : held, waits);
     Py_XDECREF(waits);
     Py_XDECREF(queue);
     Py_XDECREF(held);
+    Py_XDECREF(given);
     return result;
 }
 

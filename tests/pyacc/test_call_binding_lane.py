@@ -216,3 +216,16 @@ def test_a_default_that_names_a_global_or_a_closure_value_is_its_value_at_defini
     finally:
         SCALE = previous
     assert x.tolist() == [2.0] * 4 and y.tolist() == [6.0] * 4
+
+
+@acc.parallel_loop
+def scaled_by(self, y):  # (a parameter may be named self: the launcher's own is positional-only)
+    for i in range(y.shape[0]):
+        y[i] = 2.0 * self[i]
+
+
+def test_a_parameter_named_self_may_be_given_by_name(device, lane):
+    x, y = np.arange(N, dtype=np.float64), np.zeros(N)
+    for _ in range(3):
+        scaled_by(self=x, y=y)  # (the first call: _call_slow(self, /, ...) binds it)
+    np.testing.assert_array_equal(y, 2.0 * x)
