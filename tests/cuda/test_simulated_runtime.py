@@ -726,3 +726,26 @@ def test_arguments_by_name_and_async_sync_take_the_lane_on_cuda(monkeypatch):
             acc.update_self(y)
             np.testing.assert_allclose(y, 1.0 + (6 + k) * np.arange(8.0))
     assert len(slow) <= 4
+
+
+def test_module_attributes_and_defaults_on_cuda(monkeypatch):
+    """On cuda too, a module's attribute a kernel reads is a free parameter read at each
+    call (``compiler/free_names.py``) and a parameter's default is the call's value."""
+    import types
+
+    physics = types.ModuleType("physics_on_cuda")
+    physics.G, physics.S = np.arange(8.0), 2.0
+    monkeypatch.setitem(globals(), "physics_on_cuda", physics)
+
+    @acc.parallel_loop
+    def scaled(y, shift=1.0):
+        for i in range(y.shape[0]):
+            y[i] = physics_on_cuda.G[i] * physics_on_cuda.S + shift
+
+    y = np.zeros(8)
+    scaled(y)
+    np.testing.assert_allclose(y, 2.0 * np.arange(8.0) + 1.0)
+    physics.S = 3.0
+    physics.G = np.ones(8)
+    scaled(y, shift=0.5)
+    np.testing.assert_allclose(y, 3.5)
