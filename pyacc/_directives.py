@@ -208,6 +208,8 @@ def _check_default(value):
 def enter_data(**clauses) -> None:
     """``enter data``: ``copyin`` and ``create`` increment dynamic counts (absent data is
     allocated, and copied in for ``copyin``). Also ``if_``, ``async_``, ``wait``."""
+    if _counted_in_the_lane(clauses):
+        return
     check_clauses("acc.enter_data", clauses, ("copyin", "create") + _CONTROL,
                   data_clauses=("copyin", "create"))
     if not clauses.get("if_", True):
@@ -227,6 +229,8 @@ def exit_data(**clauses) -> None:
     """``exit data``: ``copyout`` and ``delete`` decrement dynamic counts (``finalize``:
     set them to 0); data whose counts both reach 0 is copied out (``copyout``) and freed.
     Absent data is skipped. Also ``if_``, ``async_``, ``wait``."""
+    if _counted_in_the_lane(clauses):
+        return
     check_clauses("acc.exit_data", clauses, ("copyout", "delete", "finalize") + _CONTROL,
                   data_clauses=("copyout", "delete"))
     if not clauses.get("if_", True):
@@ -239,6 +243,45 @@ def exit_data(**clauses) -> None:
     queue = queue_of(runtime, clauses.get("async_"))
     wait_for(runtime, clauses.get("wait"), queue)
     runtime.exit_dynamic(requests, queue, finalize=bool(clauses.get("finalize", False)))
+
+
+#: the data lane's verb (``mapping/_cprobe.c``) of each clause of ``enter_data`` and
+#: ``exit_data`` — those of ``acc.copyin``/``acc.create`` and ``acc.copyout``/``acc.delete``
+#: — and the verb that undoes it: ``enter`` (the dynamic count +1 of present data), ``leave``
+#: (its −1, of data that stays present)
+_COUNT_VERBS = {"copyin": ("enter", "leave"), "create": ("enter", "leave"),
+                "copyout": ("leave", "enter"), "delete": ("leave", "enter")}
+
+
+def _counted_in_the_lane(clauses) -> bool:
+    """``enter data``/``exit data``'s common form — data clauses alone, of NumPy arrays that
+    are present and stay present — made by the current runtime's data lane in C, one
+    dynamic count each in the clauses' order, as ``acc.copyin``/``acc.delete`` make one
+    (OpenACC 3.3 §2.14.6-7: nothing moves, nothing is allocated or freed): True when done.
+    The table lock is held throughout; when the lane declines an array (absent, an exit
+    that would end its mapping, an observer) the counts it changed are put back, and
+    False: the Python path makes the whole directive (all or nothing)."""
+    runtime = ICVS.runtime
+    if runtime is None:
+        return False
+    lane, order = runtime.lane, []
+    for keyword, value in clauses.items():
+        verbs = _COUNT_VERBS.get(keyword)
+        if verbs is None:
+            return False
+        for array in value if type(value) in (list, tuple) else (value,):
+            if type(array) is not np.ndarray or array.dtype.hasobject:
+                return False
+            order.append((getattr(lane, verbs[0]), getattr(lane, verbs[1]), array))
+    if not order:
+        return False
+    with runtime.table.locked():
+        for done, (verb, _, array) in enumerate(order):
+            if verb(array) is None:
+                for _, undo, earlier in reversed(order[:done]):
+                    undo(earlier)  # (present and staying so: the lane takes it)
+                return False
+    return True
 
 
 _UPDATE_DIRECTION = {
