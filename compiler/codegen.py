@@ -202,6 +202,11 @@ class FunctionRewriter(ast.NodeTransformer):
             self.plan.nests.get((node.lineno, node.col_offset))
         if nest is None:
             return self.generic_visit(node)
+        for var in nest.array_reductions:  # (its private copies would be scalars)
+            if getattr((self.builder.arg_types or {}).get(var), "ndim", None) == 0:
+                raise self.source.error(f"reduction on the 0-d array {var!r}: reduce into a "
+                                        f"one-element array ({var} = np.zeros(1), {var}[0] += ...) "
+                                        "or a scalar variable the function returns", node)
         hoisted = _hoist_zero_d(node, self.builder.arg_types or {}) \
             if self.builder.target.hoists_zero_d else []
         if hoisted:  # 0-d arrays (x[()]): see _hoist_zero_d

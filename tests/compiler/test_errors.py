@@ -212,3 +212,19 @@ def test_a_with_statement_is_reported_at_its_line():
     with pytest.raises(CompileError, match="'with' statement cannot be in a kernel") as error:
         analyze(with_statement, parse_clauses("parallel_loop"))
     assert error.value.lineno == _line_of(with_statement, "with open")
+
+
+def test_a_reduction_on_a_0_d_array_is_a_compile_error_that_says_what_to_do():
+    """Its per-chunk private copies would be scalars (Numba could not index them: a
+    TypingError naming generated code); the error names the array and the two spellings
+    that work, at the loop's line."""
+    import pyacc
+
+    @pyacc.parallel_loop(reduction="+:c")
+    def total_into(x, c):
+        for i in range(x.shape[0]):
+            c[()] += x[i]
+
+    with pytest.raises(CompileError, match=r"0-d array 'c'.*one-element array") as error:
+        total_into(np.ones(4), np.array(1.0))
+    assert error.value.lineno == _line_of(total_into, "for i in")
