@@ -11,8 +11,8 @@
  *
  *   RETURNS_DEVICE_ARRAY (``enter``): a device array, returned; None: not done;
  *   RETURNS_NONE (``leave``, ``update``): True: done, None returned; None: not done;
- *   ANSWERS (``present``): the answer, for a ``numpy.ndarray`` argument only (other
- *       objects are checked, and reported, by the Python function).
+ *   ANSWERS (``present``): the answer, for a ``numpy.ndarray`` argument of plain items only
+ *       (other objects, and object dtypes, are checked, and reported, by the Python function).
  *
  * The current runtime is ``ICVS.runtime`` of the calling thread; it and its lane are
  * remembered per thread and context epoch (``thread_runtime``, ``_thread_runtime.c.h``),
@@ -63,8 +63,8 @@ static PyObject *current_lane(void) {
 
 /* The lane's part of a call: its result, or MISS (the Python function's turn), NULL on error. */
 static PyObject *through_lane(LaneRoutine *self, PyObject *a) {
-    if (self->kind == ANSWERS && Py_TYPE(a) != g_ndarray)
-        return Py_NewRef(MISS);
+    if (self->kind == ANSWERS && (Py_TYPE(a) != g_ndarray || !plain_items(a)))
+        return Py_NewRef(MISS);  /* (an object dtype is no host data: the Python check refuses it) */
     PyObject *lane = current_lane();
     if (lane == NULL)
         return PyErr_Occurred() ? NULL : Py_NewRef(MISS);

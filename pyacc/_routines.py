@@ -185,7 +185,7 @@ def is_present(a) -> bool:
     """True when every element of ``a`` (any view) is present on the current device."""
     try:  # the hot path: no wrapper frame; the runtime's ``is_present`` is its lane's
         runtime = ICVS.runtime or current_runtime()
-        if type(a) is not _NDARRAY:
+        if type(a) is not _NDARRAY or a.dtype.hasobject:  # (API.md §2: no object dtype)
             check_array(a, contiguous=False)
         return runtime.is_present(a)
     except AccError as error:

@@ -878,3 +878,18 @@ def test_a_strided_view_of_partly_present_data_is_partly_present(emulated):
         _increment(b[::3])
     assert acc.refcounts(b[0:5]) == (0, 1) and b.tolist() == [0.0] * 10
     acc.delete(b[0:5])
+
+
+@pytest.mark.parametrize("device_type", ["host", "emulated"])
+def test_is_present_of_an_object_array_is_refused_as_the_other_routines_refuse_it(device_type):
+    """API.md §2: host data is a NumPy array of any dtype but object. ``is_present``
+    answered True on host and False on emulated, while ``deviceptr`` and ``refcounts``
+    raised: now all refuse it, by name."""
+    acc.set_device_type(device_type)
+    try:
+        objects = np.array([1, "a"], dtype=object)
+        for routine in (acc.is_present, acc.deviceptr, acc.refcounts):
+            with pytest.raises(acc.InvalidArgumentError, match="object dtype"):
+                routine(objects)
+    finally:
+        acc.set_device_type("host")
