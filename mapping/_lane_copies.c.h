@@ -11,7 +11,9 @@
  *       ``counted`` its four indices (uploads, their bytes,
  *       downloads, their bytes), ``kinds`` the event kinds (UPLOAD, DOWNLOAD, DONE).
  *   upload(x) / download(x) -> True | None: the copy of present ``x`` to or from its
- *       device array (OpenACC 3.3 §2.14.4, synchronous), counted as ``BUS.count`` would;
+ *       device array (OpenACC 3.3 §2.14.4, synchronous), counted as ``BUS.count`` would
+ *       (on a device that shares host memory, nothing to copy: True for a numpy.ndarray of
+ *       plain items when nobody listens to the directive's end, as the Python verb's no-op);
  *       None, having done nothing, in every other case, which the Python verb takes:
  *       copies not allowed; an ``x`` that is not a writeable (download) numpy.ndarray of
  *       one block, or not inside one mapping; a device array of another layout; someone
@@ -124,6 +126,8 @@ static PyObject *copy_entry(Lane *self, PyObject *entry, PyObject *x, int upload
 }
 
 static PyObject *copy_verb(Lane *self, PyObject *x, int upload) {
+    if (self->table == Py_None)  /* shared memory: nothing to copy (§2.7.4), as the Python verb */
+        return watched(self, self->end_kind) || !plain_items(x) ? Py_NewRef(Py_None) : Py_NewRef(Py_True);
     if (self->device_dict == NULL || PyList_GET_ITEM(self->tally_alone, 0) != Py_True ||
             watched(self, self->done_kind) || (!upload && !(((ArrayFields *)x)->flags & NPY_WRITEABLE)))
         Py_RETURN_NONE;

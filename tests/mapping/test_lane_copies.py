@@ -190,11 +190,20 @@ def test_oversubscribed_data_is_updated_by_the_python_verb(emulated):
     acc.delete(a)
 
 
-def test_shared_memory_updates_take_no_action(host_device):
+def test_shared_memory_updates_take_no_action(host_device, python_frames, listening):
+    """On host an update has nothing to copy (OpenACC 3.3 §2.7.4): the lane answers it, as
+    the Python verb's no-op, without a Python frame; an object dtype, or someone listening
+    to the directive's end, is the Python verb's (which refuses it, or publishes it)."""
     a = np.arange(8.0)
     acc.update_device(a)
     acc.update_self(a)
-    assert _lane().upload(a) is None  # never admitted: the Python verb's no-op
+    assert _lane().upload(a) is True and _lane().download(a) is True
+    assert python_frames(acc.update_device, a) == [] and a.tolist() == list(np.arange(8.0))
+    assert _lane().upload(np.ndarray((1,), dtype=object)) is None
+    from pyacc.mapping import EventKind
+    events = listening(EventKind.DIRECTIVE_END)
+    acc.update_self(a)
+    assert [event.kind for event in events] == [EventKind.DIRECTIVE_END]
 
 
 def test_arrays_of_object_references_are_left_to_the_python_verbs(emulated):
