@@ -253,6 +253,24 @@ _COUNT_VERBS = {"copyin": ("enter", "leave"), "create": ("enter", "leave"),
                 "copyout": ("leave", "enter"), "delete": ("leave", "enter")}
 
 
+def _lane_arrays(clauses, verbs) -> tuple:
+    """``(runtime, [(keyword, array), ...])`` of a directive whose clauses are all the data
+    lane's (``verbs``: by keyword) and name plain NumPy arrays (no object dtype: the Python
+    path refuses it), in the order written; ``(None, None)`` for any other form, or a
+    thread without a current runtime yet."""
+    runtime, arrays = ICVS.runtime, []
+    if runtime is None:
+        return None, None
+    for keyword, value in clauses.items():
+        if keyword not in verbs:
+            return None, None
+        for array in value if type(value) in (list, tuple) else (value,):
+            if type(array) is not np.ndarray or array.dtype.hasobject:
+                return None, None
+            arrays.append((keyword, array))
+    return runtime, arrays
+
+
 def _counted_in_the_lane(clauses) -> bool:
     """``enter data``/``exit data``'s common form — data clauses alone, of NumPy arrays that
     are present and stay present — made by the current runtime's data lane in C, one
@@ -261,20 +279,12 @@ def _counted_in_the_lane(clauses) -> bool:
     The table lock is held throughout; when the lane declines an array (absent, an exit
     that would end its mapping, an observer) the counts it changed are put back, and
     False: the Python path makes the whole directive (all or nothing)."""
-    runtime = ICVS.runtime
-    if runtime is None:
+    runtime, arrays = _lane_arrays(clauses, _COUNT_VERBS)
+    if not arrays:
         return False
-    lane, order = runtime.lane, []
-    for keyword, value in clauses.items():
-        verbs = _COUNT_VERBS.get(keyword)
-        if verbs is None:
-            return False
-        for array in value if type(value) in (list, tuple) else (value,):
-            if type(array) is not np.ndarray or array.dtype.hasobject:
-                return False
-            order.append((getattr(lane, verbs[0]), getattr(lane, verbs[1]), array))
-    if not order:
-        return False
+    lane = runtime.lane
+    order = [(getattr(lane, _COUNT_VERBS[keyword][0]), getattr(lane, _COUNT_VERBS[keyword][1]), array)
+             for keyword, array in arrays]
     with runtime.table.locked():
         for done, (verb, _, array) in enumerate(order):
             if verb(array) is None:
@@ -326,21 +336,12 @@ def _updated_in_the_lane(clauses) -> bool:
     (nobody unmaps an array meanwhile), so the directive is all or nothing as the Python
     path's; an array the lane declines (a strided view, an observer) goes, with the ones
     after it, through the Python path."""
-    runtime = ICVS.runtime
-    if runtime is None:
+    runtime, arrays = _lane_arrays(clauses, _LANE_VERB)
+    if not arrays or any(_LANE_VERB[keyword] == "download" and not array.flags.writeable
+                         for keyword, array in arrays):
         return False
-    lane, order = runtime.lane, []
-    for keyword, value in clauses.items():
-        verb = _LANE_VERB.get(keyword)
-        if verb is None:
-            return False
-        for array in value if type(value) in (list, tuple) else (value,):
-            if type(array) is not np.ndarray or array.dtype.hasobject or (
-                    verb == "download" and not array.flags.writeable):
-                return False
-            order.append((keyword, getattr(lane, verb), array))
-    if not order:
-        return False
+    lane = runtime.lane
+    order = [(keyword, getattr(lane, _LANE_VERB[keyword]), array) for keyword, array in arrays]
     with runtime.table.locked():
         if not all(lane.present(array) for _, _, array in order):
             return False

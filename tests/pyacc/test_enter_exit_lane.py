@@ -22,15 +22,8 @@ from pyacc.mapping import EventKind
 N = 8
 
 
-@pytest.fixture(params=["host", "emulated"])
-def device(request):
-    acc.shutdown(request.param)
-    acc.set_device_type(request.param)
-    acc.reset_stats()
-    yield request.param
-    acc.wait()
-    acc.shutdown(request.param)
-    acc.set_device_type("host")
+# the fixture ``device`` (host, emulated: each shut down before and after)
+from test_update_lane import device  # noqa: F401,E402
 
 
 def _python_path(monkeypatch):
