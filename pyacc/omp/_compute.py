@@ -48,6 +48,7 @@ from pyacc.compiler.clauses import ClauseExpr
 from pyacc.mapping import AccError, Counter, InvalidArgumentError, UpdateDirection
 
 from .. import _compute as acc_compute, _devices as _acc_devices, _directives
+from .._call_inputs import truth_of
 from .._compute import ComputeRegion, at_caller
 from .._devices import ICVS
 from .._errors import report
@@ -225,7 +226,10 @@ class TargetRegion(ComputeRegion):
         # ``always`` maps of data that is present already (else the map itself copies)
         bound = self._signature.bind(*args, **kwargs).arguments
         queue = runtime.device.queue(async_)
-        enabled = if_ if if_ is not None else True
+        # the call's if_, else the construct's if clause (an expression: evaluated now);
+        # false: the region runs on the host on host data, no data action (§2.5.6)
+        clause = self.info.clauses.if_ if if_ is None else if_
+        enabled = clause is None or truth_of(self._call_value(clause, args, kwargs), self.info.where)
         moves = [(UpdateDirection.DEVICE, bound[name], name) for name in self._always_to
                  if runtime.is_present(bound[name])]
         back = [(UpdateDirection.SELF, bound[name], name) for name in self._always_from

@@ -38,12 +38,13 @@ from pyacc.mapping import (
     check_array,
 )
 from pyacc.mapping.errors import describe_array
+from pyacc.mapping.plan import check_writeable
 from pyacc.mapping.runtime import partly_present
 
 from ._clauses import MapSpec
 
-__all__ = ["MapItem", "combine", "enter_maps", "exit_maps", "check_present", "always_to",
-           "always_from", "describe"]
+__all__ = ["MapItem", "combine", "enter_maps", "exit_maps", "check_present", "check_copy_targets",
+           "always_to", "always_from", "describe"]
 
 
 @dataclass
@@ -157,6 +158,29 @@ def check_not_partial(runtime, items) -> None:
             raise partly_present(item.array, item.name, found)
 
 
+def check_copy_targets(runtime, items, *, entering: bool, copy_back: bool = True) -> None:
+    """A read-only array that device data would be copied into (API.md §4): refused by
+    name (``InvalidArgumentError``) before a construct changes anything. Entering: a
+    ``from``/``tofrom`` map of absent data (its exit would copy back: as ``acc.data``'s
+    ``copy`` clause). Exiting: an ``always from`` map of present data, and a ``from``
+    map whose lifetime ends here (``delete``, or the count's last decrement)."""
+    if runtime.device.shares_host_memory:
+        return
+    for item in items:
+        if item.array.flags.writeable or not (item.from_ or item.always_from):
+            continue
+        entry = runtime.table.containing(item.array)
+        if entering:
+            copies = entry is None and item.from_ and not item.present
+        else:
+            counter = Counter.STRUCTURED if item.hold else Counter.DYNAMIC
+            copies = entry is not None and copy_back and (item.always_from or (
+                item.exit_kind(copy_back) is MapKind.COPYOUT or item.hold) and (
+                item.delete or entry.would_end(counter)))
+        if copies:
+            check_writeable(describe(item), item.array, item.name)
+
+
 # == entry and exit ================================================================================
 def _requests(items, kind_of) -> list[MapRequest]:
     return [MapRequest(kind_of(item), item.array, item.name) for item in items]
@@ -180,6 +204,7 @@ def enter_maps(runtime, items, queue, what: str):
     copies in. All or nothing. Returns the hold maps' ``Mapped`` values (for
     ``exit_maps``)."""
     check_present(runtime, items, what)
+    check_copy_targets(runtime, items, entering=True)
     dynamic = [item for item in items if not item.hold]
     held = [item for item in items if item.hold]
     if dynamic:
@@ -206,6 +231,7 @@ def exit_maps(runtime, items, queue, *, held_mapped=(), copy_back: bool = True) 
     decrements."""
     dynamic = [item for item in items if not item.hold]
     check_not_partial(runtime, dynamic)
+    check_copy_targets(runtime, items, entering=False, copy_back=copy_back)  # (all or nothing)
     if copy_back:
         always_from(runtime, items, queue)
     finalize = [item for item in dynamic if item.delete]
