@@ -38,9 +38,11 @@ def _reported(function):
 
 
 def _parse(construct, clause_string, keywords, depth=3):
-    """Parse the clauses; a clause string names variables of the user's frame."""
+    """Parse the clauses; a clause string names variables of the user's frame, and so does
+    a clause value written as text (``if_="n > 3"``, ``device="dev"``), given either way."""
     clauses = parse(construct, clause_string, error=ClauseError, **keywords)
-    if clause_string is not None:
+    texts = any(isinstance(value, ClauseExpr) for value in (clauses.device, clauses.if_, clauses.nowait))
+    if clause_string is not None or texts:
         frame = sys._getframe(depth)
         scope = {**frame.f_globals, **frame.f_locals}
         clauses.maps = [(_lookup(scope, item, construct), spec) for item, spec in clauses.maps]

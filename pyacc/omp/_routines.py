@@ -94,9 +94,11 @@ def _bytes(array, offset, length, what):
     return flat[offset:offset + length]
 
 
-def _check_int(value, what):
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-        raise InvalidArgumentError(f"omp.target_memcpy: {what} must be an int, got {value!r}")
+def _check_int(value, what, routine="omp.target_memcpy"):
+    """A ``size_t`` argument of ``routine`` (a length, an offset, a dimension: OpenMP 5.2
+    §18.8): an int >= 0, else ``InvalidArgumentError`` naming the routine."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+        raise InvalidArgumentError(f"{routine}: {what} must be an int >= 0, got {value!r}")
     return int(value)
 
 
@@ -155,16 +157,16 @@ def target_memcpy_rect(dst, src, element_size, num_dims, volume, dst_offsets, sr
     dimensions, elements of ``element_size`` bytes) from ``src`` at ``src_offsets``
     (in elements, per dimension; ``src_dimensions`` its shape) to ``dst`` at
     ``dst_offsets`` (``dst_dimensions``). Row-major, as in C."""
-    element_size = _check_int(element_size, "element_size")
-    num_dims = _check_int(num_dims, "num_dims")
+    element_size = _check_int(element_size, "element_size", "omp.target_memcpy_rect")
+    num_dims = _check_int(num_dims, "num_dims", "omp.target_memcpy_rect")
     shapes = [list(volume), list(dst_offsets), list(src_offsets), list(dst_dimensions),
               list(src_dimensions)]
     if num_dims < 1 or any(len(s) != num_dims for s in shapes):
         raise InvalidArgumentError(
             f"omp.target_memcpy_rect: volume, offsets and dimensions need num_dims={num_dims} "
             "entries each")
-    volume, dst_offsets, src_offsets, dst_dims, src_dims = ([_check_int(v, "a dimension") for v in s]
-                                                            for s in shapes)
+    volume, dst_offsets, src_offsets, dst_dims, src_dims = (
+        [_check_int(v, "a dimension", "omp.target_memcpy_rect") for v in s] for s in shapes)
     for name, offsets, dims in (("dst", dst_offsets, dst_dims), ("src", src_offsets, src_dims)):
         for axis in range(num_dims):
             if offsets[axis] < 0 or volume[axis] < 0 or offsets[axis] + volume[axis] > dims[axis]:
@@ -207,9 +209,10 @@ def target_associate_ptr(a, d, device=None, *, device_offset=0) -> None:
     if target.on_host:
         return
     runtime = target.runtime
-    if device_offset:
+    offset = _check_int(device_offset, "device_offset", "omp.target_associate_ptr")
+    if offset:
         device_array = runtime.device.as_device_array(d)
-        d = byte_view(device_array)[_check_int(device_offset, "device_offset"):]
+        d = byte_view(device_array)[offset:]
     runtime.map_data(a, d)
 
 

@@ -424,3 +424,17 @@ def test_clause_string_caret_under_the_bad_modifier():
     assert "unknown map-type modifier 'alwys'" in text and "did you mean 'always'" in text
     lines = text.splitlines()
     assert lines[-1].index("^") - lines[-2].index("m") == "map(to: a) map(".__len__()
+
+
+def test_clause_values_given_as_text_keywords_are_evaluated_in_the_callers_frame(emulated):
+    """``if_="n > 3"`` or ``device="dev"`` given as keywords mean what the same text means
+    in a clause string (``"map(to: a) if(n > 3)"``): evaluated with the caller's names. The
+    keyword form was never evaluated (an unevaluated expression is truthy: ``if_`` mapped)."""
+    a = np.ones(3)
+    n, dev = 1, 0
+    omp.target_enter_data(map_to=[a], if_="n > 3")
+    assert rc(a) == (0, 0)
+    omp.target_enter_data(map_to=[a], device="dev", if_="n > 0")
+    assert rc(a) == (0, 1)
+    omp.target_exit_data(map_release=[a], if_="n == 1")
+    assert rc(a) == (0, 0)

@@ -233,3 +233,16 @@ def test_notify_names_openmp_constructs(tmp_path):
     text = result.stdout + result.stderr
     assert "construct=target_data" in text, text
     assert "construct=target_teams_distribute_parallel_for" in text, text
+
+
+@pytest.mark.parametrize("offset", [-16, 1.5, True])
+def test_target_associate_ptr_refuses_a_device_offset_that_is_not_a_size(emulated, offset):
+    """``device_offset`` is a ``size_t`` (OpenMP 5.2 §18.8.9): a negative one was taken as
+    Python's negative slice (mapping the host array at the block's end), and the error
+    named ``omp.target_memcpy``."""
+    d = omp.target_alloc(64, 0)
+    a = np.zeros(2)
+    with pytest.raises(acc.InvalidArgumentError, match="omp.target_associate_ptr: device_offset"):
+        omp.target_associate_ptr(a, d, 0, device_offset=offset)
+    assert not acc.is_present(a)
+    omp.target_free(d, 0)
