@@ -31,7 +31,7 @@ import threading
 
 import numpy as np
 
-from pyacc.mapping import DeviceUnavailableError, InvalidArgumentError
+from pyacc.mapping import AccError, DeviceUnavailableError, InvalidArgumentError
 
 from .. import _devices as _acc_devices
 from .._devices import ICVS, current_runtime
@@ -86,14 +86,23 @@ def _start() -> None:
     if _STATE.started:
         return
     _STATE.started = True
-    sync_offload_environment()
-    text = os.environ.get("OMP_DEFAULT_DEVICE", "").strip()
-    if text:
-        try:
-            number = int(text)
-        except ValueError:
-            raise InvalidArgumentError(f"OMP_DEFAULT_DEVICE={text!r} is not an integer") from None
-        set_default_device(number)
+    text = ""
+    try:
+        sync_offload_environment()
+        text = os.environ.get("OMP_DEFAULT_DEVICE", "").strip()
+        if text:
+            try:
+                number = int(text)
+            except ValueError:
+                raise InvalidArgumentError(f"OMP_DEFAULT_DEVICE={text!r} is not an integer: "
+                                           "set a device number, or unset it") from None
+            set_default_device(number)
+    except AccError as error:  # every OpenMP call says it, until the environment is fixed
+        _STATE.started = False
+        if text and not str(error).startswith("OMP_DEFAULT_DEVICE"):
+            error.args = (f"OMP_DEFAULT_DEVICE={text}: {error.args[0] if error.args else error}",
+                          *error.args[1:])
+        raise
 
 
 def _current_type() -> str:

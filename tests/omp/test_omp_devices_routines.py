@@ -246,3 +246,26 @@ def test_target_associate_ptr_refuses_a_device_offset_that_is_not_a_size(emulate
         omp.target_associate_ptr(a, d, 0, device_offset=offset)
     assert not acc.is_present(a)
     omp.target_free(d, 0)
+
+
+@pytest.mark.parametrize("value", ["5", "abc"])
+def test_an_invalid_omp_default_device_is_said_at_every_call(emulated, monkeypatch, value):
+    """``OMP_DEFAULT_DEVICE`` naming no device (or no number) raised at a thread's first
+    OpenMP call only, then every call ran on device 0; now each call raises, naming the
+    variable, until it is fixed."""
+    import threading
+
+    monkeypatch.setenv("OMP_DEFAULT_DEVICE", value)
+    errors = []
+
+    def first_calls():  # (a thread's own OpenMP state: a fresh start)
+        for _ in range(3):
+            try:
+                omp.get_num_devices()
+            except acc.AccError as error:
+                errors.append(str(error))
+
+    worker = threading.Thread(target=first_calls)
+    worker.start()
+    worker.join()
+    assert len(errors) == 3 and all(error.startswith("OMP_DEFAULT_DEVICE") for error in errors)
