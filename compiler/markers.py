@@ -46,6 +46,8 @@ def on_device_value(query: str, device_type: str) -> bool:
         query: The device type asked about (``host``, ``not_host``, ``cuda``, ...).
         device_type: Where the code runs (``host``, ``emulated``, ``cuda``).
     """
+    if str(query).lower() == "none":  # ``acc_device_none``: no code runs there
+        return False
     query, where = normalise_device_type(query), normalise_device_type(device_type)
     if query == "not_host":
         return where != "host"

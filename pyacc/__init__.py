@@ -33,6 +33,7 @@ and the private modules behind them:
 - ``_call_inputs`` what a compute call reads besides its arguments (free values, clauses)
 - ``_arguments``  how a compute call's arguments are sorted (implicit data attributes)
 - ``_direct_calls`` the Python launcher's entry (``_call_slow``) and its direct paths
+- ``_attach``     ``acc.attach``/``acc.detach``: a struct's attachment counter per device
 - ``_sections``   sections and structs of a compute call (``_special_call``, variants)
 - ``_region``     the single-use region state machine of ``data``, ``acquire`` and
                   ``omp.target_data``

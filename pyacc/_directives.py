@@ -17,6 +17,7 @@ import numpy as np
 from pyacc.mapping import (
     BUS,
     AccError,
+    ClauseError,
     Counter,
     EventKind,
     ExecutionError,
@@ -365,7 +366,10 @@ def host_data(**clauses):
     try:
         check_clauses("acc.host_data", clauses, ("use_device", "if_present", "if_"),
                       data_clauses=("use_device",))
-        value = clauses["use_device"]
+        value = clauses.get("use_device")
+        if value is None:  # (OpenACC 3.3 §2.8: the construct needs its use_device clause)
+            raise ClauseError("acc.host_data needs use_device=[arrays]: the present arrays whose "
+                              "device arrays the block works with", clause="use_device")
         arrays = [check_array(a, contiguous=False) for a in arrays_of(value, "use_device")]
         device_arrays = _use_device(arrays, bool(clauses.get("if_present", False)),
                                     bool(clauses.get("if_", True)))

@@ -7,21 +7,18 @@ device and queue, and call one runtime verb. No mapping policy lives here.
 from __future__ import annotations
 
 import sys
-import threading
 
 import numpy as np
 
 from pyacc.mapping import _probe
 from pyacc.mapping import (
     BUS, STATS, EventKind, AccError, Counter, DeviceTypeUnavailableError, InvalidArgumentError,
-    InvalidAsyncError, MapKind, NotPresentError, MapRequest, UpdateDirection, check_array,
+    InvalidAsyncError, MapKind, MapRequest, UpdateDirection, check_array,
 )
 
 from pyacc.compiler import cuda_binaries
-from pyacc.compiler.analysis import is_struct
 
 from . import _devices
-from ._names import variable_name
 from ._clauses import async_noval, async_value, queue_of, wait_values
 from ._devices import ICVS, canonical_type, current_runtime
 from ._errors import directive_end, report, reported
@@ -201,15 +198,19 @@ def deviceptr(a):
     """The device array of present ``a`` (a view at the matching offset), or None.
 
     On ``host`` it is ``a`` itself; on ``emulated`` a numpy array in device memory.
+    ``None`` (C's NULL) gives None (OpenACC 3.3 §3.2.23).
     """
+    if a is None:
+        return None
     check_array(a, contiguous=False)
     return current_runtime().deviceptr(a)
 
 
 @reported
 def hostptr(d):
-    """The host array whose device copy is ``d`` (inverse of ``deviceptr``), or None."""
-    return current_runtime().hostptr(d)
+    """The host array whose device copy is ``d`` (inverse of ``deviceptr``), or None
+    (also for ``None``, C's NULL: OpenACC 3.3 §3.2.24)."""
+    return None if d is None else current_runtime().hostptr(d)
 
 
 @reported
@@ -306,8 +307,16 @@ def reset_stats() -> None:
 # == devices (OpenACC 3.3 §3.2.1–3.2.8) =====================================================
 @reported
 def get_num_devices(device_type) -> int:
-    """Number of devices of a type (0 when the type is known but unusable here)."""
+    """Number of devices of a type (0 when the type is known but unusable here, and for
+    ``acc_device_none``: OpenACC 3.3 §3.2.1)."""
+    if _is_none_type(device_type):
+        return 0
     return _devices.num_devices(device_type)
+
+
+def _is_none_type(device_type) -> bool:
+    """Whether ``device_type`` is ``acc_device_none`` ("none"): a type without devices."""
+    return isinstance(device_type, str) and device_type.lower() == "none"
 
 
 @reported
@@ -333,7 +342,10 @@ def set_device_num(n, device_type=None) -> None:
 
 @reported
 def get_device_num(device_type=None) -> int:
-    """The calling thread's device number for a type; -1 when the type has no device."""
+    """The calling thread's device number for a type; -1 when the type has no device
+    (``acc_device_none`` included: OpenACC 3.3 §3.2.5)."""
+    if _is_none_type(device_type):
+        return -1
     device_type = canonical_type(device_type) if device_type is not None else ICVS.device_type
     if _devices.num_devices(device_type) == 0:
         return -1
@@ -490,108 +502,5 @@ def _is_noval(q) -> bool:
     return isinstance(q, (int, np.integer)) and not isinstance(q, bool) and q == async_noval
 
 
-# == attach / detach (OpenACC 3.3 §2.7.2, §3.2.34-3.2.35) ====================================
-# A Python struct holds references to arrays, not pointers: there is no device copy of
-# the struct to patch. Attaching a struct on a device records that kernels taking it
-# use its members' device copies (members without a data clause are ``present``, never
-# copied implicitly); the attachment counter counts attaches less detaches, per device,
-# and ends with the device's data lifetimes (``acc.shutdown``).
-_ATTACH_LOCK = threading.Lock()
-
-
-def _struct_members(value, prefix):
-    """``(spelled name, array)`` of every host array member of struct ``value``, nested
-    structs included (``s.x``, ``s.inner.y``)."""
-    if hasattr(type(value), "_fields"):
-        names = list(type(value)._fields)
-    else:
-        names = list(getattr(value, "__dict__", {}))
-        names += [n for n in getattr(type(value), "__slots__", ()) if n not in names]
-    for name in names:
-        member = getattr(value, name, None)
-        spelled = f"{prefix}.{name}"
-        if isinstance(member, _NDARRAY):
-            yield spelled, member
-        elif is_struct(member):
-            yield from _struct_members(member, spelled)
-
-
-def _checked_struct(routine, s):
-    if not is_struct(s):
-        raise InvalidArgumentError(
-            f"acc.{routine} takes a struct (a namedtuple, a dataclass or an object whose "
-            f"attributes are arrays), got {type(s).__name__}; an array has no pointers to "
-            f"attach: map it with acc.copyin/acc.create (OpenACC 3.3 §2.7.2)")
-    return s
-
-
-def attachment_count(runtime, s) -> int:
-    """The attachment counter of struct ``s`` on ``runtime``'s device (0: not attached;
-    always 0 on ``host``, whose memory is the host's)."""
-    attachments = getattr(runtime, "attachments", None)
-    if not attachments:
-        return 0
-    held = attachments.get(id(s))
-    return held[1] if held is not None and held[0] is s else 0
-
-
-@reported
-def attach(s, *, async_=None) -> None:
-    """Attach struct ``s`` on the current device (OpenACC 3.3 §2.7.2, ``acc_attach``):
-    each of its array members (nested structs' too) must be present; its attachment
-    counter goes up by one. While attached, a compute region taking ``s`` uses the
-    members' device copies: members without a data clause of their own are
-    ``present`` (a member no longer present raises ``NotPresentError``) instead of
-    present-or-copy. Counters change at once, with ``async_`` too (nothing is queued:
-    there is no device struct to write).
-
-    Raises:
-        InvalidArgumentError: ``s`` is not a struct.
-        NotPresentError: A member array is not present (naming it and the fix).
-    """
-    _checked_struct("attach", s)
-    runtime = current_runtime()
-    queue_of(runtime, async_)  # a bad async value is an error here as everywhere
-    label = _variable_name(s)
-    for spelled, member in _struct_members(s, label):
-        if member.size and not runtime.is_present(member):
-            raise NotPresentError(
-                f"acc.attach({label}): member {spelled!r} (shape {member.shape}, dtype "
-                f"{member.dtype}) is not present on the device: map it first "
-                f"(acc.copyin({spelled}), or a data region), then attach (OpenACC 3.3 §2.7.2)",
-                name=spelled)
-    attachments = getattr(runtime, "attachments", None)
-    if attachments is None:
-        return  # host: nothing is ever copied, the members are the device's data
-    with _ATTACH_LOCK:
-        held = attachments.get(id(s))
-        if held is None or held[0] is not s:
-            attachments[id(s)] = [s, 1]  # (the runtime keeps s alive while it is attached)
-        else:
-            held[1] += 1
-
-
-@reported
-def detach(s, *, finalize=False, async_=None) -> None:
-    """Detach struct ``s`` on the current device (OpenACC 3.3 §2.7.2, ``acc_detach``):
-    its attachment counter goes down by one (``finalize``: to 0); at 0 kernels taking
-    ``s`` apply the implicit rules to its members again. A struct that is not attached:
-    nothing (as exits of absent data, API.md §8)."""
-    _checked_struct("detach", s)
-    runtime = current_runtime()
-    queue_of(runtime, async_)
-    attachments = getattr(runtime, "attachments", None)
-    if not attachments:
-        return
-    with _ATTACH_LOCK:
-        held = attachments.get(id(s))
-        if held is None or held[0] is not s:
-            return
-        held[1] = 0 if finalize else held[1] - 1
-        if held[1] <= 0:
-            del attachments[id(s)]
-
-
-def _variable_name(s) -> str:
-    """The name the caller binds struct ``s`` to (for messages), else its type's."""
-    return variable_name(s) or type(s).__name__
+# == attach / detach (OpenACC 3.3 §2.7.2, §3.2.34-3.2.35): ``_attach`` ======================
+from ._attach import attach, attachment_count, detach  # noqa: E402 (its own module: the 600-line rule)

@@ -893,3 +893,24 @@ def test_is_present_of_an_object_array_is_refused_as_the_other_routines_refuse_i
                 routine(objects)
     finally:
         acc.set_device_type("host")
+
+
+def test_host_data_without_arrays_is_a_clause_error():
+    """``acc.host_data(use_device=None)`` gave Python's IndexError (no AccError, no error
+    callback): the construct needs its use_device clause (OpenACC 3.3 §2.8)."""
+    with pytest.raises(acc.ClauseError, match="use_device"):
+        with acc.host_data(use_device=None):
+            pytest.fail("the block ran")  # pragma: no cover
+
+
+def test_null_and_none_device_type_answers_as_the_spec_says():
+    """C's NULL and ``acc_device_none``: ``acc_deviceptr(NULL)``/``acc_hostptr(NULL)`` are
+    NULL (OpenACC 3.3 §3.2.23-24); ``acc_get_num_devices(acc_device_none)`` is 0 and
+    ``acc_get_device_num(acc_device_none)`` -1 (§3.2.1, §3.2.5); no code runs on
+    ``acc_device_none`` (§3.2.17)."""
+    from pyacc.openacc import acc_device_none
+
+    assert acc.deviceptr(None) is None and acc.hostptr(None) is None
+    assert acc.get_num_devices(acc_device_none) == 0
+    assert acc.get_device_num(acc_device_none) == -1
+    assert acc.on_device(acc_device_none) is False
