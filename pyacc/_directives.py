@@ -24,6 +24,7 @@ from pyacc.mapping import (
     InvalidArgumentError,
     MapKind,
     Mapped,
+    MapRequest,
     UpdateDirection,
     UpdateItem,
     check_array,
@@ -209,7 +210,7 @@ def _check_default(value):
 def enter_data(**clauses) -> None:
     """``enter data``: ``copyin`` and ``create`` increment dynamic counts (absent data is
     allocated, and copied in for ``copyin``). Also ``if_``, ``async_``, ``wait``."""
-    if _counted_in_the_lane(clauses):
+    if _counted_in_the_lane(clauses, entering=True):
         return
     check_clauses("acc.enter_data", clauses, ("copyin", "create") + _CONTROL,
                   data_clauses=("copyin", "create"))
@@ -230,7 +231,7 @@ def exit_data(**clauses) -> None:
     """``exit data``: ``copyout`` and ``delete`` decrement dynamic counts (``finalize``:
     set them to 0); data whose counts both reach 0 is copied out (``copyout``) and freed.
     Absent data is skipped. Also ``if_``, ``async_``, ``wait``."""
-    if _counted_in_the_lane(clauses):
+    if _counted_in_the_lane(clauses, entering=False):
         return
     check_clauses("acc.exit_data", clauses, ("copyout", "delete", "finalize") + _CONTROL,
                   data_clauses=("copyout", "delete"))
@@ -246,51 +247,64 @@ def exit_data(**clauses) -> None:
     runtime.exit_dynamic(requests, queue, finalize=bool(clauses.get("finalize", False)))
 
 
-#: the data lane's verb (``mapping/_cprobe.c``) of each clause of ``enter_data`` and
-#: ``exit_data`` — those of ``acc.copyin``/``acc.create`` and ``acc.copyout``/``acc.delete``
-#: — and the verb that undoes it: ``enter`` (the dynamic count +1 of present data), ``leave``
-#: (its −1, of data that stays present)
-_COUNT_VERBS = {"copyin": ("enter", "leave"), "create": ("enter", "leave"),
-                "copyout": ("leave", "enter"), "delete": ("leave", "enter")}
+#: the clauses of ``enter_data`` and ``exit_data`` whose common form the data lane makes
+#: (``mapping/_cprobe.c``: ``enter``, the dynamic count +1 of present data, as
+#: ``acc.copyin``/``acc.create``; ``leave``, its −1 of data that stays present, as
+#: ``acc.copyout``/``acc.delete``)
+_ENTER_CLAUSES, _EXIT_CLAUSES = ("copyin", "create"), ("copyout", "delete")
 
 
-def _lane_arrays(clauses, verbs) -> tuple:
-    """``(runtime, [(keyword, array), ...])`` of a directive whose clauses are all the data
-    lane's (``verbs``: by keyword) and name plain NumPy arrays (no object dtype: the Python
-    path refuses it), in the order written; ``(None, None)`` for any other form, or a
-    thread without a current runtime yet."""
+def _lane_arrays(clauses, keywords, contiguous: bool = False) -> tuple:
+    """``(runtime, [(keyword, array), ...])`` of a directive whose clauses are all among
+    ``keywords`` (the data lane's) and name plain NumPy arrays (no object dtype, which the
+    Python path refuses; C- or F-contiguous when ``contiguous``, as its data clauses need),
+    in the order written; ``(None, None)`` for any other form, or a thread without a
+    current runtime yet."""
     runtime, arrays = ICVS.runtime, []
     if runtime is None:
         return None, None
     for keyword, value in clauses.items():
-        if keyword not in verbs:
+        if keyword not in keywords:
             return None, None
         for array in value if type(value) in (list, tuple) else (value,):
-            if type(array) is not np.ndarray or array.dtype.hasobject:
+            if type(array) is not np.ndarray or array.dtype.hasobject or contiguous and not (
+                    array.flags.c_contiguous or array.flags.f_contiguous):
                 return None, None
             arrays.append((keyword, array))
     return runtime, arrays
 
 
-def _counted_in_the_lane(clauses) -> bool:
-    """``enter data``/``exit data``'s common form — data clauses alone, of NumPy arrays that
-    are present and stay present — made by the current runtime's data lane in C, one
-    dynamic count each in the clauses' order, as ``acc.copyin``/``acc.delete`` make one
-    (OpenACC 3.3 §2.14.6-7: nothing moves, nothing is allocated or freed): True when done.
-    The table lock is held throughout; when the lane declines an array (absent, an exit
-    that would end its mapping, an observer) the counts it changed are put back, and
-    False: the Python path makes the whole directive (all or nothing)."""
-    runtime, arrays = _lane_arrays(clauses, _COUNT_VERBS)
+def _counted_in_the_lane(clauses, entering: bool) -> bool:
+    """``enter data``/``exit data``'s common form — data clauses alone, of contiguous NumPy
+    arrays that are present and stay present — made by the current runtime's data lane in
+    C, one dynamic count each in the clauses' order, as ``acc.copyin``/``acc.delete`` make
+    one (OpenACC 3.3 §2.14.6-7: nothing moves, nothing is allocated or freed): True when
+    done; False, nothing changed, for the Python path. The table lock is held throughout.
+    Entering: every array is checked present first; one the lane then declines (a
+    ``map_data`` mapping, an observer) is counted with the rest by the Python verb, which
+    for present data only counts. Exiting: when the lane declines one (an exit that would
+    end a mapping, ...), the counts it took are given back and the Python path makes the
+    whole directive (all or nothing)."""
+    runtime, arrays = _lane_arrays(clauses, _ENTER_CLAUSES if entering else _EXIT_CLAUSES, True)
     if not arrays:
         return False
-    lane = runtime.lane
-    order = [(getattr(lane, _COUNT_VERBS[keyword][0]), getattr(lane, _COUNT_VERBS[keyword][1]), array)
-             for keyword, array in arrays]
+    lane, queue = runtime.lane, runtime.device.sync_queue
     with runtime.table.locked():
-        for done, (verb, _, array) in enumerate(order):
-            if verb(array) is None:
-                for _, undo, earlier in reversed(order[:done]):
-                    undo(earlier)  # (present and staying so: the lane takes it)
+        if entering:
+            if not all(lane.present(array) for _, array in arrays):
+                return False
+            for done, (_, array) in enumerate(arrays):
+                if lane.enter(array) is None:
+                    runtime.enter([MapRequest(_KIND_OF[keyword], array) for keyword, array in arrays[done:]],
+                                  Counter.DYNAMIC, queue, at_once=False)
+                    break
+            return True
+        for done, (_, array) in enumerate(arrays):
+            if lane.leave(array) is None:
+                for _, earlier in reversed(arrays[:done]):  # (present, a normal mapping)
+                    if lane.enter(earlier) is None:
+                        runtime.enter([MapRequest(MapKind.COPYIN, earlier)], Counter.DYNAMIC, queue,
+                                      at_once=False)
                 return False
     return True
 
@@ -337,7 +351,7 @@ def _updated_in_the_lane(clauses) -> bool:
     (nobody unmaps an array meanwhile), so the directive is all or nothing as the Python
     path's; an array the lane declines (a strided view, an observer) goes, with the ones
     after it, through the Python path."""
-    runtime, arrays = _lane_arrays(clauses, _LANE_VERB)
+    runtime, arrays = _lane_arrays(clauses, tuple(_LANE_VERB))
     if not arrays or any(_LANE_VERB[keyword] == "download" and not array.flags.writeable
                          for keyword, array in arrays):
         return False

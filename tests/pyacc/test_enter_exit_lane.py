@@ -28,7 +28,7 @@ from test_update_lane import device  # noqa: F401,E402
 
 def _python_path(monkeypatch):
     import pyacc._directives as directives
-    monkeypatch.setattr(directives, "_counted_in_the_lane", lambda clauses: False)
+    monkeypatch.setattr(directives, "_counted_in_the_lane", lambda clauses, entering: False)
 
 
 @pytest.mark.parametrize("path", ["lane", "python"])
@@ -91,3 +91,33 @@ def test_observed_directives_take_the_python_path_and_publish_their_events(devic
     acc.exit_data(delete=[x])
     kinds = [event.kind for event in seen]
     assert kinds == ([] if device == "host" else [EventKind.ENTER_DATA, EventKind.EXIT_DATA])
+
+
+def test_a_map_data_mapping_beside_an_absent_array_is_counted_once(device):
+    """Found by ``test_stateful``: ``enter_data(copyin=[inside a map_data mapping, absent])``
+    counted the first array twice (the lane's +1, whose undo the lane declines for a
+    ``map_data`` mapping, then the Python path's). Now every array is checked present
+    before the lane counts any, and the Python path makes a directive with an absent one."""
+    if device == "host":
+        pytest.skip("map_data maps nothing on host")
+    block, fresh = np.ones(16), np.ones(4)
+    acc.map_data(block, acc.malloc(block.shape, block.dtype))
+    before = acc.refcounts(block)
+    acc.enter_data(copyin=[block[12:16], fresh])
+    after = acc.refcounts(block)
+    acc.exit_data(delete=[block[12:16], fresh])
+    assert acc.refcounts(block) == before and acc.refcounts(fresh) == (0, 0)
+    acc.copyin(block[12:16])  # the routine's count, for comparison
+    assert acc.refcounts(block) == after
+    acc.delete(block[12:16])
+    acc.unmap_data(block)
+
+
+def test_a_clause_of_the_other_directive_is_refused_not_counted(device):
+    x = np.ones(N)
+    acc.copyin(x)
+    with pytest.raises(acc.ClauseError):
+        acc.enter_data(delete=[x])
+    with pytest.raises(acc.ClauseError):
+        acc.exit_data(copyin=[x])
+    assert acc.refcounts(x) == ((0, 0) if device == "host" else (0, 1))
