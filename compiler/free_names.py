@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+from types import ModuleType
 
 import numpy as np
 
@@ -85,7 +86,7 @@ def _module_chain(value, attrs) -> bool:
     """Whether ``value.attrs[0]...attrs[-1]`` goes through modules only (not a numeric
     library's) to an array or a numeric scalar."""
     for attr in attrs:
-        if not isinstance(value, type(np)) or in_library(value.__name__):
+        if not isinstance(value, ModuleType) or in_library(value.__name__):
             return False
         value = getattr(value, attr, MISSING)
     return is_free_value(value)
@@ -124,14 +125,10 @@ class _ChainNames(ast.NodeTransformer):
 
 
 def chain_source(func, chain: tuple[str, ...]):
-    """Where a chain's value is read at each call: ``(the last module's dict, attr)``, the
-    modules resolved now from ``func``'s names; None when one is no longer a module."""
-    value = Scope(func, set()).lookup(chain[0])
-    for attr in chain[1:-1]:
-        if not isinstance(value, type(np)):
-            return None
-        value = getattr(value, attr, MISSING)
-    return (value.__dict__, chain[-1]) if isinstance(value, type(np)) else None
+    """Where a chain's value is read at each call: ``(the last module's dict, attr)``, that
+    module resolved now from ``func``'s names; None when it is no longer a module."""
+    module = chain_value(func, chain[:-1])
+    return (module.__dict__, chain[-1]) if isinstance(module, ModuleType) else None
 
 
 def chain_value(func, chain: tuple[str, ...]):

@@ -65,19 +65,25 @@ static int read_keyword(CallKeywords *keys, Py_ssize_t lane, PyObject *value) {
     return value == Py_True ? (keys->if_given = 1, 1) : 0;
 }
 
-/* ``value`` bound to parameter ``index`` in ``*slots`` (made at the first such keyword: a
- * tuple of the ``count`` parameters, the positional ``args[:nargs]`` first): 1; 0 when Python
- * would refuse it (given by position too); -1 on a failed allocation. */
+/* A tuple of ``count`` parameters, the positional ``args[:nargs]`` first, the others empty
+ * (NULL) for the keywords and defaults to fill; NULL on a failed allocation. */
+static PyObject *new_slots(Py_ssize_t count, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *slots = PyTuple_New(count);
+    for (Py_ssize_t i = 0; slots != NULL && i < nargs; i++)
+        PyTuple_SET_ITEM(slots, i, Py_NewRef(args[i]));
+    return slots;
+}
+
+/* ``value`` bound to parameter ``index`` in ``*slots`` (made at the first such keyword:
+ * ``new_slots``): 1; 0 when Python would refuse it (given by position too); -1 on a failed
+ * allocation. */
 static int bind_at(Py_ssize_t index, Py_ssize_t count, PyObject **slots, PyObject *const *args,
                    Py_ssize_t nargs, PyObject *value) {
     if (index < nargs)
         return 0;
     Py_INCREF(value);  /* (first: the allocation below may run a finalizer) */
-    if (*slots == NULL) {
-        *slots = PyTuple_New(count);  /* (empty slots: NULL) */
-        for (Py_ssize_t i = 0; *slots != NULL && i < nargs; i++)
-            PyTuple_SET_ITEM(*slots, i, Py_NewRef(args[i]));
-    }
+    if (*slots == NULL)
+        *slots = new_slots(count, args, nargs);
     if (*slots == NULL || PyTuple_GET_ITEM(*slots, index) != NULL) {
         Py_DECREF(value);
         return *slots == NULL ? -1 : 0;
@@ -148,9 +154,7 @@ static PyObject *bound_call(PyObject *binding, PyObject *const *args, Py_ssize_t
         }
     }
     if (slots == NULL && names != NULL && nargs < PyTuple_GET_SIZE(names)) {
-        slots = PyTuple_New(PyTuple_GET_SIZE(names));
-        for (Py_ssize_t i = 0; slots != NULL && i < nargs; i++)
-            PyTuple_SET_ITEM(slots, i, Py_NewRef(args[i]));
+        slots = new_slots(PyTuple_GET_SIZE(names), args, nargs);  /* (defaults to fill) */
         if (slots == NULL)
             return NULL;
     }

@@ -20,6 +20,7 @@ __all__ = [
     "async_noval",
     "check_clauses",
     "is_sync",
+    "is_noval",
     "arrays_of",
     "requests_of",
     "async_value",
@@ -139,6 +140,12 @@ def is_sync(value) -> bool:
     """Whether an ``async_`` value is ``acc.async_sync``: synchronous, as no ``async_`` is,
     and given at a call it replaces the region's ``async`` clause (OpenACC 3.3 §2.16.1)."""
     return _is_int(value) and value == async_sync
+
+
+def is_noval(value) -> bool:
+    """Whether an ``async_`` value is ``acc.async_noval``: the calling thread's default queue
+    (``acc.set_default_async(acc.async_noval)`` restores the initial one)."""
+    return _is_int(value) and value == async_noval
 
 
 def _is_int(value) -> bool:

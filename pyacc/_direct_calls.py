@@ -43,7 +43,7 @@ class DirectCalls:
         # (``_direct`` read first: the clauses are set before it, at the first call)
         direct = self._direct and _SILENT[0]
         if kwargs or len(args) != self._arity:  # arguments by name, defaults (TypeError)
-            args, kwargs = self._bind(args, kwargs), None
+            args = self._bind(args, kwargs)
         waits = self._clause_wait
         if direct and wait is not None:  # the call's own wait replaces the clause's (§2.16.2)
             given = constant_queues(None, wait)

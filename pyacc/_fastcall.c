@@ -281,6 +281,12 @@ static PyObject *fastcall_run(FastCall *self, PyObject *args, PyObject *kwargs, 
     return result;
 }
 
+/* ``fastcall_run`` of a call the lane cannot bind, as it came (a tuple and a dict: the
+ * Python launcher's, which binds it, or raises Python's TypeError). */
+static PyObject *fastcall_as_it_came(FastCall *self, PyObject *args, PyObject *kwargs) {
+    return fastcall_run(self, args, kwargs, NULL);
+}
+
 /* ``fastcall_run`` of a call's arguments bound (``bound_call``: ``tuple``, the positional
  * ones as a tuple, or NULL; ``kwargs``: a dict, or NULL with ``kwnames``), or as they came. */
 static PyObject *fastcall_bound(FastCall *self, PyObject *const *args, Py_ssize_t nargs,
@@ -296,8 +302,7 @@ static PyObject *fastcall_bound(FastCall *self, PyObject *const *args, Py_ssize_
         Py_XDECREF(bound);
         return result;
     }
-    ternaryfunc call = Py_TYPE(self)->tp_call;  /* (fastcall_call: a dict made, bound again) */
-    return tp_call_of(call, (PyObject *)self, args, nargs, kwnames);
+    return tp_call_of((ternaryfunc)fastcall_as_it_came, (PyObject *)self, args, nargs, kwnames);
 }
 
 static PyObject *fastcall_call(FastCall *self, PyObject *args, PyObject *kwargs) {

@@ -19,7 +19,7 @@ from pyacc.mapping import (
 from pyacc.compiler import cuda_binaries
 
 from . import _devices
-from ._clauses import async_noval, async_value, queue_of, wait_values
+from ._clauses import async_value, is_noval, queue_of, wait_values
 from ._devices import ICVS, canonical_type, current_runtime
 from ._errors import directive_end, report, reported
 from ._express import ANSWERS, RETURNS_DEVICE_ARRAY, RETURNS_NONE, SETTLES, lane_routine
@@ -463,7 +463,7 @@ def get_default_async() -> int:
 def set_default_async(q) -> None:
     """Set the calling thread's default queue; ``acc.async_noval`` restores the initial
     default (queue 0), like ``acc_async_default``."""
-    if _is_noval(q):
+    if is_noval(q):
         ICVS.default_async = 0
         return
     number = async_value(q)
@@ -496,10 +496,6 @@ def get_cuda_stream(q):
             "acc.set_device_type('cuda') (acc.get_num_devices('cuda') tells whether one is "
             "usable here)", device_type=device.type_name)
     return device.queue(number).stream
-
-
-def _is_noval(q) -> bool:
-    return isinstance(q, (int, np.integer)) and not isinstance(q, bool) and q == async_noval
 
 
 # == attach / detach (OpenACC 3.3 §2.7.2, §3.2.34-3.2.35): ``_attach`` ======================
