@@ -333,6 +333,14 @@ class Stats:
             return row
 
     def add(self, kind: int, device: tuple[str, int], nbytes=None) -> None:
+        row = self._row(device)
+        count_index, bytes_index = _SLOTS[kind]
+        row[count_index] += 1
+        if bytes_index is not None:
+            row[bytes_index] += nbytes or 0
+
+    def _row(self, device: tuple[str, int]) -> list[int]:
+        """This thread's row of ``device``."""
         try:
             table = self._local.table
         except AttributeError:  # this thread's first count
@@ -342,10 +350,17 @@ class Stats:
         row = table.get(device)
         if row is None:
             row = table[device] = [0] * len(STAT_KEYS)
-        count_index, bytes_index = _SLOTS[kind]
-        row[count_index] += 1
-        if bytes_index is not None:
-            row[bytes_index] += nbytes or 0
+        return row
+
+    def settle(self, device: tuple[str, int]) -> None:
+        """Count as freed every block of ``device`` still allocated: ``acc.shutdown``
+        gives all of them back at once (one RESET event, not a FREE each), and
+        ``acc.stats()`` then balances allocations with frees (OpenACC 3.3 §3.2.8)."""
+        totals = self._totals(device)
+        row = self._row(device)
+        for freed_key, allocated_key in (("free_count", "alloc_count"), ("free_bytes", "alloc_bytes")):
+            freed, allocated = STAT_KEYS.index(freed_key), STAT_KEYS.index(allocated_key)
+            row[freed] += totals[allocated] - totals[freed]
 
     def _totals(self, device) -> list[int]:
         totals = [0] * len(STAT_KEYS)
@@ -366,3 +381,10 @@ class Stats:
 
 
 STATS = Stats(BUS)
+
+
+def publish_reset(device: tuple[str, int]) -> None:
+    """``acc.shutdown`` forgot every allocation of ``device``: the statistics count them
+    freed, then RESET is published (the memory checkers forget the device's blocks)."""
+    STATS.settle(device)
+    BUS.publish(EventKind.RESET, device)

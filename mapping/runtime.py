@@ -40,7 +40,7 @@ from .devices.base import Device, Queue
 from .commit import allocate, device_view, end_lifetimes
 from .entry import Counter, EntryKind, MappingEntry, exit_is_plain, increment_all, increment_referenced, leave_all
 from .errors import ExecutionError
-from .events import BUS, EventKind
+from .events import BUS, EventKind, publish_reset
 from .lifetimes import Declaration, LifetimeVerbs
 from .oversubscribe import OversubscriptionVerbs
 from .plan import (EntryAction, EntryStep, check_update_targets, check_writeable,
@@ -571,7 +571,7 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
             if self.residency is not None:
                 self.residency.forget()
             self.device.reset()
-            BUS.publish(EventKind.RESET, self.device.identity)
+            publish_reset(self.device.identity)
             if failure is not None:
                 raise failure
 

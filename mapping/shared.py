@@ -24,7 +24,7 @@ from . import _probe, raw_memory
 from .devices.base import Device, Queue
 from .entry import Counter
 from .errors import ExecutionError
-from .events import BUS, EventKind
+from .events import BUS, EventKind, publish_reset
 from .plan import check_writeable
 from .protocol import MappingRecord, MappingRuntime
 from .ranges import check_array
@@ -173,7 +173,7 @@ class SharedMemoryRuntime(MappingRuntime):
                 _LOG.debug("shutdown of %s %d dropped a queued error: %s",
                            self.device.type_name, self.device.number, error)
             self.device.reset()
-            BUS.publish(EventKind.RESET, self.device.identity)
+            publish_reset(self.device.identity)
 
     def after_fork_in_child(self) -> None:
         """The child of ``os.fork``: new table lock, the parent's queues forgotten."""

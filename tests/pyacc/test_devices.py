@@ -129,6 +129,24 @@ def test_stats_count_transfers_allocations_and_frees(emulated):
     assert acc.stats()["h2d_count"] == 0
 
 
+def test_stats_count_the_frees_of_shutdown(emulated):
+    """OpenACC 3.3 §3.2.8: shutdown frees every block; the statistics balance."""
+    a, b = np.ones(100), np.ones(7)
+    acc.enter_data(copyin=[a])
+    acc.declare(create=[b])
+    acc.malloc(64)
+    acc.reset_stats()  # the count is of blocks still allocated, whatever the baseline
+    acc.shutdown("emulated")
+    stats = acc.stats()
+    assert (stats["alloc_count"], stats["free_count"]) == (0, 3)
+    assert stats["free_bytes"] == a.nbytes + b.nbytes + 64 and stats["memory_in_use"] == 0
+    acc.copyin(a)
+    acc.delete(a)
+    acc.shutdown("emulated")  # nothing left: nothing more counted
+    stats = acc.stats()
+    assert (stats["alloc_count"], stats["free_count"]) == (1, 4)
+
+
 def test_present_table_names_variables_and_dump_prints_them(emulated):
     temperature = np.zeros((4, 4))
     acc.enter_data(copyin=[temperature])
