@@ -39,6 +39,7 @@ from .atomics import INTRINSICS
 from .frontend import (MISSING, CallKind, FunctionSource, Scope, classify_call,
                        is_numeric_constant, load_function, local_names, routine_function)
 from .planner import NestPlan, LoopPlan
+from .privates import privatize
 from .reductions import NP, ReductionSlots
 from .templates import Renamer
 
@@ -56,7 +57,6 @@ RT = "_acc_rt"
 # ------------------------------------------------------------------------------ targets
 
 
-
 class Target:
     """How a target turns a planned nest into code (protocol; subclass per target).
 
@@ -65,12 +65,12 @@ class Target:
     """
 
     name = "abstract"
+    #: The generated module's name of the runtime whose ``private_copy`` and
+    #: ``firstprivate_copy`` make private copies outside nests (``private_copy``).
+    copies = RT
     #: Whether a nest guarded by run-time conditions (``NestPlan.conditions``) may be
     #: emitted as ``if conditions: <parallel> else: <as written>``.
     runtime_conditions = True
-    #: Whether a nest's 0-d array subscripts (``s[()]``) are moved out of it
-    #: (:func:`_hoist_zero_d`): Numba's parfor lowering needs it, GPU kernels do not.
-    hoists_zero_d = True
 
     def decorator(self, *, kind: str, parallel: bool, boundscheck: bool,
                   cache: bool) -> str:
@@ -89,6 +89,12 @@ class Target:
         """
         raise NotImplementedError
 
+    def hoist_zero_d(self, loop: ast.For, known_types: dict) -> list:
+        """Statements to run before nest ``loop`` so that it indexes no 0-d array
+        (``s[()]``; the nest is changed in place): Numba's parfor lowering needs it
+        (``cpu_target``), GPU kernels do not."""
+        return []
+
     def atomic_function(self, op: str) -> ast.expr:
         """The function a kernel calls for ``acc.atomic.<op>`` (array, index, value)."""
         return ast.Name(id=f"_acc_{INTRINSICS[op]}", ctx=ast.Load())
@@ -106,12 +112,13 @@ class Target:
         """A routine (device function) after its rewrite; the CPU keeps it as it is."""
         return tree
 
-
-
+    def private_copy(self, name: str, first: bool) -> str:
+        """Source of an expression: a private copy of array ``name`` (``first``: with its
+        values, ``firstprivate``) outside a parallel nest (``privates``)."""
+        return f"{self.copies}.{'first' if first else ''}private_copy({name})"
 
 
 # ------------------------------------------------------------------------ the rewriter
-
 
 
 class FunctionRewriter(ast.NodeTransformer):
@@ -125,12 +132,13 @@ class FunctionRewriter(ast.NodeTransformer):
     """
 
     def __init__(self, builder: "ModuleBuilder", source: FunctionSource, fidx: int,
-                 plan: LoopPlan | None):
+                 plan: LoopPlan | None, aliases: dict | None = None):
         self.builder = builder
         self.source = source
         self.scope = Scope(source.func, local_names(source.tree))
         self.fidx = fidx
         self.plan = plan
+        self.aliases = aliases or {}  # nest key -> private names beyond its own (privates)
         self.nest_count = 0
         self.in_nest = False
 
@@ -207,9 +215,8 @@ class FunctionRewriter(ast.NodeTransformer):
                 raise self.source.error(f"reduction on the 0-d array {var!r}: reduce into a "
                                         f"one-element array ({var} = np.zeros(1), {var}[0] += ...) "
                                         "or a scalar variable the function returns", node)
-        hoisted = _hoist_zero_d(node, self.builder.arg_types or {}) \
-            if self.builder.target.hoists_zero_d else []
-        if hoisted:  # 0-d arrays (x[()]): see _hoist_zero_d
+        hoisted = self.builder.target.hoist_zero_d(node, self.builder.arg_types or {})
+        if hoisted:  # 0-d arrays (x[()]): see Target.hoist_zero_d
             rest = self.visit_For(node)
             return [self.visit(stmt) for stmt in hoisted] + _flatten(
                 rest if isinstance(rest, list) else [rest])
@@ -220,7 +227,8 @@ class FunctionRewriter(ast.NodeTransformer):
         levels = [node]
         while len(levels) < len(nest.levels):
             levels.append(levels[-1].body[0])
-        nest = NestPlan(tuple(levels), True, nest.reductions, nest.private,
+        nest = NestPlan(tuple(levels), True, nest.reductions,
+                        nest.private + tuple(self.aliases.get(nest.key, ())),
                         nest.firstprivate, array_reductions=nest.array_reductions,
                         conditions=nest.conditions)
         self.in_nest = True
@@ -248,50 +256,12 @@ class FunctionRewriter(ast.NodeTransformer):
                                         orelse=[sequential]), node)
 
 
-def _hoist_zero_d(loop, known_types):
-    """Numba's parfor lowering cannot index a 0-d array (``s[()]``) inside a parallel
-    nest. Replace each read ``s[()]`` of a 0-d array the nest never writes by a local
-    read once before the nest (exact: nothing in the nest writes ``s``), and each
-    ``s[()]`` of one it writes by ``v[0]`` of a one-element view ``v = s.reshape(1)``
-    made before the nest (the same memory). Only names that may be 0-d arrays: a
-    parameter typed otherwise (``a[()]`` of an n-d array is the whole array, of a tuple
-    the empty tuple) is left as written. Returns those assignments; the nest is changed
-    in place."""
-    stored = {n.value.id for n in ast.walk(loop) if isinstance(n, ast.Subscript)
-              and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)}
-    names = []
-
-    class Hoist(ast.NodeTransformer):
-        def visit_Subscript(self, node):
-            self.generic_visit(node)
-            if not (isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Tuple)
-                    and not node.slice.elts):
-                return node
-            name = node.value.id
-            known = known_types.get(name)
-            if known is not None and getattr(known, "ndim", None) != 0:
-                return node
-            if name not in names:
-                names.append(name)
-            if name in stored:
-                view = ast.Name(id=f"_acc_w_{name}", ctx=ast.Load())
-                return ast.copy_location(ast.Subscript(value=view, slice=ast.Constant(0),
-                                                       ctx=node.ctx), node)
-            return ast.copy_location(ast.Name(id=f"_acc_h_{name}", ctx=ast.Load()), node)
-
-    for index, stmt in enumerate(loop.body):
-        loop.body[index] = Hoist().visit(stmt)
-    return [ast.copy_location(ast.parse(f"_acc_w_{name} = {name}.reshape(1)" if name in stored
-                                        else f"_acc_h_{name} = {name}[()]").body[0], loop)
-            for name in names]
-
-
 def _rewritten_nest(nest, source, interchange_allowed):
     """The nest as code generation sees it: private names that are defined only inside
     the nest need no chunk copy; the names stored outside it are recorded for the loop
     interchange (when the builder allows one)."""
     outside = _names_outside(source.tree, nest.levels[0])
-    private = tuple(n for n in nest.private if n in outside)
+    private = tuple(n for n in nest.private if n in outside or n.startswith("_acc_lp"))
     return NestPlan(nest.levels, nest.parallel, nest.reductions, private,
                     nest.firstprivate, nest.reason,
                     stored_outside=frozenset(outside) if interchange_allowed else None,
@@ -434,9 +404,12 @@ class ModuleBuilder:
     def add_kernel(self, source: FunctionSource, plan: LoopPlan, *, parallel: bool):
         """Add the kernel function (named ``_acc_kernel``)."""
         fidx = self._next_index()
-        rewriter = FunctionRewriter(self, source, fidx, None if self.serial else plan)
+        plan = None if self.serial else plan
+        tree = copy.deepcopy(source.tree)
+        aliases = privatize(tree, plan, self.clauses, self.target, self.arg_types)
+        rewriter = FunctionRewriter(self, source, fidx, plan, aliases)
         self.current_source = source
-        tree = rewriter.visit(copy.deepcopy(source.tree))
+        tree = rewriter.visit(tree)
         tree = self.target.finish_kernel(tree, source)
         tree.name = KERNEL_NAME
         parallel = parallel and not self.serial and bool(plan.nests)

@@ -59,6 +59,9 @@ class CpuTarget(Target):
             options.append("boundscheck=True")
         return f"@_acc_njit({', '.join(options)})"
 
+    def hoist_zero_d(self, loop, known_types):
+        return _hoist_zero_d(loop, known_types)
+
     def parallel_nest(self, nest, body, prefix, slots):
         native = (not nest.private and not nest.firstprivate and not nest.array_reductions
                   and all(_numba_reduces(op, f"{prefix}rv_{var}", body) for op, var in nest.reductions))
@@ -333,3 +336,39 @@ def _combine_lines(nest, p):
     return "\n".join(lines)
 
 
+def _hoist_zero_d(loop, known_types):
+    """Numba's parfor lowering cannot index a 0-d array (``s[()]``) inside a parallel
+    nest. Replace each read ``s[()]`` of a 0-d array the nest never writes by a local
+    read once before the nest (exact: nothing in the nest writes ``s``), and each
+    ``s[()]`` of one it writes by ``v[0]`` of a one-element view ``v = s.reshape(1)``
+    made before the nest (the same memory). Only names that may be 0-d arrays: a
+    parameter typed otherwise (``a[()]`` of an n-d array is the whole array, of a tuple
+    the empty tuple) is left as written. Returns those assignments; the nest is changed
+    in place."""
+    stored = {n.value.id for n in ast.walk(loop) if isinstance(n, ast.Subscript)
+              and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)}
+    names = []
+
+    class Hoist(ast.NodeTransformer):
+        def visit_Subscript(self, node):
+            self.generic_visit(node)
+            if not (isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Tuple)
+                    and not node.slice.elts):
+                return node
+            name = node.value.id
+            known = known_types.get(name)
+            if known is not None and getattr(known, "ndim", None) != 0:
+                return node
+            if name not in names:
+                names.append(name)
+            if name in stored:
+                view = ast.Name(id=f"_acc_w_{name}", ctx=ast.Load())
+                return ast.copy_location(ast.Subscript(value=view, slice=ast.Constant(0),
+                                                       ctx=node.ctx), node)
+            return ast.copy_location(ast.Name(id=f"_acc_h_{name}", ctx=ast.Load()), node)
+
+    for index, stmt in enumerate(loop.body):
+        loop.body[index] = Hoist().visit(stmt)
+    return [ast.copy_location(ast.parse(f"_acc_w_{name} = {name}.reshape(1)" if name in stored
+                                        else f"_acc_h_{name} = {name}[()]").body[0], loop)
+            for name in names]

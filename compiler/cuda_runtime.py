@@ -434,6 +434,27 @@ def on_device(value, copies: dict):
     return device
 
 
+def private_copy(value):
+    """The driver's private copy of device array ``value`` outside a nest (``privates``:
+    ``private``, uninitialised); any other value as it is."""
+    if getattr(value, "ndim", 0) == 0 or isinstance(value, np.ndarray):
+        return value  # scalars; host arrays reach no kernel (``on_device``)
+    return _empty(value.shape, value.dtype)
+
+
+def firstprivate_copy(value):
+    """As ``private_copy``, with ``value``'s elements (``firstprivate``), copied on the
+    current stream."""
+    copy = private_copy(value)
+    if copy is value:
+        return value
+    if hasattr(copy, "copy_to_device"):  # the compiler's own device array (the simulator's)
+        copy.copy_to_device(value)
+    else:
+        copy[...] = value  # CuPy: a copy on the device, on the current stream
+    return copy
+
+
 def partials(grid, dtype):
     """A device array of one partial result per block of ``grid`` (an int, or a tuple of
     dimensions)."""

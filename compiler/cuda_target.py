@@ -90,8 +90,8 @@ class CudaTarget(Target):
     #: the driver's host/device split does not handle a guarded nest: such ``kernels``
     #: loops run as written (sequentially, on the device)
     runtime_conditions = False
-    hoists_zero_d = False  # a GPU kernel indexes a 0-d array as it is
     name = "cuda"
+    copies = _CRT  # private copies outside nests: device arrays (cuda_runtime)
 
     def __init__(self):
         self.builder = None

@@ -95,11 +95,14 @@ class LoopNote:
 
 @dataclass
 class LoopPlan:
-    """Every parallel nest of a function, keyed by :attr:`NestPlan.key`, and a note
-    on every loop the planner decided about, in source order."""
+    """Every parallel nest of a function, keyed by :attr:`NestPlan.key`, a note on every
+    loop the planner decided about, in source order, and the markers' private names."""
 
     nests: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    #: the ``private`` names of each ``acc.loop`` marker, keyed by its loop's position
+    #: (``privates``: a loop that is not a nest's own level gets its copies there)
+    loop_private: dict = field(default_factory=dict)
 
     def reductions(self):
         """All ``(op, var)`` reductions, in source order, without repeats."""

@@ -333,11 +333,15 @@ class Planner:
                                             node)
 
     def _check_markers(self):
-        """Validate every acc.loop marker's clauses, parallel or not."""
+        """Validate every acc.loop marker's clauses, parallel or not; note each marked
+        loop's private names (``LoopPlan.loop_private``)."""
         for node in ast.walk(self.source.tree):
             if isinstance(node, ast.Call) and \
                     classify_call(node, self.scope)[0] == CallKind.LOOP:
                 self._parse_marker(node)
+            marker = self._marker_clauses(node) if isinstance(node, ast.For) else None
+            if marker is not None and marker.private:
+                self.result.loop_private[(node.lineno, node.col_offset)] = marker.private
 
     # -- reductions
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import pyacc as acc
+
 from cases import CASES
 
 from pyacc import compiler
@@ -124,3 +126,50 @@ def test_iterations_past_the_grids_limits_take_further_launches(monkeypatch):
     _, expected = case.run("python")
     assert firsts == [(0, 0), (8, 0), (0, 8), (8, 8)]  # 11 columns, 9 rows
     np.testing.assert_allclose(arrays[2], expected[2], rtol=1e-12)
+
+
+def serial_firstprivate(c, d):
+    for y in range(c.shape[0]):
+        c[y] += 1.0
+    for y in range(c.shape[0]):
+        d[y] = c[y]
+
+
+def loop_private_in_serial(c, d):
+    for x in acc.loop(range(d.shape[0]), private="c"):
+        for y in range(c.shape[0]):
+            c[y] = 10.0 * x + y
+        d[x] = c[0] + c[c.shape[0] - 1]
+
+
+def inner_loop_private(a, c):
+    for i in acc.loop(range(a.shape[0]), gang=True):
+        for j in acc.loop(range(a.shape[1]), vector=True, private="c"):
+            for k in range(c.shape[0]):
+                c[k] = i * 100.0 + j + k
+            a[i, j] = c[0] + c[c.shape[0] - 1]
+
+
+@pytest.mark.parametrize("func, construct, clauses, expected", [
+    (serial_firstprivate, "serial", {"firstprivate": "c"}, [8.0] * 3 + [0.0] * 2),
+    (loop_private_in_serial, "serial", {}, [20.0 * x + 2 for x in range(5)]),
+])
+def test_private_arrays_outside_nests_are_device_copies(func, construct, clauses, expected):
+    """OpenACC 3.3 §2.5.14, 2.9.10: the region's or the loop's copy, made by the driver on
+    the device (``cuda_runtime.private_copy``); the original device array is unchanged."""
+    from numba import cuda
+    c, d = cuda.to_device(np.full(3, 7.0)), cuda.to_device(np.zeros(5))
+    info = analyze(func, parse_clauses(construct, **clauses))
+    get_kernel(info, (c, d), target="cuda", device_type="cuda")(c, d)
+    assert list(c.copy_to_host()) == [7.0] * 3
+    assert list(d.copy_to_host()) == expected
+
+
+def test_inner_loop_private_array_is_each_threads_own_row():
+    from numba import cuda
+    a, c = cuda.to_device(np.zeros((6, 5))), cuda.to_device(np.full(4, 7.0))
+    info = analyze(inner_loop_private, parse_clauses("parallel"))
+    get_kernel(info, (a, c), target="cuda", device_type="cuda")(a, c)
+    assert list(c.copy_to_host()) == [7.0] * 4
+    expected = 2 * (100.0 * np.arange(6)[:, None] + np.arange(5)[None, :]) + 3
+    np.testing.assert_array_equal(a.copy_to_host(), expected)
