@@ -10,7 +10,9 @@ Owns (OpenACC 3.3 §2.16, §3.2.9–3.2.14; API.md §5):
   on the calling thread;
 - error collection: ``describe_operation`` (an operation's description, formatted only
   when an error needs it), ``raise_all`` (the errors of several queues raised as one),
-  ``raise_waited_failure`` (a failure carried by an event another queue waited for).
+  ``raise_waited_failure`` (a failure carried by an event another queue waited for),
+  ``reported_cause`` (the exception a routine raised inside a kernel, not Python's
+  ``SystemError`` around it).
 
 The implementations live elsewhere: ``queues.WorkerQueue`` (a worker thread per queue:
 ``emulated``, ``host``, the fake CUDA backend's streams) and ``cuda_queues`` (CUDA
@@ -76,11 +78,22 @@ def raise_all(failures: list) -> None:
         failures=tuple(failures)) from failures[0]
 
 
+def reported_cause(cause: BaseException) -> BaseException:
+    """The exception an operation raised, as it is reported: Python reports one raised in
+    a routine that a compiled kernel calls as ``SystemError: ... returned a result with an
+    exception set``, with the routine's exception (``ValueError`` ...) as its context."""
+    while isinstance(cause, SystemError) and "with an exception set" in str(cause) \
+            and cause.__context__ is not None:
+        cause = cause.__context__
+    return cause
+
+
 def raise_waited_failure(event) -> None:
     """Raise the failure ``event`` carries (an event of another queue waited for)."""
     failure = getattr(event, "failure", None)
     if failure is not None:
         description, cause = failure
+        cause = reported_cause(cause)
         raise ExecutionError(
             f"{describe_operation(description)} on {event.label}, which this queue waited "
             f"for, failed: {type(cause).__name__}: {cause}") from cause

@@ -46,10 +46,10 @@ from .errors import AccError, ExecutionError
 from .events import BUS, EventKind
 from .inline import MOST, Crossover, arguments_bytes, measure, predict_kernel, record_kernel
 from .queue_protocol import Queue, QueueEvent, SyncQueue, describe_operation, raise_all, \
-    raise_waited_failure
+    raise_waited_failure, reported_cause
 
 __all__ = ["Queue", "SyncQueue", "WorkerQueue", "QueueEvent", "Pending", "QueueSet", "CROSSOVER",
-           "raise_all", "describe_operation"]
+           "raise_all", "describe_operation", "reported_cause"]
 
 _ACTIVE = BUS.active
 _WAIT = int(EventKind.WAIT)
@@ -264,7 +264,7 @@ class WorkerQueue(Queue):
             error, self._error = self._error, None
         if error is not None:
             description, cause = error
-            description = describe_operation(description)
+            description, cause = describe_operation(description), reported_cause(cause)
             raise ExecutionError(
                 f"{description} on {self._label} failed: {type(cause).__name__}: {cause}",
                 queue=self.async_value, operation=description) from cause

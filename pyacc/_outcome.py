@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pyacc.compiler import CompileError, KernelIndexError
 from pyacc.mapping import AccError, ExecutionError, PartlyPresentError
-from pyacc.mapping.queues import Pending
+from pyacc.mapping.queues import Pending, reported_cause
 
 from ._errors import report
 
@@ -81,14 +81,7 @@ def add_section_hint(error) -> None:
         error.args = (f"{error.args[0] if error.args else error}; {_SECTION_HINT}",) + error.args[1:]
 
 
-def raised_inside(error):
-    """The exception a kernel raised: Python reports one raised in a routine the kernel
-    calls as ``SystemError: ... returned a result with an exception set``, with the
-    routine's exception (``ZeroDivisionError`` ...) as its context."""
-    while isinstance(error, SystemError) and "with an exception set" in str(error) \
-            and error.__context__ is not None:
-        error = error.__context__
-    return error
+raised_inside = reported_cause  # (a synchronous call's kernel failure too)
 
 
 def is_kernel_failure(error) -> bool:

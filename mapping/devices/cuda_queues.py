@@ -43,7 +43,7 @@ import time
 
 from ..errors import AccError, ExecutionError
 from ..events import BUS
-from ..queues import Pending, Queue, SyncQueue, describe_operation
+from ..queues import Pending, Queue, SyncQueue, describe_operation, reported_cause
 from .common import Timed
 
 __all__ = ["CudaQueue", "CudaQueueEvent", "CudaSyncQueue", "SyncKernel", "RELAUNCHED"]
@@ -117,7 +117,7 @@ class CudaQueueEvent:
 
 
 def _waited_failure(sequence: int, event: CudaQueueEvent, upstream) -> _Failure:
-    description, cause = upstream
+    description, cause = upstream[0], reported_cause(upstream[1])
     error = ExecutionError(
         f"{describe_operation(description)} on {event.label}, which this queue waited for, "
         f"failed: {type(cause).__name__}: {cause}")
@@ -236,10 +236,10 @@ class CudaQueue(Queue):
             failure = self._first_failure(self._floor, target + 1)
             self._floor = max(self._floor, target)
         if failure is not None:
-            description = describe_operation(failure.description)
+            description, cause = describe_operation(failure.description), reported_cause(failure.cause)
             raise ExecutionError(
-                f"{description} on {self.label} failed: {type(failure.cause).__name__}: "
-                f"{failure.cause}", queue=self.async_value, operation=description) from failure.cause
+                f"{description} on {self.label} failed: {type(cause).__name__}: {cause}",
+                queue=self.async_value, operation=description) from cause
 
     def is_idle(self) -> bool:
         done = self._backend.stream_done(self.stream)

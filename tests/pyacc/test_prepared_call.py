@@ -166,6 +166,20 @@ def test_a_kernel_error_through_the_prepared_call_is_the_dispatchers(cpu):
     np.testing.assert_array_equal(y, np.full(4, 4.0))
 
 
+@pytest.mark.parametrize("inline_below", ["1000", "0"])  # run at once; by the queue's thread
+def test_an_async_routine_error_names_the_routines_exception(cpu, monkeypatch, inline_below):
+    """API.md §5, §7: the wait raises ExecutionError naming what the routine raised, as a
+    synchronous call does, not Python's SystemError around it."""
+    monkeypatch.setenv("PYACC_ASYNC_INLINE_BELOW", inline_below)
+    acc.shutdown()  # queues read the crossover again
+    y = np.zeros(4)
+    divide(y, 1, 0, async_=1)
+    with pytest.raises(acc.ExecutionError, match="ZeroDivisionError: integer division by zero") \
+            as raised:
+        acc.wait(1)
+    assert "SystemError" not in str(raised.value)
+
+
 def test_an_async_call_run_at_once_goes_through_the_prepared_call(cpu, monkeypatch):
     monkeypatch.setenv("PYACC_ASYNC_INLINE_BELOW", "1000")  # every kernel runs at once
     acc.shutdown(cpu)
