@@ -35,7 +35,7 @@ from typing import Any, Mapping
 from .errors import CompileError
 
 __all__ = ["ClauseExpr", "count_value", "EXPR_BUILTINS", "REDUCTION_OPS", "ArgError",
-           "caret", "closing_paren", "reduction_list", "parse_expression", "Section",
+           "caret", "closing_paren", "reduction_list", "parse_expression", "Section", "tile_sizes",
            "data_items", "split_top", "bound_value"]
 
 #: The reduction operators (OpenACC 3.3 §2.5.15); C's ``&&``/``||`` are read as and/or.
@@ -107,6 +107,38 @@ class ClauseExpr:
         values by name, then the function's globals; any mapping, not modified), and
         only :data:`EXPR_BUILTINS` as builtins. Exceptions of the expression propagate."""
         return eval(self._code, {"__builtins__": EXPR_BUILTINS}, namespace)
+
+
+def tile_sizes(value) -> tuple:
+    """``tile`` sizes (OpenACC 3.3 §2.9.8), a list or a string as C writes them: per loop a
+    positive int, ``*`` (the implementation's choice), or a constant expression (kept as
+    its text: the sizes are a hint to the target; the nest is as deep as the list)."""
+    if isinstance(value, str):
+        items = [(piece.strip(), offset) for piece, offset in split_top(value)]
+    elif isinstance(value, int) and not isinstance(value, bool):
+        items = [(value, 0)]
+    elif isinstance(value, (list, tuple)):
+        items = [(item.strip() if isinstance(item, str) else item, 0) for item in value]
+    else:
+        raise TypeError(f"expects tile sizes (a list of ints and '*', or a string), got "
+                        f"{type(value).__name__}")
+    sizes = []
+    for item, offset in items:
+        size = item
+        if isinstance(item, str) and item != "*":
+            try:
+                size = ast.literal_eval(item)
+            except (ValueError, SyntaxError):
+                pass
+        if size == "" or (not isinstance(size, (int, str)) or isinstance(size, bool)) or (
+                isinstance(size, int) and size < 1):
+            raise ArgError(f"a tile size is a positive integer or '*', got {item!r}", offset)
+        if isinstance(size, str) and size != "*":  # a constant expression: its text
+            problem = parse_expression(size)[1]
+            if problem is not None:
+                raise ArgError(f"tile size {size!r}: {problem[0]}", offset + problem[1])
+        sizes.append(size)
+    return tuple(sizes)
 
 
 def parse_expression(text):

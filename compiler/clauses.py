@@ -48,7 +48,12 @@ from typing import Any, Mapping
 
 from .clause_text import (EXPR_BUILTINS, REDUCTION_OPS, ArgError, ClauseExpr,  # noqa: F401 - re-exported
                           Section, caret, closing_paren, count_value, data_items,
-                          parse_expression, reduction_list, split_top)
+                          parse_expression, reduction_list, split_top, tile_sizes)
+from .clause_kinds import ASYNC_NOVAL, DATA_CLAUSES, PRIVATE_CLAUSES, WAIT_ALL
+from .clause_kinds import COUNT_MODIFIER as _COUNT_MODIFIER, COUNT_OF as _COUNT_OF, \
+    EXCLUSIVE as _EXCLUSIVE, FLAG_CLAUSES as _FLAG_CLAUSES, INT_CLAUSES as _INT_CLAUSES, \
+    KEYWORD_ALIASES as _KEYWORD_ALIASES, RAW_CLAUSES as _RAW_CLAUSES, \
+    STRING_ALIASES as _STRING_ALIASES, VALID as _VALID
 from .errors import CompileError
 
 __all__ = ["ComputeClauses", "ClauseExpr", "Section", "parse_clauses", "parse_loop_clauses",
@@ -57,43 +62,6 @@ __all__ = ["ComputeClauses", "ClauseExpr", "Section", "parse_clauses", "parse_lo
 
 CONSTRUCTS = ("parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine",
               "loop")
-
-#: Value of ``async_`` for a bare ``async`` clause in a clause string (OpenACC
-#: ``acc_async_noval``); the launcher maps it to its own constant.
-ASYNC_NOVAL = "noval"
-#: Value of ``wait`` for a bare ``wait`` clause (wait for every queue).
-WAIT_ALL = True
-
-DATA_CLAUSES = ("copy", "copyin", "copyout", "create", "no_create", "present", "deviceptr")
-PRIVATE_CLAUSES = ("private", "firstprivate")
-_FLAG_CLAUSES = ("gang", "worker", "vector", "seq", "independent")
-_INT_CLAUSES = ("num_gangs", "num_workers", "vector_length")
-_RAW_CLAUSES = ("async_", "wait", "if_")
-# The count a gang/worker/vector argument sets, and the modifier it may carry
-# (OpenACC 3.3 §2.9.2 ``gang(num:n)``, §2.9.3 ``worker(num:n)``,
-# §2.9.4 ``vector(length:n)``).
-_COUNT_OF = {"gang": "num_gangs", "worker": "num_workers", "vector": "vector_length"}
-_COUNT_MODIFIER = {"gang": "num", "worker": "num", "vector": "length"}
-
-# Clause sets per construct: OpenACC 3.3 §2.5.1 (parallel), §2.5.2 (serial),
-# §2.5.3 (kernels), §2.9 (loop), §2.11 (combined), §2.15.1 (routine).
-_COMPUTE_COMMON = DATA_CLAUSES + ("default",) + _RAW_CLAUSES
-_LOOP_ONLY = ("collapse", "reduction", "private") + _FLAG_CLAUSES
-_VALID = {
-    "parallel": _COMPUTE_COMMON + PRIVATE_CLAUSES + ("reduction",) + _INT_CLAUSES,
-    "serial": _COMPUTE_COMMON + PRIVATE_CLAUSES + ("reduction",),
-    "kernels": _COMPUTE_COMMON + _INT_CLAUSES,
-    "routine": ("gang", "worker", "vector", "seq"),
-    "loop": _LOOP_ONLY,
-}
-_VALID["parallel_loop"] = _VALID["parallel"] + _LOOP_ONLY
-_VALID["kernels_loop"] = _VALID["kernels"] + _LOOP_ONLY
-
-# Spellings accepted for keyword names (Python keywords need the trailing underscore).
-_KEYWORD_ALIASES = {"async": "async_", "if": "if_"}
-# Spellings in clause strings.
-_STRING_ALIASES = {"async": "async_", "if": "if_", "reduction": "reduction"}
-
 
 # ----------------------------------------------------------------------------- value
 
@@ -104,7 +72,8 @@ class ComputeClauses:
 
     Data-clause fields hold parameter names and member chains (``"s.x"``); ``sections``
     holds ``(clause, Section)`` for the items written as sections (OpenACC 3.3 §2.7.1);
-    ``reductions`` holds ``(op, var)`` pairs;
+    ``reductions`` holds ``(op, var)`` pairs; ``tile`` a size per loop of the nest (an int,
+    ``"*"``, or a constant expression's text: a hint, the nest is as deep as the list);
     the count clauses are ``int`` or a :class:`ClauseExpr` evaluated at each call;
     ``async_``, ``wait`` and ``if_`` are raw values for the launcher (a :class:`ClauseExpr`
     where the clause string gave an expression of the parameters; ``wait`` a tuple whose
@@ -129,6 +98,9 @@ class ComputeClauses:
     vector: bool = False
     seq: bool = False
     independent: bool = False
+    auto: bool = False
+    nohost: bool = False
+    tile: tuple = ()
     num_gangs: int | ClauseExpr | None = None
     num_workers: int | ClauseExpr | None = None
     vector_length: int | ClauseExpr | None = None
@@ -136,6 +108,12 @@ class ComputeClauses:
     wait: Any = None
     if_: Any = None
     sections: tuple[tuple[str, Section], ...] = ()
+
+    @property
+    def nest_depth(self) -> int:
+        """How many tightly nested loops the loop clauses take (``collapse(n)``, or one
+        per ``tile`` size: OpenACC 3.3 §2.9.1, §2.9.8)."""
+        return len(self.tile) or self.collapse
 
     def data_names(self) -> dict[str, str]:
         """Map each name in a data clause to its clause (``copy`` … ``deviceptr``)."""
@@ -228,6 +206,7 @@ def parse_clauses(construct: str, clause_string: str | None = None,
         _merge(values, name, _normalise_keyword(name, raw_value, construct), construct,
                f"keyword {raw_name}=")
     _check_disjoint(construct, values)
+    _check_exclusive(construct, values)
     return ComputeClauses(construct=construct, **values)
 
 
@@ -283,6 +262,8 @@ def _normalise_keyword(name, value, construct):
             return _default(value)
         if name == "collapse":
             return _positive_int(value, "collapse")
+        if name == "tile":
+            return tile_sizes(value)
         if name in _FLAG_CLAUSES:
             if not isinstance(value, bool):
                 raise ValueError(f"expects True or False, got {value!r}")
@@ -424,6 +405,20 @@ def _check_disjoint(construct, values):
                                f"{seen[var]}")
 
 
+def _check_exclusive(construct, values):
+    """At most one clause of each exclusive group (``clause_kinds.EXCLUSIVE``)."""
+    groups = _EXCLUSIVE.get("routine" if construct == "routine" else "loop", ())
+    for group in groups:
+        given = [name for name in group if values.get(name) not in (None, False, ())]
+        if len(given) > 1:
+            rule = "2.15.1: a routine has one level of parallelism" if construct == "routine" \
+                else "2.9: " + ("tile sets how many loops the nest takes" if "tile" in group
+                                else "the loop's iterations are one or the other")
+            raise CompileError(f"{construct}: {' and '.join(given)} may not appear together "
+                               f"(OpenACC 3.3 §{rule}); keep one of "
+                               f"{', '.join(group)}")
+
+
 # ----------------------------------------------------------------------------- strings
 
 _NAME_RE = re.compile(r"\s*,?\s*([A-Za-z_][A-Za-z0-9_]*)")
@@ -499,6 +494,8 @@ def _string_value(name, args):
         return name, _default(args.strip())
     if name == "collapse":  # the loop structure: a literal (OpenACC 3.3 §2.9.1)
         return name, _positive_int(_literal(args.strip()), name)
+    if name == "tile":
+        return name, tile_sizes(args)
     if name in _INT_CLAUSES:
         return name, _count_arg(name, args)
     if name == "wait":

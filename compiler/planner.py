@@ -84,16 +84,17 @@ class Planner:
                 f"starts here; use acc.parallel/acc.kernels with acc.loop markers",
                 loops[1])
         marker = self._marker_clauses(first)
-        collapse = max(self.clauses.collapse, marker.collapse if marker else 1)
-        levels = self._levels(first, collapse)
-        if self.clauses.seq or (marker is not None and marker.seq):
+        both = (self.clauses,) if marker is None else (self.clauses, marker)
+        levels = self._levels(first, *max(_depth(c) for c in both))
+        if any(c.seq for c in both):
             self._add(levels, parallel=False, reason="seq clause")
             return
         declared = self.clauses.reductions + (marker.reductions if marker else ())
         private = self.clauses.private + (marker.private if marker else ())
         conditions = ()
-        if self.clauses.construct == "kernels_loop" and not (
-                self.clauses.independent or (marker is not None and marker.independent)):
+        # kernels, or auto (§2.9.7): parallel when the compiler proves it (§2.9.9)
+        if (self.clauses.construct == "kernels_loop" or any(c.auto for c in both)) and \
+                not any(c.independent for c in both):
             reason, found, conditions = self._dependence(levels, declared, private)
             if reason:
                 self._add(levels, parallel=False, reason=reason)
@@ -108,12 +109,17 @@ class Planner:
             if isinstance(stmt, ast.For) and not inside:
                 marker = self._marker_clauses(stmt)
                 if marker is not None and not marker.seq:
-                    levels = self._levels(stmt, marker.collapse)
-                    self._add(levels, parallel=True,
-                              declared=self.clauses.reductions + marker.reductions,
-                              private=self.clauses.private + marker.private,
-                              firstprivate=self.clauses.firstprivate, marker=marker)
-                    continue
+                    levels = self._levels(stmt, *_depth(marker))
+                    declared = self.clauses.reductions + marker.reductions
+                    private = self.clauses.private + marker.private
+                    reason, found, conditions = self._dependence(levels, declared, private) \
+                        if marker.auto else ("", (), ())  # auto: as in kernels (§2.9.7)
+                    if not reason:
+                        self._add(levels, parallel=True, declared=declared + found,
+                                  private=private, firstprivate=self.clauses.firstprivate,
+                                  marker=marker, conditions=conditions)
+                        continue
+                    self._note_sequential(stmt, reason)
             for child in _child_blocks(stmt):
                 self._plan_parallel(child, inside)
 
@@ -121,8 +127,7 @@ class Planner:
         if isinstance(stmt, ast.For):
             marker = self._marker_clauses(stmt)
             if marker is None or not marker.seq:
-                collapse = marker.collapse if marker else 1
-                levels = self._levels(stmt, collapse)
+                levels = self._levels(stmt, *(_depth(marker) if marker else (1, "")))
                 declared = marker.reductions if marker else ()
                 private = marker.private if marker else ()
                 reason, found, conditions = ("", (), ()) if marker is not None and \
@@ -175,6 +180,8 @@ class Planner:
                 if getattr(clauses, flag) or value is not None:
                     text = getattr(value, "text", value)
                     parts.append(flag if value is None else f"{flag}({text})")
+            if clauses.tile:
+                parts.append(_depth(clauses)[1])
         return " ".join(dict.fromkeys(parts))
 
     def _check_live_out(self, levels, reductions, private):
@@ -264,8 +271,9 @@ class Planner:
         except CompileError as exc:
             raise self.source.error(exc.reason, call) from None
 
-    def _levels(self, loop: ast.For, collapse: int):
-        """The ``collapse`` tightly nested loops starting at ``loop`` (validated)."""
+    def _levels(self, loop: ast.For, collapse: int, spelled: str = ""):
+        """The ``collapse`` tightly nested loops starting at ``loop`` (validated);
+        ``spelled``: the clause that asks for them (``collapse(2)``, ``tile(32, *)``)."""
         levels = [loop]
         for depth in range(1, collapse):
             body = levels[-1].body
@@ -273,7 +281,8 @@ class Planner:
                 where = body[0] if body and not isinstance(body[0], ast.For) else \
                     (body[1] if len(body) > 1 else levels[-1])
                 raise self.source.error(
-                    f"collapse({collapse}) needs {collapse} tightly nested 'for' loops; "
+                    f"{spelled or f'collapse({collapse})'} needs {collapse} tightly nested "
+                    f"'for' loops; "
                     f"this statement sits between loop levels {depth} and {depth + 1}",
                     where)
             levels.append(body[0])
@@ -534,3 +543,11 @@ def _first_use_after(tree, nest, name):
     after = [node for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == name
              and id(node) not in skipped and (node.lineno, node.col_offset) > end]
     return min(after, key=lambda node: (node.lineno, node.col_offset), default=None)
+
+
+def _depth(clauses) -> tuple[int, str]:
+    """How many loops ``clauses`` take, and the clause that says so (OpenACC 3.3 §2.9.1
+    ``collapse``, §2.9.8 ``tile``: one loop per size)."""
+    if clauses.tile:
+        return len(clauses.tile), f"tile({', '.join(map(str, clauses.tile))})"
+    return clauses.collapse, f"collapse({clauses.collapse})"

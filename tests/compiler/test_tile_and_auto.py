@@ -1,0 +1,106 @@
+"""The ``tile`` (OpenACC 3.3 §2.9.8), ``auto`` (§2.9.7) and routine-level (§2.15.1) clauses:
+their spellings, their exclusions, and what they do to the loop nest."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+from pyacc.compiler import CompileError, parse_clauses
+
+
+@pytest.mark.parametrize("text, keywords, sizes", [
+    ("tile(32, *)", dict(tile=[32, "*"]), (32, "*")),
+    ("tile(*,*,*)", dict(tile="*, *, *"), ("*", "*", "*")),
+    ("tile(8)", dict(tile=8), (8,)),
+    ("tile(N // 4, 2)", dict(tile=["N // 4", 2]), ("N // 4", 2)),
+])
+def test_tile_sizes_are_spelled_as_c_writes_them(text, keywords, sizes):
+    assert parse_clauses("parallel_loop", text) == parse_clauses("parallel_loop", **keywords)
+    clauses = parse_clauses("loop", **keywords)
+    assert clauses.tile == sizes and clauses.nest_depth == len(sizes)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("tile(0)", "a tile size is a positive integer or '\\*'"),
+    ("tile(2, -1)", "positive integer"),
+    ("tile(2.5)", "positive integer"),
+    ("tile(2,)", "positive integer"),
+    ("tile(2) collapse(2)", "tile and collapse may not appear together"),
+    ("seq independent", "seq and independent may not appear together"),
+    ("auto independent", "independent and auto may not appear together"),
+])
+def test_bad_loop_clauses_are_compile_errors(text, message):
+    with pytest.raises(CompileError, match=message):
+        parse_clauses("parallel_loop", text)
+
+
+@pytest.mark.parametrize("text", ["seq worker", "gang vector", "worker vector seq"])
+def test_a_routine_has_one_level_of_parallelism(text):
+    with pytest.raises(CompileError, match=r"§2.15.1: a routine has one level"):
+        parse_clauses("routine", text)
+
+
+def test_routine_nohost_is_accepted():
+    assert parse_clauses("routine", "seq nohost").nohost
+
+
+@acc.parallel_loop("tile(*, *) reduction(+:total)")
+def tiled_sum(a):
+    total = 0.0
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            total += a[i, j]
+    return total
+
+
+@acc.parallel
+def tiled_three_levels(a, b):
+    for i in acc.loop(range(a.shape[0]), tile=(2, 32, "*")):
+        for j in range(a.shape[1]):
+            for k in range(a.shape[2]):
+                b[i, j, k] = 2 * a[i, j, k]
+
+
+@acc.parallel
+def auto_recurrence(c):
+    for i in acc.loop(range(1, c.shape[0]), auto=True):
+        c[i] = c[i - 1] + 1.0
+
+
+@acc.parallel_loop(auto=True)
+def auto_independent(c, d):
+    for i in range(c.shape[0]):
+        d[i] = 2 * c[i]
+
+
+def test_tile_makes_its_loops_one_parallel_nest(device):
+    a = np.arange(6000.0).reshape(60, 100)
+    assert tiled_sum(a) == a.sum()
+    x, y = np.random.default_rng(1).random((4, 50, 6)), np.zeros((4, 50, 6))
+    tiled_three_levels(x, y)
+    np.testing.assert_array_equal(y, 2 * x)
+    assert "collapse(2), tile(*, *)" in acc.explain(tiled_sum)
+
+
+def test_tile_needs_as_many_tightly_nested_loops():
+    def one_loop(a):
+        for i in acc.loop(range(a.shape[0]), tile=(4, 4)):
+            a[i] = 1.0
+
+    with pytest.raises(CompileError, match=r"tile\(4, 4\) needs 2 tightly nested"):
+        acc.parallel(one_loop)(np.zeros(3))
+
+
+def test_auto_loop_with_a_dependence_runs_as_written(device):
+    c = np.zeros(20000)
+    auto_recurrence(c)
+    np.testing.assert_array_equal(c, np.arange(20000.0))
+    assert "sequential loop" in acc.explain(auto_recurrence)
+
+
+def test_auto_loop_without_a_dependence_runs_in_parallel(device):
+    c, d = np.arange(100.0), np.zeros(100)
+    auto_independent(c, d)
+    np.testing.assert_array_equal(d, 2 * c)
+    assert "parallel loop" in acc.explain(auto_independent)
