@@ -175,8 +175,23 @@ class FunctionRewriter(ast.NodeTransformer):
         return markers.on_device_value(query, self.builder.device_type)
 
     def _atomic(self, node, op):
+        if op not in INTRINSICS:
+            raise self.source.error(
+                f"acc.atomic.{op} is not an atomic operation; the atomic updates are "
+                f"{', '.join(f'acc.atomic.{o}' for o in INTRINSICS)} (OpenACC 3.3 §2.12; "
+                "each returns the element's old value, for atomic capture)", node)
         if len(node.args) != 3 or node.keywords:
             raise self.source.error(f"acc.atomic.{op} takes (array, index, value)", node)
+        target = (self.builder.arg_types or {}).get(getattr(node.args[0], "id", None))
+        if target is not None and not hasattr(target, "ndim"):
+            raise self.source.error(f"acc.atomic.{op} updates an element of an array, not "
+                                    f"{node.args[0].id!r} ({target}); a scalar total is a "
+                                    "reduction, or a one-element (or 0-d) array", node)
+        if op in ("and_", "or_", "xor") and isinstance(getattr(target, "dtype", None),
+                                                      nbtypes.Float):
+            raise self.source.error(f"acc.atomic.{op} is a bitwise update: "
+                                    f"{node.args[0].id!r} holds {target.dtype}, an integer "
+                                    "array is needed (OpenACC 3.3 §2.12)", node)
         args = [self.visit(a) for a in node.args]
         if self.builder.boundscheck:
             args[1] = self.builder.check_index_arg(args[0], args[1], self.source)

@@ -343,21 +343,45 @@ def _hoist_zero_d(loop, known_types):
     ``s[()]`` of one it writes by ``v[0]`` of a one-element view ``v = s.reshape(1)``
     made before the nest (the same memory). Only names that may be 0-d arrays: a
     parameter typed otherwise (``a[()]`` of an n-d array is the whole array, of a tuple
-    the empty tuple) is left as written. Returns those assignments; the nest is changed
-    in place."""
+    the empty tuple) is left as written. An atomic update of a 0-d array's element
+    (``acc.atomic.add(s, (), x)``) updates ``v[0]`` the same way. Returns those
+    assignments; the nest is changed in place."""
+    def zero_d(name):
+        known = known_types.get(name)
+        return known is None or getattr(known, "ndim", None) == 0
+
+    def atomic_on_zero_d(node):  # acc.atomic.<op>(s, (), v): an update of s's element
+        func, args = node.func, node.args
+        return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) \
+            and func.value.attr == "atomic" and len(args) == 3 \
+            and isinstance(args[0], ast.Name) and zero_d(args[0].id) \
+            and isinstance(args[1], ast.Tuple) and not args[1].elts
+
     stored = {n.value.id for n in ast.walk(loop) if isinstance(n, ast.Subscript)
               and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)}
+    stored |= {n.args[0].id for n in ast.walk(loop)
+               if isinstance(n, ast.Call) and atomic_on_zero_d(n)}
     names = []
 
     class Hoist(ast.NodeTransformer):
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            args = node.args
+            if atomic_on_zero_d(node):
+                if args[0].id not in names:
+                    names.append(args[0].id)
+                args[0] = ast.copy_location(ast.Name(id=f"_acc_w_{args[0].id}", ctx=ast.Load()),
+                                            args[0])
+                args[1] = ast.copy_location(ast.Constant(0), args[1])
+            return node
+
         def visit_Subscript(self, node):
             self.generic_visit(node)
             if not (isinstance(node.value, ast.Name) and isinstance(node.slice, ast.Tuple)
                     and not node.slice.elts):
                 return node
             name = node.value.id
-            known = known_types.get(name)
-            if known is not None and getattr(known, "ndim", None) != 0:
+            if not zero_d(name):
                 return node
             if name not in names:
                 names.append(name)

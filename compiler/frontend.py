@@ -236,6 +236,9 @@ def classify_call(call: ast.Call, scope: Scope):
     if target is MISSING:
         if isinstance(call.func, ast.Attribute) and root_name(call.func) in scope.local:
             return CallKind.METHOD, None
+        if isinstance(call.func, ast.Attribute) and \
+                scope.resolve(call.func.value) is markers.atomic:
+            return CallKind.ATOMIC, call.func.attr  # not an operation: the rewrite says so
         return CallKind.UNKNOWN, None
     if target is markers.loop:
         return CallKind.LOOP, None
