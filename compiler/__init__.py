@@ -48,7 +48,9 @@ Interface used by the launcher (``pyacc/_compute.py``)::
 Modules, from the function to the kernel:
 
 - ``clauses``     clause values and parsing; ``clause_text``: clause expressions, counts,
-  reduction lists, the shared text helpers
+  reduction lists, tile sizes, the shared text helpers; ``clause_kinds``: which clauses
+  exist and where they are valid; ``clause_rules``: the rules between one construct's
+  clauses (one data action per variable, disjoint private names, exclusive clauses)
 - ``markers``     the plain-Python markers (``loop``, ``atomic``, ``on_device``)
 - ``frontend``    the function's source and name resolution; ``free_names``: the globals,
   closure values and module attributes a kernel reads, made parameters read at each call

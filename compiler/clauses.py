@@ -50,8 +50,9 @@ from .clause_text import (EXPR_BUILTINS, REDUCTION_OPS, ArgError, ClauseExpr,  #
                           Section, caret, closing_paren, count_value, data_items,
                           parse_expression, reduction_list, split_top, tile_sizes)
 from .clause_kinds import ASYNC_NOVAL, DATA_CLAUSES, PRIVATE_CLAUSES, WAIT_ALL
+from .clause_rules import check_disjoint, check_exclusive, one_action_each
 from .clause_kinds import COUNT_MODIFIER as _COUNT_MODIFIER, COUNT_OF as _COUNT_OF, \
-    EXCLUSIVE as _EXCLUSIVE, FLAG_CLAUSES as _FLAG_CLAUSES, INT_CLAUSES as _INT_CLAUSES, \
+    FLAG_CLAUSES as _FLAG_CLAUSES, INT_CLAUSES as _INT_CLAUSES, \
     KEYWORD_ALIASES as _KEYWORD_ALIASES, RAW_CLAUSES as _RAW_CLAUSES, \
     STRING_ALIASES as _STRING_ALIASES, VALID as _VALID
 from .errors import CompileError
@@ -205,8 +206,9 @@ def parse_clauses(construct: str, clause_string: str | None = None,
         _check_valid(construct, name, "keyword", None, None)
         _merge(values, name, _normalise_keyword(name, raw_value, construct), construct,
                f"keyword {raw_name}=")
-    _check_disjoint(construct, values)
-    _check_exclusive(construct, values)
+    one_action_each(construct, values)
+    check_disjoint(construct, values)
+    check_exclusive(construct, values)
     return ComputeClauses(construct=construct, **values)
 
 
@@ -383,40 +385,6 @@ def _reductions(value) -> tuple[tuple[str, str], ...]:
             exc.source = item
             raise
     return tuple(out)
-
-
-def _check_disjoint(construct, values):
-    seen: dict[str, str] = {}
-    for kind in DATA_CLAUSES + PRIVATE_CLAUSES:
-        for name in values.get(kind, ()):
-            if name in seen:
-                where = f"twice in {kind}" if seen[name] == kind else \
-                    f"in both {seen[name]} and {kind}"
-                raise CompileError(f"{construct}: {name!r} appears {where}; a construct "
-                                   f"maps each variable once: name it in one clause, with "
-                                   f"one section (OpenACC 3.3 §2.7)")
-            seen[name] = kind
-    rvars = [var for _, var in values.get("reductions", ())]
-    for var in rvars:
-        if rvars.count(var) > 1:
-            raise CompileError(f"{construct}: reduction variable {var!r} given twice")
-        if var in seen:
-            raise CompileError(f"{construct}: reduction variable {var!r} also appears in "
-                               f"{seen[var]}")
-
-
-def _check_exclusive(construct, values):
-    """At most one clause of each exclusive group (``clause_kinds.EXCLUSIVE``)."""
-    groups = _EXCLUSIVE.get("routine" if construct == "routine" else "loop", ())
-    for group in groups:
-        given = [name for name in group if values.get(name) not in (None, False, ())]
-        if len(given) > 1:
-            rule = "2.15.1: a routine has one level of parallelism" if construct == "routine" \
-                else "2.9: " + ("tile sets how many loops the nest takes" if "tile" in group
-                                else "the loop's iterations are one or the other")
-            raise CompileError(f"{construct}: {' and '.join(given)} may not appear together "
-                               f"(OpenACC 3.3 §{rule}); keep one of "
-                               f"{', '.join(group)}")
 
 
 # ----------------------------------------------------------------------------- strings

@@ -86,7 +86,7 @@ def test_clause_not_valid_on_construct():
 
 
 @pytest.mark.parametrize("keywords, fragment", [
-    (dict(copyin="x", copyout="x"), "both copyin and copyout"),
+    (dict(copyin="x", private="x"), "both copyin and private"),
     (dict(reduction=["+:s", "max:s"]), "given twice"),
     (dict(present=[1]), "not a parameter name"),
     (dict(default="always"), "default must be"),
@@ -100,3 +100,16 @@ def test_bad_keyword_values(keywords, fragment):
 def test_unknown_construct():
     with pytest.raises(CompileError, match="unknown construct"):
         parse_clauses("teams")
+
+
+@pytest.mark.parametrize("text, one", [
+    ("copyin(t) copyout(t)", "copy"), ("copyout(t) copyin(t)", "copy"),
+    ("copy(t) copyout(t)", "copy"), ("create(t) copyin(t)", "copyin"),
+    ("present(t) copyout(t)", "present"), ("no_create(t) create(t)", "create"),
+    ("copyin(t) copyin(t)", "copyin"),
+])
+def test_a_variable_in_several_data_clauses_gets_the_clause_they_make_together(text, one):
+    """OpenACC 3.3 §2.7 does not forbid it (the V&V suite's copyin_copyout, copy_copyout),
+    and the clauses' order may not matter: the one clause that does what they do."""
+    clauses = parse_clauses("parallel_loop", text)
+    assert clauses.data_names() == {"t": one} and getattr(clauses, one) == ("t",)
