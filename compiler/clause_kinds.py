@@ -46,10 +46,14 @@ VALID = {
 VALID["parallel_loop"] = VALID["parallel"] + LOOP_ONLY
 VALID["kernels_loop"] = VALID["kernels"] + LOOP_ONLY
 
+# OpenACC 3.3 §2.7: the ``present_or_`` spellings of earlier versions, still aliases
+_PRESENT_OR = {"pcopy": "copy", "present_or_copy": "copy", "pcopyin": "copyin",
+               "present_or_copyin": "copyin", "pcopyout": "copyout",
+               "present_or_copyout": "copyout", "pcreate": "create", "present_or_create": "create"}
 # Spellings accepted for keyword names (Python keywords need the trailing underscore).
-KEYWORD_ALIASES = {"async": "async_", "if": "if_"}
+KEYWORD_ALIASES = {"async": "async_", "if": "if_", **_PRESENT_OR}
 # Spellings in clause strings.
-STRING_ALIASES = {"async": "async_", "if": "if_", "reduction": "reduction"}
+STRING_ALIASES = {"async": "async_", "if": "if_", "reduction": "reduction", **_PRESENT_OR}
 
 
 #: Clauses of which one at most may appear (OpenACC 3.3 §2.9: seq, independent, auto;

@@ -73,6 +73,7 @@ class ComputeClauses:
 
     Data-clause fields hold parameter names and member chains (``"s.x"``); ``sections``
     holds ``(clause, Section)`` for the items written as sections (OpenACC 3.3 §2.7.1);
+    ``zero`` the names whose create action zero-fills (``create(zero: b)``, §2.7.9);
     ``reductions`` holds ``(op, var)`` pairs; ``tile`` a size per loop of the nest (an int,
     ``"*"``, or a constant expression's text: a hint, the nest is as deep as the list);
     the count clauses are ``int`` or a :class:`ClauseExpr` evaluated at each call;
@@ -101,6 +102,7 @@ class ComputeClauses:
     independent: bool = False
     auto: bool = False
     nohost: bool = False
+    zero: tuple[str, ...] = ()
     tile: tuple = ()
     num_gangs: int | ClauseExpr | None = None
     num_workers: int | ClauseExpr | None = None
@@ -220,10 +222,13 @@ def parse_loop_clauses(**keyword_clauses) -> ComputeClauses:
 def _merge(values, name, value, construct, what):
     if name == "reduction":
         values["reductions"] = values.get("reductions", ()) + value
-    elif name in DATA_CLAUSES + PRIVATE_CLAUSES:  # value: (name, Section or None) items
-        values[name] = values.get(name, ()) + tuple(item for item, _ in value)
+    elif name in DATA_CLAUSES + PRIVATE_CLAUSES:  # ((name, Section or None) items, zeroed)
+        items, zeroed = value
+        values[name] = values.get(name, ()) + tuple(item for item, _ in items)
         values["sections"] = values.get("sections", ()) + tuple(
-            (name, section) for _, section in value if section is not None)
+            (name, section) for _, section in items if section is not None)
+        if zeroed:
+            values["zero"] = values.get("zero", ()) + zeroed
     elif name in _COUNT_OF and isinstance(value, tuple):
         flag, count_name, count = value
         values[name] = flag
@@ -288,25 +293,51 @@ def _normalise_keyword(name, value, construct):
 
 def _names(clause, value) -> tuple:
     """Keyword items: a list of items, or a comma/space-separated string as in a clause
-    string (blank: no names); each item a name, a member or a section."""
+    string (blank: no names); each item a name, a member or a section, after a modifier
+    (``"zero: b"``). Returns ``(items, the names a zero: modifier zero-fills)``."""
     if isinstance(value, str):
-        return _name_list(clause, value) if value.strip() else ()
+        return _data_list(clause, value) if value.strip() else ((), ())
     if not isinstance(value, (list, tuple)):
         raise TypeError(f"expects parameter names (a list or a string), got "
                         f"{type(value).__name__}")
-    items = []
+    items, zeroed = [], []
     for part in value:
         if not isinstance(part, str) or not part.strip():
             raise ValueError(f"{part!r} is not a parameter name")
         try:
-            found = _name_list(clause, part)
+            found, zero = _data_list(clause, part)
         except ArgError as exc:
             exc.source = part
             raise
         if len(found) != 1:
             raise ValueError(f"{part!r} is not a parameter name (one item per list entry)")
         items += found
-    return tuple(items)
+        zeroed += zero
+    return tuple(items), tuple(zeroed)
+
+
+#: the modifiers a data clause's list may start with (OpenACC 3.3 §2.7.7 ``copyin
+#: (readonly:)``, a hint; §2.7.8, 2.7.9 ``copyout(zero:)``, ``create(zero:)``)
+_MODIFIERS = {"copyin": ("readonly",), "copyout": ("zero",), "create": ("zero",)}
+_MODIFIER_RE = re.compile(r"\s*([A-Za-z_]\w*)\s*:")
+
+
+def _data_list(clause, text) -> tuple:
+    """``(items, zeroed)``: the items of a data clause's list (``_name_list``) and the
+    names its ``zero:`` modifier zero-fills."""
+    match = _MODIFIER_RE.match(text)
+    if match is None:
+        return _name_list(clause, text), ()
+    allowed = _MODIFIERS.get(clause, ())
+    if match.group(1) not in allowed:
+        raise ArgError(f"{clause} takes {' or '.join(m + ':' for m in allowed) or 'no modifier'}"
+                       f", not {match.group(1)}: (OpenACC 3.3 §2.7)", match.start(1))
+    try:
+        items = _name_list(clause, text[match.end():])
+    except ArgError as exc:
+        exc.offset += match.end()
+        raise
+    return items, tuple(name for name, _ in items) if match.group(1) == "zero" else ()
 
 
 def _name_list(clause, text) -> tuple:
@@ -455,7 +486,7 @@ def _string_value(name, args):
         return name, WAIT_ALL
     _required(name, args)
     if name in DATA_CLAUSES + PRIVATE_CLAUSES:
-        return name, _name_list(name, args)
+        return name, _data_list(name, args)
     if name == "reduction":
         return "reduction", tuple(reduction_list(args))
     if name == "default":

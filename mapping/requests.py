@@ -55,6 +55,9 @@ class MapRequest(NamedTuple):
     kind: MapKind
     array: np.ndarray
     name: str | None = None
+    #: the create action sets the new device memory to 0 (``create(zero:)``,
+    #: ``copyout(zero:)``: OpenACC 3.3 §2.7.8, 2.7.9); present data is left as it is
+    zero: bool = False
 
 
 class Mapped(NamedTuple):

@@ -145,8 +145,7 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
                 return view
             with _HOLD:
                 request = MapRequest(kind, array)
-                if queue is None:
-                    queue = self.device.sync_queue
+                queue = self.device.sync_queue if queue is None else queue
                 check_array(array)  # the fast callers validated only the common case
                 if entry is None and kind in _CREATES:  # overlaps no mapping
                     steps = [plan_create(request, *_probe.extent(array))]
@@ -299,11 +298,12 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
         # published before the copy-in: a copy that fails is rolled back as a change
         # observers (the PYACC_CHECK ledger) have seen
         self._publish(EventKind.ENTER_DATA, entry, before, queue, request.name)
-        if step.action is _CREATE and request.kind.copies_in:
-            # the entry's own array: its cached device view serves the upload and the
-            # caller's device array (one view)
-            self.device.upload(self.device_array_of(entry, request.array), request.array, queue,
-                               name=entry.name)
+        if step.action is _CREATE and (request.kind.copies_in or request.zero):
+            device_array = self.device_array_of(entry, request.array)  # (the entry's own view)
+            if request.kind.copies_in:  # else ``zero``: set to 0 (OpenACC 3.3 §2.7.9)
+                self.device.upload(device_array, request.array, queue, name=entry.name)
+            else:
+                self.device.zero(device_array, queue)
         return Mapped(request, entry, step.host_data)
 
     # == exits ==========================================================================

@@ -120,12 +120,12 @@ class ArgumentSorting:
 
     def requests(self, runtime, arrays, map_kinds):
         """Validated map requests, for the full entry."""
-        requests = []
+        requests, zeroed = [], self.info.clauses.zero  # create(zero: b): OpenACC 3.3 §2.7.9
         for array, (kind, name) in zip(arrays, map_kinds):
             check_array(array, name=name, contiguous=False)
             if not (array.flags.c_contiguous or array.flags.f_contiguous):
                 kind = self._strided_kind(runtime, array, name)
-            requests.append(MapRequest(kind, array, name))
+            requests.append(MapRequest(kind, array, name, name in zeroed))
         return requests
 
     def _check_scalar_argument(self, name, value) -> None:

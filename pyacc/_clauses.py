@@ -69,9 +69,29 @@ def arrays_of(value, clause: str = "") -> list:
     return [value]
 
 
-def requests_of(kind: MapKind, value, *, contiguous: bool = True) -> list[MapRequest]:
-    """Validated ``MapRequest`` values for the arrays of one clause."""
-    return [MapRequest(kind, check_array(array, contiguous=contiguous)) for array in arrays_of(value)]
+def requests_of(kind: MapKind, value, *, contiguous: bool = True, zero: bool = False) -> list[MapRequest]:
+    """Validated ``MapRequest`` values for the arrays of one clause (``zero``: its create
+    action zero-fills, ``create(zero:)``)."""
+    return [MapRequest(kind, check_array(array, contiguous=contiguous), None, zero)
+            for array in arrays_of(value)]
+
+
+#: OpenACC 3.3 §2.7: the ``present_or_`` spellings of earlier versions, still aliases
+CLAUSE_ALIASES = {"pcopy": "copy", "present_or_copy": "copy", "pcopyin": "copyin",
+                  "present_or_copyin": "copyin", "pcopyout": "copyout",
+                  "present_or_copyout": "copyout", "pcreate": "create",
+                  "present_or_create": "create"}
+
+
+def canonical_clauses(clauses: dict) -> dict:
+    """``clauses`` with the aliases spelled as their clause (lists of one clause joined)."""
+    if CLAUSE_ALIASES.keys().isdisjoint(clauses):
+        return clauses
+    out: dict = {}
+    for keyword, value in clauses.items():
+        keyword = CLAUSE_ALIASES.get(keyword, keyword)
+        out[keyword] = arrays_of(out[keyword]) + arrays_of(value) if keyword in out else value
+    return out
 
 
 def async_value(value) -> int | None:

@@ -31,7 +31,7 @@ from pyacc.mapping import (
 )
 from pyacc.mapping.plan import not_present, partly_present
 
-from ._clauses import arrays_of, check_clauses, queue_of, requests_of, wait_for
+from ._clauses import arrays_of, canonical_clauses, check_clauses, queue_of, requests_of, wait_for
 from ._devices import ICVS, current_runtime
 from ._errors import report, reported
 from ._express import DATA_BASE, configure_data
@@ -39,7 +39,11 @@ from ._region import SingleUseRegion
 
 __all__ = ["data", "enter_data", "exit_data", "update", "host_data", "declare"]
 
-_DATA_CLAUSES = ("copy", "copyin", "copyout", "create", "no_create", "present", "deviceptr")
+_DATA_CLAUSES = ("copy", "copyin", "copyout", "create", "no_create", "present", "deviceptr",
+                 "create_zero", "copyout_zero")
+#: ``create(zero:)``, ``copyout(zero:)`` as keywords: their create action zero-fills the new
+#: device memory (OpenACC 3.3 §2.7.8, 2.7.9)
+_ZEROED = {"create_zero": MapKind.CREATE, "copyout_zero": MapKind.COPYOUT}
 _CONTROL = ("if_", "async_", "wait")
 _DATA_ALLOWED = _DATA_CLAUSES + ("default",) + _CONTROL  # every clause of acc.data
 _KIND_OF = {kind.value: kind for kind in MapKind}
@@ -114,6 +118,7 @@ class data(*((SingleUseRegion,) if DATA_BASE is object else (DATA_BASE, SingleUs
         self._exit(exc)
 
     def _setup(self, clauses) -> None:
+        clauses = canonical_clauses(clauses)
         check_clauses("acc.data", clauses, _DATA_ALLOWED, data_clauses=_DATA_CLAUSES)
         self.default = _check_default(clauses.get("default"))
         self._enabled = bool(clauses.get("if_", True))
@@ -126,8 +131,9 @@ class data(*((SingleUseRegion,) if DATA_BASE is object else (DATA_BASE, SingleUs
         self.deviceptr = tuple(self._deviceptrs) if self._enabled else ()
         if self._enabled:
             for keyword, value in clauses.items():
-                if keyword in _KIND_OF:
-                    self._requests += requests_of(_KIND_OF[keyword], value)
+                if keyword in _KIND_OF or keyword in _ZEROED:
+                    self._requests += requests_of(_KIND_OF.get(keyword) or _ZEROED[keyword], value,
+                                                  zero=keyword in _ZEROED)
         self._runtime = None
         self._queue = None
         self._mapped = []
@@ -212,14 +218,16 @@ def enter_data(**clauses) -> None:
     allocated, and copied in for ``copyin``). Also ``if_``, ``async_``, ``wait``."""
     if _counted_in_the_lane(clauses, entering=True):
         return
-    check_clauses("acc.enter_data", clauses, ("copyin", "create") + _CONTROL,
-                  data_clauses=("copyin", "create"))
+    clauses = canonical_clauses(clauses)
+    entering = ("copyin", "create", "create_zero")
+    check_clauses("acc.enter_data", clauses, entering + _CONTROL, data_clauses=entering)
     if not clauses.get("if_", True):
         return
     requests = []
     for keyword, value in clauses.items():  # in the order the user wrote them
-        if keyword in ("copyin", "create"):
-            requests += requests_of(_KIND_OF[keyword], value)
+        if keyword in entering:
+            requests += requests_of(_ZEROED.get(keyword) or _KIND_OF[keyword], value,
+                                    zero=keyword in _ZEROED)
     runtime = current_runtime()
     queue = queue_of(runtime, clauses.get("async_"))
     wait_for(runtime, clauses.get("wait"), queue)

@@ -209,6 +209,13 @@ class Device(abc.ABC):
         """Copy between two device arrays of this device."""
         self._transfer(EventKind.DEVICE_COPY, destination, source, queue, None)
 
+    def zero(self, device_array, queue: Queue) -> None:
+        """Set ``device_array``'s elements to 0 on ``queue``: the create action of
+        ``create(zero:)``/``copyout(zero:)`` (OpenACC 3.3 §2.7.8, 2.7.9); no transfer."""
+        def fill() -> None:
+            device_array[...] = 0
+        queue.submit(fill, "a zero fill of new device memory")
+
     def _transfer(self, kind, destination, source, queue, name) -> None:
         """Count, announce and queue a transfer (``submit_transfer``) whose
         operation ``_transfer_operation`` makes."""

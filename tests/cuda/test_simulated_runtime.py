@@ -749,3 +749,22 @@ def test_module_attributes_and_defaults_on_cuda(monkeypatch):
     physics.G = np.ones(8)
     scaled(y, shift=0.5)
     np.testing.assert_allclose(y, 3.5)
+
+
+@acc.parallel_loop(present="b c")
+def accumulates(b, c):
+    for i in range(b.shape[0]):
+        c[i] = b[i] + c[i]
+
+
+def test_zero_modifier_fills_new_device_memory_on_the_stream():
+    """OpenACC 3.3 §2.7.8, 2.7.9: the create action of create(zero:)/copyout(zero:) sets
+    the device memory to 0 (``Device.zero``, on the queue's stream)."""
+    garbage = np.full(4096, 7.0)
+    acc.copyin(garbage)
+    acc.delete(garbage)
+    b, c = np.full(8, 5.0), np.full(8, 9.0)
+    with acc.data(create_zero=[b], copyout_zero=c, async_=1):
+        accumulates(b, c, async_=1)
+    acc.wait(1)
+    assert (c == 0.0).all() and (b == 5.0).all()
