@@ -396,7 +396,7 @@ class Planner:
             if found is None or not same_op(op, found):
                 raise self.source.error(
                     f"reduction({op}:{var}): this statement is not a '{op}' update of an "
-                    f"element of {var!r} (write {var}[k] {'+' if op == '-' else op}= value)",
+                    f"element of {var!r} (write {_element_update_text(var, op)})",
                     node)
         if other_uses:
             raise self.source.error(
@@ -551,3 +551,11 @@ def _depth(clauses) -> tuple[int, str]:
     if clauses.tile:
         return len(clauses.tile), f"tile({', '.join(map(str, clauses.tile))})"
     return clauses.collapse, f"collapse({clauses.collapse})"
+
+
+def _element_update_text(var, op) -> str:
+    """How to write an ``op`` update of an element of ``var`` (OpenACC 3.3 §2.5.15)."""
+    if op in ("and", "or", "max", "min"):
+        return f"{var}[k] = {var}[k] {op} value" if op in ("and", "or") else \
+            f"{var}[k] = {op}({var}[k], value)"
+    return f"{var}[k] {'+' if op == '-' else op}= value"

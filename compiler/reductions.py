@@ -98,7 +98,8 @@ def is_absorbing_store(stmt, var: str, op: str) -> bool:
 
 def element_update(stmt, scope):
     """``(var, op, index, value)`` when ``stmt`` updates one element of an array with a
-    reduction operator (``a[k] += v``, ``a[k] = a[k] * v``, ``a[k] = max(a[k], v)``),
+    reduction operator (``a[k] += v``, ``a[k] = a[k] * v``, ``a[k] = max(a[k], v)``,
+    ``a[k] = a[k] and v``),
     else None. The array reductions of OpenACC 3.3 §2.5.15 are made of these."""
     if isinstance(stmt, ast.AugAssign) and _is_element(stmt.target):
         op = _AUG_OPS.get(type(stmt.op))
@@ -114,6 +115,8 @@ def element_update(stmt, scope):
     operands, op = None, None
     if isinstance(value, ast.BinOp) and type(value.op) in _BIN_OPS:
         operands, op = [value.left, value.right], _BIN_OPS[type(value.op)]
+    elif isinstance(value, ast.BoolOp) and len(value.values) == 2:  # a[k] = a[k] and v
+        operands, op = list(value.values), _BOOL_OPS[type(value.op)]
     elif isinstance(value, ast.Call) and len(value.args) == 2 and not value.keywords:
         function = scope.resolve(value.func) if scope is not None else \
             {"max": max, "min": min}.get(getattr(value.func, "id", None))

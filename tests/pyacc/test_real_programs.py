@@ -23,6 +23,7 @@ Kernels are defined once at module level (each costs a Numba compile) and shared
 parametrised tests. On ``emulated`` device contents are seen through ``acc.deviceptr``.
 """
 
+import re
 import warnings
 
 import numpy as np
@@ -1059,6 +1060,20 @@ def bin_xor(keys, v, out):
         out[b] ^= v[i]
 
 
+@acc.parallel_loop(reduction="and:out")
+def bin_all(keys, v, out):
+    for i in range(keys.shape[0]):
+        b = keys[i] % out.shape[0]
+        out[b] = out[b] and v[i]
+
+
+@acc.parallel_loop(reduction="or:out")
+def bin_any(keys, v, out):
+    for i in range(keys.shape[0]):
+        b = keys[i] % out.shape[0]
+        out[b] = v[i] or out[b]
+
+
 @acc.parallel_loop(reduction="+:sums")
 def center_sums(x, labels, sums):
     for i in range(x.shape[0]):
@@ -1105,6 +1120,11 @@ ARRAY_REDUCTIONS = {
           np.array([-1, 0xFF, 0x30, 0x1F, -1], dtype=np.int64)),
     "^": (bin_xor, lambda a, b: a ^ b, lambda: (np.arange(1000, dtype=np.int64) * 37) % 256,
           np.array([0, 5, 0, 7, 1 << 12], dtype=np.int64)),
+    # (the V&V suite's parallel_loop_reduction_and_general: a[k] = a[k] and v)
+    "and": (bin_all, lambda a, b: a and b, lambda: np.arange(1000) % 97 != 3,
+            np.array([True, True, False, True, True])),
+    "or": (bin_any, lambda a, b: a or b, lambda: np.arange(1000) % 89 == 5,
+           np.array([False, True, False, False, False])),
 }
 
 
@@ -1122,8 +1142,8 @@ def test_array_reduction_histogram(device):
 
 @pytest.mark.parametrize("op", list(ARRAY_REDUCTIONS))
 def test_array_reduction_operators(device, op):
-    """§2.5.15: ``max``, ``min``, ``*``, ``|``, ``&``, ``^`` array reductions equal a plain
-    loop, the original values included once."""
+    """§2.5.15: ``max``, ``min``, ``*``, ``|``, ``&``, ``^``, ``and``, ``or`` array
+    reductions equal a plain loop, the original values included once."""
     region, combine, values, initial = ARRAY_REDUCTIONS[op]
     v = values()
     out = initial.copy()
@@ -1214,6 +1234,18 @@ def test_array_reduction_plain_store_is_compile_error():
         def stores_into_reduction_array(keys, hist):
             for i in range(keys.shape[0]):
                 hist[keys[i] % hist.shape[0]] = 1
+
+
+@pytest.mark.parametrize("op, written", [("and", "flags[k] = flags[k] and value"),
+                                         ("max", "flags[k] = max(flags[k], value)"),
+                                         ("+", "flags[k] += value")])
+def test_array_reduction_error_says_how_to_write_the_update(op, written):
+    """The message shows Python that can be written (there is no ``and=``)."""
+    with pytest.raises(acc.CompileError, match=re.escape(f"(write {written})")):
+        @acc.parallel_loop(reduction=f"{op}:flags")
+        def stores_into_reduction_array(keys, flags):
+            for i in range(keys.shape[0]):
+                flags[keys[i] % flags.shape[0]] = 1
 
 
 def test_array_reduction_wrong_operator_update_is_compile_error():
