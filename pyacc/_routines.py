@@ -7,6 +7,7 @@ device and queue, and call one runtime verb. No mapping policy lives here.
 from __future__ import annotations
 
 import sys
+import time
 
 import numpy as np
 
@@ -30,8 +31,9 @@ __all__ = [
     "memcpy_to_device", "memcpy_from_device", "memcpy_device", "refcounts",
     "present_table", "dump_present_table", "stats", "reset_stats",
     "get_num_devices", "set_device_type", "get_device_type", "set_device_num",
-    "get_device_num", "init", "shutdown", "get_property",
-    "wait", "wait_all", "wait_async", "async_test", "async_test_all",
+    "get_device_num", "init", "shutdown", "init_device", "shutdown_device", "get_property",
+    "get_property_string", "wait", "wait_all", "wait_async", "wait_any", "async_test",
+    "async_test_all",
     "get_default_async", "set_default_async", "get_cuda_stream",
     "attach", "detach",
 ]
@@ -375,6 +377,30 @@ def shutdown(device_type=None) -> None:
         runtime.device.queues.retire()  # new queues read the async crossover again (API.md §5)
 
 
+@reported
+def init_device(device_num, device_type=None) -> None:
+    """Initialise device ``device_num`` of the type and make it the thread's current
+    device (OpenACC 3.3 §3.2.7 ``acc_init_device``: it implies ``set_device_num``)."""
+    set_device_num(device_num, device_type)
+    init(device_type)
+
+
+@reported
+def shutdown_device(device_num, device_type=None) -> None:
+    """``shutdown`` of device ``device_num`` of the type only (§3.2.8
+    ``acc_shutdown_device``): its data lifetimes end and its memory is freed."""
+    device_type = canonical_type(device_type) if device_type is not None else ICVS.device_type
+    count = _devices.num_devices(device_type)
+    if isinstance(device_num, bool) or not isinstance(device_num, (int, np.integer)) or \
+            not 0 <= device_num < count:
+        raise InvalidArgumentError(f"shutdown_device: no {device_type} device {device_num!r} "
+                                   f"(the type has {count}: 0 to {count - 1})")
+    for runtime in _devices.live_runtimes(device_type):
+        if runtime.device.number == device_num:
+            runtime.shutdown()
+            runtime.device.queues.retire()
+
+
 _PROPERTIES = ("memory", "free_memory", "shared_memory_support", "name", "vendor", "driver")
 
 
@@ -383,12 +409,26 @@ def get_property(prop, device_num=None, device_type=None):
     """A property of a device (§3.2.6): ``memory``, ``free_memory`` (bytes),
     ``shared_memory_support`` (0/1), ``name``, ``vendor``, ``driver`` (strings)."""
     if prop not in _PROPERTIES:
-        raise InvalidArgumentError(f"unknown device property {prop!r}; properties are {', '.join(_PROPERTIES)}")
+        order = "; the property comes first here (C's acc_get_property(dev_num, dev_type, " \
+            "property) is pyacc.openacc.acc_get_property)" if device_type in _PROPERTIES else ""
+        raise InvalidArgumentError(f"unknown device property {prop!r}; properties are "
+                                   f"{', '.join(_PROPERTIES)}{order}")
     device_type = canonical_type(device_type) if device_type is not None else ICVS.device_type
     number = _devices.device_num_of(device_type) if device_num is None else device_num
     if not isinstance(number, (int, np.integer)) or isinstance(number, bool):
         raise InvalidArgumentError(f"device number must be an int, got {number!r}")
     return _devices.runtime_of(device_type, int(number)).device.properties()[prop]
+
+
+@reported
+def get_property_string(prop, device_num=None, device_type=None) -> str:
+    """A string property of a device (§3.2.6 ``acc_get_property_string``): ``name``,
+    ``vendor``, ``driver``."""
+    value = get_property(prop, device_num, device_type)
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"device property {prop!r} is a number: acc.get_property "
+                                   f"gives it")
+    return value
 
 
 # == async (OpenACC 3.3 §3.2.9–3.2.14) ======================================================
@@ -446,6 +486,26 @@ def async_test(q) -> bool:
     if number is None:
         return True
     return current_runtime().device.queue(number).is_idle()
+
+
+@reported
+def wait_any(queues) -> int:
+    """Block until one of ``queues`` has finished its work and return its index in the
+    list (§3.2.12 ``acc_wait_any``); ``acc.async_sync`` entries are skipped, and -1 is
+    returned when every entry is one (or the list is empty). The finished queue's error,
+    if it has one, is raised as ``acc.wait`` raises it."""
+    device = current_runtime().device
+    listed = [(index, device.queue(number)) for index, number in
+              enumerate(async_value(q) for q in queues) if number is not None]
+    delay = 1e-6
+    while listed:
+        for index, queue in listed:
+            if queue.is_idle():
+                device.queues.wait([queue])
+                return index
+        time.sleep(delay)
+        delay = min(2 * delay, 1e-3)
+    return -1
 
 
 @reported

@@ -55,7 +55,6 @@ acc_set_device_type = _r.set_device_type
 acc_get_device_type = _r.get_device_type
 acc_set_device_num = _r.set_device_num
 acc_get_device_num = _r.get_device_num
-acc_get_property = _r.get_property
 acc_init = _r.init
 acc_shutdown = _r.shutdown
 acc_get_default_async = _r.get_default_async
@@ -115,6 +114,34 @@ def acc_memcpy_from_device_async(a, d, async_arg):
 def acc_memcpy_device_async(d_dst, d_src, async_arg):
     """``memcpy_device`` on queue ``async_arg``."""
     _r.memcpy_device(d_dst, d_src, async_=async_arg)
+
+
+def acc_get_property(dev_num, dev_type, property):
+    """A device property in C's argument order (OpenACC 3.3 §3.2.6); ``acc.get_property``
+    takes the property first."""
+    return _r.get_property(property, dev_num, dev_type)
+
+
+def acc_get_property_string(dev_num, dev_type, property):
+    """A string property (``name``, ``vendor``, ``driver``) in C's argument order."""
+    return _r.get_property_string(property, dev_num, dev_type)
+
+
+def acc_init_device(dev_num, dev_type):
+    """``acc.init_device`` (OpenACC 3.3 §3.2.7)."""
+    _r.init_device(dev_num, dev_type)
+
+
+def acc_shutdown_device(dev_num, dev_type):
+    """``acc.shutdown_device`` (OpenACC 3.3 §3.2.8)."""
+    _r.shutdown_device(dev_num, dev_type)
+
+
+def acc_wait_any(count, wait_arg):
+    """The index of a queue of ``wait_arg[:count]`` that has finished (§3.2.12)."""
+    if count < 0:
+        raise _r.InvalidArgumentError(f"acc_wait_any: count must be 0 or more, got {count}")
+    return _r.wait_any(list(wait_arg)[:count])
 
 
 def acc_wait_all_async(async_arg):
