@@ -40,7 +40,7 @@ from .frontend import (MISSING, CallKind, FunctionSource, Scope, classify_call,
                        is_numeric_constant, load_function, local_names, routine_function)
 from .planner import NestPlan, LoopPlan
 from .privates import privatize
-from .reductions import NP, ReductionSlots
+from .reductions import NP, ReductionSlots, narrowed_returns
 from .templates import Renamer
 
 __all__ = ["Target", "ModuleBuilder", "FunctionRewriter", "KERNEL_NAME", "CACHE_FLAG", "RT",
@@ -419,8 +419,10 @@ class ModuleBuilder:
     def add_kernel(self, source: FunctionSource, plan: LoopPlan, *, parallel: bool):
         """Add the kernel function (named ``_acc_kernel``)."""
         fidx = self._next_index()
-        plan = None if self.serial else plan
         tree = copy.deepcopy(source.tree)
+        narrowed_returns(tree, plan.reductions() + getattr(self.clauses, "reductions", ()),
+                         self.arg_types)
+        plan = None if self.serial else plan
         aliases = privatize(tree, plan, self.clauses, self.target, self.arg_types)
         rewriter = FunctionRewriter(self, source, fidx, plan, aliases)
         self.current_source = source

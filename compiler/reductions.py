@@ -293,3 +293,31 @@ def reduction_identity(op: str, numba_type) -> str:
         return f"{ctor}({'-' if op == 'max' else ''}{NP}.inf)"
     info = np.iinfo(dtype)
     return f"{ctor}({info.min if op == 'max' else info.max})"
+
+
+def narrowed_returns(tree: ast.FunctionDef, reductions, arg_types: dict) -> None:
+    """Make each ``return`` of a reduction variable that is a parameter of a narrow
+    integer or bool type (``np.int8(10)`` passed in) give that type back, wrapped as
+    NumPy's arithmetic on it and C's variable keep it (Numba's typing widens it to int64);
+    ``tree`` is changed in place (OpenACC 3.3 §2.5.15: the variable's own type)."""
+    narrow = {}
+    for _, var in reductions:
+        numba_type = arg_types.get(var)
+        if isinstance(numba_type, (nbtypes.Integer, nbtypes.Boolean)) and \
+                getattr(numba_type, "bitwidth", 1) < 64:
+            narrow[var] = "bool_" if isinstance(numba_type, nbtypes.Boolean) else str(numba_type)
+    if not narrow:
+        return
+
+    def cast(node):
+        if isinstance(node, ast.Name) and node.id in narrow:
+            return ast.copy_location(ast.parse(f"{NP}.{narrow[node.id]}({node.id})",
+                                               mode="eval").body, node)
+        return node
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Return) and node.value is not None:
+            if isinstance(node.value, ast.Tuple):
+                node.value.elts = [cast(e) for e in node.value.elts]
+            else:
+                node.value = cast(node.value)

@@ -1628,3 +1628,24 @@ def test_a_division_by_zero_gives_numpys_result_at_any_trip_count(device, n):
     divides_by(x, 0.0)
     assert np.isinf(x).all()
     assert sums_quotients(np.ones(n), 0) == 0
+
+
+@acc.parallel_loop(reduction="+:total")
+def sum_of_pairs(a, b, total):
+    for x in range(a.shape[0]):
+        total += a[x] + b[x]
+    return total
+
+
+@pytest.mark.parametrize("dtype, start, expected", [
+    (np.int8, 10, np.int8(98)),     # 10 + 600 wraps as NumPy's and C's int8 do
+    (np.uint8, 10, np.uint8(98)),
+    (np.int16, 10, 610),
+    (np.bool_, True, True),         # the V&V suite's type_check_pt1 (_Bool)
+])
+def test_a_narrow_reduction_variable_keeps_its_type(device, dtype, start, expected):
+    """OpenACC 3.3 §2.5.15: the reduction result is of the variable's type (Numba widens
+    int8 arithmetic to int64; the returned value is wrapped back)."""
+    a = np.ones(300, dtype)
+    assert sum_of_pairs(a, a, dtype(start)) == expected
+    assert sum_of_pairs(a, a, 10) == 610  # a Python int: int64
