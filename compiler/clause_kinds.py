@@ -40,7 +40,7 @@ VALID = {
     "parallel": COMPUTE_COMMON + PRIVATE_CLAUSES + ("reduction",) + INT_CLAUSES,
     "serial": COMPUTE_COMMON + PRIVATE_CLAUSES + ("reduction",),
     "kernels": COMPUTE_COMMON + INT_CLAUSES,
-    "routine": ("gang", "worker", "vector", "seq", "nohost"),
+    "routine": ("gang", "worker", "vector", "seq", "nohost", "bind"),
     "loop": LOOP_ONLY,
 }
 VALID["parallel_loop"] = VALID["parallel"] + LOOP_ONLY

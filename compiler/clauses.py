@@ -103,6 +103,7 @@ class ComputeClauses:
     auto: bool = False
     nohost: bool = False
     zero: tuple[str, ...] = ()
+    bind: Any = None
     tile: tuple = ()
     num_gangs: int | ClauseExpr | None = None
     num_workers: int | ClauseExpr | None = None
@@ -214,9 +215,15 @@ def parse_clauses(construct: str, clause_string: str | None = None,
     return ComputeClauses(construct=construct, **values)
 
 
-def parse_loop_clauses(**keyword_clauses) -> ComputeClauses:
-    """Parse the keyword clauses of an ``acc.loop(...)`` marker (OpenACC 3.3 §2.9)."""
-    return parse_clauses("loop", **keyword_clauses)
+def parse_loop_clauses(clause_string=None, /, **keyword_clauses) -> ComputeClauses:
+    """Parse the clauses of an ``acc.loop(...)`` marker (OpenACC 3.3 §2.9): keywords and/or
+    one clause string, whose values are literals (a marker's clauses are fixed)."""
+    clauses = parse_clauses("loop", clause_string, **keyword_clauses)
+    if clauses.expressions():
+        raise CompileError(f"loop: clause values of acc.loop are literals, got "
+                           f"{', '.join(e.text for e in clauses.expressions().values())}; "
+                           f"give the count on the construct (num_gangs, vector_length)")
+    return clauses
 
 
 def _merge(values, name, value, construct, what):
@@ -271,6 +278,10 @@ def _normalise_keyword(name, value, construct):
             return _positive_int(value, "collapse")
         if name == "tile":
             return tile_sizes(value)
+        if name == "bind":  # a function, or its name in the routine's module (§2.15.1)
+            if not (callable(value) or isinstance(value, str) and value.strip().isidentifier()):
+                raise ValueError(f"expects a function or its name, got {value!r}")
+            return value.strip() if isinstance(value, str) else value
         if name in _FLAG_CLAUSES:
             if not isinstance(value, bool):
                 raise ValueError(f"expects True or False, got {value!r}")
@@ -495,6 +506,11 @@ def _string_value(name, args):
         return name, _positive_int(_literal(args.strip()), name)
     if name == "tile":
         return name, tile_sizes(args)
+    if name == "bind":  # bind(name) or bind("name"): a function of the routine's module
+        bound = args.strip().strip("\"'")
+        if not bound.isidentifier():
+            raise ArgError(f"bind takes the name of a function, got {args.strip()!r}", 0)
+        return name, bound
     if name in _INT_CLAUSES:
         return name, _count_arg(name, args)
     if name == "wait":

@@ -153,6 +153,7 @@ class FunctionRewriter(ast.NodeTransformer):
         if kind == CallKind.ATOMIC:
             return self._atomic(node, detail)
         if kind == CallKind.ROUTINE:
+            detail = detail or routine_function(self.scope.resolve(node.func))  # (bind: raises)
             name = self.builder.add_routine(detail)
             node.func = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node.func)
             node.args = [self.visit(a) for a in node.args]

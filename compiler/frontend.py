@@ -249,6 +249,11 @@ def classify_call(call: ast.Call, scope: Scope):
         return CallKind.ATOMIC, op
     if target is range:
         return CallKind.RANGE, None
+    if getattr(target, ROUTINE_ATTR, None) is not None:
+        try:
+            return CallKind.ROUTINE, routine_function(target)
+        except CompileError:  # a bind(name) defined later: resolved (or refused) when compiling
+            return CallKind.ROUTINE, None
     if routine_function(target) is not None:
         return CallKind.ROUTINE, routine_function(target)
     return CallKind.LIBRARY, target
@@ -263,11 +268,27 @@ def routine_function(obj):
     """
     info = getattr(obj, ROUTINE_ATTR, None)
     if info is not None:
-        return info.func
+        return _bound(info) if info.clauses.bind is not None else info.func
     if isinstance(obj, pytypes.FunctionType):
         if not in_library(getattr(obj, "__module__", None) or ""):
             return obj
     return None
+
+
+def _bound(info):
+    """The function a ``routine`` with ``bind`` runs on the device (OpenACC 3.3 §2.15.1): the
+    one given, or the function of that name in the routine's module."""
+    bound = info.clauses.bind
+    if isinstance(bound, str):
+        bound = info.func.__globals__.get(bound, None)
+        if bound is None:
+            raise CompileError(f"{info.where}: routine bind({info.clauses.bind}) names no "
+                               f"function of module {info.func.__module__!r}")
+    found = routine_function(bound) if bound is not info.func else info.func
+    if found is None:
+        raise CompileError(f"{info.where}: routine bind(...) must name a Python function, got "
+                           f"{bound!r}")
+    return found
 
 
 def is_numeric_constant(value) -> bool:

@@ -54,14 +54,15 @@ def on_device_value(query: str, device_type: str) -> bool:
     return query == where
 
 
-def loop(iterable, **loop_clauses):
+def loop(iterable, clause_string=None, /, **loop_clauses):
     """Mark a loop inside ``acc.parallel``/``acc.kernels`` (OpenACC 3.3 §2.9).
 
-    ``for i in loop(range(n), gang=True, reduction="+:s"):``. In plain Python it returns
-    ``iterable`` unchanged (the clauses are still checked).
+    ``for i in loop(range(n), gang=True, reduction="+:s"):``, or with the clauses as the
+    pragma writes them, ``loop(range(n), "gang vector reduction(+:s)")``. In plain Python
+    it returns ``iterable`` unchanged (the clauses are still checked).
     """
-    if loop_clauses:
-        parse_loop_clauses(**loop_clauses)
+    if loop_clauses or clause_string is not None:
+        parse_loop_clauses(clause_string, **loop_clauses)
     return iterable
 
 

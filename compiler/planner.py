@@ -256,9 +256,11 @@ class Planner:
         return self._parse_marker(call)
 
     def _parse_marker(self, call: ast.Call):
-        if len(call.args) != 1 or any(k.arg is None for k in call.keywords):
-            raise self.source.error("acc.loop takes one iterable and keyword clauses",
-                                    call)
+        text = call.args[1].value if len(call.args) == 2 and isinstance(call.args[1], ast.Constant) \
+            and isinstance(call.args[1].value, str) else None
+        if len(call.args) != 1 + (text is not None) or any(k.arg is None for k in call.keywords):
+            raise self.source.error("acc.loop takes one iterable, then keyword clauses or one "
+                                    "clause string", call)
         values = {}
         for keyword in call.keywords:
             try:
@@ -267,7 +269,7 @@ class Planner:
                 raise self.source.error(f"acc.loop clause {keyword.arg}= must be a "
                                         f"literal", keyword.value) from None
         try:
-            return parse_loop_clauses(**values)
+            return parse_loop_clauses(text, **values)
         except CompileError as exc:
             raise self.source.error(exc.reason, call) from None
 

@@ -104,3 +104,87 @@ def test_auto_loop_without_a_dependence_runs_in_parallel(device):
     auto_independent(c, d)
     np.testing.assert_array_equal(d, 2 * c)
     assert "parallel loop" in acc.explain(auto_independent)
+
+
+def device_square(v):
+    return v * v + 1000.0
+
+
+@acc.routine("seq bind(device_square)")
+def square_by_name(v):
+    return v * v
+
+
+@acc.routine(seq=True, bind=device_square)
+def square_by_function(v):
+    return v * v
+
+
+@acc.routine("seq bind(defined_after_the_kernel)")
+def square_defined_later(v):
+    return v * v
+
+
+@acc.parallel_loop
+def squares(a, b):
+    for i in range(a.shape[0]):
+        b[i] = square_by_name(a[i]) + square_by_function(a[i]) + square_defined_later(a[i])
+
+
+def defined_after_the_kernel(v):
+    return v * v + 1.0
+
+
+def test_routine_bind_runs_the_bound_function_in_kernels(device):
+    """OpenACC 3.3 §2.15.1 bind: kernels call the bound function; Python calls the
+    routine itself."""
+    a, b = np.arange(4.0), np.zeros(4)
+    squares(a, b)
+    np.testing.assert_array_equal(b, 3 * a * a + 2001.0)
+    assert square_by_name(3.0) == 9.0
+
+
+@acc.routine("seq bind(nowhere)")
+def bound_to_nothing(v):
+    return v
+
+
+@acc.parallel_loop
+def calls_bound_to_nothing(a):
+    for i in range(a.shape[0]):
+        a[i] = bound_to_nothing(a[i])
+
+
+def test_routine_bind_to_a_missing_name_is_a_compile_error(host_device):
+    with pytest.raises(CompileError, match=r"routine bind\(nowhere\) names no function"):
+        calls_bound_to_nothing(np.ones(3))
+
+
+@pytest.mark.parametrize("text", ["seq bind(1x)", "seq bind()"])
+def test_bind_takes_a_function_name(text):
+    with pytest.raises(CompileError, match="bind"):
+        parse_clauses("routine", text)
+
+
+@acc.parallel
+def loop_with_a_clause_string(a):
+    total = 0.0
+    for i in acc.loop(range(a.shape[0]), "gang vector reduction(+:total)"):
+        total += a[i]
+    return total
+
+
+def test_acc_loop_takes_the_clauses_as_the_pragma_writes_them(device):
+    assert loop_with_a_clause_string(np.arange(100.0)) == 4950.0
+    assert list(acc.loop(range(3), "seq")) == [0, 1, 2]  # plain Python
+
+
+def test_acc_loop_clause_string_values_are_literals():
+    def counted(a, n):
+        for i in acc.loop(range(a.shape[0]), "gang((n+1)/2)"):
+            a[i] = 1.0
+
+    with pytest.raises(CompileError, match="clause values of acc.loop are literals"):
+        acc.parallel(counted)
+    with pytest.raises(CompileError, match="unknown clause 'gnag'"):
+        acc.loop(range(3), "gnag")
