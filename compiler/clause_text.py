@@ -32,10 +32,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .clause_kinds import PRIVATE_CLAUSES
 from .errors import CompileError
 
 __all__ = ["ClauseExpr", "count_value", "EXPR_BUILTINS", "REDUCTION_OPS", "ArgError",
            "caret", "closing_paren", "reduction_list", "parse_expression", "Section", "tile_sizes",
+           "data_list", "names_list",
            "data_items", "split_top", "bound_value"]
 
 #: The reduction operators (OpenACC 3.3 §2.5.15); C's ``&&``/``||`` are read as and/or.
@@ -139,6 +141,72 @@ def tile_sizes(value) -> tuple:
                 raise ArgError(f"tile size {size!r}: {problem[0]}", offset + problem[1])
         sizes.append(size)
     return tuple(sizes)
+
+
+def names_list(clause, value) -> tuple:
+    """Keyword items: a list of items, or a comma/space-separated string as in a clause
+    string (blank: no names); each item a name, a member or a section, after a modifier
+    (``"zero: b"``). Returns ``(items, the names a zero: modifier zero-fills)``."""
+    if isinstance(value, str):
+        return data_list(clause, value) if value.strip() else ((), ())
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"expects parameter names (a list or a string), got "
+                        f"{type(value).__name__}")
+    items, zeroed = [], []
+    for part in value:
+        if not isinstance(part, str) or not part.strip():
+            raise ValueError(f"{part!r} is not a parameter name")
+        try:
+            found, zero = data_list(clause, part)
+        except ArgError as exc:
+            exc.source = part
+            raise
+        if len(found) != 1:
+            raise ValueError(f"{part!r} is not a parameter name (one item per list entry)")
+        items += found
+        zeroed += zero
+    return tuple(items), tuple(zeroed)
+
+
+#: the modifiers a data clause's list may start with (OpenACC 3.3 §2.7.7 ``copyin
+#: (readonly:)``, a hint; §2.7.8, 2.7.9 ``copyout(zero:)``, ``create(zero:)``)
+_MODIFIERS = {"copyin": ("readonly",), "copyout": ("zero",), "create": ("zero",)}
+_MODIFIER_RE = re.compile(r"\s*([A-Za-z_]\w*)\s*:")
+
+
+def data_list(clause, text) -> tuple:
+    """``(items, zeroed)``: the items of a data clause's list (``_name_list``) and the
+    names its ``zero:`` modifier zero-fills."""
+    match = _MODIFIER_RE.match(text)
+    if match is None:
+        return _name_list(clause, text), ()
+    allowed = _MODIFIERS.get(clause, ())
+    if match.group(1) not in allowed:
+        raise ArgError(f"{clause} takes {' or '.join(m + ':' for m in allowed) or 'no modifier'}"
+                       f", not {match.group(1)}: (OpenACC 3.3 §2.7)", match.start(1))
+    try:
+        items = _name_list(clause, text[match.end():])
+    except ArgError as exc:
+        exc.offset += match.end()
+        raise
+    return items, tuple(name for name, _ in items) if match.group(1) == "zero" else ()
+
+
+def _name_list(clause, text) -> tuple:
+    """The items of a list as C writes it (``a, b``; blanks also separate): ``(name,
+    Section or None)`` each; an empty item (``present(,)``, ``a,,b``) is an error
+    (OpenACC 3.3 §2.7: var-list; §2.7.1 sections and members)."""
+    items = data_items(text)
+    for name, section in items:
+        at = max(text.find(name.split(".")[0]), 0)
+        if section is not None and clause == "deviceptr":
+            raise ArgError(f"deviceptr takes device arrays, not sections: write "
+                           f"deviceptr({name}) (OpenACC 3.3 §2.7.4)", at)
+        if "." in name and clause in PRIVATE_CLAUSES:
+            raise ArgError(f"{clause} takes variables, not members: {name!r} is a member; "
+                           f"the members of a struct parameter are firstprivate values or "
+                           f"mapped arrays already", at)
+    return items
 
 
 def parse_expression(text):

@@ -47,8 +47,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .clause_text import (EXPR_BUILTINS, REDUCTION_OPS, ArgError, ClauseExpr,  # noqa: F401 - re-exported
-                          Section, caret, closing_paren, count_value, data_items,
-                          parse_expression, reduction_list, split_top, tile_sizes)
+                          Section, caret, closing_paren, count_value,
+                          data_list, names_list, parse_expression, reduction_list, split_top,
+                          tile_sizes)
 from .clause_kinds import ASYNC_NOVAL, DATA_CLAUSES, PRIVATE_CLAUSES, WAIT_ALL
 from .clause_rules import check_disjoint, check_exclusive, one_action_each
 from .clause_kinds import COUNT_MODIFIER as _COUNT_MODIFIER, COUNT_OF as _COUNT_OF, \
@@ -269,7 +270,7 @@ def _normalise_keyword(name, value, construct):
     """Normalise one keyword clause value; returns the value for field ``name``."""
     try:
         if name in DATA_CLAUSES + PRIVATE_CLAUSES:
-            return _names(name, value)
+            return names_list(name, value)
         if name == "reduction":
             return _reductions(value)
         if name == "default":
@@ -300,72 +301,6 @@ def _normalise_keyword(name, value, construct):
                            + caret(source, exc.offset)) from None
     except (TypeError, ValueError) as exc:
         raise CompileError(f"{construct}: bad value for {name}=: {exc}") from None
-
-
-def _names(clause, value) -> tuple:
-    """Keyword items: a list of items, or a comma/space-separated string as in a clause
-    string (blank: no names); each item a name, a member or a section, after a modifier
-    (``"zero: b"``). Returns ``(items, the names a zero: modifier zero-fills)``."""
-    if isinstance(value, str):
-        return _data_list(clause, value) if value.strip() else ((), ())
-    if not isinstance(value, (list, tuple)):
-        raise TypeError(f"expects parameter names (a list or a string), got "
-                        f"{type(value).__name__}")
-    items, zeroed = [], []
-    for part in value:
-        if not isinstance(part, str) or not part.strip():
-            raise ValueError(f"{part!r} is not a parameter name")
-        try:
-            found, zero = _data_list(clause, part)
-        except ArgError as exc:
-            exc.source = part
-            raise
-        if len(found) != 1:
-            raise ValueError(f"{part!r} is not a parameter name (one item per list entry)")
-        items += found
-        zeroed += zero
-    return tuple(items), tuple(zeroed)
-
-
-#: the modifiers a data clause's list may start with (OpenACC 3.3 §2.7.7 ``copyin
-#: (readonly:)``, a hint; §2.7.8, 2.7.9 ``copyout(zero:)``, ``create(zero:)``)
-_MODIFIERS = {"copyin": ("readonly",), "copyout": ("zero",), "create": ("zero",)}
-_MODIFIER_RE = re.compile(r"\s*([A-Za-z_]\w*)\s*:")
-
-
-def _data_list(clause, text) -> tuple:
-    """``(items, zeroed)``: the items of a data clause's list (``_name_list``) and the
-    names its ``zero:`` modifier zero-fills."""
-    match = _MODIFIER_RE.match(text)
-    if match is None:
-        return _name_list(clause, text), ()
-    allowed = _MODIFIERS.get(clause, ())
-    if match.group(1) not in allowed:
-        raise ArgError(f"{clause} takes {' or '.join(m + ':' for m in allowed) or 'no modifier'}"
-                       f", not {match.group(1)}: (OpenACC 3.3 §2.7)", match.start(1))
-    try:
-        items = _name_list(clause, text[match.end():])
-    except ArgError as exc:
-        exc.offset += match.end()
-        raise
-    return items, tuple(name for name, _ in items) if match.group(1) == "zero" else ()
-
-
-def _name_list(clause, text) -> tuple:
-    """The items of a list as C writes it (``a, b``; blanks also separate): ``(name,
-    Section or None)`` each; an empty item (``present(,)``, ``a,,b``) is an error
-    (OpenACC 3.3 §2.7: var-list; §2.7.1 sections and members)."""
-    items = data_items(text)
-    for name, section in items:
-        at = max(text.find(name.split(".")[0]), 0)
-        if section is not None and clause == "deviceptr":
-            raise ArgError(f"deviceptr takes device arrays, not sections: write "
-                           f"deviceptr({name}) (OpenACC 3.3 §2.7.4)", at)
-        if "." in name and clause in PRIVATE_CLAUSES:
-            raise ArgError(f"{clause} takes variables, not members: {name!r} is a member; "
-                           f"the members of a struct parameter are firstprivate values or "
-                           f"mapped arrays already", at)
-    return items
 
 
 def _default(value):
@@ -497,7 +432,7 @@ def _string_value(name, args):
         return name, WAIT_ALL
     _required(name, args)
     if name in DATA_CLAUSES + PRIVATE_CLAUSES:
-        return name, _data_list(name, args)
+        return name, data_list(name, args)
     if name == "reduction":
         return "reduction", tuple(reduction_list(args))
     if name == "default":
