@@ -26,10 +26,14 @@ __all__ = ["set_memcheck", "memcheck_enabled", "MemoryFinding", "GuardedMemory",
 GUARD = 256  # one allocation unit (emulated.ALIGNMENT)
 
 
-GUARD_BYTE = 0xFB
-
-
-POISON_BYTE = 0xFD
+#: the byte of guard zones and tail zones, and of freed blocks (poisoned): read as an
+#: element of any kernel dtype they are ordinary numbers (0x4141… is 12.1 as float32,
+#: 2.3e6 as float64; 0x3D3D… 0.046 and 1.0e-13), so an out-of-bounds read-modify-write
+#: (``a[n] += 1``, an atomic add) changes their bytes and is found (0xFB… read as a
+#: float64 was -1.7e289, which absorbed any addition); and rarely a byte of the values
+#: programs write, whose written bytes are told by their difference from it
+GUARD_BYTE = 0x41
+POISON_BYTE = 0x3D
 
 
 #: bytes of freed blocks kept poisoned (out of the allocator) before they are reused

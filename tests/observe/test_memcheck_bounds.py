@@ -94,6 +94,31 @@ def test_a_write_past_a_guarded_block_is_found_at_the_kernels_end(emulated, dtyp
     _assert_names_the_write(raised.value, "a", a.nbytes, a.itemsize)
 
 
+@acc.parallel_loop
+def add_one_past(a):
+    """a[i + 1] += 2: the last update reads and writes one element past the end."""
+    for i in range(a.shape[0]):
+        a[i + 1] += 2
+
+
+@acc.parallel_loop
+def atomic_add_one_past(a):
+    for i in range(a.shape[0]):
+        acc.atomic.add(a, i + 1, 2)
+
+
+@pytest.mark.parametrize("region", [add_one_past, atomic_add_one_past])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32], ids=lambda d: np.dtype(d).name)
+def test_a_read_modify_write_past_a_block_is_found(emulated, dtype, region):
+    """The guard bytes read as an ordinary number of every dtype (``GUARD_BYTE``): adding
+    to it changes them (0xFB… read as a float64 was -1.7e289, which absorbed the add)."""
+    a = np.zeros(24, dtype)
+    with check("memory"):
+        with pytest.raises(acc.MemoryCheckError, match="out of bounds"):
+            with acc.data(copy=[a]):
+                region(a)
+
+
 @pytest.mark.parametrize("nbytes", [16, 256, 2048, 4096])
 @pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.complex128], ids=lambda d: np.dtype(d).name)
 def test_a_write_past_a_block_freed_before_the_check_point_is_still_found(emulated, dtype, nbytes):
