@@ -70,6 +70,9 @@ def _cuda_lines(info) -> list[str]:
 
 
 def _loop_text(note) -> str:
+    if note.within:
+        return (f"inner loop{' (' + note.schedule + ')' if note.schedule else ''}: each "
+                f"iteration of the parallel loop at line {note.within} runs it on its thread")
     if not note.parallel:
         return f"sequential loop: {note.reason}"
     parts = ["parallel loop"]
@@ -125,7 +128,7 @@ def warn_sequential(info, notes) -> None:
     if info.clauses.construct not in _KERNELS:
         return
     for note in notes:
-        if not note.parallel and note.reason != "seq clause":
+        if not note.parallel and note.reason != "seq clause" and not note.within:
             warnings.warn_explicit(
                 PerformanceWarning(
                     f"{info.name}: the kernels loop at line {note.line} runs sequentially: "

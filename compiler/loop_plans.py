@@ -77,6 +77,8 @@ class LoopNote:
         conditions: Run-time conditions (source, each ``expr >= 0``) under which the
             dependence test proved the loop parallel; when one fails at a call, the
             loop runs sequentially.
+        within: For a marked loop inside a parallel nest: the line of the nest, whose
+            every iteration runs it (0: not inside one).
     """
 
     line: int
@@ -91,6 +93,7 @@ class LoopNote:
     interchange: bool = False
     conditions: tuple = ()
     serial_below: int = 0
+    within: int = 0
 
 
 @dataclass

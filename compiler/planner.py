@@ -167,6 +167,12 @@ class Planner:
             reductions=reductions, implicit=tuple(v for _, v in reductions if v not in named),
             private=private + firstprivate, construct=self.clauses.construct,
             conditions=tuple(conditions)))
+        for inner in (n for s in levels[-1].body for n in ast.walk(s) if isinstance(n, ast.For)):
+            inner_marker = self._marker_clauses(inner)
+            if inner_marker is not None:  # (feedback: each iteration runs it as written)
+                self.result.notes.append(LoopNote(
+                    inner.lineno, False, schedule=self._schedule(inner_marker),
+                    construct=self.clauses.construct, within=levels[0].lineno))
 
     def _schedule(self, marker) -> str:
         """The gang/worker/vector clauses of a loop, as written (for the notes)."""
