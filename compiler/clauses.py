@@ -438,6 +438,9 @@ def _string_value(name, args):
     if name == "default":
         return name, _default(args.strip())
     if name == "collapse":  # the loop structure: a literal (OpenACC 3.3 §2.9.1)
+        if re.match(r"\s*force\s*:", args):
+            raise ArgError("collapse(force:n) is not supported: make the loops tightly nested "
+                           "(move the code between them into the innermost loop)", 0)
         return name, _positive_int(_literal(args.strip()), name)
     if name == "tile":
         return name, tile_sizes(args)
@@ -482,6 +485,9 @@ def _count_arg(clause, text):
     """A count: a positive literal, a name-free expression folded by
     :func:`count_value`, or a :class:`ClauseExpr` of the parameters."""
     kind, value = _value_arg(text)
+    if kind == "literal" and isinstance(value, tuple):  # num_gangs(n, m): OpenACC 3.3 §2.5.10
+        raise ArgError(f"{clause} takes one count here: gangs of several dimensions "
+                       f"(num_gangs(n, m), gang(dim:k)) are not supported", 0)
     try:
         if kind == "literal":
             return _positive_int(value, clause)

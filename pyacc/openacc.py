@@ -10,8 +10,6 @@ aliases of ``acc_copyin`` / ``acc_create``, as every copyin is present-or since 
 
 from __future__ import annotations
 
-import functools
-
 from pyacc.compiler.markers import on_device
 
 from . import _routines as _r
@@ -68,21 +66,27 @@ acc_detach = _r.detach
 
 
 def _async_form(routine, **fixed):
-    @functools.wraps(routine)
     def with_queue(a, async_arg):
         return routine(a, async_=async_arg, **fixed)
 
-    with_queue.__doc__ = f"``{routine.__name__}`` on queue ``async_arg``."
-    return with_queue
+    return _named(with_queue, routine, "_finalize_async" if fixed else "_async",
+                  f"``{routine.__name__}`` on queue ``async_arg``"
+                  + (" with ``finalize=True``." if fixed else "."))
 
 
 def _finalize_form(routine):
-    @functools.wraps(routine)
     def finalized(a, *, async_=None):
         return routine(a, finalize=True, async_=async_)
 
-    finalized.__doc__ = f"``{routine.__name__}`` with ``finalize=True``."
-    return finalized
+    return _named(finalized, routine, "_finalize", f"``{routine.__name__}`` with ``finalize=True``.")
+
+
+def _named(form, routine, suffix: str, doc: str):
+    """``form`` named as C names it (``acc_copyin_async``), with its own signature (not
+    ``routine``'s, as ``functools.wraps`` would have ``help`` show)."""
+    form.__name__ = form.__qualname__ = f"acc_{routine.__name__}{suffix}"
+    form.__module__, form.__doc__ = __name__, doc
+    return form
 
 
 acc_copyin_async = _async_form(_r.copyin)

@@ -188,3 +188,21 @@ def test_acc_loop_clause_string_values_are_literals():
         acc.parallel(counted)
     with pytest.raises(CompileError, match="unknown clause 'gnag'"):
         acc.loop(range(3), "gnag")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("num_gangs(2, 2)", "num_gangs takes one count here: gangs of several dimensions"),
+    ("collapse(force:2)", r"collapse\(force:n\) is not supported: make the loops tightly"),
+])
+def test_unsupported_forms_of_supported_clauses_say_so(text, message):
+    with pytest.raises(CompileError, match=message):
+        parse_clauses("parallel_loop", text)
+
+
+def test_async_forms_have_their_own_names_and_signatures():
+    import inspect
+
+    from pyacc import openacc
+    assert openacc.acc_copyin_async.__name__ == "acc_copyin_async"
+    assert str(inspect.signature(openacc.acc_copyin_async)) == "(a, async_arg)"
+    assert str(inspect.signature(openacc.acc_delete_finalize)) == "(a, *, async_=None)"
