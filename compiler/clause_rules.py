@@ -2,8 +2,8 @@
 2.15.1), applied to the parsed values before a ``ComputeClauses`` is made.
 
 Owns ``one_action_each`` (a variable in several data clauses gets the one clause that
-does what they do together), ``check_disjoint`` (a private or reduction variable takes no
-other clause) and ``check_exclusive`` (seq/independent/auto, tile/collapse, a routine's
+does what they do together), ``check_disjoint`` (a private variable takes no other
+clause; a reduction variable no private one) and ``check_exclusive`` (seq/independent/auto, tile/collapse, a routine's
 one level of parallelism).
 
 Invariants: each rule reads and may rewrite only the ``values`` dict of ``parse_clauses``
@@ -64,9 +64,10 @@ def check_disjoint(construct, values):
     for var in rvars:
         if rvars.count(var) > 1:
             raise CompileError(f"{construct}: reduction variable {var!r} given twice")
-        if var in seen:
+        if seen.get(var) in PRIVATE_CLAUSES:  # (a data clause may name it too: §2.6.2)
             raise CompileError(f"{construct}: reduction variable {var!r} also appears in "
-                               f"{seen[var]}")
+                               f"{seen[var]}; a reduction variable is private to each "
+                               f"thread already (OpenACC 3.3 §2.5.15)")
 
 
 def check_exclusive(construct, values):

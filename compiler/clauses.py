@@ -383,6 +383,9 @@ def _parse_string(construct, text):
                                f"name" + caret(text, pos))
         word, start = match.group(1), match.start(1)
         pos = match.end()
+        blanks = len(text[pos:]) - len(text[pos:].lstrip(" \t"))
+        if text[pos + blanks:pos + blanks + 1] == "(":  # C writes copyin (a) too
+            pos += blanks
         args = args_at = None
         if pos < len(text) and text[pos] == "(":
             close = _matching_paren(text, pos, construct)

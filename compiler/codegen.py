@@ -149,7 +149,11 @@ class FunctionRewriter(ast.NodeTransformer):
         if kind == CallKind.LOOP:
             return self.visit(node.args[0])
         if kind == CallKind.ON_DEVICE:
-            return ast.copy_location(ast.Constant(self._on_device(node)), node)
+            return ast.copy_location(ast.Constant(self._on_device(node, detail)), node)
+        if kind == CallKind.HOST:
+            raise self.source.error(f"{ast.unparse(node.func)} is a routine of the host runtime "
+                                    "and cannot run in a kernel: call it before the region and "
+                                    "pass its value as an argument", node)
         if kind == CallKind.ATOMIC:
             return self._atomic(node, detail)
         if kind == CallKind.ROUTINE:
@@ -163,7 +167,9 @@ class FunctionRewriter(ast.NodeTransformer):
             interchange.mark_pure(node, detail)
         return self.generic_visit(node)
 
-    def _on_device(self, node):
+    def _on_device(self, node, query=None):
+        if query is not None and not (node.args or node.keywords):  # omp.is_initial_device()
+            return markers.on_device_value(query, self.builder.device_type)
         if len(node.args) != 1 or node.keywords:
             raise self.source.error("acc.on_device takes one device type", node)
         try:

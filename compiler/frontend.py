@@ -34,6 +34,9 @@ RESERVED_PREFIX = "_acc_"
 
 #: Attribute name under which ``mark_routine`` stores a routine's KernelInfo.
 ROUTINE_ATTR = "__acc_routine__"
+#: set on a host function whose value in kernels is ``acc.on_device(<the attribute>)``
+#: (``omp.is_initial_device``: ``"host"``; OpenMP 5.2 §18.7.6)
+ON_DEVICE_ATTR = "__acc_on_device__"
 
 #: Packages whose functions Numba compiles itself (never implicit routines).
 LIBRARY_MODULES = frozenset({"numpy", "math", "cmath", "numba", "operator", "random",
@@ -223,6 +226,7 @@ class CallKind:
     RANGE = "range"
     LIBRARY = "library"          # numpy, math, builtins, Numba dispatchers ...
     METHOD = "method"            # x.method(...) on a local value
+    HOST = "host"                # a routine of pyacc's host runtime (acc.copyin ...)
     UNKNOWN = "unknown"          # not resolvable yet
 
 
@@ -244,6 +248,10 @@ def classify_call(call: ast.Call, scope: Scope):
         return CallKind.LOOP, None
     if target is markers.on_device:
         return CallKind.ON_DEVICE, None
+    if getattr(target, ON_DEVICE_ATTR, None) is not None:  # omp.is_initial_device: on "host"
+        return CallKind.ON_DEVICE, getattr(target, ON_DEVICE_ATTR)
+    if _of_host_runtime(target):
+        return CallKind.HOST, target
     op = markers.ATOMIC_OPS.get(id(target))
     if op is not None and getattr(markers.atomic, op) is target:
         return CallKind.ATOMIC, op
@@ -257,6 +265,14 @@ def classify_call(call: ast.Call, scope: Scope):
     if routine_function(target) is not None:
         return CallKind.ROUTINE, routine_function(target)
     return CallKind.LIBRARY, target
+
+
+def _of_host_runtime(obj) -> bool:
+    """A function of pyacc's runtime (``acc.copyin``, ``omp.get_device_num`` ...): host
+    code, never a routine; the compiler's own (markers, atomics) are kernel code."""
+    module = getattr(obj, "__module__", None) or ""
+    return callable(obj) and (module == "pyacc" or module.startswith("pyacc.")) and \
+        not module.startswith("pyacc.compiler") and getattr(obj, ROUTINE_ATTR, None) is None
 
 
 def routine_function(obj):

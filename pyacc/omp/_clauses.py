@@ -79,9 +79,11 @@ def _parse_string(result: OmpClauses, text: str, error) -> None:
             raise _error(error, f"omp {_spell(construct)}: malformed clause string: expected a "
                                 f"clause name" + caret(text, pos))
         word, start = match.group(), match.start()
-        pos = match.end()
+        pos = after = match.end()
         while pos < len(text) and text[pos] in " \t":
             pos += 1
+        if pos >= len(text) or text[pos] != "(":  # a clause without arguments: the next one
+            pos = after                               # follows ("nowait map(to: a)")
         args = args_at = None
         if pos < len(text) and text[pos] == "(":
             close = _matching_paren(text, pos, construct, error)
@@ -155,7 +157,7 @@ def _apply(result: OmpClauses, word: str, args: str | None) -> None:
         return
     _required(word, args)
     if word == "map":
-        spec, items = _map_arg(args)
+        spec, items = _map_arg(args, result.construct)
         result.maps += [(name, spec) for name in items]
     elif word in ("to", "from"):
         present, names = _motion_arg(args)
@@ -247,11 +249,16 @@ def _split_colon(text: str):
     return None, 0, text, 0
 
 
-def _map_arg(args: str):
-    """``[modifier[,] ...] type: list`` or just ``list`` (type tofrom)."""
+#: the map type of a ``map`` clause written without one (OpenMP 5.2 §5.8.3: ``tofrom``;
+#: on ``target enter data`` it means ``to``, on ``target exit data`` ``from``)
+_UNTYPED_MAP = {"target_enter_data": "to", "target_exit_data": "from"}
+
+
+def _map_arg(args: str, construct: str = ""):
+    """``[modifier[,] ...] type: list`` or just ``list`` (type: ``_UNTYPED_MAP``)."""
     head, _, tail, tail_at = _split_colon(args)
     if head is None:
-        return MapSpec("tofrom"), _names(args)
+        return MapSpec(_UNTYPED_MAP.get(construct, "tofrom")), _names(args)
     words = [(m.group(), m.start()) for m in re.finditer(r"[^\s,]+", head)]
     if not words:
         raise _Bad("missing map type before ':' (to, from, tofrom, alloc, release, delete)", 0)

@@ -131,8 +131,12 @@ def get_device_num() -> int:
 
 
 def is_initial_device() -> bool:
-    """``omp_is_initial_device``: True in host code (always, outside kernels)."""
+    """``omp_is_initial_device``: True in host code (always, outside kernels); in a
+    kernel, whether it runs on the host (``acc.on_device("host")``, OpenMP 5.2 §18.7.6)."""
     return True
+
+
+is_initial_device.__acc_on_device__ = "host"  # (compiler.frontend.ON_DEVICE_ATTR)
 
 
 def get_default_device() -> int:

@@ -1,0 +1,76 @@
+"""OpenMP spellings found by porting the SOLLVE V&V suite: ``omp.is_initial_device()``
+inside a target region (OpenMP 5.2 §18.7.6), host routines refused in kernels, clauses
+without arguments followed by others in clause strings, a reduction item also mapped, and
+``map(A)`` without a map type on enter/exit data (§5.8.3)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+from pyacc import omp
+
+
+@pytest.fixture(params=["host", "emulated"])
+def device(request):
+    acc.shutdown(request.param)
+    acc.set_device_type(request.param)
+    yield request.param
+    acc.shutdown(request.param)
+
+
+@omp.target("map(tofrom: x)")
+def where_it_runs(x):
+    x[0] = 1 if omp.is_initial_device() else 0
+    x[1] = 1 if acc.on_device("host") else 0
+
+
+def test_is_initial_device_in_a_target_region_is_false_off_the_host(device):
+    x = np.full(2, -1)
+    where_it_runs(x)
+    expected = 1 if device == "host" else 0
+    assert list(x) == [expected, expected]
+    assert omp.is_initial_device()  # host code
+
+
+@omp.target("map(tofrom: x)")
+def asks_its_device_number(x):
+    x[0] = omp.get_device_num()
+
+
+def test_a_host_runtime_routine_in_a_kernel_is_a_compile_error_at_its_line(device):
+    with pytest.raises(acc.CompileError, match=r"omp.get_device_num is a routine of the host "
+                                                r"runtime .* pass its value as an argument"):
+        asks_its_device_number(np.zeros(1))
+
+
+def test_a_clause_without_arguments_may_come_first():
+    @omp.target_teams_distribute_parallel_for("nowait map(tofrom: a) nowait")
+    def twice(a):
+        for i in range(a.shape[0]):
+            a[i] *= 2
+
+    a = np.ones(8)
+    twice(a)
+    omp.taskwait()
+    assert (a == 2).all()
+
+
+@omp.target_teams_distribute_parallel_for("map(to: a) map(tofrom: total) reduction(+: total)")
+def mapped_reduction(a, total):
+    for i in range(a.shape[0]):
+        total += a[i]
+    return total
+
+
+def test_a_reduction_item_may_also_be_mapped(device):
+    assert mapped_reduction(np.arange(1024), 0) == 523776
+
+
+def test_map_without_a_type_is_to_on_enter_data_and_from_on_exit_data(device):
+    a = np.arange(16.0)
+    omp.target_enter_data("map(a)")
+    assert omp.target_is_present(a)
+    omp.target_exit_data("map(a)")
+    if device != "host":
+        assert not omp.target_is_present(a)
