@@ -32,8 +32,11 @@ from .._compute import explain
 from ._compute import (
     declare_target,
     target,
+    target_parallel,
     target_parallel_for,
     target_parallel_loop,
+    target_teams,
+    target_teams_distribute,
     target_teams_distribute_parallel_for,
     target_teams_distribute_parallel_for_simd,
     target_teams_loop,
@@ -64,14 +67,16 @@ from ._routines import (
 
 #: loop markers inside ``@omp.target`` (the very object ``acc.loop`` is: the compiler
 #: recognises it by identity): ``for i in omp.loop(range(n)):``
-distribute_parallel_for = parallel_for = teams_distribute_parallel_for = loop
+distribute_parallel_for = parallel_for = teams_distribute_parallel_for = distribute = loop
 
 _sync_offload_environment()  # OMP_TARGET_OFFLOAD, when PYACC_OFFLOAD is unset
 
 __all__ = [
     "target", "target_teams_distribute_parallel_for", "target_teams_distribute_parallel_for_simd",
     "target_parallel_for", "target_teams_loop", "target_parallel_loop", "declare_target",
+    "target_teams_distribute", "target_teams", "target_parallel",
     "loop", "distribute_parallel_for", "parallel_for", "teams_distribute_parallel_for",
+    "distribute",
     "atomic", "explain",
     "target_data", "target_enter_data", "target_exit_data", "target_update", "taskwait",
     "get_num_devices", "get_initial_device", "get_default_device", "set_default_device",

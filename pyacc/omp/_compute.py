@@ -15,7 +15,9 @@ OpenACC one, so even the kernel cache is shared):
 OpenMP                                     OpenACC (pyacc)
 =========================================  ===================================
 target teams distribute parallel for ...   parallel loop
+(also target teams distribute)
 target (+ omp.loop markers)                parallel (+ acc.loop markers)
+(also target teams, target parallel)
 map(to:) / map(from:) / map(tofrom:)       copyin / copyout / copy
 map(alloc:)                                create
 map(present, ...:)                         present
@@ -59,7 +61,7 @@ from ._names import ConstructName
 __all__ = [
     "target", "target_teams_distribute_parallel_for", "target_teams_distribute_parallel_for_simd",
     "target_parallel_for", "target_teams_loop", "target_parallel_loop", "declare_target",
-    "TargetRegion",
+    "target_teams_distribute", "target_teams", "target_parallel", "TargetRegion",
 ]
 
 #: OpenMP construct → the pyacc construct it compiles as
@@ -70,6 +72,9 @@ _ACC_CONSTRUCT = {
     "target_parallel_for": "parallel_loop",
     "target_teams_loop": "parallel_loop",
     "target_parallel_loop": "parallel_loop",
+    "target_teams_distribute": "parallel_loop",
+    "target_teams": "parallel",  # (their loops marked omp.loop, as target's)
+    "target_parallel": "parallel",
 }
 
 _ACC_KIND = {"to": "copyin", "from": "copyout", "tofrom": "copy", "alloc": "create"}
@@ -279,6 +284,9 @@ target_teams_distribute_parallel_for_simd = _decorator("target_teams_distribute_
 target_parallel_for = _decorator("target_parallel_for")
 target_teams_loop = _decorator("target_teams_loop")
 target_parallel_loop = _decorator("target_parallel_loop")
+target_teams_distribute = _decorator("target_teams_distribute")
+target_teams = _decorator("target_teams")
+target_parallel = _decorator("target_parallel")
 
 
 def declare_target(function=None, clause_string=None, /, **clauses):

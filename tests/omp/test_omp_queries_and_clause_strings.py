@@ -74,3 +74,30 @@ def test_map_without_a_type_is_to_on_enter_data_and_from_on_exit_data(device):
     omp.target_exit_data("map(a)")
     if device != "host":
         assert not omp.target_is_present(a)
+
+
+@omp.target_teams_distribute("map(tofrom: a) num_teams(4)")
+def teams_distribute(a):
+    for i in range(a.shape[0]):
+        a[i] += 1
+
+
+@omp.target_teams("map(tofrom: a)")
+def teams_with_a_distribute_loop(a):
+    for i in omp.distribute(range(a.shape[0])):
+        a[i] += 1
+
+
+@omp.target_parallel(map_tofrom="a")
+def parallel_with_a_for_loop(a):
+    for i in omp.parallel_for(range(a.shape[0])):
+        a[i] += 1
+
+
+def test_target_teams_distribute_target_teams_and_target_parallel(device):
+    """OpenMP 5.2 §17 combined constructs: the same parallel loop, the same region."""
+    a = np.zeros(100)
+    teams_distribute(a)
+    teams_with_a_distribute_loop(a)
+    parallel_with_a_for_loop(a)
+    assert (a == 3).all()
