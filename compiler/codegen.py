@@ -39,7 +39,7 @@ from .atomics import INTRINSICS
 from .frontend import (MISSING, CallKind, FunctionSource, Scope, classify_call,
                        is_numeric_constant, load_function, local_names, routine_function)
 from .planner import NestPlan, LoopPlan
-from .privates import privatize
+from .privates import NestCopies, privatize
 from .reductions import NP, ReductionSlots, narrowed_returns
 from .templates import Renamer
 
@@ -132,13 +132,13 @@ class FunctionRewriter(ast.NodeTransformer):
     """
 
     def __init__(self, builder: "ModuleBuilder", source: FunctionSource, fidx: int,
-                 plan: LoopPlan | None, aliases: dict | None = None):
+                 plan: LoopPlan | None, copies: NestCopies | None = None):
         self.builder = builder
         self.source = source
         self.scope = Scope(source.func, local_names(source.tree))
         self.fidx = fidx
         self.plan = plan
-        self.aliases = aliases or {}  # nest key -> private names beyond its own (privates)
+        self.copies = copies or NestCopies({}, frozenset())  # a nest's copies (privates)
         self.nest_count = 0
         self.in_nest = False
 
@@ -249,9 +249,9 @@ class FunctionRewriter(ast.NodeTransformer):
         levels = [node]
         while len(levels) < len(nest.levels):
             levels.append(levels[-1].body[0])
-        nest = NestPlan(tuple(levels), True, nest.reductions,
-                        nest.private + tuple(self.aliases.get(nest.key, ())),
-                        nest.firstprivate, array_reductions=nest.array_reductions,
+        private, firstprivate = self.copies.of(nest)
+        nest = NestPlan(tuple(levels), True, nest.reductions, private,
+                        firstprivate, array_reductions=nest.array_reductions,
                         conditions=nest.conditions)
         self.in_nest = True
         try:
@@ -430,8 +430,8 @@ class ModuleBuilder:
         narrowed_returns(tree, plan.reductions() + getattr(self.clauses, "reductions", ()),
                          self.arg_types)
         plan = None if self.serial else plan
-        aliases = privatize(tree, plan, self.clauses, self.target, self.arg_types)
-        rewriter = FunctionRewriter(self, source, fidx, plan, aliases)
+        copies = privatize(tree, plan, self.clauses, self.target, self.arg_types)
+        rewriter = FunctionRewriter(self, source, fidx, plan, copies)
         self.current_source = source
         tree = rewriter.visit(tree)
         tree = self.target.finish_kernel(tree, source)

@@ -449,7 +449,7 @@ def firstprivate_copy(value):
     if copy is value:
         return value
     if hasattr(copy, "copy_to_device"):  # the compiler's own device array (the simulator's)
-        copy.copy_to_device(value)
+        copy.copy_to_device(_simulated_argument(value) if SIMULATED else value)
     else:
         copy[...] = value  # CuPy: a copy on the device, on the current stream
     return copy

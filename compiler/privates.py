@@ -10,7 +10,8 @@ kernel is rewritten (``codegen.ModuleBuilder.add_kernel``), on its copy of the t
   that the region uses outside its parallel nests is rebound at the top of the function
   to the region's own copy (``x = <copy of x>``): the code of a ``serial`` region and the
   code around a ``parallel`` region's loops never touch the original (a nest then copies
-  the region's copy, as a gang's loop works on the gang's copy);
+  the region's copy with its values, ``NestCopies.seeded``: what the code before the loop
+  stored is what the loop reads, as a gang's loop reads the gang's copy);
 * a loop's ``private`` array parameter (``acc.loop(..., private="t")``) on a loop that
   runs as written: the loop's body names a copy made at the top of the function;
 * the same on a loop inside a parallel nest (an inner ``acc.loop``, which runs as written
@@ -29,48 +30,65 @@ Invariants:
 from __future__ import annotations
 
 import ast
+from typing import NamedTuple
 
 from .access import SHAPE_ATTRS
 from .templates import Renamer
 
-__all__ = ["privatize"]
+__all__ = ["privatize", "NestCopies"]
 
 _PRIVATE_CONSTRUCTS = ("serial", "parallel", "parallel_loop")
 
 
-def privatize(tree: ast.FunctionDef, plan, clauses, target, arg_types: dict) -> dict:
+class NestCopies(NamedTuple):
+    """What ``privatize`` tells the rewrite of each nest: ``aliases``, ``{nest key:
+    names}`` it privatises beyond its own; ``seeded``, the region's copies, which a nest
+    copies with their values (``firstprivate``): the code before the loop may have set
+    them, as a gang's redundant code sets the gang's copy that its loop then uses."""
+
+    aliases: dict
+    seeded: frozenset
+
+    def of(self, nest) -> tuple[tuple, tuple]:
+        """``(private, firstprivate)`` names of ``nest`` as its target copies them."""
+        private = tuple(n for n in nest.private if n not in self.seeded)
+        seeded = tuple(n for n in nest.private if n in self.seeded)
+        return (private + tuple(self.aliases.get(nest.key, ())),
+                tuple(dict.fromkeys(nest.firstprivate + seeded)))
+
+
+def privatize(tree: ast.FunctionDef, plan, clauses, target, arg_types: dict) -> NestCopies:
     """Make the copies of the module docstring in ``tree`` (changed in place). ``plan``:
-    the nests the rewrite makes parallel (None: none); returns ``{nest key: aliases}``,
-    the names each nest privatises beyond its own."""
+    the nests the rewrite makes parallel (None: none)."""
     nests = plan.nests if plan is not None else {}
     loop_private = plan.loop_private if plan is not None else {}
     params = [a.arg for a in tree.args.args]
     arrays = {n for n in params if getattr(arg_types.get(n), "ndim", 0)}
-    top = _region_copies(tree, nests, clauses, target, arrays)
+    top, seeded = _region_copies(tree, nests, clauses, target, arrays)
     found = _Loops(nests, loop_private, arrays, target, arg_types)
     for stmt in tree.body:
         found.visit(stmt, None, 0)
     tree.body[:0] = [ast.copy_location(ast.parse(line).body[0], tree.body[0])
                      for line in top + found.top]
-    return found.aliases
+    return NestCopies(found.aliases, frozenset(seeded))
 
 
-def _region_copies(tree, nests, clauses, target, arrays) -> list[str]:
+def _region_copies(tree, nests, clauses, target, arrays) -> tuple[list[str], list[str]]:
     """``x = <copy>`` for the construct's private/firstprivate arrays used outside its
-    nests."""
+    nests, and those names."""
     if clauses is None or clauses.construct not in _PRIVATE_CONSTRUCTS:
-        return []
+        return [], []
     spans = [(n.levels[0].lineno, n.levels[0].end_lineno) for n in nests.values()]
     sizes = {id(node.value) for node in ast.walk(tree)  # x.shape needs no copy of x
              if isinstance(node, ast.Attribute) and node.attr in SHAPE_ATTRS}
     used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)
             and id(node) not in sizes
             and not any(first <= node.lineno <= last for first, last in spans)}
-    lines = []
-    for names, first in ((clauses.private, False), (clauses.firstprivate, True)):
-        lines += [f"{n} = {target.private_copy(n, first)}" for n in names
-                  if n in arrays and n in used]
-    return lines
+    copied = [(n, first) for names, first in ((clauses.private, False),
+                                              (clauses.firstprivate, True))
+              for n in names if n in arrays and n in used]
+    return [f"{n} = {target.private_copy(n, first)}" for n, first in copied], \
+        [n for n, _ in copied]
 
 
 class _Loops:

@@ -768,3 +768,28 @@ def test_zero_modifier_fills_new_device_memory_on_the_stream():
         accumulates(b, c, async_=1)
     acc.wait(1)
     assert (c == 0.0).all() and (b == 5.0).all()
+
+
+@acc.parallel(firstprivate="c")
+def firstprivate_set_before_the_loop(c, d):
+    c[0] = 5.0
+    for x in acc.loop(range(d.shape[0])):
+        d[x] = c[x]
+
+
+@acc.parallel(private="c")
+def private_set_before_the_loop(c, d):
+    for y in range(c.shape[0]):
+        c[y] = 5.0
+    for x in acc.loop(range(d.shape[0])):
+        d[x] = c[x]
+
+
+def test_region_copies_of_private_arrays_are_device_copies():
+    """OpenACC 3.3 §2.5.13-14: the region's copy is made on the device
+    (``cuda_runtime.firstprivate_copy``), its values seed the loop's rows."""
+    c, d = np.full(4, 7.0), np.zeros(4)
+    firstprivate_set_before_the_loop(c, d)
+    assert list(d) == [5.0, 7.0, 7.0, 7.0] and list(c) == [7.0] * 4
+    private_set_before_the_loop(c, d)
+    assert list(d) == [5.0] * 4 and list(c) == [7.0] * 4

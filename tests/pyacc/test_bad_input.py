@@ -687,7 +687,7 @@ def test_set_device_num_error_leaves_table_alone(emulated):
     "call",
     [
         lambda a: acc.data(copyinn=[a]).__enter__(),
-        lambda a: acc.data(copy=[a], pcopy=[a]).__enter__(),
+        lambda a: acc.data(copy=[a], pcopyinn=[a]).__enter__(),  # (pcopy is copy's alias)
         lambda a: acc.enter_data(copy=[a]),
         lambda a: acc.enter_data(copyin=[a], delete=[a]),
         lambda a: acc.exit_data(copyin=[a]),
@@ -696,7 +696,7 @@ def test_set_device_num_error_leaves_table_alone(emulated):
         lambda a: acc.update(devices=[a]),
         lambda a: acc.host_data(use_devices=[a]).__enter__(),
     ],
-    ids=["data_copyinn", "data_pcopy", "enter_copy", "enter_delete", "exit_copyin",
+    ids=["data_copyinn", "data_pcopyinn", "enter_copy", "enter_delete", "exit_copyin",
          "exit_create", "update_copy", "update_devices", "host_data_use_devices"],
 )
 def test_unknown_clause_keywords(emulated, call):

@@ -131,3 +131,29 @@ def test_private_array_that_is_present_is_not_written(separate_memory):
         tmp[:] = 0.0
         acc.update_self(tmp)
     assert list(tmp) == [7.0] * 4
+
+
+@acc.parallel(private="c")
+def private_set_before_the_loop(c, d):
+    for y in range(c.shape[0]):
+        c[y] = 5.0 + y
+    for x in acc.loop(range(d.shape[0])):
+        d[x] = c[x % c.shape[0]]
+
+
+@acc.parallel(firstprivate="c")
+def firstprivate_set_before_the_loop(c, d):
+    c[0] = 5.0
+    for x in acc.loop(range(d.shape[0])):
+        d[x] = c[x % c.shape[0]]
+
+
+def test_what_the_region_stores_in_its_private_copy_is_what_its_loop_reads(device):
+    """OpenACC 3.3 §2.5.13: one copy per gang; the gang's loop reads what the gang's
+    redundant code stored in it (each chunk's copy starts from the region's)."""
+    c, d = np.full(4, 7.0), np.zeros(1000)
+    private_set_before_the_loop(c, d)
+    assert list(d[:4]) == [5.0, 6.0, 7.0, 8.0] and (d[4:8] == d[:4]).all()
+    assert list(c) == [7.0] * 4
+    firstprivate_set_before_the_loop(c, d)
+    assert list(d[:4]) == [5.0, 7.0, 7.0, 7.0] and list(c) == [7.0] * 4
