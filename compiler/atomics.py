@@ -1,6 +1,7 @@
 """Atomic array updates for compiled CPU kernels (LLVM ``atomicrmw`` via llvmlite).
 
-Owns one Numba ``@intrinsic`` per ``acc.atomic`` operation: ``atomic_add``,
+Owns one Numba ``@intrinsic`` per ``acc.atomic`` operation (and ``atomic_problem``, what
+is wrong with a kernel's call of one): ``atomic_add``,
 ``atomic_sub``, ``atomic_max``, ``atomic_min``, ``atomic_and``, ``atomic_or``,
 ``atomic_xor``, each ``(array, index, value) -> old value``. Generated kernel modules
 import them; ``markers.atomic`` holds the plain-Python versions.
@@ -16,13 +17,15 @@ Invariants:
 """
 from __future__ import annotations
 
+import ast
+
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array
 
 __all__ = ["atomic_add", "atomic_sub", "atomic_max", "atomic_min", "atomic_and",
-           "atomic_or", "atomic_xor", "INTRINSICS"]
+           "atomic_or", "atomic_xor", "INTRINSICS", "atomic_problem"]
 
 # op name -> (LLVM op for signed ints, unsigned ints, floats); None: not defined.
 _LLVM_OPS = {
@@ -102,3 +105,29 @@ atomic_xor = _make_intrinsic("xor")
 INTRINSICS = {"add": "atomic_add", "sub": "atomic_sub", "max": "atomic_max",
               "min": "atomic_min", "and_": "atomic_and", "or_": "atomic_or",
               "xor": "atomic_xor"}
+
+
+def atomic_problem(call, op: str, arg_types: dict) -> str | None:
+    """What is wrong with the kernel's call ``acc.atomic.<op>(...)`` (``call``, an AST
+    node), said so that the user can write it right; None when nothing is (OpenACC 3.3
+    §2.12: an update of an array element)."""
+    if op not in INTRINSICS:
+        return (f"acc.atomic.{op} is not an atomic operation; the atomic updates are "
+                f"{', '.join(f'acc.atomic.{o}' for o in INTRINSICS)} (OpenACC 3.3 §2.12; "
+                "each returns the element's old value, for atomic capture)")
+    if len(call.args) != 3 or call.keywords:
+        return f"acc.atomic.{op} takes (array, index, value)"
+    array = call.args[0]
+    base = array.value if isinstance(array, ast.Subscript) else array
+    target = arg_types.get(getattr(base, "id", None))
+    if isinstance(array, ast.Subscript) and getattr(target, "ndim", 0):
+        return (f"acc.atomic.{op} takes the array and the index of its element: write "
+                f"acc.atomic.{op}({base.id}, <index>, value), not an element "
+                f"({ast.unparse(array)})")
+    if target is not None and not hasattr(target, "ndim"):
+        return (f"acc.atomic.{op} updates an element of an array, not {base.id!r} ({target}); "
+                "a scalar total is a reduction, or a one-element (or 0-d) array")
+    if op in ("and_", "or_", "xor") and isinstance(getattr(target, "dtype", None), types.Float):
+        return (f"acc.atomic.{op} is a bitwise update: {base.id!r} holds {target.dtype}, an "
+                "integer array is needed (OpenACC 3.3 §2.12)")
+    return None

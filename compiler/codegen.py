@@ -35,7 +35,7 @@ from numba import types as nbtypes
 
 from . import interchange, markers
 from .analysis import check_free_names
-from .atomics import INTRINSICS
+from .atomics import INTRINSICS, atomic_problem
 from .frontend import (MISSING, CallKind, FunctionSource, Scope, classify_call,
                        is_numeric_constant, load_function, local_names, routine_function)
 from .planner import NestPlan, LoopPlan
@@ -182,23 +182,9 @@ class FunctionRewriter(ast.NodeTransformer):
         return markers.on_device_value(query, self.builder.device_type)
 
     def _atomic(self, node, op):
-        if op not in INTRINSICS:
-            raise self.source.error(
-                f"acc.atomic.{op} is not an atomic operation; the atomic updates are "
-                f"{', '.join(f'acc.atomic.{o}' for o in INTRINSICS)} (OpenACC 3.3 §2.12; "
-                "each returns the element's old value, for atomic capture)", node)
-        if len(node.args) != 3 or node.keywords:
-            raise self.source.error(f"acc.atomic.{op} takes (array, index, value)", node)
-        target = (self.builder.arg_types or {}).get(getattr(node.args[0], "id", None))
-        if target is not None and not hasattr(target, "ndim"):
-            raise self.source.error(f"acc.atomic.{op} updates an element of an array, not "
-                                    f"{node.args[0].id!r} ({target}); a scalar total is a "
-                                    "reduction, or a one-element (or 0-d) array", node)
-        if op in ("and_", "or_", "xor") and isinstance(getattr(target, "dtype", None),
-                                                      nbtypes.Float):
-            raise self.source.error(f"acc.atomic.{op} is a bitwise update: "
-                                    f"{node.args[0].id!r} holds {target.dtype}, an integer "
-                                    "array is needed (OpenACC 3.3 §2.12)", node)
+        problem = atomic_problem(node, op, self.builder.arg_types or {})
+        if problem is not None:
+            raise self.source.error(problem, node)
         args = [self.visit(a) for a in node.args]
         if self.builder.boundscheck:
             args[1] = self.builder.check_index_arg(args[0], args[1], self.source)

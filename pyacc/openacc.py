@@ -24,6 +24,13 @@ acc_device_not_host = "not_host"
 acc_device_nvidia = "cuda"
 acc_device_cuda = "cuda"
 acc_device_emulated = "emulated"
+#: OpenACC 3.3 §3.2.6 ``acc_device_property_t``: the property names ``acc.get_property`` takes
+acc_property_memory = "memory"
+acc_property_free_memory = "free_memory"
+acc_property_shared_memory_support = "shared_memory_support"
+acc_property_name = "name"
+acc_property_vendor = "vendor"
+acc_property_driver = "driver"
 
 acc_copyin = _r.copyin
 acc_create = _r.create

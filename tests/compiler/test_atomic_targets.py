@@ -50,7 +50,15 @@ def bitwise_on_floats(t, v):
         acc.atomic.xor(t, 0, v[x])
 
 
+@acc.parallel_loop
+def adds_to_an_element(t, v):
+    for x in range(v.shape[0]):
+        acc.atomic.add(t[0], 0, v[x])
+
+
 @pytest.mark.parametrize("region, args, message", [
+    (adds_to_an_element, (np.ones(3), np.ones(9)), r"takes the array and the index of its "
+                                                   r"element: write acc.atomic.add\(t, <index>"),
     (multiplies, (np.ones(3), np.ones(9)), r"acc.atomic.mul is not an atomic operation; "
                                           r"the atomic updates are acc.atomic.add"),
     (adds_to_a_scalar, (1.0, np.ones(9)), r"updates an element of an array, not 's'"),

@@ -47,7 +47,8 @@ def test_shutdown_device_of_no_such_device_is_an_invalid_argument(emulated, numb
 def test_property_string_and_the_c_argument_order(emulated):
     name = acc.get_property_string("name")
     assert isinstance(name, str) and name == openacc.acc_get_property_string(0, "emulated", "name")
-    assert openacc.acc_get_property(0, "emulated", "memory") == acc.get_property("memory")
+    assert openacc.acc_get_property(0, "emulated", openacc.acc_property_memory) == \
+        acc.get_property("memory")
     with pytest.raises(acc.InvalidArgumentError, match="is a number"):
         acc.get_property_string("memory")
     with pytest.raises(acc.InvalidArgumentError, match="the property comes first here"):
