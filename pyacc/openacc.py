@@ -130,12 +130,21 @@ def acc_memcpy_device_async(d_dst, d_src, async_arg):
 def acc_get_property(dev_num, dev_type, property):
     """A device property in C's argument order (OpenACC 3.3 §3.2.6); ``acc.get_property``
     takes the property first."""
+    _c_order(dev_num)
     return _r.get_property(property, dev_num, dev_type)
 
 
 def acc_get_property_string(dev_num, dev_type, property):
     """A string property (``name``, ``vendor``, ``driver``) in C's argument order."""
+    _c_order(dev_num)
     return _r.get_property_string(property, dev_num, dev_type)
+
+
+def _c_order(dev_num) -> None:
+    if isinstance(dev_num, str):
+        raise _r.InvalidArgumentError(
+            f"acc_get_property takes C's order (dev_num, dev_type, property), got the "
+            f"device number {dev_num!r}; acc.get_property takes the property first")
 
 
 def acc_init_device(dev_num, dev_type):

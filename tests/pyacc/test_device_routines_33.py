@@ -53,6 +53,8 @@ def test_property_string_and_the_c_argument_order(emulated):
         acc.get_property_string("memory")
     with pytest.raises(acc.InvalidArgumentError, match="the property comes first here"):
         acc.get_property(0, "emulated", "memory")
+    with pytest.raises(acc.InvalidArgumentError, match="takes C's order"):
+        openacc.acc_get_property("memory", 0, "emulated")
 
 
 def test_wait_any_returns_the_index_of_a_finished_queue(emulated):
