@@ -118,6 +118,13 @@ def load_function(func) -> FunctionSource:
         raise CompileError(f"{func.__name__}: cannot parse source: {exc.msg}", filename,
                            start) from None
     tree = module.body[0] if module.body else None
+    defined = func.__code__.co_name  # (the def's name: __name__ may have been changed)
+    if defined != "<lambda>" and not (isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef))
+                                      and tree.name == defined):
+        raise CompileError(f"{func.__name__}: the source at {filename}:{start} is not this "
+                           f"function's definition (made by exec or compile with another "
+                           f"file's name, or the file changed since): define kernels in the "
+                           f"file Python reads them from", filename, start)
     if not isinstance(tree, ast.FunctionDef):
         raise CompileError(f"{func.__name__}: a kernel must be a plain 'def' function "
                            f"(not a lambda or async def)", filename, start)

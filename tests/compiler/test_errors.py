@@ -228,3 +228,17 @@ def test_a_reduction_on_a_0_d_array_is_a_compile_error_that_says_what_to_do():
     with pytest.raises(CompileError, match=r"0-d array 'c'.*one-element array") as error:
         total_into(np.ones(4), np.array(1.0))
     assert error.value.lineno == _line_of(total_into, "for i in")
+
+
+def test_a_kernel_whose_source_is_another_files_says_so(tmp_path):
+    """A function made by exec/compile under another file's name: pyacc would read the
+    wrong lines; the error says where the source came from and what to do."""
+    import pyacc as acc
+
+    other = tmp_path / "other.py"
+    other.write_text('"""A module."""\nX = 1\n')
+    namespace = {}
+    exec(compile("def k(a):\n    for i in range(a.shape[0]):\n        a[i] = 1\n",
+                 str(other), "exec"), namespace)
+    with pytest.raises(CompileError, match="is not this function's definition"):
+        acc.parallel_loop(namespace["k"])
