@@ -23,7 +23,7 @@ from ._devices import current_runtime
 from ._errors import reported
 from ._names import variable_name
 
-__all__ = ["attach", "detach", "attachment_count"]
+__all__ = ["attach", "detach", "attachment_count", "checked_struct", "structs_of"]
 
 _NDARRAY = np.ndarray
 
@@ -52,13 +52,21 @@ def _struct_members(value, prefix):
             yield from _struct_members(member, spelled)
 
 
-def _checked_struct(routine, s):
+def checked_struct(routine, s):
     if not is_struct(s):
         raise InvalidArgumentError(
             f"acc.{routine} takes a struct (a namedtuple, a dataclass or an object whose "
             f"attributes are arrays), got {type(s).__name__}; an array has no pointers to "
             f"attach: map it with acc.copyin/acc.create (OpenACC 3.3 §2.7.2)")
     return s
+
+
+def structs_of(value) -> list:
+    """An ``attach``/``detach`` clause's value as a list: one struct (a namedtuple is one,
+    not a list of its members), or a list of them; None is empty."""
+    if value is None:
+        return []
+    return [value] if is_struct(value) or not isinstance(value, (list, tuple)) else list(value)
 
 
 def attachment_count(runtime, s) -> int:
@@ -85,7 +93,7 @@ def attach(s, *, async_=None) -> None:
         InvalidArgumentError: ``s`` is not a struct.
         NotPresentError: A member array is not present (naming it and the fix).
     """
-    _checked_struct("attach", s)
+    checked_struct("attach", s)
     runtime = current_runtime()
     queue_of(runtime, async_)  # a bad async value is an error here as everywhere
     label = _variable_name(s)
@@ -113,7 +121,7 @@ def detach(s, *, finalize=False, async_=None) -> None:
     its attachment counter goes down by one (``finalize``: to 0); at 0 kernels taking
     ``s`` apply the implicit rules to its members again. A struct that is not attached:
     nothing (as exits of absent data, API.md §8)."""
-    _checked_struct("detach", s)
+    checked_struct("detach", s)
     runtime = current_runtime()
     queue_of(runtime, async_)
     attachments = getattr(runtime, "attachments", None)

@@ -31,6 +31,7 @@ from pyacc.mapping import (
 )
 from pyacc.mapping.plan import not_present, partly_present
 
+from ._attach import attach, checked_struct, detach, structs_of
 from ._clauses import arrays_of, canonical_clauses, check_clauses, queue_of, requests_of, wait_for
 from ._devices import ICVS, current_runtime
 from ._errors import report, reported
@@ -215,12 +216,14 @@ def _check_default(value):
 @reported
 def enter_data(**clauses) -> None:
     """``enter data``: ``copyin`` and ``create`` increment dynamic counts (absent data is
-    allocated, and copied in for ``copyin``). Also ``if_``, ``async_``, ``wait``."""
+    allocated, and copied in for ``copyin``); then ``attach`` attaches structs, as
+    ``acc.attach`` (OpenACC 3.3 §2.7.12). Also ``if_``, ``async_``, ``wait``."""
     if _counted_in_the_lane(clauses, entering=True):
         return
     clauses = canonical_clauses(clauses)
     entering = ("copyin", "create", "create_zero")
-    check_clauses("acc.enter_data", clauses, entering + _CONTROL, data_clauses=entering)
+    check_clauses("acc.enter_data", clauses, entering + ("attach",) + _CONTROL,
+                  data_clauses=entering + ("attach",))
     if not clauses.get("if_", True):
         return
     requests = []
@@ -228,23 +231,36 @@ def enter_data(**clauses) -> None:
         if keyword in entering:
             requests += requests_of(_ZEROED.get(keyword) or _KIND_OF[keyword], value,
                                     zero=keyword in _ZEROED)
+    structs = [checked_struct("enter_data(attach=...)", s) for s in structs_of(clauses.get("attach"))]
     runtime = current_runtime()
     queue = queue_of(runtime, clauses.get("async_"))
     wait_for(runtime, clauses.get("wait"), queue)
     runtime.enter(requests, Counter.DYNAMIC, queue, at_once=False)  # API.md §10
+    done = 0
+    try:
+        for done, s in enumerate(structs, 1):
+            attach(s)
+    except BaseException:  # all or nothing: the attaches and the entries undone
+        for s in structs[:done - 1]:
+            detach(s)
+        runtime.exit_dynamic([MapRequest(MapKind.DELETE, r.array) for r in requests], queue)
+        raise
 
 
 @reported
 def exit_data(**clauses) -> None:
     """``exit data``: ``copyout`` and ``delete`` decrement dynamic counts (``finalize``:
     set them to 0); data whose counts both reach 0 is copied out (``copyout``) and freed.
-    Absent data is skipped. Also ``if_``, ``async_``, ``wait``."""
+    Absent data is skipped. ``detach`` detaches structs first, as ``acc.detach``
+    (OpenACC 3.3 §2.7.13). Also ``if_``, ``async_``, ``wait``."""
     if _counted_in_the_lane(clauses, entering=False):
         return
-    check_clauses("acc.exit_data", clauses, ("copyout", "delete", "finalize") + _CONTROL,
-                  data_clauses=("copyout", "delete"))
+    check_clauses("acc.exit_data", clauses, ("copyout", "delete", "detach", "finalize") + _CONTROL,
+                  data_clauses=("copyout", "delete", "detach"))
     if not clauses.get("if_", True):
         return
+    for s in [checked_struct("exit_data(detach=...)", s) for s in structs_of(clauses.get("detach"))]:
+        detach(s, finalize=bool(clauses.get("finalize", False)))  # first (OpenACC 3.3 §2.7.13)
     requests = []
     for keyword, value in clauses.items():
         if keyword in ("copyout", "delete"):

@@ -330,6 +330,32 @@ def test_attachment_counts_and_finalize(separate_memory):
     np.testing.assert_array_equal(out, np.arange(3.0))
 
 
+def test_enter_data_attach_and_exit_data_detach_clauses(separate_memory):
+    """OpenACC 3.3 §2.7.12-13: ``enter data copyin(s.x) attach(s)``, ``exit data
+    detach(s) delete(s.x)``: the attach after the directive's maps, the detach before."""
+    s = types.SimpleNamespace(x=np.arange(3.0), n=1)
+    out = np.zeros(3)
+    acc.enter_data(copyin=[s.x], attach=s)
+    acc.reset_stats()
+    shift(s, out)
+    assert acc.stats()["h2d_bytes"] == 24  # out only: s.x is used in place
+    acc.exit_data(detach=[s], delete=[s.x])
+    assert not acc.is_present(s.x)
+    shift(s, out)  # detached: present-or-copy again
+    np.testing.assert_array_equal(out, np.arange(3.0) + 1)
+
+
+def test_enter_data_attach_is_all_or_nothing(separate_memory):
+    s = types.SimpleNamespace(x=np.zeros(3), y=np.zeros(2), n=1)
+    a = np.ones(4)
+    with pytest.raises(acc.NotPresentError, match="member 's.y'"):
+        acc.enter_data(copyin=[a, s.x], attach=[s])
+    assert not acc.is_present(a) and not acc.is_present(s.x)
+    with pytest.raises(acc.InvalidArgumentError, match=r"acc.enter_data\(attach=...\) takes a struct"):
+        acc.enter_data(copyin=[a], attach=[a])
+    assert not acc.is_present(a)
+
+
 def test_shutdown_ends_attachments(separate_memory):
     """OpenACC 3.3 §3.2.8: shutdown ends every data lifetime, attachments included."""
     s = types.SimpleNamespace(x=np.arange(3.0), n=0)
