@@ -35,8 +35,10 @@ def mutating_library_call(call):
 # ------------------------------------------------------------------ written / read sets
 
 
-def access_sets(source: FunctionSource, scope: Scope):
-    """Parameters the function may write (elements) and reads: ``(written, read)``."""
+def access_sets(source: FunctionSource, scope: Scope, private=()):
+    """Parameters the function may write (elements) and reads: ``(written, read)``.
+    ``private``: the construct's private/firstprivate names, whose writes go to the
+    region's copies (``privates``), never to the parameter."""
     params = set(source.params)
     aliases = _aliases(source.tree, params)
     written, read = set(), set()
@@ -54,7 +56,7 @@ def access_sets(source: FunctionSource, scope: Scope):
             mark(node)
         if isinstance(node, ast.Call):
             _mark_call(node, scope, mark)
-    return written & params, read & params
+    return (written & params) - set(private), read & params
 
 
 def _mark_call(call, scope, mark):

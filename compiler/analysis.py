@@ -329,7 +329,7 @@ def _analyze(func, clauses: ComputeClauses) -> KernelInfo:
     _check_clause_names(source, clauses, scope)
     check_free_names(source, scope, strict=False)
     plan = Planner(source, clauses, scope).plan()
-    written, read = access_sets(source, scope)
+    written, read = access_sets(source, scope, clauses.private + clauses.firstprivate)
     reductions = tuple(dict.fromkeys(clauses.reductions + plan.reductions()))
     return KernelInfo(name=source.func.__name__, filename=source.filename,
                       lineno=source.lineno, params=user_params, clauses=clauses,
@@ -357,7 +357,8 @@ def bind_free_names(info: KernelInfo) -> None:
         info.chains = {**info.chains, **chains}
         info.labels = {**info.labels, **{name: ".".join(chain) for name, chain in chains.items()}}
         scope = Scope(info.func, local_names(info.source.tree))
-        written, read = access_sets(info.source, scope)
+        written, read = access_sets(info.source, scope,
+                                    info.clauses.private + info.clauses.firstprivate)
         info.written, info.read = frozenset(written), frozenset(read)
         info.plan = Planner(info.source, info.clauses, scope).plan()
     clauses, scope = info.clauses, Scope(info.func, set(info.params))
@@ -502,7 +503,7 @@ def _flatten(info, layout):
     scope = Scope(source.func, local_names(tree))
     clauses = _flat_clauses(info.clauses, layout, flat_names)
     plan = Planner(flat_source, clauses, scope).plan()
-    written, read = access_sets(flat_source, scope)
+    written, read = access_sets(flat_source, scope, clauses.private + clauses.firstprivate)
     user = params[:len(params) - len(info.free_params)]
     return KernelInfo(name=info.name, filename=info.filename, lineno=info.lineno,
                       params=user, clauses=clauses, written=frozenset(written),

@@ -56,9 +56,11 @@ def check_disjoint(construct, values):
             if name in seen:
                 where = f"twice in {kind}" if seen[name] == kind else \
                     f"in both {seen[name]} and {kind}"
-                raise CompileError(f"{construct}: {name!r} appears {where}; a private "
-                                   f"variable is the construct's own: it takes no other "
-                                   f"data clause (OpenACC 3.3 §2.5.13, 2.5.14)")
+                why = ("a private variable is the construct's own: it takes no other data "
+                       "clause (OpenACC 3.3 §2.5.13, 2.5.14)") if kind in PRIVATE_CLAUSES else \
+                    ("a deviceptr variable is device memory already: it takes no data "
+                     "clause (OpenACC 3.3 §2.7.4)")
+                raise CompileError(f"{construct}: {name!r} appears {where}; {why}")
             seen[name] = kind
     rvars = [var for _, var in values.get("reductions", ())]
     for var in rvars:

@@ -168,7 +168,9 @@ class FunctionRewriter(ast.NodeTransformer):
         return self.generic_visit(node)
 
     def _on_device(self, node, query=None):
-        if query is not None and not (node.args or node.keywords):  # omp.is_initial_device()
+        if query is not None:  # omp.is_initial_device(): takes no argument
+            if node.args or node.keywords:
+                raise self.source.error(f"{ast.unparse(node.func)}() takes no arguments", node)
             return markers.on_device_value(query, self.builder.device_type)
         if len(node.args) != 1 or node.keywords:
             raise self.source.error("acc.on_device takes one device type", node)

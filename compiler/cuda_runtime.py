@@ -437,22 +437,26 @@ def on_device(value, copies: dict):
 def private_copy(value):
     """The driver's private copy of device array ``value`` outside a nest (``privates``:
     ``private``, uninitialised); any other value as it is."""
-    if getattr(value, "ndim", 0) == 0 or isinstance(value, np.ndarray):
+    if not _on_the_device(value):
         return value  # scalars; host arrays reach no kernel (``on_device``)
     return _empty(value.shape, value.dtype)
 
 
+def _on_the_device(value) -> bool:
+    """A device array (CuPy's, the compiler's, the fake backend's: 0-d ones included)."""
+    return hasattr(value, "__cuda_array_interface__") or hasattr(value, "copy_to_host")
+
+
 def firstprivate_copy(value):
-    """As ``private_copy``, with ``value``'s elements (``firstprivate``), copied on the
-    current stream."""
-    copy = private_copy(value)
-    if copy is value:
+    """As ``private_copy``, with ``value``'s elements (``firstprivate``): CuPy copies on the
+    current stream, any layout; the compiler's own device arrays (the simulator's) through
+    the host, as a contiguous copy."""
+    if not _on_the_device(value):
         return value
-    if hasattr(copy, "copy_to_device"):  # the compiler's own device array (the simulator's)
-        copy.copy_to_device(_simulated_argument(value) if SIMULATED else value)
-    else:
-        copy[...] = value  # CuPy: a copy on the device, on the current stream
-    return copy
+    cupy = _cupy()
+    if cupy is not None:
+        return cupy.array(value, copy=True)
+    return _cuda().to_device(np.ascontiguousarray(_to_host(value)))
 
 
 def partials(grid, dtype):

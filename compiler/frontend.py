@@ -121,10 +121,12 @@ def load_function(func) -> FunctionSource:
     defined = func.__code__.co_name  # (the def's name: __name__ may have been changed)
     if defined != "<lambda>" and not (isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef))
                                       and tree.name == defined):
+        why = (f"a wrapper of {func.__wrapped__.__name__} (functools.wraps): decorate the "
+               f"function itself") if hasattr(func, "__wrapped__") else (
+            "made by exec or compile with another file's name, or the file changed since: "
+            "define kernels in the file Python reads them from")
         raise CompileError(f"{func.__name__}: the source at {filename}:{start} is not this "
-                           f"function's definition (made by exec or compile with another "
-                           f"file's name, or the file changed since): define kernels in the "
-                           f"file Python reads them from", filename, start)
+                           f"function's definition ({why})", filename, start)
     if not isinstance(tree, ast.FunctionDef):
         raise CompileError(f"{func.__name__}: a kernel must be a plain 'def' function "
                            f"(not a lambda or async def)", filename, start)
@@ -298,16 +300,22 @@ def routine_function(obj):
     return None
 
 
-def _bound(info):
+def _bound(info, seen=()):
     """The function a ``routine`` with ``bind`` runs on the device (OpenACC 3.3 §2.15.1): the
-    one given, or the function of that name in the routine's module."""
+    one given, or the function of that name in the routine's module (followed through the
+    binds of the functions it names; a cycle is a CompileError)."""
+    if info.func in seen:
+        raise CompileError(f"{info.where}: routine bind(...) cycles back to "
+                           f"{info.func.__name__}: bind the chain to a function that runs")
     bound = info.clauses.bind
     if isinstance(bound, str):
         bound = info.func.__globals__.get(bound, None)
         if bound is None:
             raise CompileError(f"{info.where}: routine bind({info.clauses.bind}) names no "
                                f"function of module {info.func.__module__!r}")
-    found = routine_function(bound) if bound is not info.func else info.func
+    further = getattr(bound, ROUTINE_ATTR, None)
+    found = info.func if bound is info.func else _bound(further, (*seen, info.func)) if \
+        further is not None and further.clauses.bind is not None else routine_function(bound)
     if found is None:
         raise CompileError(f"{info.where}: routine bind(...) must name a Python function, got "
                            f"{bound!r}")

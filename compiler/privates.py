@@ -37,7 +37,7 @@ from .templates import Renamer
 
 __all__ = ["privatize", "NestCopies"]
 
-_PRIVATE_CONSTRUCTS = ("serial", "parallel", "parallel_loop")
+_PRIVATE_CONSTRUCTS = ("serial", "parallel", "parallel_loop", "kernels_loop")
 
 
 class NestCopies(NamedTuple):
@@ -63,7 +63,7 @@ def privatize(tree: ast.FunctionDef, plan, clauses, target, arg_types: dict) -> 
     nests = plan.nests if plan is not None else {}
     loop_private = plan.loop_private if plan is not None else {}
     params = [a.arg for a in tree.args.args]
-    arrays = {n for n in params if getattr(arg_types.get(n), "ndim", 0)}
+    arrays = {n for n in params if hasattr(arg_types.get(n), "ndim")}  # (0-d included)
     top, seeded = _region_copies(tree, nests, clauses, target, arrays)
     found = _Loops(nests, loop_private, arrays, target, arg_types)
     for stmt in tree.body:
@@ -78,6 +78,7 @@ def _region_copies(tree, nests, clauses, target, arrays) -> tuple[list[str], lis
     nests, and those names."""
     if clauses is None or clauses.construct not in _PRIVATE_CONSTRUCTS:
         return [], []
+    # a nest is recognised by its lines (a ``for`` statement spans whole lines)
     spans = [(n.levels[0].lineno, n.levels[0].end_lineno) for n in nests.values()]
     sizes = {id(node.value) for node in ast.walk(tree)  # x.shape needs no copy of x
              if isinstance(node, ast.Attribute) and node.attr in SHAPE_ATTRS}

@@ -297,9 +297,10 @@ def reduction_identity(op: str, numba_type) -> str:
 
 def narrowed_returns(tree: ast.FunctionDef, reductions, arg_types: dict) -> None:
     """Make each ``return`` of a reduction variable that is a parameter of a narrow
-    integer or bool type (``np.int8(10)`` passed in) give that type back, wrapped as
-    NumPy's arithmetic on it and C's variable keep it (Numba's typing widens it to int64);
-    ``tree`` is changed in place (OpenACC 3.3 §2.5.15: the variable's own type)."""
+    integer or bool type (``np.int8(10)`` passed in) give an integer result in that type,
+    wrapped as NumPy's arithmetic on it and C's variable keep it (Numba's typing widens it
+    to int64; a float result stays a float: ``runtime.narrowed``); ``tree`` is changed in
+    place (OpenACC 3.3 §2.5.15: the variable's own type)."""
     narrow = {}
     for _, var in reductions:
         numba_type = arg_types.get(var)
@@ -311,8 +312,9 @@ def narrowed_returns(tree: ast.FunctionDef, reductions, arg_types: dict) -> None
 
     def cast(node):
         if isinstance(node, ast.Name) and node.id in narrow:
-            return ast.copy_location(ast.parse(f"{NP}.{narrow[node.id]}({node.id})",
-                                               mode="eval").body, node)
+            return ast.copy_location(ast.parse(f"_acc_rt.narrowed({node.id}, "
+                                               f"{NP}.{narrow[node.id]})", mode="eval").body,
+                                     node)
         return node
 
     for node in ast.walk(tree):

@@ -70,6 +70,22 @@ def firstprivate_copy(value):
     return value
 
 
+def narrowed(value, kind):
+    """A reduction variable passed in as a narrow integer or bool (``np.int8``): ``value``
+    in ``kind`` when Numba's arithmetic left an integer or bool (wrapped, as NumPy's and
+    C's keep it), as it is when it made a float (OpenACC 3.3 §2.5.15; ``reductions``)."""
+    if isinstance(value, (bool, int, np.integer, np.bool_)):
+        return kind(value)
+    return value
+
+
+@overload(narrowed)
+def _narrowed_overload(value, kind):
+    if isinstance(value, (types.Integer, types.Boolean)):
+        return lambda value, kind: kind(value)
+    return lambda value, kind: value
+
+
 @overload(private_copy)
 def _private_copy_overload(value):
     if isinstance(value, types.Array):

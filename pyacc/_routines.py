@@ -410,7 +410,7 @@ def get_property(prop, device_num=None, device_type=None):
     ``shared_memory_support`` (0/1), ``name``, ``vendor``, ``driver`` (strings)."""
     if prop not in _PROPERTIES:
         order = "; the property comes first here (C's acc_get_property(dev_num, dev_type, " \
-            "property) is pyacc.openacc.acc_get_property)" if device_type in _PROPERTIES else ""
+            "property) is pyacc.openacc.acc_get_property)" if not isinstance(prop, str) else ""
         raise InvalidArgumentError(f"unknown device property {prop!r}; properties are "
                                    f"{', '.join(_PROPERTIES)}{order}")
     device_type = canonical_type(device_type) if device_type is not None else ICVS.device_type
@@ -494,6 +494,8 @@ def wait_any(queues) -> int:
     list (§3.2.12 ``acc_wait_any``); ``acc.async_sync`` entries are skipped, and -1 is
     returned when every entry is one (or the list is empty). The finished queue's error,
     if it has one, is raised as ``acc.wait`` raises it."""
+    if not isinstance(queues, (list, tuple)):
+        raise InvalidArgumentError(f"acc.wait_any takes a list of queues, got {queues!r}")
     device = current_runtime().device
     listed = [(index, device.queue(number)) for index, number in
               enumerate(async_value(q) for q in queues) if number is not None]

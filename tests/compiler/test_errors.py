@@ -242,3 +242,23 @@ def test_a_kernel_whose_source_is_another_files_says_so(tmp_path):
                  str(other), "exec"), namespace)
     with pytest.raises(CompileError, match="is not this function's definition"):
         acc.parallel_loop(namespace["k"])
+
+
+def test_a_wrapper_kernel_says_to_decorate_the_function_itself():
+    import functools
+
+    import pyacc as acc
+
+    def wrap(f):
+        @functools.wraps(f)
+        def wrapper(*args):
+            return f(*args)
+        return wrapper
+
+    @wrap
+    def fills(a):
+        for i in range(a.shape[0]):
+            a[i] = 1.0
+
+    with pytest.raises(CompileError, match=r"a wrapper of fills \(functools.wraps\)"):
+        acc.parallel_loop(fills)

@@ -206,3 +206,29 @@ def test_async_forms_have_their_own_names_and_signatures():
     assert openacc.acc_copyin_async.__name__ == "acc_copyin_async"
     assert str(inspect.signature(openacc.acc_copyin_async)) == "(a, async_arg)"
     assert str(inspect.signature(openacc.acc_delete_finalize)) == "(a, *, async_=None)"
+
+
+@acc.routine("seq bind(bound_back)")
+def binds_forth(v):
+    return v + 1.0
+
+
+@acc.routine("seq bind(binds_forth)")
+def bound_back(v):
+    return v + 2.0
+
+
+@acc.parallel_loop
+def calls_a_bind_cycle(a):
+    for i in range(a.shape[0]):
+        a[i] = binds_forth(a[i])
+
+
+def test_a_bind_cycle_is_a_compile_error(host_device):
+    with pytest.raises(CompileError, match=r"bind\(...\) cycles back to binds_forth"):
+        calls_a_bind_cycle(np.ones(2))
+
+
+def test_deviceptr_with_another_data_clause_says_why():
+    with pytest.raises(CompileError, match="a deviceptr variable is device memory already"):
+        parse_clauses("parallel", "deviceptr(t) copy(t)")

@@ -793,3 +793,25 @@ def test_region_copies_of_private_arrays_are_device_copies():
     assert list(d) == [5.0, 7.0, 7.0, 7.0] and list(c) == [7.0] * 4
     private_set_before_the_loop(c, d)
     assert list(d) == [5.0] * 4 and list(c) == [7.0] * 4
+
+
+@acc.serial(firstprivate="t")
+def firstprivate_of_any_layout(a, t):
+    t[1] += 1
+    a[0] = t[1]
+
+
+@acc.serial(firstprivate="t")
+def firstprivate_of_fortran_order(a, t):
+    t[0, 1] += 1
+    a[0] = t[0, 1]
+
+
+def test_firstprivate_copies_of_any_layout_on_the_device():
+    a = np.zeros(1)
+    firstprivate_of_fortran_order(a, np.asfortranarray(np.arange(6.0).reshape(2, 3)))
+    assert a[0] == 2.0
+    base = np.ones(8)
+    with acc.data(copy=[base]):
+        firstprivate_of_any_layout(a, base[::2])
+    assert a[0] == 2.0 and (base == 1.0).all()

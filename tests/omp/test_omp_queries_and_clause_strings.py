@@ -101,3 +101,13 @@ def test_target_teams_distribute_target_teams_and_target_parallel(device):
     teams_with_a_distribute_loop(a)
     parallel_with_a_for_loop(a)
     assert (a == 3).all()
+
+
+@omp.target("map(tofrom: x)")
+def asks_with_an_argument(x):
+    x[0] = 1 if omp.is_initial_device("nvidia") else 0
+
+
+def test_is_initial_device_takes_no_argument_in_a_kernel(device):
+    with pytest.raises(acc.CompileError, match=r"omp.is_initial_device\(\) takes no arguments"):
+        asks_with_an_argument(np.zeros(1))

@@ -6,6 +6,7 @@ parallel nest. The program's array (host or device copy) is never written throug
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import pyacc as acc
 
 
@@ -157,3 +158,37 @@ def test_what_the_region_stores_in_its_private_copy_is_what_its_loop_reads(devic
     assert list(c) == [7.0] * 4
     firstprivate_set_before_the_loop(c, d)
     assert list(d[:4]) == [5.0, 7.0, 7.0, 7.0] and list(c) == [7.0] * 4
+
+
+@acc.kernels_loop(private="t")
+def private_of_a_kernels_loop_run_as_written(b, t):
+    for i in range(1, b.shape[0]):  # a dependence: the loop runs as written
+        t[0] = 2.0
+        b[i] = b[i - 1] + t[0]
+
+
+@acc.serial(private="t")
+def private_zero_d(a, t):
+    t[()] = 5.0
+    a[0] = t[()]
+
+
+def test_private_of_a_kernels_loop_that_runs_as_written_is_the_loops_own(device):
+    b, t = np.zeros(5), np.full(1, -1.0)
+    with pytest.warns(acc.PerformanceWarning):
+        private_of_a_kernels_loop_run_as_written(b, t)
+    assert list(b) == [0.0, 2.0, 4.0, 6.0, 8.0] and list(t) == [-1.0]
+
+
+def test_a_zero_d_private_array_is_the_regions_own(device):
+    a, t = np.zeros(1), np.array(-1.0)
+    private_zero_d(a, t)
+    assert a[0] == 5.0 and t[()] == -1.0
+
+
+def test_a_read_only_private_array_is_accepted_everywhere(device):
+    """Its writes go to the region's copy: nothing lands in the read-only array."""
+    c, d = np.full(3, 7.0), np.zeros(3)
+    c.flags.writeable = False
+    serial_private(c, d)
+    assert list(d) == [5.0, 6.0, 7.0] and list(c) == [7.0] * 3

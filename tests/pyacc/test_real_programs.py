@@ -1643,9 +1643,11 @@ def sum_of_pairs(a, b, total):
     (np.int16, 10, 610),
     (np.bool_, True, True),         # the V&V suite's type_check_pt1 (_Bool)
 ])
-def test_a_narrow_reduction_variable_keeps_its_type(device, dtype, start, expected):
+def test_a_narrow_reduction_variable_keeps_its_types_values(device, dtype, start, expected):
     """OpenACC 3.3 §2.5.15: the reduction result is of the variable's type (Numba widens
-    int8 arithmetic to int64; the returned value is wrapped back)."""
+    int8 arithmetic to int64; the returned value is wrapped back into int8's values; a
+    float result stays a float, as NumPy's arithmetic makes one)."""
     a = np.ones(300, dtype)
     assert sum_of_pairs(a, a, dtype(start)) == expected
     assert sum_of_pairs(a, a, 10) == 610  # a Python int: int64
+    assert sum_of_pairs(np.full(2, 150.5), np.zeros(2), dtype(start)) == 301.0 + start
