@@ -452,7 +452,7 @@ class Planner:
                         f"after it (line {use}), so its last value must be kept"), (), ()
             found.append((op, var))
             reduction_vars.add(var)
-        fresh = dependence.fresh_locals(body, outer)
+        fresh = dependence.fresh_locals(body, outer) | set(private)  # (each its own copy)
         reason = dependence.carried_scalar(body, outer, reduction_vars | loop_vars)
         if reason:
             return reason, (), ()

@@ -232,3 +232,19 @@ def test_a_bind_cycle_is_a_compile_error(host_device):
 def test_deviceptr_with_another_data_clause_says_why():
     with pytest.raises(CompileError, match="a deviceptr variable is device memory already"):
         parse_clauses("parallel", "deviceptr(t) copy(t)")
+
+
+@acc.parallel
+def auto_with_a_private_array(a, t):
+    for i in acc.loop(range(a.shape[0]), auto=True, private="t"):
+        t[0] = i * 2.0
+        a[i] = t[0]
+
+
+def test_a_private_array_is_no_dependence_of_an_auto_loop(device):
+    """OpenACC 3.3 §2.9.7, 2.9.10: each iteration writes its own copy of ``t``."""
+    a, t = np.zeros(100), np.zeros(1)
+    auto_with_a_private_array(a, t)
+    np.testing.assert_array_equal(a, 2.0 * np.arange(100))
+    assert t[0] == 0.0 and "line" in acc.explain(auto_with_a_private_array)
+    assert "parallel loop; private(t)" in acc.explain(auto_with_a_private_array)
