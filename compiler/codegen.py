@@ -378,6 +378,7 @@ class ModuleBuilder:
         self.clauses = None  # the construct's ComputeClauses (launch shape on cuda)
         self.current_source: FunctionSource | None = None  # the kernel being rewritten
         self.interchanged: set = set()  # lines of the nests whose loops were interchanged
+        self.copies = NestCopies({}, frozenset())  # the kernel's private copies (privates)
         target.attach(self)
 
     # -- globals
@@ -418,7 +419,7 @@ class ModuleBuilder:
         narrowed_returns(tree, plan.reductions() + getattr(self.clauses, "reductions", ()),
                          self.arg_types)
         plan = None if self.serial else plan
-        copies = privatize(tree, plan, self.clauses, self.target, self.arg_types)
+        copies = self.copies = privatize(tree, plan, self.clauses, self.target, self.arg_types)
         rewriter = FunctionRewriter(self, source, fidx, plan, copies)
         self.current_source = source
         tree = rewriter.visit(tree)

@@ -154,7 +154,7 @@ class CudaTarget(Target):
         source = self.builder.current_source
         name = f"_acc_k{self.kernel_count}"
         self.kernel_count += 1
-        outside = _names_outside(source.tree, nest.levels[0])
+        outside = _names_outside(source.tree, nest.levels[0]) | self.builder.copies.defined
         copies = nest.private + nest.firstprivate
         loop_vars = {level.target.id for level in nest.levels}
         private_arrays = [n for n in copies if self._array_ndim(n) is not None]

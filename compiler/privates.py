@@ -48,6 +48,9 @@ class NestCopies(NamedTuple):
 
     aliases: dict
     seeded: frozenset
+    #: every name the copies define at the top of the function (a GPU kernel of a nest
+    #: takes them as parameters: ``cuda_target``)
+    defined: frozenset = frozenset()
 
     def of(self, nest) -> tuple[tuple, tuple]:
         """``(private, firstprivate)`` names of ``nest`` as its target copies them."""
@@ -68,9 +71,10 @@ def privatize(tree: ast.FunctionDef, plan, clauses, target, arg_types: dict) -> 
     found = _Loops(nests, loop_private, arrays, target, arg_types)
     for stmt in tree.body:
         found.visit(stmt, None, 0)
-    tree.body[:0] = [ast.copy_location(ast.parse(line).body[0], tree.body[0])
-                     for line in top + found.top]
-    return NestCopies(found.aliases, frozenset(seeded))
+    made = [ast.copy_location(ast.parse(line).body[0], tree.body[0]) for line in top + found.top]
+    tree.body[:0] = made
+    return NestCopies(found.aliases, frozenset(seeded),
+                      frozenset(stmt.targets[0].id for stmt in made))
 
 
 def _region_copies(tree, nests, clauses, target, arrays) -> tuple[list[str], list[str]]:
