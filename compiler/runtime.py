@@ -75,7 +75,7 @@ def narrowed(value, kind):
     in ``kind`` when Numba's arithmetic left an integer or bool (wrapped, as NumPy's and
     C's keep it), as it is when it made a float (OpenACC 3.3 §2.5.15; ``reductions``)."""
     if isinstance(value, (bool, int, np.integer, np.bool_)):
-        return kind(value)
+        return np.asarray(value).astype(kind)[()]  # (C's cast: a Python int would raise)
     return value
 
 
