@@ -12,7 +12,7 @@ from __future__ import annotations
 
 __all__ = ["ASYNC_NOVAL", "WAIT_ALL", "DATA_CLAUSES", "PRIVATE_CLAUSES", "FLAG_CLAUSES", "INT_CLAUSES",
            "RAW_CLAUSES", "COUNT_OF", "COUNT_MODIFIER", "VALID", "KEYWORD_ALIASES",
-           "STRING_ALIASES", "EXCLUSIVE"]
+           "STRING_ALIASES", "EXCLUSIVE", "PRESENT_OR"]
 
 #: Value of ``async_`` for a bare ``async`` clause in a clause string (OpenACC
 #: ``acc_async_noval``); the launcher maps it to its own constant.
@@ -46,14 +46,15 @@ VALID = {
 VALID["parallel_loop"] = VALID["parallel"] + LOOP_ONLY
 VALID["kernels_loop"] = VALID["kernels"] + LOOP_ONLY
 
-# OpenACC 3.3 §2.7: the ``present_or_`` spellings of earlier versions, still aliases
-_PRESENT_OR = {"pcopy": "copy", "present_or_copy": "copy", "pcopyin": "copyin",
+#: OpenACC 3.3 §2.7: the ``present_or_`` spellings of earlier versions, still aliases (the
+#: data directives' too: ``pyacc._clauses.canonical_clauses``)
+PRESENT_OR = {"pcopy": "copy", "present_or_copy": "copy", "pcopyin": "copyin",
                "present_or_copyin": "copyin", "pcopyout": "copyout",
                "present_or_copyout": "copyout", "pcreate": "create", "present_or_create": "create"}
 # Spellings accepted for keyword names (Python keywords need the trailing underscore).
-KEYWORD_ALIASES = {"async": "async_", "if": "if_", **_PRESENT_OR}
+KEYWORD_ALIASES = {"async": "async_", "if": "if_", **PRESENT_OR}
 # Spellings in clause strings.
-STRING_ALIASES = {"async": "async_", "if": "if_", "reduction": "reduction", **_PRESENT_OR}
+STRING_ALIASES = {"async": "async_", "if": "if_", "reduction": "reduction", **PRESENT_OR}
 
 
 #: Clauses of which one at most may appear (OpenACC 3.3 §2.9: seq, independent, auto;

@@ -36,9 +36,9 @@ from .clause_kinds import PRIVATE_CLAUSES
 from .errors import CompileError
 
 __all__ = ["ClauseExpr", "count_value", "EXPR_BUILTINS", "REDUCTION_OPS", "ArgError",
-           "caret", "closing_paren", "reduction_list", "parse_expression", "Section", "tile_sizes",
-           "data_list", "names_list",
-           "data_items", "split_top", "bound_value"]
+           "caret", "arguments_at", "closing_paren", "reduction_list", "parse_expression",
+           "Section", "tile_sizes", "data_list", "names_list", "data_items", "split_top",
+           "bound_value"]
 
 #: The reduction operators (OpenACC 3.3 §2.5.15); C's ``&&``/``||`` are read as and/or.
 REDUCTION_OPS = ("+", "*", "max", "min", "&", "|", "^", "and", "or")
@@ -345,6 +345,14 @@ def _reduction_op(raw, at):
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ArgError(f"unknown reduction operator {raw!r} (valid: "
                     f"{' '.join(REDUCTION_OPS + tuple(_OP_ALIASES))}){hint}", at)
+
+
+def arguments_at(text: str, pos: int) -> int:
+    """Where a clause name ending at ``pos`` has its ``(``: past the blanks before it (C
+    writes ``copyin (a)`` too); ``pos`` itself when none follows (a clause without
+    arguments, maybe followed by the next clause: ``nowait map(to: a)``)."""
+    opening = len(text) - len(text[pos:].lstrip(" \t"))
+    return opening if text[opening:opening + 1] == "(" else pos
 
 
 def closing_paren(text: str, open_pos: int) -> int | None:

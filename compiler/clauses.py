@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .clause_text import (EXPR_BUILTINS, REDUCTION_OPS, ArgError, ClauseExpr,  # noqa: F401 - re-exported
-                          Section, caret, closing_paren, count_value,
+                          Section, arguments_at, caret, closing_paren, count_value,
                           data_list, names_list, parse_expression, reduction_list, split_top,
                           tile_sizes)
 from .clause_kinds import ASYNC_NOVAL, DATA_CLAUSES, PRIVATE_CLAUSES, WAIT_ALL
@@ -382,10 +382,7 @@ def _parse_string(construct, text):
             raise CompileError(f"{construct}: malformed clause string: expected a clause "
                                f"name" + caret(text, pos))
         word, start = match.group(1), match.start(1)
-        pos = match.end()
-        blanks = len(text[pos:]) - len(text[pos:].lstrip(" \t"))
-        if text[pos + blanks:pos + blanks + 1] == "(":  # C writes copyin (a) too
-            pos += blanks
+        pos = arguments_at(text, match.end())
         args = args_at = None
         if pos < len(text) and text[pos] == "(":
             close = _matching_paren(text, pos, construct)

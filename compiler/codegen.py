@@ -132,13 +132,12 @@ class FunctionRewriter(ast.NodeTransformer):
     """
 
     def __init__(self, builder: "ModuleBuilder", source: FunctionSource, fidx: int,
-                 plan: LoopPlan | None, copies: NestCopies | None = None):
+                 plan: LoopPlan | None):
         self.builder = builder
         self.source = source
         self.scope = Scope(source.func, local_names(source.tree))
         self.fidx = fidx
         self.plan = plan
-        self.copies = copies or NestCopies({}, frozenset())  # a nest's copies (privates)
         self.nest_count = 0
         self.in_nest = False
 
@@ -237,7 +236,7 @@ class FunctionRewriter(ast.NodeTransformer):
         levels = [node]
         while len(levels) < len(nest.levels):
             levels.append(levels[-1].body[0])
-        private, firstprivate = self.copies.of(nest)
+        private, firstprivate = self.builder.copies.of(nest)
         nest = NestPlan(tuple(levels), True, nest.reductions, private,
                         firstprivate, array_reductions=nest.array_reductions,
                         conditions=nest.conditions)
@@ -255,7 +254,8 @@ class FunctionRewriter(ast.NodeTransformer):
         mapping = {var: f"{prefix}rv_{var}" for _, var in nest.reductions}
         mapping.update({n: f"{prefix}pp_{n}" for n in nest.private + nest.firstprivate})
         body = [Renamer(mapping).visit(stmt) for stmt in body]
-        nest = _rewritten_nest(nest, self.source, self.builder.interchange)
+        nest = _rewritten_nest(nest, self.builder.names_outside(nest.levels[0]),
+                               self.builder.interchange)
         parallel = self.builder.target.parallel_nest(nest, body, prefix, self.builder.slots)
         if not nest.conditions:
             return parallel
@@ -266,12 +266,11 @@ class FunctionRewriter(ast.NodeTransformer):
                                         orelse=[sequential]), node)
 
 
-def _rewritten_nest(nest, source, interchange_allowed):
+def _rewritten_nest(nest, outside, interchange_allowed):
     """The nest as code generation sees it: private names that are defined only inside
-    the nest need no chunk copy; the names stored outside it are recorded for the loop
+    the nest need no chunk copy; the names stored ``outside`` it are recorded for the loop
     interchange (when the builder allows one)."""
-    outside = _names_outside(source.tree, nest.levels[0])
-    private = tuple(n for n in nest.private if n in outside or n.startswith("_acc_lp"))
+    private = tuple(n for n in nest.private if n in outside)
     return NestPlan(nest.levels, nest.parallel, nest.reductions, private,
                     nest.firstprivate, nest.reason,
                     stored_outside=frozenset(outside) if interchange_allowed else None,
@@ -381,6 +380,11 @@ class ModuleBuilder:
         self.copies = NestCopies({}, frozenset())  # the kernel's private copies (privates)
         target.attach(self)
 
+    def names_outside(self, nest_node) -> frozenset:
+        """The kernel's parameters and the names it stores outside the nest ``nest_node``
+        starts, the private copies made at its top included (``privates``)."""
+        return frozenset(_names_outside(self.current_source.tree, nest_node)) | self.copies.defined
+
     # -- globals
 
     def bind_global(self, rewriter: FunctionRewriter, node: ast.Name):
@@ -419,8 +423,8 @@ class ModuleBuilder:
         narrowed_returns(tree, plan.reductions() + getattr(self.clauses, "reductions", ()),
                          self.arg_types)
         plan = None if self.serial else plan
-        copies = self.copies = privatize(tree, plan, self.clauses, self.target, self.arg_types)
-        rewriter = FunctionRewriter(self, source, fidx, plan, copies)
+        self.copies = privatize(tree, plan, self.clauses, self.target, self.arg_types)
+        rewriter = FunctionRewriter(self, source, fidx, plan)
         self.current_source = source
         tree = rewriter.visit(tree)
         tree = self.target.finish_kernel(tree, source)

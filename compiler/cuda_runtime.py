@@ -62,6 +62,7 @@ import numpy as np
 from numba import config as _numba_config
 
 from . import cuda_compilers, cuda_plans
+from .arguments import is_device_array
 from .feedback import info_enabled, log_info
 
 __all__ = ["launch", "stream", "QueueStream", "trip_count", "launch_shape", "tile", "launch_tiles",
@@ -437,21 +438,16 @@ def on_device(value, copies: dict):
 def private_copy(value):
     """The driver's private copy of device array ``value`` outside a nest (``privates``:
     ``private``, uninitialised); any other value as it is."""
-    if not _on_the_device(value):
+    if not is_device_array(value):
         return value  # scalars; host arrays reach no kernel (``on_device``)
     return _empty(value.shape, value.dtype)
-
-
-def _on_the_device(value) -> bool:
-    """A device array (CuPy's, the compiler's, the fake backend's: 0-d ones included)."""
-    return hasattr(value, "__cuda_array_interface__") or hasattr(value, "copy_to_host")
 
 
 def firstprivate_copy(value):
     """As ``private_copy``, with ``value``'s elements (``firstprivate``): CuPy copies on the
     current stream, any layout; the compiler's own device arrays (the simulator's) through
     the host, as a contiguous copy."""
-    if not _on_the_device(value):
+    if not is_device_array(value):
         return value
     cupy = _cupy()
     if cupy is not None:

@@ -53,7 +53,7 @@ import dataclasses
 import numpy as np
 
 from . import cuda_compilers, cuda_runtime
-from .codegen import RT, Target, _names_outside
+from .codegen import RT, Target
 from .cuda_arrays import CRT as _CRT, CUDA as _CUDA, DEVICE_COPIES as _DEVICE_COPIES
 from .cuda_arrays import LOCAL_FILL as _LOCAL_FILL, LocalArrays as _LocalArrays, rebind_on_device
 from .cuda_relaunch import only_launches
@@ -151,10 +151,9 @@ class CudaTarget(Target):
             body = _atomic_array_updates(nest, body, p)
             nest = dataclasses.replace(nest, reductions=tuple(
                 (op, var) for op, var in nest.reductions if var not in nest.array_reductions))
-        source = self.builder.current_source
         name = f"_acc_k{self.kernel_count}"
         self.kernel_count += 1
-        outside = _names_outside(source.tree, nest.levels[0]) | self.builder.copies.defined
+        outside = self.builder.names_outside(nest.levels[0])
         copies = nest.private + nest.firstprivate
         loop_vars = {level.target.id for level in nest.levels}
         private_arrays = [n for n in copies if self._array_ndim(n) is not None]

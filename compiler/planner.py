@@ -26,7 +26,8 @@ from .clauses import ComputeClauses, parse_loop_clauses
 from .errors import CompileError
 from .loop_plans import LoopNote, NestPlan, LoopPlan
 from .frontend import CallKind, FunctionSource, Scope, classify_call, loaded_names, stored_names
-from .reductions import array_updates, canonical, is_absorbing_store, same_op, scalar_updates
+from .reductions import COMBINE, array_updates, canonical, is_absorbing_store, same_op, \
+    scalar_updates
 from . import dependence
 
 __all__ = ["Planner", "LoopPlan", "NestPlan", "LoopNote"]
@@ -556,14 +557,13 @@ def _first_use_after(tree, nest, name):
 def _depth(clauses) -> tuple[int, str]:
     """How many loops ``clauses`` take, and the clause that says so (OpenACC 3.3 §2.9.1
     ``collapse``, §2.9.8 ``tile``: one loop per size)."""
-    if clauses.tile:
-        return len(clauses.tile), f"tile({', '.join(map(str, clauses.tile))})"
-    return clauses.collapse, f"collapse({clauses.collapse})"
+    spelled = f"tile({', '.join(map(str, clauses.tile))})" if clauses.tile else \
+        f"collapse({clauses.collapse})"
+    return clauses.nest_depth, spelled
 
 
 def _element_update_text(var, op) -> str:
     """How to write an ``op`` update of an element of ``var`` (OpenACC 3.3 §2.5.15)."""
-    if op in ("and", "or", "max", "min"):
-        return f"{var}[k] = {var}[k] {op} value" if op in ("and", "or") else \
-            f"{var}[k] = {op}({var}[k], value)"
+    if op in ("and", "or", "max", "min"):  # (no augmented assignment: COMBINE's form)
+        return f"{var}[k] = " + COMBINE[op].format(a=f"{var}[k]", b="value")
     return f"{var}[k] {'+' if op == '-' else op}= value"

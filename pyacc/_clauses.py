@@ -13,6 +13,7 @@ import numbers
 
 import numpy as np
 
+from pyacc.compiler.clause_kinds import PRESENT_OR
 from pyacc.mapping import ClauseError, InvalidAsyncError, MapKind, MapRequest, check_array
 
 __all__ = [
@@ -76,20 +77,14 @@ def requests_of(kind: MapKind, value, *, contiguous: bool = True, zero: bool = F
             for array in arrays_of(value)]
 
 
-#: OpenACC 3.3 §2.7: the ``present_or_`` spellings of earlier versions, still aliases
-CLAUSE_ALIASES = {"pcopy": "copy", "present_or_copy": "copy", "pcopyin": "copyin",
-                  "present_or_copyin": "copyin", "pcopyout": "copyout",
-                  "present_or_copyout": "copyout", "pcreate": "create",
-                  "present_or_create": "create"}
-
-
 def canonical_clauses(clauses: dict) -> dict:
-    """``clauses`` with the aliases spelled as their clause (lists of one clause joined)."""
-    if CLAUSE_ALIASES.keys().isdisjoint(clauses):
+    """``clauses`` with the ``present_or_`` aliases (the compiler's table, ``PRESENT_OR``)
+    spelled as their clause (lists of one clause joined)."""
+    if PRESENT_OR.keys().isdisjoint(clauses):
         return clauses
     out: dict = {}
     for keyword, value in clauses.items():
-        keyword = CLAUSE_ALIASES.get(keyword, keyword)
+        keyword = PRESENT_OR.get(keyword, keyword)
         out[keyword] = arrays_of(out[keyword]) + arrays_of(value) if keyword in out else value
     return out
 

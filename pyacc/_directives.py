@@ -133,8 +133,7 @@ class data(*((SingleUseRegion,) if DATA_BASE is object else (DATA_BASE, SingleUs
         if self._enabled:
             for keyword, value in clauses.items():
                 if keyword in _KIND_OF or keyword in _ZEROED:
-                    self._requests += requests_of(_KIND_OF.get(keyword) or _ZEROED[keyword], value,
-                                                  zero=keyword in _ZEROED)
+                    self._requests += _clause_requests(keyword, value)
         self._runtime = None
         self._queue = None
         self._mapped = []
@@ -202,6 +201,12 @@ configure_data(data, SingleUseRegion.__enter__, SingleUseRegion.__exit__,
                ("copy", "copyin", "copyout", "create", "no_create", "present"))
 
 
+def _clause_requests(keyword: str, value) -> list:
+    """The map requests of one data clause of a data directive (``create_zero``,
+    ``copyout_zero``: its create action zero-fills)."""
+    return requests_of(_ZEROED.get(keyword) or _KIND_OF[keyword], value, zero=keyword in _ZEROED)
+
+
 def _publish_region(kind, runtime, construct: str, name=None) -> None:
     if BUS.wants(kind):
         BUS.publish(kind, runtime.device.identity, name=name, info=construct)
@@ -229,19 +234,19 @@ def enter_data(**clauses) -> None:
     requests = []
     for keyword, value in clauses.items():  # in the order the user wrote them
         if keyword in entering:
-            requests += requests_of(_ZEROED.get(keyword) or _KIND_OF[keyword], value,
-                                    zero=keyword in _ZEROED)
+            requests += _clause_requests(keyword, value)
     structs = [checked_struct("enter_data(attach=...)", s) for s in structs_of(clauses.get("attach"))]
     runtime = current_runtime()
     queue = queue_of(runtime, clauses.get("async_"))
     wait_for(runtime, clauses.get("wait"), queue)
     runtime.enter(requests, Counter.DYNAMIC, queue, at_once=False)  # API.md §10
-    done = 0
+    attached = []
     try:
-        for done, s in enumerate(structs, 1):
+        for s in structs:
             attach(s)
+            attached.append(s)
     except BaseException:  # all or nothing: the attaches and the entries undone
-        for s in structs[:done - 1]:
+        for s in attached:
             detach(s)
         runtime.exit_dynamic([MapRequest(MapKind.DELETE, r.array) for r in requests], queue)
         raise

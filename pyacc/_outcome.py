@@ -21,7 +21,7 @@ from pyacc.mapping.queues import Pending, reported_cause
 
 from ._errors import report
 
-__all__ = ["AsyncResult", "add_section_hint", "is_kernel_failure", "kernel_failure", "raised_inside"]
+__all__ = ["AsyncResult", "add_section_hint", "is_kernel_failure", "kernel_failure"]
 
 
 class AsyncResult:
@@ -63,7 +63,7 @@ def kernel_failure(error, where, label) -> ExecutionError:
         return ExecutionError(
             f"kernel {error.kernel} failed: index out of bounds{on}: {error}",
             kernel=error.kernel, name=array)
-    error = raised_inside(error)
+    error = reported_cause(error)
     return ExecutionError(f"kernel {where} failed: {type(error).__name__}: {error}",
                           kernel=where)
 
@@ -79,9 +79,6 @@ def add_section_hint(error) -> None:
     the message says what to pass instead."""
     if isinstance(error, PartlyPresentError) and _SECTION_HINT not in str(error):
         error.args = (f"{error.args[0] if error.args else error}; {_SECTION_HINT}",) + error.args[1:]
-
-
-raised_inside = reported_cause  # (a synchronous call's kernel failure too)
 
 
 def is_kernel_failure(error) -> bool:

@@ -227,7 +227,7 @@ typedef enum { TIME_NONE, TIME_ALWAYS, TIME_SAMPLED } Timing;
 /* A trampoline's result as CPython checks a C function's (``_Py_CheckFunctionResult``): a
  * result with an exception set is the exception (Numba's overload may return one so: a
  * routine that raised in a call its parallel loop hoisted; the dispatcher's call then
- * raises SystemError from it, which ``_outcome.raised_inside`` unwraps). */
+ * raises SystemError from it, which ``queue_protocol.reported_cause`` unwraps). */
 static PyObject *checked_result(PyObject *result) {
     if (result != NULL && PyErr_Occurred())
         Py_CLEAR(result);

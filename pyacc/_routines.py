@@ -373,8 +373,14 @@ def shutdown(device_type=None) -> None:
     they belonged to (logged at debug level on the ``pyacc`` logger)."""
     device_type = canonical_type(device_type) if device_type is not None else ICVS.device_type
     for runtime in _devices.live_runtimes(device_type):
-        runtime.shutdown()
-        runtime.device.queues.retire()  # new queues read the async crossover again (API.md §5)
+        _shut_down(runtime)
+
+
+def _shut_down(runtime) -> None:
+    """End every data lifetime of ``runtime``'s device, free its memory, retire its queues
+    (new ones read the async crossover again: API.md §5)."""
+    runtime.shutdown()
+    runtime.device.queues.retire()
 
 
 @reported
@@ -397,8 +403,7 @@ def shutdown_device(device_num, device_type=None) -> None:
                                    f"(the type has {count}: 0 to {count - 1})")
     for runtime in _devices.live_runtimes(device_type):
         if runtime.device.number == device_num:
-            runtime.shutdown()
-            runtime.device.queues.retire()
+            _shut_down(runtime)
 
 
 _PROPERTIES = ("memory", "free_memory", "shared_memory_support", "name", "vendor", "driver")

@@ -24,6 +24,7 @@ import dataclasses
 import difflib
 import re
 
+from pyacc.compiler.clause_text import arguments_at
 from pyacc.compiler.clauses import ClauseExpr, closing_paren
 from pyacc.compiler.errors import CompileError
 
@@ -79,11 +80,7 @@ def _parse_string(result: OmpClauses, text: str, error) -> None:
             raise _error(error, f"omp {_spell(construct)}: malformed clause string: expected a "
                                 f"clause name" + caret(text, pos))
         word, start = match.group(), match.start()
-        pos = after = match.end()
-        while pos < len(text) and text[pos] in " \t":
-            pos += 1
-        if pos >= len(text) or text[pos] != "(":  # a clause without arguments: the next one
-            pos = after                               # follows ("nowait map(to: a)")
+        pos = arguments_at(text, match.end())
         args = args_at = None
         if pos < len(text) and text[pos] == "(":
             close = _matching_paren(text, pos, construct, error)
