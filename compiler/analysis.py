@@ -45,6 +45,7 @@ from .frontend import (MISSING, RESERVED_PREFIX, FunctionSource, Scope, load_fun
 from .free_names import (chain_value, free_chains, free_params, is_array_like, is_free_value,
                          with_params)
 from .planner import NestPlan, LoopPlan, Planner
+from .reductions import with_extremum_updates
 # (MemberError, StructLayout, is_struct and struct_layout are re-exported: the launcher reads them here)
 from .structs import (MemberError, StructLayout, chain_of, checked_struct_params, is_struct,
                       refuse_member_store, struct_layout)
@@ -326,6 +327,7 @@ def _analyze(func, clauses: ComputeClauses) -> KernelInfo:
     chains = free_chains(source)
     source = with_params(source, free_params(source), chains)
     scope = Scope(source.func, local_names(source.tree))
+    source = dataclasses.replace(source, tree=with_extremum_updates(source.tree, scope))
     _check_clause_names(source, clauses, scope)
     check_free_names(source, scope, strict=False)
     plan = Planner(source, clauses, scope).plan()

@@ -101,6 +101,8 @@ class Planner:
                 self._add(levels, parallel=False, reason=reason)
                 return
             declared += found
+        elif self.clauses.construct == "kernels_loop":
+            declared += self._independent_kept(levels, declared, private)
         self._add(levels, parallel=True, declared=declared, private=private,
                   firstprivate=self.clauses.firstprivate, marker=marker,
                   conditions=conditions)
@@ -131,7 +133,8 @@ class Planner:
                 levels = self._levels(stmt, *(_depth(marker) if marker else (1, "")))
                 declared = marker.reductions if marker else ()
                 private = marker.private if marker else ()
-                reason, found, conditions = ("", (), ()) if marker is not None and \
+                reason, found, conditions = ("", self._independent_kept(
+                    levels, declared, private), ()) if marker is not None and \
                     marker.independent else self._dependence(levels, declared, private)
                 if not reason:
                     self._add(levels, parallel=True, declared=declared + found,
@@ -246,6 +249,37 @@ class Planner:
                     id(node) not in inside and node.id in stores and \
                     (in_loop or node.lineno > nest.end_lineno):
                 found.append((node.id, stores.pop(node.id), node.lineno))
+        return found
+
+    def _kept_scalars(self, levels, skip):
+        """The implied reductions of the scalars a ``kernels`` nest assigns and the region
+        reads after it (``copy`` there, OpenACC 3.3 §2.6.2, so the last value is kept): a
+        nest that only stores ``True`` (``False``) computes an ``or`` (``and``). Returns
+        ``(reductions, None)``, or ``((), (var, store line, use line))`` for a scalar
+        whose last value needs the iterations in order."""
+        found = []
+        for var, store, use in self._live_out(levels, skip):
+            op = _absorbing_op(levels[0], var)
+            if op is None:
+                return (), (var, store, use)
+            found.append((op, var))
+        return tuple(found), None
+
+    def _independent_kept(self, levels, declared, private):
+        """The reductions an ``independent`` nest of ``kernels`` implies for the scalars
+        the region keeps (§2.9.9 asserts the iterations have no dependences, not that
+        the region's scalars become private): a flag (``stop = True``) is an ``or``; a
+        scalar whose last value would need the iterations in order is refused."""
+        found, ordered = self._kept_scalars(levels, {v for _, v in declared} | set(private))
+        if ordered is not None:
+            var, store, use = ordered
+            raise self.source.error(
+                f"{var!r} is assigned in this independent loop (line {store}) and read "
+                f"after it (line {use}): its value would be the last iteration's, but "
+                f"independent iterations run in no order. Declare the reduction it "
+                f"computes, e.g. reduction=\"{_reduction_hint(levels, var)}:{var}\" "
+                f"(OpenACC 3.3 §2.5.15), or drop independent so the loop runs in order",
+                levels[0])
         return found
 
     def _note_sequential(self, node, reason):
@@ -445,14 +479,12 @@ class Planner:
         except CompileError as exc:
             return exc.reason, (), ()
         reduction_vars = {var for _, var in reductions}
-        found = []
-        for var, store, use in self._live_out(levels, reduction_vars | set(private)):
-            op = _absorbing_op(levels[0], var)
-            if op is None:
-                return (f"scalar {var!r} is assigned in the loop (line {store}) and used "
-                        f"after it (line {use}), so its last value must be kept"), (), ()
-            found.append((op, var))
-            reduction_vars.add(var)
+        found, ordered = self._kept_scalars(levels, reduction_vars | set(private))
+        if ordered is not None:
+            var, store, use = ordered
+            return (f"scalar {var!r} is assigned in the loop (line {store}) and used "
+                    f"after it (line {use}), so its last value must be kept"), (), ()
+        reduction_vars.update(var for _, var in found)
         fresh = dependence.fresh_locals(body, outer) | set(private)  # (each its own copy)
         reason = dependence.carried_scalar(body, outer, reduction_vars | loop_vars)
         if reason:

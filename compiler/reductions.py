@@ -14,10 +14,14 @@ Invariants:
       ``and`` variable) is the update ``s = s or True`` (``s and False``), so
       ``reduction(or:stop)`` accepts ``stop = True`` as C codes write it.
     * Identities are those of §2.5.15, typed like the variable (or the array element).
+    * ``if e > m: m = e`` is the update ``m = max(m, e)`` (``<``: ``min``), as C codes
+      write a ``reduction(max:m)`` (:func:`with_extremum_updates`): the same value as
+      Python's ``max(m, e)``, which keeps ``m`` unless ``e > m``.
 """
 from __future__ import annotations
 
 import ast
+import copy
 
 import numpy as np
 from numba import types as nbtypes
@@ -25,6 +29,7 @@ from numba import types as nbtypes
 from .frontend import loaded_names
 
 __all__ = ["reduction_pattern", "scalar_updates", "same_op", "canonical", "COMBINE",
+           "with_extremum_updates",
            "is_absorbing_store", "element_update", "array_updates",
            "ReductionSlots", "reduction_identity", "numpy_dtype", "NP", "PLACEHOLDER"]
 
@@ -94,6 +99,56 @@ def is_absorbing_store(stmt, var: str, op: str) -> bool:
             and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == var
             and isinstance(stmt.value, ast.Constant)
             and stmt.value.value is _ABSORBING[op])
+
+
+#: The operator an ``if e OP m: m = e`` computes, by the comparison with ``e`` on its left.
+_EXTREMA = {ast.Gt: "max", ast.GtE: "max", ast.Lt: "min", ast.LtE: "min"}
+_FLIPPED = {"max": "min", "min": "max"}
+#: The nodes of an expression that reads and computes only (no call, no walrus).
+_PURE = (ast.Name, ast.Constant, ast.Subscript, ast.Attribute, ast.BinOp, ast.UnaryOp,
+         ast.Tuple, ast.Slice, ast.operator, ast.unaryop, ast.expr_context)
+
+
+def _extremum_update(stmt, scope):
+    """``m = max(m, e)`` for ``if e > m: m = e`` (``m < e`` too; ``>=``; ``min`` for
+    ``<``), when ``e`` only reads and computes and ``max``/``min`` are the builtins;
+    else None."""
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1 and
+            isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1):
+        return None
+    assign = stmt.body[0]
+    if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1 and
+            isinstance(assign.targets[0], ast.Name)):
+        return None
+    var, value = assign.targets[0].id, assign.value
+    op = _EXTREMA.get(type(stmt.test.ops[0]))
+    left, right = stmt.test.left, stmt.test.comparators[0]
+    if isinstance(left, ast.Name) and left.id == var:
+        left, right, op = right, left, _FLIPPED.get(op)
+    if op is None or not (isinstance(right, ast.Name) and right.id == var) or \
+            ast.dump(left) != ast.dump(value) or var in loaded_names(value) or \
+            not all(isinstance(n, _PURE) for n in ast.walk(value)) or \
+            scope.resolve(ast.Name(id=op, ctx=ast.Load())) is not {"max": max, "min": min}[op]:
+        return None
+    call = ast.Call(func=ast.Name(id=op, ctx=ast.Load()),
+                    args=[ast.Name(id=var, ctx=ast.Load()), value], keywords=[])
+    return ast.fix_missing_locations(ast.copy_location(
+        ast.Assign(targets=[assign.targets[0]], value=call), stmt))
+
+
+def with_extremum_updates(tree, scope):
+    """``tree`` with each ``if e > m: m = e`` written ``m = max(m, e)`` (a copy; ``tree``
+    itself when it has none): then a ``reduction(max:m)`` loop accepts it and a
+    ``kernels`` loop finds the reduction (OpenACC 3.3 §2.5.15 leaves the spelling of the
+    update free; the value is the same)."""
+    if not any(_extremum_update(n, scope) for n in ast.walk(tree)):
+        return tree
+
+    class Rewrite(ast.NodeTransformer):
+        def visit_If(self, node):
+            return _extremum_update(node, scope) or self.generic_visit(node)
+
+    return Rewrite().visit(copy.deepcopy(tree))
 
 
 def element_update(stmt, scope):

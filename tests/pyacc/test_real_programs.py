@@ -556,6 +556,98 @@ def test_kernels_flag_loops_are_parallel():
         assert notes and all(note.parallel for note in notes), [(n.line, n.reason) for n in notes]
 
 
+@acc.kernels
+def kernels_independent_flag(x):
+    stop = False
+    for i in acc.loop(range(x.shape[0]), independent=True):
+        if x[i] < 0.0:
+            stop = True
+    return stop
+
+
+@acc.kernels_loop(independent=True)
+def kernels_loop_independent_flag(x):
+    ok = True
+    for i in range(x.shape[0]):
+        if x[i] < 0.0:
+            ok = False
+    return ok
+
+
+@pytest.mark.parametrize("x, expected", FLAG_CASES, ids=["none", "middle", "first", "last", "all"])
+def test_an_independent_kernels_loop_keeps_the_regions_flag(device, x, expected, monkeypatch):
+    """OpenACC 3.3 §2.6.2 and §2.9.9: ``independent`` says the iterations have no
+    dependences; the kernels region's scalar stays ``copy``: ``stop = True`` stores are an
+    ``or`` (``ok = False``: an ``and``) whether the loop runs on one thread or in parallel
+    (Rodinia's BFS ``kernels { loop independent }``; before, the flag kept its first
+    value once the loop ran in parallel)."""
+    monkeypatch.setenv("PYACC_SERIAL_BELOW", "0")
+    assert bool(kernels_independent_flag(x)) is expected
+    assert bool(kernels_loop_independent_flag(x)) is (not expected)
+
+
+def test_an_independent_kernels_loop_refuses_a_scalar_needing_the_last_iteration():
+    """§2.9.9: independent iterations run in no order, so a scalar whose last value the
+    region reads after the loop has no value to keep: refused, naming the reduction."""
+    with pytest.raises(acc.CompileError, match=r"'v' is assigned in this independent loop "
+                       r"\(line \d+\) and read after it.*reduction=\"\+:v\""):
+        @acc.kernels_loop(independent=True)
+        def last_value(x):
+            v = 0.0
+            for i in range(x.shape[0]):
+                if x[i] < 0.0:
+                    v = x[i]
+            return v
+
+
+@acc.parallel_loop("reduction(max:maximum)")
+def relative_max(a, b):
+    maximum = 0.0
+    for i in range(a.shape[0]):
+        temp = abs(a[i] - b[i]) / a[i]
+        if temp > maximum:
+            maximum = temp
+    return maximum
+
+
+@acc.kernels_loop
+def smallest_and_largest(a):
+    low, high = 1e300, -1e300
+    for i in range(a.shape[0]):
+        if low > a[i]:
+            low = a[i]
+        if a[i] >= high:
+            high = a[i]
+    return low, high
+
+
+def test_an_if_that_keeps_the_larger_value_is_a_max_update(device):
+    """OpenACC 3.3 §2.5.15 leaves the update's spelling free: ``if t > m: m = t`` (C's
+    ``if (temp > maximum) maximum = temp;``, the lattice Boltzmann GpuSum) is the update
+    ``m = max(m, t)``: accepted by ``reduction(max:m)``, found by ``kernels`` (``min``
+    for ``m > t``), and the loop stays parallel."""
+    rng = np.random.default_rng(5)
+    a, b = rng.random(1000) + 1.0, rng.random(1000)
+    assert relative_max(a, b) == (np.abs(a - b) / a).max()
+    assert smallest_and_largest(a) == (a.min(), a.max())
+    assert all(note.parallel for note in plan_notes(smallest_and_largest))
+
+
+def test_an_if_that_also_does_something_else_is_not_a_max_update():
+    """Only ``if e > m: m = e`` alone is the update: an argmax (``m = t; k = i``) is not,
+    and ``reduction(max:m)`` refuses it, naming the statement."""
+    with pytest.raises(acc.CompileError, match=r"reduction\(max:m\): this statement is "
+                                               r"not a 'max' update of 'm'"):
+        @acc.parallel_loop("reduction(max:m)")
+        def argmax(a):
+            m, k = -1.0, 0
+            for i in range(a.shape[0]):
+                if a[i] > m:
+                    m = a[i]
+                    k = i
+            return m
+
+
 @acc.kernels_loop
 def kernels_flag_read_in_loop(x, y):
     stop = False
