@@ -328,7 +328,7 @@ def _analyze(func, clauses: ComputeClauses) -> KernelInfo:
     source = with_params(source, free_params(source), chains)
     scope = Scope(source.func, local_names(source.tree))
     source = dataclasses.replace(source, tree=with_extremum_updates(source.tree, scope))
-    _check_clause_names(source, clauses, scope)
+    _check_clause_names(source, clauses, scope, user_params)
     check_free_names(source, scope, strict=False)
     plan = Planner(source, clauses, scope).plan()
     written, read = access_sets(source, scope, clauses.private + clauses.firstprivate)
@@ -379,8 +379,11 @@ def bind_free_names(info: KernelInfo) -> None:
     known = set(info.kernel_params)
     for name, kind in info.clauses.data_names().items():
         if name not in known and "." not in name:  # (a member's root: checked by analyze)
+            value = scope.lookup(name)
+            now = "undefined" if value is MISSING else f"{type(value).__name__} {value!r:.40}"
             raise info.source.clause_error(f"{kind}({name}): {name!r} is neither a parameter nor "
-                                           f"a module-level array")
+                                           f"a module-level array (at this call it is {now}): "
+                                           f"assign the array before the first call")
     info.names_bound = True
 
 
@@ -400,7 +403,7 @@ def check_function(source: FunctionSource) -> None:
                                f"for generated code ({node.id!r})", node)
 
 
-def _check_clause_names(source, clauses, scope):
+def _check_clause_names(source, clauses, scope, user_params):
     params, local = set(source.params), scope.local
     free = {n.id for n in ast.walk(source.tree)
             if isinstance(n, ast.Name) and n.id not in local}
@@ -413,10 +416,10 @@ def _check_clause_names(source, clauses, scope):
                                           f"{', '.join(source.params) or 'none'}); members of "
                                           f"parameters only: pass {root} as an argument")
             continue
-        if name not in params and not (name in free and scope.lookup(name) is MISSING):
+        if name not in params and name not in free:  # (a free name: checked at first call)
             raise source.clause_error(f"{kind}({name}) does not name a parameter or a "
                                       f"module-level array the function reads "
-                                      f"(parameters: {', '.join(source.params) or 'none'})")
+                                      f"(parameters: {', '.join(user_params) or 'none'})")
     for kind in ("private", "firstprivate"):
         for name in getattr(clauses, kind):
             if name not in local:

@@ -103,8 +103,10 @@ def _data_lines(info, arg_types):
     explicit = clauses.data_names()
     explicit.update({n: k for k in ("private", "firstprivate") for n in getattr(clauses, k)})
     lines = []
+    closure = set(info.func.__code__.co_freevars)
     for name in info.kernel_params:
-        where = " (module-level)" if name in info.free_params else ""
+        where = "" if name not in info.free_params else \
+            " (closure)" if name in closure else " (module-level)"
         numba_type = (arg_types or {}).get(name)
         if name in explicit:
             lines.append(f"  {name}{where}: {explicit[name]} (explicit clause)")

@@ -221,6 +221,15 @@ def test_closure_array_and_scalar_are_read(device):
         assert table() == []
 
 
+def test_explain_calls_a_closure_variable_a_closure_variable(emulated):
+    """acc.explain names where each free name comes from: a closure variable is not
+    module-level (srad's ``q0sqr``, a local of the function around the kernel)."""
+    closure_scale(np.zeros(8))
+    text = acc.explain(closure_scale)
+    assert "table_ (closure): copyin" in text and "factor (closure): firstprivate" in text
+    assert "module-level" not in text
+
+
 def test_closure_variables_are_read_at_each_call(device):
     """API.md §6.1: rebinding a closure variable (``nonlocal``) changes what the kernel
     sees, like a global."""
@@ -327,6 +336,49 @@ def test_data_clause_may_name_a_global_present(device, fresh_globals):
     with acc.data(copyin=[G_IN]):
         scale_present_global(y)
     np.testing.assert_array_equal(y, 3.0 * G_IN)
+
+
+LATE_TABLE = None  # a C global pointer: allocated in main, after the kernels
+
+
+@acc.parallel_loop("copyin(LATE_TABLE)")
+def doubles_late_table(y):
+    for i in range(y.shape[0]):
+        y[i] = 2.0 * LATE_TABLE[i]
+
+
+NEVER_SET = None
+
+
+@acc.parallel_loop("present(NEVER_SET)")
+def reads_never_set(y):
+    for i in range(y.shape[0]):
+        y[i] = NEVER_SET[i]
+
+
+def test_a_data_clause_may_name_a_global_that_is_none_until_the_first_call(emulated):
+    """API.md §6.1: globals are looked up at each call, so a data clause may name one
+    that holds ``None`` when the function is decorated (``G = None`` for C's global
+    pointer, allocated later); before, the clause was refused at decoration."""
+    global LATE_TABLE
+    LATE_TABLE = np.arange(4.0)
+    try:
+        y = np.zeros(4)
+        doubles_late_table(y)
+        np.testing.assert_array_equal(y, 2.0 * np.arange(4.0))
+        expect_stats(h2d_count=2, d2h_count=1)  # LATE_TABLE copied in only
+    finally:
+        LATE_TABLE = None
+
+
+def test_a_data_clause_naming_a_global_that_is_still_none_says_so_at_the_call(emulated):
+    """Bad input: the global is still ``None`` at the first call: a CompileError naming
+    it, its value and the fix."""
+    with pytest.raises(acc.CompileError, match=r"present\(NEVER_SET\): 'NEVER_SET' is "
+                       r"neither a parameter nor a module-level array \(at this call it "
+                       r"is NoneType None\): assign the array before the first call"):
+        reads_never_set(np.zeros(4))
+    assert table() == []
 
 
 def test_data_clause_may_name_a_global_copyin(emulated, fresh_globals):
