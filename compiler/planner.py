@@ -267,9 +267,8 @@ class Planner:
 
     def _independent_kept(self, levels, declared, private):
         """The reductions an ``independent`` nest of ``kernels`` implies for the scalars
-        the region keeps (§2.9.9 asserts the iterations have no dependences, not that
-        the region's scalars become private): a flag (``stop = True``) is an ``or``; a
-        scalar whose last value would need the iterations in order is refused."""
+        the region keeps (§2.9.9: no dependences, yet the region's scalars stay ``copy``):
+        a flag (``stop = True``) is an ``or``; a scalar needing the last value, refused."""
         found, ordered = self._kept_scalars(levels, {v for _, v in declared} | set(private))
         if ordered is not None:
             var, store, use = ordered

@@ -33,6 +33,7 @@ Threading, lock and event order:
 from __future__ import annotations
 
 import logging
+
 import numpy as np
 
 from . import _probe, raw_memory
@@ -43,9 +44,8 @@ from .errors import ExecutionError
 from .events import BUS, EventKind, publish_reset
 from .lifetimes import Declaration, LifetimeVerbs
 from .oversubscribe import OversubscriptionVerbs
-from .plan import (EntryAction, EntryStep, check_update_targets, check_writeable,
-                   not_present, partly_present,
-                   plan_create, plan_entry, plan_exit, plan_update)
+from .plan import (EntryAction, EntryStep, check_update_targets, check_writeable, not_present,
+                   partly_present, plan_create, plan_entry, plan_exit, plan_update)
 from .protocol import MappingRecord, MappingRuntime
 from .raw_memory import Layout, byte_view
 from .requests import MapKind, MapRequest, Mapped, StructuredMemo, UpdateDirection, UpdateItem
@@ -341,9 +341,8 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
                               residency=self.residency)
 
     def exit_dynamic(self, requests: list[MapRequest], queue: Queue, *, finalize: bool = False) -> None:
-        """``exit data`` / ``acc.copyout`` / ``acc.delete`` (OpenACC 3.3 §2.6.6, §3.2.19).
-
-        Absent data is skipped (API.md §8). The dynamic count drops by one, or to 0 with
+        """``exit data`` / ``acc.copyout`` / ``acc.delete`` (OpenACC 3.3 §2.6.6, §3.2.19):
+        absent data is skipped (API.md §8). The dynamic count drops by one, or to 0 with
         ``finalize``; an entry whose counters both reach 0 is copied back through the
         named view when the request that ended it is a ``copyout``, then removed.
 
@@ -394,9 +393,8 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
     # == update ===========================================================================
     def update(self, items, queue: Queue, *, if_present: bool = False) -> None:
         """``update self/device`` of ``UpdateItem`` records (or any ``(direction, array,
-        name)`` triples) in the order given (OpenACC 3.3 §2.14.4).
-
-        Any strided view of present data may be updated; only its elements move.
+        name)`` triples) in the order given (OpenACC 3.3 §2.14.4); any strided view of
+        present data may be updated, only its elements move.
 
         Raises:
             NotPresentError: absent data without ``if_present``.
@@ -422,10 +420,11 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
                 check_writeable("update self", array, name or self.namer(array) or entry.name)
             if self.tracks_use:  # restored first if evicted (``oversubscribe``)
                 self.residency.note_use((entry,), queue, (direction is _DEVICE,))
+            device_array, name = self.device_array_of(entry, array), name or entry.name
             if direction is _DEVICE:
-                self.device.upload(self.device_array_of(entry, array), array, queue, name=name)
+                self.device.upload(device_array, array, queue, name=name)
             else:
-                self.device.download(array, self.device_array_of(entry, array), queue, name=name)
+                self.device.download(array, device_array, queue, name=name)
 
     def _update_planned(self, items, queue: Queue, if_present: bool) -> None:
         with self.table.locked(), _HOLD:
@@ -440,12 +439,13 @@ class DeviceRuntime(OversubscriptionVerbs, LifetimeVerbs, MappingRuntime):
             saved = [] if len(moves) > 1 and queue.async_value is None else None
             try:
                 for move, device_array in zip(moves, views):
+                    name = move.name or move.entry.name
                     if move.direction is _DEVICE:
-                        self.device.upload(device_array, move.array, queue, name=move.name)
+                        self.device.upload(device_array, move.array, queue, name=name)
                     else:
                         if saved is not None:
                             saved.append((move.array, move.array.copy()))
-                        self.device.download(move.array, device_array, queue, name=move.name)
+                        self.device.download(move.array, device_array, queue, name=name)
             except BaseException:
                 for array, before in reversed(saved or ()):
                     np.copyto(array, before)

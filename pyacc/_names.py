@@ -49,15 +49,22 @@ def _locals_of(frame) -> list:
 
 
 def variable_name(array) -> str | None:
-    """The name the user's frame binds to ``array`` (or to the array it is a view of)."""
+    """The name the user's frame binds to ``array`` (or to the array it is a view of),
+    in its locals, then (a function's frame) in its module's globals."""
     frame = user_frame()
     if frame is None:
         return None
     base = array.base if isinstance(array, np.ndarray) else None
     fallback = None
-    for name, value in _locals_of(frame):
-        if value is array:
-            return name
-        if base is not None and value is base and fallback is None:
-            fallback = f"{name}[...]"
-    return fallback
+    scopes = [_locals_of(frame)]
+    if frame.f_globals is not frame.f_locals:  # a function's frame: then its module's
+        scopes.append(list(frame.f_globals.items()))  # (another thread may add one)
+    for pairs in scopes:
+        for name, value in pairs:
+            if value is array:
+                return name
+            if base is not None and value is base and fallback is None:
+                fallback = f"{name}[...]"
+        if fallback is not None:
+            return fallback
+    return None

@@ -49,6 +49,30 @@ def test_autocompare_catches_a_kernel_made_to_differ(separate_memory, observe, c
     assert report in capfd.readouterr().err
 
 
+MODULE_FIELD = np.zeros(40)
+
+
+def _region_in_a_function():
+    with acc.data(copy=[MODULE_FIELD]):  # a global array, named in a function's frame
+        differs_on_purpose(MODULE_FIELD)
+
+
+def test_autocompare_names_every_array_it_reports(separate_memory, observe):
+    """API.md §11: the report names the array: one copied back by ``update self`` (a
+    section or the whole: the mapping's name) and a module-level array mapped inside a
+    function (before, both were reported as '?')."""
+    compare = observe(PYACC_AUTOCOMPARE=1)["autocompare"]
+    x = np.zeros(40)
+    acc.copyin(x)
+    differs_on_purpose(x)
+    acc.update_self(x[0:20])
+    acc.update_self(x)
+    acc.delete(x)
+    _region_in_a_function()
+    assert [report.split(" copied")[0] for report in compare.differences] == \
+        ["pyacc autocompare: 'x'"] * 2 + ["pyacc autocompare: 'MODULE_FIELD'"]
+
+
 def test_autocompare_follows_update_device_and_async_queues(separate_memory, observe):
     compare = observe(PYACC_AUTOCOMPARE=1)["autocompare"]
     x = np.ones(30)
