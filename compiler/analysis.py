@@ -331,6 +331,7 @@ def _analyze(func, clauses: ComputeClauses) -> KernelInfo:
     _check_clause_names(source, clauses, scope, user_params)
     check_free_names(source, scope, strict=False)
     plan = Planner(source, clauses, scope).plan()
+    clauses = _without_copied_results(source, clauses, scope, user_params, plan)
     written, read = access_sets(source, scope, clauses.private + clauses.firstprivate)
     reductions = tuple(dict.fromkeys(clauses.reductions + plan.reductions()))
     return KernelInfo(name=source.func.__name__, filename=source.filename,
@@ -403,6 +404,25 @@ def check_function(source: FunctionSource) -> None:
                                f"for generated code ({node.id!r})", node)
 
 
+def _without_copied_results(source, clauses, scope, params, plan) -> ComputeClauses:
+    """``clauses`` without ``copy`` of the function's locals, each a reduction variable
+    of the construct or of a loop in it: a reduction's result is ``copy`` already (OpenACC
+    3.3 §2.9.11, C's ``parallel copy(sum)`` around ``loop reduction(+:sum)``; OpenMP 5.2
+    §5.5.8's ``map(tofrom: sum) reduction(+:sum)``, BabelStream's dot), and in Python the
+    local the function returns is the host's variable."""
+    local = [n for n in clauses.copy if n in scope.local and n not in params]
+    if not local:
+        return clauses
+    results = {var for _, var in clauses.reductions + plan.reductions()}
+    for name in local:
+        if name not in results:
+            raise source.clause_error(
+                f"copy({name}) names a local variable of the function that no loop reduces: "
+                f"a local is the kernel's own; name a parameter or a module-level array, or "
+                f"declare the reduction that computes {name!r}")
+    return dataclasses.replace(clauses, copy=tuple(n for n in clauses.copy if n not in local))
+
+
 def _check_clause_names(source, clauses, scope, user_params):
     params, local = set(source.params), scope.local
     free = {n.id for n in ast.walk(source.tree)
@@ -416,6 +436,8 @@ def _check_clause_names(source, clauses, scope, user_params):
                                           f"{', '.join(source.params) or 'none'}); members of "
                                           f"parameters only: pass {root} as an argument")
             continue
+        if name in scope.local and kind == "copy":
+            continue  # a reduction's result (``_without_copied_results``)
         if name not in params and name not in free:  # (a free name: checked at first call)
             raise source.clause_error(f"{kind}({name}) does not name a parameter or a "
                                       f"module-level array the function reads "

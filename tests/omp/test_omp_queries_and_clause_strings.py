@@ -67,6 +67,22 @@ def test_a_reduction_item_may_also_be_mapped(device):
     assert mapped_reduction(np.arange(1024), 0) == 523776
 
 
+@omp.target_teams_distribute_parallel_for("map(tofrom: sum) reduction(+:sum)")
+def babelstream_dot(a, b):
+    sum = 0.0
+    for i in range(a.shape[0]):
+        sum += a[i] * b[i]
+    return sum
+
+
+def test_a_reduction_item_that_is_a_local_may_also_be_mapped(device):
+    """OpenMP 5.2 §5.5.8 (BabelStream's dot, verbatim): the reduction variable is the
+    function's local, initialised before the loop and returned; ``map(tofrom: sum)``
+    says what the reduction does already (before: refused as naming no parameter)."""
+    a = np.arange(1000.0)
+    assert babelstream_dot(a, np.full(1000, 2.0)) == 999000.0
+
+
 def test_map_without_a_type_is_to_on_enter_data_and_from_on_exit_data(device):
     a = np.arange(16.0)
     omp.target_enter_data("map(a)")

@@ -381,6 +381,33 @@ def test_a_data_clause_naming_a_global_that_is_still_none_says_so_at_the_call(em
     assert table() == []
 
 
+@acc.parallel("copy(total) copyin(a)")
+def sum_in_parallel_copy(a):
+    total = 0.0
+    for i in acc.loop(range(a.shape[0]), reduction="+:total"):
+        total += a[i]
+    return total
+
+
+def test_copy_of_a_local_reduction_variable_is_its_result(device):
+    """OpenACC 3.3 §2.9.11: C's ``parallel copy(sum)`` around ``loop reduction(+:sum)``:
+    the local the function returns is the host's ``sum``, the reduction gives its value
+    (before: refused as naming no parameter)."""
+    assert sum_in_parallel_copy(np.arange(100.0)) == 4950.0
+
+
+def test_copy_of_a_local_that_no_loop_reduces_is_refused():
+    """Bad input: any other local in ``copy`` is the kernel's own: a CompileError naming
+    it and the two fixes."""
+    with pytest.raises(acc.CompileError, match=r"copy\(t\) names a local variable of the "
+                                               r"function that no loop reduces"):
+        @acc.parallel_loop("copy(t)")
+        def fills(a):
+            t = 0.0
+            for i in range(a.shape[0]):
+                a[i] = t
+
+
 def test_data_clause_may_name_a_global_copyin(emulated, fresh_globals):
     """``copyin("G_ACC")`` on a global the kernel writes: not copied back (§2.7.7)."""
     x = np.ones(8)
