@@ -17,7 +17,8 @@ device data::
 
 Modules: ``_clause_model`` (the values of OpenMP clauses: map types, ``MapSpec``,
 ``OmpClauses``, which clauses each construct takes), ``_clauses`` (OpenMP clause strings
-and keywords, parsed into those values), ``_maps`` (map types and
+and keywords, parsed into those values), ``_clause_args`` (the argument lists of the
+clauses: map types and modifiers, lists with sections, dependence types), ``_maps`` (map types and
 modifiers → runtime requests, one reference count per mapping), ``_constructs``
 (``target_data``, ``target_enter_data``, ``target_exit_data``, ``target_update``,
 ``taskwait``), ``_compute`` (the compute decorators, over pyacc's compute machinery),

@@ -84,7 +84,8 @@ CONSTRUCT_CLAUSES = {
     "target_teams_distribute_parallel_for": _TARGET + _LOOP + ("num_teams", "dist_schedule",
                                                                "num_threads", "proc_bind"),
     "target_teams_distribute_parallel_for_simd": _TARGET + _LOOP + (
-        "num_teams", "dist_schedule", "num_threads", "proc_bind", "simdlen", "safelen"),
+        "num_teams", "dist_schedule", "num_threads", "proc_bind", "simdlen", "safelen",
+        "aligned", "nontemporal"),
     "target_parallel_for": _TARGET + _LOOP + ("num_threads", "proc_bind"),
     "target_teams_loop": _TARGET + _LOOP + ("num_teams", "bind"),
     "target_parallel_loop": _TARGET + _LOOP + ("num_threads", "bind", "proc_bind"),

@@ -28,10 +28,11 @@ from pyacc.compiler.clause_text import arguments_at
 from pyacc.compiler.clauses import ClauseExpr, closing_paren
 from pyacc.compiler.errors import CompileError
 
+from ._clause_args import (_DEPEND_TYPES, _depend_arg, _map_arg, _motion_arg, _names,
+                           _reduction_arg, _split_colon)
 from ._clause_model import (  # noqa: F401 - re-exported names
-    CONSTRUCT_CLAUSES, MAP_MODIFIERS, MAP_TYPES, MapSpec, OmpClauses, _Bad,
-    _COMPUTE_MAP_TYPES, _KEYWORD_ALIAS, _MAP_TYPES_OF, _NOT_SUPPORTED, _REDUCTION_OPS,
-    _UNSUPPORTED_MODIFIERS, _error, caret)
+    CONSTRUCT_CLAUSES, MAP_TYPES, MapSpec, OmpClauses, _Bad, _COMPUTE_MAP_TYPES,
+    _KEYWORD_ALIAS, _MAP_TYPES_OF, _NOT_SUPPORTED, _error, caret)
 
 __all__ = ["MapSpec", "OmpClauses", "parse", "caret", "MAP_TYPES", "CONSTRUCT_CLAUSES"]
 
@@ -207,114 +208,12 @@ def _apply(result: OmpClauses, word: str, args: str | None) -> None:
         kind = args.split(",")[0].split(":")[-1].strip()
         if kind not in ("static", "dynamic", "guided", "auto", "runtime"):
             raise _Bad(f"unknown schedule kind {kind!r}", 0)
+    elif word in ("aligned", "nontemporal"):  # hints without effect: their names checked
+        _names(args if word == "nontemporal" else _split_colon(args + ":")[0])
     elif word in ("proc_bind", "simdlen", "safelen"):
         pass  # hints without effect here
     else:  # pragma: no cover - every valid clause is handled above
         raise _Bad(f"{word} is not implemented", 0)
-
-
-def _names(text: str, base: int = 0) -> list[str]:
-    """A list of variable names (``a, b``); an empty item is an error."""
-    names, offset = [], 0
-    for piece in text.split(","):
-        if not piece.strip():
-            raise _Bad("empty item in the list", base + offset + len(piece))
-        for word in re.finditer(r"\S+", piece):
-            item = word.group()
-            if not item.isidentifier():
-                hint = ""
-                if "[" in item or ":" in item:
-                    hint = (" (array sections are written as Python views and passed as "
-                            "arguments: map the array, index it in the loop)")
-                raise _Bad(f"{item!r} is not a variable name{hint}", base + offset + word.start())
-            names.append(item)
-        offset += len(piece) + 1
-    return names
-
-
-def _split_colon(text: str):
-    """``(head, head_at, tail, tail_at)`` at the first ':' outside brackets, or
-    ``(None, 0, text, 0)``."""
-    depth = 0
-    for index, char in enumerate(text):
-        if char in "([":
-            depth += 1
-        elif char in ")]":
-            depth -= 1
-        elif char == ":" and depth == 0:
-            return text[:index], 0, text[index + 1:], index + 1
-    return None, 0, text, 0
-
-
-#: the map type of a ``map`` clause written without one (OpenMP 5.2 §5.8.3: ``tofrom``;
-#: on ``target enter data`` it means ``to``, on ``target exit data`` ``from``)
-_UNTYPED_MAP = {"target_enter_data": "to", "target_exit_data": "from"}
-
-
-def _map_arg(args: str, construct: str = ""):
-    """``[modifier[,] ...] type: list`` or just ``list`` (type: ``_UNTYPED_MAP``)."""
-    head, _, tail, tail_at = _split_colon(args)
-    if head is None:
-        return MapSpec(_UNTYPED_MAP.get(construct, "tofrom")), _names(args)
-    words = [(m.group(), m.start()) for m in re.finditer(r"[^\s,]+", head)]
-    if not words:
-        raise _Bad("missing map type before ':' (to, from, tofrom, alloc, release, delete)", 0)
-    map_type, type_at = words[-1]
-    if map_type not in MAP_TYPES:
-        if map_type in MAP_MODIFIERS:
-            raise _Bad(f"{map_type!r} is a map-type modifier; a map type (to, from, tofrom, "
-                       f"alloc, release, delete) must follow it", type_at)
-        close = difflib.get_close_matches(map_type, MAP_TYPES + MAP_MODIFIERS, n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise _Bad(f"unknown map type {map_type!r} (valid: {', '.join(MAP_TYPES)}){hint}", type_at)
-    flags = {"always": False, "present": False, "ompx_hold": False}
-    for word, at in words[:-1]:
-        key = word.split("(")[0]
-        if key in _UNSUPPORTED_MODIFIERS:
-            raise _Bad(_UNSUPPORTED_MODIFIERS[key], at)
-        if word == "close":
-            continue
-        if word not in flags:
-            close = difflib.get_close_matches(word, MAP_MODIFIERS, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise _Bad(f"unknown map-type modifier {word!r} (valid: "
-                       f"{', '.join(MAP_MODIFIERS)}){hint}", at)
-        if flags[word]:
-            raise _Bad(f"map-type modifier {word!r} given twice", at)
-        flags[word] = True
-    spec = MapSpec(map_type, flags["always"], flags["present"], flags["ompx_hold"])
-    return spec, _names(tail, tail_at)
-
-
-def _motion_arg(args: str):
-    """``to([present:] list)`` / ``from(...)`` of target update (5.2 §5.9)."""
-    head, _, tail, tail_at = _split_colon(args)
-    if head is None:
-        return False, _names(args)
-    if head.strip() != "present":
-        raise _Bad(f"unknown motion modifier {head.strip()!r} (valid: present)",
-                   len(head) - len(head.lstrip()))
-    return True, _names(tail, tail_at)
-
-
-def _reduction_arg(args: str) -> str:
-    """``[modifier,] op: list`` → the OpenACC spelling ``op:list``."""
-    head, _, tail, tail_at = _split_colon(args)
-    if head is None:
-        raise _Bad("expected 'op: list' (e.g. 'reduction(+: sum)')", 0)
-    parts = [p.strip() for p in head.split(",")]
-    op = parts[-1]
-    for modifier in parts[:-1]:
-        if modifier != "default":
-            raise _Bad(f"reduction modifier {modifier!r} is not supported (inscan and task "
-                       "reductions are not implemented)", 0)
-    if op not in _REDUCTION_OPS:
-        close = difflib.get_close_matches(op, list(_REDUCTION_OPS), n=1, cutoff=0.3)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise _Bad(f"unknown reduction operator {op!r} (valid: {' '.join(_REDUCTION_OPS)})"
-                   f"{hint}", head.index(op) if op else 0)
-    names = _names(tail, tail_at)
-    return f"{_REDUCTION_OPS[op]}:{','.join(names)}"
 
 
 def _positive_literal(text: str, what: str) -> int:
@@ -371,19 +270,6 @@ def _if_arg(text: str, construct: str):
         except _Bad as bad:
             raise _Bad(str(bad), tail_at + bad.offset) from None
     return _expr(text)
-
-
-_DEPEND_TYPES = ("in", "out", "inout", "mutexinoutset", "inoutset")
-
-
-def _depend_arg(text: str):
-    head, _, tail, tail_at = _split_colon(text)
-    if head is None:
-        raise _Bad("expected 'type: list' (in, out, inout)", 0)
-    kind = head.strip()
-    if kind not in _DEPEND_TYPES:
-        raise _Bad(f"unknown dependence type {kind!r} (valid: {', '.join(_DEPEND_TYPES)})", 0)
-    return [(kind, name) for name in _names(tail, tail_at)]
 
 
 _DEFAULTMAP = ("none", "present", "tofrom", "default", "firstprivate", "to", "from", "alloc")
@@ -505,7 +391,8 @@ def _keyword(result: OmpClauses, raw: str, value, error) -> None:
         elif name in ("num_teams", "thread_limit"):
             setattr(result, name, _count_keyword(name, value))
         elif name in ("num_threads", "schedule", "dist_schedule", "order", "bind", "default",
-                      "proc_bind", "simdlen", "safelen", "indirect", "seq"):
+                      "proc_bind", "simdlen", "safelen", "aligned", "nontemporal", "indirect",
+                      "seq"):
             if name == "seq":
                 result.loop_flags["seq"] = bool(value)
         elif name == "device":

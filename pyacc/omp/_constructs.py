@@ -1,8 +1,8 @@
 """The OpenMP data constructs (OpenMP 5.2 §13.5–13.9): ``target_data``,
 ``target_enter_data``, ``target_exit_data``, ``target_update``, and ``taskwait``.
 
-Each validates its clauses (keywords, or one OpenMP clause string whose names are the
-caller's variables), resolves its device (``device``; the initial device and ``if_``
+Each validates its clauses (keywords, or one OpenMP clause string whose items are the
+caller's variables, their members and array sections: ``map(to: a[0:n], s.x)``), resolves its device (``device``; the initial device and ``if_``
 false: nothing happens), combines the maps per array (``_maps.combine``) and calls the
 mapping runtime's verbs on that device's runtime. Each is all-or-nothing (API.md §4).
 ``nowait`` work goes to the calling thread's nowait queue (``omp.taskwait()`` waits for
@@ -12,8 +12,12 @@ that has ``depend`` clauses first waits for the thread's nowait work.
 
 from __future__ import annotations
 
+import functools
 import sys
 
+import numpy as np
+
+from pyacc.compiler.clause_text import data_items
 from pyacc.mapping import BUS, AccError, EventKind, ExecutionError, UpdateDirection
 from pyacc.mapping import ClauseError, check_array
 
@@ -54,12 +58,23 @@ def _parse(construct, clause_string, keywords, depth=3):
 
 
 def _lookup(scope, item, construct):
+    """The array a clause string's item names in the caller's ``scope``: a variable, a
+    member (``s.x``) or an array section (``a[0:n]``, its bounds read in ``scope``)."""
     if not isinstance(item, str):
         return item
-    if item not in scope:
-        raise ClauseError(f"omp {construct.replace('_', ' ')}: {item!r} in the clause string is not a "
+    ((name, section),) = data_items(item)
+    root, *members = name.split(".")
+    if root not in scope:
+        raise ClauseError(f"omp {construct.replace('_', ' ')}: {root!r} in the clause string is not a "
                           "variable of the calling function or module", clause=item)
-    return scope[item]
+    value = functools.reduce(getattr, members, scope[root])
+    if section is None:
+        return value
+    try:
+        return value[section.index(scope, np.shape(value))]
+    except (ValueError, NameError) as exc:
+        raise ClauseError(f"omp {construct.replace('_', ' ')}: the section {item!r}: {exc}",
+                          clause=item) from None
 
 
 def _value(value, scope):

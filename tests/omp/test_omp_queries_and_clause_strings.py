@@ -4,6 +4,8 @@ without arguments followed by others in clause strings, a reduction item also ma
 ``map(A)`` without a map type on enter/exit data (§5.8.3)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -81,6 +83,75 @@ def test_a_reduction_item_that_is_a_local_may_also_be_mapped(device):
     says what the reduction does already (before: refused as naming no parameter)."""
     a = np.arange(1000.0)
     assert babelstream_dot(a, np.full(1000, 2.0)) == 999000.0
+
+
+@dataclass
+class Grid:
+    x: np.ndarray
+
+
+@omp.target_teams_distribute_parallel_for("map(to: a[0:n], g.x[:n]) map(from: b[0:n])")
+def adds_sections(a, b, g, n):
+    for i in range(n):
+        b[i] = a[i] + g.x[i]
+
+
+def test_map_takes_array_sections_and_members_as_openacc_clauses_do(device):
+    """OpenMP 5.2 §5.2.5: list items of map are variables, members and array sections
+    (C's ``a[0:n]``), in a compute construct's string as in OpenACC's (API.md §6.2);
+    before, only names were accepted."""
+    a, b, grid = np.arange(10.0), np.full(10, -1.0), Grid(np.ones(10))
+    adds_sections(a, b, grid, 10)
+    np.testing.assert_array_equal(b, np.arange(10.0) + 1.0)
+    if device != "host":  # a section of part of an array: refused as OpenACC's (§2.7.1)
+        with pytest.raises(acc.InvalidDataSectionError, match=r"copyin\(a\[0:n\]\) maps 6"):
+            adds_sections(a, b, grid, 6)
+
+
+def test_data_construct_strings_read_sections_and_members_in_the_callers_frame(separate_memory):
+    """A data construct's string names the caller's variables (API.md §9): sections
+    (bounds read in the caller's frame) and members too; a section outside the array or
+    a bound the caller lacks is a ClauseError naming it."""
+    n, a, grid = 6, np.arange(10.0), Grid(np.ones(4))
+    omp.target_enter_data("map(to: a[0:n], grid.x)")
+    assert omp.target_is_present(a[0:n]) and not omp.target_is_present(a)
+    assert omp.target_is_present(grid.x)
+    a[:] = -1.0
+    omp.target_update("from(a[2:3])")
+    np.testing.assert_array_equal(a, np.r_[-1.0, -1.0, 2.0, 3.0, 4.0, np.full(5, -1.0)])
+    omp.target_exit_data("map(delete: a[0:n], grid.x)")
+    assert not omp.target_is_present(grid.x)
+    with pytest.raises(acc.ClauseError, match=r"the section 'a\[0:20\]': dimension 0"):
+        omp.target_enter_data("map(to: a[0:20])")
+    with pytest.raises(acc.ClauseError, match=r"the section 'a\[0:m\]': name 'm'"):
+        omp.target_enter_data("map(to: a[0:m])")
+    assert not omp.target_is_present(a[0:1])
+
+
+def test_one_depend_string_may_hold_several_dependence_types(separate_memory):
+    """C writes ``depend(in: t0) depend(out: t1)``: ``depend="in: t0 out: t1"`` is the
+    same two clauses (before: ``'out:' is not a variable name``)."""
+    t0, t1 = np.zeros(3), np.zeros(3)
+    omp.target_enter_data(map_to=[t0, t1], nowait=True, depend="in: t0 out: t1")
+    omp.taskwait()
+    assert omp.target_is_present(t0) and omp.target_is_present(t1)
+    omp.target_exit_data(map_delete=[t0, t1])
+    with pytest.raises(acc.ClauseError, match=r"unknown dependence type 'at'"):
+        omp.target_enter_data(map_to=[t0], nowait=True, depend="at: t0")
+
+
+@omp.target_teams_distribute_parallel_for_simd("map(tofrom: a) aligned(a: 64) nontemporal(a)")
+def simd_hints(a):
+    for i in range(a.shape[0]):
+        a[i] += 1.0
+
+
+def test_aligned_and_nontemporal_are_hints(device):
+    """OpenMP 5.2 §5.11, §10.4.1: alignment and nontemporal are hints; accepted on simd
+    constructs as simdlen and safelen are (before: 'unknown clause')."""
+    a = np.zeros(8)
+    simd_hints(a)
+    assert (a == 1.0).all()
 
 
 def test_map_without_a_type_is_to_on_enter_data_and_from_on_exit_data(device):
