@@ -265,10 +265,11 @@ def _compare(w, x, parallel, facts, primed):
     return None
 
 
-def _delinearized(w, x, parallel, facts, conditions):
-    """``[(w, x)]``, or ``[(qw, qx), (rw, rx)]`` when both are ``q*s + r`` for a symbol
-    ``s`` with ``0 <= r <= s - 1`` (conditions appended for what is not proved)."""
-    for s in sorted((w.names() | x.names()) - set(facts.bounds)):
+def _delinearized(w, x, parallel, facts, conditions, used=frozenset()):
+    """``[(w, x)]``, or ``[..., (qw, qx), (rw, rx)]`` when both are ``q*s + r`` for a
+    symbol ``s`` with ``0 <= r <= s - 1`` (conditions appended for what is not proved),
+    the quotients delinearized again: C's ``a[(l*nz + k)*nx + i]`` is ``a[l][k][i]``."""
+    for s in sorted((w.names() | x.names()) - set(facts.bounds) - used):
         if not any(s in m and set(m) & set(parallel) for m in w.terms) and \
                 not any(s in m and set(m) & set(parallel) for m in x.terms):
             continue
@@ -280,7 +281,7 @@ def _delinearized(w, x, parallel, facts, conditions):
         proofs = [facts.prove_nonneg(poly) for poly in needed]
         if all(proof is not False for proof in proofs):
             conditions += [p for p in proofs if isinstance(p, Poly)]
-            return [(qw, qx), (rw, rx)]
+            return _delinearized(qw, qx, parallel, facts, conditions, used | {s}) + [(rw, rx)]
     return [(w, x)]
 
 

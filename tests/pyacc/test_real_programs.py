@@ -878,6 +878,59 @@ def test_affine_flat_subscript_is_parallel(device):
     np.testing.assert_array_equal(a, 2.0 * b.ravel())
 
 
+NX, NZ = 6, 4  # miniWeather's globals: every state array is state[(ll*NZ + k)*NX + i]
+
+
+@acc.kernels_loop("collapse(3)")
+def flat_3d_update(a, b, nv):
+    for ll in range(nv):
+        for k in range(NZ):
+            for i in range(NX):
+                b[ll * NZ * NX + k * NX + i] = a[(ll * NZ + k) * NX + i] + ll
+
+
+@acc.kernels_loop("collapse(3)")
+def flat_3d_plane_write(b, nv):
+    for ll in range(nv):
+        for k in range(NZ):
+            for i in range(NX):
+                b[ll * NZ * NX + k * NX] += 1.0
+
+
+@acc.kernels_loop("collapse(3)")
+def flat_3d_shifted(b, nv):
+    for ll in range(nv):
+        for k in range(NZ):
+            for i in range(NX):
+                b[ll * NZ * NX + k * NX + i + 1] = b[ll * NZ * NX + k * NX + i]
+
+
+def test_a_subscript_flattened_over_three_levels_is_delinearized(device):
+    """§2.5.3: ``a[(l*nz + k)*nx + i]`` with ``i < nx`` and ``k < nz`` is ``a[l][k][i]``:
+    each split's quotient is delinearized again (miniWeather's kernels loops; before,
+    the two-level form only, and these ran sequentially blaming the wrong array)."""
+    notes = plan_notes(flat_3d_update)
+    assert notes and notes[0].parallel, [(n.line, n.reason) for n in notes]
+    a = np.arange(3 * NZ * NX, dtype=np.float64)
+    b = np.zeros_like(a)
+    flat_3d_update(a, b, 3)
+    np.testing.assert_array_equal(b, a + np.repeat(np.arange(3.0), NZ * NX))
+
+
+@pytest.mark.parametrize("region", [flat_3d_plane_write, flat_3d_shifted],
+                         ids=["i missing", "i + 1 crosses the row"])
+def test_a_flattened_subscript_that_repeats_elements_stays_sequential(device, region):
+    """§2.5.3: an element written by two iterations (no ``i`` term; ``i + 1`` reaches
+    the next row) is a dependence: the loop runs as written, plain Python's result."""
+    assert not plan_notes(region)[0].parallel
+    b, expected = np.arange(2.0 * NZ * NX + 1), np.arange(2.0 * NZ * NX + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.PerformanceWarning)
+        region(b, 2)
+    region.__wrapped__(expected, 2)
+    np.testing.assert_array_equal(b, expected)
+
+
 def test_lu_step_is_parallel_under_runtime_conditions(device):
     """§2.5.3: the LU update of step ``k`` is parallel when ``k >= 0`` and ``n-1-k >= 0``;
     the factorisation equals a plain Python loop's."""
