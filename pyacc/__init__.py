@@ -31,6 +31,7 @@ modules below, and re-exported here:
 and the private modules behind them:
 
 - ``_call_inputs`` what a compute call reads besides its arguments (free values, clauses)
+- ``_directive_text`` data directives written as clause strings, read in the caller's frame
 - ``_arguments``  how a compute call's arguments are sorted (implicit data attributes)
 - ``_direct_calls`` the Python launcher's entry (``_call_slow``) and its direct paths
 - ``_attach``     ``acc.attach``/``acc.detach``: a struct's attachment counter per device

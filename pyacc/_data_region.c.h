@@ -74,7 +74,7 @@ static PyObject *g_python_enter, *g_python_exit;  /* SingleUseRegion.__enter__/_
 static PyObject *g_data_kinds;      /* frozenset of the clauses a C region takes */
 static PyObject *g_data_names[REGION_CLAUSES];  /* the same names, interned (NULL: fewer) */
 static PyObject *g_data_type;       /* pyacc._directives.data: only its own regions are C regions */
-static PyObject *s_join, *s_part, *s_init, *s_refuse_entry, *s_exit_joined, *s_left;
+static PyObject *s_join, *s_part, *s_init, *s_refuse_entry, *s_exit_joined, *s_left, *s_with_text;
 static const LaneApi *g_lane_api;   /* the C lane's region verbs (``_lane_api.h``), or NULL */
 
 static int subscribed(Py_ssize_t kind) {
@@ -266,13 +266,17 @@ static int region_init_in_c(DataRegion *self, PyObject *kwds) {
 static int region_init(DataRegion *self, PyObject *args, PyObject *kwds) {
     if (refuse_while_used(self, "__init__") < 0)
         return -1;
-    if (PyTuple_GET_SIZE(args) != 0) {
-        PyErr_Format(PyExc_TypeError, "acc.data takes clauses as keywords only "
-                     "(acc.data(copyin=[a], copy=[b])), got %zd positional argument(s)",
-                     PyTuple_GET_SIZE(args));
+    if (PyTuple_GET_SIZE(args) > 1) {
+        PyErr_Format(PyExc_TypeError, "acc.data takes one clause string or keywords "
+                     "(acc.data(\"copyin(a) copy(b)\"), acc.data(copyin=[a], copy=[b])), got "
+                     "%zd positional arguments", PyTuple_GET_SIZE(args));
         return -1;
     }
-    PyObject *clauses = kwds != NULL ? Py_NewRef(kwds) : PyDict_New();
+    /* a clause string: the keywords it writes, read in the caller's frame (``_with_text``) */
+    PyObject *clauses = PyTuple_GET_SIZE(args) == 1
+        ? PyObject_CallMethodObjArgs((PyObject *)self, s_with_text, PyTuple_GET_ITEM(args, 0),
+                                     kwds != NULL ? kwds : Py_None, NULL)
+        : kwds != NULL ? Py_NewRef(kwds) : PyDict_New();
     if (clauses == NULL)
         return -1;
     int taken = region_init_in_c(self, clauses);

@@ -34,6 +34,7 @@ from pyacc.mapping.plan import not_present, partly_present
 from ._attach import attach, checked_struct, detach, structs_of
 from ._clauses import arrays_of, canonical_clauses, check_clauses, queue_of, requests_of, wait_for
 from ._devices import ICVS, current_runtime
+from ._directive_text import with_text
 from ._errors import report, reported
 from ._express import DATA_BASE, configure_data
 from ._region import SingleUseRegion
@@ -104,6 +105,15 @@ class data(*((SingleUseRegion,) if DATA_BASE is object else (DATA_BASE, SingleUs
         itself): validate the clauses, errors reported."""
         try:
             self._setup(clauses)
+        except AccError as error:
+            report(error)
+            raise
+
+    def _with_text(self, clause_string, clauses) -> dict:
+        """The keyword clauses of ``acc.data("copyin(a[0:n]) copy(b)", **keywords)`` (the
+        C constructor asks for them), errors reported."""
+        try:
+            return with_text("acc.data", clause_string, clauses or {})
         except AccError as error:
             report(error)
             raise
@@ -189,8 +199,8 @@ class data(*((SingleUseRegion,) if DATA_BASE is object else (DATA_BASE, SingleUs
         return runtime.deviceptr(a)
 
 
-def _construct(self, **clauses) -> None:
-    self._init(clauses)
+def _construct(self, clause_string=None, /, **clauses) -> None:
+    self._init(clauses if clause_string is None else self._with_text(clause_string, clauses))
 
 
 if DATA_BASE is object:  # no C base: the constructor is the Python one
@@ -219,10 +229,13 @@ def _check_default(value):
 
 
 @reported
-def enter_data(**clauses) -> None:
+def enter_data(clause_string=None, /, **clauses) -> None:
     """``enter data``: ``copyin`` and ``create`` increment dynamic counts (absent data is
     allocated, and copied in for ``copyin``); then ``attach`` attaches structs, as
-    ``acc.attach`` (OpenACC 3.3 §2.7.12). Also ``if_``, ``async_``, ``wait``."""
+    ``acc.attach`` (OpenACC 3.3 §2.7.12). Also ``if_``, ``async_``, ``wait``. Keywords,
+    or the clauses as C writes them (``acc.enter_data("copyin(a[0:n]) create(b)")``, read
+    in the caller's frame: ``_directive_text``)."""
+    clauses = with_text("acc.enter_data", clause_string, clauses)
     if _counted_in_the_lane(clauses, entering=True):
         return
     clauses = canonical_clauses(clauses)
@@ -253,11 +266,12 @@ def enter_data(**clauses) -> None:
 
 
 @reported
-def exit_data(**clauses) -> None:
+def exit_data(clause_string=None, /, **clauses) -> None:
     """``exit data``: ``copyout`` and ``delete`` decrement dynamic counts (``finalize``:
     set them to 0); data whose counts both reach 0 is copied out (``copyout``) and freed.
     Absent data is skipped. ``detach`` detaches structs first, as ``acc.detach``
-    (OpenACC 3.3 §2.7.13). Also ``if_``, ``async_``, ``wait``."""
+    (OpenACC 3.3 §2.7.13). Also ``if_``, ``async_``, ``wait``; keywords or a clause string."""
+    clauses = with_text("acc.exit_data", clause_string, clauses)
     if _counted_in_the_lane(clauses, entering=False):
         return
     check_clauses("acc.exit_data", clauses, ("copyout", "delete", "detach", "finalize") + _CONTROL,
@@ -350,10 +364,12 @@ _LANE_VERB = {"self": "download", "host": "download", "device": "upload"}
 
 
 @reported
-def update(**clauses) -> None:
+def update(clause_string=None, /, **clauses) -> None:
     """``update``: ``self``/``host`` copy device → host, ``device`` host → device, in the
     order the keywords are written. Any strided view of present data; absent data raises
-    ``NotPresentError`` unless ``if_present``. Also ``if_``, ``async_``, ``wait``."""
+    ``NotPresentError`` unless ``if_present``. Also ``if_``, ``async_``, ``wait``; keywords
+    or a clause string (``acc.update("self(b[0:n]) async")``)."""
+    clauses = with_text("acc.update", clause_string, clauses)
     if _updated_in_the_lane(clauses):
         return
     check_clauses("acc.update", clauses, ("self", "host", "device", "if_present") + _CONTROL,

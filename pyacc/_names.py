@@ -57,7 +57,8 @@ def variable_name(array) -> str | None:
     base = array.base if isinstance(array, np.ndarray) else None
     fallback = None
     scopes = [_locals_of(frame)]
-    if frame.f_globals is not frame.f_locals:  # a function's frame: then its module's
+    if frame.f_code.co_flags & inspect.CO_OPTIMIZED:  # a function's: then its module's
+        # (never ``frame.f_locals`` again: before 3.13 it makes the snapshot again)
         scopes.append(list(frame.f_globals.items()))  # (another thread may add one)
     for pairs in scopes:
         for name, value in pairs:

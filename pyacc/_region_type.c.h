@@ -218,7 +218,7 @@ static PyObject *configure_data(PyObject *module, PyObject *args) {
 static int data_region_init(void) {
     static const struct { PyObject **name; const char *text; } names[] = {
         {&s_join, "join"}, {&s_part, "part"}, {&s_init, "_init"}, {&s_refuse_entry, "_refuse_entry"},
-        {&s_exit_joined, "_exit_joined"}, {&s_left, "_left"},
+        {&s_exit_joined, "_exit_joined"}, {&s_left, "_left"}, {&s_with_text, "_with_text"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if ((*names[i].name = intern(names[i].text)) == NULL)

@@ -12,15 +12,12 @@ that has ``depend`` clauses first waits for the thread's nowait work.
 
 from __future__ import annotations
 
-import functools
 import sys
 
-import numpy as np
-
-from pyacc.compiler.clause_text import data_items
 from pyacc.mapping import BUS, AccError, EventKind, ExecutionError, UpdateDirection
 from pyacc.mapping import ClauseError, check_array
 
+from .._directive_text import item_of
 from .._errors import directive_end, report, reported
 from .._region import SingleUseRegion
 from . import _devices
@@ -62,19 +59,11 @@ def _lookup(scope, item, construct):
     member (``s.x``) or an array section (``a[0:n]``, its bounds read in ``scope``)."""
     if not isinstance(item, str):
         return item
-    ((name, section),) = data_items(item)
-    root, *members = name.split(".")
-    if root not in scope:
-        raise ClauseError(f"omp {construct.replace('_', ' ')}: {root!r} in the clause string is not a "
-                          "variable of the calling function or module", clause=item)
-    value = functools.reduce(getattr, members, scope[root])
-    if section is None:
-        return value
     try:
-        return value[section.index(scope, np.shape(value))]
+        return item_of(scope, item)
     except (ValueError, NameError) as exc:
-        raise ClauseError(f"omp {construct.replace('_', ' ')}: the section {item!r}: {exc}",
-                          clause=item) from None
+        raise ClauseError(f"omp {construct.replace('_', ' ')}: {item!r} in the clause string: "
+                          f"{exc}", clause=item) from None
 
 
 def _value(value, scope):

@@ -121,9 +121,9 @@ def test_data_construct_strings_read_sections_and_members_in_the_callers_frame(s
     np.testing.assert_array_equal(a, np.r_[-1.0, -1.0, 2.0, 3.0, 4.0, np.full(5, -1.0)])
     omp.target_exit_data("map(delete: a[0:n], grid.x)")
     assert not omp.target_is_present(grid.x)
-    with pytest.raises(acc.ClauseError, match=r"the section 'a\[0:20\]': dimension 0"):
+    with pytest.raises(acc.ClauseError, match=r"'a\[0:20\]' in the clause string: dimension 0"):
         omp.target_enter_data("map(to: a[0:20])")
-    with pytest.raises(acc.ClauseError, match=r"the section 'a\[0:m\]': name 'm'"):
+    with pytest.raises(acc.ClauseError, match=r"'a\[0:m\]' in the clause string: name 'm'"):
         omp.target_enter_data("map(to: a[0:m])")
     assert not omp.target_is_present(a[0:1])
 

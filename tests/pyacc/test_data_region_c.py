@@ -83,8 +83,12 @@ def test_data_region_c_bad_clauses_raise_at_construction_and_are_reported(emulat
 
 
 def test_data_region_c_positional_arguments_are_refused(emulated):
-    with pytest.raises(TypeError, match="keywords only"):
+    """One positional argument is a clause string (``_directive_text``); an array there,
+    or two arguments, is a TypeError naming both spellings."""
+    with pytest.raises(TypeError, match=r"its one positional argument is a clause string"):
         acc.data(np.ones(3))
+    with pytest.raises(TypeError, match=r"takes one clause string or keywords .* got 2"):
+        acc.data("copyin(a)", "copy(b)")
 
 
 def test_data_region_c_a_second_entry_is_refused_and_reported(emulated):
@@ -342,7 +346,7 @@ def test_data_region_c_a_subclass_runs_its_own_hooks(emulated):
 def test_data_region_c_the_class_keeps_its_signature_and_docstring():
     import inspect
 
-    assert str(inspect.signature(acc.data)) == "(**clauses) -> 'None'"
+    assert str(inspect.signature(acc.data)) == "(clause_string=None, /, **clauses) -> 'None'"
     assert acc.data.__doc__.startswith("A structured data region")
 
 

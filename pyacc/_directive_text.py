@@ -1,0 +1,178 @@
+"""Data directives written as their OpenACC clause text, read in the caller's frame.
+
+Owns :func:`keywords_of` (``acc.data("copyin(a[0:n]) copy(b) async(q)")``,
+``acc.enter_data``, ``acc.exit_data``, ``acc.update`` with one clause string → the keyword
+clauses those directives take) and :func:`resolve_item` (a list item — a variable, a
+member ``s.x`` or an array section ``a[0:n][0:m]`` — as the array it names in a scope;
+OpenMP's data constructs resolve their strings' items with it too).
+
+Invariants:
+    * The items and expressions of a string are read in the *user's frame* (the first
+      frame outside pyacc: ``_names.user_frame``), its locals over its module's globals,
+      once, when the directive runs: a section is the view its bounds give then (OpenACC
+      3.3 §2.7.1), exactly the array a keyword clause would have been given.
+    * Spellings are C's and Fortran's: sections ``a[start:length]`` or ``a(lo:hi)``
+      (``clause_text``), ``zero:``/``readonly:`` modifiers, the ``present_or_`` aliases, a
+      bare ``async`` (the default queue) or ``wait`` (every queue); a clause the directive
+      does not take is a ``ClauseError`` showing the string with a caret under it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+
+import numpy as np
+
+from pyacc.compiler.clause_kinds import PRESENT_OR
+from pyacc.compiler.clause_text import (ArgError, ClauseExpr, arguments_at, caret, closing_paren,
+                                        data_items, data_list)
+from pyacc.compiler.errors import CompileError
+from pyacc.mapping import ClauseError
+
+from ._clauses import async_noval
+from ._names import user_frame
+
+__all__ = ["keywords_of", "with_text", "resolve_item", "item_of"]
+
+_CONTROL = ("if", "async", "wait")
+#: the clauses each directive's string takes (OpenACC 3.3 §2.6.5, 2.8, 2.14.4)
+_LISTS = {
+    "acc.data": ("copy", "copyin", "copyout", "create", "no_create", "present", "deviceptr"),
+    "acc.enter_data": ("copyin", "create", "attach"),
+    "acc.exit_data": ("copyout", "delete", "detach"),
+    "acc.update": ("self", "host", "device"),
+}
+_FLAGS = {"acc.data": (), "acc.enter_data": (), "acc.exit_data": ("finalize",),
+          "acc.update": ("if_present",)}
+_OTHER = {"acc.data": ("default",)}
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def keywords_of(directive: str, text) -> dict:
+    """The keyword clauses of ``directive`` (``"acc.data"``, ``"acc.enter_data"`` …)
+    that the clause string ``text`` writes, its items and expressions read in the
+    user's frame.
+
+    Raises:
+        ClauseError: ``text`` is not a string, a clause is unknown or not taken by
+            the directive, malformed, or names something the frame lacks.
+    """
+    if not isinstance(text, str):
+        raise ClauseError(f"{directive}: its one positional argument is a clause string "
+                          f"(\"copyin(a[0:n]) copy(b)\"), got {type(text).__name__}; give "
+                          f"arrays as keywords ({directive}(copyin=[a]))")
+    frame = user_frame()
+    scope = {**frame.f_globals, **frame.f_locals} if frame is not None else {}
+    keywords: dict = {}
+    for word, args, start, end in _clauses(directive, text):
+        try:
+            name, value = _keyword(directive, word, args, scope)
+        except (ArgError, CompileError, ValueError, NameError, TypeError, AttributeError,
+                KeyError) as exc:
+            at = start if not isinstance(exc, ArgError) else start + len(word) + 1 + exc.offset
+            raise ClauseError(f"{directive}: bad clause {text[start:end]!r}: {exc}"
+                              + caret(text, at), clause=text[start:end]) from None
+        if name in keywords and isinstance(value, list):
+            keywords[name] = list(keywords[name]) + value  # (copyin(a) copyin(b))
+        elif name in keywords:
+            raise ClauseError(f"{directive}: clause {word!r} given twice" + caret(text, start),
+                              clause=word)
+        else:
+            keywords[name] = value
+    return keywords
+
+
+def with_text(directive: str, text, clauses: dict) -> dict:
+    """``clauses`` (keywords) after the clauses of the string ``text`` (None: none).
+
+    Raises:
+        ClauseError: as :func:`keywords_of`, or a clause given both ways.
+    """
+    if text is None:
+        return clauses
+    written = keywords_of(directive, text)
+    both = written.keys() & clauses.keys()
+    if both:
+        raise ClauseError(f"{directive}: {', '.join(sorted(both))} given both in the clause "
+                          f"string and as a keyword: give each clause once")
+    return {**written, **clauses}
+
+
+def _clauses(directive, text):
+    """``(word, args or None, start, end)`` of each clause of ``text``, validated."""
+    taken = _LISTS[directive] + _FLAGS[directive] + _OTHER.get(directive, ()) + _CONTROL
+    pos = 0
+    while True:
+        while pos < len(text) and (text[pos].isspace() or text[pos] == ","):
+            pos += 1
+        if pos >= len(text):
+            return
+        match = _WORD.match(text, pos)
+        if match is None:
+            raise ClauseError(f"{directive}: malformed clause string: expected a clause name"
+                              + caret(text, pos), clause=text)
+        word, start = PRESENT_OR.get(match.group(), match.group()), match.start()
+        if word not in taken:
+            close = difflib.get_close_matches(word, taken, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ClauseError(f"{directive}: {match.group()!r} is not a clause of this "
+                              f"directive (it takes {', '.join(taken)}){hint}"
+                              + caret(text, start), clause=match.group())
+        pos, args = arguments_at(text, match.end()), None
+        if pos < len(text) and text[pos] == "(":
+            close = closing_paren(text, pos)
+            if close is None:
+                raise ClauseError(f"{directive}: unbalanced '('" + caret(text, pos), clause=word)
+            args, pos = text[pos + 1:close], close + 1
+        yield word, args, start, pos
+
+
+def _keyword(directive, word, args, scope):
+    """``(keyword, value)`` of one clause."""
+    if word in _LISTS[directive]:
+        if args is None:
+            raise ValueError(f"{word} takes a list of variables: {word}(a, b[0:n])")
+        items, zeroed = data_list(word, args)
+        arrays = [resolve_item(scope, name, section) for name, section in items]
+        return (f"{word}_zero" if zeroed else word), arrays
+    if word in _FLAGS[directive]:
+        return word, True if args is None else bool(_value(args, scope))
+    if word == "default":
+        return "default", (args or "").strip()
+    if word == "async":
+        return "async_", async_noval if args is None else _value(args, scope)
+    if word == "wait":
+        if args is None:
+            return "wait", True
+        return "wait", [_value(part, scope) for part in args.split(",")]
+    if args is None:  # if
+        raise ValueError("if takes a condition: if(n > 100)")
+    return "if_", _value(args, scope)
+
+
+def _value(text, scope):
+    """The value of a clause expression (``if(n > 3)``, ``async(q)``) in ``scope``."""
+    return ClauseExpr(text).evaluate(scope)
+
+
+def resolve_item(scope, name: str, section=None):
+    """The array a list item names in ``scope``: the variable ``name`` (or member chain
+    ``s.x``), then the view of ``section`` (its bounds read in ``scope``).
+
+    Raises:
+        NameError: the first name of the chain is not in ``scope``.
+        ValueError: a bound is not an integer, or the section reaches outside the array.
+    """
+    root, *members = name.split(".")
+    if root not in scope:
+        raise NameError(f"{root!r} is not a variable of the calling function or module")
+    value = functools.reduce(getattr, members, scope[root])
+    return value if section is None else value[section.index(scope, np.shape(value))]
+
+
+def item_of(scope, text: str):
+    """:func:`resolve_item` of one item written as text (``"a[0:n]"``, ``"s.x"``)."""
+    ((name, section),) = data_items(text)
+    return resolve_item(scope, name, section)
