@@ -122,7 +122,25 @@ def _data_lines(info, arg_types):
                     "copyin (implicit present-or-copy: never written, not copied back)")
             suffix = "" if numba_type is not None else " if an array"
             lines.append(f"  {name}{where}: {rule}{suffix}")
-    return lines
+    return [_omp_spelling(line) for line in lines] if hasattr(clauses.construct, "omp") \
+        else lines
+
+
+#: a data line's words in OpenMP's spelling (a construct of ``pyacc.omp``: its name has
+#: ``.omp``), longest first
+_OMP_WORDS = (("implicit present-or-copy: the kernel writes it", "implicit, §5.8.1: written"),
+              ("implicit present-or-copy: never written", "implicit, §5.8.1: never written"),
+              ("implicit: scalar, §2.6.2", "implicit: scalar, OpenMP 5.2 §5.8.1"),
+              ("(default(present))", "(defaultmap(present))"),
+              (": copyout ", ": map(from) "), (": copyin ", ": map(to) "),
+              (": copy ", ": map(tofrom) "), (": create ", ": map(alloc) "),
+              (": present ", ": map(present) "), (": deviceptr ", ": is_device_ptr "))
+
+
+def _omp_spelling(line: str) -> str:
+    for acc_words, omp_words in _OMP_WORDS:
+        line = line.replace(acc_words, omp_words)
+    return line
 
 
 def warn_sequential(info, notes) -> None:

@@ -125,6 +125,18 @@ def test_same_code_as_openacc(emulated):
     assert "target_teams_distribute_parallel_for" in text
 
 
+def test_explain_speaks_openmp_for_openmp_regions(emulated):
+    """The observability speaks the construct's language (docs/openmp.md): an OpenMP
+    region's data lines say map(to)/map(tofrom)/map(alloc), not copyin/copy/create."""
+    add_into(np.ones(8), np.ones(8))
+    text = omp.explain(add_into)
+    assert "map(tofrom) (explicit clause)" in text and "map(to) (explicit clause)" in text
+    assert not any(word in text for word in ("copyin", "copy ", "present-or-copy", "§2.6.2"))
+    implicit_sum(np.ones(8))
+    assert "a: map(to) (implicit, §5.8.1: never written, not copied back)" in \
+        omp.explain(implicit_sum)
+
+
 def test_implicit_tofrom_and_firstprivate(emulated):
     """OpenMP 5.2 §5.8.1: arrays without a map are map(tofrom:), scalars firstprivate."""
     a = np.arange(100, dtype=np.float64)
