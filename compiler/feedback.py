@@ -19,9 +19,11 @@ import os
 import sys
 import warnings
 
+import numpy as np
 from numba.core import types as nbtypes
 
 from . import cuda_compilers
+from .frontend import Scope, is_numeric_constant
 from .errors import PerformanceWarning
 
 __all__ = ["explain", "warn_sequential", "report_build", "info_enabled", "log_info",
@@ -108,22 +110,36 @@ def _data_lines(info, arg_types):
         where = "" if name not in info.free_params else \
             " (closure)" if name in closure else " (module-level)"
         numba_type = (arg_types or {}).get(name)
+        kind = _known_kind(info, name, numba_type)
+        suffix = "" if kind is not None else " if an array"
         if name in explicit:
             lines.append(f"  {name}{where}: {explicit[name]} (explicit clause)")
-        elif numba_type is not None and not isinstance(numba_type, nbtypes.Array):
+        elif kind == "scalar":
             lines.append(f"  {name}{where}: firstprivate (implicit: scalar, §2.6.2)")
         elif clauses.default == "present":
-            lines.append(f"  {name}{where}: present (default(present))")
-        elif numba_type is None and name not in info.written and name not in info.read:
+            lines.append(f"  {name}{where}: present (default(present)){suffix}")
+        elif kind is None and name not in info.written and name not in info.read:
             continue
         else:
             rule = ("copy (implicit present-or-copy: the kernel writes it)"
                     if name in info.written else
                     "copyin (implicit present-or-copy: never written, not copied back)")
-            suffix = "" if numba_type is not None else " if an array"
             lines.append(f"  {name}{where}: {rule}{suffix}")
     return [_omp_spelling(line) for line in lines] if hasattr(clauses.construct, "omp") \
         else lines
+
+
+def _known_kind(info, name, numba_type):
+    """``"scalar"``, ``"array"`` or None (not known yet): from the call's types, else
+    (before the first call) from the value a plain free name holds now."""
+    if numba_type is not None:
+        return "array" if isinstance(numba_type, nbtypes.Array) else "scalar"
+    if name not in info.free_params or name in info.labels:  # (chains: read at the call)
+        return None
+    value = Scope(info.func, set()).lookup(name)
+    if isinstance(value, np.ndarray):
+        return "array"
+    return "scalar" if is_numeric_constant(value) and not isinstance(value, tuple) else None
 
 
 #: a data line's words in OpenMP's spelling (a construct of ``pyacc.omp``: its name has

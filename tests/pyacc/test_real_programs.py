@@ -230,6 +230,26 @@ def test_explain_calls_a_closure_variable_a_closure_variable(emulated):
     assert "module-level" not in text
 
 
+EXPLAIN_N, EXPLAIN_TABLE = 8, np.ones(8)
+
+
+@acc.parallel_loop("default(present)")
+def scaled_by_table(b, s):
+    for i in range(EXPLAIN_N):
+        b[i] = s * EXPLAIN_TABLE[i]
+
+
+def test_explain_before_the_first_call_knows_the_free_names_values():
+    """Before the first call the parameters' types are unknown (said so: "if an array"),
+    but a module-level scalar is a scalar already: firstprivate, never default(present)
+    (OpenACC 3.3 §2.6.2: default(present) is for aggregates); a module-level array is
+    present without the proviso."""
+    text = acc.explain(scaled_by_table)
+    assert "EXPLAIN_N (module-level): firstprivate (implicit: scalar, §2.6.2)" in text
+    assert "EXPLAIN_TABLE (module-level): present (default(present))\n" in text
+    assert "s: present (default(present)) if an array" in text
+
+
 def test_closure_variables_are_read_at_each_call(device):
     """API.md §6.1: rebinding a closure variable (``nonlocal``) changes what the kernel
     sees, like a global."""
