@@ -50,10 +50,12 @@ Modules, from the function to the kernel:
 - ``clauses``     clause values and parsing; ``clause_text``: clause expressions, counts,
   reduction lists, tile sizes, the shared text helpers; ``clause_kinds``: which clauses
   exist and where they are valid; ``clause_rules``: the rules between one construct's
-  clauses (one data action per variable, disjoint private names, exclusive clauses)
+  clauses (one data action per variable, disjoint private names, exclusive clauses);
+  ``clause_names``: the names clauses give, against the function
 - ``markers``     the plain-Python markers (``loop``, ``atomic``, ``on_device``)
 - ``frontend``    the function's source and name resolution; ``free_names``: the globals,
-  closure values and module attributes a kernel reads, made parameters read at each call
+  closure values and module attributes a kernel reads (and the arrays its routines read),
+  made parameters read at each call
 - ``analysis``    ``analyze``: ``KernelInfo``, the flattened function of a struct call, the
   memo of decorations; ``structs``: which parameters are structs, a call's layout
 - ``access``      which parameters a kernel writes and reads

@@ -43,8 +43,9 @@ from .clauses import DATA_CLAUSES, ComputeClauses
 from .frontend import (MISSING, RESERVED_PREFIX, FunctionSource, Scope, load_function,
                        local_names)
 from .free_names import (chain_value, free_chains, free_params, is_array_like, is_free_value,
-                         with_params)
+                         with_params, with_routine_arrays)
 from .planner import NestPlan, LoopPlan, Planner
+from .clause_names import check_clause_names, present_routine_arrays, without_copied_results
 from .reductions import with_extremum_updates
 # (MemberError, StructLayout, is_struct and struct_layout are re-exported: the launcher reads them here)
 from .structs import (MemberError, StructLayout, chain_of, checked_struct_params, is_struct,
@@ -115,6 +116,9 @@ class KernelInfo:
     struct_params: dict = field(default_factory=dict, repr=False)
     layout: object = field(default=None, repr=False)
     labels: dict = field(default_factory=dict, repr=False)
+    #: the free parameters read in a routine's scope, not the kernel's (a routine's
+    #: arrays: ``free_names.routine_arrays``): ``{name: that routine}``
+    owners: dict = field(default_factory=dict, repr=False)
     #: the flattened infos of this one, by layout (:func:`flattened`)
     variants: dict = field(default_factory=dict, repr=False)
     #: ``bind_free_names`` has run for this code (a decoration of the same code again
@@ -159,7 +163,8 @@ class KernelInfo:
         values = []
         for name in self.free_params:
             chain = self.chains.get(name)
-            value = scope.lookup(name) if chain is None else chain_value(self.func, chain)
+            value = Scope(self.owners[name], set()).lookup(name) if name in self.owners else \
+                scope.lookup(name) if chain is None else chain_value(self.func, chain)
             if value is MISSING:
                 spelled = name if chain is None else ".".join(chain)
                 raise NameError(f"{self.where} reads the module-level name {spelled!r}, "
@@ -326,12 +331,14 @@ def _analyze(func, clauses: ComputeClauses) -> KernelInfo:
     user_params = source.params
     chains = free_chains(source)
     source = with_params(source, free_params(source), chains)
+    source, owners = with_routine_arrays(source, Scope(source.func, local_names(source.tree)))
     scope = Scope(source.func, local_names(source.tree))
     source = dataclasses.replace(source, tree=with_extremum_updates(source.tree, scope))
-    _check_clause_names(source, clauses, scope, user_params)
+    clauses = present_routine_arrays(clauses, owners)
+    check_clause_names(source, clauses, scope, user_params)
     check_free_names(source, scope, strict=False)
     plan = Planner(source, clauses, scope).plan()
-    clauses = _without_copied_results(source, clauses, scope, user_params, plan)
+    clauses = without_copied_results(source, clauses, scope, user_params, plan)
     written, read = access_sets(source, scope, clauses.private + clauses.firstprivate)
     reductions = tuple(dict.fromkeys(clauses.reductions + plan.reductions()))
     return KernelInfo(name=source.func.__name__, filename=source.filename,
@@ -340,7 +347,8 @@ def _analyze(func, clauses: ComputeClauses) -> KernelInfo:
                       reductions=reductions, func=source.func, source=source,
                       free_params=source.params[len(user_params):], plan=plan, chains=chains,
                       labels={name: ".".join(chain) for name, chain in chains.items()},
-                      struct_params=checked_struct_params(source, user_params, clauses))
+                      struct_params=checked_struct_params(source, user_params, clauses),
+                      owners=owners)
 
 
 def bind_free_names(info: KernelInfo) -> None:
@@ -353,6 +361,11 @@ def bind_free_names(info: KernelInfo) -> None:
     """
     if info.names_bound:
         return
+    source, late = with_routine_arrays(info.source, Scope(info.func, local_names(info.source.tree)))
+    if late:  # (routines, or their arrays, defined after the decorator)
+        info.source, info.owners, info.free_params = source, {**info.owners, **late}, \
+            info.free_params + tuple(late)
+        info.clauses = present_routine_arrays(info.clauses, late)
     new, chains = free_params(info.source), free_chains(info.source)
     if new or chains:
         info.source = with_params(info.source, new, chains)
@@ -402,55 +415,6 @@ def check_function(source: FunctionSource) -> None:
         if isinstance(node, ast.Name) and node.id.startswith(RESERVED_PREFIX):
             raise source.error(f"names starting with {RESERVED_PREFIX!r} are reserved "
                                f"for generated code ({node.id!r})", node)
-
-
-def _without_copied_results(source, clauses, scope, params, plan) -> ComputeClauses:
-    """``clauses`` without ``copy`` of the function's locals, each a reduction variable
-    of the construct or of a loop in it: a reduction's result is ``copy`` already (OpenACC
-    3.3 §2.9.11, C's ``parallel copy(sum)`` around ``loop reduction(+:sum)``; OpenMP 5.2
-    §5.5.8's ``map(tofrom: sum) reduction(+:sum)``, BabelStream's dot), and in Python the
-    local the function returns is the host's variable."""
-    local = [n for n in clauses.copy if n in scope.local and n not in params]
-    if not local:
-        return clauses
-    results = {var for _, var in clauses.reductions + plan.reductions()}
-    for name in local:
-        if name not in results:
-            raise source.clause_error(
-                f"copy({name}) names a local variable of the function that no loop reduces: "
-                f"a local is the kernel's own; name a parameter or a module-level array, or "
-                f"declare the reduction that computes {name!r}")
-    return dataclasses.replace(clauses, copy=tuple(n for n in clauses.copy if n not in local))
-
-
-def _check_clause_names(source, clauses, scope, user_params):
-    params, local = set(source.params), scope.local
-    free = {n.id for n in ast.walk(source.tree)
-            if isinstance(n, ast.Name) and n.id not in local}
-    for name, kind in clauses.data_names().items():
-        if "." in name:  # a member (OpenACC 3.3 §2.7.1): of a parameter only
-            root = name.split(".")[0]
-            if root not in params:
-                raise source.clause_error(f"{kind}({name}) names a member of {root!r}, which is "
-                                          f"not a parameter (parameters: "
-                                          f"{', '.join(source.params) or 'none'}); members of "
-                                          f"parameters only: pass {root} as an argument")
-            continue
-        if name in scope.local and kind == "copy":
-            continue  # a reduction's result (``_without_copied_results``)
-        if name not in params and name not in free:  # (a free name: checked at first call)
-            raise source.clause_error(f"{kind}({name}) does not name a parameter or a "
-                                      f"module-level array the function reads "
-                                      f"(parameters: {', '.join(user_params) or 'none'})")
-    for kind in ("private", "firstprivate"):
-        for name in getattr(clauses, kind):
-            if name not in local:
-                raise source.clause_error(f"{kind}({name}) does not name a parameter or a "
-                                          f"local variable")
-    for op, var in clauses.reductions:
-        if var not in local:
-            raise source.clause_error(f"reduction({op}:{var}): {var!r} is not a variable of "
-                                      f"the function")
 
 
 def check_free_names(source: FunctionSource, scope: Scope, *, strict: bool) -> None:

@@ -35,6 +35,7 @@ from numba import types as nbtypes
 
 from . import interchange, markers
 from .analysis import check_free_names
+from .free_names import own_arrays, with_params, with_routine_arrays
 from .atomics import INTRINSICS, atomic_problem
 from .frontend import (MISSING, CallKind, FunctionSource, Scope, classify_call,
                        is_numeric_constant, load_function, local_names, routine_function)
@@ -159,7 +160,8 @@ class FunctionRewriter(ast.NodeTransformer):
             detail = detail or routine_function(self.scope.resolve(node.func))  # (bind: raises)
             name = self.builder.add_routine(detail)
             node.func = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node.func)
-            node.args = [self.visit(a) for a in node.args]
+            node.args = [self.visit(a) for a in node.args] + [  # (its arrays: free_names)
+                ast.Name(id=array, ctx=ast.Load()) for array in self.builder.arrays[name]]
             node.keywords = [self.visit(k) for k in node.keywords]
             return node
         if kind == CallKind.LIBRARY:
@@ -366,6 +368,8 @@ class ModuleBuilder:
         self.lines: list[str] = []
         self.injected: dict[str, object] = {}
         self.routines: dict[int, str] = {}
+        #: each routine's arrays (``free_names.routine_arrays``), its last parameters
+        self.arrays: dict[str, tuple] = {}
         self._adding: list[int] = []  # the routines being added (a call back to one: recursion)
         #: a routine calls itself (or one that calls it): Numba's disk cache cannot hold such a
         #: module (a second process's load crashed), so none of its functions is cached on disk
@@ -442,6 +446,10 @@ class ModuleBuilder:
         source = load_function(func)
         name = f"_acc_r{len(self.routines)}_{func.__name__}"
         self.routines[id(func)] = name
+        own = own_arrays(source, Scope(func, local_names(source.tree)))  # (then its callees')
+        source = with_params(source, own)
+        source, callees = with_routine_arrays(source, Scope(func, local_names(source.tree)))
+        self.arrays[name] = (*own, *callees)
         scope = Scope(source.func, local_names(source.tree))
         check_free_names(source, scope, strict=True)
         rewriter = FunctionRewriter(self, source, self._next_index(), None)

@@ -112,7 +112,10 @@ def _data_lines(info, arg_types):
         numba_type = (arg_types or {}).get(name)
         kind = _known_kind(info, name, numba_type)
         suffix = "" if kind is not None else " if an array"
-        if name in explicit:
+        if name in info.owners and explicit.get(name) == "present":
+            lines.append(f"  {name}{where}: present (read by routine "
+                         f"{info.owners[name].__name__}: declared, OpenACC 3.3 §2.15.1)")
+        elif name in explicit:
             lines.append(f"  {name}{where}: {explicit[name]} (explicit clause)")
         elif kind == "scalar":
             lines.append(f"  {name}{where}: firstprivate (implicit: scalar, §2.6.2)")

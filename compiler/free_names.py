@@ -15,6 +15,10 @@ Invariants:
       unique among the function's names; ``KernelInfo.labels`` spells it ``root.attr``.
     * The constants of the numeric libraries (``np.pi``, ``math.e``: ``LIBRARY_MODULES``)
       are left to Numba, which folds them: they never change.
+    * A routine's module-level and closure arrays (:func:`routine_arrays`; OpenACC 3.3
+      §2.15.1: declared, so on the device) are parameters of that routine, of every
+      routine that calls it and of the kernel, named as the program names them: one
+      name, one array (two routines reading different arrays of one name are refused).
 """
 from __future__ import annotations
 
@@ -26,11 +30,13 @@ from types import ModuleType
 import numpy as np
 
 from .arguments import is_device_array
-from .frontend import MISSING, FunctionSource, Scope, in_library, local_names
+from .errors import CompileError
+from .frontend import (MISSING, CallKind, FunctionSource, Scope, classify_call, in_library,
+                       load_function, local_names)
 from .structs import chain_of
 
 __all__ = ["is_array_like", "is_free_value", "free_params", "free_chains", "with_params",
-           "chain_source", "chain_value"]
+           "chain_source", "chain_value", "own_arrays", "routine_arrays", "with_routine_arrays"]
 
 
 def is_array_like(value) -> bool:
@@ -139,3 +145,63 @@ def chain_value(func, chain: tuple[str, ...]):
             break
         value = getattr(value, attr, MISSING)
     return value
+
+
+def routine_arrays(source: FunctionSource, scope: Scope) -> dict:
+    """The module-level and closure arrays read by the routines ``source`` calls and by
+    the routines those call (not ``source``'s own): ``{name: the routine whose scope
+    holds it}``, sorted by name. Each is a hidden parameter of the routines that reach it
+    (``codegen``), its value passed down from the kernel, which reads it in that
+    routine's scope at each call (``KernelInfo.owners``).
+
+    Raises:
+        CompileError: two routines read different arrays of one name.
+    """
+    found: dict = {}
+    _routine_arrays(source, scope, found, set())
+    return dict(sorted(found.items()))
+
+
+def with_routine_arrays(source: FunctionSource, scope: Scope) -> tuple:
+    """``(source, owners)``: ``source`` with the :func:`routine_arrays` it does not read
+    itself appended to its parameters, and ``{name: owning routine}`` of those.
+
+    Raises:
+        CompileError: a routine's array has the name of another of the kernel's.
+    """
+    owners = {}
+    for name, func in routine_arrays(source, scope).items():
+        value = Scope(func, set()).lookup(name)
+        own = Scope(source.func, set()).lookup(name)  # (the kernel's free name, if any)
+        if name in scope.local and not (name in source.params and own is value):
+            raise CompileError(f"{source.func.__name__}: routine {func.__name__} reads the array "
+                               f"{name!r}, and this function has its own {name!r}: rename one")
+        if name not in source.params:
+            owners[name] = func
+    return with_params(source, tuple(owners)), owners
+
+
+def own_arrays(source: FunctionSource, scope: Scope) -> tuple[str, ...]:
+    """The module-level and closure names ``source`` reads that hold arrays, sorted."""
+    return tuple(sorted({n.id for n in ast.walk(source.tree) if isinstance(n, ast.Name) and
+                         isinstance(n.ctx, ast.Load) and n.id not in scope.local and
+                         is_array_like(scope.lookup(n.id))}))
+
+
+def _routine_arrays(source, scope, found, seen) -> None:
+    for node in ast.walk(source.tree):
+        kind, func = classify_call(node, scope) if isinstance(node, ast.Call) else (None, None)
+        if kind is not CallKind.ROUTINE or func is None or id(func) in seen:
+            continue  # (a bind named later: compiling it says what it reads)
+        seen.add(id(func))
+        called = load_function(func)
+        inner = Scope(func, local_names(called.tree))
+        for name in own_arrays(called, inner):
+            value = inner.lookup(name)
+            owner = found.setdefault(name, func)
+            if owner is not func and Scope(owner, set()).lookup(name) is not value:
+                raise CompileError(f"{source.func.__name__}: the routines {owner.__name__} and "
+                                   f"{func.__name__} read different arrays named {name!r}; "
+                                   f"a kernel passes one array of each name: rename one")
+        _routine_arrays(called, inner, found, seen)
+

@@ -141,13 +141,18 @@ def call_binding(signature):
 def free_sources(info) -> tuple:
     """Where each of ``info.free_params`` is found: ``(cell, None)`` for a closure name,
     ``(the module's dict, name)`` for a module-level one or a module's attribute (an empty
-    dict when its module is gone: the call's NameError); what :func:`free_reader` reads,
+    dict when its module is gone: the call's NameError), a routine's array in that
+    routine's scope (``info.owners``); what :func:`free_reader` reads,
     and what the express lane reads in C (``FastCall._free``, ``pyacc/_free_values.c.h``)."""
-    func = info.func
-    cells = dict(zip(func.__code__.co_freevars, func.__closure__ or ()))
-    return tuple(chain_source(func, info.chains[name]) or ({}, name) if name in info.chains
-                 else (cells[name], None) if name in cells else (func.__globals__, name)
+    return tuple(chain_source(info.func, info.chains[name]) or ({}, name)
+                 if name in info.chains else _name_source(info.owners.get(name, info.func), name)
                  for name in info.free_params)
+
+
+def _name_source(func, name) -> tuple:
+    """Where free name ``name`` of ``func`` is read: its closure cell, else its module."""
+    cells = dict(zip(func.__code__.co_freevars, func.__closure__ or ()))
+    return (cells[name], None) if name in cells else (func.__globals__, name)
 
 
 def free_reader(info):

@@ -164,6 +164,8 @@ class ComputeRegion(DirectCalls, SectionCalls, ArgumentSorting, CALL_BASE):
         at each call."""
         info = self.info
         compiler.bind_free_names(info)
+        for name in info.owners:  # (routines' arrays found now: present, OpenACC 3.3 §2.15.1)
+            self._explicit.setdefault(name, KIND_OF_CLAUSE["present"])
         # the enclosing default(...) matters only when some array parameter has no clause
         self._uses_default = self._default is None and any(
             name not in self._explicit and name not in self._deviceptr for name in info.kernel_params)

@@ -6,7 +6,7 @@ movement matters:
 1. kernels read module-level (global) and closure arrays and scalars (OpenACC 3.3 §2.6.2:
    a global array is present-or-copy like an argument, copyin when never written; a global
    scalar is firstprivate with its value at the call); data clauses may name globals; a
-   routine reading a global array is a compile error;
+   routine reads the global arrays it uses on the device (declared, §2.15.1);
 2. ``private`` naming loop indices (§2.5.13, indices are private already);
 3. scalars written in compute regions (§2.6.2: ``kernels`` keeps the value, as an
    ``or``/``and`` reduction or sequentially; ``parallel`` requires a reduction, §2.5.15);
@@ -504,20 +504,50 @@ def test_strided_global_view_not_present_is_copied_in(emulated, monkeypatch):
     np.testing.assert_array_equal(y, 2.0 * base[::2])
 
 
-def test_routine_reading_a_global_array_is_compile_error(emulated):
-    """API.md §6.1: only kernels may read global arrays; a routine that does is a
-    CompileError at the first call naming the array."""
-    @acc.parallel_loop
-    def calls_routine(y):
-        for i in range(y.shape[0]):
-            y[i] = _routine_reads_global_array(i)
+@acc.parallel_loop
+def calls_a_routine_reading_a_table(y):
+    for i in range(y.shape[0]):
+        y[i] = _weighted(i)
 
-    y = np.zeros(4)
-    with pytest.raises(acc.CompileError) as info:
-        calls_routine(y)
-    assert "_ROUTINE_TABLE" in str(info.value)
+
+def _weighted(i):
+    return _ROUTINE_WEIGHTS[i] * _routine_reads_global_array(i)
+
+
+_ROUTINE_WEIGHTS = np.full(4, 0.5)
+
+
+def test_a_routine_reads_the_declared_global_arrays_on_the_device(device):
+    """OpenACC 3.3 §2.15.1: a global a routine uses is declared (``acc.declare``), so on
+    the device: the routine reads the device copy (stale until ``update``, on a device
+    with its own memory), through a routine that calls it too (each routine takes the
+    arrays it reaches as parameters; before, any global array in a routine was refused).
+    """
+    acc.declare(copyin=[_ROUTINE_TABLE, _ROUTINE_WEIGHTS])
+    try:
+        y = np.zeros(4)
+        calls_a_routine_reading_a_table(y)
+        np.testing.assert_array_equal(y, 0.5)
+        _ROUTINE_TABLE[:] = 3.0
+        calls_a_routine_reading_a_table(y)
+        np.testing.assert_array_equal(y, 1.5 if device == "host" else 0.5)
+        acc.update(device=[_ROUTINE_TABLE])
+        calls_a_routine_reading_a_table(y)
+        np.testing.assert_array_equal(y, 1.5)
+        assert "present (read by routine _weighted: declared" in \
+            acc.explain(calls_a_routine_reading_a_table)
+    finally:
+        _ROUTINE_TABLE[:] = 1.0
+        acc.shutdown()
+
+
+def test_a_routines_global_array_that_is_not_on_the_device_is_not_present(emulated):
+    """Bad input: a routine's global array the program never put on the device is a
+    NotPresentError naming it; nothing is mapped or run."""
+    with pytest.raises(acc.NotPresentError, match="_ROUTINE_TABLE|_ROUTINE_WEIGHTS"):
+        calls_a_routine_reading_a_table(np.zeros(4))
     assert table() == []
-    np.testing.assert_array_equal(y, 0.0)
+    expect_stats(launch_count=0)
 
 
 def test_kernel_reading_an_undefined_global_is_compile_error(emulated):
