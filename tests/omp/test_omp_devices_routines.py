@@ -269,3 +269,29 @@ def test_an_invalid_omp_default_device_is_said_at_every_call(emulated, monkeypat
     worker.start()
     worker.join()
     assert len(errors) == 3 and all(error.startswith("OMP_DEFAULT_DEVICE") for error in errors)
+
+
+LOOKUP_TABLE = np.arange(4.0)
+
+
+@omp.declare_target
+def _looks_up(i):
+    return LOOKUP_TABLE[i] * 2.0
+
+
+@omp.target_teams_distribute_parallel_for("map(from: y)")
+def fills_from_table(y):
+    for i in range(y.shape[0]):
+        y[i] = _looks_up(i)
+
+
+def test_a_declare_target_function_reads_a_declared_global_array(device):
+    """OpenMP 5.2 declare target (``declare target enter(T)`` and a function using ``T``): the
+    function reads the device copy the declaration made (before: refused)."""
+    omp.declare_target(enter=[LOOKUP_TABLE])
+    try:
+        y = np.zeros(4)
+        fills_from_table(y)
+        np.testing.assert_array_equal(y, 2.0 * np.arange(4.0))
+    finally:
+        acc.shutdown()
