@@ -61,7 +61,8 @@ thread, in queue order), allocations when they are asked for.
 Memory checking (``set_memcheck(True)``, ``PYACC_CHECK=memory``; compute-sanitizer's
 memcheck for device memory, ASan's redzones and quarantine): while it is on, every new
 block gets a guard zone of ``GUARD`` bytes before it and at least as many after it (from
-the last byte asked for to the end of the arena block), filled with ``GUARD_BYTE``; a
+the last byte asked for to the end of the arena block), filled with ``GUARD_BYTE``, and
+its own bytes hold ``UNDEFINED_BYTE`` until something writes them; a
 freed block is filled with ``POISON_BYTE`` and kept out of the allocator (quarantined)
 until ``QUARANTINE_BYTES`` of later frees push it out, so a write through a stale device
 array lands in poison rather than in the next owner's data. ``memcheck_scan`` lists the

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import format_range
 
 __all__ = ["set_memcheck", "memcheck_enabled", "MemoryFinding", "GuardedMemory", "GUARD",
-           "GUARD_BYTE", "POISON_BYTE", "QUARANTINE_BYTES", "TAIL"]
+           "GUARD_BYTE", "POISON_BYTE", "UNDEFINED_BYTE", "QUARANTINE_BYTES", "TAIL"]
 
 #: memory checking: guard bytes before each block (and at least as many after it)
 GUARD = 256  # one allocation unit (emulated.ALIGNMENT)
@@ -34,6 +34,12 @@ GUARD = 256  # one allocation unit (emulated.ALIGNMENT)
 #: programs write, whose written bytes are told by their difference from it
 GUARD_BYTE = 0x41
 POISON_BYTE = 0x3D
+#: the bytes of a new block until a copy or a kernel writes them (``create``, the block of
+#: a ``copyout``, ``acc.malloc``: OpenACC 3.3 §2.7.8, their values are undefined): NaN
+#: as any float, -1 as any signed integer, so a kernel that reads device memory nothing
+#: wrote (``copyout(hist)`` with ``hist[j] += 1``) gives visibly wrong values instead of
+#: the zeros a fresh arena happens to hold (compute-sanitizer's initcheck finds these)
+UNDEFINED_BYTE = 0xFF
 
 
 #: bytes of freed blocks kept poisoned (out of the allocator) before they are reused
@@ -167,7 +173,8 @@ class GuardedMemory:
     # -- allocation and free ------------------------------------------------------------
     def _allocate_guarded(self, nbytes: int) -> int:
         """A block with a head guard of ``GUARD`` bytes and a tail guard of at least as
-        many, both ``GUARD_BYTE``; its address (the caller records and announces it)."""
+        many, both ``GUARD_BYTE``, its bytes ``UNDEFINED_BYTE``; its address (the caller
+        records and announces it)."""
         with self._check_lock:
             accounted = self._count(nbytes)
             raw = self._arena.allocate(nbytes + 2 * GUARD)
@@ -179,6 +186,7 @@ class GuardedMemory:
                 raise self._out_of_memory(nbytes)
             size = self._arena.size_of(raw)
             self._restore_zones(raw, size, nbytes, GUARD)
+            self._bytes[raw + GUARD:raw + GUARD + nbytes] = bytes([UNDEFINED_BYTE]) * nbytes
             address = self._base + raw + GUARD
             self._guarded[address] = (raw, size, nbytes)
             self._guard_index = None

@@ -29,7 +29,7 @@ What a queue's worker thread finds is reported by the next check point on a prog
 thread (the wait that covers the queue, at the latest). Each changed guard or poison byte
 is reported once (the pattern is restored). Only writes are seen (a read leaves the
 patterns as they are), only on ``emulated`` devices, and a write of exactly the pattern
-byte (0xFB guard, 0xFD poison) goes unnoticed.
+byte (0x41 guard, 0x3D poison: ``mapping.devices.memcheck``) goes unnoticed.
 """
 
 from __future__ import annotations

@@ -181,3 +181,31 @@ def test_check_memory_called_on_a_correct_program_is_silent(emulated):
 def test_check_with_an_unknown_mode_raises_before_anything(emulated):
     with pytest.raises(acc.InvalidArgumentError, match="unknown mode"):
         acc.testing.check("memroy")
+
+
+@acc.parallel_loop("copyout(h)")
+def counts_into(h):
+    for i in range(h.shape[0]):
+        h[i] += 1
+
+
+@pytest.mark.parametrize("dtype, shows", [(np.float64, np.isnan), (np.float32, np.isnan),
+                                          (np.int32, lambda v: v == 0)],
+                         ids=["float64", "float32", "int32"])
+def test_device_memory_nothing_wrote_reads_as_undefined_under_the_checker(emulated, dtype,
+                                                                          shows):
+    """OpenACC 3.3 §2.7.8: a ``copyout`` (``create``) block's values are undefined until
+    written. Under ``PYACC_CHECK=memory`` they are ``UNDEFINED_BYTE`` (NaN as a float, -1
+    as a signed integer: ``h[i] += 1`` reads back NaN, 0), not the zeros a fresh arena
+    holds, so reading them shows (the classroom ``copyout(hist)`` with ``hist[j]++``)."""
+    h = np.full(64, 5, dtype)
+    with check("memory"):
+        counts_into(h)
+    assert shows(h).all(), h
+    h[:] = 5
+    with check("memory"):
+        with acc.data(create=[h]):
+            acc.update(device=[h])  # written by the copy: defined
+            counts_into(h)
+            acc.update(self=[h])
+    assert (h == 6).all()
