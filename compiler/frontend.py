@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import inspect
 import textwrap
 import types as pytypes
@@ -27,7 +28,7 @@ from .errors import CompileError
 
 __all__ = ["FunctionSource", "load_function", "Scope", "MISSING", "classify_call",
            "CallKind", "local_names", "root_name", "RESERVED_PREFIX", "in_library",
-           "loaded_names", "stored_names"]
+           "loaded_names", "stored_names", "without_cache_hints"]
 
 #: Names starting with this prefix are reserved for generated code.
 RESERVED_PREFIX = "_acc_"
@@ -236,6 +237,7 @@ class CallKind:
     LIBRARY = "library"          # numpy, math, builtins, Numba dispatchers ...
     METHOD = "method"            # x.method(...) on a local value
     HOST = "host"                # a routine of pyacc's host runtime (acc.copyin ...)
+    CACHE = "cache"              # acc.cache(...): a hint, removed (``without_cache_hints``)
     UNKNOWN = "unknown"          # not resolvable yet
 
 
@@ -255,6 +257,8 @@ def classify_call(call: ast.Call, scope: Scope):
         return CallKind.UNKNOWN, None
     if target is markers.loop:
         return CallKind.LOOP, None
+    if target is markers.cache:
+        return CallKind.CACHE, None
     if target is markers.on_device:
         return CallKind.ON_DEVICE, None
     if getattr(target, ON_DEVICE_ATTR, None) is not None:  # omp.is_initial_device: on "host"
@@ -329,3 +333,23 @@ def is_numeric_constant(value) -> bool:
     if isinstance(value, tuple):
         return all(is_numeric_constant(v) for v in value)
     return False
+
+
+def without_cache_hints(tree: ast.FunctionDef, scope: Scope) -> ast.FunctionDef:
+    """``tree`` without its ``acc.cache(...)`` statements (a copy; ``tree`` itself when it
+    has none): a hint (OpenACC 3.3 §2.10) whose sections would otherwise read as array
+    uses to the dependence tests. A body left empty gets ``pass``."""
+    def hint(node):
+        return isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
+            classify_call(node.value, scope)[0] == CallKind.CACHE
+    if not any(hint(node) for node in ast.walk(tree)):
+        return tree
+    tree = copy.deepcopy(tree)
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and any(hint(stmt) for stmt in block):
+                kept = [stmt for stmt in block if not hint(stmt)]
+                setattr(node, field, kept or [ast.copy_location(ast.Pass(), block[0])])
+    return tree
+

@@ -1,6 +1,6 @@
 """Markers usable inside kernels, with plain-Python meanings.
 
-Owns ``loop``, the ``atomic`` namespace and ``on_device``. ``pyacc`` re-exports these
+Owns ``loop``, the ``atomic`` namespace, ``on_device`` and ``cache``. ``pyacc`` re-exports these
 very objects (``pyacc`` imports ``compiler``, never the reverse); the compiler recognises
 them in a kernel's AST by resolving the dotted name through the function's globals and
 comparing object identity, so any import spelling works (``acc.loop``, ``pyacc.loop``,
@@ -10,7 +10,8 @@ Invariants:
     * In plain Python (``target="python"``, ``PYACC_DISABLE_JIT=1``) every marker does
       what its compiled form does: ``loop(r)`` returns ``r``; ``atomic.add(a, i, v)``
       updates ``a[i]`` and returns the old value (under a lock, so plain-Python threads
-      stay exact); ``on_device(t)`` answers for the thread's current device type.
+      stay exact); ``on_device(t)`` answers for the thread's current device type;
+      ``cache(...)`` does nothing (a hint; compiled, the statement is removed first).
     * The current device type of plain-Python code is thread-local (``device_scope``).
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import types as _pytypes
 from .clauses import parse_loop_clauses
 from .errors import CompileError
 
-__all__ = ["loop", "atomic", "on_device", "normalise_device_type", "device_scope",
+__all__ = ["loop", "atomic", "on_device", "cache", "normalise_device_type", "device_scope",
            "on_device_value", "DEVICE_TYPES"]
 
 #: Canonical device types and their aliases (API.md §1).
@@ -64,6 +65,13 @@ def loop(iterable, clause_string=None, /, **loop_clauses):
     if loop_clauses or clause_string is not None:
         parse_loop_clauses(clause_string, **loop_clauses)
     return iterable
+
+
+def cache(*items) -> None:
+    """``acc.cache(a[i-1:i+2], b)``: OpenACC 3.3 §2.10's cache directive at the top of a
+    loop body, a hint that those elements are reused; pyacc leaves caching to the
+    compiler (Numba, the GPU's caches), as the directive allows: no effect, anywhere."""
+    return None
 
 
 _state = threading.local()

@@ -76,7 +76,7 @@ from . import _layers  # before any import of pyacc.mapping or pyacc.compiler
 _layers.find_in_checkout()
 
 from pyacc.compiler.errors import CompileError, PerformanceWarning
-from pyacc.compiler.markers import atomic, loop, on_device
+from pyacc.compiler.markers import atomic, cache, loop, on_device
 
 from ._clauses import async_noval, async_sync
 from ._compute import explain, kernels, kernels_loop, parallel, parallel_loop, routine, serial
@@ -110,7 +110,7 @@ except ValueError as _error:  # a bad value must not make ``import pyacc`` (or t
     warnings.warn(f"pyacc diagnostics not enabled: {_error}", RuntimeWarning, stacklevel=2)
 
 __all__ = (
-    ["CompileError", "PerformanceWarning", "explain", "atomic", "loop", "on_device", "async_noval", "async_sync",
+    ["CompileError", "PerformanceWarning", "explain", "atomic", "cache", "loop", "on_device", "async_noval", "async_sync",
      "parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine", "data", "declare", "enter_data", "exit_data", "host_data", "update",
      "register_error_callback", "unregister_error_callback", "observe", "profiling", "omp", "OffloadFallbackWarning", "__version__",
      "acquire", "prefetch", "wont_use", "set_oversubscribe", "get_oversubscribe", "express_lane"]

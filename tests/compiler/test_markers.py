@@ -1,6 +1,7 @@
 """compiler/markers.py: plain-Python meanings of the markers."""
 from __future__ import annotations
 
+import ast
 import threading
 
 import numpy as np
@@ -82,3 +83,38 @@ def test_explain_names_an_inner_marked_loop_and_its_nest():
     text = acc.explain(nested_markers)
     assert "parallel loop, gang" in text
     assert "inner loop (vector): each iteration of the parallel loop at line" in text
+
+
+@acc.kernels_loop
+def smooths_with_a_cache_hint(a, b):
+    for i in range(1, a.shape[0] - 1):
+        acc.cache(a[i - 1:i + 2])
+        b[i] = (a[i - 1] + a[i] + a[i + 1]) / 3.0
+
+
+@acc.routine
+def _doubles_with_a_cache_hint(a, i):
+    acc.cache(a[i])
+    return 2.0 * a[i]
+
+
+@acc.parallel_loop
+def doubles_through_a_routine(a, b):
+    for i in range(a.shape[0]):
+        b[i] = _doubles_with_a_cache_hint(a, i)
+
+
+def test_the_cache_directive_is_a_hint_with_no_effect(device):
+    """OpenACC 3.3 §2.10: ``acc.cache(a[i-1:i+2])`` at the top of a loop body (in a
+    kernel or a routine) is a hint: the loop computes the same, stays parallel (the
+    hint's sections are no array uses for the dependence tests), and ``acc.cache`` in
+    plain Python does nothing (before: no spelling, the line had to go)."""
+    a, b = np.arange(10.0), np.zeros(10)
+    smooths_with_a_cache_hint(a, b)
+    np.testing.assert_allclose(b[1:-1], np.arange(1.0, 9.0))
+    info = smooths_with_a_cache_hint.info
+    assert "acc.cache" not in ast.unparse(info.source.tree)
+    assert "parallel loop" in acc.explain(smooths_with_a_cache_hint)
+    doubles_through_a_routine(a, b)
+    np.testing.assert_array_equal(b, 2.0 * a)
+    assert acc.cache(a, a[1:3]) is None and markers.cache is acc.cache
