@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from .access import access_sets
 from .clauses import DATA_CLAUSES, ComputeClauses
 from .frontend import (MISSING, RESERVED_PREFIX, FunctionSource, Scope, load_function,
-                       local_names, without_cache_hints)
+                       local_names)
 from .free_names import (chain_value, free_chains, free_params, is_array_like, is_free_value,
                          with_params, with_routine_arrays)
 from .planner import NestPlan, LoopPlan, Planner
@@ -333,8 +333,7 @@ def _analyze(func, clauses: ComputeClauses) -> KernelInfo:
     source = with_params(source, free_params(source), chains)
     source, owners = with_routine_arrays(source, Scope(source.func, local_names(source.tree)))
     scope = Scope(source.func, local_names(source.tree))
-    source = dataclasses.replace(source, tree=without_cache_hints(
-        with_extremum_updates(source.tree, scope), scope))
+    source = dataclasses.replace(source, tree=with_extremum_updates(source.tree, scope))
     clauses = present_routine_arrays(clauses, owners)
     check_clause_names(source, clauses, scope, user_params)
     check_free_names(source, scope, strict=False)

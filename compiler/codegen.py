@@ -24,7 +24,6 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
-import dataclasses
 import hashlib
 import inspect
 import math
@@ -39,8 +38,7 @@ from .analysis import check_free_names
 from .free_names import own_arrays, with_params, with_routine_arrays
 from .atomics import INTRINSICS, atomic_problem
 from .frontend import (MISSING, CallKind, FunctionSource, Scope, classify_call,
-                       is_numeric_constant, load_function, local_names, routine_function,
-                       without_cache_hints)
+                       is_numeric_constant, load_function, local_names, routine_function)
 from .planner import NestPlan, LoopPlan
 from .privates import NestCopies, privatize
 from .reductions import NP, ReductionSlots, narrowed_returns
@@ -446,8 +444,6 @@ class ModuleBuilder:
             self.recursive |= id(func) in self._adding
             return self.routines[id(func)]
         source = load_function(func)
-        source = dataclasses.replace(source, tree=without_cache_hints(
-            source.tree, Scope(func, local_names(source.tree))))
         name = f"_acc_r{len(self.routines)}_{func.__name__}"
         self.routines[id(func)] = name
         own = own_arrays(source, Scope(func, local_names(source.tree)))  # (then its callees')

@@ -138,6 +138,7 @@ def load_function(func) -> FunctionSource:
     # argument (the launcher's and the lane's binding), so the kernel takes none (their
     # expressions read names a kernel module does not have)
     tree.args.defaults = []
+    tree = without_cache_hints(tree, Scope(func, local_names(tree)))  # (a hint: §2.10)
     source = FunctionSource(func, tree, text, filename, tree.lineno,
                             _params(tree, filename), decorator_lineno)
     return source
@@ -338,7 +339,8 @@ def is_numeric_constant(value) -> bool:
 def without_cache_hints(tree: ast.FunctionDef, scope: Scope) -> ast.FunctionDef:
     """``tree`` without its ``acc.cache(...)`` statements (a copy; ``tree`` itself when it
     has none): a hint (OpenACC 3.3 §2.10) whose sections would otherwise read as array
-    uses to the dependence tests. A body left empty gets ``pass``."""
+    uses to the dependence tests; ``load_function`` gives every function without them.
+    A body left empty gets ``pass``."""
     def hint(node):
         return isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
             classify_call(node.value, scope)[0] == CallKind.CACHE
