@@ -60,7 +60,8 @@ Modules, from the function to the kernel:
   memo of decorations; ``structs``: which parameters are structs, a call's layout
 - ``access``      which parameters a kernel writes and reads
 - ``planner``     which loops run in parallel, and how; ``loop_plans``: what it decides
-  (``LoopPlan``, ``NestPlan``, ``LoopNote``)
+  (``LoopPlan``, ``NestPlan``, ``LoopNote``); ``nests``: a parallel nest's loops and
+  their checks
 - ``dependence``  the dependence tests of ``kernels`` loops; ``affine``: subscripts as
   integer polynomials of the indices
 - ``reductions``  reduction updates, identities and combining

@@ -57,7 +57,7 @@ def explain(info, notes, arg_types=None) -> str:
     if not notes:
         lines.append("  no loop runs in parallel: the region runs as written on one thread"
                      if clauses.construct != "serial" else "  serial: runs on one thread")
-    for note in notes:
+    for note in sorted(notes, key=lambda note: note.line):
         lines.append(f"  line {note.line}: {_loop_text(note)}")
     lines += _data_lines(info, arg_types)
     lines += _cuda_lines(info)
@@ -74,7 +74,8 @@ def _cuda_lines(info) -> list[str]:
 def _loop_text(note) -> str:
     if note.within:
         return (f"inner loop{' (' + note.schedule + ')' if note.schedule else ''}: each "
-                f"iteration of the parallel loop at line {note.within} runs it on its thread")
+                f"iteration of the parallel loop at line {note.within} runs it on its thread"
+                + (f" ({note.reason})" if note.reason else ""))
     if not note.parallel:
         return f"sequential loop: {note.reason}"
     parts = ["parallel loop"]

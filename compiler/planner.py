@@ -25,7 +25,8 @@ import ast
 from .clauses import ComputeClauses, parse_loop_clauses
 from .errors import CompileError
 from .loop_plans import LoopNote, NestPlan, LoopPlan
-from .frontend import CallKind, FunctionSource, Scope, classify_call, loaded_names, stored_names
+from .frontend import CallKind, FunctionSource, Scope, classify_call, loaded_names
+from .nests import nest_levels
 from .reductions import COMBINE, array_updates, canonical, is_absorbing_store, same_op, \
     scalar_updates
 from . import dependence
@@ -314,74 +315,17 @@ class Planner:
             raise self.source.error(exc.reason, call) from None
 
     def _levels(self, loop: ast.For, collapse: int, spelled: str = ""):
-        """The ``collapse`` tightly nested loops starting at ``loop`` (validated);
-        ``spelled``: the clause that asks for them (``collapse(2)``, ``tile(32, *)``)."""
-        levels = [loop]
-        for depth in range(1, collapse):
-            body = levels[-1].body
-            if len(body) != 1 or not isinstance(body[0], ast.For):
-                where = body[0] if body and not isinstance(body[0], ast.For) else \
-                    (body[1] if len(body) > 1 else levels[-1])
-                raise self.source.error(
-                    f"{spelled or f'collapse({collapse})'} needs {collapse} tightly nested "
-                    f"'for' loops; "
-                    f"this statement sits between loop levels {depth} and {depth + 1}",
-                    where)
-            levels.append(body[0])
-        for level in levels:
-            self._check_level(level)
-        self._check_bounds(levels)
-        self._check_body(levels[-1].body)
+        """The ``collapse`` tightly nested loops starting at ``loop`` (``nests``); an
+        OpenMP nest stops at a non-rectangular level, which the explain note names."""
+        levels, cut = nest_levels(self.source, self.scope, loop, collapse, spelled,
+                                  rectangular=not hasattr(self.clauses.construct, "omp"))
+        if cut is not None:
+            level, index = cut
+            self.result.notes.append(LoopNote(
+                level.lineno, False, construct=self.clauses.construct, within=loop.lineno,
+                reason=f"collapse stops here: its bounds read {index!r}, a non-rectangular "
+                       f"nest"))
         return levels
-
-    def _range_call(self, loop: ast.For) -> ast.Call | None:
-        call = loop.iter
-        if isinstance(call, ast.Call) and classify_call(call, self.scope)[0] == \
-                CallKind.LOOP and call.args:
-            call = call.args[0]
-        if isinstance(call, ast.Call) and classify_call(call, self.scope)[0] == \
-                CallKind.RANGE:
-            return call
-        return None
-
-    def _check_level(self, loop: ast.For):
-        if not isinstance(loop.target, ast.Name):
-            raise self.source.error("a parallel loop needs a single loop variable", loop)
-        call = self._range_call(loop)
-        if call is None or call.keywords or not 1 <= len(call.args) <= 3 or any(
-                isinstance(a, ast.Starred) for a in call.args):
-            raise self.source.error(
-                "a parallel loop must iterate over range(...): the trip count of other "
-                "iterables is unknown before the loop", loop)
-        if loop.orelse:
-            raise self.source.error("'for ... else' is not allowed on a parallel loop",
-                                    loop.orelse[0])
-        if len(call.args) == 3 and isinstance(call.args[2], ast.Constant) and \
-                call.args[2].value == 0:
-            raise self.source.error("range() step must not be zero", call)
-
-    def _check_bounds(self, levels):
-        stored = stored_names(levels[0].body)
-        targets = {lvl.target.id for lvl in levels}
-        for depth, level in enumerate(levels):
-            for arg in self._range_call(level).args:
-                for name in loaded_names(arg):
-                    if name in targets or (name in stored and depth > 0):
-                        raise self.source.error(
-                            f"collapse: the bounds of this loop depend on {name!r}, which "
-                            f"changes inside the nest; bounds must depend only on values "
-                            f"computed before the nest", level)
-
-    def _check_body(self, body):
-        for stmt in body:
-            for node, loop_depth in _walk_with_loop_depth(stmt):
-                if isinstance(node, ast.Return):
-                    raise self.source.error("'return' inside a parallel loop is not "
-                                            "supported", node)
-                if isinstance(node, ast.Break) and loop_depth == 0:
-                    raise self.source.error("'break' out of a parallel loop is not "
-                                            "supported (the iterations run in parallel)",
-                                            node)
 
     def _check_markers(self):
         """Validate every acc.loop marker's clauses, parallel or not; note each marked
@@ -549,22 +493,6 @@ def _child_blocks(stmt):
             yield block
     for handler in getattr(stmt, "handlers", ()):
         yield handler.body
-
-
-def _walk_with_loop_depth(node, depth=0):
-    """Yield ``(node, depth)`` where depth counts enclosing loops inside the body."""
-    yield node, depth
-    if isinstance(node, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
-        return
-    inner = depth + 1 if isinstance(node, (ast.For, ast.While)) else depth
-    for name, value in ast.iter_fields(node):
-        children = value if isinstance(value, list) else [value]
-        for child in children:
-            if isinstance(child, ast.AST):
-                if isinstance(node, (ast.For, ast.While)) and name == "orelse":
-                    yield from _walk_with_loop_depth(child, depth)
-                else:
-                    yield from _walk_with_loop_depth(child, inner)
 
 
 def _first_use_after(tree, nest, name):

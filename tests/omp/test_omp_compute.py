@@ -272,3 +272,23 @@ def test_a_clause_error_names_the_decorators_file_and_line():
                 a[i] = 1.0
     assert caught.value.filename == __file__ and caught.value.lineno == line
     assert "did you mean 'collapse'" in str(caught.value)
+
+
+@omp.target_teams_distribute_parallel_for("collapse(2) map(tofrom: a)")
+def fills_upper_triangle(a, n):
+    for j in range(n):
+        for i in range(j, n):
+            a[j, i] = i + j
+
+
+def test_a_non_rectangular_collapse_is_collapsed_up_to_the_dependent_loop(device):
+    """OpenMP 5.2 §4.4.1 allows an inner bound to read an outer index (SOLLVE's
+    lsms_triangular_packing): the nest is collapsed up to that loop, which runs in each
+    iteration of the outer one, and explain says so (before: a CompileError)."""
+    a = np.zeros((6, 6))
+    fills_upper_triangle(a, 6)
+    j, i = np.indices((6, 6))
+    np.testing.assert_array_equal(a, np.where(i >= j, i + j, 0.0))
+    assert "collapse stops here: its bounds read 'j', a non-rectangular nest" in \
+        omp.explain(fills_upper_triangle)
+
