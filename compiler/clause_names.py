@@ -72,8 +72,10 @@ def check_clause_names(source, clauses, scope, user_params):
     for kind in ("private", "firstprivate"):
         for name in getattr(clauses, kind):
             if name not in local:
-                raise source.clause_error(f"{kind}({name}) does not name a parameter or a "
-                                          f"local variable")
+                raise source.clause_error(
+                    f"{kind}({name}) does not name a parameter or a local variable: a "
+                    f"private array is made in the function before the loop, as C declares "
+                    f"it ({name} = np.empty(4); a scalar: {name} = 0.0)")
     for op, var in clauses.reductions:
         if var not in local:
             raise source.clause_error(f"reduction({op}:{var}): {var!r} is not a variable of "

@@ -192,3 +192,16 @@ def test_a_read_only_private_array_is_accepted_everywhere(device):
     c.flags.writeable = False
     serial_private(c, d)
     assert list(d) == [5.0, 6.0, 7.0] and list(c) == [7.0] * 3
+
+
+def test_a_private_name_the_function_never_makes_says_how_to_make_it():
+    """Bad input: C declares a private array (``double stencil[4];``) outside the pragma;
+    in Python the function makes it before the loop. A clause naming a name the function
+    never binds is a CompileError saying so (miniWeather's ``private(stencil)``)."""
+    with pytest.raises(acc.CompileError, match=r"private\(stencil\) does not name a "
+                       r"parameter or a local variable: a private array is made in the "
+                       r"function before the loop, .*stencil = np.empty\(4\)"):
+        @acc.parallel_loop("private(stencil)")
+        def uses_stencil(a):
+            for i in range(a.shape[0]):
+                a[i] = 0.0
