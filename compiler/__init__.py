@@ -68,7 +68,7 @@ Modules, from the function to the kernel:
 - ``interchange`` loop interchange of matrix-product nests on the CPU
 - ``codegen``     targets and module text; ``templates``: source templates of generated code;
   ``privates``: private copies outside a parallel nest's own (serial code, loops run as
-  written, inner loops)
+  written, inner loops); ``bounds_checks``: the subscripts' checks of ``boundscheck``
 - ``cpu_target``  parallel nests as Numba ``prange`` code; ``crossover``: below how many
   iterations a nest runs on one thread; ``threading_layer``: Numba's layer (oneTBB);
   ``cpu_plans``: prepared calls (a compiled kernel called without Numba's dispatcher)

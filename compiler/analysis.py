@@ -361,7 +361,8 @@ def bind_free_names(info: KernelInfo) -> None:
     """
     if info.names_bound:
         return
-    source, late = with_routine_arrays(info.source, Scope(info.func, local_names(info.source.tree)))
+    source, late = with_routine_arrays(info.source, Scope(info.func, local_names(info.source.tree)),
+                                       info.owners)
     if late:  # (routines, or their arrays, defined after the decorator)
         info.source, info.owners, info.free_params = source, {**info.owners, **late}, \
             info.free_params + tuple(late)

@@ -37,6 +37,7 @@ from . import interchange, markers
 from .analysis import check_free_names
 from .free_names import own_arrays, with_params, with_routine_arrays
 from .atomics import INTRINSICS, atomic_problem
+from .bounds_checks import BoundsChecks
 from .frontend import (MISSING, CallKind, FunctionSource, Scope, classify_call,
                        is_numeric_constant, load_function, local_names, routine_function)
 from .planner import NestPlan, LoopPlan
@@ -148,6 +149,8 @@ class FunctionRewriter(ast.NodeTransformer):
         kind, detail = classify_call(node, self.scope)
         if kind == CallKind.LOOP:
             return self.visit(node.args[0])
+        if kind == CallKind.CACHE:  # (a hint used as a value: None, as in Python)
+            return ast.copy_location(ast.Constant(None), node)
         if kind == CallKind.ON_DEVICE:
             return ast.copy_location(ast.Constant(self._on_device(node, detail)), node)
         if kind == CallKind.HOST:
@@ -160,13 +163,42 @@ class FunctionRewriter(ast.NodeTransformer):
             detail = detail or routine_function(self.scope.resolve(node.func))  # (bind: raises)
             name = self.builder.add_routine(detail)
             node.func = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node.func)
-            node.args = [self.visit(a) for a in node.args] + [  # (its arrays: free_names)
+            node.args = [self.visit(a) for a in self._positional(node, detail)] + [
                 ast.Name(id=array, ctx=ast.Load()) for array in self.builder.arrays[name]]
-            node.keywords = [self.visit(k) for k in node.keywords]
+            node.keywords = []  # (its arrays, last: ``free_names.routine_arrays``)
             return node
         if kind == CallKind.LIBRARY:
             interchange.mark_pure(node, detail)
         return self.generic_visit(node)
+
+    def _positional(self, node, func) -> list:
+        """A routine call's arguments in ``func``'s parameter order: keywords placed,
+        defaults filled in as constants (a routine is compiled without them)."""
+        params = list(inspect.signature(func).parameters.values())
+        given = {k.arg: k.value for k in node.keywords}
+        if None in given or any(isinstance(a, ast.Starred) for a in node.args) or \
+                len(node.args) > len(params):
+            raise self.source.error(f"call {func.__name__} with its parameters written out "
+                                    f"(no *args or **kwargs, at most {len(params)})", node)
+        unknown = sorted(set(given) - {param.name for param in params})
+        if unknown:
+            raise self.source.error(f"routine {func.__name__} has no parameter "
+                                    f"{unknown[0]!r}", node)
+        args = list(node.args)
+        for param in params[len(args):]:
+            if param.name in given:
+                args.append(given.pop(param.name))
+            elif param.default is not param.empty and is_numeric_constant(param.default):
+                args.append(ast.copy_location(_constant_expr(param.default), node))
+            else:
+                what = "has no value" if param.default is param.empty else \
+                    f"has the default {param.default!r}, not a number: pass it"
+                raise self.source.error(f"routine {func.__name__}: parameter "
+                                        f"{param.name!r} {what}", node)
+        if given:  # (given positionally too)
+            raise self.source.error(f"routine {func.__name__}: parameter "
+                                    f"{next(iter(given))!r} given twice", node)
+        return args
 
     def _on_device(self, node, query=None):
         if query is not None:  # omp.is_initial_device(): takes no argument
@@ -190,7 +222,7 @@ class FunctionRewriter(ast.NodeTransformer):
             raise self.source.error(problem, node)
         args = [self.visit(a) for a in node.args]
         if self.builder.boundscheck:
-            args[1] = self.builder.check_index_arg(args[0], args[1], self.source)
+            args[1] = self.builder.bounds.index_arg(args[0], args[1])
         func = self.builder.target.atomic_function(op)
         return ast.copy_location(ast.Call(func=func, args=args, keywords=[]), node)
 
@@ -211,7 +243,7 @@ class FunctionRewriter(ast.NodeTransformer):
     def visit_Subscript(self, node):
         self.generic_visit(node)
         if self.builder.boundscheck:
-            return self.builder.check_subscript(node, self.source)
+            return self.builder.bounds.subscript(node)
         return node
 
     # -- loops
@@ -375,7 +407,7 @@ class ModuleBuilder:
         #: module (a second process's load crashed), so none of its functions is cached on disk
         self.recursive = False
         self.blocks: list[_Block] = []
-        self.checks: dict[str, str] = {}
+        self.bounds = BoundsChecks(arg_types)  # (``boundscheck``: the subscripts' checks)
         self.footer: list[str] = []
         self.fcount = 0
         self.clauses = None  # the construct's ComputeClauses (launch shape on cuda)
@@ -475,66 +507,13 @@ class ModuleBuilder:
         origin = _line_origins(tree, text)
         self.blocks.append(_Block(text, source, [source.lineno] + origin))
 
-    # -- bounds checks
-
-    def check_subscript(self, node: ast.Subscript, source):
-        """Wrap each integer index of ``node`` in a named bounds check."""
-        name = node.value.id if isinstance(node.value, ast.Name) else None
-        numba_type = self.arg_types.get(name)
-        if not isinstance(numba_type, nbtypes.Array):
-            return node
-        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if len(elts) > numba_type.ndim or any(
-                isinstance(e, ast.Starred) or (isinstance(e, ast.Constant) and (
-                    e.value is None or e.value is Ellipsis)) for e in elts):
-            return node
-        checked = [e if isinstance(e, ast.Slice) else self._checked(name, e, dim)
-                   for dim, e in enumerate(elts)]
-        node.slice = ast.Tuple(elts=checked, ctx=ast.Load()) if \
-            isinstance(node.slice, ast.Tuple) else checked[0]
-        return node
-
-    def check_index_arg(self, array, index, source):
-        """Bounds-check the index argument of an atomic update."""
-        name = array.id if isinstance(array, ast.Name) else None
-        numba_type = self.arg_types.get(name)
-        if not isinstance(numba_type, nbtypes.Array):
-            return index
-        if isinstance(index, ast.Tuple) and len(index.elts) == numba_type.ndim:
-            return ast.Tuple(elts=[self._checked(name, e, d)
-                                   for d, e in enumerate(index.elts)], ctx=ast.Load())
-        if numba_type.ndim == 1 and not isinstance(index, ast.Tuple):
-            return self._checked(name, index, 0)
-        return index
-
-    def _checked(self, name, expr, dim):
-        helper = self.checks.get(name)
-        if helper is None:
-            helper = self.checks[name] = f"_acc_bc_{len(self.checks)}"
-        shape = ast.Subscript(value=ast.Attribute(value=ast.Name(id=name, ctx=ast.Load()),
-                                                  attr="shape", ctx=ast.Load()),
-                              slice=ast.Constant(dim), ctx=ast.Load())
-        return ast.copy_location(ast.Call(func=ast.Name(id=helper, ctx=ast.Load()),
-                                          args=[expr, shape, ast.Constant(dim)],
-                                          keywords=[]), expr)
-
-    def _check_helpers(self):
-        out = []
-        for name, helper in self.checks.items():
-            out.append(f"@_acc_njit(nogil=True, cache={self.cache_flag})\n"
-                       f"def {helper}(index, size, dim):\n"
-                       f"    if index < -size or index >= size:\n"
-                       f"        raise IndexError('pyacc-bounds:{name}', index, size, dim)\n"
-                       f"    return index\n")
-        return out
-
     # -- text
 
     def text(self, header: str) -> tuple[str, list]:
         """The module text and its line map: ``linemap[n]`` is ``(file, line)`` of the
         user statement behind generated line ``n`` (1-based), or None."""
         lines = [header] + self.target.imports() + self.lines + [""]
-        for helper in self._check_helpers():
+        for helper in self.bounds.helpers(self.cache_flag):
             lines.extend(helper.split("\n"))
         linemap = [None] * (len(lines) + 1)
         for block in self.blocks:

@@ -248,11 +248,15 @@ def _compare(w, x, parallel, facts, primed):
     if cw and cw == cx and len(cw) == 1:
         (p, coefficient), = cw.items()
         step = coefficient.constant()
-        difference = (w - x).constant()
-        if step and difference == 0:
-            return "pin", p
+        # the other iteration's inner (sequential) loop indices are its own: k' for k
+        gap = w - _prime(x, Facts({n: b for n, b in facts.bounds.items() if n not in cw}))
+        difference = gap.constant()
         if step and difference is not None and difference % step:
             return "disjoint", []
+        if step and (difference == 0 or difference is None and all(  # |gap| < |step|
+                primed.prove_nonneg(Poly.const(abs(step) - 1) + sign * gap) is True
+                for sign in (Poly.const(1), Poly.const(-1)))):
+            return "pin", p
         return None
     if bool(cw) != bool(cx):  # one moves with the parallel indices, the other does not
         x_other = _prime(x, facts)

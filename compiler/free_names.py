@@ -162,15 +162,18 @@ def routine_arrays(source: FunctionSource, scope: Scope) -> dict:
     return dict(sorted(found.items()))
 
 
-def with_routine_arrays(source: FunctionSource, scope: Scope) -> tuple:
+def with_routine_arrays(source: FunctionSource, scope: Scope, known=()) -> tuple:
     """``(source, owners)``: ``source`` with the :func:`routine_arrays` it does not read
-    itself appended to its parameters, and ``{name: owning routine}`` of those.
+    itself appended to its parameters, and ``{name: owning routine}`` of those (not
+    ``known`` ones: parameters made by an earlier call).
 
     Raises:
         CompileError: a routine's array has the name of another of the kernel's.
     """
     owners = {}
     for name, func in routine_arrays(source, scope).items():
+        if name in known:
+            continue
         value = Scope(func, set()).lookup(name)
         own = Scope(source.func, set()).lookup(name)  # (the kernel's free name, if any)
         if name in scope.local and not (name in source.params and own is value):

@@ -248,7 +248,8 @@ class Planner:
         for node in ast.walk(self.source.tree):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
                     id(node) not in inside and node.id in stores and \
-                    (in_loop or node.lineno > nest.end_lineno):
+                    (in_loop or node.lineno > nest.end_lineno) and \
+                    _read_after(self.source.tree, nest, node.id):
                 found.append((node.id, stores.pop(node.id), node.lineno))
         return found
 
@@ -270,7 +271,8 @@ class Planner:
         """The reductions an ``independent`` nest of ``kernels`` implies for the scalars
         the region keeps (§2.9.9: no dependences, yet the region's scalars stay ``copy``):
         a flag (``stop = True``) is an ``or``; a scalar needing the last value, refused."""
-        found, ordered = self._kept_scalars(levels, {v for _, v in declared} | set(private))
+        reductions, _ = self._reductions(levels, declared)  # (found ones too: s += x[i])
+        found, ordered = self._kept_scalars(levels, {v for _, v in reductions} | set(private))
         if ordered is not None:
             var, store, use = ordered
             raise self.source.error(
@@ -438,6 +440,73 @@ class Planner:
 
 
 # ------------------------------------------------------------------------ AST helpers
+
+
+def _read_after(tree, nest, name) -> bool:
+    """Whether some path from the end of ``nest`` may read ``name`` before storing it
+    (False only when every path stores it first: a temporary the code after the nest
+    assigns before it uses it, ``t = b[i] + 1.0`` in the next loop). Conservative
+    (``_first_touch``); a loop around the nest is followed into its next iteration (up
+    to the nest) and out of it."""
+    path = _block_path(tree, nest)
+    if path is None:  # (a statement form not followed: assume it is read)
+        return True
+    for body, index, owner in reversed(path):
+        touch = _block_touch(body[index + 1:], name)
+        if touch is not None:
+            return touch == "load"
+        if isinstance(owner, ast.While) and name in loaded_names(owner.test) or \
+                isinstance(owner, (ast.For, ast.While)) and \
+                _block_touch(body[:index], name) == "load":
+            return True
+    return False
+
+
+def _block_touch(stmts, name):
+    """The first ``_first_touch`` of ``name`` in ``stmts`` that is not None."""
+    return next((t for t in (_first_touch(stmt, name) for stmt in stmts) if t), None)
+
+
+def _first_touch(stmt, name):
+    """How ``stmt`` first touches ``name`` on every path: ``"store"`` (``name = value``,
+    ``value`` not reading it; an ``if`` storing it first in both branches), ``"load"``
+    (it may be read first: any other statement mentioning it), or None (it is never
+    mentioned, or only stored on some paths: a loop's body may not run)."""
+    if not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(stmt)):
+        return None
+    if isinstance(stmt, ast.Assign) and name not in loaded_names(stmt.value) and all(
+            isinstance(t, ast.Name) for t in stmt.targets) and \
+            any(t.id == name for t in stmt.targets):
+        return "store"
+    head = {ast.If: "test", ast.While: "test", ast.For: "iter"}.get(type(stmt))
+    if head is None or name in loaded_names(getattr(stmt, head)):
+        return "load"
+    if isinstance(stmt, ast.For) and name in {n.id for n in ast.walk(stmt.target)
+                                              if isinstance(n, ast.Name)}:
+        return None if _block_touch(stmt.orelse, name) != "load" else "load"  # (its index)
+    touches = (_block_touch(stmt.body, name), _block_touch(stmt.orelse, name))
+    if "load" in touches:
+        return "load"
+    return "store" if isinstance(stmt, ast.If) and touches == ("store", "store") else None
+
+
+def _block_path(tree, target):
+    """``[(statements, index, owner)]`` from the function's body down to ``target``:
+    each block holding it (or its ancestor) at ``index``, and the statement owning it."""
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(tree, field, None)
+        for index, stmt in enumerate(block if isinstance(block, list) else ()):
+            if stmt is target:
+                return [(block, index, tree)]
+            inner = _block_path(stmt, target) if any(
+                node is target for node in ast.walk(stmt)) else None
+            if inner is not None:
+                return [(block, index, tree)] + inner
+    for handler in getattr(tree, "handlers", ()):
+        inner = _block_path(handler, target)
+        if inner is not None:
+            return inner
+    return None
 
 
 def _in_loop(tree, target) -> bool:

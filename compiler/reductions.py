@@ -102,7 +102,7 @@ def is_absorbing_store(stmt, var: str, op: str) -> bool:
 
 
 #: The operator an ``if e OP m: m = e`` computes, by the comparison with ``e`` on its left.
-_EXTREMA = {ast.Gt: "max", ast.GtE: "max", ast.Lt: "min", ast.LtE: "min"}
+_EXTREMA = {ast.Gt: "max", ast.Lt: "min"}  # (>= takes e on ties: -0.0 against 0.0)
 _FLIPPED = {"max": "min", "min": "max"}
 #: The nodes of an expression that reads and computes only (no call, no walrus).
 _PURE = (ast.Name, ast.Constant, ast.Subscript, ast.Attribute, ast.BinOp, ast.UnaryOp,
@@ -110,9 +110,9 @@ _PURE = (ast.Name, ast.Constant, ast.Subscript, ast.Attribute, ast.BinOp, ast.Un
 
 
 def _extremum_update(stmt, scope):
-    """``m = max(m, e)`` for ``if e > m: m = e`` (``m < e`` too; ``>=``; ``min`` for
-    ``<``), when ``e`` only reads and computes and ``max``/``min`` are the builtins;
-    else None."""
+    """``m = max(m, e)`` for ``if e > m: m = e`` (``m < e`` too; ``min`` for ``<``;
+    not ``>=``, which keeps ``e`` on a tie, ``-0.0`` against ``0.0``), when ``e`` only
+    reads and computes and ``max``/``min`` are the builtins; else None."""
     if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1 and
             isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1):
         return None

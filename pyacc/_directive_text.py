@@ -32,7 +32,7 @@ from pyacc.compiler.errors import CompileError
 from pyacc.mapping import ClauseError
 
 from ._clauses import async_noval
-from ._names import user_frame
+from ._names import _locals_of, user_frame
 
 __all__ = ["keywords_of", "with_text", "resolve_item", "item_of"]
 
@@ -63,8 +63,8 @@ def keywords_of(directive: str, text) -> dict:
         raise ClauseError(f"{directive}: its one positional argument is a clause string "
                           f"(\"copyin(a[0:n]) copy(b)\"), got {type(text).__name__}; give "
                           f"arrays as keywords ({directive}(copyin=[a]))")
-    frame = user_frame()
-    scope = {**frame.f_globals, **frame.f_locals} if frame is not None else {}
+    frame = user_frame()  # (its locals read as ``variable_name`` reads them: no snapshot kept)
+    scope = {**frame.f_globals, **dict(_locals_of(frame))} if frame is not None else {}
     keywords: dict = {}
     for word, args, start, end in _clauses(directive, text):
         try:

@@ -55,6 +55,7 @@ from .._compute import ComputeRegion, at_caller
 from .._devices import ICVS
 from .._errors import report
 from . import _devices
+from .._directive_text import item_of
 from ._clauses import parse
 from ._names import ConstructName
 
@@ -235,10 +236,11 @@ class TargetRegion(ComputeRegion):
         # false: the region runs on the host on host data, no data action (§2.5.6)
         clause = self.info.clauses.if_ if if_ is None else if_
         enabled = clause is None or truth_of(self._call_value(clause, args, kwargs), self.info.where)
-        moves = [(UpdateDirection.DEVICE, bound[name], name) for name in self._always_to
-                 if runtime.is_present(bound[name])]
-        back = [(UpdateDirection.SELF, bound[name], name) for name in self._always_from
-                if runtime.is_present(bound[name])]
+        scope = {**self.info.func.__globals__, **bound}  # (items: names, members, sections)
+        moves = [(UpdateDirection.DEVICE, array, name) for name in self._always_to
+                 if runtime.is_present(array := item_of(scope, name))]
+        back = [(UpdateDirection.SELF, array, name) for name in self._always_from
+                if runtime.is_present(array := item_of(scope, name))]
         if moves and enabled:
             runtime.update(moves, queue, if_present=True)
         result = super().__call__(*args, async_=async_, if_=if_, **kwargs)

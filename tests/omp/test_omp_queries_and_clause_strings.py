@@ -108,6 +108,23 @@ def test_map_takes_array_sections_and_members_as_openacc_clauses_do(device):
             adds_sections(a, b, grid, 6)
 
 
+@omp.target_teams_distribute_parallel_for("map(always, to: a[0:n]) map(from: b[0:n])")
+def adds_one_always(a, b, n):
+    for i in range(n):
+        b[i] = a[i] + 1.0
+
+
+def test_an_always_map_of_a_section_copies_present_data_again(separate_memory):
+    """OpenMP 5.2 §5.8.3: ``always`` copies present data in again, a section too (before:
+    KeyError naming the section text)."""
+    a, b = np.ones(4), np.zeros(4)
+    with omp.target_data(map_to=[a], map_alloc=[b]):
+        a[:] = 5.0
+        adds_one_always(a, b, 4)
+        omp.target_update(from_=[b])
+    np.testing.assert_array_equal(b, 6.0)
+
+
 def test_data_construct_strings_read_sections_and_members_in_the_callers_frame(separate_memory):
     """A data construct's string names the caller's variables (API.md §9): sections
     (bounds read in the caller's frame) and members too; a section outside the array or

@@ -1255,22 +1255,25 @@ GLOBAL_ARRAY = np.ones(4)
 
 
 def _routine_reading_global(i):
-    return GLOBAL_ARRAY[i]  # MARK-GLOBAL-USE
+    return GLOBAL_ARRAY[i]
 
 
-def test_routine_reading_a_global_array_is_compile_error_at_first_call():
-    """API.md §6.1: kernels may read global arrays (they become implicit arguments), but
-    a routine called from a kernel may not: the error names the routine's line."""
+def test_routine_reading_a_global_array_needs_it_on_the_device(separate_memory):
+    """OpenACC 3.3 §2.15.1: a routine's global array is declared, so on the device: a
+    kernel reaching the routine needs it present (NotPresentError naming it), and then
+    the routine reads the device copy."""
     @acc.parallel_loop
     def uses_global(y):
         for i in range(y.shape[0]):
             y[i] = _routine_reading_global(i)
 
-    with pytest.raises(acc.CompileError) as info:
-        uses_global(np.zeros(4))
-    message = str(info.value)
-    assert f"{HERE}:{line_of('MARK-GLOBAL-USE')}" in message, message
-    assert "GLOBAL_ARRAY" in message and "pass it as an argument" in message
+    y = np.zeros(4)
+    with pytest.raises(acc.NotPresentError, match="GLOBAL_ARRAY"):
+        uses_global(y)
+    assert table() == []
+    with acc.data(copyin=[GLOBAL_ARRAY]):
+        uses_global(y)
+    np.testing.assert_array_equal(y, 1.0)
 
 
 @pytest.mark.parametrize("text, fragment", [

@@ -4,6 +4,9 @@ keywords would (API.md §4; OpenACC 3.3 §2.6.5, 2.7.1, 2.8, 2.14.4)."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -103,3 +106,23 @@ def test_keywords_and_a_string_together(separate_memory):
         add_one(a, b, async_=1)
     acc.wait(1)
     np.testing.assert_array_equal(b, 2.0)
+
+
+def _maps_then_forgets() -> bool:
+    a = np.ones(1000)
+    with acc.data("copyin(a)"):
+        pass
+    acc.enter_data("copyin(a)")
+    acc.exit_data("delete(a)")
+    reference = weakref.ref(a)
+    del a
+    gc.collect()
+    return reference() is None  # (while this function's frame still runs)
+
+
+def test_a_clause_string_keeps_no_array_of_the_callers_alive(separate_memory):
+    """Reading the caller's variables leaves nothing behind: before Python 3.13 reading a
+    frame's ``f_locals`` leaves a snapshot of its locals on the frame, which kept a
+    deleted array alive until the function returned; with keywords it is freed at once,
+    and so with a clause string."""
+    assert _maps_then_forgets()

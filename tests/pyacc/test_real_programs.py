@@ -541,6 +541,72 @@ def test_a_routine_reads_the_declared_global_arrays_on_the_device(device):
         acc.shutdown()
 
 
+@acc.routine(seq=True)
+def _scaled_entry(i, scale=1.0):
+    return _ROUTINE_WEIGHTS[i] * scale
+
+
+@acc.parallel_loop
+def calls_with_keywords_and_defaults(y):
+    for i in range(y.shape[0]):
+        y[i] = _scaled_entry(i) + _scaled_entry(i, scale=2.0) + _scaled_entry(i, 4.0)
+
+
+def test_a_routine_call_may_name_its_arguments_and_leave_out_defaults(device):
+    """A routine is called as Python calls it: keyword arguments, defaults (numbers)
+    filled in — with or without the arrays it reads (before: ``look(i)`` of ``def
+    look(i, scale=1.0)`` failed to type, and keywords clashed with those arrays)."""
+    acc.declare(copyin=[_ROUTINE_WEIGHTS])
+    try:
+        y = np.zeros(4)
+        calls_with_keywords_and_defaults(y)
+        np.testing.assert_array_equal(y, 0.5 * 7.0)
+    finally:
+        acc.shutdown()
+
+
+def test_a_routine_call_with_an_unknown_keyword_is_a_compile_error(emulated):
+    """Bad input: a keyword the routine does not have is a CompileError naming it."""
+    @acc.parallel_loop
+    def misnamed(y):
+        for i in range(y.shape[0]):
+            y[i] = _scaled_entry(i, sc=2.0)
+
+    acc.declare(copyin=[_ROUTINE_WEIGHTS])
+    try:
+        with pytest.raises(acc.CompileError, match=r"routine _scaled_entry has no parameter 'sc'"):
+            misnamed(np.zeros(4))
+    finally:
+        acc.shutdown()
+
+
+def _closure_routine_kernel(table):
+    @acc.routine(seq=True)
+    def entry(i):
+        return table[i]
+
+    @acc.parallel_loop
+    def copies_entries(out):
+        for i in range(out.shape[0]):
+            out[i] = entry(i)
+
+    return copies_entries
+
+
+def test_a_routine_reads_a_declared_closure_array(device):
+    """§2.15.1: a routine's closure array (a variable of the function that made it) is
+    read on the device like a global one; the kernel, made beside it, has no such name
+    itself (before: refused at the first call as a clash of names)."""
+    table = np.array([7.0, 8.0, 9.0])
+    acc.declare(copyin=[table])
+    try:
+        out = np.zeros(3)
+        _closure_routine_kernel(table)(out)
+        np.testing.assert_array_equal(out, table)
+    finally:
+        acc.shutdown()
+
+
 def test_a_routines_global_array_that_is_not_on_the_device_is_not_present(emulated):
     """Bad input: a routine's global array the program never put on the device is a
     NotPresentError naming it; nothing is mapped or run."""
@@ -715,6 +781,38 @@ def test_an_independent_kernels_loop_keeps_the_regions_flag(device, x, expected,
     assert bool(kernels_loop_independent_flag(x)) is (not expected)
 
 
+@acc.kernels
+def independent_sum_and_max(x):
+    s, m = 0.0, -1.0
+    for i in acc.loop(range(x.shape[0]), independent=True):
+        s += x[i]
+        if x[i] > m:
+            m = x[i]
+    return s, m
+
+
+@acc.kernels
+def two_nests_one_inner_index(a, b, n):
+    for j in acc.loop(range(n), independent=True):
+        for i in acc.loop(range(n), independent=True):
+            a[j * n + i] = i + j
+    for j in acc.loop(range(n), independent=True):
+        for i in acc.loop(range(n), independent=True):
+            b[j * n + i] = a[j * n + i] * 2.0
+
+
+def test_an_independent_kernels_loop_still_finds_its_reductions(device, monkeypatch):
+    """§2.9.9 and §2.5.15: an independent loop's sums and maxima are the reductions the
+    compiler finds, as without independent (a regression of the flag rule refused them);
+    an inner loop's index the next nest's loop assigns again is no kept scalar."""
+    monkeypatch.setenv("PYACC_SERIAL_BELOW", "0")
+    x = np.arange(1000.0)
+    assert independent_sum_and_max(x) == (x.sum(), 999.0)
+    a, b = np.zeros(16), np.zeros(16)
+    two_nests_one_inner_index(a, b, 4)
+    np.testing.assert_array_equal(b, 2.0 * np.add.outer(np.arange(4.0), np.arange(4.0)).ravel())
+
+
 def test_an_independent_kernels_loop_refuses_a_scalar_needing_the_last_iteration():
     """§2.9.9: independent iterations run in no order, so a scalar whose last value the
     region reads after the loop has no value to keep: refused, naming the reduction."""
@@ -727,6 +825,40 @@ def test_an_independent_kernels_loop_refuses_a_scalar_needing_the_last_iteration
                 if x[i] < 0.0:
                     v = x[i]
             return v
+
+
+@acc.kernels
+def two_loops_one_temporary(a, b, n):
+    for i in acc.loop(range(n), independent=True):
+        t = a[i] * 2.0
+        b[i] = t
+    for i in acc.loop(range(n), independent=True):
+        t = b[i] + 1.0
+        a[i] = t
+
+
+def temporary_then_maybe_stored(a, b, n, flag):
+    t = -1.0
+    for i in acc.loop(range(n), independent=True):
+        t = a[i]
+        b[i] = t
+    if flag:
+        t = 0.0
+    return t
+
+
+def test_a_temporary_the_next_loop_assigns_first_is_no_kept_scalar(device):
+    """OpenACC 3.3 §2.6.2: a kernels scalar is kept only if the code after the loop may
+    read it before storing it; C's block-scope temporary ``t`` reused by the next loop
+    (which assigns it first) is each iteration's own (before: refused as needing the
+    last iteration). One stored only on some paths after the loop is still kept."""
+    a, b = np.arange(8.0), np.zeros(8)
+    two_loops_one_temporary(a, b, 8)
+    np.testing.assert_array_equal(b, 2.0 * np.arange(8.0))
+    np.testing.assert_array_equal(a, 2.0 * np.arange(8.0) + 1.0)
+    assert all(note.parallel for note in plan_notes(two_loops_one_temporary))
+    with pytest.raises(acc.CompileError, match=r"'t' is assigned in this independent loop"):
+        acc.kernels(temporary_then_maybe_stored)
 
 
 @acc.parallel_loop("reduction(max:maximum)")
@@ -745,9 +877,18 @@ def smallest_and_largest(a):
     for i in range(a.shape[0]):
         if low > a[i]:
             low = a[i]
-        if a[i] >= high:
+        if a[i] > high:
             high = a[i]
     return low, high
+
+
+@acc.kernels_loop
+def keeps_the_last_tie(a):
+    m = 0.0
+    for i in range(a.shape[0]):
+        if a[i] >= m:
+            m = a[i]
+    return m
 
 
 def test_an_if_that_keeps_the_larger_value_is_a_max_update(device):
@@ -760,6 +901,10 @@ def test_an_if_that_keeps_the_larger_value_is_a_max_update(device):
     assert relative_max(a, b) == (np.abs(a - b) / a).max()
     assert smallest_and_largest(a) == (a.min(), a.max())
     assert all(note.parallel for note in plan_notes(smallest_and_largest))
+    # ``>=`` takes the element on a tie, which max(m, e) does not: left as written
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.PerformanceWarning)  # (it runs as written)
+        assert str(keeps_the_last_tie(np.array([-0.0]))) == "-0.0"
 
 
 def test_an_if_that_also_does_something_else_is_not_a_max_update():
@@ -979,6 +1124,42 @@ def test_a_flattened_subscript_that_repeats_elements_stays_sequential(device, re
         region(b, 2)
     region.__wrapped__(expected, 2)
     np.testing.assert_array_equal(b, expected)
+
+
+@acc.kernels_loop
+def prefix_pairs(a, n):
+    for i in range(n):
+        t = 0.0
+        for k in range(2):
+            if k == 0:
+                t = a[i + k]
+            else:
+                a[i + k] = a[i + k] + t  # a[i+1] += a[i]: a running sum
+
+
+@acc.kernels_loop
+def fills_triples(b, n):
+    for i in range(n):
+        for k in range(3):
+            b[i * 3 + k] = i + 0.5 * k
+
+
+def test_an_inner_loops_index_in_a_subscript_is_the_other_iterations_own(device):
+    """§2.5.3: in ``a[i + k]`` the inner loop's ``k`` takes its own values in another
+    iteration of ``i`` (``i + 1 + 0 == i + 1``): no pin of ``i``, the loop stays
+    sequential (before: parallel, a race on every second element). ``b[3*i + k]`` with
+    ``k < 3`` still pins ``i`` (the gap of two ``k`` is under the stride)."""
+    assert not plan_notes(prefix_pairs)[0].parallel
+    a, expected = np.ones(200_001), np.ones(200_001)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.PerformanceWarning)
+        prefix_pairs(a, 200_000)
+    prefix_pairs.__wrapped__(expected, 200_000)
+    np.testing.assert_array_equal(a, expected)
+    assert plan_notes(fills_triples)[0].parallel
+    b = np.zeros(30)
+    fills_triples(b, 10)
+    np.testing.assert_array_equal(b, np.repeat(np.arange(10.0), 3) + np.tile([0, .5, 1], 10))
 
 
 def test_lu_step_is_parallel_under_runtime_conditions(device):
