@@ -49,8 +49,19 @@ def without_copied_results(source, clauses, scope, params, plan) -> ComputeClaus
     return dataclasses.replace(clauses, copy=tuple(n for n in clauses.copy if n not in local))
 
 
+#: a data clause as OpenMP writes it (a construct of ``pyacc.omp``: its name has ``.omp``)
+_OMP_SPELLING = {"copy": "map(tofrom: {})", "copyin": "map(to: {})", "copyout": "map(from: {})",
+                 "create": "map(alloc: {})", "present": "map(present, tofrom: {})",
+                 "deviceptr": "is_device_ptr({})"}
+
+
 def check_clause_names(source, clauses, scope, user_params):
     """Refuse a clause naming what the function has not (module docstring)."""
+    omp = hasattr(clauses.construct, "omp")
+
+    def spelled(kind, name):
+        return (_OMP_SPELLING.get(kind, kind + "({})") if omp else kind + "({})").format(name)
+
     params, local = set(source.params), scope.local
     free = {n.id for n in ast.walk(source.tree)
             if isinstance(n, ast.Name) and n.id not in local}
@@ -58,7 +69,7 @@ def check_clause_names(source, clauses, scope, user_params):
         if "." in name:  # a member (OpenACC 3.3 §2.7.1): of a parameter only
             root = name.split(".")[0]
             if root not in params:
-                raise source.clause_error(f"{kind}({name}) names a member of {root!r}, which is "
+                raise source.clause_error(f"{spelled(kind, name)} names a member of {root!r}, which is "
                                           f"not a parameter (parameters: "
                                           f"{', '.join(source.params) or 'none'}); members of "
                                           f"parameters only: pass {root} as an argument")
@@ -66,7 +77,7 @@ def check_clause_names(source, clauses, scope, user_params):
         if name in scope.local and kind == "copy":
             continue  # a reduction's result (``without_copied_results``)
         if name not in params and name not in free:  # (a free name: checked at first call)
-            raise source.clause_error(f"{kind}({name}) does not name a parameter or a "
+            raise source.clause_error(f"{spelled(kind, name)} does not name a parameter or a "
                                       f"module-level array the function reads "
                                       f"(parameters: {', '.join(user_params) or 'none'})")
     for kind in ("private", "firstprivate"):

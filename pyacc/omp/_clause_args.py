@@ -70,6 +70,10 @@ def _map_arg(args: str, construct: str = ""):
     """``[modifier[,] ...] type: list`` or just ``list`` (type: ``_UNTYPED_MAP``)."""
     head, _, tail, tail_at = _split_colon(args)
     if head is None:
+        first = re.match(r"\s*(\w+)[\s,]", args)
+        if first and first.group(1) in MAP_TYPES + MAP_MODIFIERS:
+            raise _Bad(f"missing ':' after {first.group(1)!r} (map({first.group(1)}: a))",
+                       first.end(1))
         return MapSpec(_UNTYPED_MAP.get(construct, "tofrom")), _names(args, items=True)
     words = [(m.group(), m.start()) for m in re.finditer(r"[^\s,]+", head)]
     if not words:

@@ -215,3 +215,17 @@ def asks_with_an_argument(x):
 def test_is_initial_device_takes_no_argument_in_a_kernel(device):
     with pytest.raises(acc.CompileError, match=r"omp.is_initial_device\(\) takes no arguments"):
         asks_with_an_argument(np.zeros(1))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("map(to: Q[0:n])", r"map\(to: Q\) does not name a parameter or a module-level array"),
+    ("map(to A[0:n])", r"bad clause 'map\(to A\[0:n\]\)': missing ':' after 'to'"),
+], ids=["unknown name", "no colon"])
+def test_a_bad_map_of_a_compute_construct_is_told_in_openmps_words(text, message):
+    """Bad input: the messages speak OpenMP (map(to: ...)), not the OpenACC clause the
+    map becomes (copyin), and a map type without its ':' is named as such."""
+    with pytest.raises(acc.CompileError, match=message):
+        @omp.target_teams_distribute_parallel_for(text)
+        def fills(A, n):
+            for i in range(n):
+                A[i] = 1.0
