@@ -38,7 +38,7 @@ from .errors import CompileError
 __all__ = ["ClauseExpr", "count_value", "EXPR_BUILTINS", "REDUCTION_OPS", "ArgError",
            "caret", "arguments_at", "closing_paren", "reduction_list", "parse_expression",
            "Section", "tile_sizes", "data_list", "names_list", "data_items", "split_top",
-           "bound_value"]
+           "bound_value", "top_colon"]
 
 #: The reduction operators (OpenACC 3.3 §2.5.15); C's ``&&``/``||`` are read as and/or.
 REDUCTION_OPS = ("+", "*", "max", "min", "&", "|", "^", "and", "or")
@@ -557,7 +557,7 @@ def _section(name, groups, text):
 def _range(body, offset, *, fortran):
     """``(first, second)`` of one dimension: C ``start:length`` or Fortran ``lo:hi``,
     either side omitted; a single index (an element, not a section) is an error."""
-    colon = _top_colon(body)
+    colon = top_colon(body)
     if colon is None:
         example = "a(i:i)" if fortran else "a[i:1]"
         raise ArgError(f"{body.strip() or 'an empty subscript'!r} is an element, not a "
@@ -565,7 +565,8 @@ def _range(body, offset, *, fortran):
     return (_bound(body[:colon], offset), _bound(body[colon + 1:], offset + colon + 1))
 
 
-def _top_colon(body):
+def top_colon(body):
+    """The index of the first ':' outside brackets of ``body``, or None."""
     depth = 0
     for index, char in enumerate(body):
         if char in "([{":

@@ -60,7 +60,7 @@ from .errors import CompileError
 
 __all__ = ["ComputeClauses", "ClauseExpr", "Section", "parse_clauses", "parse_loop_clauses",
            "count_value", "CONSTRUCTS", "REDUCTION_OPS", "ASYNC_NOVAL", "WAIT_ALL",
-           "EXPR_BUILTINS"]
+           "EXPR_BUILTINS", "clause_items"]
 
 CONSTRUCTS = ("parallel", "parallel_loop", "kernels", "kernels_loop", "serial", "routine",
               "loop")
@@ -369,8 +369,17 @@ def _reductions(value) -> tuple[tuple[str, str], ...]:
 _NAME_RE = re.compile(r"\s*,?\s*([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def _parse_string(construct, text):
-    """Yield ``(field, value)`` for each clause of an OpenACC clause string."""
+def clause_items(text):
+    """Yield ``(word, args, args_at, start, end)`` for each clause of a clause string as
+    C writes it (``"collapse(2) reduction(max:err), nowait"``; blanks or commas between
+    clauses): its name, the text inside its parentheses (None: it has none) and where
+    that starts, and where the clause starts and ends. The one scanner of OpenACC's
+    compute and data directives and OpenMP's constructs.
+
+    Raises:
+        ArgError: a clause name is expected, a ``(`` is unbalanced, or something else
+            follows a clause's name (``offset``: where, in ``text``).
+    """
     pos = 0
     while True:
         while pos < len(text) and (text[pos].isspace() or text[pos] == ","):
@@ -379,17 +388,31 @@ def _parse_string(construct, text):
             return
         match = _NAME_RE.match(text, pos)
         if match is None:
-            raise CompileError(f"{construct}: malformed clause string: expected a clause "
-                               f"name" + caret(text, pos))
+            raise ArgError("malformed clause string: expected a clause name", pos)
         word, start = match.group(1), match.start(1)
         pos = arguments_at(text, match.end())
         args = args_at = None
         if pos < len(text) and text[pos] == "(":
-            close = _matching_paren(text, pos, construct)
+            close = closing_paren(text, pos)
+            if close is None:
+                raise ArgError("malformed clause string: unbalanced '('", pos)
             args, args_at, pos = text[pos + 1:close], pos + 1, close + 1
         elif pos < len(text) and not (text[pos].isspace() or text[pos] == ","):
-            raise CompileError(f"{construct}: malformed clause string: unexpected "
-                               f"{text[pos]!r} after {word!r}" + caret(text, pos))
+            raise ArgError(f"malformed clause string: unexpected {text[pos]!r} after "
+                           f"{word!r}", pos)
+        yield word, args, args_at, start, pos
+
+
+def _parse_string(construct, text):
+    """Yield ``(field, value)`` for each clause of an OpenACC clause string."""
+    items = clause_items(text)
+    while True:
+        try:
+            word, args, args_at, start, pos = next(items)
+        except StopIteration:
+            return
+        except ArgError as exc:
+            raise CompileError(f"{construct}: {exc}" + caret(text, exc.offset)) from None
         name = _STRING_ALIASES.get(word, word)
         _check_valid(construct, name, "clause", text, start)
         try:
@@ -400,14 +423,6 @@ def _parse_string(construct, text):
                 at = args_at + exc.offset
             raise CompileError(f"{construct}: bad clause {text[start:pos]!r}: {exc}"
                                + caret(text, at)) from None
-
-
-def _matching_paren(text, open_pos, construct):
-    close = closing_paren(text, open_pos)
-    if close is None:
-        raise CompileError(f"{construct}: malformed clause string: unbalanced '('"
-                           + caret(text, open_pos))
-    return close
 
 
 def _literal(arg):

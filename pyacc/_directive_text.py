@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import difflib
 import functools
-import re
 
 import numpy as np
 
 from pyacc.compiler.clause_kinds import PRESENT_OR
-from pyacc.compiler.clause_text import (ArgError, ClauseExpr, arguments_at, caret, closing_paren,
-                                        data_items, data_list)
+from pyacc.compiler.clause_text import ArgError, ClauseExpr, caret, data_items, data_list
+from pyacc.compiler.clauses import clause_items
 from pyacc.compiler.errors import CompileError
 from pyacc.mapping import ClauseError
 
@@ -47,7 +46,6 @@ _LISTS = {
 _FLAGS = {"acc.data": (), "acc.enter_data": (), "acc.exit_data": ("finalize",),
           "acc.update": ("if_present",)}
 _OTHER = {"acc.data": ("default",)}
-_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 def keywords_of(directive: str, text) -> dict:
@@ -103,30 +101,18 @@ def with_text(directive: str, text, clauses: dict) -> dict:
 def _clauses(directive, text):
     """``(word, args or None, start, end)`` of each clause of ``text``, validated."""
     taken = _LISTS[directive] + _FLAGS[directive] + _OTHER.get(directive, ()) + _CONTROL
-    pos = 0
-    while True:
-        while pos < len(text) and (text[pos].isspace() or text[pos] == ","):
-            pos += 1
-        if pos >= len(text):
-            return
-        match = _WORD.match(text, pos)
-        if match is None:
-            raise ClauseError(f"{directive}: malformed clause string: expected a clause name"
-                              + caret(text, pos), clause=text)
-        word, start = PRESENT_OR.get(match.group(), match.group()), match.start()
-        if word not in taken:
-            close = difflib.get_close_matches(word, taken, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ClauseError(f"{directive}: {match.group()!r} is not a clause of this "
-                              f"directive (it takes {', '.join(taken)}){hint}"
-                              + caret(text, start), clause=match.group())
-        pos, args = arguments_at(text, match.end()), None
-        if pos < len(text) and text[pos] == "(":
-            close = closing_paren(text, pos)
-            if close is None:
-                raise ClauseError(f"{directive}: unbalanced '('" + caret(text, pos), clause=word)
-            args, pos = text[pos + 1:close], close + 1
-        yield word, args, start, pos
+    try:
+        for raw, args, _, start, end in clause_items(text):
+            word = PRESENT_OR.get(raw, raw)
+            if word not in taken:
+                close = difflib.get_close_matches(word, taken, n=1, cutoff=0.6)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ClauseError(f"{directive}: {raw!r} is not a clause of this directive "
+                                  f"(it takes {', '.join(taken)}){hint}" + caret(text, start),
+                                  clause=raw)
+            yield word, args, start, end
+    except ArgError as exc:
+        raise ClauseError(f"{directive}: {exc}" + caret(text, exc.offset), clause=text) from None
 
 
 def _keyword(directive, word, args, scope):

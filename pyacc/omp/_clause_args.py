@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from pyacc.compiler.clause_text import ArgError, data_items
+from pyacc.compiler.clause_text import ArgError, data_items, top_colon
 
 from ._clause_model import (MAP_MODIFIERS, MAP_TYPES, MapSpec, _Bad, _REDUCTION_OPS,
                             _UNSUPPORTED_MODIFIERS)
@@ -50,15 +50,8 @@ def _names(text: str, base: int = 0, *, items: bool = False) -> list[str]:
 def _split_colon(text: str):
     """``(head, head_at, tail, tail_at)`` at the first ':' outside brackets, or
     ``(None, 0, text, 0)``."""
-    depth = 0
-    for index, char in enumerate(text):
-        if char in "([":
-            depth += 1
-        elif char in ")]":
-            depth -= 1
-        elif char == ":" and depth == 0:
-            return text[:index], 0, text[index + 1:], index + 1
-    return None, 0, text, 0
+    index = top_colon(text)
+    return (None, 0, text, 0) if index is None else (text[:index], 0, text[index + 1:], index + 1)
 
 
 #: the map type of a ``map`` clause written without one (OpenMP 5.2 §5.8.3: ``tofrom``;

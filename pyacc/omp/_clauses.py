@@ -24,8 +24,8 @@ import dataclasses
 import difflib
 import re
 
-from pyacc.compiler.clause_text import arguments_at
-from pyacc.compiler.clauses import ClauseExpr, closing_paren
+from pyacc.compiler.clause_text import ArgError
+from pyacc.compiler.clauses import ClauseExpr, clause_items
 from pyacc.compiler.errors import CompileError
 
 from ._clause_args import (_DEPEND_TYPES, _depend_arg, _map_arg, _motion_arg, _names,
@@ -64,31 +64,17 @@ def _spell(construct: str) -> str:
 
 
 # == clause strings ================================================================================
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def _parse_string(result: OmpClauses, text: str, error) -> None:
     construct = result.construct
     valid = CONSTRUCT_CLAUSES[construct]
-    pos = 0
+    items = clause_items(text)
     while True:
-        while pos < len(text) and (text[pos].isspace() or text[pos] == ","):
-            pos += 1
-        if pos >= len(text):
+        try:
+            word, args, args_at, start, pos = next(items)
+        except StopIteration:
             return
-        match = _WORD.match(text, pos)
-        if match is None:
-            raise _error(error, f"omp {_spell(construct)}: malformed clause string: expected a "
-                                f"clause name" + caret(text, pos))
-        word, start = match.group(), match.start()
-        pos = arguments_at(text, match.end())
-        args = args_at = None
-        if pos < len(text) and text[pos] == "(":
-            close = _matching_paren(text, pos, construct, error)
-            args, args_at, pos = text[pos + 1:close], pos + 1, close + 1
-        elif pos < len(text) and not (text[pos].isspace() or text[pos] == ","):
-            raise _error(error, f"omp {_spell(construct)}: malformed clause string: unexpected "
-                                f"{text[pos]!r} after {word!r}" + caret(text, pos))
+        except ArgError as exc:
+            raise _error(error, f"omp {_spell(construct)}: {exc}" + caret(text, exc.offset)) from None
         _check_valid(construct, word, valid, text, start, error)
         try:
             _apply(result, word, args)
@@ -96,14 +82,6 @@ def _parse_string(result: OmpClauses, text: str, error) -> None:
             at = start if args_at is None else args_at + bad.offset
             raise _error(error, f"omp {_spell(construct)}: bad clause {text[start:pos]!r}: {bad}"
                          + caret(text, at)) from None
-
-
-def _matching_paren(text, open_pos, construct, error):
-    close = closing_paren(text, open_pos)
-    if close is None:
-        raise _error(error, f"omp {_spell(construct)}: malformed clause string: unbalanced '('"
-                     + caret(text, open_pos))
-    return close
 
 
 def _check_valid(construct, word, valid, text, pos, error):
