@@ -31,7 +31,6 @@ import types
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import types as nbtypes
 
 from . import interchange, markers
 from .analysis import check_free_names
