@@ -270,23 +270,64 @@ def _compare(w, x, parallel, facts, primed):
 
 
 def _delinearized(w, x, parallel, facts, conditions, used=frozenset()):
-    """``[(w, x)]``, or ``[..., (qw, qx), (rw, rx)]`` when both are ``q*s + r`` for a
-    symbol ``s`` with ``0 <= r <= s - 1`` (conditions appended for what is not proved),
-    the quotients delinearized again: C's ``a[(l*nz + k)*nx + i]`` is ``a[l][k][i]``."""
-    for s in sorted((w.names() | x.names()) - set(facts.bounds) - used):
-        if not any(s in m and set(m) & set(parallel) for m in w.terms) and \
-                not any(s in m and set(m) & set(parallel) for m in x.terms):
+    """``[(w, x)]``, or ``[..., (qw, qx), (rw, rx)]`` when both are ``q*S + r`` for a
+    stride ``S`` with ``0 <= r <= S - 1`` (conditions appended for what is not proved),
+    the quotients delinearized again: C's ``a[(l*nz + k)*nx + i]`` is ``a[l][k][i]``,
+    and with halos ``a[(j + 1)*(n + 2) + i + 1]`` is ``a[j + 1][i + 1]``. A stride is a
+    symbol multiplying a parallel index, or a loop index's coefficient (``n + 2``); a
+    stride proved outright is taken before one that needs conditions."""
+    chosen = None
+    for key, stride in _strides(w, x, parallel, facts, used):
+        parts = [_split(poly, stride) for poly in (w, x)]
+        if None in parts:
             continue
-        qw, qx = w.coefficient(s), x.coefficient(s)
-        if qw is None or qx is None or s in qw.names() | qx.names():
+        (qw, rw), (qx, rx) = parts
+        one = stride - Poly.const(1)
+        proofs = [facts.prove_nonneg(poly) for poly in (rw, rx, one - rw, one - rx)]
+        if False in proofs:
             continue
-        rw, rx = w.without({s}), x.without({s})
-        needed = [rw, rx, Poly.name(s) - Poly.const(1) - rw, Poly.name(s) - Poly.const(1) - rx]
-        proofs = [facts.prove_nonneg(poly) for poly in needed]
-        if all(proof is not False for proof in proofs):
-            conditions += [p for p in proofs if isinstance(p, Poly)]
-            return _delinearized(qw, qx, parallel, facts, conditions, used | {s}) + [(rw, rx)]
-    return [(w, x)]
+        if chosen is None or all(proof is True for proof in proofs):
+            chosen = (key, qw, qx, rw, rx, [p for p in proofs if isinstance(p, Poly)])
+        if not chosen[5]:
+            break
+    if chosen is None:
+        return [(w, x)]
+    key, qw, qx, rw, rx, needed = chosen
+    conditions += needed
+    return _delinearized(qw, qx, parallel, facts, conditions, used | {key}) + [(rw, rx)]
+
+
+def _strides(w, x, parallel, facts, used):
+    """``(key, stride)`` candidates of ``_delinearized``: symbols multiplying a parallel
+    index, then the coefficients of loop indices with several terms (``n + 2``)."""
+    found = [(s, Poly.name(s)) for s in sorted((w.names() | x.names()) - set(facts.bounds))
+             if any(s in m and set(m) & set(parallel) for poly in (w, x) for m in poly.terms)]
+    for index in sorted(set(facts.bounds)):
+        for poly in (w, x):
+            factor = poly.coefficient(index)
+            if factor is not None and len(factor.terms) > 1 and factor.names() and \
+                    not factor.names() & set(facts.bounds):
+                found.append((factor.source(), factor))
+    return [(key, stride) for key, stride in dict(found).items() if key not in used]
+
+
+def _split(poly, stride):
+    """``(q, r)`` with ``poly == q*stride + r`` exactly and ``r`` free of the stride's
+    symbol (a symbol ``s`` of coefficient ±1 in it, not in its other terms: ``s`` is
+    written ``±(σ - rest)`` with ``σ`` standing for the stride, the polynomial split at
+    ``σ``, and ``σ`` put back), or None."""
+    for s in sorted(stride.names()):
+        factor = stride.coefficient(s)  # (None: s squared)
+        if factor is None or factor.constant() not in (1, -1):
+            continue
+        sign = factor.constant()
+        sigma = f"<{stride.source()}>"
+        rewritten = poly.substitute(s, Poly.const(sign) * (Poly.name(sigma) - stride.without({s})))
+        q = rewritten.coefficient(sigma)
+        if q is None or sigma in q.names():
+            return None
+        return q, rewritten.without({sigma})
+    return None
 
 
 def _prime(poly, facts):

@@ -1084,6 +1084,44 @@ def flat_3d_update(a, b, nv):
                 b[ll * NZ * NX + k * NX + i] = a[(ll * NZ + k) * NX + i] + ll
 
 
+@acc.kernels_loop("collapse(2)")
+def halo_stencil(a, b, n, m):
+    for j in range(m):
+        for i in range(n):
+            b[(j + 1) * (n + 2) + i + 1] = a[(j + 1) * (n + 2) + i] + a[(j + 1) * (n + 2) + i + 2]
+
+
+@acc.kernels_loop
+def halo_planes(a, b, nv, nz, nx, hs):
+    for ll in range(nv):
+        for k in range(nz):
+            for i in range(nx):
+                b[ll * (nz + 2 * hs) * (nx + 2 * hs) + (k + hs) * (nx + 2 * hs) + i + hs] = \
+                    a[ll * (nz + 2 * hs) * (nx + 2 * hs) + (k + hs) * (nx + 2 * hs) + i + hs] + ll
+
+
+def test_a_subscript_with_halos_is_delinearized_by_its_padded_stride(device):
+    """§2.5.3: C's halo-padded rows, ``a[(j + 1)*(n + 2) + i + 1]``, split at the stride
+    ``n + 2`` (any loop index's coefficient of several terms, read as one symbol): the
+    stencil is parallel; miniWeather's ``(k + hs)*(nx + 2*hs) + i + hs`` is parallel when
+    ``hs >= 0`` (a condition checked at each call). Before, both ran sequentially."""
+    notes = plan_notes(halo_stencil)
+    assert notes[0].parallel and not notes[0].conditions, notes[0].reason
+    n, m = 5, 4
+    a = np.arange((n + 2) * (m + 2), dtype=np.float64)
+    b, expected = np.zeros_like(a), np.zeros_like(a)
+    halo_stencil(a, b, n, m)
+    halo_stencil.__wrapped__(a, expected, n, m)
+    np.testing.assert_array_equal(b, expected)
+    notes = plan_notes(halo_planes)
+    assert notes[0].parallel and [c for c in notes[0].conditions] == ["hs >= 0"]
+    a = np.arange(3 * 5 * 7, dtype=np.float64)
+    b, expected = np.zeros_like(a), np.zeros_like(a)
+    halo_planes(a, b, 3, 1, 3, 2)
+    halo_planes.__wrapped__(a, expected, 3, 1, 3, 2)
+    np.testing.assert_array_equal(b, expected)
+
+
 @acc.kernels_loop("collapse(3)")
 def flat_3d_plane_write(b, nv):
     for ll in range(nv):
