@@ -258,6 +258,8 @@ def _compare(w, x, parallel, facts, primed):
                 for sign in (Poly.const(1), Poly.const(-1)))):
             return "pin", p
         return None
+    if not cw and not cx and (w - _prime(x, facts)).constant():  # two fixed places
+        return "disjoint", []
     if bool(cw) != bool(cx):  # one moves with the parallel indices, the other does not
         x_other = _prime(x, facts)
         for gap in (w - x_other - Poly.const(1), x_other - w - Poly.const(1)):

@@ -1100,6 +1100,24 @@ def halo_planes(a, b, nv, nz, nx, hs):
                     a[ll * (nz + 2 * hs) * (nx + 2 * hs) + (k + hs) * (nx + 2 * hs) + i + hs] + ll
 
 
+@acc.kernels_loop
+def reads_the_other_row(a):
+    for i in range(1, a.shape[1]):
+        a[0, i] = a[1, i - 1] * 2.0
+
+
+def test_two_fixed_rows_never_meet(device):
+    """§2.5.3: row 0 written and row 1 read are different elements whatever the columns
+    (a dimension where both subscripts are different constants separates them; before,
+    the shifted column alone made the loop sequential)."""
+    assert plan_notes(reads_the_other_row)[0].parallel
+    a = np.arange(20.0).reshape(2, 10)
+    expected = a.copy()
+    reads_the_other_row(a)
+    reads_the_other_row.__wrapped__(expected)
+    np.testing.assert_array_equal(a, expected)
+
+
 def test_a_subscript_with_halos_is_delinearized_by_its_padded_stride(device):
     """§2.5.3: C's halo-padded rows, ``a[(j + 1)*(n + 2) + i + 1]``, split at the stride
     ``n + 2`` (any loop index's coefficient of several terms, read as one symbol): the
