@@ -109,7 +109,11 @@ class ArgumentSorting:
                 if default is None:
                     default = self._default or enclosing_default() or ""
                 kind = self._kind_of(name, default)
-            map_kinds.append((kind, self._labels.get(name, name) if self._labels else name))
+            label = self._labels.get(name, name) if self._labels else name
+            if kind is MapKind.PRESENT and name in self.info.owners:  # (says whose it is)
+                label = (f"{label}, which routine {self.info.owners[name].__name__} reads "
+                         f"(acc.declare it: OpenACC 3.3 §2.15.1)")
+            map_kinds.append((kind, label))
             slots.append(slot)
         return slots, map_kinds
 

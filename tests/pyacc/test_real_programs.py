@@ -610,7 +610,8 @@ def test_a_routine_reads_a_declared_closure_array(device):
 def test_a_routines_global_array_that_is_not_on_the_device_is_not_present(emulated):
     """Bad input: a routine's global array the program never put on the device is a
     NotPresentError naming it; nothing is mapped or run."""
-    with pytest.raises(acc.NotPresentError, match="_ROUTINE_TABLE|_ROUTINE_WEIGHTS"):
+    with pytest.raises(acc.NotPresentError, match=r"'_ROUTINE_(TABLE|WEIGHTS), which routine "
+                                                  r"_\w+ reads \(acc.declare it"):
         calls_a_routine_reading_a_table(np.zeros(4))
     assert table() == []
     expect_stats(launch_count=0)
