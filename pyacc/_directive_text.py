@@ -64,12 +64,12 @@ def keywords_of(directive: str, text) -> dict:
     frame = user_frame()  # (its locals read as ``variable_name`` reads them: no snapshot kept)
     scope = {**frame.f_globals, **dict(_locals_of(frame))} if frame is not None else {}
     keywords: dict = {}
-    for word, args, start, end in _clauses(directive, text):
+    for word, args, args_at, start, end in _clauses(directive, text):
         try:
             name, value = _keyword(directive, word, args, scope)
         except (ArgError, CompileError, ValueError, NameError, TypeError, AttributeError,
                 KeyError) as exc:
-            at = start if not isinstance(exc, ArgError) else start + len(word) + 1 + exc.offset
+            at = args_at + exc.offset if isinstance(exc, ArgError) and args_at else start
             raise ClauseError(f"{directive}: bad clause {text[start:end]!r}: {exc}"
                               + caret(text, at), clause=text[start:end]) from None
         if name in keywords and isinstance(value, list):
@@ -99,10 +99,10 @@ def with_text(directive: str, text, clauses: dict) -> dict:
 
 
 def _clauses(directive, text):
-    """``(word, args or None, start, end)`` of each clause of ``text``, validated."""
+    """``(word, args or None, args_at, start, end)`` of each clause of ``text``, validated."""
     taken = _LISTS[directive] + _FLAGS[directive] + _OTHER.get(directive, ()) + _CONTROL
     try:
-        for raw, args, _, start, end in clause_items(text):
+        for raw, args, args_at, start, end in clause_items(text):
             word = PRESENT_OR.get(raw, raw)
             if word not in taken:
                 close = difflib.get_close_matches(word, taken, n=1, cutoff=0.6)
@@ -110,7 +110,7 @@ def _clauses(directive, text):
                 raise ClauseError(f"{directive}: {raw!r} is not a clause of this directive "
                                   f"(it takes {', '.join(taken)}){hint}" + caret(text, start),
                                   clause=raw)
-            yield word, args, start, end
+            yield word, args, args_at, start, end
     except ArgError as exc:
         raise ClauseError(f"{directive}: {exc}" + caret(text, exc.offset), clause=text) from None
 
