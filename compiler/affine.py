@@ -170,11 +170,14 @@ class Facts:
         nonneg: Symbols never negative (sizes, names assigned a size).
         invariant: Symbols whose value is fixed for the whole nest (defined before it),
             which a run-time condition may read.
+        strides: Sums the subscripts multiply by (``n + 4`` in ``a[k*(n + 4) + i]``):
+            strides a flat subscript may be split at (``dependence._delinearized``).
     """
 
     bounds: dict = field(default_factory=dict)
     nonneg: set = field(default_factory=set)
     invariant: set = field(default_factory=set)
+    strides: list = field(default_factory=list)
 
     def primed(self) -> "Facts":
         """These facts extended to a second iteration whose indices are named ``i'``."""

@@ -156,6 +156,7 @@ def array_dependence(body, scope, levels, outer, fresh, tree):
                                     f"{name!r}"), ()
     facts = _facts(body, levels, outer, tree)
     env = _local_polys(body, outer)
+    facts.strides = _stride_sums(body, env, facts)
     conditions = {}
     for name in sorted(writes):
         if name in atomic_targets:
@@ -300,17 +301,38 @@ def _delinearized(w, x, parallel, facts, conditions, used=frozenset()):
 
 
 def _strides(w, x, parallel, facts, used):
-    """``(key, stride)`` candidates of ``_delinearized``: symbols multiplying a parallel
-    index, then the coefficients of loop indices with several terms (``n + 2``)."""
-    found = [(s, Poly.name(s)) for s in sorted((w.names() | x.names()) - set(facts.bounds))
-             if any(s in m and set(m) & set(parallel) for poly in (w, x) for m in poly.terms)]
+    """``(key, stride)`` candidates of ``_delinearized``: the coefficients of loop indices
+    with several terms (``n + 2``), the sums the subscripts multiply by, then the symbols
+    multiplying a parallel index."""
+    symbols = [(s, Poly.name(s)) for s in sorted((w.names() | x.names()) - set(facts.bounds))
+               if any(s in m and set(m) & set(parallel) for poly in (w, x) for m in poly.terms)]
+    found = []
     for index in sorted(set(facts.bounds)):
         for poly in (w, x):
             factor = poly.coefficient(index)
             if factor is not None and len(factor.terms) > 1 and factor.names() and \
                     not factor.names() & set(facts.bounds):
                 found.append((factor.source(), factor))
+    found += [(stride.source(), stride) for stride in facts.strides] + symbols  # (sums first:
+    # where a sum is a stride, its symbols alone split only under false conditions)
     return [(key, stride) for key, stride in dict(found).items() if key not in used]
+
+
+def _stride_sums(body, env, facts) -> list:
+    """The sums of symbols the loop's subscripts multiply by (``(nx + 4)`` in
+    ``a[ll*(nz + 4)*(nx + 4) + 0*(nx + 4) + i]``): strides that appear in no loop
+    index's coefficient alone, when the row index is a constant."""
+    found = {}
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+                for side in (node.left, node.right):
+                    poly = poly_of(side, env) if isinstance(side, ast.BinOp) and \
+                        isinstance(side.op, (ast.Add, ast.Sub)) else None
+                    if poly is not None and len(poly.terms) > 1 and poly.names() and \
+                            not poly.names() & set(facts.bounds):
+                        found.setdefault(poly.source(), poly)
+    return list(found.values())
 
 
 def _split(poly, stride):

@@ -1107,6 +1107,27 @@ def reads_the_other_row(a):
         a[0, i] = a[1, i - 1] * 2.0
 
 
+@acc.kernels_loop("collapse(2)")
+def fills_halo_rows(s, nv, nx, nz):
+    for ll in range(nv):
+        for i in range(nx):
+            s[ll * (nz + 4) * (nx + 4) + 0 * (nx + 4) + i] = s[ll * (nz + 4) * (nx + 4) + 2 * (nx + 4) + i]
+            s[ll * (nz + 4) * (nx + 4) + 1 * (nx + 4) + i] = s[ll * (nz + 4) * (nx + 4) + 2 * (nx + 4) + i]
+
+
+def test_a_constant_row_splits_at_the_sum_the_subscript_multiplies_by(device):
+    """§2.5.3: miniWeather's halo rows ``+ 0*(nx + 4) + i``: the row stride ``nx + 4`` is
+    no loop index's coefficient, but the subscript multiplies by it, and so it is tried
+    (before a symbol alone); parallel when ``nz`` is at least -1 (checked at each call)."""
+    notes = plan_notes(fills_halo_rows)
+    assert notes[0].parallel, notes[0].reason
+    assert all(c.startswith("nz + ") for c in notes[0].conditions), notes[0].conditions
+    s, expected = np.arange(2.0 * 7 * 9), np.arange(2.0 * 7 * 9)
+    fills_halo_rows(s, 2, 5, 3)
+    fills_halo_rows.__wrapped__(expected, 2, 5, 3)
+    np.testing.assert_array_equal(s, expected)
+
+
 def test_two_fixed_rows_never_meet(device):
     """§2.5.3: row 0 written and row 1 read are different elements whatever the columns
     (a dimension where both subscripts are different constants separates them; before,
