@@ -153,7 +153,9 @@ def resolve_item(scope, name: str, section=None):
     """
     root, *members = name.split(".")
     if root not in scope:
-        raise NameError(f"{root!r} is not a variable of the calling function or module")
+        raise NameError(f"{root!r} is not a variable of the calling function or module (a "
+                        f"variable of a function around it is seen only when the calling "
+                        f"function uses it too)")
     value = functools.reduce(getattr, members, scope[root])
     return value if section is None else value[section.index(scope, np.shape(value))]
 

@@ -126,3 +126,20 @@ def test_a_clause_string_keeps_no_array_of_the_callers_alive(separate_memory):
     deleted array alive until the function returned; with keywords it is freed at once,
     and so with a clause string."""
     assert _maps_then_forgets()
+
+
+def test_a_name_of_an_enclosing_function_the_caller_never_uses_is_explained(separate_memory):
+    """Bad input: Python gives a nested function only the enclosing variables it uses, so
+    a clause string cannot see the others; the ClauseError says so."""
+    a = np.ones(4)
+
+    def inner():
+        acc.enter_data("copyin(a)")
+
+    with pytest.raises(acc.ClauseError, match=r"'a' is not a variable of the calling function "
+                                              r"or module \(a variable of a function around "
+                                              r"it is seen only when the calling function "
+                                              r"uses it too\)"):
+        inner()
+    assert table() == []
+
