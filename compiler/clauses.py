@@ -369,7 +369,7 @@ def _reductions(value) -> tuple[tuple[str, str], ...]:
 _NAME_RE = re.compile(r"\s*,?\s*([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def clause_items(text):
+def clause_items(text, fail):
     """Yield ``(word, args, args_at, start, end)`` for each clause of a clause string as
     C writes it (``"collapse(2) reduction(max:err), nowait"``; blanks or commas between
     clauses): its name, the text inside its parentheses (None: it has none) and where
@@ -377,9 +377,16 @@ def clause_items(text):
     compute and data directives and OpenMP's constructs.
 
     Raises:
-        ArgError: a clause name is expected, a ``(`` is unbalanced, or something else
-            follows a clause's name (``offset``: where, in ``text``).
+        ``fail(message)``: a clause name is expected, a ``(`` is unbalanced, or something
+            else follows a clause's name (the message ends with the string and a caret).
     """
+    try:
+        yield from _scanned(text)
+    except ArgError as exc:
+        raise fail(f"{exc}" + caret(text, exc.offset)) from None
+
+
+def _scanned(text):
     pos = 0
     while True:
         while pos < len(text) and (text[pos].isspace() or text[pos] == ","):
@@ -405,14 +412,8 @@ def clause_items(text):
 
 def _parse_string(construct, text):
     """Yield ``(field, value)`` for each clause of an OpenACC clause string."""
-    items = clause_items(text)
-    while True:
-        try:
-            word, args, args_at, start, pos = next(items)
-        except StopIteration:
-            return
-        except ArgError as exc:
-            raise CompileError(f"{construct}: {exc}" + caret(text, exc.offset)) from None
+    for word, args, args_at, start, pos in clause_items(
+            text, lambda message: CompileError(f"{construct}: {message}")):
         name = _STRING_ALIASES.get(word, word)
         _check_valid(construct, name, "clause", text, start)
         try:

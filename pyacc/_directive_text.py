@@ -101,18 +101,16 @@ def with_text(directive: str, text, clauses: dict) -> dict:
 def _clauses(directive, text):
     """``(word, args or None, args_at, start, end)`` of each clause of ``text``, validated."""
     taken = _LISTS[directive] + _FLAGS[directive] + _OTHER.get(directive, ()) + _CONTROL
-    try:
-        for raw, args, args_at, start, end in clause_items(text):
-            word = PRESENT_OR.get(raw, raw)
-            if word not in taken:
-                close = difflib.get_close_matches(word, taken, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ClauseError(f"{directive}: {raw!r} is not a clause of this directive "
-                                  f"(it takes {', '.join(taken)}){hint}" + caret(text, start),
-                                  clause=raw)
-            yield word, args, args_at, start, end
-    except ArgError as exc:
-        raise ClauseError(f"{directive}: {exc}" + caret(text, exc.offset), clause=text) from None
+    for raw, args, args_at, start, end in clause_items(
+            text, lambda message: ClauseError(f"{directive}: {message}", clause=text)):
+        word = PRESENT_OR.get(raw, raw)
+        if word not in taken:
+            close = difflib.get_close_matches(word, taken, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ClauseError(f"{directive}: {raw!r} is not a clause of this directive "
+                              f"(it takes {', '.join(taken)}){hint}" + caret(text, start),
+                              clause=raw)
+        yield word, args, args_at, start, end
 
 
 def _keyword(directive, word, args, scope):

@@ -24,7 +24,6 @@ import dataclasses
 import difflib
 import re
 
-from pyacc.compiler.clause_text import ArgError
 from pyacc.compiler.clauses import ClauseExpr, clause_items
 from pyacc.compiler.errors import CompileError
 
@@ -67,14 +66,8 @@ def _spell(construct: str) -> str:
 def _parse_string(result: OmpClauses, text: str, error) -> None:
     construct = result.construct
     valid = CONSTRUCT_CLAUSES[construct]
-    items = clause_items(text)
-    while True:
-        try:
-            word, args, args_at, start, pos = next(items)
-        except StopIteration:
-            return
-        except ArgError as exc:
-            raise _error(error, f"omp {_spell(construct)}: {exc}" + caret(text, exc.offset)) from None
+    for word, args, args_at, start, pos in clause_items(
+            text, lambda message: _error(error, f"omp {_spell(construct)}: {message}")):
         _check_valid(construct, word, valid, text, start, error)
         try:
             _apply(result, word, args)
