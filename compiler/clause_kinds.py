@@ -12,7 +12,7 @@ from __future__ import annotations
 
 __all__ = ["ASYNC_NOVAL", "WAIT_ALL", "DATA_CLAUSES", "PRIVATE_CLAUSES", "FLAG_CLAUSES", "INT_CLAUSES",
            "RAW_CLAUSES", "COUNT_OF", "COUNT_MODIFIER", "VALID", "KEYWORD_ALIASES",
-           "STRING_ALIASES", "EXCLUSIVE", "PRESENT_OR"]
+           "STRING_ALIASES", "EXCLUSIVE", "PRESENT_OR", "OMP_MAP_TYPE", "omp_spelling"]
 
 #: Value of ``async_`` for a bare ``async`` clause in a clause string (OpenACC
 #: ``acc_async_noval``); the launcher maps it to its own constant.
@@ -61,3 +61,18 @@ STRING_ALIASES = {"async": "async_", "if": "if_", "reduction": "reduction", **PR
 #: §2.15.1: a routine's one level of parallelism; §2.9.8: tile is the nest's own collapse)
 EXCLUSIVE = {"loop": (("seq", "independent", "auto"), ("tile", "collapse")),
               "routine": (("gang", "worker", "vector", "seq"),)}
+
+
+#: an OpenACC data clause's OpenMP map type (OpenMP 5.2 §5.8.3: ``map(<type>: x)``); the
+#: one table by which messages and ``acc.explain`` speak OpenMP to ``pyacc.omp`` users
+OMP_MAP_TYPE = {"copy": "tofrom", "copyin": "to", "copyout": "from", "create": "alloc",
+                "present": "present, alloc"}
+
+
+def omp_spelling(kind: str, item: str = "...") -> str:
+    """The OpenMP spelling of OpenACC data clause ``kind`` naming ``item``."""
+    if kind == "deviceptr":  # OpenMP 5.2 §5.4.7
+        return f"is_device_ptr({item})"
+    if kind in OMP_MAP_TYPE:
+        return f"map({OMP_MAP_TYPE[kind]}: {item})"
+    return f"{kind}({item})"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from .clause_kinds import omp_spelling
 from .clauses import ComputeClauses
 
 __all__ = ["check_clause_names", "without_copied_results", "present_routine_arrays"]
@@ -49,18 +50,12 @@ def without_copied_results(source, clauses, scope, params, plan) -> ComputeClaus
     return dataclasses.replace(clauses, copy=tuple(n for n in clauses.copy if n not in local))
 
 
-#: a data clause as OpenMP writes it (a construct of ``pyacc.omp``: its name has ``.omp``)
-_OMP_SPELLING = {"copy": "map(tofrom: {})", "copyin": "map(to: {})", "copyout": "map(from: {})",
-                 "create": "map(alloc: {})", "present": "map(present, tofrom: {})",
-                 "deviceptr": "is_device_ptr({})"}
-
-
 def check_clause_names(source, clauses, scope, user_params):
     """Refuse a clause naming what the function has not (module docstring)."""
     omp = hasattr(clauses.construct, "omp")
 
     def spelled(kind, name):
-        return (_OMP_SPELLING.get(kind, kind + "({})") if omp else kind + "({})").format(name)
+        return omp_spelling(kind, name) if omp else f"{kind}({name})"
 
     params, local = set(source.params), scope.local
     free = {n.id for n in ast.walk(source.tree)

@@ -23,6 +23,7 @@ import numpy as np
 from numba.core import types as nbtypes
 
 from . import cuda_compilers
+from .clause_kinds import OMP_MAP_TYPE
 from .frontend import Scope, is_numeric_constant
 from .errors import PerformanceWarning
 
@@ -152,9 +153,8 @@ _OMP_WORDS = (("implicit present-or-copy: the kernel writes it", "implicit, §5.
               ("implicit present-or-copy: never written", "implicit, §5.8.1: never written"),
               ("implicit: scalar, §2.6.2", "implicit: scalar, OpenMP 5.2 §5.8.1"),
               ("(default(present))", "(defaultmap(present))"),
-              (": copyout ", ": map(from) "), (": copyin ", ": map(to) "),
-              (": copy ", ": map(tofrom) "), (": create ", ": map(alloc) "),
-              (": present ", ": map(present) "), (": deviceptr ", ": is_device_ptr "))
+              *((f": {kind} ", f": map({map_type}) ") for kind, map_type in OMP_MAP_TYPE.items()),
+              (": deviceptr ", ": is_device_ptr "))
 
 
 def _omp_spelling(line: str) -> str:

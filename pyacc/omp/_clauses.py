@@ -24,6 +24,7 @@ import dataclasses
 import difflib
 import re
 
+from pyacc.compiler.clause_kinds import OMP_MAP_TYPE, omp_spelling
 from pyacc.compiler.clauses import ClauseExpr, clause_items
 from pyacc.compiler.errors import CompileError
 
@@ -99,9 +100,8 @@ def _check_valid(construct, word, valid, text, pos, error):
 
 
 #: OpenACC habits, answered with the OpenMP clause
-_ACC_WORDS = {"copyin": "map(to: ...)", "copyout": "map(from: ...)", "copy": "map(tofrom: ...)",
-              "create": "map(alloc: ...)", "present": "map(present, alloc: ...)",
-              "deviceptr": "is_device_ptr(...)", "async": "nowait", "num_gangs": "num_teams",
+_ACC_WORDS = {**{kind: omp_spelling(kind) for kind in (*OMP_MAP_TYPE, "deviceptr")},
+              "async": "nowait", "num_gangs": "num_teams",
               "vector_length": "thread_limit", "gang": "(implied by teams distribute)",
               "wait": "depend(...) or omp.taskwait()"}
 
