@@ -61,7 +61,7 @@ Modules, from the function to the kernel:
 - ``access``      which parameters a kernel writes and reads
 - ``planner``     which loops run in parallel, and how; ``loop_plans``: what it decides
   (``LoopPlan``, ``NestPlan``, ``LoopNote``); ``nests``: a parallel nest's loops and
-  their checks
+  their checks; ``liveness``: where a name is read after a loop
 - ``dependence``  the dependence tests of ``kernels`` loops; ``affine``: subscripts as
   integer polynomials of the indices
 - ``reductions``  reduction updates, identities and combining

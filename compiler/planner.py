@@ -25,11 +25,11 @@ import ast
 from .clauses import ComputeClauses, parse_loop_clauses
 from .errors import CompileError
 from .loop_plans import LoopNote, NestPlan, LoopPlan
-from .frontend import CallKind, FunctionSource, Scope, classify_call, loaded_names
+from .frontend import CallKind, FunctionSource, Scope, classify_call
 from .nests import nest_levels
 from .reductions import COMBINE, array_updates, canonical, is_absorbing_store, same_op, \
     scalar_updates
-from . import dependence
+from . import dependence, liveness
 
 __all__ = ["Planner", "LoopPlan", "NestPlan", "LoopNote"]
 
@@ -221,7 +221,7 @@ class Planner:
                    if isinstance(node, ast.AugAssign)}  # i += 1 reads i
         for level in levels:
             index = level.target.id
-            first = _first_use_after(self.source.tree, nest, index)
+            first = liveness.first_use_after(self.source.tree, nest, index)
             if first is not None and (isinstance(first.ctx, ast.Load) or id(first) in updated):
                 raise self.source.error(
                     f"{index!r} is the index of the parallel loop at line {level.lineno} and is "
@@ -237,20 +237,22 @@ class Planner:
         nest = levels[0]
         outer = self._defined_outside(nest)
         inside = {id(n) for n in ast.walk(nest)}
-        in_loop = _in_loop(self.source.tree, nest)
+        in_loop = liveness.in_loop(self.source.tree, nest)
         indices = {level.target.id for level in levels}
         stores = {}
         for node in ast.walk(nest):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and \
                     node.id in outer and node.id not in skip and node.id not in indices:
                 stores.setdefault(node.id, node.lineno)
-        found = []
+        found, live = [], {}  # (live: read_after of each name, asked once)
         for node in ast.walk(self.source.tree):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
                     id(node) not in inside and node.id in stores and \
-                    (in_loop or node.lineno > nest.end_lineno) and \
-                    _read_after(self.source.tree, nest, node.id):
-                found.append((node.id, stores.pop(node.id), node.lineno))
+                    (in_loop or node.lineno > nest.end_lineno):
+                if node.id not in live:
+                    live[node.id] = liveness.read_after(self.source.tree, nest, node.id)
+                if live[node.id]:
+                    found.append((node.id, stores.pop(node.id), node.lineno))
         return found
 
     def _kept_scalars(self, levels, skip):
@@ -442,81 +444,14 @@ class Planner:
 # ------------------------------------------------------------------------ AST helpers
 
 
-def _read_after(tree, nest, name) -> bool:
-    """Whether some path from the end of ``nest`` may read ``name`` before storing it
-    (False only when every path stores it first: a temporary the code after the nest
-    assigns before it uses it, ``t = b[i] + 1.0`` in the next loop). Conservative
-    (``_first_touch``); a loop around the nest is followed into its next iteration (up
-    to the nest) and out of it."""
-    path = _block_path(tree, nest)
-    if path is None:  # (a statement form not followed: assume it is read)
-        return True
-    for body, index, owner in reversed(path):
-        touch = _block_touch(body[index + 1:], name)
-        if touch is not None:
-            return touch == "load"
-        if isinstance(owner, ast.While) and name in loaded_names(owner.test) or \
-                isinstance(owner, (ast.For, ast.While)) and \
-                _block_touch(body[:index], name) == "load":
-            return True
-    return False
 
 
-def _block_touch(stmts, name):
-    """The first ``_first_touch`` of ``name`` in ``stmts`` that is not None."""
-    return next((t for t in (_first_touch(stmt, name) for stmt in stmts) if t), None)
 
 
-def _first_touch(stmt, name):
-    """How ``stmt`` first touches ``name`` on every path: ``"store"`` (``name = value``,
-    ``value`` not reading it; an ``if`` storing it first in both branches), ``"load"``
-    (it may be read first: any other statement mentioning it), or None (it is never
-    mentioned, or only stored on some paths: a loop's body may not run)."""
-    if not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(stmt)):
-        return None
-    if isinstance(stmt, ast.Assign) and name not in loaded_names(stmt.value) and all(
-            isinstance(t, ast.Name) for t in stmt.targets) and \
-            any(t.id == name for t in stmt.targets):
-        return "store"
-    head = {ast.If: "test", ast.While: "test", ast.For: "iter"}.get(type(stmt))
-    if head is None or name in loaded_names(getattr(stmt, head)):
-        return "load"
-    if isinstance(stmt, ast.For) and name in {n.id for n in ast.walk(stmt.target)
-                                              if isinstance(n, ast.Name)}:
-        return None if _block_touch(stmt.orelse, name) != "load" else "load"  # (its index)
-    touches = (_block_touch(stmt.body, name), _block_touch(stmt.orelse, name))
-    if "load" in touches:
-        return "load"
-    return "store" if isinstance(stmt, ast.If) and touches == ("store", "store") else None
 
 
-def _block_path(tree, target):
-    """``[(statements, index, owner)]`` from the function's body down to ``target``:
-    each block holding it (or its ancestor) at ``index``, and the statement owning it."""
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(tree, field, None)
-        for index, stmt in enumerate(block if isinstance(block, list) else ()):
-            if stmt is target:
-                return [(block, index, tree)]
-            inner = _block_path(stmt, target) if any(
-                node is target for node in ast.walk(stmt)) else None
-            if inner is not None:
-                return [(block, index, tree)] + inner
-    for handler in getattr(tree, "handlers", ()):
-        inner = _block_path(handler, target)
-        if inner is not None:
-            return inner
-    return None
 
 
-def _in_loop(tree, target) -> bool:
-    """True when ``target`` sits inside a ``for``/``while`` loop of ``tree``."""
-    def visit(node, looping):
-        if node is target:
-            return looping
-        inner = looping or isinstance(node, (ast.For, ast.While))
-        return any(visit(child, inner) for child in ast.iter_child_nodes(node))
-    return visit(tree, False)
 
 
 def _stores_of(nest, var):
@@ -564,22 +499,6 @@ def _child_blocks(stmt):
         yield handler.body
 
 
-def _first_use_after(tree, nest, name):
-    """The first ``Name`` node of ``name`` after ``nest`` in source order, outside the
-    nest and outside comprehensions and lambdas that bind ``name`` themselves (their
-    ``name`` is another variable)."""
-    skipped = {id(n) for n in ast.walk(nest)}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)) and any(
-                name in {t.id for t in ast.walk(g.target) if isinstance(t, ast.Name)}
-                for g in node.generators):
-            skipped |= {id(n) for n in ast.walk(node)}
-        elif isinstance(node, ast.Lambda) and name in {a.arg for a in node.args.args}:
-            skipped |= {id(n) for n in ast.walk(node)}
-    end = (nest.end_lineno, nest.end_col_offset)
-    after = [node for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == name
-             and id(node) not in skipped and (node.lineno, node.col_offset) > end]
-    return min(after, key=lambda node: (node.lineno, node.col_offset), default=None)
 
 
 def _depth(clauses) -> tuple[int, str]:
