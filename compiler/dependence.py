@@ -130,10 +130,10 @@ def array_dependence(body, scope, levels, outer, fresh, tree):
             if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
                 subscript_bases.add(id(node.value))
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-                if not isinstance(node.value, ast.Name):
+                name = _element_chain_root(node)
+                if name is None:
                     return ("an element is written through a nested subscript or "
                             f"attribute (line {node.lineno})"), ()
-                name = node.value.id
                 if name in fresh:
                     continue
                 if name not in outer:
@@ -176,6 +176,20 @@ def array_dependence(body, scope, levels, outer, fresh, tree):
                             f"element"), ()
                 conditions.update((poly.source(), poly) for poly in found)
     return "", tuple(f"{poly.source()} >= 0" for poly in conditions.values())
+
+
+def _element_chain_root(node: ast.Subscript) -> str | None:
+    """The array ``a`` that ``a[i, j]`` or ``a[i][j]`` (C's spelling: the same element,
+    one index at a time) subscripts, or None when an inner subscript is a slice (a view
+    whose indices are shifted) or the chain starts elsewhere (``s.a[i]``)."""
+    current = node.value
+    while isinstance(current, ast.Subscript):
+        index = current.slice
+        if any(isinstance(e, ast.Slice) for e in (index.elts if isinstance(index, ast.Tuple)
+                                                  else [index])):
+            return None
+        current = current.value
+    return current.id if isinstance(current, ast.Name) else None
 
 
 @dataclass

@@ -1,0 +1,82 @@
+"""What ported C and Fortran OpenACC programs need, round three (OpenACC 3.3 §2.5.3,
+§2.9; API.md §6.1): each rule found by porting a real program as written, on ``host``
+and ``emulated``.
+
+1. ``kernels`` dependence analysis reads C's element spelling ``c[i][j]`` as ``c[i, j]``
+   (§2.5.3).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import pyacc as acc
+from pyacc.compiler.frontend import Scope, local_names
+from pyacc.compiler.planner import Planner
+
+
+@pytest.fixture(params=["host", "emulated"])
+def device(request):
+    """The shared-memory ``host`` device and the ``emulated`` one (separate memory)."""
+    return request.getfixturevalue("host_device" if request.param == "host" else "emulated")
+
+
+def plan_notes(region):
+    info = region.info
+    return Planner(info.source, info.clauses,
+                   Scope(info.func, local_names(info.source.tree))).plan().notes
+
+
+def same_as_python(region, *args):
+    """Run ``region`` on copies of ``args`` and plain Python on others; compare."""
+    got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.PerformanceWarning)
+        region(*got)
+    region.__wrapped__(*want)
+    for g, w in zip(got, want):
+        if isinstance(g, np.ndarray):
+            np.testing.assert_array_equal(g, w)
+
+
+# ===================================================== 1. C's c[i][j] in kernels loops
+
+
+@acc.kernels
+def doubled_rows(a, c, n):
+    for i in range(n):
+        for j in range(n):
+            c[i][j] = a[i][j] * 2.0
+
+
+@acc.kernels
+def running_rows(c, n):
+    for i in range(1, n):
+        for j in range(n):
+            c[i][j] = c[i - 1][j] + 1.0
+
+
+@acc.kernels
+def through_a_row_view(c, n):
+    for i in range(n):
+        for j in range(n - 1):
+            c[i][1:][j] = c[i][j] + 1.0
+
+
+def test_an_element_written_as_c_i_j_is_the_element_c_i_comma_j(device):
+    """§2.5.3: ``c[i][j]`` (C's spelling, one index at a time) is the element ``c[i, j]``:
+    the dependence test proves the nest parallel as it does ``c[i, j]`` (before, a
+    write "through a nested subscript" kept every such kernels loop sequential)."""
+    assert plan_notes(doubled_rows)[0].parallel
+    same_as_python(doubled_rows, np.arange(36.0).reshape(6, 6), np.zeros((6, 6)), 6)
+
+
+@pytest.mark.parametrize("region", [running_rows, through_a_row_view],
+                         ids=["row i reads row i-1", "a row view shifts the index"])
+def test_c_i_j_writes_that_meet_stay_sequential(device, region):
+    """§2.5.3: a dependence through ``c[i][j]`` is found as through ``c[i, j]``; an inner
+    slice (``c[i][1:][j]``: a view, its indices shifted) is not read as an element."""
+    assert not plan_notes(region)[0].parallel
+    same_as_python(region, np.arange(36.0).reshape(6, 6), 6)
