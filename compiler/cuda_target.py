@@ -66,22 +66,24 @@ __all__ = ["CudaTarget"]
 _HOST_ATTRIBUTES = ("shape", "strides", "ndim", "size", "dtype")
 
 
-def _loaded(nodes) -> set:
-    return {n.id for node in nodes for n in ast.walk(node)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+def _reads(n) -> bool:
+    """Whether node ``n`` reads a name: a ``Load``, or the target of ``s += x``."""
+    return isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) or \
+        isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
 
 
-def _stored(nodes) -> set:
-    return {n.id for node in nodes for n in ast.walk(node)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+def _stores(n) -> bool:
+    return isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
 
 
-def _names_in_lines(tree, first, last, ctx, inside: bool) -> set:
-    """Names used with ``ctx`` (Load/Store) on lines ``[first, last]`` (inside) or off
-    them, in ``tree``."""
-    return {n.id for n in ast.walk(tree)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)
-            and (first <= n.lineno <= last) == inside}
+def _loaded(nodes, where=lambda n: True) -> set:
+    """The names ``nodes`` read (for which ``where(node)`` holds)."""
+    return {getattr(n, "target", n).id for node in nodes for n in ast.walk(node)
+            if _reads(n) and where(n)}
+
+
+def _stored(nodes, where=lambda n: True) -> set:
+    return {n.id for node in nodes for n in ast.walk(node) if _stores(n) and where(n)}
 
 
 class CudaTarget(Target):
@@ -485,11 +487,11 @@ class CudaTarget(Target):
         first = min(s.lineno for s in stmts)
         last = max(s.end_lineno for s in stmts)
         driver = self._driver
-        defined = {a.arg for a in driver.args.args} | \
-            _names_in_lines(driver, first, last, ast.Store, inside=False)
+        off_run = lambda n: not first <= n.lineno <= last  # noqa: E731 - (the run's lines)
+        defined = {a.arg for a in driver.args.args} | _stored([driver], off_run)
         live_in = sorted(_loaded(stmts) & defined)
         stored = _stored(stmts)
-        used_after = _names_in_lines(driver, first, last, ast.Load, inside=False)
+        used_after = _loaded([driver], off_run)
         live_out = sorted(stored & (used_after | set(live_in)))
         index = self.island_count
         self.island_count += 1
@@ -564,7 +566,6 @@ def _drop_undefined(kernel: ast.FunctionDef, launch: list, defined: set) -> None
             node.args[3].elts = [node.args[3].elts[i] for i in keep]
 
 
-#: the NumPy functions that make a local array in a kernel, and the value they fill it with
 def _is_atomic(func) -> bool:
     """``_acc_cuda.atomic.<op>``, as :meth:`CudaTarget.atomic_function` spells it."""
     return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)

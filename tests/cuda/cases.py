@@ -489,3 +489,30 @@ CASES += [
     Case("tiled_collapse_4_levels", four_levels, "parallel_loop",
          lambda: (np.zeros((3, 4, 5, 9), dtype=np.int64),), {"collapse": 4}),
 ]
+
+
+def summed_in_order(a, s):
+    """A serial region's scalar updated by ``s += x`` and returned: the single-thread
+    kernel reads ``s``'s value from before the region (an augmented assignment reads its
+    target; before, ``s`` never reached the kernel: unbound on the GPU)."""
+    for i in range(a.shape[0]):
+        s += a[i]
+    return s
+
+
+def running_sum_and_total(a, n):
+    """A kernels loop that must run in order (``a[i - 1]``), on the device, accumulating
+    into a scalar the region returns."""
+    t = 0.0
+    for i in range(1, n):
+        a[i] = a[i - 1] + a[i]
+        t += a[i]
+    return t
+
+
+CASES += [
+    Case("augmented_scalar_of_a_serial_region", summed_in_order, "serial",
+         lambda: (np.arange(10.0), 2.5)),
+    Case("augmented_scalar_of_a_sequential_kernels_loop", running_sum_and_total, "kernels",
+         lambda: (np.ones(6), 6)),
+]
