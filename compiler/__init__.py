@@ -74,7 +74,7 @@ Modules, from the function to the kernel:
   ``cpu_plans``: prepared calls (a compiled kernel called without Numba's dispatcher)
 - ``cuda_target`` / ``cuda_runtime``  the GPU code generator and its host-side helpers
   (imported only when a cuda kernel is built); ``cuda_arrays``: the arrays a region makes
-  there; ``cuda_compilers``: which CUDA kernel compiler, and the NumPy 2.5 fix of numba-cuda;
+  there; ``cuda_builtins``: builtins the GPU compilers lack, in forms they have; ``cuda_compilers``: which CUDA kernel compiler, and the NumPy 2.5 fix of numba-cuda;
   ``cuda_plans``: prepared launches (numba-cuda's launch without its dispatcher), made by
   one call of the driver's ``cuLaunchKernel`` from C where ``_launch`` (a C extension,
   optional) is built; ``cuda_relaunch``: calls (synchronous and ``async_``) of drivers

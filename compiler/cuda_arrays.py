@@ -19,6 +19,7 @@ import ast
 
 import numpy as np
 
+from .cuda_builtins import pairwise_extrema
 from .reductions import NP
 
 __all__ = ["CRT", "CUDA", "DEVICE_COPIES", "LOCAL_FILL", "LocalArrays", "rebind_on_device"]
@@ -43,8 +44,10 @@ class LocalArrays(ast.NodeTransformer):
         self.target, self.source, self.count = target, source, 0
 
     def rewrite(self, stmts: list) -> list:
+        """``stmts`` as device code: local arrays made per thread, and builtins the GPU
+        compilers lack written as they have them (``cuda_builtins``)."""
         module = ast.Module(body=list(stmts), type_ignores=[])
-        return self.visit(module).body
+        return pairwise_extrema(self.visit(module).body, self.target.builder.injected)
 
     def visit_Assign(self, node):
         maker = self.target.numpy_maker(node.value)

@@ -71,15 +71,15 @@ def reduction_pattern(stmt, scope):
         operands, op = [value.left, value.right], _BIN_OPS[type(value.op)]
     elif isinstance(value, ast.BoolOp) and len(value.values) == 2:
         operands, op = value.values, _BOOL_OPS[type(value.op)]
-    elif isinstance(value, ast.Call) and len(value.args) == 2 and not value.keywords:
-        target = scope.resolve(value.func)
+    elif isinstance(value, ast.Call) and len(value.args) >= 2 and not value.keywords:
+        target = scope.resolve(value.func)  # (Fortran's MIN(m, a, b): any number of values)
         if target is max or target is min:
             operands, op = value.args, target.__name__
     if operands is None:
         return None
     mine = [o for o in operands if isinstance(o, ast.Name) and o.id == var]
     others = [o for o in operands if o not in mine]
-    if len(mine) != 1 or len(others) != 1 or var in loaded_names(others[0]):
+    if len(mine) != 1 or not others or any(var in loaded_names(o) for o in others):
         return None
     if op in ("and", "or") and operands[0] is not mine[0]:
         return None  # `x and s` is not `s and x` in Python
@@ -172,7 +172,7 @@ def element_update(stmt, scope):
         operands, op = [value.left, value.right], _BIN_OPS[type(value.op)]
     elif isinstance(value, ast.BoolOp) and len(value.values) == 2:  # a[k] = a[k] and v
         operands, op = list(value.values), _BOOL_OPS[type(value.op)]
-    elif isinstance(value, ast.Call) and len(value.args) == 2 and not value.keywords:
+    elif isinstance(value, ast.Call) and len(value.args) >= 2 and not value.keywords:
         function = scope.resolve(value.func) if scope is not None else \
             {"max": max, "min": min}.get(getattr(value.func, "id", None))
         if function is max or function is min:
@@ -182,9 +182,11 @@ def element_update(stmt, scope):
     mine = [o for o in operands if _is_element(o) and o.value.id == var
             and ast.dump(o.slice) == key]
     others = [o for o in operands if o not in mine]
-    if len(mine) != 1 or len(others) != 1 or var in loaded_names(others[0]):
+    if len(mine) != 1 or not others or any(var in loaded_names(o) for o in others):
         return None
-    return var, op, target.slice, others[0]
+    value = others[0] if len(others) == 1 else ast.copy_location(  # max(a[k], v, w): max(v, w)
+        ast.Call(func=value.func, args=others, keywords=[]), value)
+    return var, op, target.slice, value
 
 
 _SHAPE_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "itemsize", "nbytes"})

@@ -516,3 +516,26 @@ CASES += [
     Case("augmented_scalar_of_a_sequential_kernels_loop", running_sum_and_total, "kernels",
          lambda: (np.ones(6), 6)),
 ]
+
+
+def smallest_of_three(a, b):
+    """``m = min(m, a, b)``: Fortran's ``MIN`` of several values, a ``min`` reduction."""
+    m = 1e30
+    for i in range(a.shape[0]):
+        m = min(m, a[i], b[i] * 2.0, 7.5)
+    return m
+
+
+def element_peaks(a, b, peak):
+    """An array reduction's element update of several values (atomic max of their max)."""
+    for i in range(a.shape[0]):
+        peak[i % 3] = max(peak[i % 3], a[i], b[i])
+
+
+CASES += [
+    Case("min_update_of_several_values", smallest_of_three, "parallel_loop",
+         lambda: (np.arange(5.0, 45.0), np.arange(40.0)[::-1] + 3), {"reduction": "min:m"}),
+    Case("element_max_update_of_several_values", element_peaks, "parallel_loop",
+         lambda: (np.sin(np.arange(40.0)), np.cos(np.arange(40.0)), np.full(3, 0.5)),
+         {"reduction": "max:peak"}),
+]

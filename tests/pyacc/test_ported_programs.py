@@ -4,6 +4,8 @@ and ``emulated``.
 
 1. ``kernels`` dependence analysis reads C's element spelling ``c[i][j]`` as ``c[i, j]``
    (§2.5.3).
+2. a ``min``/``max`` reduction update takes any number of values, as Fortran's
+   ``MIN(m, a, b)`` (§2.5.15), for scalars and array elements.
 """
 
 import warnings
@@ -80,3 +82,40 @@ def test_c_i_j_writes_that_meet_stay_sequential(device, region):
     slice (``c[i][1:][j]``: a view, its indices shifted) is not read as an element."""
     assert not plan_notes(region)[0].parallel
     same_as_python(region, np.arange(36.0).reshape(6, 6), 6)
+
+
+# ======================================= 2. min/max updates of several values (§2.5.15)
+
+
+@acc.parallel_loop("reduction(min:m)")
+def smallest_step(a, b, c):
+    m = 1e30
+    for i in range(a.shape[0]):
+        m = min(m, a[i], b[i] * 2.0, c[i])
+    return m
+
+
+@acc.parallel_loop("reduction(max:peak)")
+def peaks(a, b, peak):
+    for i in range(a.shape[0]):
+        peak[i % 3] = max(peak[i % 3], a[i], b[i])
+
+
+def test_a_min_update_of_several_values_is_a_min_reduction(device):
+    """CloverLeaf's ``dt = MIN(dt, dtct, dtut, dtvt)`` under ``reduction(min:dt)``: a
+    ``min`` update whatever the number of values (before: "not a 'min' update")."""
+    a, b, c = np.arange(5.0, 15.0), np.arange(10.0)[::-1] + 3, np.full(10, 7.5)
+    assert smallest_step(a, b, c) == min(a.min(), 2 * b.min(), c.min())
+
+
+def test_a_max_update_of_an_element_takes_several_values(device):
+    """An array reduction's element update ``p[k] = max(p[k], a, b)`` (§2.5.15 array
+    reductions): each element the largest of its values and its value before."""
+    rng = np.random.default_rng(5)
+    a, b = rng.random(40), rng.random(40)
+    peak = np.full(3, 0.5)
+    peaks(a, b, peak)
+    expected = np.full(3, 0.5)
+    for i in range(40):
+        expected[i % 3] = max(expected[i % 3], a[i], b[i])
+    np.testing.assert_array_equal(peak, expected)
