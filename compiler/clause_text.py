@@ -42,7 +42,9 @@ __all__ = ["ClauseExpr", "count_value", "EXPR_BUILTINS", "REDUCTION_OPS", "ArgEr
 
 #: The reduction operators (OpenACC 3.3 §2.5.15); C's ``&&``/``||`` are read as and/or.
 REDUCTION_OPS = ("+", "*", "max", "min", "&", "|", "^", "and", "or")
-_OP_ALIASES = {"&&": "and", "||": "or"}
+#: C's and Fortran's spellings of the operators (OpenACC 3.3 §2.5.15)
+_OP_ALIASES = {"&&": "and", "||": "or", ".and.": "and", ".or.": "or", "iand": "&",
+               "ior": "|", "ieor": "^"}
 
 
 # ------------------------------------------------------------------------- expressions
@@ -296,7 +298,7 @@ class ArgError(ValueError):
 
 # An item of a reduction list: an operator (any run of operator characters or a word)
 # and ':', a variable name, or a separating comma.
-_RED_TOKEN = re.compile(r"\s*(?:(?P<op>[-+*/%&|^<>!~=]+|[A-Za-z_]\w*|)\s*:"
+_RED_TOKEN = re.compile(r"\s*(?:(?P<op>[-+*/%&|^<>!~=]+|\.[A-Za-z]+\.|[A-Za-z_]\w*|)\s*:"
                         r"|(?P<name>[A-Za-z_]\w*)|(?P<sep>,))")
 
 
@@ -336,7 +338,7 @@ def reduction_list(text) -> list[tuple[str, str]]:
 
 
 def _reduction_op(raw, at):
-    op = _OP_ALIASES.get(raw, raw)
+    op = _OP_ALIASES.get(raw.lower(), raw.lower())  # (Fortran's MIN, .AND.: any case)
     if op in REDUCTION_OPS:
         return op
     if not raw:

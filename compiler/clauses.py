@@ -396,7 +396,7 @@ def _scanned(text):
         match = _NAME_RE.match(text, pos)
         if match is None:
             raise ArgError("malformed clause string: expected a clause name", pos)
-        word, start = match.group(1), match.start(1)
+        word, start = match.group(1).lower(), match.start(1)  # (Fortran's PRESENT(a))
         pos = arguments_at(text, match.end())
         args = args_at = None
         if pos < len(text) and text[pos] == "(":
@@ -452,7 +452,7 @@ def _string_value(name, args):
     if name == "reduction":
         return "reduction", tuple(reduction_list(args))
     if name == "default":
-        return name, _default(args.strip())
+        return name, _default(args.strip().lower())
     if name == "collapse":  # the loop structure: a literal (OpenACC 3.3 §2.9.1)
         if re.match(r"\s*force\s*:", args):
             raise ArgError("collapse(force:n) is not supported: make the loops tightly nested "

@@ -68,7 +68,7 @@ def _map_arg(args: str, construct: str = ""):
             raise _Bad(f"missing ':' after {first.group(1)!r} (map({first.group(1)}: a))",
                        first.end(1))
         return MapSpec(_UNTYPED_MAP.get(construct, "tofrom")), _names(args, items=True)
-    words = [(m.group(), m.start()) for m in re.finditer(r"[^\s,]+", head)]
+    words = [(m.group().lower(), m.start()) for m in re.finditer(r"[^\s,]+", head)]  # (TO:)
     if not words:
         raise _Bad("missing map type before ':' (to, from, tofrom, alloc, release, delete)", 0)
     map_type, type_at = words[-1]

@@ -6,6 +6,8 @@ and ``emulated``.
    (§2.5.3).
 2. a ``min``/``max`` reduction update takes any number of values, as Fortran's
    ``MIN(m, a, b)`` (§2.5.15), for scalars and array elements.
+3. clause strings read as Fortran writes them: clause names, reduction operators
+   (``.AND.``, ``IEOR``), ``default`` values and OpenMP map types in any case.
 """
 
 import warnings
@@ -119,3 +121,38 @@ def test_a_max_update_of_an_element_takes_several_values(device):
     for i in range(40):
         expected[i % 3] = max(expected[i % 3], a[i], b[i])
     np.testing.assert_array_equal(peak, expected)
+
+
+# ============================================ 3. Fortran's upper-case directive text
+
+
+@acc.parallel_loop("PRESENT(a) COLLAPSE(2) REDUCTION(MAX:peak) Vector_Length(32)")
+def shouted(a):
+    peak = -1.0
+    for j in range(a.shape[0]):
+        for i in acc.loop(range(a.shape[1]), "INDEPENDENT"):
+            peak = max(peak, a[j, i])
+    return peak
+
+
+def test_clause_names_operators_and_defaults_are_read_in_any_case():
+    """Fortran directives are case-insensitive: ``!$ACC PARALLEL LOOP PRESENT(a)
+    COLLAPSE(2) REDUCTION(MAX:peak)`` parses as its lower-case text (names in the lists
+    stay as written: they are Python names)."""
+    from pyacc.compiler import parse_clauses
+    assert parse_clauses("parallel_loop", "COPYIN(Big) REDUCTION(.AND.:ok, IEOR:x) "
+                         "DEFAULT(NONE) GANG VECTOR") == \
+        parse_clauses("parallel_loop", "copyin(Big) reduction(and:ok, ^:x) default(none) "
+                      "gang vector")
+    a = np.arange(12.0).reshape(3, 4)
+    with acc.data("COPYIN(a)"):
+        assert shouted(a) == 11.0
+
+
+def test_openmp_map_types_are_read_in_any_case():
+    """``!$OMP TARGET DATA MAP(ALWAYS, TO: a)``: the map type and its modifiers in any
+    case."""
+    from pyacc import omp
+    a = np.ones(4)
+    with omp.target_data("MAP(ALWAYS, TO: a)"):
+        assert omp.target_is_present(a)
