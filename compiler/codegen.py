@@ -90,6 +90,12 @@ class Target:
         """
         raise NotImplementedError
 
+    def widened(self, nest: NestPlan) -> int:
+        """How many of the inner loops ``nest.widen`` counts this target adds to the
+        nest's levels (a GPU: all, one space of threads); the others run inside each
+        iteration, as written."""
+        return 0
+
     def hoist_zero_d(self, loop: ast.For, known_types: dict) -> list:
         """Statements to run before nest ``loop`` so that it indexes no 0-d array
         (``s[()]``; the nest is changed in place): Numba's parfor lowering needs it
@@ -267,7 +273,7 @@ class FunctionRewriter(ast.NodeTransformer):
                 return self.generic_visit(node)  # this target runs the loop as written
             sequential = ast.NodeTransformer.generic_visit(self, copy.deepcopy(node))
         levels = [node]
-        while len(levels) < len(nest.levels):
+        while len(levels) < len(nest.levels) + self.builder.target.widened(nest):
             levels.append(levels[-1].body[0])
         private, firstprivate = self.builder.copies.of(nest)
         nest = NestPlan(tuple(levels), True, nest.reductions, private,

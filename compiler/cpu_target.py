@@ -62,6 +62,13 @@ class CpuTarget(Target):
     def hoist_zero_d(self, loop, known_types):
         return _hoist_zero_d(loop, known_types)
 
+    def widened(self, nest):
+        """The inner loops of a native nest (no reduction or private copies): ``prange``
+        over the outer level and plain loops below it, the schedule the nest had, with
+        the interchange of matrix-product nests that a ``collapse`` nest gets."""
+        return 0 if nest.reductions or nest.private or nest.firstprivate or \
+            nest.array_reductions else nest.widen
+
     def parallel_nest(self, nest, body, prefix, slots):
         native = (not nest.private and not nest.firstprivate and not nest.array_reductions
                   and all(_numba_reduces(op, f"{prefix}rv_{var}", body) for op, var in nest.reductions))

@@ -72,10 +72,6 @@ def _reads(n) -> bool:
         isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
 
 
-def _stores(n) -> bool:
-    return isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-
-
 def _loaded(nodes, where=lambda n: True) -> set:
     """The names ``nodes`` read (for which ``where(node)`` holds)."""
     return {getattr(n, "target", n).id for node in nodes for n in ast.walk(node)
@@ -83,7 +79,8 @@ def _loaded(nodes, where=lambda n: True) -> set:
 
 
 def _stored(nodes, where=lambda n: True) -> set:
-    return {n.id for node in nodes for n in ast.walk(node) if _stores(n) and where(n)}
+    return {n.id for node in nodes for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and where(n)}
 
 
 class CudaTarget(Target):
@@ -132,6 +129,9 @@ class CudaTarget(Target):
         if kind == "routine":
             return self._jit(device=True)
         return "# the driver: plain Python, runs on the host"
+
+    def widened(self, nest):  # gang outer, vector inner: one space of threads
+        return nest.widen
 
     def _block_size(self) -> int:
         """Threads per block: ``vector_length``, else ``cuda_runtime.DEFAULT_BLOCK``

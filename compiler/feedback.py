@@ -74,8 +74,11 @@ def _cuda_lines(info) -> list[str]:
 
 def _loop_text(note) -> str:
     if note.within:
-        return (f"inner loop{' (' + note.schedule + ')' if note.schedule else ''}: each "
-                f"iteration of the parallel loop at line {note.within} runs it on its thread"
+        return (f"inner loop{' (' + note.schedule + ')' if note.schedule else ''}: "
+                + (f"collapsed with the parallel loop at line {note.within} (on a GPU a "
+                   f"thread per iteration of both; on CPUs threads split line "
+                   f"{note.within}'s iterations)" if note.widened else f"each iteration of "
+                   f"the parallel loop at line {note.within} runs it on its thread")
                 + (f" ({note.reason})" if note.reason else ""))
     if not note.parallel:
         return f"sequential loop: {note.reason}"

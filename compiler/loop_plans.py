@@ -37,6 +37,12 @@ class NestPlan:
         array_reductions: The reduction variables that are arrays (§2.5.15).
         conditions: Run-time conditions (``expr >= 0`` sources) the parallel form needs;
             the nest runs as written when one is false (``kernels`` loops only).
+        widen: How many loops tightly nested under the levels a GPU target adds to the
+            nest's iteration space (``Target.widens``): loops parallel by their own
+            directive (``acc.loop`` gang/worker/vector/independent) or proved so, with
+            invariant bounds, that run each iteration the same whether collapsed or not
+            (OpenACC 3.3 §2.9: gang outer, vector inner is one space of threads on a
+            GPU). CPU targets run them inside each iteration, as written.
     """
 
     levels: tuple
@@ -48,6 +54,7 @@ class NestPlan:
     stored_outside: frozenset | None = None
     array_reductions: frozenset = frozenset()
     conditions: tuple = ()
+    widen: int = 0
 
     @property
     def key(self):
@@ -79,6 +86,7 @@ class LoopNote:
             loop runs sequentially.
         within: For a marked loop inside a parallel nest: the line of the nest, whose
             every iteration runs it (0: not inside one).
+        widened: For such a loop: a GPU collapses it into the nest (``NestPlan.widen``).
     """
 
     line: int
@@ -94,6 +102,7 @@ class LoopNote:
     conditions: tuple = ()
     serial_below: int = 0
     within: int = 0
+    widened: bool = False
 
 
 @dataclass

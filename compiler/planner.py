@@ -33,6 +33,8 @@ from . import dependence, liveness
 
 __all__ = ["Planner", "LoopPlan", "NestPlan", "LoopNote"]
 
+_KERNELS_CONSTRUCTS = ("kernels", "kernels_loop")
+
 
 # ------------------------------------------------------------------------------ planner
 
@@ -163,8 +165,10 @@ class Planner:
             self._check_live_out(levels, reductions, private + firstprivate)
         if self.clauses.construct != "kernels" or marker is not None:
             self._check_index_after(levels)  # a loop with a loop directive (§2.6.1)
+        widened = self._widened(levels, reductions, private) if not conditions else []
         nest = NestPlan(tuple(levels), True, reductions, private, firstprivate,
-                        array_reductions=frozenset(arrays), conditions=tuple(conditions))
+                        array_reductions=frozenset(arrays), conditions=tuple(conditions),
+                        widen=len(widened))
         self.result.nests[nest.key] = nest
         named = {var for _, var in declared}
         self.result.notes.append(LoopNote(
@@ -174,10 +178,43 @@ class Planner:
             conditions=tuple(conditions)))
         for inner in (n for s in levels[-1].body for n in ast.walk(s) if isinstance(n, ast.For)):
             inner_marker = self._marker_clauses(inner)
-            if inner_marker is not None:  # (feedback: each iteration runs it as written)
+            if inner_marker is not None or inner in widened:  # (feedback)
                 self.result.notes.append(LoopNote(
                     inner.lineno, False, schedule=self._schedule(inner_marker),
-                    construct=self.clauses.construct, within=levels[0].lineno))
+                    construct=self.clauses.construct, within=levels[0].lineno,
+                    widened=inner in widened))
+
+    def _widened(self, levels, reductions, private) -> list:
+        """The loops tightly nested under a nest that a GPU may collapse into it
+        (``NestPlan.widen``): each one's iterations independent by its own directive
+        (``acc.loop`` with gang, worker, vector or independent, and no clause of its
+        own that a collapse would change: reduction, private, collapse, tile) with no
+        scalar carried from one iteration to the next, or proved independent with the
+        levels above as ``kernels`` loops are (§2.9.7 auto, §2.5.3); its bounds invariant
+        (``nest_levels``) and its index not read after the nest (§2.6.1)."""
+        extended = list(levels)
+        keep = {var for _, var in reductions} | set(private)
+        while len(extended[-1].body) == 1 and isinstance(extended[-1].body[0], ast.For):
+            inner = extended[-1].body[0]
+            marker = self._marker_clauses(inner)
+            if marker is not None and (marker.seq or marker.reductions or marker.private or
+                                       marker.nest_depth > 1) or \
+                    liveness.first_use_after(self.source.tree, levels[0], inner.target.id):
+                break
+            try:
+                nest_levels(self.source, self.scope, extended[0], len(extended) + 1)
+            except CompileError:
+                break
+            if marker is not None and not marker.auto and (
+                    marker.independent or self.clauses.construct not in _KERNELS_CONSTRUCTS):
+                loop_vars = {level.target.id for level in (*extended, inner)}
+                if dependence.carried_scalar(inner.body, self._defined_outside(levels[0]),
+                                             keep | loop_vars):
+                    break
+            elif any(self._dependence([*extended, inner], tuple(reductions), private)):
+                break
+            extended.append(inner)
+        return extended[len(levels):]
 
     def _schedule(self, marker) -> str:
         """The gang/worker/vector clauses of a loop, as written (for the notes)."""

@@ -230,9 +230,31 @@ def test_parallel_construct_with_a_collapse_marker():
 # ------------------------------------------------------------- left as written (and exact)
 
 
-def test_without_collapse_the_j_loop_is_not_known_independent():
+def test_without_collapse_a_j_loop_proved_independent_is_interchanged_too():
+    """No collapse: the j loop is part of the nest only because the dependence test
+    proves its iterations independent (``NestPlan.widen``, OpenACC 3.3 §2.9); the CPU
+    then interchanges as for collapse(2), bit-identical."""
     a, b = RNG.random((3, 5)), RNG.random((5, 20))
     text, _ = run_both(matmul, a, b, np.zeros((3, 20)))
+    assert interchanged(text)
+
+
+def running_columns(a, b, c):
+    n, kmax = a.shape
+    m = b.shape[1]
+    for i in range(n):
+        for j in range(1, m):
+            total = c[i, j - 1]
+            for k in range(kmax):
+                total += a[i, k] * b[k, j]
+            c[i, j] = total
+
+
+def test_without_collapse_a_j_loop_carrying_a_value_is_not_interchanged():
+    """``c[i, j]`` reads ``c[i, j - 1]``: the j loop is not independent, so it stays in
+    each i iteration, as written."""
+    a, b = RNG.random((3, 5)), RNG.random((5, 20))
+    text, _ = run_both(running_columns, a, b, np.zeros((3, 20)))
     assert not interchanged(text)
 
 

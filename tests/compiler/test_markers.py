@@ -77,11 +77,22 @@ def nested_markers(a):
             a[i, j] = i + j
 
 
+@acc.parallel
+def nested_after_a_statement(a):
+    for i in acc.loop(range(a.shape[0]), gang=True):
+        a[i, 0] = 0.0
+        for j in acc.loop(range(1, a.shape[1]), vector=True):
+            a[i, j] = i + j
+
+
 def test_explain_names_an_inner_marked_loop_and_its_nest():
     """Compiler feedback (API.md §6.1): an acc.loop inside a parallel nest runs within
-    each iteration of the nest; acc.explain says so, and no PerformanceWarning."""
+    each iteration of the nest on CPUs, and tightly nested is collapsed with it on a GPU
+    (``NestPlan.widen``); acc.explain says which, and no PerformanceWarning."""
     text = acc.explain(nested_markers)
     assert "parallel loop, gang" in text
+    assert "inner loop (vector): collapsed with the parallel loop at line 75" in text
+    text = acc.explain(nested_after_a_statement)
     assert "inner loop (vector): each iteration of the parallel loop at line" in text
 
 

@@ -539,3 +539,65 @@ CASES += [
          lambda: (np.sin(np.arange(40.0)), np.cos(np.arange(40.0)), np.full(3, 0.5)),
          {"reduction": "max:peak"}),
 ]
+
+
+# -- inner loops a GPU collapses into the nest (NestPlan.widen): gang outer, vector inner
+
+_loop = K.acc.markers.loop
+
+
+def gang_vector_matmul(a, b, c):
+    """``parallel``: a gang loop around a vector loop, one thread per element of ``c``."""
+    for i in _loop(range(a.shape[0]), gang=True):
+        for j in _loop(range(b.shape[1]), vector=True):
+            s = 0.0
+            for k in range(a.shape[1]):
+                s += a[i, k] * b[k, j]
+            c[i, j] = s
+
+
+def independent_columns(a, b):
+    """``kernels``: CloverLeaf's ``LOOP INDEPENDENT`` k around ``LOOP INDEPENDENT`` j on a
+    column-major array."""
+    for k in _loop(range(a.shape[1]), independent=True):
+        for j in _loop(range(a.shape[0]), independent=True):
+            b[j, k] = 0.5 * a[j, k] + k
+
+
+def proved_rows(a, b):
+    """``kernels``: two bare loops, both proved independent."""
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            b[i, j] = a[i, j] * 2.0 - j
+
+
+def running_rows(a, b):
+    """A vector loop carrying a scalar from one iteration to the next (a running sum per
+    row, in order): never collapsed, each row one thread."""
+    for i in _loop(range(a.shape[0]), gang=True):
+        t = 0.0
+        for j in _loop(range(a.shape[1]), seq=True):
+            t += a[i, j]
+            b[i, j] = t
+
+
+def triangle(a):
+    """A vector loop whose bounds read the gang index: not rectangular, not collapsed."""
+    for i in _loop(range(a.shape[0]), gang=True):
+        for j in _loop(range(i + 1), vector=True):
+            a[i, j] = i * 10 + j
+
+
+CASES += [
+    Case("widened_gang_vector_matmul", gang_vector_matmul, "parallel",
+         lambda: (np.arange(63.0).reshape(9, 7) / 10, np.arange(77.0).reshape(7, 11) / 7,
+                  np.zeros((9, 11)))),
+    Case("widened_independent_column_major", independent_columns, "kernels",
+         lambda: (np.asfortranarray(np.arange(60.0).reshape(12, 5)),
+                  np.zeros((12, 5), order="F"))),
+    Case("widened_proved_kernels_nest", proved_rows, "kernels",
+         lambda: (np.arange(60.0).reshape(6, 10), np.zeros((6, 10)))),
+    Case("not_widened_running_rows", running_rows, "parallel",
+         lambda: (np.arange(60.0).reshape(6, 10), np.zeros((6, 10)))),
+    Case("not_widened_triangle", triangle, "parallel", lambda: (np.zeros((7, 7)),)),
+]

@@ -328,6 +328,32 @@ def test_a_nest_of_two_levels_runs_on_a_2d_grid_with_no_division_per_element(com
     assert "%ctaid.y" in ptx and "%nctaid" not in ptx
 
 
+@pytest.mark.parametrize("name", ["widened_gang_vector_matmul", "widened_independent_column_major",
+                                  "widened_proved_kernels_nest"])
+def test_a_parallel_inner_loop_is_collapsed_into_the_nest_on_a_gpu(compile_only, name):
+    """OpenACC 3.3 §2.9: a gang loop around a vector loop (or two independent loops, or
+    two proved independent) is one space of threads on a GPU, as NVHPC maps them: a 2-D
+    grid of 2-D blocks (a tile), x along the inner loop. Before, each iteration of the
+    outer loop ran the inner loop on one thread: rows threads for rows × columns elements."""
+    case = _case(name)
+    compiled = compile_only(case.info(), case.make_args())
+    (_function, (_grid, block, _stream)), = compiled.configurations
+    assert len(block) == 2 and block[0] * block[1] == 256
+    (_name, ptx), = compiled
+    assert "%ctaid.y" in ptx
+
+
+@pytest.mark.parametrize("name", ["not_widened_running_rows", "not_widened_triangle"])
+def test_an_inner_loop_that_carries_a_value_or_reads_the_outer_index_stays_inside(
+        compile_only, name):
+    """A sequential inner loop (a running sum) and one whose bounds read the outer index
+    (a triangle, not rectangular) keep the 1-D launch: a thread per outer iteration."""
+    case = _case(name)
+    compiled = compile_only(case.info(), case.make_args())
+    (_function, (_grid, block, _stream)), = compiled.configurations
+    assert isinstance(block, int) or len(block) == 1
+
+
 def test_an_uncapped_tiled_nest_leaves_room_for_eight_blocks_a_multiprocessor(compile_only):
     """matmul, collapsed, linked for an H100 by nvJitLink: its threads stride along y only
     (its grid covers the columns), so it needs at most 32 registers, and 8 blocks of
