@@ -34,6 +34,8 @@ from . import dependence, liveness
 __all__ = ["Planner", "LoopPlan", "NestPlan", "LoopNote"]
 
 _KERNELS_CONSTRUCTS = ("kernels", "kernels_loop")
+#: the levels of parallelism, outermost highest (OpenACC 3.3 §2.9.2–2.9.4)
+_LEVEL = {"gang": 3, "worker": 2, "vector": 1}
 
 
 # ------------------------------------------------------------------------------ planner
@@ -378,6 +380,33 @@ class Planner:
             marker = self._marker_clauses(node) if isinstance(node, ast.For) else None
             if marker is not None and marker.private:
                 self.result.loop_private[(node.lineno, node.col_offset)] = marker.private
+        self._check_levels(self.source.tree, None)
+
+    def _check_levels(self, node, outer):
+        """OpenACC 3.3 §2.9.2–2.9.4: a gang loop holds no gang loop, a worker loop no gang
+        or worker loop, a vector loop none of the three (``outer``: the innermost enclosing
+        partitioned loop, ``(level, line, words)``; a combined construct's clauses are its
+        loop's)."""
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            inner = outer
+            if isinstance(child, ast.For):
+                given = [self._marker_clauses(child)]
+                if node is self.source.tree and self.clauses.construct in ("parallel_loop",
+                                                                           "kernels_loop"):
+                    given.append(self.clauses)
+                words = [w for w in ("gang", "worker", "vector")
+                         if any(c is not None and getattr(c, w) for c in given)]
+                if words and outer is not None and _LEVEL[words[0]] >= outer[0]:
+                    raise self.source.error(
+                        f"a {' '.join(words)} loop inside the {outer[2]} loop at line "
+                        f"{outer[1]}: a gang loop may hold worker and vector loops, a worker "
+                        f"loop vector loops, a vector loop none (OpenACC 3.3 §2.9.2–2.9.4); "
+                        f"drop {words[0]} from the inner loop, or make it seq", child)
+                if words:
+                    inner = (_LEVEL[words[-1]], child.lineno, " ".join(words))
+            self._check_levels(child, inner)
 
     # -- reductions
 

@@ -35,6 +35,7 @@ and the private modules behind them:
 - ``_arguments``  how a compute call's arguments are sorted (implicit data attributes)
 - ``_direct_calls`` the Python launcher's entry (``_call_slow``) and its direct paths
 - ``_attach``     ``acc.attach``/``acc.detach``: a struct's attachment counter per device
+- ``_d2d``        ``acc.memcpy_d2d``: copies between two devices' copies of host arrays
 - ``_sections``   sections and structs of a compute call (``_special_call``, variants)
 - ``_region``     the single-use region state machine of ``data``, ``acquire`` and
                   ``omp.target_data``

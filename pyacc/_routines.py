@@ -35,7 +35,7 @@ __all__ = [
     "get_property_string", "wait", "wait_all", "wait_async", "wait_any", "async_test",
     "async_test_all",
     "get_default_async", "set_default_async", "get_cuda_stream",
-    "attach", "detach",
+    "attach", "detach", "memcpy_d2d",
 ]
 
 
@@ -567,3 +567,4 @@ def get_cuda_stream(q):
 
 # == attach / detach (OpenACC 3.3 §2.7.2, §3.2.34-3.2.35): ``_attach`` ======================
 from ._attach import attach, attachment_count, detach  # noqa: E402 (its own module: the 600-line rule)
+from ._d2d import memcpy_d2d  # noqa: E402 (OpenACC 3.3 §3.2.30; its own module likewise)

@@ -50,6 +50,7 @@ acc_free = _r.free
 acc_memcpy_to_device = _r.memcpy_to_device
 acc_memcpy_from_device = _r.memcpy_from_device
 acc_memcpy_device = _r.memcpy_device
+acc_memcpy_d2d = _r.memcpy_d2d
 acc_wait = _r.wait
 acc_wait_async = _r.wait_async
 acc_wait_all = _r.wait_all
@@ -120,6 +121,11 @@ def acc_memcpy_to_device_async(d, a, async_arg):
 def acc_memcpy_from_device_async(a, d, async_arg):
     """``memcpy_from_device`` on queue ``async_arg``."""
     _r.memcpy_from_device(a, d, async_=async_arg)
+
+
+def acc_memcpy_d2d_async(dst, src, dst_device, src_device, async_arg):
+    """``memcpy_d2d`` on the source device's queue ``async_arg``."""
+    _r.memcpy_d2d(dst, src, dst_device, src_device, async_=async_arg)
 
 
 def acc_memcpy_device_async(d_dst, d_src, async_arg):

@@ -426,7 +426,8 @@ class EmulatedDevice(GuardedMemory, Device):
             raise InvalidArgumentError(
                 f"{describe_array(device_array)} at {format_range(low, high - low)} is not "
                 f"memory of emulated device {self.number}: pass an array from acc.malloc, "
-                "acc.deviceptr or acc.copyin of this device (is it a host array?)"
+                "acc.deviceptr or acc.copyin of this device (is it a host array, or another "
+                "device's memory? acc.memcpy_d2d copies between devices)"
             )
         return data, low, high
 

@@ -11,8 +11,14 @@ and ``emulated``.
 4. a parallel loop tightly nested in a parallel nest (gang outer, vector inner; two
    ``independent`` loops; two proved ones) is planned for a GPU as one space of threads
    (§2.9), and runs inside each iteration on CPUs, with the same results.
+5. a gang loop holds no gang loop, a worker loop no worker loop, a vector loop no vector
+   loop (§2.9.2–2.9.4): refused at decoration, naming both loops.
+6. ``acc.memcpy_d2d`` copies between two devices' copies of host arrays (§3.2.30).
 """
 
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -227,3 +233,90 @@ def test_a_matrix_product_of_two_acc_loops_is_interchanged_as_collapse_2_is(devi
     product_of_two_loops(5, c, a[:, :5].copy(), b[:5].copy())
     np.testing.assert_allclose(c, a[:, :5] @ b[:5], rtol=1e-13)
     assert "inner loops interchanged" in acc.explain(product_of_two_loops)
+
+
+# ==================================== 5. levels of parallelism nest (§2.9.2–2.9.4)
+
+
+def _gang_in_gang(n, a):
+    for i in acc.loop(range(n), "gang worker"):
+        for j in acc.loop(range(n), "gang worker"):
+            a[i, j] = 2.0
+
+
+def _vector_in_vector(a):
+    for i in range(a.shape[0]):
+        for j in acc.loop(range(a.shape[1]), "vector"):
+            a[i, j] = 1.0
+
+
+@pytest.mark.parametrize("decorate, words", [
+    (lambda f: acc.parallel(f), "a gang worker loop inside the gang worker loop at line"),
+    (lambda f: acc.parallel_loop("vector")(f), "a vector loop inside the vector loop at line"),
+], ids=["gang in gang", "vector in the combined construct's vector loop"])
+def test_a_loop_inside_a_loop_of_its_own_level_is_refused(decorate, words):
+    """§2.9.2: "The region of a loop with the gang clause may not contain another loop with
+    the gang clause" (a worker loop likewise no worker loop, a vector loop no vector loop);
+    the combined construct's clauses are its loop's. Before: accepted silently."""
+    function = _gang_in_gang if "gang" in words else _vector_in_vector
+    with pytest.raises(acc.CompileError, match=words):
+        decorate(function)
+
+
+@acc.parallel
+def gang_worker_vector(a):
+    for i in acc.loop(range(a.shape[0]), "gang"):
+        for j in acc.loop(range(a.shape[1]), "worker"):
+            for k in acc.loop(range(a.shape[2]), "vector"):
+                a[i, j, k] = i * 100 + j * 10 + k
+
+
+def test_gang_worker_vector_nest_in_that_order_is_accepted(device):
+    """The three levels nested outermost first are the intended form."""
+    same_as_python(gang_worker_vector, np.zeros((3, 4, 5)))
+
+
+# ======================================= 6. acc.memcpy_d2d between devices (§3.2.30)
+
+_D2D_PROGRAM = """
+import numpy as np, pyacc as acc
+acc.set_device_type("emulated")
+a, c, b = np.arange(8.0), np.zeros(8), np.zeros(8)
+acc.set_device_num(0); acc.copyin(a); acc.create(b)
+acc.set_device_num(1); acc.create(c)
+acc.set_device_num(0)
+acc.memcpy_d2d(c, a[:6], 1, 0)           # device 0's a[:6] -> start of device 1's c
+acc.memcpy_d2d(b, a, 0, 0, async_=2)     # on one device, on queue 2
+acc.wait(2)
+acc.update_self(b)
+acc.set_device_num(1); acc.update_self(c)
+assert list(c) == [0, 1, 2, 3, 4, 5, 0, 0], c
+assert list(b) == list(a), b
+for call, error in ((lambda: acc.memcpy_d2d(a, c, 1, 0), "NotPresentError"),
+                    (lambda: acc.memcpy_d2d(c, a, 5, 0), "InvalidArgumentError"),
+                    (lambda: acc.memcpy_d2d(c[:2], a, 1, 0), "InvalidArgumentError")):
+    try:
+        call()
+    except Exception as exc:
+        assert type(exc).__name__ == error, exc
+        print(exc)
+    else:
+        raise AssertionError("no error")
+print("d2d ok")
+"""
+
+
+def test_memcpy_d2d_copies_between_two_devices_copies_of_host_arrays():
+    """§3.2.30 ``acc_memcpy_d2d(dst, src, bytes, dev_dst, dev_src)``: the device copies of
+    two host arrays, on two emulated devices (through host memory) or on one (on the
+    queue); absent data, a device that does not exist and a destination too small are
+    errors naming what to do."""
+    env = dict(os.environ, PYACC_EMULATED_DEVICES="2")
+    result = subprocess.run([sys.executable, "-c", _D2D_PROGRAM], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "d2d ok"
+    assert "the source c is not (wholly) present on emulated device 0" in lines[0]
+    assert "there is no emulated device 5" in lines[1]
+    assert "pass a section of the source" in lines[2]
