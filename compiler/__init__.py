@@ -51,7 +51,8 @@ Modules, from the function to the kernel:
   reduction lists, tile sizes, the shared text helpers; ``clause_kinds``: which clauses
   exist and where they are valid; ``clause_rules``: the rules between one construct's
   clauses (one data action per variable, disjoint private names, exclusive clauses);
-  ``clause_names``: the names clauses give, against the function
+  ``clause_names``: the names clauses give, against the function; ``device_types``: the
+  ``device_type`` clause's groups and which applies on a device type
 - ``markers``     the plain-Python markers (``loop``, ``atomic``, ``on_device``)
 - ``frontend``    the function's source and name resolution; ``free_names``: the globals,
   closure values and module attributes a kernel reads (and the arrays its routines read),

@@ -45,6 +45,8 @@ VALID = {
 }
 VALID["parallel_loop"] = VALID["parallel"] + LOOP_ONLY
 VALID["kernels_loop"] = VALID["kernels"] + LOOP_ONLY
+for _construct in VALID:  # §2.4: on every compute, loop and routine directive
+    VALID[_construct] += ("device_type",)
 
 #: OpenACC 3.3 §2.7: the ``present_or_`` spellings of earlier versions, still aliases (the
 #: data directives' too: ``pyacc._clauses.canonical_clauses``)
@@ -54,7 +56,8 @@ PRESENT_OR = {"pcopy": "copy", "present_or_copy": "copy", "pcopyin": "copyin",
 # Spellings accepted for keyword names (Python keywords need the trailing underscore).
 KEYWORD_ALIASES = {"async": "async_", "if": "if_", **PRESENT_OR}
 # Spellings in clause strings.
-STRING_ALIASES = {"async": "async_", "if": "if_", "reduction": "reduction", **PRESENT_OR}
+STRING_ALIASES = {"async": "async_", "if": "if_", "reduction": "reduction", "dtype": "device_type",
+                  **PRESENT_OR}
 
 
 #: Clauses of which one at most may appear (OpenACC 3.3 §2.9: seq, independent, auto;

@@ -52,6 +52,7 @@ from .clause_text import (EXPR_BUILTINS, REDUCTION_OPS, ArgError, ClauseExpr,  #
                           tile_sizes)
 from .clause_kinds import ASYNC_NOVAL, DATA_CLAUSES, PRIVATE_CLAUSES, WAIT_ALL
 from .clause_rules import check_disjoint, check_exclusive, one_action_each
+from .device_types import GROUP_CLAUSES, device_type_names
 from .clause_kinds import COUNT_MODIFIER as _COUNT_MODIFIER, COUNT_OF as _COUNT_OF, \
     FLAG_CLAUSES as _FLAG_CLAUSES, INT_CLAUSES as _INT_CLAUSES, \
     KEYWORD_ALIASES as _KEYWORD_ALIASES, RAW_CLAUSES as _RAW_CLAUSES, \
@@ -80,7 +81,8 @@ class ComputeClauses:
     the count clauses are ``int`` or a :class:`ClauseExpr` evaluated at each call;
     ``async_``, ``wait`` and ``if_`` are raw values for the launcher (a :class:`ClauseExpr`
     where the clause string gave an expression of the parameters; ``wait`` a tuple whose
-    items may be).
+    items may be); ``device_types`` the groups of a clause string's ``device_type``
+    clauses, ``((device types, ((field, value), ...)), ...)`` (``device_types``).
     """
 
     construct: str
@@ -113,6 +115,7 @@ class ComputeClauses:
     wait: Any = None
     if_: Any = None
     sections: tuple[tuple[str, Section], ...] = ()
+    device_types: tuple = ()
 
     @property
     def nest_depth(self) -> int:
@@ -136,6 +139,9 @@ class ComputeClauses:
         if isinstance(self.wait, tuple):
             found.update((f"wait[{index}]", item) for index, item in enumerate(self.wait)
                          if isinstance(item, ClauseExpr))
+        found.update((f"device_type({','.join(names)}) {name}", value)
+                     for names, values in self.device_types for name, value in values
+                     if isinstance(value, ClauseExpr))
         return found
 
     def expression_names(self) -> frozenset[str]:
@@ -172,6 +178,11 @@ class ComputeClauses:
             changes["wait"] = tuple(item.evaluate(namespace)
                                     if isinstance(item, ClauseExpr) else item
                                     for item in self.wait)
+        if any(isinstance(v, ClauseExpr) for _, values in self.device_types for _, v in values):
+            changes["device_types"] = tuple(
+                (names, tuple((name, count_value(value.evaluate(namespace), name)
+                               if isinstance(value, ClauseExpr) else value)
+                              for name, value in values)) for names, values in self.device_types)
         return dataclasses.replace(self, **changes) if changes else self
 
 
@@ -203,8 +214,18 @@ def parse_clauses(construct: str, clause_string: str | None = None,
         if not isinstance(clause_string, str):
             raise CompileError(f"{construct}: clauses must be a string or keywords, got "
                                f"{type(clause_string).__name__}")
+        groups, group = {}, None  # (OpenACC 3.3 §2.4: device_type starts a group)
         for name, value in _parse_string(construct, clause_string):
-            _merge(values, name, value, construct, f"clause {name!r}")
+            if name == "device_type":
+                group = groups.setdefault(value, {})
+            elif group is not None:
+                _check_in_group(construct, name)
+                _merge(group, name, value, construct, f"clause {name!r} after device_type")
+            else:
+                _merge(values, name, value, construct, f"clause {name!r}")
+        if groups:
+            values["device_types"] = tuple((names, tuple(sorted(group.items())))
+                                           for names, group in groups.items())
     for raw_name, raw_value in keyword_clauses.items():
         name = _KEYWORD_ALIASES.get(raw_name, raw_name)
         _check_valid(construct, name, "keyword", None, None)
@@ -247,6 +268,15 @@ def _merge(values, name, value, construct, what):
             raise CompileError(f"{construct}: {what} given twice with different values "
                                f"({values[name]!r} and {value!r})")
         values[name] = value
+
+
+def _check_in_group(construct, name):
+    if name not in GROUP_CLAUSES:
+        spelled = {"async_": "async", "if_": "if"}.get(name, name)
+        raise CompileError(
+            f"{construct}: {spelled} after device_type is not supported: pyacc tunes only "
+            f"the launch per device type ({', '.join(GROUP_CLAUSES)}); write {spelled} "
+            f"before the first device_type, where it applies on every device type")
 
 
 def _check_valid(construct, name, what, text, pos):
@@ -442,6 +472,8 @@ def _string_value(name, args):
         if args is not None:
             raise ValueError(f"{name} takes no argument")
         return name, True
+    if name == "device_type":
+        return name, device_type_names(args)
     if name == "async_" and args is None:
         return name, ASYNC_NOVAL
     if name == "wait" and args is None:

@@ -51,6 +51,7 @@ from .arguments import argument_kind, device_dtype_ndim, is_device_array
 from .analysis import KernelInfo, check_free_names, flat_clauses, flattened, struct_layout
 from .caches import cache_dir
 from .clauses import DATA_CLAUSES
+from .device_types import for_device_type
 from .codegen import CACHE_FLAG, KERNEL_NAME, ModuleBuilder, add_function
 from .cpu_target import CpuTarget
 from .errors import CompileError, KernelIndexError
@@ -136,6 +137,8 @@ def kernel_for(info: KernelInfo, args, device_type: str, clauses=None):
     device's target (``host`` and ``emulated`` kernels run on CPU threads, ``cuda`` on
     the GPU), or the function as written under ``PYACC_DISABLE_JIT=1``."""
     target = "python" if jit_disabled() else _TARGET_OF.get(device_type, "cpu")
+    if (clauses or info.clauses).device_types:  # OpenACC 3.3 §2.4: this type's group
+        clauses = for_device_type(clauses or info.clauses, device_type)
     return get_kernel(info, args, target=target, device_type=device_type, clauses=clauses)
 
 

@@ -405,7 +405,8 @@ class ComputeRegion(DirectCalls, SectionCalls, ArgumentSorting, CALL_BASE):
         (``compiler.kernel_env``: a change of spelling only costs one full-path call),
         the enclosing ``default`` when an array parameter has no clause, and the launch
         shape of clauses evaluated at this call (on cuda it is part of the kernel)."""
-        shape = None if clauses is None else (clauses.num_gangs, clauses.num_workers, clauses.vector_length)
+        shape = None if clauses is None else (clauses.num_gangs, clauses.num_workers, clauses.vector_length,
+                                              clauses.device_types)  # (§2.4: each type's own)
         # enclosing_default(), spelled out: every Python launch asks for this key
         return (kernel_env(), ICVS.region_stack.innermost_default if self._uses_default else None, shape)
 

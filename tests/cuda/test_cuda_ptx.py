@@ -18,7 +18,7 @@ import pytest
 from cases import CASES
 
 from pyacc.compiler import (CompileError, analyze, cuda_compilers, cuda_kernels, cuda_runtime, get_kernel,
-                            parse_clauses)
+                            kernel_for, parse_clauses)
 
 if cuda_runtime.SIMULATED:  # pragma: no cover - conftest keeps this file out
     pytest.skip("compiles for a real GPU", allow_module_level=True)
@@ -128,10 +128,11 @@ def compile_only(monkeypatch, compiler_name):
     compiler = cuda_compilers.COMPILERS[compiler_name]
     compiled = _Compiled()
 
-    def run(info, args, scratch=None):
+    def run(info, args, scratch=None, for_device=False):
         if scratch is not None:  # a stand-in for cuda_runtime.scratch, to watch it
             monkeypatch.setattr(cuda_runtime, "scratch", scratch)
-        kernel = get_kernel(info, args, target="cuda", device_type="cuda")
+        kernel = kernel_for(info, args, "cuda") if for_device else \
+            get_kernel(info, args, target="cuda", device_type="cuda")
         module = kernel.driver.__globals__
         if isinstance(module["_acc_cuda"], cuda_kernels.Deferred):  # (a new module)
             cuda_kernels.realise(module, compiler_name)  # what a first launch does
@@ -423,6 +424,22 @@ def test_num_gangs_keeps_the_1d_grid_of_exactly_that_many_blocks(compile_only):
     compiled = compile_only(info, case.make_args())
     (_function, (grid, block, _stream)), = compiled.configurations
     assert grid == 4 and block == 128
+
+
+@pytest.mark.parametrize("clauses, gangs", [
+    ("num_gangs(2) device_type(nvidia) num_gangs(4) device_type(*) num_gangs(9)", 4),
+    ("num_gangs(2) device_type(radeon) num_gangs(4) device_type(*) num_gangs(9)", 9),
+    ("num_gangs(2) device_type(host, multicore) num_gangs(4)", 2),
+], ids=["nvidia's group", "the * group", "no group names cuda"])
+def test_a_device_type_group_sets_the_launch_on_its_device_type(compile_only, clauses, gangs):
+    """OpenACC 3.3 §2.4: the clauses after ``device_type(nvidia)`` apply on cuda, those
+    after ``device_type(*)`` on every type no group names, the others everywhere else
+    (before: ``device_type`` was an unknown clause)."""
+    case = _case("tiled_collapse_2_matmul")
+    info = analyze(case.func, parse_clauses(case.construct, "collapse(2) " + clauses))
+    compiled = compile_only(info, case.make_args(), for_device=True)
+    (_function, (grid, _block, _stream)), = compiled.configurations
+    assert grid == gangs
 
 
 def test_tile_shapes_follow_vector_length():

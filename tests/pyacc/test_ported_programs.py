@@ -14,6 +14,7 @@ and ``emulated``.
 5. a gang loop holds no gang loop, a worker loop no worker loop, a vector loop no vector
    loop (§2.9.2–2.9.4): refused at decoration, naming both loops.
 6. ``acc.memcpy_d2d`` copies between two devices' copies of host arrays (§3.2.30).
+7. ``device_type`` groups tune the launch per device type (§2.4).
 """
 
 import os
@@ -320,3 +321,47 @@ def test_memcpy_d2d_copies_between_two_devices_copies_of_host_arrays():
     assert "the source c is not (wholly) present on emulated device 0" in lines[0]
     assert "there is no emulated device 5" in lines[1]
     assert "pass a section of the source" in lines[2]
+
+
+# ============================================= 7. device_type groups (OpenACC 3.3 §2.4)
+
+
+@acc.parallel_loop("gang vector_length(64) device_type(nvidia) vector_length(128) "
+                   "num_gangs(n // 2) device_type(*) vector_length(4)")
+def tuned_per_device_type(a, n):
+    for i in range(n):
+        a[i] = 2.0 * i
+
+
+def test_device_type_groups_are_accepted_and_keep_the_results(device):
+    """§2.4: ``device_type(nvidia) vector_length(128) device_type(*) ...`` as NVHPC codes
+    write it; the CPU devices run the loop as they do without the groups."""
+    a = np.zeros(10)
+    tuned_per_device_type(a, 10)
+    np.testing.assert_array_equal(a, 2.0 * np.arange(10))
+
+
+def test_device_type_groups_apply_to_their_device_types_only():
+    """The group naming a type applies on it (``nvidia`` is ``cuda``), ``*`` on the types
+    no group names, the construct's own clauses elsewhere; a count written as an
+    expression is evaluated at each call, as the construct's are."""
+    from pyacc.compiler import parse_clauses
+    from pyacc.compiler.device_types import for_device_type
+    clauses = parse_clauses("parallel_loop", "num_gangs(2) DEVICE_TYPE(NVIDIA) num_gangs(n) "
+                            "vector(128) dtype(host) num_gangs(3)").evaluate({"n": 7})
+    assert (for_device_type(clauses, "cuda").num_gangs,
+            for_device_type(clauses, "cuda").vector_length) == (7, 128)
+    assert for_device_type(clauses, "host").num_gangs == 3
+    assert for_device_type(clauses, "emulated").num_gangs == 2
+
+
+@pytest.mark.parametrize("text, word", [("device_type(nvidia) async(1)", "async"),
+                                        ("device_type(*) collapse(2)", "collapse"),
+                                        ("device_type(nvidia) copyin(a)", "copyin"),
+                                        ("device_type() gang", "needs a list of device types")])
+def test_a_clause_that_would_change_the_plan_after_device_type_is_refused(text, word):
+    """Only the launch's tuning clauses may follow ``device_type`` in pyacc (one plan
+    serves every device type): anything else is a CompileError saying where to write it."""
+    from pyacc.compiler import parse_clauses
+    with pytest.raises(acc.CompileError, match=word):
+        parse_clauses("parallel_loop", text)
