@@ -136,6 +136,23 @@ class KernelInfo:
         return self.params + self.free_params
 
     @functools.cached_property
+    def loop_private(self) -> frozenset:
+        """The parameters used only inside loops whose ``acc.loop`` lists them ``private``
+        (TeaLeaf's ``dp_l``): their accesses are not exposed to the construct (OpenACC 3.3
+        §2.6.2), so they take no implicit data clause; the launcher gives them device
+        memory of their own and copies nothing, as for the construct's ``private``."""
+        loops = self.plan.loop_private if self.plan is not None else {}
+        inside = {}
+        for node in ast.walk(self.source.tree) if loops else ():
+            for name in loops.get((getattr(node, "lineno", 0), getattr(node, "col_offset", 0)), ()) \
+                    if isinstance(node, ast.For) else ():
+                inside.setdefault(name, set()).update(
+                    id(n) for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name)
+        return frozenset(name for name, ids in inside.items() if name in self.params and all(
+            id(n) in ids for n in ast.walk(self.source.tree)
+            if isinstance(n, ast.Name) and n.id == name))
+
+    @functools.cached_property
     def may_return_arrays(self) -> bool:
         """Whether what the function returns may be (or hold, or view) an array it was
         given. False when every ``return`` gives back only *fresh* values (``_fresh``):

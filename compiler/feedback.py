@@ -122,6 +122,9 @@ def _data_lines(info, arg_types):
                          f"{info.owners[name].__name__}: declared, OpenACC 3.3 §2.15.1)")
         elif name in explicit:
             lines.append(f"  {name}{where}: {explicit[name]} (explicit clause)")
+        elif name in info.loop_private:
+            lines.append(f"  {name}{where}: private (only in loops' private clauses: "
+                         f"no data clause, §2.6.2)")
         elif kind == "scalar":
             lines.append(f"  {name}{where}: firstprivate (implicit: scalar, §2.6.2)")
         elif clauses.default == "present":

@@ -115,6 +115,8 @@ class ComputeRegion(DirectCalls, SectionCalls, ArgumentSorting, CALL_BASE):
         for clause, kind in KIND_OF_CLAUSE.items():
             for name in getattr(clauses, clause):
                 self._explicit[name] = kind
+        for name in info.loop_private:  # (only in loops' private clauses: §2.6.2)
+            self._explicit.setdefault(name, KIND_OF_CLAUSE["private"])
         self._deviceptr = frozenset(clauses.deviceptr)
         self._default = clauses.default
         self._clause_values = clause_values(clauses)  # (enabled, async, wait) of the clauses

@@ -15,6 +15,8 @@ and ``emulated``.
    loop (§2.9.2–2.9.4): refused at decoration, naming both loops.
 6. ``acc.memcpy_d2d`` copies between two devices' copies of host arrays (§3.2.30).
 7. ``device_type`` groups tune the launch per device type (§2.4).
+8. an array named only in loops' ``private`` clauses takes no implicit data clause
+   (§2.6.2): nothing is copied for it.
 """
 
 import os
@@ -365,3 +367,44 @@ def test_a_clause_that_would_change_the_plan_after_device_type_is_refused(text, 
     from pyacc.compiler import parse_clauses
     with pytest.raises(acc.CompileError, match=word):
         parse_clauses("parallel_loop", text)
+
+
+# ================================ 8. arrays private to a loop take no data clause (§2.6.2)
+
+
+@acc.kernels
+def block_solve(r, z, dp_l):
+    for ko in acc.loop(range(r.shape[1]), "independent"):
+        for j in acc.loop(range(r.shape[0]), "independent private(dp_l)"):
+            dp_l[0] = r[j, ko] * 2.0
+            z[j, ko] = dp_l[0] + 1.0
+
+
+@acc.kernels
+def private_and_read_after(r, z, dp_l):
+    for j in acc.loop(range(r.shape[0]), "independent private(dp_l)"):
+        dp_l[0] = r[j, 0] * 2.0
+        z[j, 0] = dp_l[0]
+    z[0, 1] = dp_l[1]
+
+
+def test_an_array_private_to_a_loop_is_not_copied(emulated):
+    """TeaLeaf's ``tea_block_solve``: ``dp_l`` appears only in the inner loop that makes
+    it private, so its accesses are not exposed to the ``kernels`` construct (§2.6.2): no
+    implicit copy (before: copied in and out at every call); results as plain Python."""
+    r, z, dp_l = np.arange(16.0).reshape(4, 4), np.zeros((4, 4)), np.full(4, 7.0)
+    assert block_solve.info.loop_private == {"dp_l"}
+    with acc.data(copyin=[r], copy=[z]):
+        acc.reset_stats()
+        block_solve(r, z, dp_l)
+        assert (acc.stats()["h2d_count"], acc.stats()["d2h_count"]) == (0, 0)
+    np.testing.assert_array_equal(z, 2.0 * r + 1.0)
+    np.testing.assert_array_equal(dp_l, 7.0)  # (never written through)
+    assert "dp_l: private (only in loops' private clauses" in acc.explain(block_solve)
+
+
+def test_an_array_also_used_outside_its_private_loop_keeps_its_data_clause():
+    """Read outside the loop that makes it private: exposed to the construct, so the
+    implicit rule applies (present-or-copy)."""
+    assert private_and_read_after.info.loop_private == frozenset()
+    assert "dp_l: copy" in acc.explain(private_and_read_after)
