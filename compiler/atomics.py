@@ -12,8 +12,8 @@ Invariants:
       ``umin`` for unsigned), float ``fadd fsub fmax fmin`` (OpenACC 3.3 §2.12).
     * ``index`` is an integer (1-d arrays) or a tuple of integers, one per dimension;
       negative indices wrap as in Python. ``value`` is cast to the array's dtype.
-    * Bitwise operations on floats and any operation on bool/complex arrays fail typing
-      (reported by the compiler as ``CompileError``).
+    * Bitwise operations on floats and any operation on bool/complex arrays are refused
+      by :func:`atomic_problem`, saying what to write (a ``CompileError``).
 """
 from __future__ import annotations
 
@@ -127,6 +127,12 @@ def atomic_problem(call, op: str, arg_types: dict) -> str | None:
     if target is not None and not hasattr(target, "ndim"):
         return (f"acc.atomic.{op} updates an element of an array, not {base.id!r} ({target}); "
                 "a scalar total is a reduction, or a one-element (or 0-d) array")
+    if isinstance(getattr(target, "dtype", None), (types.Boolean, types.Complex)):
+        hint = ("hold the flags in an int8 array of 0 and 1 (Fortran's .AND./.OR./.NEQV. "
+                "are and_/or_/xor there)" if isinstance(target.dtype, types.Boolean) else
+                "update the real and imaginary parts as two float arrays")
+        return (f"acc.atomic.{op} on {base.id!r}, an array of {target.dtype}: atomics update "
+                f"integer and float elements (OpenACC 3.3 §2.12); {hint}")
     if op in ("and_", "or_", "xor") and isinstance(getattr(target, "dtype", None), types.Float):
         return (f"acc.atomic.{op} is a bitwise update: {base.id!r} holds {target.dtype}, an "
                 "integer array is needed (OpenACC 3.3 §2.12)")

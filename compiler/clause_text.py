@@ -182,8 +182,8 @@ def data_list(clause, text) -> tuple:
     match = _MODIFIER_RE.match(text)
     if match is None:
         return _name_list(clause, text), ()
-    allowed = _MODIFIERS.get(clause, ())
-    if match.group(1) not in allowed:
+    allowed, modifier = _MODIFIERS.get(clause, ()), match.group(1).lower()  # (Fortran: ZERO:)
+    if modifier not in allowed:
         raise ArgError(f"{clause} takes {' or '.join(m + ':' for m in allowed) or 'no modifier'}"
                        f", not {match.group(1)}: (OpenACC 3.3 §2.7)", match.start(1))
     try:
@@ -191,7 +191,7 @@ def data_list(clause, text) -> tuple:
     except ArgError as exc:
         exc.offset += match.end()
         raise
-    return items, tuple(name for name, _ in items) if match.group(1) == "zero" else ()
+    return items, tuple(name for name, _ in items) if modifier == "zero" else ()
 
 
 def _name_list(clause, text) -> tuple:

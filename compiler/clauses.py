@@ -52,7 +52,7 @@ from .clause_text import (EXPR_BUILTINS, REDUCTION_OPS, ArgError, ClauseExpr,  #
                           tile_sizes)
 from .clause_kinds import ASYNC_NOVAL, DATA_CLAUSES, PRIVATE_CLAUSES, WAIT_ALL
 from .clause_rules import check_disjoint, check_exclusive, one_action_each
-from .device_types import GROUP_CLAUSES, device_type_names
+from .device_types import check_in_group, device_type_names
 from .clause_kinds import COUNT_MODIFIER as _COUNT_MODIFIER, COUNT_OF as _COUNT_OF, \
     FLAG_CLAUSES as _FLAG_CLAUSES, INT_CLAUSES as _INT_CLAUSES, \
     KEYWORD_ALIASES as _KEYWORD_ALIASES, RAW_CLAUSES as _RAW_CLAUSES, \
@@ -217,9 +217,12 @@ def parse_clauses(construct: str, clause_string: str | None = None,
         groups, group = {}, None  # (OpenACC 3.3 §2.4: device_type starts a group)
         for name, value in _parse_string(construct, clause_string):
             if name == "device_type":
+                if construct == "routine":
+                    raise CompileError("routine: device_type is not supported on a routine: "
+                                       "its level of parallelism is one for every device type")
                 group = groups.setdefault(value, {})
             elif group is not None:
-                _check_in_group(construct, name)
+                check_in_group(construct, name)
                 _merge(group, name, value, construct, f"clause {name!r} after device_type")
             else:
                 _merge(values, name, value, construct, f"clause {name!r}")
@@ -228,6 +231,10 @@ def parse_clauses(construct: str, clause_string: str | None = None,
                                            for names, group in groups.items())
     for raw_name, raw_value in keyword_clauses.items():
         name = _KEYWORD_ALIASES.get(raw_name, raw_name)
+        if name == "device_type":  # (a group is the clauses after it: string only)
+            raise CompileError(f"{construct}: device_type is written in the clause string, "
+                               f"followed by its clauses (\"device_type(nvidia) "
+                               f"vector_length(128)\"), not as a keyword")
         _check_valid(construct, name, "keyword", None, None)
         _merge(values, name, _normalise_keyword(name, raw_value, construct), construct,
                f"keyword {raw_name}=")
@@ -268,15 +275,6 @@ def _merge(values, name, value, construct, what):
             raise CompileError(f"{construct}: {what} given twice with different values "
                                f"({values[name]!r} and {value!r})")
         values[name] = value
-
-
-def _check_in_group(construct, name):
-    if name not in GROUP_CLAUSES:
-        spelled = {"async_": "async", "if_": "if"}.get(name, name)
-        raise CompileError(
-            f"{construct}: {spelled} after device_type is not supported: pyacc tunes only "
-            f"the launch per device type ({', '.join(GROUP_CLAUSES)}); write {spelled} "
-            f"before the first device_type, where it applies on every device type")
 
 
 def _check_valid(construct, name, what, text, pos):
@@ -486,7 +484,7 @@ def _string_value(name, args):
     if name == "default":
         return name, _default(args.strip().lower())
     if name == "collapse":  # the loop structure: a literal (OpenACC 3.3 §2.9.1)
-        if re.match(r"\s*force\s*:", args):
+        if re.match(r"\s*force\s*:", args, re.IGNORECASE):
             raise ArgError("collapse(force:n) is not supported: make the loops tightly nested "
                            "(move the code between them into the innermost loop)", 0)
         return name, _positive_int(_literal(args.strip()), name)
@@ -517,7 +515,7 @@ def _flag_with_count(name, args):
     offset = 0
     modifier = re.match(r"\s*([A-Za-z_]\w*)\s*:", args)
     if modifier is not None:
-        if modifier.group(1) != _COUNT_MODIFIER[name]:
+        if modifier.group(1).lower() != _COUNT_MODIFIER[name]:  # (Fortran: NUM:)
             raise ArgError(f"{name}({modifier.group(1)}:...) is not supported; "
                             f"expected {name}(n) or {name}({_COUNT_MODIFIER[name]}:n)",
                             modifier.start(1))

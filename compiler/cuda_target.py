@@ -148,11 +148,11 @@ class CudaTarget(Target):
     # -- parallel nests -------------------------------------------------------------------
     def parallel_nest(self, nest, body, prefix, slots):
         p = prefix
-        body = _LocalArrays(self, self.builder.current_source).rewrite(body)
-        if nest.array_reductions:
+        if nest.array_reductions:  # (before the rewrite: it nests max(a[k], v, w) in two)
             body = _atomic_array_updates(nest, body, p)
             nest = dataclasses.replace(nest, reductions=tuple(
                 (op, var) for op, var in nest.reductions if var not in nest.array_reductions))
+        body = _LocalArrays(self, self.builder.current_source).rewrite(body)
         name = f"_acc_k{self.kernel_count}"
         self.kernel_count += 1
         outside = self.builder.names_outside(nest.levels[0])

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from .access import SHAPE_ATTRS, mutating_library_call
 from .affine import Facts, Poly, poly_of, size_symbol
+from . import liveness
 from .frontend import CallKind, classify_call, root_name
 
 __all__ = ["carried_scalar", "fresh_locals", "array_dependence"]
@@ -53,7 +54,11 @@ def _evaluation_order(node):
 
 
 def carried_scalar(body, outer, allowed):
-    """Reason when a scalar defined before the nest is read before it is re-assigned."""
+    """Reason when a scalar may be read in an iteration before that iteration assigns it:
+    one defined before the nest (``outer``) read before it is re-assigned, or one the
+    body alone assigns that some path reads first (``if j == 0: prev = 0.0`` then
+    ``b[j] = a[j] - prev; prev = a[j]``: the previous iteration's value; a loop in the
+    body is taken to run)."""
     first = {}
     stored = set()
     for stmt in body:
@@ -64,9 +69,12 @@ def carried_scalar(body, outer, allowed):
                     stored.add(node.id)
     loaded = {n.id for stmt in body for n in ast.walk(stmt)
               if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    for name in sorted(stored):
-        if name in outer and name not in allowed and (
-                first.get(name) == "Load" or (name in loaded and not _assigned_first(body, name))):
+    bound = {n.id for stmt in body for c in ast.walk(stmt) if isinstance(c, ast.comprehension)
+             for n in ast.walk(c.target) if isinstance(n, ast.Name)}
+    for name in sorted(stored - set(allowed) - bound):
+        if name in outer and (first.get(name) == "Load" or (
+                name in loaded and not _assigned_first(body, name))) or \
+                name not in outer and liveness.read_first(body, name, loops_run=True):
             return f"scalar {name!r} carries a value from one iteration to the next"
     return ""
 

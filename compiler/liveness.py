@@ -1,7 +1,8 @@
 """Where a name is read after a loop: the liveness questions the planner asks.
 
 Owns :func:`read_after` (may some path from the end of a nest read a name before
-storing it), :func:`first_use_after` (the first mention of a name after a nest),
+storing it), :func:`read_first` (may a block read a name before storing it: a value
+carried into it), :func:`first_use_after` (the first mention of a name after a nest),
 :func:`in_loop` and the statement walks they share (``_first_touch``, ``_block_path``).
 
 Invariants: conservative answers: a statement form not followed counts as a read, and a
@@ -13,7 +14,7 @@ import ast
 
 from .frontend import loaded_names
 
-__all__ = ["read_after", "first_use_after", "in_loop"]
+__all__ = ["read_after", "read_first", "first_use_after", "in_loop"]
 
 
 def read_after(tree, nest, name) -> bool:
@@ -36,16 +37,24 @@ def read_after(tree, nest, name) -> bool:
     return False
 
 
-def _block_touch(stmts, name):
+def read_first(stmts, name, loops_run: bool = False) -> bool:
+    """Whether some path through ``stmts`` may read ``name`` before storing it (a value
+    from before them: an earlier iteration's, in a loop body). ``loops_run``: a loop
+    whose body stores it first counts as storing it (its body is taken to run)."""
+    return _block_touch(stmts, name, loops_run) == "load"
+
+
+def _block_touch(stmts, name, loops_run=False):
     """The first ``_first_touch`` of ``name`` in ``stmts`` that is not None."""
-    return next((t for t in (_first_touch(stmt, name) for stmt in stmts) if t), None)
+    return next((t for t in (_first_touch(stmt, name, loops_run) for stmt in stmts) if t), None)
 
 
-def _first_touch(stmt, name):
+def _first_touch(stmt, name, loops_run=False):
     """How ``stmt`` first touches ``name`` on every path: ``"store"`` (``name = value``,
-    ``value`` not reading it; an ``if`` storing it first in both branches), ``"load"``
-    (it may be read first: any other statement mentioning it), or None (it is never
-    mentioned, or only stored on some paths: a loop's body may not run)."""
+    ``value`` not reading it; an ``if`` storing it first in both branches; with
+    ``loops_run``, a loop storing it first, or indexed by it), ``"load"`` (it may be read
+    first: any other statement mentioning it), or None (it is never mentioned, or only
+    stored on some paths: a loop's body may not run)."""
     if not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(stmt)):
         return None
     if isinstance(stmt, ast.Assign) and name not in loaded_names(stmt.value) and all(
@@ -57,11 +66,16 @@ def _first_touch(stmt, name):
         return "load"
     if isinstance(stmt, ast.For) and name in {n.id for n in ast.walk(stmt.target)
                                               if isinstance(n, ast.Name)}:
-        return None if _block_touch(stmt.orelse, name) != "load" else "load"  # (its index)
-    touches = (_block_touch(stmt.body, name), _block_touch(stmt.orelse, name))
+        if _block_touch(stmt.orelse, name, loops_run) == "load":
+            return "load"
+        return "store" if loops_run else None  # (its index)
+    touches = (_block_touch(stmt.body, name, loops_run), _block_touch(stmt.orelse, name, loops_run))
     if "load" in touches:
         return "load"
-    return "store" if isinstance(stmt, ast.If) and touches == ("store", "store") else None
+    if isinstance(stmt, ast.If) and touches == ("store", "store") or \
+            loops_run and not isinstance(stmt, ast.If) and touches[0] == "store":
+        return "store"
+    return None
 
 
 def _block_path(tree, target):

@@ -37,12 +37,13 @@ class NestPlan:
         array_reductions: The reduction variables that are arrays (§2.5.15).
         conditions: Run-time conditions (``expr >= 0`` sources) the parallel form needs;
             the nest runs as written when one is false (``kernels`` loops only).
-        widen: How many loops tightly nested under the levels a GPU target adds to the
-            nest's iteration space (``Target.widens``): loops parallel by their own
+        widen: How many loops tightly nested under the levels may join the nest's
+            iteration space (``planner.Planner._widened``): loops parallel by their own
             directive (``acc.loop`` gang/worker/vector/independent) or proved so, with
             invariant bounds, that run each iteration the same whether collapsed or not
             (OpenACC 3.3 §2.9: gang outer, vector inner is one space of threads on a
-            GPU). CPU targets run them inside each iteration, as written.
+            GPU). Each target takes what it wants (``Target.widened``): a GPU all, a CPU
+            those of nests without reductions or private copies (the interchange).
     """
 
     levels: tuple

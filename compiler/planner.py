@@ -167,7 +167,8 @@ class Planner:
             self._check_live_out(levels, reductions, private + firstprivate)
         if self.clauses.construct != "kernels" or marker is not None:
             self._check_index_after(levels)  # a loop with a loop directive (§2.6.1)
-        widened = self._widened(levels, reductions, private) if not conditions else []
+        widened = [] if conditions or private or firstprivate else \
+            self._widened(levels, reductions)
         nest = NestPlan(tuple(levels), True, reductions, private, firstprivate,
                         array_reductions=frozenset(arrays), conditions=tuple(conditions),
                         widen=len(widened))
@@ -182,46 +183,52 @@ class Planner:
             inner_marker = self._marker_clauses(inner)
             if inner_marker is not None or inner in widened:  # (feedback)
                 self.result.notes.append(LoopNote(
-                    inner.lineno, False, schedule=self._schedule(inner_marker),
+                    inner.lineno, False, schedule=self._schedule(inner_marker, own=True),
                     construct=self.clauses.construct, within=levels[0].lineno,
                     widened=inner in widened))
 
-    def _widened(self, levels, reductions, private) -> list:
-        """The loops tightly nested under a nest that a GPU may collapse into it
-        (``NestPlan.widen``): each one's iterations independent by its own directive
-        (``acc.loop`` with gang, worker, vector or independent, and no clause of its
-        own that a collapse would change: reduction, private, collapse, tile) with no
-        scalar carried from one iteration to the next, or proved independent with the
-        levels above as ``kernels`` loops are (§2.9.7 auto, §2.5.3); its bounds invariant
-        (``nest_levels``) and its index not read after the nest (§2.6.1)."""
+    def _widened(self, levels, reductions) -> list:
+        """The loops tightly nested under a nest (without private copies: an outer
+        loop's private array is one per outer iteration) that join its iteration space
+        where the target wants them (``NestPlan.widen``): each one's iterations
+        independent by its own directive (``acc.loop`` with gang, worker, vector or
+        independent, and no clause a collapse would change: reduction, private, collapse,
+        tile) with no scalar carried from one iteration to the next, or proved independent
+        with the levels above as ``kernels`` loops are (§2.9.7 auto, §2.5.3); its bounds
+        invariant (``nest_levels``) and computed on the host (no array element), its
+        index not read after the nest (§2.6.1)."""
         extended = list(levels)
-        keep = {var for _, var in reductions} | set(private)
+        keep = {var for _, var in reductions}
         while len(extended[-1].body) == 1 and isinstance(extended[-1].body[0], ast.For):
             inner = extended[-1].body[0]
             marker = self._marker_clauses(inner)
             if marker is not None and (marker.seq or marker.reductions or marker.private or
-                                       marker.nest_depth > 1) or \
-                    liveness.first_use_after(self.source.tree, levels[0], inner.target.id):
+                                       marker.nest_depth > 1):
                 break
             try:
                 nest_levels(self.source, self.scope, extended[0], len(extended) + 1)
             except CompileError:
                 break
-            if marker is not None and not marker.auto and (
-                    marker.independent or self.clauses.construct not in _KERNELS_CONSTRUCTS):
-                loop_vars = {level.target.id for level in (*extended, inner)}
-                if dependence.carried_scalar(inner.body, self._defined_outside(levels[0]),
-                                             keep | loop_vars):
-                    break
-            elif any(self._dependence([*extended, inner], tuple(reductions), private)):
+            if self._index_read_after(levels[0], inner.target.id) is not None or any(
+                    isinstance(n, ast.Subscript) and not _is_shape(n.value)
+                    for n in ast.walk(inner.iter)):
+                break
+            loop_vars = {level.target.id for level in (*extended, inner)}
+            if dependence.carried_scalar(inner.body, self._defined_outside(levels[0]),
+                                         keep | loop_vars):
+                break
+            if (marker is None or marker.auto or self.clauses.construct in _KERNELS_CONSTRUCTS
+                    and not marker.independent) and \
+                    any(self._dependence([*extended, inner], tuple(reductions))):
                 break
             extended.append(inner)
         return extended[len(levels):]
 
-    def _schedule(self, marker) -> str:
-        """The gang/worker/vector clauses of a loop, as written (for the notes)."""
+    def _schedule(self, marker, own=False) -> str:
+        """The gang/worker/vector clauses of a loop, as written (for the notes): the
+        construct's and its marker's, or (``own``) the marker's alone."""
         parts = []
-        for clauses in (self.clauses, marker):
+        for clauses in (marker,) if own else (self.clauses, marker):
             if clauses is None:
                 continue
             for flag, count in (("gang", "num_gangs"), ("worker", "num_workers"),
@@ -255,19 +262,26 @@ class Planner:
         after the loop (each thread has its own), so reading it after the nest before
         assigning it again is refused, on every device alike. (A ``kernels`` loop without
         a directive keeps the region's last value, as the planner says elsewhere.)"""
-        nest = levels[0]
-        updated = {id(node.target) for node in ast.walk(self.source.tree)
-                   if isinstance(node, ast.AugAssign)}  # i += 1 reads i
         for level in levels:
             index = level.target.id
-            first = liveness.first_use_after(self.source.tree, nest, index)
-            if first is not None and (isinstance(first.ctx, ast.Load) or id(first) in updated):
+            first = self._index_read_after(levels[0], index)
+            if first is not None:
                 raise self.source.error(
                     f"{index!r} is the index of the parallel loop at line {level.lineno} and is "
                     f"read after the loop (line {first.lineno}): a loop index is private to "
                     f"each iteration (OpenACC 3.3 §2.6.1), so it has no value after the loop. "
                     f"Compute the value you need from the loop bounds (e.g. the last index "
                     f"is the range's stop - 1), or make the loop seq", first)
+
+    def _index_read_after(self, nest, index):
+        """The first use of ``index`` after ``nest`` when it reads the value (a load, or
+        ``index += 1``), else None (no use, or a store)."""
+        first = liveness.first_use_after(self.source.tree, nest, index)
+        if first is None or isinstance(first.ctx, ast.Load) or any(
+                isinstance(node, ast.AugAssign) and node.target is first
+                for node in ast.walk(self.source.tree)):
+            return first
+        return None
 
     def _live_out(self, levels, skip):
         """``(var, store line, use line)`` for each scalar defined before the nest that the
@@ -510,16 +524,6 @@ class Planner:
 # ------------------------------------------------------------------------ AST helpers
 
 
-
-
-
-
-
-
-
-
-
-
 def _stores_of(nest, var):
     return [n for n in ast.walk(nest) if isinstance(n, ast.Assign)
             and any(isinstance(t, ast.Name) and t.id == var for t in n.targets)] + \
@@ -565,8 +569,6 @@ def _child_blocks(stmt):
         yield handler.body
 
 
-
-
 def _depth(clauses) -> tuple[int, str]:
     """How many loops ``clauses`` take, and the clause that says so (OpenACC 3.3 §2.9.1
     ``collapse``, §2.9.8 ``tile``: one loop per size)."""
@@ -580,3 +582,8 @@ def _element_update_text(var, op) -> str:
     if op in ("and", "or", "max", "min"):  # (no augmented assignment: COMBINE's form)
         return f"{var}[k] = " + COMBINE[op].format(a=f"{var}[k]", b="value")
     return f"{var}[k] {'+' if op == '-' else op}= value"
+
+
+def _is_shape(node) -> bool:
+    """``a.shape`` / ``a.strides``: read on the host (a bound's subscript of it is too)."""
+    return isinstance(node, ast.Attribute) and node.attr in ("shape", "strides")

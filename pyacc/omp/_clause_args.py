@@ -114,7 +114,7 @@ def _reduction_arg(args: str) -> str:
     head, _, tail, tail_at = _split_colon(args)
     if head is None:
         raise _Bad("expected 'op: list' (e.g. 'reduction(+: sum)')", 0)
-    parts = [p.strip() for p in head.split(",")]
+    parts = [p.strip().lower() for p in head.split(",")]  # (Fortran: REDUCTION(MAX: m))
     op = parts[-1]
     for modifier in parts[:-1]:
         if modifier != "default":
@@ -124,13 +124,13 @@ def _reduction_arg(args: str) -> str:
         close = difflib.get_close_matches(op, list(_REDUCTION_OPS), n=1, cutoff=0.3)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise _Bad(f"unknown reduction operator {op!r} (valid: {' '.join(_REDUCTION_OPS)})"
-                   f"{hint}", head.index(op) if op else 0)
+                   f"{hint}", head.lower().index(op) if op else 0)
     names = _names(tail, tail_at)
     return f"{_REDUCTION_OPS[op]}:{','.join(names)}"
 
 
 _DEPEND_TYPES = ("in", "out", "inout", "mutexinoutset", "inoutset")
-_DEPEND_TYPE = re.compile(r"\b(" + "|".join(_DEPEND_TYPES) + r")\s*:")
+_DEPEND_TYPE = re.compile(r"\b(" + "|".join(_DEPEND_TYPES) + r")\s*:", re.IGNORECASE)
 
 
 def _depend_arg(text: str):
@@ -148,5 +148,5 @@ def _depend_arg(text: str):
     found = []
     for mark, after in zip(marks, marks[1:] + [None]):
         end = len(text) if after is None else after.start()
-        found += [(mark.group(1), name) for name in _names(text[mark.end():end], mark.end())]
+        found += [(mark.group(1).lower(), name) for name in _names(text[mark.end():end], mark.end())]
     return found

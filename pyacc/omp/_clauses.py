@@ -176,7 +176,7 @@ def _apply(result: OmpClauses, word: str, args: str | None) -> None:
         if args.strip() not in ("teams", "parallel", "thread"):
             raise _Bad(f"bind takes teams, parallel or thread, got {args.strip()!r}", 0)
     elif word in ("schedule", "dist_schedule"):
-        kind = args.split(",")[0].split(":")[-1].strip()
+        kind = args.split(",")[0].split(":")[-1].strip().lower()
         if kind not in ("static", "dynamic", "guided", "auto", "runtime"):
             raise _Bad(f"unknown schedule kind {kind!r}", 0)
     elif word in ("aligned", "nontemporal"):  # hints without effect: their names checked
@@ -250,8 +250,8 @@ def _defaultmap(text: str) -> str:
     """``defaultmap(behavior[: category])``: returns the behaviour for arrays (or
     ``"scalar:..."`` forms reduced to what pyacc supports)."""
     head, _, tail, tail_at = _split_colon(text)
-    behavior = (head if head is not None else text).strip()
-    category = tail.strip() if head is not None else "all"
+    behavior = (head if head is not None else text).strip().lower()  # (Fortran: TOFROM)
+    category = tail.strip().lower() if head is not None else "all"
     return _defaultmap_value(behavior, category)
 
 

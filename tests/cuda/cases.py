@@ -572,8 +572,8 @@ def proved_rows(a, b):
 
 
 def running_rows(a, b):
-    """A vector loop carrying a scalar from one iteration to the next (a running sum per
-    row, in order): never collapsed, each row one thread."""
+    """A ``seq`` loop after a statement (a running sum per row, in order): neither
+    tightly nested nor independent, never collapsed: each row one thread."""
     for i in _loop(range(a.shape[0]), gang=True):
         t = 0.0
         for j in _loop(range(a.shape[1]), seq=True):
@@ -600,4 +600,43 @@ CASES += [
     Case("not_widened_running_rows", running_rows, "parallel",
          lambda: (np.arange(60.0).reshape(6, 10), np.zeros((6, 10)))),
     Case("not_widened_triangle", triangle, "parallel", lambda: (np.zeros((7, 7)),)),
+]
+
+
+def differences_along_rows(a, b):
+    """``prev`` is first assigned inside the inner loop and carried to its next
+    iteration: the loop is not independent (on a GPU each (i, j) would read an unset
+    ``prev``)."""
+    for i in _loop(range(a.shape[0]), gang=True):
+        for j in range(a.shape[1]):
+            if j == 0:
+                prev = 0.0
+            b[i, j] = a[i, j] - prev
+            prev = a[i, j]
+
+
+def shifted_through_private(a, b, tmp):
+    """``tmp`` is private to each outer iteration and shared by its inner ones (§2.5.1
+    vector-single code): the inner loop must not get a copy per (i, j)."""
+    for i in _loop(range(a.shape[0]), gang=True, private="tmp"):
+        for j in range(a.shape[1]):
+            tmp[j] = a[i, j] * 2.0
+            if j > 0:
+                b[i, j] = tmp[j - 1]
+
+
+def bounded_by_an_element(a, m):
+    """Inner bounds from an array element: evaluated on the device, not by the driver."""
+    for i in _loop(range(a.shape[0]), gang=True):
+        for j in _loop(range(m[0]), vector=True):
+            a[i, j] = 1.0
+
+
+CASES += [
+    Case("not_widened_carried_first_inside", differences_along_rows, "parallel",
+         lambda: (np.arange(30.0).reshape(5, 6) ** 2, np.zeros((5, 6)))),
+    Case("not_widened_outer_private_array", shifted_through_private, "parallel",
+         lambda: (np.arange(30.0).reshape(5, 6), np.zeros((5, 6)), np.zeros(6)), ignore=(2,)),
+    Case("not_widened_bound_from_an_element", bounded_by_an_element, "parallel",
+         lambda: (np.zeros((4, 5)), np.array([3]))),
 ]

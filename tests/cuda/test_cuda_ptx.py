@@ -344,11 +344,28 @@ def test_a_parallel_inner_loop_is_collapsed_into_the_nest_on_a_gpu(compile_only,
     assert "%ctaid.y" in ptx
 
 
-@pytest.mark.parametrize("name", ["not_widened_running_rows", "not_widened_triangle"])
+def test_an_element_update_of_several_values_stays_one_atomic_update():
+    """``p[k] = max(p[k], a, b)`` under ``reduction(max:p)``: one atomic max of
+    ``max(a, b)`` (the pairwise rewrite of three-value calls comes after the atomic form;
+    before, the update became a plain read-modify-write: a race between threads)."""
+    from pathlib import Path
+    case = _case("element_max_update_of_several_values")
+    kernel = get_kernel(case.info(), case.make_args(), target="cuda", device_type="cuda")
+    text = Path(kernel.driver.__code__.co_filename).read_text()
+    assert "_acc_cuda.atomic.max(peak, i % 3, max(a[i], b[i]))" in text
+
+
+@pytest.mark.parametrize("name", ["not_widened_running_rows", "not_widened_triangle",
+                                  "not_widened_carried_first_inside",
+                                  "not_widened_outer_private_array",
+                                  "not_widened_bound_from_an_element"])
 def test_an_inner_loop_that_carries_a_value_or_reads_the_outer_index_stays_inside(
         compile_only, name):
-    """A sequential inner loop (a running sum) and one whose bounds read the outer index
-    (a triangle, not rectangular) keep the 1-D launch: a thread per outer iteration."""
+    """An inner loop that is not independent or cannot join keeps the 1-D launch, a
+    thread per outer iteration: a sequential one (a running sum), bounds reading the
+    outer index (a triangle) or an array element (computed on the device), a scalar
+    first assigned in the body but carried (``prev``), an outer loop's private array
+    (one per outer iteration, shared by the inner iterations)."""
     case = _case(name)
     compiled = compile_only(case.info(), case.make_args())
     (_function, (_grid, block, _stream)), = compiled.configurations

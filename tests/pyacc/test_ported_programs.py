@@ -17,6 +17,9 @@ and ``emulated``.
 7. ``device_type`` groups tune the launch per device type (§2.4).
 8. an array named only in loops' ``private`` clauses takes no implicit data clause
    (§2.6.2): nothing is copied for it.
+9. a scalar first assigned inside a loop but read, on some path, before its store is
+   carried from one iteration to the next (§2.5.3): the loop is not independent.
+10. an atomic update of a bool or complex array is refused saying what to write (§2.12).
 """
 
 import os
@@ -163,11 +166,30 @@ def test_clause_names_operators_and_defaults_are_read_in_any_case():
 
 def test_openmp_map_types_are_read_in_any_case():
     """``!$OMP TARGET DATA MAP(ALWAYS, TO: a)``: the map type and its modifiers in any
-    case."""
+    case, and the other clauses' arguments (reduction operators, schedule kinds,
+    defaultmap, dependence types)."""
     from pyacc import omp
+    from pyacc.omp._clauses import parse
     a = np.ones(4)
     with omp.target_data("MAP(ALWAYS, TO: a)"):
         assert omp.target_is_present(a)
+    upper = parse("target_teams_distribute_parallel_for", "MAP(TO: a) REDUCTION(MAX: m) "
+                  "SCHEDULE(STATIC) DEFAULTMAP(TOFROM: AGGREGATE) DEPEND(IN: a)")
+    lower = parse("target_teams_distribute_parallel_for", "map(to: a) reduction(max: m) "
+                  "schedule(static) defaultmap(tofrom: aggregate) depend(in: a)")
+    assert upper == lower
+
+
+def test_clause_modifiers_are_read_in_any_case():
+    """``GANG(NUM:4) VECTOR(LENGTH:32) COPYIN(READONLY:a) CREATE(ZERO:b)`` as written in
+    Fortran; ``COLLAPSE(FORCE:2)`` gets its own message."""
+    from pyacc.compiler import parse_clauses
+    assert parse_clauses("parallel_loop", "GANG(NUM:4) VECTOR(LENGTH:32) COPYIN(READONLY:a) "
+                         "CREATE(ZERO:b)") == \
+        parse_clauses("parallel_loop", "gang(num:4) vector(length:32) copyin(readonly:a) "
+                      "create(zero:b)")
+    with pytest.raises(acc.CompileError, match="collapse.force:n. is not supported"):
+        parse_clauses("parallel_loop", "COLLAPSE(FORCE:2)")
 
 
 # ============================== 4. gang outer, vector inner: one space on a GPU (§2.9)
@@ -357,6 +379,29 @@ def test_device_type_groups_apply_to_their_device_types_only():
     assert for_device_type(clauses, "emulated").num_gangs == 2
 
 
+def test_every_group_naming_a_device_type_applies_in_order():
+    """§2.4: two groups naming ``nvidia`` both apply (the later value wins a clause both
+    set); ``*`` applies only where no group names the type."""
+    from pyacc.compiler import parse_clauses
+    from pyacc.compiler.device_types import for_device_type
+    clauses = parse_clauses("parallel_loop", "device_type(nvidia) num_gangs(2) "
+                            "device_type(nvidia, radeon) vector_length(64) num_gangs(5) "
+                            "device_type(*) num_gangs(9)")
+    cuda = for_device_type(clauses, "cuda")
+    assert (cuda.num_gangs, cuda.vector_length) == (5, 64)
+    assert for_device_type(clauses, "host").num_gangs == 9
+
+
+def test_device_type_as_a_keyword_or_on_a_routine_is_refused_saying_why():
+    """A group is the clauses written after ``device_type`` in a string: as a keyword it
+    has none; a routine's one level of parallelism is one for every type (§2.15.1)."""
+    from pyacc.compiler import parse_clauses
+    with pytest.raises(acc.CompileError, match="written in the clause string"):
+        parse_clauses("parallel_loop", device_type="nvidia")
+    with pytest.raises(acc.CompileError, match="not supported on a routine"):
+        parse_clauses("routine", "seq device_type(nvidia) vector")
+
+
 @pytest.mark.parametrize("text, word", [("device_type(nvidia) async(1)", "async"),
                                         ("device_type(*) collapse(2)", "collapse"),
                                         ("device_type(nvidia) copyin(a)", "copyin"),
@@ -408,3 +453,64 @@ def test_an_array_also_used_outside_its_private_loop_keeps_its_data_clause():
     implicit rule applies (present-or-copy)."""
     assert private_and_read_after.info.loop_private == frozenset()
     assert "dp_l: copy" in acc.explain(private_and_read_after)
+
+
+# ================================= 9. scalars carried from one iteration (§2.5.3)
+
+
+@acc.kernels
+def differences(a, b):
+    for j in range(a.shape[0]):
+        if j == 0:
+            prev = 0.0
+        b[j] = a[j] - prev
+        prev = a[j]
+
+
+@acc.parallel
+def two_nests_one_index(a, b):
+    for i in acc.loop(range(a.shape[0]), "gang"):
+        for j in acc.loop(range(a.shape[1]), "vector"):
+            a[i, j] = i + j
+    for i in acc.loop(range(b.shape[0]), "gang"):
+        for j in acc.loop(range(b.shape[1]), "vector"):
+            b[i, j] = a[i, j] * 2.0
+
+
+def test_a_scalar_first_assigned_in_the_loop_but_read_before_its_store_is_carried(device):
+    """``prev`` is set in the iteration ``j == 0`` only, and read in every iteration
+    before the store at its end: each iteration reads the previous one's value, a
+    dependence (before: the loop ran in parallel, each thread reading an unset value)."""
+    note = plan_notes(differences)[0]
+    assert not note.parallel and "'prev' carries a value" in note.reason
+    same_as_python(differences, np.arange(12.0) ** 2, np.zeros(12))
+
+
+def test_an_index_stored_again_by_a_later_nest_does_not_stop_the_widening(device):
+    """The second nest's ``for j`` stores ``j``: no read of the first nest's index after
+    it (§2.6.1), so both inner loops join their nests."""
+    assert [nest.widen for nest in two_nests_one_index.info.plan.nests.values()] == [1, 1]
+    same_as_python(two_nests_one_index, np.zeros((3, 4)), np.zeros((3, 4)))
+
+
+# ================================== 10. atomics on logical arrays (OpenACC 3.3 §2.12)
+
+
+@acc.parallel
+def all_true_per_row(a, t):
+    for x in acc.loop(range(a.shape[0])):
+        for y in acc.loop(range(a.shape[1])):
+            acc.atomic.and_(t, x, a[x, y])
+
+
+def test_an_atomic_update_of_a_bool_array_says_to_use_int8_flags(device):
+    """Fortran's ``t(x) = t(x) .AND. a(x, y)`` under ``!$acc atomic`` ported to a bool
+    array: a CompileError naming the array and the int8 0/1 form (before: Numba's typing
+    dump); the int8 form gives the logical result."""
+    a = np.ones((5, 3), np.bool_)
+    a[2, 1] = False
+    with pytest.raises(acc.CompileError, match="'t', an array of bool: .*int8 array of 0 and 1"):
+        all_true_per_row(a, np.ones(5, np.bool_))
+    t = np.ones(5, np.int8)
+    all_true_per_row(a.astype(np.int8), t)
+    np.testing.assert_array_equal(t, [1, 1, 0, 1, 1])
