@@ -120,6 +120,8 @@ def _keyword(directive, word, args, scope):
             raise ValueError(f"{word} takes a list of variables: {word}(a, b[0:n])")
         items, zeroed = data_list(word, args)
         arrays = [resolve_item(scope, name, section) for name, section in items]
+        if word in ("attach", "detach"):
+            arrays = _structs_of_members(scope, items, arrays)
         return (f"{word}_zero" if zeroed else word), arrays
     if word in _FLAGS[directive]:
         return word, True if args is None else bool(_value(args, scope))
@@ -134,6 +136,19 @@ def _keyword(directive, word, args, scope):
     if args is None:  # if
         raise ValueError("if takes a condition: if(n > 100)")
     return "if_", _value(args, scope)
+
+
+def _structs_of_members(scope, items, values) -> list:
+    """C's ``attach(data.a, data.b)`` (OpenACC 3.3 §2.7.2: each pointer member of
+    ``data``): a struct's array members attach with the struct (``acc.attach``), so each
+    member item is its struct, once."""
+    found = []
+    for (name, _section), value in zip(items, values):
+        if "." in name and isinstance(value, np.ndarray):
+            value = resolve_item(scope, name.rsplit(".", 1)[0])
+        if not any(value is seen for seen in found):
+            found.append(value)
+    return found
 
 
 def _value(text, scope):

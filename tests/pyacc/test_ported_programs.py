@@ -20,6 +20,7 @@ and ``emulated``.
 9. a scalar first assigned inside a loop but read, on some path, before its store is
    carried from one iteration to the next (§2.5.3): the loop is not independent.
 10. an atomic update of a bool or complex array is refused saying what to write (§2.12).
+11. C's ``attach(data.a, data.b)`` in a directive's string attaches the struct once (§2.7.2).
 """
 
 import os
@@ -514,3 +515,22 @@ def test_an_atomic_update_of_a_bool_array_says_to_use_int8_flags(device):
     t = np.ones(5, np.int8)
     all_true_per_row(a.astype(np.int8), t)
     np.testing.assert_array_equal(t, [1, 1, 0, 1, 1])
+
+
+# =============================== 11. C's member spelling of attach/detach (§2.7.2)
+
+
+def test_attach_of_members_in_a_clause_string_attaches_their_struct_once(emulated):
+    """V&V ``enter_data_attach.c``: ``enter data attach(data.a, data.b)`` after the
+    members are copied in; ``exit data detach(data.a, data.b)`` takes it back (before:
+    "takes a struct ... got ndarray")."""
+    import types
+    from pyacc._attach import attachment_count
+    from pyacc._devices import current_runtime
+    data = types.SimpleNamespace(a=np.ones(8), b=np.arange(8.0))
+    n = 8
+    acc.enter_data("copyin(data.a[0:n], data.b[0:n])")
+    acc.enter_data("attach(data.a, data.b)")
+    assert attachment_count(current_runtime(), data) == 1
+    acc.exit_data("detach(data.a, data.b) delete(data.a, data.b)")
+    assert attachment_count(current_runtime(), data) == 0 and not acc.is_present(data.a)
