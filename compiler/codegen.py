@@ -22,6 +22,7 @@ Invariants:
 from __future__ import annotations
 
 import ast
+import dataclasses
 import builtins
 import copy
 import hashlib
@@ -272,10 +273,11 @@ class FunctionRewriter(ast.NodeTransformer):
             if not self.builder.target.runtime_conditions:
                 return self.generic_visit(node)  # this target runs the loop as written
             sequential = ast.NodeTransformer.generic_visit(self, copy.deepcopy(node))
-        levels = [node]
-        while len(levels) < len(nest.levels) + self.builder.target.widened(nest):
-            levels.append(levels[-1].body[0])
         private, firstprivate = self.builder.copies.of(nest)
+        levels = [node]  # (the target sees the copies: an inner loop's private arrays too)
+        while len(levels) < len(nest.levels) + self.builder.target.widened(
+                dataclasses.replace(nest, private=private, firstprivate=firstprivate)):
+            levels.append(levels[-1].body[0])
         nest = NestPlan(tuple(levels), True, nest.reductions, private,
                         firstprivate, array_reductions=nest.array_reductions,
                         conditions=nest.conditions)

@@ -192,8 +192,9 @@ class Planner:
         loop's private array is one per outer iteration) that join its iteration space
         where the target wants them (``NestPlan.widen``): each one's iterations
         independent by its own directive (``acc.loop`` with gang, worker, vector or
-        independent, and no clause a collapse would change: reduction, private, collapse,
-        tile) with no scalar carried from one iteration to the next, or proved independent
+        independent, and no clause a collapse would change: a reduction the nest does not
+        make, collapse, tile) with no scalar carried from one iteration to the next, or
+        proved independent
         with the levels above as ``kernels`` loops are (§2.9.7 auto, §2.5.3); its bounds
         invariant (``nest_levels``) and computed on the host (no array element), its
         index not read after the nest (§2.6.1)."""
@@ -202,9 +203,9 @@ class Planner:
         while len(extended[-1].body) == 1 and isinstance(extended[-1].body[0], ast.For):
             inner = extended[-1].body[0]
             marker = self._marker_clauses(inner)
-            if marker is not None and (marker.seq or marker.reductions or marker.private or
-                                       marker.nest_depth > 1):
-                break
+            if marker is not None and (marker.seq or marker.nest_depth > 1 or
+                                       not set(marker.reductions) <= set(reductions)):
+                break  # (its private names are its iterations' own: each thread's then)
             try:
                 nest_levels(self.source, self.scope, extended[0], len(extended) + 1)
             except CompileError:
@@ -400,7 +401,8 @@ class Planner:
         """OpenACC 3.3 §2.9.2–2.9.4: a gang loop holds no gang loop, a worker loop no gang
         or worker loop, a vector loop none of the three (``outer``: the innermost enclosing
         partitioned loop, ``(level, line, words)``; a combined construct's clauses are its
-        loop's)."""
+        loop's). Not in ``kernels``, whose levels the compiler picks (§2.5.3): PGI-era
+        codes nest gang loops there for a 2-D grid (Rodinia's lud and srad)."""
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 continue
@@ -412,12 +414,15 @@ class Planner:
                     given.append(self.clauses)
                 words = [w for w in ("gang", "worker", "vector")
                          if any(c is not None and getattr(c, w) for c in given)]
-                if words and outer is not None and _LEVEL[words[0]] >= outer[0]:
+                if words and outer is not None and _LEVEL[words[0]] >= outer[0] and \
+                        self.clauses.construct not in _KERNELS_CONSTRUCTS:
                     raise self.source.error(
                         f"a {' '.join(words)} loop inside the {outer[2]} loop at line "
                         f"{outer[1]}: a gang loop may hold worker and vector loops, a worker "
                         f"loop vector loops, a vector loop none (OpenACC 3.3 §2.9.2–2.9.4); "
-                        f"drop {words[0]} from the inner loop, or make it seq", child)
+                        f"drop {' '.join(words)} from the inner loop (without them it is "
+                        f"still a parallel loop, its level the compiler's), or make it seq",
+                        child)
                 if words:
                     inner = (_LEVEL[words[-1]], child.lineno, " ".join(words))
             self._check_levels(child, inner)

@@ -640,3 +640,52 @@ CASES += [
     Case("not_widened_bound_from_an_element", bounded_by_an_element, "parallel",
          lambda: (np.zeros((4, 5)), np.array([3]))),
 ]
+
+
+def ideal_gas(d, e, p):
+    """CloverLeaf's ideal_gas: ``LOOP INDEPENDENT PRIVATE(v, pe)`` j inside ``LOOP
+    INDEPENDENT`` k (``kernels``): the inner loop's private scalars are each thread's."""
+    for k in _loop(range(d.shape[1]), independent=True):
+        for j in _loop(range(d.shape[0]), independent=True, private=["v", "pe"]):
+            v = 1.0 / d[j, k]
+            pe = 0.4 * d[j, k]
+            p[j, k] = pe * e[j, k] + v
+
+
+def calc_dt(d):
+    """CloverLeaf's calc_dt: ``reduction(min:dt)`` on both loops, one reduction over the
+    collapsed space."""
+    dt = 1e30
+    for k in _loop(range(d.shape[1]), independent=True, reduction="min:dt"):
+        for j in _loop(range(d.shape[0]), independent=True, reduction="min:dt"):
+            dt = min(dt, d[j, k] * 0.5 + j)
+    return dt
+
+
+def scratch_per_element(a, b, tmp):
+    """A vector loop's private array: each (i, j) thread's own row of scratch."""
+    for i in _loop(range(a.shape[0]), gang=True):
+        for j in _loop(range(a.shape[1]), vector=True, private="tmp"):
+            tmp[0] = a[i, j]
+            tmp[1] = 2.0 * a[i, j]
+            b[i, j] = tmp[0] + tmp[1]
+
+
+def gang_in_gang(a):
+    """Rodinia lud's PGI-era ``kernels``: a gang vector loop in a gang vector loop (the
+    compiler picks the levels in kernels), proved independent: one 2-D space."""
+    for i in _loop(range(a.shape[0]), "independent gang vector(8)"):
+        for j in _loop(range(a.shape[1]), "gang vector(32)"):
+            a[i, j] = i * 10 + j
+
+
+CASES += [
+    Case("widened_private_scalars_of_the_inner_loop", ideal_gas, "kernels",
+         lambda: (np.arange(1.0, 31.0).reshape(6, 5), np.ones((6, 5)), np.zeros((6, 5)))),
+    Case("widened_reduction_of_both_loops", calc_dt, "kernels",
+         lambda: (np.arange(1.0, 31.0).reshape(6, 5),)),
+    Case("widened_private_array_of_the_inner_loop", scratch_per_element, "parallel",
+         lambda: (np.arange(20.0).reshape(4, 5), np.zeros((4, 5)), np.zeros(2)), ignore=(2,)),
+    Case("widened_kernels_gang_in_gang", gang_in_gang, "kernels",
+         lambda: (np.zeros((5, 7)),)),
+]

@@ -330,7 +330,11 @@ def test_a_nest_of_two_levels_runs_on_a_2d_grid_with_no_division_per_element(com
 
 
 @pytest.mark.parametrize("name", ["widened_gang_vector_matmul", "widened_independent_column_major",
-                                  "widened_proved_kernels_nest"])
+                                  "widened_proved_kernels_nest",
+                                  "widened_private_scalars_of_the_inner_loop",
+                                  "widened_reduction_of_both_loops",
+                                  "widened_private_array_of_the_inner_loop",
+                                  "widened_kernels_gang_in_gang"])
 def test_a_parallel_inner_loop_is_collapsed_into_the_nest_on_a_gpu(compile_only, name):
     """OpenACC 3.3 §2.9: a gang loop around a vector loop (or two independent loops, or
     two proved independent) is one space of threads on a GPU, as NVHPC maps them: a 2-D

@@ -289,6 +289,22 @@ def test_a_loop_inside_a_loop_of_its_own_level_is_refused(decorate, words):
         decorate(function)
 
 
+@acc.kernels
+def lud_style_rows(a):
+    for i in acc.loop(range(a.shape[0]), "independent gang vector(8)"):
+        for j in acc.loop(range(a.shape[1]), "gang vector(32)"):
+            a[i, j] = i * 10 + j
+
+
+def test_a_gang_loop_in_a_gang_loop_of_kernels_is_accepted(device):
+    """Rodinia's lud and srad (PGI-era ``kernels``): ``gang vector(8)`` around ``gang
+    vector(32)``; in ``kernels`` the compiler picks the levels (§2.5.3), so the nest is
+    accepted, and runs as one 2-D space where it is proved independent."""
+    nest, = lud_style_rows.info.plan.nests.values()
+    assert nest.widen == 1
+    same_as_python(lud_style_rows, np.zeros((4, 6)))
+
+
 @acc.parallel
 def gang_worker_vector(a):
     for i in acc.loop(range(a.shape[0]), "gang"):
