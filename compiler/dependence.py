@@ -69,14 +69,28 @@ def carried_scalar(body, outer, allowed):
                     stored.add(node.id)
     loaded = {n.id for stmt in body for n in ast.walk(stmt)
               if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    bound = {n.id for stmt in body for c in ast.walk(stmt) if isinstance(c, ast.comprehension)
-             for n in ast.walk(c.target) if isinstance(n, ast.Name)}
-    for name in sorted(stored - set(allowed) - bound):
+    for name in sorted(stored - set(allowed) - _comprehension_only(body)):
         if name in outer and (first.get(name) == "Load" or (
                 name in loaded and not _assigned_first(body, name))) or \
-                name not in outer and liveness.read_first(body, name, loops_run=True):
+                name not in outer and liveness.read_first(body, name):
             return f"scalar {name!r} carries a value from one iteration to the next"
     return ""
+
+
+def _comprehension_only(body) -> set:
+    """The names every mention of which lies in a comprehension that binds them (its own
+    variable: ``sum([k for k in r])``), not a scalar of the loop."""
+    inside, bound = set(), set()
+    for stmt in body:
+        for comp in (n for n in ast.walk(stmt) if isinstance(n, (
+                ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp))):
+            names = {n.id for g in comp.generators for n in ast.walk(g.target)
+                     if isinstance(n, ast.Name)}
+            bound |= names
+            inside |= {id(n) for n in ast.walk(comp) if isinstance(n, ast.Name) and n.id in names}
+    return {name for name in bound if all(
+        id(n) in inside for stmt in body for n in ast.walk(stmt)
+        if isinstance(n, ast.Name) and n.id == name)}
 
 
 def _assigned_first(body, name) -> bool:
@@ -186,6 +200,14 @@ def array_dependence(body, scope, levels, outer, fresh, tree):
     return "", tuple(f"{poly.source()} >= 0" for poly in conditions.values())
 
 
+def _of_shape(node: ast.Subscript) -> bool:
+    """``a.shape[1]``, ``a.strides[0]``: a subscript of an array's shape, no element of it
+    (``a.T[j, i]`` is: a view)."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Attribute) and node.attr in SHAPE_ATTRS
+
+
 def _element_chain_root(node: ast.Subscript) -> str | None:
     """The array ``a`` that ``a[i, j]`` or ``a[i][j]`` (C's spelling: the same element,
     one index at a time) subscripts, or None when an inner subscript is a slice (a view
@@ -221,8 +243,8 @@ def _accesses(body, name, env):
     for stmt in body:
         for node in ast.walk(stmt):
             if not isinstance(node, ast.Subscript) or id(node) in inner or \
-                    root_name(node) != name:
-                continue
+                    root_name(node) != name or _of_shape(node):
+                continue  # (a.shape[1] is no element of a)
             chain, current = [], node
             while isinstance(current, ast.Subscript):
                 chain.insert(0, current.slice)

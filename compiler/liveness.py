@@ -37,45 +37,51 @@ def read_after(tree, nest, name) -> bool:
     return False
 
 
-def read_first(stmts, name, loops_run: bool = False) -> bool:
+def read_first(stmts, name) -> bool:
     """Whether some path through ``stmts`` may read ``name`` before storing it (a value
-    from before them: an earlier iteration's, in a loop body). ``loops_run``: a loop
-    whose body stores it first counts as storing it (its body is taken to run)."""
-    return _block_touch(stmts, name, loops_run) == "load"
+    from before them: an earlier iteration's, in a loop body; a loop in them may not run,
+    so its stores do not count)."""
+    return _block_touch(stmts, name) == "load"
 
 
-def _block_touch(stmts, name, loops_run=False):
+def _block_touch(stmts, name):
     """The first ``_first_touch`` of ``name`` in ``stmts`` that is not None."""
-    return next((t for t in (_first_touch(stmt, name, loops_run) for stmt in stmts) if t), None)
+    return next((t for t in (_first_touch(stmt, name) for stmt in stmts) if t), None)
 
 
-def _first_touch(stmt, name, loops_run=False):
+def _first_touch(stmt, name):
     """How ``stmt`` first touches ``name`` on every path: ``"store"`` (``name = value``,
-    ``value`` not reading it; an ``if`` storing it first in both branches; with
-    ``loops_run``, a loop storing it first, or indexed by it), ``"load"`` (it may be read
+    ``a, name = value``, ``name = b[i] = value``, ``name: float = value``, ``value`` not
+    reading it; an ``if`` storing it first in both branches), ``"load"`` (it may be read
     first: any other statement mentioning it), or None (it is never mentioned, or only
     stored on some paths: a loop's body may not run)."""
     if not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(stmt)):
         return None
-    if isinstance(stmt, ast.Assign) and name not in loaded_names(stmt.value) and all(
-            isinstance(t, ast.Name) for t in stmt.targets) and \
-            any(t.id == name for t in stmt.targets):
+    if _plain_store(stmt, name):
         return "store"
     head = {ast.If: "test", ast.While: "test", ast.For: "iter"}.get(type(stmt))
     if head is None or name in loaded_names(getattr(stmt, head)):
         return "load"
     if isinstance(stmt, ast.For) and name in {n.id for n in ast.walk(stmt.target)
                                               if isinstance(n, ast.Name)}:
-        if _block_touch(stmt.orelse, name, loops_run) == "load":
-            return "load"
-        return "store" if loops_run else None  # (its index)
-    touches = (_block_touch(stmt.body, name, loops_run), _block_touch(stmt.orelse, name, loops_run))
+        return None if _block_touch(stmt.orelse, name) != "load" else "load"  # (its index)
+    touches = (_block_touch(stmt.body, name), _block_touch(stmt.orelse, name))
     if "load" in touches:
         return "load"
-    if isinstance(stmt, ast.If) and touches == ("store", "store") or \
-            loops_run and not isinstance(stmt, ast.If) and touches[0] == "store":
-        return "store"
-    return None
+    return "store" if isinstance(stmt, ast.If) and touches == ("store", "store") else None
+
+
+def _plain_store(stmt, name) -> bool:
+    """An assignment that stores ``name`` without reading it: its value, and each
+    target's subscripts (``b[t] = t = 1`` reads ``t``), never load ``name``."""
+    if isinstance(stmt, ast.AnnAssign):
+        targets = [stmt.target] if stmt.value is not None else []
+    else:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else []
+    stored = {n.id for t in targets for n in ast.walk(t)
+              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return name in stored and name not in loaded_names(stmt.value) and \
+        not any(name in loaded_names(t) for t in targets)
 
 
 def _block_path(tree, target):

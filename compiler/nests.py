@@ -2,7 +2,9 @@
 
 Owns :func:`nest_levels`: the ``collapse`` (or ``tile``) tightly nested loops starting at
 a parallel loop (OpenACC 3.3 §2.9.1, §2.9.8; OpenMP 5.2 §4.4.1), each validated, for the
-planner (``planner.Planner._levels``).
+planner (``planner.Planner._levels``); :func:`check_levels`, the nesting of gang, worker
+and vector loops (§2.9.2–2.9.4); and the facts about an inner loop the planner's widening
+asks (:func:`written_by_all`, :func:`subscripted_in`, :func:`is_shape`).
 
 Invariants:
     * Every level is ``for v in range(...)`` (``acc.loop(range(...))`` too) of one loop
@@ -21,7 +23,12 @@ import ast
 
 from .frontend import CallKind, FunctionSource, Scope, classify_call, loaded_names, stored_names
 
-__all__ = ["nest_levels", "range_call"]
+__all__ = ["nest_levels", "range_call", "check_levels", "is_shape", "subscripted_in",
+           "written_by_all"]
+
+_KERNELS = ("kernels", "kernels_loop")
+#: the levels of parallelism, outermost highest (OpenACC 3.3 §2.9.2–2.9.4)
+_LEVEL = {"gang": 3, "worker": 2, "vector": 1}
 
 
 def nest_levels(source: FunctionSource, scope: Scope, loop: ast.For, collapse: int,
@@ -129,3 +136,60 @@ def _walk_with_loop_depth(node, depth=0):
                     yield from _walk_with_loop_depth(child, depth)
                 else:
                     yield from _walk_with_loop_depth(child, inner)
+
+
+def check_levels(source: FunctionSource, clauses, marker_of, node=None, outer=None) -> None:
+    """OpenACC 3.3 §2.9.2–2.9.4: a gang loop holds no gang loop, a worker loop no gang or
+    worker loop, a vector loop none of the three (``marker_of(loop)``: a loop's
+    ``acc.loop`` clauses; ``outer``: the innermost enclosing partitioned loop, ``(level,
+    line, words)``; a combined construct's clauses are its loop's). Not in ``kernels``,
+    whose levels the compiler picks (§2.5.3): PGI-era codes nest gang loops there for a
+    2-D grid (Rodinia's lud and srad)."""
+    node = source.tree if node is None else node
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        inner = outer
+        if isinstance(child, ast.For):
+            given = [marker_of(child)]
+            if node is source.tree and clauses.construct in ("parallel_loop", "kernels_loop"):
+                given.append(clauses)
+            words = [w for w in ("gang", "worker", "vector")
+                     if any(c is not None and getattr(c, w) for c in given)]
+            if words and outer is not None and _LEVEL[words[0]] >= outer[0] and \
+                    clauses.construct not in _KERNELS:
+                raise source.error(
+                    f"a {' '.join(words)} loop inside the {outer[2]} loop at line "
+                    f"{outer[1]}: a gang loop may hold worker and vector loops, a worker "
+                    f"loop vector loops, a vector loop none (OpenACC 3.3 §2.9.2–2.9.4); "
+                    f"drop {' '.join(words)} from the inner loop (without them it is "
+                    f"still a parallel loop, its level the compiler's), or make it seq", child)
+            if words:
+                inner = (_LEVEL[words[-1]], child.lineno, " ".join(words))
+        check_levels(source, clauses, marker_of, child, inner)
+
+
+def is_shape(node) -> bool:
+    """``a.shape`` / ``a.strides``: read on the host (a bound's subscript of it is too)."""
+    return isinstance(node, ast.Attribute) and node.attr in ("shape", "strides")
+
+
+def subscripted_in(loop, names) -> bool:
+    """Whether ``loop`` subscripts one of ``names`` (an array, not a scalar)."""
+    return any(isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and
+               n.value.id in names for n in ast.walk(loop))
+
+
+def written_by_all(loop) -> bool:
+    """Whether ``loop`` stores an element whose subscript does not move with its index
+    (nor with a name computed from it): every iteration writes that element."""
+    moving, grown = {loop.target.id}, True
+    while grown:  # (names computed from the index: jj = j + 1)
+        grown = False
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Assign) and loaded_names(node.value) & moving:
+                new = {t.id for t in node.targets if isinstance(t, ast.Name)} - moving
+                moving |= new
+                grown = grown or bool(new)
+    return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and
+               not loaded_names(n.slice) & moving for n in ast.walk(loop))

@@ -26,7 +26,7 @@ from .clauses import ComputeClauses, parse_loop_clauses
 from .errors import CompileError
 from .loop_plans import LoopNote, NestPlan, LoopPlan
 from .frontend import CallKind, FunctionSource, Scope, classify_call
-from .nests import nest_levels
+from .nests import check_levels, is_shape, nest_levels, subscripted_in, written_by_all
 from .reductions import COMBINE, array_updates, canonical, is_absorbing_store, same_op, \
     scalar_updates
 from . import dependence, liveness
@@ -34,8 +34,6 @@ from . import dependence, liveness
 __all__ = ["Planner", "LoopPlan", "NestPlan", "LoopNote"]
 
 _KERNELS_CONSTRUCTS = ("kernels", "kernels_loop")
-#: the levels of parallelism, outermost highest (OpenACC 3.3 §2.9.2–2.9.4)
-_LEVEL = {"gang": 3, "worker": 2, "vector": 1}
 
 
 # ------------------------------------------------------------------------------ planner
@@ -193,30 +191,33 @@ class Planner:
         where the target wants them (``NestPlan.widen``): each one's iterations
         independent by its own directive (``acc.loop`` with gang, worker, vector or
         independent, and no clause a collapse would change: a reduction the nest does not
-        make, collapse, tile) with no scalar carried from one iteration to the next, or
-        proved independent
-        with the levels above as ``kernels`` loops are (§2.9.7 auto, §2.5.3); its bounds
-        invariant (``nest_levels``) and computed on the host (no array element), its
-        index not read after the nest (§2.6.1)."""
+        make, collapse, tile, a private local array), with no scalar carried from one
+        iteration to the next and no element every iteration writes (``out[i] = ...``
+        under a vector loop over ``j``: the program's race, run in order here), or proved
+        independent with the levels above as ``kernels`` loops are (§2.9.7 auto, §2.5.3);
+        its bounds invariant (``nest_levels``) and computed on the host (no array
+        element), its index not read after the nest (§2.6.1)."""
         extended = list(levels)
         keep = {var for _, var in reductions}
         while len(extended[-1].body) == 1 and isinstance(extended[-1].body[0], ast.For):
             inner = extended[-1].body[0]
             marker = self._marker_clauses(inner)
             if marker is not None and (marker.seq or marker.nest_depth > 1 or
-                                       not set(marker.reductions) <= set(reductions)):
-                break  # (its private names are its iterations' own: each thread's then)
+                                       not set(marker.reductions) <= set(reductions) or
+                                       not set(marker.private) <= set(self.source.params)
+                                       and subscripted_in(inner, marker.private)):
+                break  # (its private parameters are its iterations' own: each thread's)
             try:
                 nest_levels(self.source, self.scope, extended[0], len(extended) + 1)
             except CompileError:
                 break
             if self._index_read_after(levels[0], inner.target.id) is not None or any(
-                    isinstance(n, ast.Subscript) and not _is_shape(n.value)
+                    isinstance(n, ast.Subscript) and not is_shape(n.value)
                     for n in ast.walk(inner.iter)):
                 break
             loop_vars = {level.target.id for level in (*extended, inner)}
             if dependence.carried_scalar(inner.body, self._defined_outside(levels[0]),
-                                         keep | loop_vars):
+                                         keep | loop_vars) or written_by_all(inner):
                 break
             if (marker is None or marker.auto or self.clauses.construct in _KERNELS_CONSTRUCTS
                     and not marker.independent) and \
@@ -284,10 +285,10 @@ class Planner:
             return first
         return None
 
-    def _live_out(self, levels, skip):
-        """``(var, store line, use line)`` for each scalar defined before the nest that the
-        nest assigns and the function reads after it (or anywhere outside it, when the
-        nest sits in a loop)."""
+    def _live_out(self, levels, skip, every=False):
+        """``(var, store line, use line)`` for each scalar defined before the nest (or,
+        ``every``, anywhere) that the nest assigns and the function reads after it (or
+        anywhere outside it, when the nest sits in a loop)."""
         nest = levels[0]
         outer = self._defined_outside(nest)
         inside = {id(n) for n in ast.walk(nest)}
@@ -296,7 +297,8 @@ class Planner:
         stores = {}
         for node in ast.walk(nest):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and \
-                    node.id in outer and node.id not in skip and node.id not in indices:
+                    (every or node.id in outer) and node.id not in skip and \
+                    node.id not in indices:
                 stores.setdefault(node.id, node.lineno)
         found, live = [], {}  # (live: read_after of each name, asked once)
         for node in ast.walk(self.source.tree):
@@ -316,7 +318,7 @@ class Planner:
         ``(reductions, None)``, or ``((), (var, store line, use line))`` for a scalar
         whose last value needs the iterations in order."""
         found = []
-        for var, store, use in self._live_out(levels, skip):
+        for var, store, use in self._live_out(levels, skip, every=True):  # (t of an inner loop too)
             op = _absorbing_op(levels[0], var)
             if op is None:
                 return (), (var, store, use)
@@ -395,37 +397,7 @@ class Planner:
             marker = self._marker_clauses(node) if isinstance(node, ast.For) else None
             if marker is not None and marker.private:
                 self.result.loop_private[(node.lineno, node.col_offset)] = marker.private
-        self._check_levels(self.source.tree, None)
-
-    def _check_levels(self, node, outer):
-        """OpenACC 3.3 §2.9.2–2.9.4: a gang loop holds no gang loop, a worker loop no gang
-        or worker loop, a vector loop none of the three (``outer``: the innermost enclosing
-        partitioned loop, ``(level, line, words)``; a combined construct's clauses are its
-        loop's). Not in ``kernels``, whose levels the compiler picks (§2.5.3): PGI-era
-        codes nest gang loops there for a 2-D grid (Rodinia's lud and srad)."""
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                continue
-            inner = outer
-            if isinstance(child, ast.For):
-                given = [self._marker_clauses(child)]
-                if node is self.source.tree and self.clauses.construct in ("parallel_loop",
-                                                                           "kernels_loop"):
-                    given.append(self.clauses)
-                words = [w for w in ("gang", "worker", "vector")
-                         if any(c is not None and getattr(c, w) for c in given)]
-                if words and outer is not None and _LEVEL[words[0]] >= outer[0] and \
-                        self.clauses.construct not in _KERNELS_CONSTRUCTS:
-                    raise self.source.error(
-                        f"a {' '.join(words)} loop inside the {outer[2]} loop at line "
-                        f"{outer[1]}: a gang loop may hold worker and vector loops, a worker "
-                        f"loop vector loops, a vector loop none (OpenACC 3.3 §2.9.2–2.9.4); "
-                        f"drop {' '.join(words)} from the inner loop (without them it is "
-                        f"still a parallel loop, its level the compiler's), or make it seq",
-                        child)
-                if words:
-                    inner = (_LEVEL[words[-1]], child.lineno, " ".join(words))
-            self._check_levels(child, inner)
+        check_levels(self.source, self.clauses, self._marker_clauses)
 
     # -- reductions
 
@@ -587,8 +559,3 @@ def _element_update_text(var, op) -> str:
     if op in ("and", "or", "max", "min"):  # (no augmented assignment: COMBINE's form)
         return f"{var}[k] = " + COMBINE[op].format(a=f"{var}[k]", b="value")
     return f"{var}[k] {'+' if op == '-' else op}= value"
-
-
-def _is_shape(node) -> bool:
-    """``a.shape`` / ``a.strides``: read on the host (a bound's subscript of it is too)."""
-    return isinstance(node, ast.Attribute) and node.attr in ("shape", "strides")

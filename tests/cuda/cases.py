@@ -689,3 +689,30 @@ CASES += [
     Case("widened_kernels_gang_in_gang", gang_in_gang, "kernels",
          lambda: (np.zeros((5, 7)),)),
 ]
+
+
+def last_of_a_loop_that_may_not_run(a, m, b):
+    """``t`` is stored by a loop that runs ``m[j]`` times: where ``m[j] == 0`` the column
+    reads the previous column's ``t`` (Python's), so the j loop is not independent."""
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            for k in range(m[j]):
+                t = a[i, j] + k
+            b[i, j] = t
+
+
+def row_maxima(a, out):
+    """``out[i]`` written by every j of a vector loop (the program's race in OpenACC):
+    never collapsed, each row's j loop in order on its thread."""
+    for i in _loop(range(a.shape[0]), gang=True):
+        for j in _loop(range(a.shape[1]), vector=True):
+            out[i] = max(out[i], a[i, j])
+
+
+CASES += [
+    Case("not_widened_store_of_a_loop_that_may_not_run", last_of_a_loop_that_may_not_run,
+         "parallel_loop", lambda: (np.arange(12.0).reshape(3, 4), np.array([2, 0, 3, 0]),
+                                   np.zeros((3, 4)))),
+    Case("not_widened_element_every_iteration_writes", row_maxima, "parallel",
+         lambda: (np.sin(np.arange(35.0)).reshape(5, 7), np.full(5, -9.0))),
+]

@@ -362,14 +362,17 @@ def test_an_element_update_of_several_values_stays_one_atomic_update():
 @pytest.mark.parametrize("name", ["not_widened_running_rows", "not_widened_triangle",
                                   "not_widened_carried_first_inside",
                                   "not_widened_outer_private_array",
-                                  "not_widened_bound_from_an_element"])
+                                  "not_widened_bound_from_an_element",
+                                  "not_widened_store_of_a_loop_that_may_not_run",
+                                  "not_widened_element_every_iteration_writes"])
 def test_an_inner_loop_that_carries_a_value_or_reads_the_outer_index_stays_inside(
         compile_only, name):
     """An inner loop that is not independent or cannot join keeps the 1-D launch, a
     thread per outer iteration: a sequential one (a running sum), bounds reading the
     outer index (a triangle) or an array element (computed on the device), a scalar
-    first assigned in the body but carried (``prev``), an outer loop's private array
-    (one per outer iteration, shared by the inner iterations)."""
+    first assigned in the body but carried (``prev``; ``t`` stored by a loop that may not
+    run), an outer loop's private array (one per outer iteration, shared by the inner
+    iterations), an element every inner iteration writes (``out[i]``)."""
     case = _case(name)
     compiled = compile_only(case.info(), case.make_args())
     (_function, (_grid, block, _stream)), = compiled.configurations

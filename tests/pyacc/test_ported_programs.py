@@ -18,7 +18,9 @@ and ``emulated``.
 8. an array named only in loops' ``private`` clauses takes no implicit data clause
    (§2.6.2): nothing is copied for it.
 9. a scalar first assigned inside a loop but read, on some path, before its store is
-   carried from one iteration to the next (§2.5.3): the loop is not independent.
+   carried from one iteration to the next (§2.5.3): the loop is not independent; a
+   tuple, annotated or chained assignment stores it; ``a.shape[1]`` is no element of
+   ``a``; an inner loop's temporary read after a ``kernels`` nest is kept.
 10. an atomic update of a bool or complex array is refused saying what to write (§2.12).
 11. C's ``attach(data.a, data.b)`` in a directive's string attaches the struct once (§2.7.2).
 """
@@ -550,3 +552,59 @@ def test_attach_of_members_in_a_clause_string_attaches_their_struct_once(emulate
     assert attachment_count(current_runtime(), data) == 1
     acc.exit_data("detach(data.a, data.b) delete(data.a, data.b)")
     assert attachment_count(current_runtime(), data) == 0 and not acc.is_present(data.a)
+
+
+
+@acc.kernels
+def mandelbrot_rows(out, n):
+    for i in range(n):
+        for j in range(n):
+            z_re, z_im = 0.0, 0.0
+            c: float = (i - j) / n
+            for _ in range(20):
+                z_re, z_im = z_re * z_re - z_im * z_im + c, 2.0 * z_re * z_im
+                if z_re * z_re + z_im * z_im > 4.0:
+                    break
+            out[i, j] = z_re
+
+
+@acc.kernels
+def fill_by_shape(a):
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            a[i, j] = i * 10 + j
+
+
+@acc.kernels
+def inner_temporary_read_after(a, b):
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            t = a[i, j] * 2.0
+            b[i, j] = t
+    b[0, 0] = t
+
+
+def test_tuple_and_annotated_stores_are_stores(device):
+    """``z_re, z_im = 0.0, 0.0`` and ``c: float = ...`` store those names first in each
+    iteration: the nest is parallel (the first fix of the carried-scalar test read every
+    assignment but ``name = value`` as a read, and then refused the iteration loop's
+    ``break``)."""
+    assert plan_notes(mandelbrot_rows)[0].parallel
+    same_as_python(mandelbrot_rows, np.zeros((6, 6)), 6)
+
+
+def test_a_bound_read_from_the_arrays_shape_is_no_element_read(device):
+    """``range(a.shape[1])`` over the array the nest writes reads its shape, not an
+    element: the most common 2-D kernels nest is parallel (before: "'a' is written ...
+    and read at line ... (a.shape[1])", sequential)."""
+    note = plan_notes(fill_by_shape)[0]
+    assert note.parallel, note.reason
+    same_as_python(fill_by_shape, np.zeros((3, 5)))
+
+
+def test_an_inner_loops_temporary_read_after_a_kernels_nest_keeps_the_last_value(device):
+    """``t`` of the inner loop, read after the nest: ``kernels`` keeps the region's last
+    value (§2.6.2), so the nest runs in order (before: parallel, and on a GPU the read
+    after it found no ``t``)."""
+    assert not plan_notes(inner_temporary_read_after)[0].parallel
+    same_as_python(inner_temporary_read_after, np.arange(12.0).reshape(3, 4), np.zeros((3, 4)))
