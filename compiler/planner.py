@@ -179,11 +179,28 @@ class Planner:
             conditions=tuple(conditions)))
         for inner in (n for s in levels[-1].body for n in ast.walk(s) if isinstance(n, ast.For)):
             inner_marker = self._marker_clauses(inner)
+            if inner_marker is not None:
+                self._check_shared_private(levels[0], inner, inner_marker.private)
             if inner_marker is not None or inner in widened:  # (feedback)
                 self.result.notes.append(LoopNote(
                     inner.lineno, False, schedule=self._schedule(inner_marker, own=True),
                     construct=self.clauses.construct, within=levels[0].lineno,
                     widened=inner in widened))
+
+    def _check_shared_private(self, nest, loop, private):
+        """A local array made before ``nest`` and named in ``private`` of a loop inside it
+        would be one array for every thread of the nest (only parameters get copies
+        there): refused, saying how to write it (OpenACC 3.3 §2.9.10)."""
+        inside = {n.id for n in ast.walk(nest) if isinstance(n, ast.Name)
+                  and isinstance(n.ctx, ast.Store)}
+        for name in private:
+            if name not in self.source.params and name not in inside and \
+                    subscripted_in(loop, (name,)):
+                raise self.source.error(
+                    f"private({name}) on this loop names a local array made before the "
+                    f"parallel loop at line {nest.lineno}, which its threads would share: "
+                    f"make it inside the loop body ({name} = np.zeros(...) there is each "
+                    f"iteration's own) or pass it as a parameter", loop)
 
     def _widened(self, levels, reductions) -> list:
         """The loops tightly nested under a nest (without private copies: an outer

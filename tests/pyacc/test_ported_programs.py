@@ -608,3 +608,21 @@ def test_an_inner_loops_temporary_read_after_a_kernels_nest_keeps_the_last_value
     after it found no ``t``)."""
     assert not plan_notes(inner_temporary_read_after)[0].parallel
     same_as_python(inner_temporary_read_after, np.arange(12.0).reshape(3, 4), np.zeros((3, 4)))
+
+
+
+def _shared_scratch(a, b):
+    tmp = np.zeros(1)
+    for i in acc.loop(range(a.shape[0]), "gang"):
+        for j in acc.loop(range(a.shape[1]), "vector private(tmp)"):
+            tmp[0] = a[i, j]
+            b[i, j] = tmp[0] * 2.0
+
+
+def test_a_local_array_private_to_an_inner_loop_but_made_before_the_nest_is_refused():
+    """§2.9.10: ``private(tmp)`` on an inner loop, ``tmp`` a local array made before the
+    parallel loop: only parameters get per-thread copies there, so every thread would
+    share it (a race, silent before on every device); refused, saying how to write it."""
+    with pytest.raises(acc.CompileError, match=r"private\(tmp\) on this loop names a local "
+                                               r"array made before the parallel loop"):
+        acc.parallel(_shared_scratch)
