@@ -24,6 +24,7 @@ from numba.core import types as nbtypes
 
 from . import cuda_compilers
 from .clause_kinds import OMP_MAP_TYPE
+from .loop_plans import AS_WRITTEN
 from .frontend import Scope, is_numeric_constant
 from .errors import PerformanceWarning
 
@@ -174,7 +175,8 @@ def warn_sequential(info, notes) -> None:
     if info.clauses.construct not in _KERNELS:
         return
     for note in notes:
-        if not note.parallel and note.reason != "seq clause" and not note.within:
+        if not note.parallel and note.reason != "seq clause" and not note.within and \
+                not note.reason.startswith(AS_WRITTEN):
             warnings.warn_explicit(
                 PerformanceWarning(
                     f"{info.name}: the kernels loop at line {note.line} runs sequentially: "

@@ -17,7 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["LoopNote", "NestPlan", "LoopPlan"]
+__all__ = ["LoopNote", "NestPlan", "LoopPlan", "AS_WRITTEN"]
+
+#: how the reason of a ``kernels`` loop no directive could make parallel (a ``break``, a
+#: ``return``) starts: it runs as written, and no PerformanceWarning suggests
+#: ``independent``
+AS_WRITTEN = "runs as written, as no directive could make it parallel: "
 
 
 @dataclass

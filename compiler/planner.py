@@ -24,7 +24,7 @@ import ast
 
 from .clauses import ComputeClauses, parse_loop_clauses
 from .errors import CompileError
-from .loop_plans import LoopNote, NestPlan, LoopPlan
+from .loop_plans import AS_WRITTEN, LoopNote, NestPlan, LoopPlan
 from .frontend import CallKind, FunctionSource, Scope, classify_call
 from .nests import check_levels, is_shape, nest_levels, subscripted_in, written_by_all
 from .reductions import COMBINE, array_updates, canonical, is_absorbing_store, same_op, \
@@ -132,8 +132,15 @@ class Planner:
     def _plan_kernels(self, stmt):
         if isinstance(stmt, ast.For):
             marker = self._marker_clauses(stmt)
-            if marker is None or not marker.seq:
-                levels = self._levels(stmt, *(_depth(marker) if marker else (1, "")))
+            try:  # (a loop no directive marks, with a break or a while: runs as written)
+                levels = None if marker is not None and marker.seq else \
+                    self._levels(stmt, *(_depth(marker) if marker else (1, "")))
+            except CompileError as exc:
+                if marker is not None:
+                    raise
+                self._note_sequential(stmt, AS_WRITTEN + exc.reason.split(": ", 1)[-1])
+                levels = None
+            if levels:
                 declared = marker.reductions if marker else ()
                 private = marker.private if marker else ()
                 reason, found, conditions = ("", self._independent_kept(

@@ -23,6 +23,7 @@ and ``emulated``.
    ``a``; an inner loop's temporary read after a ``kernels`` nest is kept.
 10. an atomic update of a bool or complex array is refused saying what to write (§2.12).
 11. C's ``attach(data.a, data.b)`` in a directive's string attaches the struct once (§2.7.2).
+12. a ``kernels`` loop that leaves early (``break``) runs as written (§2.5.3).
 """
 
 import os
@@ -626,3 +627,40 @@ def test_a_local_array_private_to_an_inner_loop_but_made_before_the_nest_is_refu
     with pytest.raises(acc.CompileError, match=r"private\(tmp\) on this loop names a local "
                                                r"array made before the parallel loop"):
         acc.parallel(_shared_scratch)
+
+
+# ============================== 12. kernels loops that leave early run as written (§2.5.3)
+
+
+@acc.kernels
+def first_negative(a):
+    found = -1
+    for i in range(a.shape[0]):
+        if a[i] < 0:
+            found = i
+            break
+    return found
+
+
+@acc.kernels
+def count_until_bigger(a, b):
+    for i in range(a.shape[0]):
+        c = 0
+        for k in range(3):
+            if a[i] > k:
+                break
+            c += 1
+        b[i] = c
+
+
+def test_a_kernels_loop_with_a_break_runs_as_written(device):
+    """§2.5.3: in ``kernels`` the compiler decides; a loop no directive marks that
+    ``break``s out runs as written, quietly (no PerformanceWarning: ``independent`` could
+    not make it parallel); before, a CompileError. An outer loop over it is still
+    parallel."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", acc.PerformanceWarning)
+        assert first_negative(np.array([1.0, 2.0, -3.0, 4.0, -5.0])) == 2
+    assert "runs as written" in plan_notes(first_negative)[0].reason
+    assert plan_notes(count_until_bigger)[0].parallel
+    same_as_python(count_until_bigger, np.array([-1.0, 0.5, 1.5, 2.5, 9.0]), np.zeros(5))
