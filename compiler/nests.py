@@ -180,9 +180,10 @@ def subscripted_in(loop, names) -> bool:
                n.value.id in names for n in ast.walk(loop))
 
 
-def written_by_all(loop) -> bool:
+def written_by_all(loop, private=()) -> bool:
     """Whether ``loop`` stores an element whose subscript does not move with its index
-    (nor with a name computed from it): every iteration writes that element."""
+    (nor with a name computed from it): every iteration writes that element (of an array
+    not in ``private``: each iteration's own)."""
     moving, grown = {loop.target.id}, True
     while grown:  # (names computed from the index: jj = j + 1)
         grown = False
@@ -192,4 +193,6 @@ def written_by_all(loop) -> bool:
                 moving |= new
                 grown = grown or bool(new)
     return any(isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) and
-               not loaded_names(n.slice) & moving for n in ast.walk(loop))
+               not loaded_names(n.slice) & moving and
+               not (isinstance(n.value, ast.Name) and n.value.id in private)
+               for n in ast.walk(loop))

@@ -241,7 +241,8 @@ class Planner:
                 break
             loop_vars = {level.target.id for level in (*extended, inner)}
             if dependence.carried_scalar(inner.body, self._defined_outside(levels[0]),
-                                         keep | loop_vars) or written_by_all(inner):
+                                         keep | loop_vars) or \
+                    written_by_all(inner, marker.private if marker is not None else ()):
                 break
             if (marker is None or marker.auto or self.clauses.construct in _KERNELS_CONSTRUCTS
                     and not marker.independent) and \
