@@ -172,7 +172,7 @@ class Planner:
             self._check_live_out(levels, reductions, private + firstprivate)
         if self.clauses.construct != "kernels" or marker is not None:
             self._check_index_after(levels)  # a loop with a loop directive (§2.6.1)
-        widened = [] if conditions or private or firstprivate else \
+        widened, why = ([], "") if conditions or private or firstprivate else \
             self._widened(levels, reductions)
         nest = NestPlan(tuple(levels), True, reductions, private, firstprivate,
                         array_reductions=frozenset(arrays), conditions=tuple(conditions),
@@ -192,7 +192,8 @@ class Planner:
                 self.result.notes.append(LoopNote(
                     inner.lineno, False, schedule=self._schedule(inner_marker, own=True),
                     construct=self.clauses.construct, within=levels[0].lineno,
-                    widened=inner in widened))
+                    widened=inner in widened, reason=why if inner is _next_loop(
+                        levels[-1], widened) else ""))
 
     def _check_shared_private(self, nest, loop, private):
         """A local array made before ``nest`` and named in ``private`` of a loop inside it
@@ -209,47 +210,54 @@ class Planner:
                     f"make it inside the loop body ({name} = np.zeros(...) there is each "
                     f"iteration's own) or pass it as a parameter", loop)
 
-    def _widened(self, levels, reductions) -> list:
-        """The loops tightly nested under a nest (without private copies: an outer
-        loop's private array is one per outer iteration) that join its iteration space
-        where the target wants them (``NestPlan.widen``): each one's iterations
-        independent by its own directive (``acc.loop`` with gang, worker, vector or
-        independent, and no clause a collapse would change: a reduction the nest does not
-        make, collapse, tile, a private local array), with no scalar carried from one
-        iteration to the next and no element every iteration writes (``out[i] = ...``
-        under a vector loop over ``j``: the program's race, run in order here), or proved
-        independent with the levels above as ``kernels`` loops are (§2.9.7 auto, §2.5.3);
-        its bounds invariant (``nest_levels``) and computed on the host (no array
-        element), its index not read after the nest (§2.6.1)."""
-        extended = list(levels)
+    def _widened(self, levels, reductions) -> tuple:
+        """``(loops, why)``: the loops tightly nested under a nest (without private
+        copies: an outer loop's private array is one per outer iteration) that join its
+        iteration space where the target wants them (``NestPlan.widen``), and why the next
+        one does not (``_not_joined``): independent by its own directive (``acc.loop``
+        gang, worker, vector or independent) with no scalar carried and no element every
+        iteration writes (``out[i]`` under a vector ``j`` loop: the program's race, run
+        in order here), or proved so as ``kernels`` loops are (§2.9.7, §2.5.3)."""
+        extended, why = list(levels), ""
         keep = {var for _, var in reductions}
         while len(extended[-1].body) == 1 and isinstance(extended[-1].body[0], ast.For):
             inner = extended[-1].body[0]
-            marker = self._marker_clauses(inner)
-            if marker is not None and (marker.seq or marker.nest_depth > 1 or
-                                       not set(marker.reductions) <= set(reductions) or
-                                       not set(marker.private) <= set(self.source.params)
-                                       and subscripted_in(inner, marker.private)):
-                break  # (its private parameters are its iterations' own: each thread's)
-            try:
-                nest_levels(self.source, self.scope, extended[0], len(extended) + 1)
-            except CompileError:
-                break
-            if self._index_read_after(levels[0], inner.target.id) is not None or any(
-                    isinstance(n, ast.Subscript) and not is_shape(n.value)
-                    for n in ast.walk(inner.iter)):
-                break
-            loop_vars = {level.target.id for level in (*extended, inner)}
-            if dependence.carried_scalar(inner.body, self._defined_outside(levels[0]),
-                                         keep | loop_vars) or \
-                    written_by_all(inner, marker.private if marker is not None else ()):
-                break
-            if (marker is None or marker.auto or self.clauses.construct in _KERNELS_CONSTRUCTS
-                    and not marker.independent) and \
-                    any(self._dependence([*extended, inner], tuple(reductions))):
+            why = self._not_joined(extended, inner, reductions, keep)
+            if why is not None:
                 break
             extended.append(inner)
-        return extended[len(levels):]
+        return extended[len(levels):], why or ""
+
+    def _not_joined(self, extended, inner, reductions, keep):
+        """Why ``inner`` cannot join the nest ``extended``: None if it can, ``""`` when it
+        says so (``seq``); its own clauses must not change under a collapse, its bounds be
+        invariant and host-computed, its index unread after the nest (§2.6.1)."""
+        marker = self._marker_clauses(inner)
+        if marker is not None and marker.seq:
+            return ""
+        if marker is not None and (marker.nest_depth > 1 or not set(marker.reductions) <=
+                                   set(reductions)):
+            return "not joined with the nest: it has a collapse, tile or reduction of its own"
+        if marker is not None and not set(marker.private) <= set(self.source.params) and \
+                subscripted_in(inner, marker.private):
+            return "not joined with the nest: a private local array"
+        try:
+            nest_levels(self.source, self.scope, extended[0], len(extended) + 1)
+        except CompileError as exc:
+            return f"not joined with the nest: {exc.reason.split(': ', 1)[-1]}"
+        if self._index_read_after(extended[0], inner.target.id) is not None or any(
+                isinstance(n, ast.Subscript) and not is_shape(n.value) for n in ast.walk(inner.iter)):
+            return "not joined with the nest: its index is read after it, or its bounds read an element"
+        loop_vars = {level.target.id for level in (*extended, inner)}
+        reason = dependence.carried_scalar(inner.body, self._defined_outside(extended[0]),
+                                           keep | loop_vars)
+        if not reason and written_by_all(inner, marker.private if marker is not None else ()):
+            reason = (f"every iteration writes one element (a sum over {inner.target.id}? "
+                      f"declare the reduction, or make the loop seq)")
+        if not reason and (marker is None or marker.auto or self.clauses.construct in
+                           _KERNELS_CONSTRUCTS and not marker.independent):
+            reason = self._dependence([*extended, inner], tuple(reductions))[0]
+        return f"not joined with the nest: {reason}" if reason else None
 
     def _schedule(self, marker, own=False) -> str:
         """The gang/worker/vector clauses of a loop, as written (for the notes): the
@@ -584,3 +592,9 @@ def _element_update_text(var, op) -> str:
     if op in ("and", "or", "max", "min"):  # (no augmented assignment: COMBINE's form)
         return f"{var}[k] = " + COMBINE[op].format(a=f"{var}[k]", b="value")
     return f"{var}[k] {'+' if op == '-' else op}= value"
+
+
+def _next_loop(last, widened):
+    """The loop tightly nested under the nest's last joined level (a reason is its)."""
+    loop = widened[-1] if widened else last
+    return loop.body[0] if len(loop.body) == 1 and isinstance(loop.body[0], ast.For) else None

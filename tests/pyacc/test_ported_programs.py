@@ -223,6 +223,23 @@ def carried_in_a_vector_loop(a, b, t):
             b[i, j] = t
 
 
+@acc.parallel
+def mvt(n, x1, a, y):
+    for i in acc.loop(range(n)):
+        for j in acc.loop(range(n)):
+            x1[i] = x1[i] + a[i, j] * y[j]
+
+
+def test_explain_says_why_an_inner_loop_does_not_join_its_nest(device):
+    """PolyBench's mvt: every j writes ``x1[i]`` (a sum over j, a race if the loop ran in
+    parallel), so the j loop runs in order within each i; acc.explain says why and what
+    to write (before: nothing, the directive silently dropped)."""
+    text = acc.explain(mvt)
+    assert "not joined with the nest: every iteration writes one element (a sum over j?" in text
+    a, y = np.arange(16.0).reshape(4, 4), np.ones(4)
+    same_as_python(mvt, 4, np.zeros(4), a, y)
+
+
 def test_independent_loops_nested_are_one_space_on_a_gpu(device):
     """CloverLeaf's ``LOOP INDEPENDENT`` k around ``LOOP INDEPENDENT`` j: the plan adds j
     to the nest for a GPU (``NestPlan.widen``, which ``acc.explain`` reports); CPUs run it
