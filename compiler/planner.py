@@ -138,7 +138,7 @@ class Planner:
             except CompileError as exc:
                 if marker is not None:
                     raise
-                self._note_sequential(stmt, AS_WRITTEN + exc.reason.split(": ", 1)[-1])
+                self._note_sequential(stmt, AS_WRITTEN + _unnamed(exc))
                 levels = None
             if levels:
                 declared = marker.reductions if marker else ()
@@ -172,8 +172,8 @@ class Planner:
             self._check_live_out(levels, reductions, private + firstprivate)
         if self.clauses.construct != "kernels" or marker is not None:
             self._check_index_after(levels)  # a loop with a loop directive (§2.6.1)
-        widened, why = ([], "") if conditions or private or firstprivate else \
-            self._widened(levels, reductions)
+        widened, (stopped, why) = ([], (None, "")) if conditions or private or firstprivate \
+            else self._widened(levels, reductions)
         nest = NestPlan(tuple(levels), True, reductions, private, firstprivate,
                         array_reductions=frozenset(arrays), conditions=tuple(conditions),
                         widen=len(widened))
@@ -192,8 +192,7 @@ class Planner:
                 self.result.notes.append(LoopNote(
                     inner.lineno, False, schedule=self._schedule(inner_marker, own=True),
                     construct=self.clauses.construct, within=levels[0].lineno,
-                    widened=inner in widened, reason=why if inner is _next_loop(
-                        levels[-1], widened) else ""))
+                    widened=inner in widened, reason=why if inner is stopped else ""))
 
     def _check_shared_private(self, nest, loop, private):
         """A local array made before ``nest`` and named in ``private`` of a loop inside it
@@ -211,22 +210,22 @@ class Planner:
                     f"iteration's own) or pass it as a parameter", loop)
 
     def _widened(self, levels, reductions) -> tuple:
-        """``(loops, why)``: the loops tightly nested under a nest (without private
-        copies: an outer loop's private array is one per outer iteration) that join its
-        iteration space where the target wants them (``NestPlan.widen``), and why the next
-        one does not (``_not_joined``): independent by its own directive (``acc.loop``
+        """``(loops, (next, why))``: the loops tightly nested under a nest (without
+        private copies: an outer loop's private array is one per outer iteration) that join
+        its iteration space where the target wants them (``NestPlan.widen``), and the next
+        one with why it does not (``_not_joined``; ``(None, "")`` if none is nested): independent by its own directive (``acc.loop``
         gang, worker, vector or independent) with no scalar carried and no element every
         iteration writes (``out[i]`` under a vector ``j`` loop: the program's race, run
         in order here), or proved so as ``kernels`` loops are (§2.9.7, §2.5.3)."""
-        extended, why = list(levels), ""
+        extended = list(levels)
         keep = {var for _, var in reductions}
         while len(extended[-1].body) == 1 and isinstance(extended[-1].body[0], ast.For):
             inner = extended[-1].body[0]
             why = self._not_joined(extended, inner, reductions, keep)
             if why is not None:
-                break
+                return extended[len(levels):], (inner, why)
             extended.append(inner)
-        return extended[len(levels):], why or ""
+        return extended[len(levels):], (None, "")
 
     def _not_joined(self, extended, inner, reductions, keep):
         """Why ``inner`` cannot join the nest ``extended``: None if it can, ``""`` when it
@@ -244,7 +243,7 @@ class Planner:
         try:
             nest_levels(self.source, self.scope, extended[0], len(extended) + 1)
         except CompileError as exc:
-            return f"not joined with the nest: {exc.reason.split(': ', 1)[-1]}"
+            return f"not joined with the nest: {_unnamed(exc)}"
         if self._index_read_after(extended[0], inner.target.id) is not None or any(
                 isinstance(n, ast.Subscript) and not is_shape(n.value) for n in ast.walk(inner.iter)):
             return "not joined with the nest: its index is read after it, or its bounds read an element"
@@ -594,7 +593,6 @@ def _element_update_text(var, op) -> str:
     return f"{var}[k] {'+' if op == '-' else op}= value"
 
 
-def _next_loop(last, widened):
-    """The loop tightly nested under the nest's last joined level (a reason is its)."""
-    loop = widened[-1] if widened else last
-    return loop.body[0] if len(loop.body) == 1 and isinstance(loop.body[0], ast.For) else None
+def _unnamed(exc: CompileError) -> str:
+    """The reason of a ``FunctionSource.error`` without the function's name before it."""
+    return exc.reason.split(": ", 1)[-1]
