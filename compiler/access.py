@@ -14,7 +14,7 @@ import ast
 
 from .frontend import ROUTINE_ATTR, CallKind, FunctionSource, Scope, classify_call, load_function, local_names, root_name
 
-__all__ = ["access_sets", "SHAPE_ATTRS", "mutating_library_call"]
+__all__ = ["access_sets", "SHAPE_ATTRS", "mutating_library_call", "shape_subscript"]
 
 # ndarray methods that do not write their array.
 _READONLY_METHODS = frozenset({
@@ -24,6 +24,14 @@ _READONLY_METHODS = frozenset({
     "repeat", "squeeze", "swapaxes", "searchsorted"})
 SHAPE_ATTRS = frozenset({"shape", "size", "ndim", "dtype", "itemsize", "nbytes",
                           "strides"})
+
+
+def shape_subscript(node: ast.Subscript) -> bool:
+    """``a.shape[1]``, ``a.strides[0]``: a subscript of an array's shape, read on the host
+    and no element of ``a`` (``a.T[j, i]`` is one: a view)."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Attribute) and node.attr in SHAPE_ATTRS
 
 
 def mutating_library_call(call):

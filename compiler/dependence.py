@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .access import SHAPE_ATTRS, mutating_library_call
+from .access import SHAPE_ATTRS, mutating_library_call, shape_subscript
 from .affine import Facts, Poly, poly_of, size_symbol
 from . import liveness
 from .frontend import CallKind, classify_call, root_name
@@ -200,14 +200,6 @@ def array_dependence(body, scope, levels, outer, fresh, tree):
     return "", tuple(f"{poly.source()} >= 0" for poly in conditions.values())
 
 
-def _of_shape(node: ast.Subscript) -> bool:
-    """``a.shape[1]``, ``a.strides[0]``: a subscript of an array's shape, no element of it
-    (``a.T[j, i]`` is: a view)."""
-    while isinstance(node, ast.Subscript):
-        node = node.value
-    return isinstance(node, ast.Attribute) and node.attr in SHAPE_ATTRS
-
-
 def _element_chain_root(node: ast.Subscript) -> str | None:
     """The array ``a`` that ``a[i, j]`` or ``a[i][j]`` (C's spelling: the same element,
     one index at a time) subscripts, or None when an inner subscript is a slice (a view
@@ -243,7 +235,7 @@ def _accesses(body, name, env):
     for stmt in body:
         for node in ast.walk(stmt):
             if not isinstance(node, ast.Subscript) or id(node) in inner or \
-                    root_name(node) != name or _of_shape(node):
+                    root_name(node) != name or shape_subscript(node):
                 continue  # (a.shape[1] is no element of a)
             chain, current = [], node
             while isinstance(current, ast.Subscript):

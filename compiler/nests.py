@@ -4,7 +4,7 @@ Owns :func:`nest_levels`: the ``collapse`` (or ``tile``) tightly nested loops st
 a parallel loop (OpenACC 3.3 §2.9.1, §2.9.8; OpenMP 5.2 §4.4.1), each validated, for the
 planner (``planner.Planner._levels``); :func:`check_levels`, the nesting of gang, worker
 and vector loops (§2.9.2–2.9.4); and the facts about an inner loop the planner's widening
-asks (:func:`written_by_all`, :func:`subscripted_in`, :func:`is_shape`).
+asks (:func:`written_by_all`, :func:`subscripted_in`).
 
 Invariants:
     * Every level is ``for v in range(...)`` (``acc.loop(range(...))`` too) of one loop
@@ -23,8 +23,7 @@ import ast
 
 from .frontend import CallKind, FunctionSource, Scope, classify_call, loaded_names, stored_names
 
-__all__ = ["nest_levels", "range_call", "check_levels", "is_shape", "subscripted_in",
-           "written_by_all"]
+__all__ = ["nest_levels", "range_call", "check_levels", "subscripted_in", "written_by_all"]
 
 _KERNELS = ("kernels", "kernels_loop")
 #: the levels of parallelism, outermost highest (OpenACC 3.3 §2.9.2–2.9.4)
@@ -167,11 +166,6 @@ def check_levels(source: FunctionSource, clauses, marker_of, node=None, outer=No
             if words:
                 inner = (_LEVEL[words[-1]], child.lineno, " ".join(words))
         check_levels(source, clauses, marker_of, child, inner)
-
-
-def is_shape(node) -> bool:
-    """``a.shape`` / ``a.strides``: read on the host (a bound's subscript of it is too)."""
-    return isinstance(node, ast.Attribute) and node.attr in ("shape", "strides")
 
 
 def subscripted_in(loop, names) -> bool:

@@ -26,7 +26,8 @@ from .clauses import ComputeClauses, parse_loop_clauses
 from .errors import CompileError
 from .loop_plans import AS_WRITTEN, LoopNote, NestPlan, LoopPlan
 from .frontend import CallKind, FunctionSource, Scope, classify_call
-from .nests import check_levels, is_shape, nest_levels, subscripted_in, written_by_all
+from .access import shape_subscript
+from .nests import check_levels, nest_levels, subscripted_in, written_by_all
 from .reductions import COMBINE, array_updates, canonical, is_absorbing_store, same_op, \
     scalar_updates
 from . import dependence, liveness
@@ -245,7 +246,7 @@ class Planner:
         except CompileError as exc:
             return f"not joined with the nest: {_unnamed(exc)}"
         if self._index_read_after(extended[0], inner.target.id) is not None or any(
-                isinstance(n, ast.Subscript) and not is_shape(n.value) for n in ast.walk(inner.iter)):
+                isinstance(n, ast.Subscript) and not shape_subscript(n) for n in ast.walk(inner.iter)):
             return "not joined with the nest: its index is read after it, or its bounds read an element"
         loop_vars = {level.target.id for level in (*extended, inner)}
         reason = dependence.carried_scalar(inner.body, self._defined_outside(extended[0]),
