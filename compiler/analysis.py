@@ -142,12 +142,13 @@ class KernelInfo:
         §2.6.2), so they take no implicit data clause; the launcher gives them device
         memory of their own and copies nothing, as for the construct's ``private``."""
         loops = self.plan.loop_private if self.plan is not None else {}
-        inside = {}
-        for node in ast.walk(self.source.tree) if loops else ():
-            for name in loops.get((getattr(node, "lineno", 0), getattr(node, "col_offset", 0)), ()) \
-                    if isinstance(node, ast.For) else ():
+        if not loops:
+            return frozenset()
+        inside = {}  # (name: its Name nodes inside the loops that make it private)
+        for loop in (n for n in ast.walk(self.source.tree) if isinstance(n, ast.For)):
+            for name in loops.get((loop.lineno, loop.col_offset), ()):
                 inside.setdefault(name, set()).update(
-                    id(n) for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name)
+                    id(n) for n in ast.walk(loop) if isinstance(n, ast.Name) and n.id == name)
         return frozenset(name for name, ids in inside.items() if name in self.params and all(
             id(n) in ids for n in ast.walk(self.source.tree)
             if isinstance(n, ast.Name) and n.id == name))

@@ -58,7 +58,7 @@ def carried_scalar(body, outer, allowed):
     one defined before the nest (``outer``) read before it is re-assigned, or one the
     body alone assigns that some path reads first (``if j == 0: prev = 0.0`` then
     ``b[j] = a[j] - prev; prev = a[j]``: the previous iteration's value; a loop in the
-    body is taken to run)."""
+    body may not run, so its stores do not count: ``liveness.read_first``)."""
     first = {}
     stored = set()
     for stmt in body:

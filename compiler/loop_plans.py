@@ -92,7 +92,8 @@ class LoopNote:
             loop runs sequentially.
         within: For a marked loop inside a parallel nest: the line of the nest, whose
             every iteration runs it (0: not inside one).
-        widened: For such a loop: a GPU collapses it into the nest (``NestPlan.widen``).
+        widened: For such a loop: it joins the nest (``NestPlan.widen``; the targets
+            that take it, ``Target.widened``).
     """
 
     line: int
